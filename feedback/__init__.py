@@ -1,0 +1,32 @@
+"""What happened: the durable execution log, ratings, episodes and per-tool metrics."""
+
+from toolwise.feedback.arguments import argument_digest, canonical_json
+from toolwise.feedback.engine import default_database_url
+from toolwise.feedback.errors import (
+    FeedbackError,
+    InvalidOutcomeError,
+    InvalidRatingError,
+    ServiceNotStartedError,
+    UnknownExecutionError,
+)
+from toolwise.feedback.records import Episode, Execution, Outcome, Rating, ToolMetrics, WriterStats, utcnow
+from toolwise.feedback.service import FeedbackService
+
+__all__ = [
+    "Episode",
+    "Execution",
+    "FeedbackError",
+    "FeedbackService",
+    "InvalidOutcomeError",
+    "InvalidRatingError",
+    "Outcome",
+    "Rating",
+    "ServiceNotStartedError",
+    "ToolMetrics",
+    "UnknownExecutionError",
+    "WriterStats",
+    "argument_digest",
+    "canonical_json",
+    "default_database_url",
+    "utcnow",
+]

@@ -1,0 +1,30 @@
+"""Errors a caller of the FeedbackService can act on; the server turns them into MCP `is_error` results."""
+
+from __future__ import annotations
+
+
+class FeedbackError(Exception):
+    """Base class: something the caller asked for is not possible as asked."""
+
+
+class UnknownExecutionError(FeedbackError):
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(f"no execution with id {execution_id!r} has been recorded")
+        self.execution_id = execution_id
+
+
+class InvalidRatingError(FeedbackError):
+    def __init__(self, rating: object) -> None:
+        super().__init__(f"rating must be an integer from 1 to 5, got {rating!r}")
+        self.rating = rating
+
+
+class InvalidOutcomeError(FeedbackError):
+    def __init__(self, outcome: object) -> None:
+        super().__init__(f"outcome must be one of 'success', 'partial', 'failure', got {outcome!r}")
+        self.outcome = outcome
+
+
+class ServiceNotStartedError(FeedbackError):
+    def __init__(self) -> None:
+        super().__init__("FeedbackService is not running: call `await service.start()` (or use `async with`)")

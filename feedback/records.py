@@ -1,0 +1,93 @@
+"""Plain records that cross the FeedbackService boundary (written by the server, read by admins and rl)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+Outcome = Literal["success", "partial", "failure"]
+OUTCOMES: frozenset[str] = frozenset({"success", "partial", "failure"})
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class Execution:
+    """One tool execution. `arguments` is the raw input on the write side; on the read side it is the
+    redacted copy when arguments are stored, else None. `argument_digest` is filled in by the writer."""
+
+    tool: str
+    server: str
+    session_id: str
+    success: bool
+    latency_ms: float
+    started_at: datetime
+    finished_at: datetime
+    arguments: Mapping[str, Any] | None = None
+    id: str = field(default_factory=new_id)
+    namespace: str = "default"
+    argument_digest: str | None = None
+    context_hash: str | None = None
+    query: str | None = None
+    decision_id: str | None = None
+    propensity: float | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    result_size: int = 0
+    reward: float | None = None
+    seq: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Rating:
+    execution_id: str
+    rating: int
+    comment: str | None
+    created_at: datetime
+
+
+@dataclass(slots=True, frozen=True)
+class Episode:
+    session_id: str
+    tools: list[str]
+    total_reward: float
+    outcome: Outcome
+    started_at: datetime
+    ended_at: datetime
+    namespace: str = "default"
+    id: str = field(default_factory=new_id)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolMetrics:
+    """Per-tool figures derived from the execution log; latencies in milliseconds, rates in 0..1."""
+
+    tool: str
+    calls: int
+    success_rate: float
+    avg_latency_ms: float
+    p95_latency_ms: float
+    avg_rating: float | None
+    ratings: int
+    last_used: datetime
+
+
+@dataclass(slots=True, frozen=True)
+class WriterStats:
+    """Counters of the group-commit writer, for health checks and metrics."""
+
+    enqueued: int
+    committed: int
+    queue_depth: int
+    batches: int
+    failed_batches: int
+    dead_lettered: int

@@ -1,0 +1,89 @@
+"""The database schema: one typed declarative model per table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware UTC datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ExecutionRow(Base):
+    __tablename__ = "executions"
+
+    # `seq` orders the log (replay "everything after a snapshot"); `id` is what clients see.
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(36), unique=True)
+    namespace: Mapped[str] = mapped_column(String(64), default="default")
+    session_id: Mapped[str] = mapped_column(String(128))
+    tool: Mapped[str] = mapped_column(String(128))
+    server: Mapped[str] = mapped_column(String(128))
+    argument_digest: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    context_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    query: Mapped[str | None] = mapped_column(Text, nullable=True)
+    decision_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    propensity: Mapped[float | None] = mapped_column(Float, nullable=True)
+    success: Mapped[bool] = mapped_column(Boolean)
+    error_type: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    error_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    result_size: Mapped[int] = mapped_column(Integer, default=0)
+    reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_executions_ns_tool", "namespace", "tool"),
+        Index("ix_executions_session", "session_id"),
+        Index("ix_executions_finished", "finished_at"),
+    )
+
+
+class RatingRow(Base):
+    __tablename__ = "ratings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    execution_id: Mapped[str] = mapped_column(String(36), ForeignKey("executions.id"), index=True)
+    rating: Mapped[int] = mapped_column(Integer)
+    comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class EpisodeRow(Base):
+    __tablename__ = "episodes"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(64), default="default")
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    tools: Mapped[list[str]] = mapped_column(JSON)
+    total_reward: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,0 +1,301 @@
+"""FeedbackService: the durable record of every tool execution, the ratings and the episodes.
+
+It owns the engine and the single writer task; nothing else opens sessions behind its back.
+Executions go through group commit (they are the hot path); ratings, rewards and episodes are
+committed before the call returns (they are rare and a user action). Every read flushes first, so it
+sees everything recorded before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import Select, insert, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact
+from toolwise.feedback.bulk import CompiledInsert
+from toolwise.feedback.engine import create_engine, data_dir, default_database_url, sqlite_path
+from toolwise.feedback.errors import (
+    InvalidOutcomeError,
+    InvalidRatingError,
+    ServiceNotStartedError,
+    UnknownExecutionError,
+)
+from toolwise.feedback.metrics import tool_metrics_query
+from toolwise.feedback.records import (
+    OUTCOMES,
+    Episode,
+    Execution,
+    Rating,
+    ToolMetrics,
+    WriterStats,
+    utcnow,
+)
+from toolwise.feedback.schema import Base, EpisodeRow, ExecutionRow, RatingRow, UTCDateTime
+from toolwise.feedback.writer import GroupCommitWriter
+
+log = logging.getLogger(__name__)
+
+_EXECUTION_COLUMNS = tuple(c.key for c in ExecutionRow.__table__.columns if c.key != "seq")
+
+
+class FeedbackService:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        store_arguments: bool = False,
+        redact_pattern: str = DEFAULT_REDACT_PATTERN,
+        batch_size: int = 256,
+        flush_interval_ms: float = 20.0,
+        max_queue: int = 10_000,
+        busy_timeout_s: float = 5.0,
+        synchronous: str = "FULL",
+        dead_letter_path: Path | None = None,
+    ) -> None:
+        self.url = url or default_database_url()
+        self._store_arguments = store_arguments
+        self._redact = re.compile(redact_pattern, re.IGNORECASE)
+        self._engine_options = {"busy_timeout_s": busy_timeout_s, "synchronous": synchronous}
+        self._writer_options = {
+            "batch_size": batch_size,
+            "flush_interval_s": flush_interval_ms / 1000,
+            "max_queue": max_queue,
+        }
+        db_file = sqlite_path(self.url)
+        folder = db_file.parent if db_file else data_dir()
+        self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
+        self._engine: AsyncEngine | None = None
+        self._writer: GroupCommitWriter[Execution, list[Any]] | None = None
+        self._insert: CompiledInsert | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
+        async with self._engine.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+        self._insert = CompiledInsert(ExecutionRow.__table__, _EXECUTION_COLUMNS, self._engine.dialect)
+        self._writer = GroupCommitWriter(
+            self._rows, self._insert_rows, self._dead_letter, **self._writer_options
+        )
+        self._writer.start()
+        log.info("feedback store ready at %s", _safe_url(self.url))
+
+    async def aclose(self) -> None:
+        """Write everything queued, then release the database."""
+        if self._writer is not None:
+            await self._writer.aclose()
+        if self._engine is not None:
+            await self._engine.dispose()
+        self._engine = self._writer = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise ServiceNotStartedError
+        return self._engine
+
+    @property
+    def stats(self) -> WriterStats:
+        if self._writer is None:
+            raise ServiceNotStartedError
+        return self._writer.stats
+
+    # -- write path --------------------------------------------------------------------------------
+
+    async def record_execution(self, execution: Execution) -> str:
+        """Queue one execution for group commit and return its id; waits only when the queue is full.
+        The service takes ownership of `execution` (and its arguments): do not mutate it afterwards."""
+        if self._writer is None:
+            raise ServiceNotStartedError
+        await self._writer.put(execution)
+        return execution.id
+
+    async def flush(self) -> None:
+        """Return once every execution recorded before this call is committed."""
+        if self._writer is None:
+            raise ServiceNotStartedError
+        await self._writer.flush()
+
+    def _row(self, e: Execution) -> tuple[Any, ...]:
+        """The execution as a tuple in `_EXECUTION_COLUMNS` order, digest computed, arguments redacted."""
+        keep = self._store_arguments and e.arguments is not None
+        stored = redact(e.arguments, self._redact) if keep else None
+        return (
+            e.id, e.namespace, e.session_id, e.tool, e.server,
+            e.argument_digest or argument_digest(e.arguments), stored,
+            e.context_hash, e.query, e.decision_id, e.propensity, e.success, e.error_type, e.error_message,
+            e.latency_ms, e.result_size, e.reward, e.started_at, e.finished_at,
+        )
+
+    def _rows(self, batch: list[Execution]) -> list[Any]:
+        """Driver-ready parameters for a batch (runs on the event loop while the previous batch commits)."""
+        if self._insert is None:
+            raise ServiceNotStartedError
+        return self._insert.params([self._row(e) for e in batch])
+
+    async def _insert_rows(self, params: list[Any]) -> None:
+        if self._insert is None:
+            raise ServiceNotStartedError
+        async with self.engine.begin() as conn:
+            await conn.exec_driver_sql(self._insert.sql, params)
+
+    def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
+        """Last resort for a record the database refuses: keep it on disk, loudly."""
+        row = dict(zip(_EXECUTION_COLUMNS, self._row(execution), strict=True))
+        line = canonical_json({"error": repr(exc), "execution": row})
+        self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.dead_letter_path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        log.error("execution %s written to %s", execution.id, self.dead_letter_path)
+
+    async def add_rating(self, execution_id: str, rating: int, comment: str | None = None) -> Execution:
+        """Commit a 1..5 rating of a recorded execution; returns that execution."""
+        if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
+            raise InvalidRatingError(rating)
+        execution = await self.get_execution(execution_id)
+        if execution is None:
+            raise UnknownExecutionError(execution_id)
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(RatingRow).values(
+                    execution_id=execution_id, rating=rating, comment=comment, created_at=utcnow()
+                )
+            )
+        return execution
+
+    async def set_reward(self, execution_id: str, reward: float) -> None:
+        """Commit the reward of an execution (recomputed after a rating)."""
+        await self.flush()
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)
+            )
+        if result.rowcount == 0:
+            raise UnknownExecutionError(execution_id)
+
+    async def record_episode(self, episode: Episode) -> Episode:
+        """Commit a finished episode (a session's ordered tool sequence and its outcome)."""
+        if episode.outcome not in OUTCOMES:
+            raise InvalidOutcomeError(episode.outcome)
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(EpisodeRow).values(
+                    id=episode.id,
+                    namespace=episode.namespace,
+                    session_id=episode.session_id,
+                    tools=list(episode.tools),
+                    total_reward=episode.total_reward,
+                    outcome=episode.outcome,
+                    started_at=episode.started_at,
+                    ended_at=episode.ended_at,
+                )
+            )
+        return episode
+
+    # -- read path ---------------------------------------------------------------------------------
+
+    async def get_execution(self, execution_id: str) -> Execution | None:
+        rows = await self._executions(select(ExecutionRow).where(ExecutionRow.id == execution_id))
+        return rows[0] if rows else None
+
+    async def get_recent_executions(
+        self,
+        limit: int = 50,
+        *,
+        namespace: str = "default",
+        tool: str | None = None,
+        session_id: str | None = None,
+        after_seq: int | None = None,
+    ) -> list[Execution]:
+        """Newest first; `after_seq` limits to executions logged after that sequence number."""
+        query = select(ExecutionRow).where(ExecutionRow.namespace == namespace)
+        if tool is not None:
+            query = query.where(ExecutionRow.tool == tool)
+        if session_id is not None:
+            query = query.where(ExecutionRow.session_id == session_id)
+        if after_seq is not None:
+            query = query.where(ExecutionRow.seq > after_seq)
+        return await self._executions(query.order_by(ExecutionRow.seq.desc()).limit(limit))
+
+    async def _executions(self, query: Select[tuple[ExecutionRow]]) -> list[Execution]:
+        await self.flush()
+        async with self.engine.connect() as conn:
+            result = await conn.execute(query)
+            return [_execution(row._mapping) for row in result]
+
+    async def get_ratings(self, execution_id: str) -> list[Rating]:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(RatingRow).where(RatingRow.execution_id == execution_id).order_by(RatingRow.id)
+            )
+            return [Rating(r.execution_id, r.rating, r.comment, r.created_at) for r in result]
+
+    async def get_episodes(self, *, namespace: str = "default", limit: int = 100) -> list[Episode]:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(EpisodeRow)
+                .where(EpisodeRow.namespace == namespace)
+                .order_by(EpisodeRow.ended_at.desc())
+                .limit(limit)
+            )
+            return [
+                Episode(r.session_id, list(r.tools), r.total_reward, r.outcome,  # type: ignore[arg-type]
+                        r.started_at, r.ended_at, r.namespace, r.id)
+                for r in result
+            ]
+
+    async def get_tool_metrics(
+        self, tool: str | None = None, *, namespace: str = "default"
+    ) -> list[ToolMetrics]:
+        """Metrics for every tool (or one), computed by the database in a single query."""
+        await self.flush()
+        async with self.engine.connect() as conn:
+            result = await conn.execute(tool_metrics_query(namespace, tool))
+            return [
+                ToolMetrics(
+                    tool=name,
+                    calls=calls,
+                    success_rate=float(success_rate),
+                    avg_latency_ms=float(avg_latency),
+                    p95_latency_ms=float(p95),
+                    avg_rating=None if avg_rating is None else float(avg_rating),
+                    ratings=int(ratings),
+                    last_used=_as_utc(last_used),
+                )
+                for name, calls, success_rate, avg_latency, p95, avg_rating, ratings, last_used in result
+            ]
+
+
+def _execution(row: Mapping[str, Any]) -> Execution:
+    return Execution(**{key: row[key] for key in (*_EXECUTION_COLUMNS, "seq")})
+
+
+def _as_utc(value: datetime | str) -> datetime:
+    """max() over a UTCDateTime column loses the type on SQLite; parse and mark it UTC again."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return UTCDateTime().process_result_value(value, None)  # type: ignore[arg-type,return-value]
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    return make_url(url).render_as_string(hide_password=True)

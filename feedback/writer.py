@@ -1,0 +1,209 @@
+"""Group commit: one writer task drains a bounded queue and commits records in batches.
+
+A batch is committed once `batch_size` records are in hand or `flush_interval_s` has passed since the
+first; when more are already waiting (a backlog), up to `max_batch` go in one commit, so a burst pays
+for few fsyncs. Preparing a batch (`prepare`, on the event loop) overlaps the commit of the one before
+it (`write`, on the database's thread); one commit is in flight at a time, so order is kept.
+Producers `await put()` and return as soon as the record is queued (they wait only when the queue is
+full: back-pressure, never a drop). A failed batch is retried with capped exponential backoff while the
+failure looks transient (database locked, connection lost); a batch that fails for another reason is
+bisected so that one bad record cannot hold up the others, and a single record that still fails is
+handed to `dead_letter` and logged as an error. Nothing leaves the queue unaccounted for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from toolwise.feedback.records import WriterStats
+
+T = TypeVar("T")
+P = TypeVar("P")
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Marker:
+    """Queued behind records: resolved once everything ahead of it is committed."""
+
+    done: asyncio.Future[None]
+    stop: bool = False
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Failures that go away by themselves: locks, lost connections, timeouts."""
+    if isinstance(exc, OperationalError | TimeoutError | ConnectionError | OSError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+class GroupCommitWriter(Generic[T, P]):
+    def __init__(
+        self,
+        prepare: Callable[[list[T]], P],
+        write: Callable[[P], Awaitable[None]],
+        dead_letter: Callable[[T, BaseException], None],
+        *,
+        batch_size: int = 256,
+        max_batch: int = 4096,
+        flush_interval_s: float = 0.020,
+        max_queue: int = 10_000,
+        max_backoff_s: float = 2.0,
+        poison_attempts: int = 3,
+    ) -> None:
+        if not 1 <= batch_size <= max_batch or max_queue < 1 or flush_interval_s < 0:
+            raise ValueError(
+                f"need 1 ≤ batch_size ≤ max_batch, max_queue ≥ 1 and flush_interval_s ≥ 0, "
+                f"got {batch_size}, {max_batch}, {max_queue}, {flush_interval_s}"
+            )
+        self._prepare = prepare
+        self._write = write
+        self._dead_letter = dead_letter
+        self._batch_size = batch_size
+        self._max_batch = max_batch
+        self._interval = flush_interval_s
+        self._max_backoff = max_backoff_s
+        self._poison_attempts = poison_attempts
+        self._queue: asyncio.Queue[T | _Marker] = asyncio.Queue(max_queue)
+        self._task: asyncio.Task[None] | None = None
+        self._enqueued = self._committed = self._batches = self._failed = self._dead = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="toolwise-feedback-writer")
+
+    @property
+    def stats(self) -> WriterStats:
+        return WriterStats(
+            enqueued=self._enqueued,
+            committed=self._committed,
+            queue_depth=self._queue.qsize(),
+            batches=self._batches,
+            failed_batches=self._failed,
+            dead_lettered=self._dead,
+        )
+
+    async def put(self, item: T) -> None:
+        self._check_alive()
+        try:
+            self._queue.put_nowait(item)
+        except asyncio.QueueFull:
+            await self._queue.put(item)
+        self._enqueued += 1
+
+    async def flush(self) -> None:
+        """Return once every record queued before this call is committed (or dead-lettered)."""
+        await self._marker(stop=False)
+
+    async def aclose(self) -> None:
+        """Commit everything queued, then stop the writer task."""
+        if self._task is None or self._task.done():
+            return
+        await self._marker(stop=True)
+        await self._task
+
+    async def _marker(self, *, stop: bool) -> None:
+        self._check_alive()
+        marker = _Marker(asyncio.get_running_loop().create_future(), stop)
+        await self._queue.put(marker)
+        await marker.done
+
+    def _check_alive(self) -> None:
+        if self._task is None:
+            raise RuntimeError("the writer was not started")
+        if self._task.done():
+            exc = self._task.exception() if not self._task.cancelled() else None
+            raise RuntimeError("the feedback writer has stopped; records cannot be accepted") from exc
+
+    async def _run(self) -> None:
+        inflight: asyncio.Task[None] | None = None
+        while True:
+            batch, marker = await self._collect()
+            if batch:
+                prepared = self._try_prepare(batch)
+                if inflight is not None:
+                    await inflight
+                inflight = asyncio.create_task(self._commit(batch, prepared))
+            if marker is not None:
+                if inflight is not None:
+                    await inflight
+                    inflight = None
+                marker.done.set_result(None)
+                if marker.stop:
+                    return
+
+    def _try_prepare(self, batch: list[T]) -> P | BaseException:
+        try:
+            return self._prepare(batch)
+        except Exception as exc:  # noqa: BLE001 - handed to _commit, which isolates the bad record
+            return exc
+
+    async def _collect(self) -> tuple[list[T], _Marker | None]:
+        """The next batch: whatever is waiting (up to `max_batch`); if that is under `batch_size`, wait
+        at most the flush interval after the first record for more."""
+        first = await self._queue.get()
+        if isinstance(first, _Marker):
+            return [], first
+        batch: list[T] = [first]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._interval
+        while len(batch) < self._max_batch:
+            try:
+                item = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                remaining = deadline - loop.time()
+                if len(batch) >= self._batch_size or remaining <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), remaining)
+                except TimeoutError:
+                    break
+            if isinstance(item, _Marker):
+                return batch, item
+            batch.append(item)
+        return batch, None
+
+    async def _commit(self, batch: list[T], prepared: P | BaseException | None = None) -> None:
+        if prepared is None:
+            prepared = self._try_prepare(batch)
+        if isinstance(prepared, BaseException):  # a record that cannot even be converted: no retry helps
+            self._failed += 1
+            log.warning("feedback batch of %d could not be prepared, isolating: %s", len(batch), prepared)
+            await self._isolate(batch, prepared)
+            return
+        backoff, attempts = 0.01, 0
+        while True:
+            try:
+                await self._write(prepared)
+            except Exception as exc:  # noqa: BLE001 - every failure is retried, bisected or dead-lettered
+                self._failed += 1
+                attempts += 1
+                transient = is_transient(exc)
+                log.warning(
+                    "feedback batch of %d failed (attempt %d, %s): %s",
+                    len(batch), attempts, "retrying" if transient else "isolating", exc,
+                )
+                if transient or attempts < self._poison_attempts:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self._max_backoff)
+                    continue
+                await self._isolate(batch, exc)
+                return
+            self._committed += len(batch)
+            self._batches += 1
+            return
+
+    async def _isolate(self, batch: list[T], exc: BaseException) -> None:
+        if len(batch) > 1:
+            mid = len(batch) // 2
+            await self._commit(batch[:mid])
+            await self._commit(batch[mid:])
+            return
+        log.error("feedback record could not be written and was dead-lettered: %s", exc)
+        self._dead_letter(batch[0], exc)
+        self._dead += 1

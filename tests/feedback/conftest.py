@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from toolwise.feedback import Execution, FeedbackService, utcnow
+
+
+def make_execution(tool: str = "time__get_current_time", *, success: bool = True, latency_ms: float = 12.0,
+                   session_id: str = "s1", **fields: object) -> Execution:
+    finished = utcnow()
+    return Execution(
+        tool=tool,
+        server=tool.split("__", maxsplit=1)[0],
+        session_id=session_id,
+        success=success,
+        latency_ms=latency_ms,
+        started_at=finished - timedelta(milliseconds=latency_ms),
+        finished_at=finished,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+
+
+@pytest.fixture
+async def service(db_url: str) -> AsyncIterator[FeedbackService]:
+    async with FeedbackService(db_url) as svc:
+        yield svc
