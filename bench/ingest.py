@@ -26,9 +26,16 @@ from toolwise.feedback.schema import Base, ExecutionRow
 def execution(i: int) -> Execution:
     finished = utcnow()
     return Execution(
-        tool=f"srv__tool{i % 50}", server="srv", session_id=f"s{i % 100}", success=i % 7 != 0,
-        latency_ms=5.0 + i % 40, started_at=finished - timedelta(milliseconds=5), finished_at=finished,
-        arguments={"path": f"/tmp/{i}", "n": i}, context_hash="ab" * 32, query="list files",
+        tool=f"srv__tool{i % 50}",
+        server="srv",
+        session_id=f"s{i % 100}",
+        success=i % 7 != 0,
+        latency_ms=5.0 + i % 40,
+        started_at=finished - timedelta(milliseconds=5),
+        finished_at=finished,
+        arguments={"path": f"/tmp/{i}", "n": i},
+        context_hash="ab" * 32,
+        query="list files",
     )
 
 
@@ -53,12 +60,23 @@ async def naive(url: str, n: int) -> float:
     start = time.perf_counter()
     for e in records:
         async with AsyncSession(engine) as session:
-            session.add(ExecutionRow(
-                id=e.id, namespace=e.namespace, session_id=e.session_id, tool=e.tool, server=e.server,
-                argument_digest=argument_digest(e.arguments), context_hash=e.context_hash, query=e.query,
-                success=e.success, latency_ms=e.latency_ms, result_size=0,
-                started_at=e.started_at, finished_at=e.finished_at,
-            ))
+            session.add(
+                ExecutionRow(
+                    id=e.id,
+                    namespace=e.namespace,
+                    session_id=e.session_id,
+                    tool=e.tool,
+                    server=e.server,
+                    argument_digest=argument_digest(e.arguments),
+                    context_hash=e.context_hash,
+                    query=e.query,
+                    success=e.success,
+                    latency_ms=e.latency_ms,
+                    result_size=0,
+                    started_at=e.started_at,
+                    finished_at=e.finished_at,
+                )
+            )
             await session.commit()
     elapsed = time.perf_counter() - start
     await engine.dispose()

@@ -32,8 +32,7 @@ class CompiledInsert:
         """Driver-ready parameters for rows given as tuples in `columns` order."""
         steps = list(zip(self._picks, self._processors, strict=True))
         converted = [
-            tuple(row[i] if proc is None or row[i] is None else proc(row[i]) for i, proc in steps)
-            for row in rows
+            tuple(row[i] if proc is None or row[i] is None else proc(row[i]) for i, proc in steps) for row in rows
         ]
         if self._positional:
             return converted

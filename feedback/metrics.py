@@ -33,8 +33,11 @@ def tool_metrics_query(namespace: str, tool: str | None = None) -> Select[tuple]
         .subquery("p95")
     )
     ratings = (
-        select(e.tool, func.avg(cast(RatingRow.rating, Float)).label("avg_rating"),
-               func.count(RatingRow.id).label("ratings"))
+        select(
+            e.tool,
+            func.avg(cast(RatingRow.rating, Float)).label("avg_rating"),
+            func.count(RatingRow.id).label("ratings"),
+        )
         .join(RatingRow, RatingRow.execution_id == e.id)
         .where(*scope)
         .group_by(e.tool)

@@ -84,9 +84,7 @@ class FeedbackService:
         async with self._engine.begin() as conn:
             await conn.run_sync(Base.metadata.create_all)
         self._insert = CompiledInsert(ExecutionRow.__table__, _EXECUTION_COLUMNS, self._engine.dialect)
-        self._writer = GroupCommitWriter(
-            self._rows, self._insert_rows, self._dead_letter, **self._writer_options
-        )
+        self._writer = GroupCommitWriter(self._rows, self._insert_rows, self._dead_letter, **self._writer_options)
         self._writer.start()
         log.info("feedback store ready at %s", _safe_url(self.url))
 
@@ -140,10 +138,25 @@ class FeedbackService:
         keep = self._store_arguments and e.arguments is not None
         stored = redact(e.arguments, self._redact) if keep else None
         return (
-            e.id, e.namespace, e.session_id, e.tool, e.server,
-            e.argument_digest or argument_digest(e.arguments), stored,
-            e.context_hash, e.query, e.decision_id, e.propensity, e.success, e.error_type, e.error_message,
-            e.latency_ms, e.result_size, e.reward, e.started_at, e.finished_at,
+            e.id,
+            e.namespace,
+            e.session_id,
+            e.tool,
+            e.server,
+            e.argument_digest or argument_digest(e.arguments),
+            stored,
+            e.context_hash,
+            e.query,
+            e.decision_id,
+            e.propensity,
+            e.success,
+            e.error_type,
+            e.error_message,
+            e.latency_ms,
+            e.result_size,
+            e.reward,
+            e.started_at,
+            e.finished_at,
         )
 
     def _rows(self, batch: list[Execution]) -> list[Any]:
@@ -176,9 +189,7 @@ class FeedbackService:
             raise UnknownExecutionError(execution_id)
         async with self.engine.begin() as conn:
             await conn.execute(
-                insert(RatingRow).values(
-                    execution_id=execution_id, rating=rating, comment=comment, created_at=utcnow()
-                )
+                insert(RatingRow).values(execution_id=execution_id, rating=rating, comment=comment, created_at=utcnow())
             )
         return execution
 
@@ -258,14 +269,20 @@ class FeedbackService:
                 .limit(limit)
             )
             return [
-                Episode(r.session_id, list(r.tools), r.total_reward, r.outcome,  # type: ignore[arg-type]
-                        r.started_at, r.ended_at, r.namespace, r.id)
+                Episode(
+                    r.session_id,
+                    list(r.tools),
+                    r.total_reward,
+                    r.outcome,  # type: ignore[arg-type]
+                    r.started_at,
+                    r.ended_at,
+                    r.namespace,
+                    r.id,
+                )
                 for r in result
             ]
 
-    async def get_tool_metrics(
-        self, tool: str | None = None, *, namespace: str = "default"
-    ) -> list[ToolMetrics]:
+    async def get_tool_metrics(self, tool: str | None = None, *, namespace: str = "default") -> list[ToolMetrics]:
         """Metrics for every tool (or one), computed by the database in a single query."""
         await self.flush()
         async with self.engine.connect() as conn:

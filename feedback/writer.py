@@ -186,7 +186,10 @@ class GroupCommitWriter(Generic[T, P]):
                 transient = is_transient(exc)
                 log.warning(
                     "feedback batch of %d failed (attempt %d, %s): %s",
-                    len(batch), attempts, "retrying" if transient else "isolating", exc,
+                    len(batch),
+                    attempts,
+                    "retrying" if transient else "isolating",
+                    exc,
                 )
                 if transient or attempts < self._poison_attempts:
                     await asyncio.sleep(backoff)

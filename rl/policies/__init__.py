@@ -1,0 +1,47 @@
+"""The policies, one module each, behind the `Policy` protocol; `make_policy` builds one by name."""
+
+from __future__ import annotations
+
+from toolwise.rl.policies.base import Policy, Selection, Update
+from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
+from toolwise.rl.policies.ridge import RidgeConfig
+from toolwise.rl.policies.thompson import TabularThompson, ThompsonConfig
+from toolwise.rl.policies.ucb import TabularUCB, UCBConfig
+
+PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig
+
+POLICIES: dict[str, tuple[type, type]] = {
+    TabularUCB.name: (TabularUCB, UCBConfig),
+    TabularThompson.name: (TabularThompson, ThompsonConfig),
+    LinUCB.name: (LinUCB, LinUCBConfig),
+    LinTS.name: (LinTS, LinTSConfig),
+}
+
+
+def make_policy(name: str, config: PolicyConfig | None = None) -> Policy:
+    """A fresh policy by name, with its default config unless one of the matching type is given."""
+    if name not in POLICIES:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
+    cls, config_type = POLICIES[name]
+    if config is not None and not isinstance(config, config_type):
+        raise TypeError(f"policy {name!r} takes a {config_type.__name__}, got {type(config).__name__}")
+    return cls(config)  # type: ignore[no-any-return]
+
+
+__all__ = [
+    "POLICIES",
+    "LinTS",
+    "LinTSConfig",
+    "LinUCB",
+    "LinUCBConfig",
+    "Policy",
+    "PolicyConfig",
+    "RidgeConfig",
+    "Selection",
+    "TabularThompson",
+    "TabularUCB",
+    "ThompsonConfig",
+    "UCBConfig",
+    "Update",
+    "make_policy",
+]

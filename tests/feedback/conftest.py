@@ -9,8 +9,14 @@ import pytest
 from toolwise.feedback import Execution, FeedbackService, utcnow
 
 
-def make_execution(tool: str = "time__get_current_time", *, success: bool = True, latency_ms: float = 12.0,
-                   session_id: str = "s1", **fields: object) -> Execution:
+def make_execution(
+    tool: str = "time__get_current_time",
+    *,
+    success: bool = True,
+    latency_ms: float = 12.0,
+    session_id: str = "s1",
+    **fields: object,
+) -> Execution:
     finished = utcnow()
     return Execution(
         tool=tool,

@@ -27,16 +27,38 @@ def count_rows(url: str) -> int:
 
 async def test_execution_round_trips_with_every_field(service: FeedbackService) -> None:
     sent = make_execution(
-        "git__git_status", arguments={"repo_path": "/tmp/r"}, context_hash="c" * 64, query="what changed",
-        decision_id="d1", propensity=0.25, success=False, error_type="TimeoutError", error_message="slow",
-        result_size=42, reward=-5.2,
+        "git__git_status",
+        arguments={"repo_path": "/tmp/r"},
+        context_hash="c" * 64,
+        query="what changed",
+        decision_id="d1",
+        propensity=0.25,
+        success=False,
+        error_type="TimeoutError",
+        error_message="slow",
+        result_size=42,
+        reward=-5.2,
     )
     execution_id = await service.record_execution(sent)
     got = await service.get_execution(execution_id)
     assert got is not None
-    for field in ("tool", "server", "session_id", "success", "latency_ms", "context_hash", "query",
-                  "decision_id", "propensity", "error_type", "error_message", "result_size", "reward",
-                  "started_at", "finished_at"):
+    for field in (
+        "tool",
+        "server",
+        "session_id",
+        "success",
+        "latency_ms",
+        "context_hash",
+        "query",
+        "decision_id",
+        "propensity",
+        "error_type",
+        "error_message",
+        "result_size",
+        "reward",
+        "started_at",
+        "finished_at",
+    ):
         assert getattr(got, field) == getattr(sent, field), field
     assert got.argument_digest == argument_digest({"repo_path": "/tmp/r"})
     assert got.arguments is None, "raw arguments are not stored unless configured"
@@ -92,8 +114,7 @@ async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService
     # tool a: latencies 10, 20, …, 200 ms; 15 of 20 succeed; ratings 4 and 2 on two calls.
     ids = []
     for i in range(20):
-        ids.append(await service.record_execution(make_execution("s__a", latency_ms=10.0 * (i + 1),
-                                                                 success=i < 15)))
+        ids.append(await service.record_execution(make_execution("s__a", latency_ms=10.0 * (i + 1), success=i < 15)))
     await service.add_rating(ids[0], 4)
     await service.add_rating(ids[1], 2)
     await service.record_execution(make_execution("s__b", latency_ms=7.0))
@@ -119,6 +140,7 @@ async def test_reads_see_executions_recorded_just_before(service: FeedbackServic
 
 async def test_ten_thousand_concurrent_executions_from_fifty_tasks_are_all_kept(db_url: str) -> None:
     async with FeedbackService(db_url, max_queue=500) as svc:
+
         async def producer(worker: int) -> list[str]:
             return [await svc.record_execution(make_execution(session_id=f"w{worker}")) for _ in range(200)]
 

@@ -1,0 +1,244 @@
+"""Learning benchmark: cumulative regret and online accuracy of every policy on synthetic catalogues.
+
+1. Multi-step: K = 50 tools, 20 task types, each with its own query words plus noise words, hidden
+   success probabilities and latencies per (task, tool), 3-step episodes in which the good next tool
+   depends on the previous one. Regret = best expected reward − expected reward of the choice.
+2. Paraphrase: 200 tools with names and one-line descriptions; every query asks for one tool in
+   words of which only some appear in its description, mixed with noise, never repeated verbatim.
+   Online accuracy = how often the chosen tool is the right one, against lexical relevance alone.
+
+Also: decisions/s and updates/s at K = 50, d = 256, and the memory of the policy state after 100k
+distinct (context, tool) pairs.
+
+    python bench/learning.py [--steps 20000] [--seeds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import string
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolwise.rl import POLICIES, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+
+WEIGHTS = RewardWeights()
+
+
+def words(rng: np.random.Generator, n: int) -> list[str]:
+    letters = np.array(list(string.ascii_lowercase))
+    out: set[str] = set()
+    while len(out) < n:
+        out.add("".join(rng.choice(letters, size=int(rng.integers(4, 8)))))
+    return sorted(out)
+
+
+def expected_reward(p: np.ndarray, latency: np.ndarray) -> np.ndarray:
+    return p * WEIGHTS.success + (1 - p) * WEIGHTS.failure - WEIGHTS.latency_per_second * latency
+
+
+@dataclass
+class MultiStep:
+    tools: list[ToolDoc]
+    task_words: list[list[str]]
+    noise: list[str]
+    base: np.ndarray  # (tasks, tools) success probability of an ordinary choice
+    first: np.ndarray  # (tasks,) good first tool
+    follow: np.ndarray  # (tools,) good next tool after each previous tool
+    latency: np.ndarray  # (tasks, tools) seconds
+    steps: int = 3
+
+    @classmethod
+    def make(cls, rng: np.random.Generator, k: int = 50, tasks: int = 20) -> MultiStep:
+        vocab = words(rng, tasks * 6 + 300 + k * 3)
+        task_words = [vocab[i * 6 : (i + 1) * 6] for i in range(tasks)]
+        noise = vocab[tasks * 6 : tasks * 6 + 300]
+        tool_words = vocab[tasks * 6 + 300 :]
+        first = rng.integers(k, size=tasks)
+        descriptions = [" ".join(tool_words[i * 3 : (i + 1) * 3]) for i in range(k)]
+        for t, g in enumerate(first):  # the good first tool's description names two of its task's words
+            descriptions[g] += " " + " ".join(task_words[t][:2])
+        tools = [ToolDoc(f"srv__{tool_words[i * 3]}", descriptions[i]) for i in range(k)]
+        return cls(
+            tools,
+            task_words,
+            noise,
+            rng.uniform(0.05, 0.35, (tasks, k)),
+            first,
+            rng.integers(k, size=k),
+            rng.uniform(0.1, 4.0, (tasks, k)),
+        )
+
+    def query(self, rng: np.random.Generator, task: int) -> str:
+        picked = list(rng.choice(self.task_words[task], 3, replace=False)) + list(rng.choice(self.noise, 2))
+        return " ".join(rng.permutation(picked))
+
+    def success_p(self, task: int, step: int, previous: int | None) -> np.ndarray:
+        p = self.base[task].copy()
+        good = self.first[task] if step == 0 or previous is None else self.follow[previous]
+        p[good] = 0.9
+        return p
+
+
+@dataclass
+class Paraphrase:
+    tools: list[ToolDoc]
+    user_words: list[list[str]]
+    noise: list[str]
+
+    @classmethod
+    def make(cls, rng: np.random.Generator, k: int = 200) -> Paraphrase:
+        vocab = words(rng, k * 10 + 400 + 300)
+        shared = vocab[k * 10 : k * 10 + 400]  # description words several tools have in common
+        noise = vocab[k * 10 + 400 :]
+        tools, user_words = [], []
+        for i in range(k):
+            own = vocab[i * 10 : (i + 1) * 10]
+            # name + description: 2 of the tool's own words and 4 shared ones; users say 8 own words
+            description = " ".join([own[0], own[1], *rng.choice(shared, 4)])
+            tools.append(ToolDoc(f"srv__{own[0]}_{own[1]}", description))
+            user_words.append([own[0], *own[2:9]])
+        return cls(tools, user_words, noise)
+
+    def query(self, rng: np.random.Generator, tool: int) -> str:
+        picked = list(rng.choice(self.user_words[tool], 3, replace=False)) + list(rng.choice(self.noise, 2))
+        return " ".join(rng.permutation(picked))
+
+
+Chooser = Callable[[str, str | None, int, np.ndarray], int]
+
+
+def learner_chooser(learner: Learner, rng: np.random.Generator) -> Chooser:
+    def choose(query: str, previous: str | None, length: int, _best: np.ndarray) -> int:
+        d = learner.recommend(query, rng, previous_tool=previous, session_length=length)
+        return learner.tools.get(d.chosen)  # type: ignore[return-value]
+
+    return choose
+
+
+def run_multistep(env: MultiStep, policy: str, seed: int, steps: int) -> float:
+    rng = np.random.default_rng(seed)
+    learner = Learner(LearnerConfig(policy=policy if policy in POLICIES else "ucb"), env.tools)
+    names = [t.name for t in env.tools]
+    regret, t = 0.0, 0
+    while t < steps:
+        task = int(rng.integers(len(env.task_words)))
+        query, previous, history = env.query(rng, task), None, []
+        for s in range(env.steps):
+            p = env.success_p(task, s, None if previous is None else names.index(previous))
+            exp = expected_reward(p, env.latency[task])
+            if policy == "random":
+                arm = int(rng.integers(len(names)))
+            elif policy == "oracle":
+                arm = int(exp.argmax())
+            else:
+                d = learner.recommend(query, rng, previous_tool=previous, session_length=s)
+                arm = names.index(d.chosen)
+            regret += float(exp.max() - exp[arm])
+            success = bool(rng.random() < p[arm])
+            latency = float(env.latency[task, arm] * rng.lognormal(0, 0.2))
+            if policy in POLICIES:
+                learner.observe(
+                    Step(names[arm], success, latency, query, previous, s, tuple(history), terminal=s == env.steps - 1),
+                    rng,
+                )
+            previous = names[arm]
+            history.append(previous)
+            t += 1
+            if t >= steps:
+                break
+    return regret
+
+
+def run_paraphrase(env: Paraphrase, policy: str, seed: int, steps: int) -> tuple[float, float]:
+    """Online accuracy over all steps and over the last quarter."""
+    rng = np.random.default_rng(seed)
+    learner = Learner(LearnerConfig(policy=policy if policy in POLICIES else "ucb"), env.tools)
+    names = [t.name for t in env.tools]
+    hits = np.zeros(steps, dtype=bool)
+    for t in range(steps):
+        target = int(rng.integers(len(names)))
+        query = env.query(rng, target)
+        if policy == "lexical":
+            arm = int(learner.index.scores(query).argmax())
+        else:
+            arm = names.index(learner.recommend(query, rng).chosen)
+        hits[t] = arm == target
+        if policy in POLICIES:
+            success = bool(rng.random() < (0.9 if arm == target else 0.05))
+            learner.observe(Step(names[arm], success, 0.5, query, terminal=True), rng)
+    return float(hits.mean()), float(hits[-steps // 4 :].mean())
+
+
+def throughput(policy: str, seed: int = 0, n: int = 5_000) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    env = MultiStep.make(rng)
+    learner = Learner(LearnerConfig(policy=policy), env.tools)
+    queries = [env.query(rng, int(rng.integers(20))) for _ in range(n)]
+    names = [t.name for t in env.tools]
+    start = time.perf_counter()
+    for i, q in enumerate(queries):
+        learner.recommend(q, rng, previous_tool=names[i % 50], session_length=i % 3)
+    decisions = n / (time.perf_counter() - start)
+    steps = [Step(names[i % 50], i % 3 != 0, 0.3, q, names[(i + 1) % 50], i % 3) for i, q in enumerate(queries)]
+    start = time.perf_counter()
+    for step in steps:
+        learner.observe(step, rng)
+    return decisions, n / (time.perf_counter() - start)
+
+
+def memory_after_pairs(policy: str, pairs: int = 100_000, k: int = 50) -> int:
+    rng = np.random.default_rng(0)
+    tools = [ToolDoc(f"srv__t{i}", "") for i in range(k)]
+    learner = Learner(LearnerConfig(policy=policy), tools)
+    for i in range(pairs):
+        learner.observe(Step(f"srv__t{i % k}", True, 0.1, f"query number {i // k}", terminal=True), rng)
+    return learner.nbytes()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    seeds = range(args.seeds)
+    ours = [p for p in POLICIES if p != "ucb"]
+
+    print(f"1. multi-step catalogue: K=50, 20 task types, 3-step episodes; cumulative regret at T={args.steps:,}")
+    regret: dict[str, list[float]] = {}
+    for policy in ["random", "ucb", *ours, "oracle"]:
+        regret[policy] = [
+            run_multistep(MultiStep.make(np.random.default_rng(100 + s)), policy, s, args.steps) for s in seeds
+        ]
+        label = {"ucb": "ucb (design card: tabular UCB1+ε, Q-learning)"}.get(policy, policy)
+        print(
+            f"   {label:<48} "
+            + "  ".join(f"{r:10,.0f}" for r in regret[policy])
+            + f"   mean {np.mean(regret[policy]):10,.0f}"
+        )
+    best = min(ours, key=lambda p: np.mean(regret[p]))
+    ratio = np.mean(regret[best]) / np.mean(regret["ucb"])
+    print(f"   best ours = {best}; regret ratio best/tabular = {ratio:.3f}  (target ≤ 0.5)")
+
+    print(f"\n2. paraphrase catalogue: 200 tools, queries never repeated; online accuracy at T={args.steps:,}")
+    accuracy: dict[str, list[tuple[float, float]]] = {}
+    for policy in ["lexical", "ucb", *ours]:
+        accuracy[policy] = [
+            run_paraphrase(Paraphrase.make(np.random.default_rng(200 + s)), policy, s, args.steps) for s in seeds
+        ]
+        overall = np.mean([a for a, _ in accuracy[policy]])
+        last = np.mean([b for _, b in accuracy[policy]])
+        print(f"   {policy:<12} accuracy {overall:6.1%}   last quarter {last:6.1%}")
+
+    print("\n3. speed at K=50, d=256 and memory after 100k distinct (context, tool) pairs")
+    for policy in POLICIES:
+        decisions, updates = throughput(policy)
+        mb = memory_after_pairs(policy) / 1e6
+        print(f"   {policy:<10} {decisions:10,.0f} decisions/s  {updates:10,.0f} updates/s  {mb:7.2f} MB state")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Interning strings to dense integer ids, so state lives in numpy arrays rather than dicts of strings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class Interner:
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._ids: dict[str, int] = {}
+        self.names: list[str] = []
+        for name in names:
+            self.intern(name)
+
+    def intern(self, name: str) -> int:
+        """The id of `name`, assigning the next free one on first sight."""
+        found = self._ids.get(name)
+        if found is not None:
+            return found
+        self._ids[name] = len(self.names)
+        self.names.append(name)
+        return len(self.names) - 1
+
+    def get(self, name: str) -> int | None:
+        return self._ids.get(name)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ids

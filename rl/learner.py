@@ -1,0 +1,304 @@
+"""The learner: one object the server talks to. Pure computation; the caller passes the RNG.
+
+It owns the tool ids, the lexical prior over the catalogue, the running mean latency per tool (for
+the reward's speed bonus), the policy, the replay buffer and the sequence model.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context, ContextEncoder
+from toolwise.rl.ids import Interner
+from toolwise.rl.lexical import LexicalIndex
+from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
+from toolwise.rl.replay import PrioritizedReplay
+from toolwise.rl.reward import RewardWeights, compute_reward, normalise
+from toolwise.rl.sequences import NextTool, SequenceModel
+
+STATE_SCHEMA = 1
+
+
+class UnknownToolError(ValueError):
+    def __init__(self, names: Iterable[str]) -> None:
+        listed = ", ".join(sorted(names))
+        super().__init__(f"unknown tool(s): {listed}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDoc:
+    name: str
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerConfig:
+    policy: str = "linucb"
+    policy_config: PolicyConfig | None = None
+    reward: RewardWeights = field(default_factory=RewardWeights)
+    encoder: ContextEncoder = field(default_factory=ContextEncoder)
+    replay_capacity: int = 10_000
+    replay_alpha: float = 0.6
+    replay_batch: int = 32
+    replay_every: int = 10
+    sequence_n: int = 3
+    sequence_min_count: int = 2
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {self.policy!r}")
+        if self.replay_batch < 1 or self.replay_every < 1:
+            raise ValueError(f"replay_batch and replay_every must be ≥ 1, got {self.replay_batch}, {self.replay_every}")
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    tool: str
+    score: float
+    expected: float  # expected normalised reward in [0, 1] (exploitation estimate)
+    prior: float  # lexical relevance in [0, 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    decision_id: str
+    policy: str
+    context_hash: str
+    chosen: str
+    ranked: list[Ranked]
+    explored: bool
+    propensity: float
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One observed execution, in the context it was made."""
+
+    tool: str
+    success: bool
+    latency_s: float
+    query: str | None = None
+    previous_tool: str | None = None
+    session_length: int = 0
+    history: Sequence[str] = ()
+    rating: int | None = None
+    terminal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    reward: float
+    normalised: float
+    td_error: float
+    context_hash: str
+
+
+class Learner:
+    def __init__(self, config: LearnerConfig | None = None, tools: Sequence[ToolDoc] = ()) -> None:
+        self.config = config or LearnerConfig()
+        self.tools = Interner()
+        self.policy = make_policy(self.config.policy, self.config.policy_config)
+        self.replay = PrioritizedReplay(self.config.replay_capacity, self.config.replay_alpha)
+        self.sequences = SequenceModel(self.config.sequence_n, self.config.sequence_min_count)
+        self.latency_mean = np.zeros(16)
+        self.latency_count = np.zeros(16, dtype=np.int64)
+        self.updates = 0
+        self.reward_sum = 0.0
+        self.descriptions: dict[str, str] = {}
+        self.index = LexicalIndex([])
+        self.set_tools(tools)
+
+    # -- catalogue ---------------------------------------------------------------------------------
+
+    def set_tools(self, tools: Sequence[ToolDoc]) -> None:
+        """The current catalogue. Ids are stable: a tool that disappears and returns keeps its learning."""
+        for tool in tools:
+            self.tools.intern(tool.name)
+            self.descriptions[tool.name] = tool.description
+        self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
+        self._grow(len(self.tools))
+        documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
+        self.index = LexicalIndex(documents)
+
+    def _grow(self, n: int) -> None:
+        if n > len(self.latency_mean):
+            size = max(n, 2 * len(self.latency_mean))
+            self.latency_mean = np.resize(self.latency_mean, size)
+            self.latency_count = np.concatenate(
+                [self.latency_count, np.zeros(size - len(self.latency_count), dtype=np.int64)]
+            )
+            self.latency_mean[n:] = 0.0
+
+    def _arms(self, candidates: Iterable[str] | None) -> NDArray[np.int64]:
+        if candidates is None:
+            return self.active
+        names = list(dict.fromkeys(candidates))
+        unknown = [n for n in names if n not in self.tools]
+        if unknown:
+            raise UnknownToolError(unknown)
+        return np.array([self.tools.intern(n) for n in names], dtype=np.int64)
+
+    def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
+        return self.config.encoder.encode(query, previous_tool, session_length)
+
+    # -- deciding ----------------------------------------------------------------------------------
+
+    def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
+        """Relevance of every known tool in [0, 1]: lexical match with the query, raised to what the
+        sequence model knows works right after `previous_tool`."""
+        scores = self.index.scores(query or "")
+        if previous_tool is not None:
+            for tool, score in self.sequences.follow_scores(previous_tool).items():
+                arm = self.tools.get(tool)
+                if arm is not None and arm < len(scores):
+                    scores[arm] = max(scores[arm], score)
+        return scores
+
+    def recommend(
+        self,
+        query: str | None,
+        rng: np.random.Generator,
+        *,
+        previous_tool: str | None = None,
+        session_length: int = 0,
+        candidates: Iterable[str] | None = None,
+        top_k: int = 5,
+    ) -> Decision:
+        if top_k < 1:
+            raise ValueError(f"top_k must be ≥ 1, got {top_k}")
+        arms = self._arms(candidates)
+        if len(arms) == 0:
+            raise ValueError("there are no tools to choose from")
+        context = self.encode(query, previous_tool, session_length)
+        prior_all = self.prior(query, previous_tool)
+        prior = prior_all[arms]
+        selection = self.policy.select(context, arms, prior, rng)
+        names = self.tools.names
+        ranked = [
+            Ranked(names[a], s, e, p)
+            for a, s, e, p in zip(
+                selection.ranked[:top_k].tolist(),
+                selection.scores[:top_k].tolist(),
+                selection.expected[:top_k].tolist(),
+                prior_all[selection.ranked[:top_k]].tolist(),
+                strict=True,
+            )
+        ]
+        return Decision(
+            decision_id=str(uuid.UUID(bytes=rng.bytes(16), version=4)),
+            policy=self.policy.name,
+            context_hash=context.hash,
+            chosen=self.tools.names[selection.chosen],
+            ranked=ranked,
+            explored=selection.explored,
+            propensity=selection.propensity,
+        )
+
+    def recommend_next(
+        self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
+    ) -> list[NextTool]:
+        return self.sequences.recommend_next(recent_tools, candidates, top_k)
+
+    # -- learning ----------------------------------------------------------------------------------
+
+    def reward_of(self, step: Step) -> float:
+        tool = self.tools.get(step.tool)
+        mean = None
+        if tool is not None and tool < len(self.latency_count) and self.latency_count[tool] > 0:
+            mean = float(self.latency_mean[tool])
+        return compute_reward(
+            self.config.reward, success=step.success, latency_s=step.latency_s, rating=step.rating, mean_latency_s=mean
+        )
+
+    def observe(self, step: Step, rng: np.random.Generator) -> Observation:
+        """Learn from one execution: reward, policy update, replay, sequences, running latency."""
+        reward = self.reward_of(step)
+        observation = self._learn(step, reward, rng)
+        arm = self.tools.intern(step.tool)
+        self._grow(len(self.tools))
+        self.latency_count[arm] += 1
+        self.latency_mean[arm] += (step.latency_s - self.latency_mean[arm]) / self.latency_count[arm]
+        if step.history:
+            self.sequences.observe_step(step.history, step.tool, reward, step.success)
+        return observation
+
+    def observe_rating(self, step: Step, rng: np.random.Generator) -> Observation:
+        """A user rated an execution already observed: learn from it again with the rated reward, so
+        the rating counts as a second, stronger observation (latency and sequences are not recounted)."""
+        if step.rating is None:
+            raise ValueError("observe_rating needs a step with a rating")
+        return self._learn(step, self.reward_of(step), rng)
+
+    def _learn(self, step: Step, reward: float, rng: np.random.Generator) -> Observation:
+        arm = self.tools.intern(step.tool)
+        context = self.encode(step.query, step.previous_tool, step.session_length)
+        next_context = None if step.terminal else self.encode(step.query, step.tool, step.session_length + 1)
+        prior_all = self.prior(step.query, step.previous_tool)
+        prior = float(prior_all[arm]) if arm < len(prior_all) else 0.0
+        scaled = normalise(self.config.reward, reward)
+        update = self.policy.update(context, arm, scaled, next_context, prior)
+        self.updates += 1
+        self.reward_sum += reward
+        if update.transition is not None:
+            self.replay.add(update.transition)
+            if self.updates % self.config.replay_every == 0 and len(self.replay) >= self.config.replay_batch:
+                batch = self.replay.sample(self.config.replay_batch, rng)
+                self.replay.update_priorities(batch.slots, self.policy.replay(batch))
+        return Observation(reward, scaled, update.td_error, context.hash)
+
+    def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:
+        """Replay an execution log in order (same log and seed → same state); returns steps applied."""
+        count = 0
+        for step in steps:
+            self.observe(step, rng)
+            count += 1
+        return count
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        n = len(self.tools)
+        return {
+            "schema": STATE_SCHEMA,
+            "config": {"policy": self.config.policy, "reward": asdict(self.config.reward)},
+            "tools": list(self.tools.names),
+            "descriptions": dict(self.descriptions),
+            "active": self.active.copy(),
+            "latency_mean": self.latency_mean[:n].copy(),
+            "latency_count": self.latency_count[:n].copy(),
+            "updates": self.updates,
+            "reward_sum": self.reward_sum,
+            "policy": self.policy.state_dict(),
+            "replay": self.replay.state_dict(),
+            "sequences": self.sequences.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state["schema"] != STATE_SCHEMA:
+            raise ValueError(f"learner state schema {state['schema']} is not {STATE_SCHEMA}")
+        if state["config"]["policy"] != self.config.policy:
+            raise ValueError(
+                f"state was learned by policy {state['config']['policy']!r}, this learner runs {self.config.policy!r}"
+            )
+        self.tools = Interner(state["tools"])
+        self.descriptions = dict(state["descriptions"])
+        n = len(self.tools)
+        self.latency_mean, self.latency_count = np.zeros(max(16, n)), np.zeros(max(16, n), dtype=np.int64)
+        self.latency_mean[:n] = state["latency_mean"]
+        self.latency_count[:n] = state["latency_count"]
+        self.updates, self.reward_sum = int(state["updates"]), float(state["reward_sum"])
+        self.policy.load_state(state["policy"])
+        self.replay.load_state(state["replay"])
+        self.sequences.load_state(state["sequences"])
+        active = [self.tools.names[i] for i in np.asarray(state["active"], dtype=np.int64)]
+        self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in active])
+
+    def nbytes(self) -> int:
+        """Memory of the learned numeric state (policy arrays), in bytes."""
+        return int(self.policy.nbytes())

@@ -1,0 +1,44 @@
+"""BM25 relevance between a query and each tool's name + description: the cold-start prior."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.text import tokenize
+
+
+class LexicalIndex:
+    """Okapi BM25 over tool documents; `scores()` is one sparse dot product per query, scaled to [0, 1]."""
+
+    def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+        docs = [tokenize(d) for d in documents]
+        self.vocabulary: dict[str, int] = {}
+        for doc in docs:
+            for token in doc:
+                self.vocabulary.setdefault(token, len(self.vocabulary))
+        tf = np.zeros((len(docs), max(1, len(self.vocabulary))))
+        for row, doc in enumerate(docs):
+            for token in doc:
+                tf[row, self.vocabulary[token]] += 1
+        n = len(docs)
+        df = (tf > 0).sum(axis=0)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        lengths = tf.sum(axis=1, keepdims=True)
+        avg = float(lengths.mean()) if n else 1.0
+        # Precompute the BM25 weight of every (document, term): a query then only sums columns.
+        self._weights = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / max(avg, 1e-9)))
+
+    def __len__(self) -> int:
+        return self._weights.shape[0]
+
+    def scores(self, query: str) -> NDArray[np.float64]:
+        """Relevance of every document to `query`, divided by the best one (all zeros if none match)."""
+        columns = [self.vocabulary[t] for t in tokenize(query) if t in self.vocabulary]
+        if not columns or len(self) == 0:
+            return np.zeros(len(self))
+        raw = self._weights[:, columns].sum(axis=1)
+        top = float(raw.max())
+        return raw / top if top > 0 else raw

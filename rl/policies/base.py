@@ -1,0 +1,92 @@
+"""What every policy offers (one protocol, so callers never branch on the policy type)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.replay import Batch, Transition
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A policy's choice among `arms` (tool ids). `ranked`/`scores` are best first; `propensity` is
+    the probability the policy had of choosing `chosen` (for off-line evaluation)."""
+
+    ranked: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    expected: NDArray[np.float64]  # exploitation estimate of each ranked arm (normalised reward)
+    chosen: int
+    explored: bool
+    propensity: float
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    td_error: float
+    transition: Transition | None  # what to store for replay; None when the policy does not replay
+
+
+class Policy(Protocol):
+    name: ClassVar[str]
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        """Choose among `arms`; `prior[i]` is the lexical relevance of arms[i] in [0, 1]."""
+        ...
+
+    def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The exploitation estimate (no exploration) of each arm, normalised reward units."""
+        ...
+
+    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
+        """Learn from one step; `reward` in [0, 1]; `next_context` None when the episode ended."""
+        ...
+
+    def replay(self, batch: Batch) -> NDArray[np.float64]:
+        """Learn again from replayed transitions weighted by importance; returns their TD errors."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state(self, state: dict[str, Any]) -> None: ...
+
+
+def pick_max(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[int, int]:
+    """Index of a maximum, ties broken uniformly by `rng`, and how many indices tie."""
+    best = np.flatnonzero(scores == scores.max())
+    return int(best[rng.integers(len(best))]) if len(best) > 1 else int(best[0]), len(best)
+
+
+def ranked_selection(
+    arms: NDArray[np.int64],
+    scores: NDArray[np.float64],
+    expected: NDArray[np.float64],
+    chosen_index: int,
+    explored: bool,
+    propensity: float,
+) -> Selection:
+    """A Selection with arms ordered by score, best first, and the chosen one at the top."""
+    order = np.argsort(-scores, kind="stable")
+    order = np.concatenate(([chosen_index], order[order != chosen_index]))
+    return Selection(arms[order], scores[order], expected[order], int(arms[chosen_index]), explored, propensity)
+
+
+def sampled_propensity(
+    means: NDArray[np.float64], stds: NDArray[np.float64], chosen: int, rng: np.random.Generator, draws: int = 256
+) -> float:
+    """Probability that Gaussian sampling picks `chosen`, estimated with `draws` vectorised samples."""
+    samples = rng.normal(means, stds, size=(draws, len(means)))
+    return float(np.mean(samples.argmax(axis=1) == chosen))
+
+
+def check_state(state: dict[str, Any], name: str, schema: int) -> None:
+    if state.get("policy") != name or state.get("schema") != schema:
+        raise ValueError(
+            f"state is for policy {state.get('policy')!r} schema {state.get('schema')}, not {name!r} schema {schema}"
+        )

@@ -1,0 +1,123 @@
+"""LinUCB and linear Thompson sampling over the context feature vector, re-ranking a shortlist.
+
+Both score every arm by expected reward (lexical prior + learned residual, see `ridge.py`), keep the
+best `shortlist`, and explore only there: LinUCB adds α·width and takes the maximum (with a small ε of
+uniform choice over the shortlist so that every shortlisted arm has a non-zero propensity); LinTS draws
+each shortlisted arm's reward from N(mean, (v·width)²) and takes the best draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.policies.base import (
+    Selection,
+    Update,
+    check_state,
+    pick_max,
+    ranked_selection,
+    sampled_propensity,
+)
+from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
+from toolwise.rl.replay import Batch
+
+
+@dataclass(frozen=True, slots=True)
+class LinUCBConfig:
+    ridge: RidgeConfig = field(default_factory=RidgeConfig)
+    alpha: float = 0.3
+    epsilon: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.alpha < 0 or not 0 <= self.epsilon <= 1:
+            raise ValueError(f"need alpha ≥ 0 and 0 ≤ epsilon ≤ 1, got {self.alpha}, {self.epsilon}")
+
+
+@dataclass(frozen=True, slots=True)
+class LinTSConfig:
+    ridge: RidgeConfig = field(default_factory=RidgeConfig)
+    scale: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.scale <= 0:
+            raise ValueError(f"scale must be > 0, got {self.scale}")
+
+
+class _Linear:
+    name: ClassVar[str]
+    SCHEMA: ClassVar[int] = 1
+    config: LinUCBConfig | LinTSConfig
+
+    def __init__(self) -> None:
+        self.model = DiagonalRidge(self.config.ridge)
+
+    def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self.model.mean_and_width(context, arms, prior)[0]
+
+    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
+        return Update(self.model.update(context, arm, reward, prior), None)
+
+    def replay(self, batch: Batch) -> NDArray[np.float64]:
+        raise NotImplementedError(f"{self.name} keeps exact sufficient statistics; replaying would double-count")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.name,
+            "schema": self.SCHEMA,
+            "config": asdict(self.config),
+            "model": self.model.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        check_state(state, self.name, self.SCHEMA)
+        self.model.load_state(state["model"])
+
+    def nbytes(self) -> int:
+        return self.model.nbytes()
+
+
+class LinUCB(_Linear):
+    name: ClassVar[str] = "linucb"
+
+    def __init__(self, config: LinUCBConfig | None = None) -> None:
+        self.config = config or LinUCBConfig()
+        super().__init__()
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        means, width = self.model.mean_and_width(context, arms, prior)
+        short = self.model.shortlist(means)
+        ucb = means[short] + self.config.alpha * width[short]
+        best, ties = pick_max(ucb, rng)
+        eps = self.config.epsilon
+        explored = bool(rng.random() < eps)
+        pick = int(rng.integers(len(short))) if explored else best
+        propensity = eps / len(short) + ((1 - eps) / ties if ucb[pick] == ucb[best] else 0.0)
+        return ranked_selection(
+            arms[short], ucb, means[short], pick, explored or pick != int(means[short].argmax()), propensity
+        )
+
+
+class LinTS(_Linear):
+    name: ClassVar[str] = "lints"
+
+    def __init__(self, config: LinTSConfig | None = None) -> None:
+        self.config = config or LinTSConfig()
+        super().__init__()
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        means, width = self.model.mean_and_width(context, arms, prior)
+        short = self.model.shortlist(means)
+        stds = self.config.scale * width[short]
+        draws = rng.normal(means[short], stds)
+        pick = int(draws.argmax())
+        propensity = sampled_propensity(means[short], stds, pick, rng)
+        return ranked_selection(arms[short], draws, means[short], pick, pick != int(means[short].argmax()), propensity)

@@ -1,0 +1,87 @@
+"""Thompson sampling over context hashes: a Gaussian posterior of each tool's mean normalised reward
+per context, seeded by the lexical prior as `prior_strength` pseudo-observations."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.policies.base import Selection, Update, check_state, ranked_selection, sampled_propensity
+from toolwise.rl.policies.tabular import Table
+from toolwise.rl.replay import Batch
+
+
+@dataclass(frozen=True, slots=True)
+class ThompsonConfig:
+    prior_strength: float = 1.0
+    prior_weight: float = 0.3  # prior mean = neutral + prior_weight·(relevance − ½)
+    neutral: float = 0.5
+    noise: float = 0.3  # posterior std with one observation
+
+    def __post_init__(self) -> None:
+        if self.prior_strength <= 0 or self.noise <= 0 or not 0 <= self.prior_weight <= 1:
+            raise ValueError(
+                f"need prior_strength > 0, noise > 0, 0 ≤ prior_weight ≤ 1; "
+                f"got {self.prior_strength}, {self.noise}, {self.prior_weight}"
+            )
+
+
+class TabularThompson:
+    name: ClassVar[str] = "thompson"
+    SCHEMA: ClassVar[int] = 1
+
+    def __init__(self, config: ThompsonConfig | None = None) -> None:
+        self.config = config or ThompsonConfig()
+        self.table = Table()  # values = running sum of rewards
+
+    def _posterior(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        sums, n, _ = self.table.gather(context, arms)
+        k = self.config.prior_strength
+        prior_mean = self.config.neutral + self.config.prior_weight * (prior - 0.5)
+        return (sums + k * prior_mean) / (n + k), self.config.noise / np.sqrt(n + k)
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        means, stds = self._posterior(context, arms, prior)
+        samples = rng.normal(means, stds)
+        index = int(samples.argmax())
+        propensity = sampled_propensity(means, stds, index, rng)
+        return ranked_selection(arms, samples, means, index, index != int(means.argmax()), propensity)
+
+    def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self._posterior(context, arms, prior)[0]
+
+    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
+        row = self.table.row(context)
+        self.table.ensure_arms(np.array([arm]))
+        mean_before = self.table.values[row, arm] / max(1, self.table.counts[row, arm])
+        self.table.values[row, arm] += reward
+        self.table.counts[row, arm] += 1
+        self.table.visits[row] += 1
+        return Update(float(reward - mean_before), None)
+
+    def replay(self, batch: Batch) -> NDArray[np.float64]:
+        raise NotImplementedError("Thompson sampling keeps exact posterior sums; replaying would double-count")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.name,
+            "schema": self.SCHEMA,
+            "config": asdict(self.config),
+            "table": self.table.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        check_state(state, self.name, self.SCHEMA)
+        self.config = ThompsonConfig(**state["config"])
+        self.table.load_state(state["table"])
+
+    def nbytes(self) -> int:
+        return self.table.nbytes()

@@ -1,0 +1,154 @@
+"""Prioritized experience replay (Schaul et al. 2016) over a sum tree: O(log n) sampling and updates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+class SumTree:
+    """A complete binary tree over `capacity` leaves whose inner nodes hold the sum of their children."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be ≥ 1, got {capacity}")
+        self.capacity = capacity
+        self._size = 1
+        while self._size < capacity:
+            self._size *= 2
+        self.nodes = np.zeros(2 * self._size)
+
+    @property
+    def total(self) -> float:
+        return float(self.nodes[1])
+
+    def leaf(self, index: int) -> float:
+        return float(self.nodes[self._size + index])
+
+    def set(self, index: int, value: float) -> None:
+        if not 0 <= index < self.capacity or value < 0 or not np.isfinite(value):
+            raise ValueError(f"need 0 ≤ index < {self.capacity} and a finite value ≥ 0, got {index}, {value}")
+        node = self._size + index
+        delta = value - self.nodes[node]
+        while node >= 1:
+            self.nodes[node] += delta
+            node //= 2
+
+    def find(self, mass: float) -> int:
+        """The leaf whose cumulative-sum interval contains `mass` (0 ≤ mass < total)."""
+        node = 1
+        while node < self._size:
+            left = 2 * node
+            if mass < self.nodes[left]:
+                node = left
+            else:
+                mass -= self.nodes[left]
+                node = left + 1
+        return min(node - self._size, self.capacity - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One learning step in interned ids; `next_context` is -1 for a terminal transition."""
+
+    context: int
+    tool: int
+    reward: float
+    next_context: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    slots: NDArray[np.int64]
+    transitions: list[Transition]
+    weights: NDArray[np.float64]  # importance-sampling weights, max-normalised to 1
+
+
+class PrioritizedReplay:
+    """P(i) ∝ p_i^α; IS weight w_i = (N·P(i))^-β / max w, β annealed linearly to 1 over `beta_steps`
+    samples; new transitions get the current maximum priority so each is replayed at least once."""
+
+    SCHEMA = 1
+
+    def __init__(
+        self,
+        capacity: int = 10_000,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_steps: int = 100_000,
+        epsilon: float = 1e-3,
+    ) -> None:
+        if not 0 <= alpha <= 1 or not 0 <= beta <= 1 or beta_steps < 1 or epsilon <= 0:
+            raise ValueError(
+                f"need 0 ≤ alpha ≤ 1, 0 ≤ beta ≤ 1, beta_steps ≥ 1, epsilon > 0; "
+                f"got {alpha}, {beta}, {beta_steps}, {epsilon}"
+            )
+        self.alpha, self.beta0, self.beta_steps, self.epsilon = alpha, beta, beta_steps, epsilon
+        self.tree = SumTree(capacity)
+        self.items: list[Transition | None] = [None] * capacity
+        self.cursor = 0
+        self.size = 0
+        self.sampled = 0
+        self.max_priority = 1.0
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def beta(self) -> float:
+        return min(1.0, self.beta0 + (1.0 - self.beta0) * self.sampled / self.beta_steps)
+
+    def add(self, transition: Transition) -> None:
+        self.items[self.cursor] = transition
+        self.tree.set(self.cursor, self.max_priority**self.alpha)
+        self.cursor = (self.cursor + 1) % self.tree.capacity
+        self.size = min(self.size + 1, self.tree.capacity)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """Stratified sampling: one draw from each of `batch_size` equal slices of the total mass."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        total = self.tree.total
+        edges = np.arange(batch_size) * (total / batch_size)
+        masses = edges + rng.random(batch_size) * (total / batch_size)
+        slots = np.fromiter((self.tree.find(m) for m in masses), dtype=np.int64, count=batch_size)
+        probs = np.array([self.tree.leaf(s) for s in slots]) / total
+        weights = (self.size * probs) ** -self.beta
+        self.sampled += batch_size
+        transitions = [self.items[s] for s in slots]
+        return Batch(slots, [t for t in transitions if t is not None], weights / weights.max())
+
+    def update_priorities(self, slots: NDArray[np.int64], td_errors: NDArray[np.float64]) -> None:
+        priorities = np.abs(td_errors) + self.epsilon
+        for slot, priority in zip(slots, priorities, strict=True):
+            self.tree.set(int(slot), float(priority) ** self.alpha)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+
+    def state_dict(self) -> dict[str, Any]:
+        filled = [i for i in range(self.size)]
+        return {
+            "schema": self.SCHEMA,
+            "config": [self.alpha, self.beta0, self.beta_steps, self.epsilon, self.tree.capacity],
+            "cursor": self.cursor,
+            "size": self.size,
+            "sampled": self.sampled,
+            "max_priority": self.max_priority,
+            "leaves": np.array([self.tree.leaf(i) for i in filled]),
+            "items": np.array(
+                [[t.context, t.tool, t.reward, t.next_context] for i in filled if (t := self.items[i]) is not None]
+            ).reshape(-1, 4),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state["schema"] != self.SCHEMA:
+            raise ValueError(f"replay state schema {state['schema']} is not {self.SCHEMA}")
+        alpha, beta0, beta_steps, epsilon, capacity = state["config"]
+        self.__init__(int(capacity), alpha, beta0, int(beta_steps), epsilon)  # type: ignore[misc]
+        self.cursor, self.size, self.sampled = int(state["cursor"]), int(state["size"]), int(state["sampled"])
+        self.max_priority = float(state["max_priority"])
+        for i, (leaf, row) in enumerate(zip(state["leaves"], state["items"], strict=True)):
+            self.items[i] = Transition(int(row[0]), int(row[1]), float(row[2]), int(row[3]))
+            self.tree.set(i, float(leaf))

@@ -1,0 +1,63 @@
+"""Reward of one execution: success, the user's rating and latency, in one number."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RewardWeights:
+    """Reward figures (the design card's by default). Units: latency in seconds."""
+
+    success: float = 10.0
+    failure: float = -5.0
+    rating_per_point: float = 2.0  # rating r in 1..5 adds (r - 3) * rating_per_point
+    latency_per_second: float = 0.1
+    fast_bonus: float = 2.0
+    fast_fraction: float = 0.8  # "fast" = latency below this fraction of the tool's running mean
+    max_latency_s: float = 30.0  # only to bound the normalised reward; longer calls cost the same
+
+    def __post_init__(self) -> None:
+        if self.success <= self.failure:
+            raise ValueError(f"success reward must exceed failure reward, got {self.success} ≤ {self.failure}")
+        for name in ("rating_per_point", "latency_per_second", "fast_bonus", "max_latency_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        if not 0 < self.fast_fraction <= 1:
+            raise ValueError(f"fast_fraction must be in (0, 1], got {self.fast_fraction}")
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The lowest and highest reward possible (about -9..+16 with the defaults)."""
+        low = self.failure - 2 * self.rating_per_point - self.latency_per_second * self.max_latency_s
+        high = self.success + 2 * self.rating_per_point + self.fast_bonus
+        return low, high
+
+
+def compute_reward(
+    weights: RewardWeights,
+    *,
+    success: bool,
+    latency_s: float,
+    rating: int | None = None,
+    mean_latency_s: float | None = None,
+) -> float:
+    """Reward of one execution. A missing rating adds nothing; the fast bonus needs a running mean."""
+    if not math.isfinite(latency_s) or latency_s < 0:
+        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {latency_s!r}")
+    if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):
+        raise ValueError(f"rating must be an integer from 1 to 5, got {rating!r}")
+    reward = weights.success if success else weights.failure
+    if rating is not None:
+        reward += (rating - 3) * weights.rating_per_point
+    reward -= weights.latency_per_second * min(latency_s, weights.max_latency_s)
+    if mean_latency_s is not None and latency_s < weights.fast_fraction * mean_latency_s:
+        reward += weights.fast_bonus
+    return reward
+
+
+def normalise(weights: RewardWeights, reward: float) -> float:
+    """Reward mapped onto [0, 1] by the weights' bounds: what the policies learn from."""
+    low, high = weights.bounds
+    return min(1.0, max(0.0, (reward - low) / (high - low)))

@@ -1,0 +1,139 @@
+"""N-gram model of tool sequences: which tool tends to follow the last one or two, and how well it goes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class NgramStats:
+    count: int = 0
+    reward_sum: float = 0.0
+    successes: int = 0
+
+    @property
+    def mean_reward(self) -> float:
+        return self.reward_sum / self.count if self.count else 0.0
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NextTool:
+    tool: str
+    score: float
+    count: int
+    success_rate: float
+    mean_reward: float
+    prefix: tuple[str, ...]
+    reason: str
+
+
+class SequenceModel:
+    """Counts every n-gram (n = 2..max_n) of session tool sequences, keyed by prefix then next tool:
+    recommending is one dict lookup per prefix length, longest first (back-off)."""
+
+    SCHEMA = 1
+
+    def __init__(self, max_n: int = 3, min_count: int = 2) -> None:
+        if max_n < 2 or min_count < 1:
+            raise ValueError(f"need max_n ≥ 2 and min_count ≥ 1, got {max_n}, {min_count}")
+        self.max_n, self.min_count = max_n, min_count
+        self.table: dict[tuple[str, ...], dict[str, NgramStats]] = {}
+
+    def observe_step(self, history: Sequence[str], tool: str, reward: float, success: bool) -> None:
+        """Count `tool` after each suffix (length 1..max_n-1) of the session's `history` so far.
+        Feeding a session call by call counts exactly the n-grams of its whole sequence."""
+        for length in range(1, min(self.max_n - 1, len(history)) + 1):
+            prefix = tuple(history[-length:])
+            stats = self.table.setdefault(prefix, {}).setdefault(tool, NgramStats())
+            stats.count += 1
+            stats.reward_sum += reward
+            stats.successes += int(success)
+
+    def observe_sequence(self, tools: Sequence[str], rewards: Sequence[float], successes: Sequence[bool]) -> None:
+        for i in range(1, len(tools)):
+            self.observe_step(tools[:i], tools[i], rewards[i], successes[i])
+
+    def follow_scores(self, previous_tool: str) -> dict[str, float]:
+        """Evidence that each tool works right after `previous_tool`: success rate shrunk by count
+        (rate·n/(n+1)), for tools seen there at least `min_count` times."""
+        return {
+            tool: s.success_rate * s.count / (s.count + 1)
+            for tool, s in self.table.get((previous_tool,), {}).items()
+            if s.count >= self.min_count
+        }
+
+    def recommend_next(
+        self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
+    ) -> list[NextTool]:
+        """Tools seen ≥ min_count times after the longest matching suffix of `recent_tools`, backing
+        off to shorter suffixes to fill `top_k`; ranked by success rate, then count, then mean reward."""
+        allowed = None if candidates is None else set(candidates)
+        found: dict[str, NextTool] = {}
+        for length in range(min(self.max_n - 1, len(recent_tools)), 0, -1):
+            prefix = tuple(recent_tools[-length:])
+            ranked = sorted(
+                (
+                    (tool, s)
+                    for tool, s in self.table.get(prefix, {}).items()
+                    if s.count >= self.min_count and (allowed is None or tool in allowed) and tool not in found
+                ),
+                key=lambda item: (item[1].success_rate, item[1].count, item[1].mean_reward),
+                reverse=True,
+            )
+            for tool, s in ranked:
+                found[tool] = NextTool(
+                    tool,
+                    s.success_rate * s.count / (s.count + 1),
+                    s.count,
+                    s.success_rate,
+                    s.mean_reward,
+                    prefix,
+                    f"follows {' → '.join(prefix)} → {tool} ({s.count}×, {s.success_rate:.0%} success)",
+                )
+            if len(found) >= top_k:
+                break
+        return list(found.values())[:top_k]
+
+    def top_sequences(self, tool: str | None = None, limit: int = 10) -> list[NextTool]:
+        """The most frequent successful n-grams (optionally those containing `tool`)."""
+        rows = [
+            NextTool(
+                nxt,
+                s.success_rate,
+                s.count,
+                s.success_rate,
+                s.mean_reward,
+                prefix,
+                f"{' → '.join((*prefix, nxt))} ({s.count}×, {s.success_rate:.0%} success)",
+            )
+            for prefix, nexts in self.table.items()
+            for nxt, s in nexts.items()
+            if s.count >= self.min_count and (tool is None or tool == nxt or tool in prefix)
+        ]
+        rows.sort(key=lambda r: (r.count * r.success_rate, r.mean_reward), reverse=True)
+        return rows[:limit]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.SCHEMA,
+            "max_n": self.max_n,
+            "min_count": self.min_count,
+            "ngrams": [
+                [list(p), t, s.count, s.reward_sum, s.successes]
+                for p, nexts in self.table.items()
+                for t, s in nexts.items()
+            ],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state["schema"] != self.SCHEMA:
+            raise ValueError(f"sequence state schema {state['schema']} is not {self.SCHEMA}")
+        self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]
+        for prefix, tool, count, reward_sum, successes in state["ngrams"]:
+            self.table.setdefault(tuple(prefix), {})[tool] = NgramStats(count, reward_sum, successes)

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolwise.rl import PrioritizedReplay, SequenceModel, SumTree, Transition
+
+
+def test_sum_tree_keeps_totals_and_finds_leaves_by_mass() -> None:
+    tree = SumTree(5)
+    for i, v in enumerate([1.0, 2.0, 3.0, 4.0, 0.0]):
+        tree.set(i, v)
+    assert tree.total == 10.0
+    assert [tree.find(m) for m in (0.0, 0.99, 1.0, 2.99, 3.0, 5.99, 6.0, 9.99)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    tree.set(3, 0.5)
+    assert tree.total == 6.5
+
+
+def test_sampling_frequencies_follow_priorities_to_the_alpha() -> None:
+    replay = PrioritizedReplay(capacity=4, alpha=0.6)
+    for i in range(4):
+        replay.add(Transition(i, i, 0.0, -1))
+    replay.update_priorities(np.arange(4), np.array([1.0, 2.0, 3.0, 4.0]) - replay.epsilon)
+    rng = np.random.default_rng(42)
+    counts = np.zeros(4)
+    for _ in range(2_000):
+        counts += np.bincount(replay.sample(32, rng).slots, minlength=4)
+    expected = np.array([1, 2, 3, 4]) ** 0.6 / (np.array([1, 2, 3, 4]) ** 0.6).sum()
+    assert counts / counts.sum() == pytest.approx(expected, abs=0.01)
+
+
+def test_importance_weights_correct_for_the_sampling_bias() -> None:
+    replay = PrioritizedReplay(capacity=2, alpha=1.0, beta=0.5, beta_steps=10**9)
+    replay.add(Transition(0, 0, 0.0, -1))
+    replay.add(Transition(1, 1, 0.0, -1))
+    replay.update_priorities(np.array([0, 1]), np.array([1.0, 3.0]) - replay.epsilon)
+    batch = replay.sample(64, np.random.default_rng(0))
+    probs = {0: 0.25, 1: 0.75}
+    raw = {s: (2 * p) ** -0.5 for s, p in probs.items()}
+    for slot, weight in zip(batch.slots, batch.weights, strict=True):
+        assert weight == pytest.approx(raw[int(slot)] / max(raw[int(s)] for s in batch.slots))
+
+
+def test_new_transitions_get_the_maximum_priority_and_beta_anneals() -> None:
+    replay = PrioritizedReplay(capacity=8, alpha=1.0, beta=0.4, beta_steps=100)
+    replay.add(Transition(0, 0, 0.0, -1))
+    replay.update_priorities(np.array([0]), np.array([5.0]))
+    replay.add(Transition(1, 1, 0.0, -1))
+    assert replay.tree.leaf(1) == pytest.approx(replay.max_priority)
+    replay.sample(50, np.random.default_rng(0))
+    assert replay.beta == pytest.approx(0.7)
+    replay.sample(100, np.random.default_rng(0))
+    assert replay.beta == 1.0
+
+
+def test_ngrams_back_off_from_the_longest_prefix_and_need_two_occurrences() -> None:
+    model = SequenceModel()
+    for _ in range(2):
+        model.observe_sequence(["git_status", "git_diff", "git_commit"], [1, 1, 1], [True, True, True])
+    for _ in range(3):
+        model.observe_sequence(["git_log", "git_diff", "git_show"], [1, 1, 0], [True, True, False])
+    model.observe_sequence(["git_status", "git_diff", "git_add"], [1, 1, 1], [True, True, True])
+
+    longest = model.recommend_next(["git_status", "git_diff"])
+    assert [r.tool for r in longest] == ["git_commit", "git_show"]
+    assert longest[0].prefix == ("git_status", "git_diff")
+    assert longest[0].reason == "follows git_status → git_diff → git_commit (2×, 100% success)"
+    assert longest[1].prefix == ("git_diff",), "filled by backing off to the shorter prefix"
+    assert "git_add" not in [r.tool for r in model.recommend_next(["git_diff"])], "seen once only"
+    assert [r.tool for r in model.recommend_next(["git_diff"], candidates=["git_show"])] == ["git_show"]
+
+
+def test_replay_and_sequence_state_round_trip() -> None:
+    replay = PrioritizedReplay(capacity=4)
+    for i in range(6):
+        replay.add(Transition(i, i % 2, 0.1 * i, -1))
+    copy = PrioritizedReplay()
+    copy.load_state(replay.state_dict())
+    a, b = replay.sample(8, np.random.default_rng(1)), copy.sample(8, np.random.default_rng(1))
+    assert a.slots.tolist() == b.slots.tolist() and a.transitions == b.transitions
+
+    model = SequenceModel()
+    model.observe_sequence(["a", "b", "c"], [1, 2, 3], [True, True, False])
+    clone = SequenceModel()
+    clone.load_state(model.state_dict())
+    assert clone.table == model.table
