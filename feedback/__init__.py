@@ -9,10 +9,11 @@ from toolwise.feedback.errors import (
     ServiceNotStartedError,
     UnknownExecutionError,
 )
-from toolwise.feedback.records import Episode, Execution, Outcome, Rating, ToolMetrics, WriterStats, utcnow
+from toolwise.feedback.records import OUTCOMES, Episode, Execution, Outcome, Rating, ToolMetrics, WriterStats, utcnow
 from toolwise.feedback.service import FeedbackService
 
 __all__ = [
+    "OUTCOMES",
     "Episode",
     "Execution",
     "FeedbackError",

@@ -38,6 +38,8 @@ class Execution:
     argument_digest: str | None = None
     context_hash: str | None = None
     query: str | None = None
+    previous_tool: str | None = None
+    position: int = 0
     decision_id: str | None = None
     propensity: float | None = None
     error_type: str | None = None

@@ -48,6 +48,8 @@ class ExecutionRow(Base):
     arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     context_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     query: Mapped[str | None] = mapped_column(Text, nullable=True)
+    previous_tool: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    position: Mapped[int] = mapped_column(Integer, default=0)  # calls in the session before this one
     decision_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     propensity: Mapped[float | None] = mapped_column(Float, nullable=True)
     success: Mapped[bool] = mapped_column(Boolean)

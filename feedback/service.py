@@ -147,6 +147,8 @@ class FeedbackService:
             stored,
             e.context_hash,
             e.query,
+            e.previous_tool,
+            e.position,
             e.decision_id,
             e.propensity,
             e.success,

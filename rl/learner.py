@@ -126,6 +126,10 @@ class Learner:
         documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
         self.index = LexicalIndex(documents)
 
+    @property
+    def active_names(self) -> list[str]:
+        return [self.tools.names[i] for i in self.active]
+
     def _grow(self, n: int) -> None:
         if n > len(self.latency_mean):
             size = max(n, 2 * len(self.latency_mean))

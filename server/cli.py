@@ -1,16 +1,75 @@
-"""The `toolwise` command line."""
+"""The `toolwise` command line. Logs go to stderr: on stdio, stdout is the protocol."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from toolwise.server.config import AppConfig, ConfigError, load_config
 
 app = typer.Typer(
     name="toolwise",
     help="An MCP proxy that records every tool execution and learns which tool to call next.",
     no_args_is_help=True,
+    add_completion=False,
 )
 
+EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "claude_desktop_config.example.json"
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="Config file in the Claude Desktop shape (mcpServers + toolwise).")
+]
 
-@app.callback()
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def config_or_exit(path: Path) -> AppConfig:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        typer.echo(f"toolwise: invalid config: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def serve(
+    config: ConfigOption = EXAMPLE_CONFIG,
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
+) -> None:
+    """Run the toolwise MCP server over the downstream servers of CONFIG."""
+    from toolwise.server.transports import serve_http, serve_stdio
+
+    setup_logging(log_level)
+    loaded = config_or_exit(config)
+    asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+
+
+@app.command()
+def demo(
+    config: ConfigOption = EXAMPLE_CONFIG,
+    calls: Annotated[int, typer.Option(help="How many tool calls the scripted agent makes.")] = 300,
+    seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
+) -> None:
+    """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
+    from toolwise.server.demo import run_demo
+
+    setup_logging("warning")
+    config_or_exit(config)
+    asyncio.run(run_demo(config, calls, seed))
+
+
 def main() -> None:
-    """toolwise: learning MCP proxy."""
+    app()

@@ -1,0 +1,3 @@
+from toolwise.server.cli import main
+
+main()

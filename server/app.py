@@ -1,0 +1,186 @@
+"""The composition root: the running services and the MCP `Server` with every handler named here.
+
+`Toolwise` owns the services (feedback store, downstream catalogue, learning); `build_server` hands
+the low-level `Server` two handlers (`tools/list`, `tools/call`) plus the `subscriptions/listen`
+handler through which 2026-era clients hear of tool-list changes. Errors become `is_error` results
+in one place: `on_call_tool`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from toolwise.feedback import FeedbackError, FeedbackService, utcnow
+from toolwise.rl import UnknownToolError
+from toolwise.server.catalogue import Catalogue, DownstreamError
+from toolwise.server.config import AppConfig, describe
+from toolwise.server.learning import LearningService, outcome_of
+from toolwise.server.sessions import EXECUTION_META_KEY
+from toolwise.server.tools import OwnTool, own_tools
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+INSTRUCTIONS = (
+    "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
+    "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "
+    "with submit_feedback; recommend_next_tools suggests what usually comes next."
+)
+
+
+class Toolwise:
+    """Everything a running toolwise holds. Use as `async with Toolwise(config) as app:`."""
+
+    def __init__(self, config: AppConfig) -> None:
+        settings = config.toolwise
+        self.config = config
+        self.feedback = FeedbackService(settings.database_url, store_arguments=settings.store_arguments)
+        self.learning = LearningService(settings, self.feedback)
+        self.catalogue = Catalogue(config.servers, settings, on_change=self._tools_changed)
+        self.own: dict[str, OwnTool] = own_tools(
+            self.learning, self.feedback, self.catalogue, admin=settings.admin_tools
+        )
+        self.bus = InMemorySubscriptionBus()
+        self.listeners = ListenHandler(self.bus)
+        self._legacy_clients: dict[str, ServerSession] = {}
+
+    async def __aenter__(self) -> Toolwise:
+        await self.feedback.start()
+        await self.catalogue.start()
+        self.learning.set_tools(self.catalogue.tools())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.listeners.close()
+        await self.catalogue.aclose()
+        await self.feedback.aclose()
+
+    def list_tools(self) -> list[types.Tool]:
+        return [t.definition() for t in self.own.values()] + self.catalogue.tools()
+
+    async def _tools_changed(self) -> None:
+        """A downstream's tools changed: teach the learner the catalogue and tell every client."""
+        self.learning.set_tools(self.catalogue.tools())
+        await self.bus.publish(ToolsListChanged())
+        for key, session in list(self._legacy_clients.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
+                log.info("client %s no longer reachable for list_changed (%s); forgetting it", key, exc)
+                del self._legacy_clients[key]
+
+    def remember_client(self, ctx: ServerRequestContext[Any], key: str) -> None:
+        """Handshake-era clients hear of list changes on their connection: keep a way to reach them."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._legacy_clients[key] = ctx.session
+
+
+def error_result(message: str, execution_id: str | None = None) -> types.CallToolResult:
+    meta = {EXECUTION_META_KEY: execution_id} if execution_id else None
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True, meta=meta)
+
+
+def _meta_dict(meta: Any) -> dict[str, Any] | None:
+    if meta is None:
+        return None
+    if isinstance(meta, Mapping):
+        return dict(meta)
+    return meta.model_dump(by_alias=True, exclude_none=True)
+
+
+def build_server(app: Toolwise) -> Server[Any]:
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        app.remember_client(ctx, app.learning.sessions.resolve(None, None, ctx.request))
+        return types.ListToolsResult(tools=app.list_tools())
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        meta = _meta_dict(params.meta)
+        try:
+            own = app.own.get(params.name)
+            if own is not None:
+                return await call_own(own, params.arguments or {}, meta, ctx)
+            return await forward(params.name, params.arguments, meta, ctx)
+        except ValidationError as exc:
+            return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
+        except (FeedbackError, UnknownToolError, ValueError) as exc:
+            return error_result(f"{params.name}: {exc}")
+
+    async def call_own(
+        tool: OwnTool, arguments: dict[str, Any], meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
+    ) -> types.CallToolResult:
+        args = tool.input.model_validate(arguments)
+        session = None
+        if tool.takes_session:
+            key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)
+            session = app.learning.sessions.get(key)
+        output = await tool.handler(args, session)
+        return types.CallToolResult(
+            content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
+        )
+
+    async def forward(
+        name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
+    ) -> types.CallToolResult:
+        route = app.catalogue.resolve(name)
+        if route is None:
+            return error_result(
+                f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
+                "(downstream tools are named server__tool)"
+            )
+        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
+        started_at, start = utcnow(), time.perf_counter()
+        result, error = None, None
+        try:
+            result = await app.catalogue.call(route, arguments)
+        except DownstreamError as exc:
+            error = exc
+        latency_s = time.perf_counter() - start
+        execution_id = await app.learning.record(
+            session,
+            tool=name,
+            server=route.server,
+            arguments=arguments,
+            outcome=outcome_of(result, error),
+            started_at=started_at,
+            latency_s=latency_s,
+        )
+        if result is None:
+            log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)
+            return error_result(str(error), execution_id)
+        return result.model_copy(update={"meta": {**(result.meta or {}), EXECUTION_META_KEY: execution_id}})
+
+    return _Server(
+        "toolwise",
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_subscriptions_listen=app.listeners,
+    )
+
+
+class _Server(Server[Any]):
+    """Announces `tools.listChanged` to handshake-era clients on every transport (the HTTP session
+    manager builds its initialization options itself, without notification options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+        )

@@ -1,0 +1,280 @@
+"""The downstream servers: one long-lived MCP session each, their tools under `server__tool` names.
+
+Every downstream is owned by one task that connects, lists the tools, serves calls and, when the
+connection dies, reconnects with exponential backoff. Calls never spawn a process. A downstream
+that cannot start is reported (log + `health()`) and the others serve.
+
+Why not `mcp.client.session_group.ClientSessionGroup`: it raises on a tool-name collision instead
+of resolving it, always uses the handshake-era `initialize`, and neither restarts a dead server nor
+isolates one that fails to start; here each of those is required behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+from toolwise.server.config import HttpServer, Settings, StdioServer
+from toolwise.server.naming import assign
+
+log = logging.getLogger(__name__)
+
+State = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+class DownstreamError(Exception):
+    """A call could not be completed by the downstream server; the message says why and what next."""
+
+
+@dataclass(slots=True)
+class Health:
+    server: str
+    state: State
+    tools: int
+    restarts: int
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a public tool name leads: the downstream and the tool's own name there."""
+
+    server: str
+    tool: str
+    public: types.Tool
+
+
+def resolve_command(command: str) -> str:
+    """The executable for `command`: on PATH, else beside this interpreter (a venv's bin/ that is not
+    on PATH still finds the servers installed into it)."""
+    found = shutil.which(command)
+    if found:
+        return found
+    local = Path(sys.executable).parent / command
+    return str(local) if local.exists() else command
+
+
+def _is_connection_loss(exc: BaseException) -> bool:
+    return (
+        (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED)
+        or isinstance(exc, ConnectionError | EOFError | OSError)
+        or type(exc).__name__ in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
+    )
+
+
+@dataclass
+class Downstream:
+    name: str
+    spec: StdioServer | HttpServer
+    settings: Settings
+    on_tools: Callable[[], None]
+    tools: list[types.Tool] = field(default_factory=list)
+    state: State = "starting"
+    error: str | None = None
+    restarts: int = 0
+    _client: Client | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _broken: asyncio.Event = field(default_factory=asyncio.Event)
+    _attempted: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
+
+    async def wait_first_attempt(self) -> None:
+        await self._attempted.wait()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.state = "stopped"
+
+    def health(self) -> Health:
+        return Health(self.name, self.state, len(self.tools), self.restarts, self.error)
+
+    def _target(self) -> Any:
+        if isinstance(self.spec, HttpServer):
+            return self.spec.url
+        return StdioServerParameters(
+            command=resolve_command(self.spec.command), args=self.spec.args, env=self.spec.env, cwd=self.spec.cwd
+        )
+
+    async def _run(self) -> None:
+        backoff = self.settings.restart_backoff_s
+        while True:
+            self._broken.clear()
+            try:
+                await self._serve_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure to connect or serve leads to a restart
+                self.error = f"{type(exc).__name__}: {exc}"
+                log.warning("downstream %s failed: %s", self.name, self.error)
+            finally:
+                self._client = None
+                self._ready.clear()
+                self._attempted.set()
+            if self.state == "ready":  # it had come up: start the backoff afresh
+                backoff = self.settings.restart_backoff_s
+            self.state = "restarting" if self.tools else "failed"
+            self.restarts += 1
+            log.info("restarting downstream %s in %.1fs", self.name, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(2 * backoff, self.settings.restart_backoff_max_s)
+
+    async def _serve_once(self) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            async with asyncio.timeout(self.settings.start_timeout_s):
+                client = await stack.enter_async_context(
+                    Client(self._target(), mode=self.settings.mode, message_handler=self._on_message)
+                )
+                await self._refresh(client)
+            self._client, self.state, self.error = client, "ready", None
+            self._ready.set()
+            self._attempted.set()
+            log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
+            listener = self._listen(client)
+            try:
+                await self._broken.wait()
+            finally:
+                if listener is not None:
+                    listener.cancel()
+
+    def _listen(self, client: Client) -> asyncio.Task[None] | None:
+        """On the 2026-07-28 era, tool-list changes arrive on a `subscriptions/listen` stream."""
+        caps = client.server_capabilities.tools
+        if client.protocol_version.startswith("2025") or caps is None or not caps.list_changed:
+            return None
+
+        async def listen() -> None:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    await self._refresh(client)
+
+        return asyncio.create_task(listen(), name=f"toolwise-listen-{self.name}")
+
+    async def _on_message(self, message: Any) -> None:
+        """Handshake-era notifications: a tool-list change triggers a refresh; a transport error marks
+        the connection broken so the owner task reconnects."""
+        if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
+            await self._refresh(self._client)
+        elif isinstance(message, Exception):
+            log.warning("downstream %s transport error: %s", self.name, message)
+            self._broken.set()
+
+    async def _refresh(self, client: Client) -> None:
+        tools: list[types.Tool] = []
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.tools = tools
+        self.on_tools()
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+        """Forward one call. Raises DownstreamError when the server is down, dies or is too slow."""
+        if self._client is None:
+            try:
+                async with asyncio.timeout(min(timeout_s, self.settings.start_timeout_s)):
+                    await self._ready.wait()
+            except TimeoutError:
+                raise DownstreamError(
+                    f"downstream server {self.name!r} is not running ({self.state}: {self.error}); "
+                    "it is being restarted, try again shortly"
+                ) from None
+        client = self._client
+        if client is None:
+            raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await client.call_tool(tool, arguments)
+        except TimeoutError:
+            raise DownstreamError(
+                f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
+            ) from None
+        except Exception as exc:
+            if _is_connection_loss(exc):
+                self._broken.set()
+                raise DownstreamError(
+                    f"downstream server {self.name!r} closed the connection during the call; "
+                    "it is being restarted, the next call will go to the new process"
+                ) from exc
+            raise DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}") from exc
+
+
+class Catalogue:
+    """All downstreams and the public tool names that route to them."""
+
+    def __init__(
+        self,
+        servers: dict[str, StdioServer | HttpServer],
+        settings: Settings,
+        on_change: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.downstreams = {name: Downstream(name, spec, settings, self._rebuild) for name, spec in servers.items()}
+        self.routes: dict[str, Route] = {}
+        self._on_change = on_change
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Start every downstream concurrently; return once each is up or has failed once."""
+        for downstream in self.downstreams.values():
+            downstream.start()
+        await asyncio.gather(*(d.wait_first_attempt() for d in self.downstreams.values()))
+        for h in self.health():
+            if h.state != "ready":
+                log.error("downstream %s did not start: %s (the others serve; retrying)", h.server, h.error)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(d.aclose() for d in self.downstreams.values()))
+
+    def health(self) -> list[Health]:
+        return [d.health() for d in self.downstreams.values()]
+
+    def tools(self) -> list[types.Tool]:
+        return [route.public for route in self.routes.values()]
+
+    def resolve(self, public_name: str) -> Route | None:
+        return self.routes.get(public_name)
+
+    async def call(self, route: Route, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        return await self.downstreams[route.server].call(route.tool, arguments, self.settings.call_timeout_s)
+
+    def _rebuild(self) -> None:
+        """Recompute the public names after any downstream's tool list changed."""
+        by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
+        names = assign(by_pair)
+        routes = {
+            public: Route(server, tool, by_pair[(server, tool)].model_copy(update={"name": public}))
+            for (server, tool), public in names.items()
+        }
+        changed = {n: r.public for n, r in routes.items()} != {n: r.public for n, r in self.routes.items()}
+        self.routes = routes
+        if changed and self._on_change is not None:
+            task = asyncio.get_running_loop().create_task(self._on_change())
+            self._pending.add(task)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("announcing the tool-list change failed", exc_info=task.exception())

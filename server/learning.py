@@ -1,0 +1,195 @@
+"""Wiring what happened (feedback) to how to learn (rl): one object per running toolwise.
+
+Every proxied call becomes an execution record (queued for group commit) and a learner update; a
+rating recomputes that execution's reward and teaches the learner again; ending a session stores
+its episode. The learner runs on the event loop (it is pure and fast); the database never sits on
+the path of a call.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import mcp_types as types
+import numpy as np
+
+from toolwise.feedback import (
+    OUTCOMES,
+    Episode,
+    Execution,
+    FeedbackError,
+    FeedbackService,
+    InvalidOutcomeError,
+    Outcome,
+    utcnow,
+)
+from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+from toolwise.server.config import Settings
+from toolwise.server.sessions import Call, Session, Sessions
+
+log = logging.getLogger(__name__)
+
+
+class NothingToRateError(FeedbackError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What a proxied call produced, as the learning side needs it."""
+
+    success: bool
+    error_type: str | None
+    error_message: str | None
+    result_size: int
+
+
+def outcome_of(result: types.CallToolResult | None, error: BaseException | None) -> CallOutcome:
+    if error is not None:
+        return CallOutcome(False, type(error).__name__, str(error), 0)
+    assert result is not None
+    size = sum(len(block.text) for block in result.content if isinstance(block, types.TextContent))
+    if result.is_error:
+        message = next((b.text for b in result.content if isinstance(b, types.TextContent)), "")
+        return CallOutcome(False, "ToolError", message[:2000], size)
+    return CallOutcome(True, None, None, size)
+
+
+class LearningService:
+    def __init__(self, settings: Settings, feedback: FeedbackService) -> None:
+        weights = RewardWeights(**settings.reward.model_dump())
+        self.learner = Learner(LearnerConfig(policy=settings.policy, reward=weights))
+        self.rng = np.random.default_rng(settings.seed)
+        self.feedback = feedback
+        self.sessions = Sessions()
+        self.namespace = settings.namespace
+        self.decisions = 0
+        self.calls = 0
+        self.explored = 0
+
+    def set_tools(self, tools: list[types.Tool]) -> None:
+        self.learner.set_tools([ToolDoc(t.name, f"{t.title or ''} {t.description or ''}") for t in tools])
+
+    def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
+        decision = self.learner.recommend(
+            query,
+            self.rng,
+            previous_tool=session.previous_tool,
+            session_length=len(session.calls),
+            candidates=candidates,
+            top_k=top_k,
+        )
+        session.query, session.decision = query, decision
+        self.decisions += 1
+        self.explored += decision.explored
+        return decision
+
+    async def record(
+        self,
+        session: Session,
+        *,
+        tool: str,
+        server: str,
+        arguments: dict[str, Any] | None,
+        outcome: CallOutcome,
+        started_at: datetime,
+        latency_s: float,
+    ) -> str:
+        """Learn from one proxied call and queue its record; returns the execution id."""
+        decision, session.decision = session.decision, None
+        step = Step(
+            tool,
+            outcome.success,
+            latency_s,
+            query=session.query,
+            previous_tool=session.previous_tool,
+            session_length=len(session.calls),
+            history=tuple(session.tools[-2:]),
+        )
+        observed = self.learner.observe(step, self.rng)
+        execution = Execution(
+            tool=tool,
+            server=server,
+            session_id=session.id,
+            success=outcome.success,
+            latency_ms=latency_s * 1000,
+            started_at=started_at,
+            finished_at=utcnow(),
+            arguments=arguments,
+            namespace=self.namespace,
+            context_hash=observed.context_hash,
+            query=session.query,
+            previous_tool=step.previous_tool,
+            position=step.session_length,
+            decision_id=None if decision is None else decision.decision_id,
+            propensity=None if decision is None or decision.chosen != tool else decision.propensity,
+            error_type=outcome.error_type,
+            error_message=outcome.error_message,
+            result_size=outcome.result_size,
+            reward=observed.reward,
+        )
+        await self.feedback.record_execution(execution)
+        session.calls.append(
+            Call(
+                execution.id,
+                tool,
+                outcome.success,
+                latency_s,
+                observed.reward,
+                session.query,
+                step.previous_tool,
+                step.session_length,
+            )
+        )
+        self.calls += 1
+        return execution.id
+
+    async def rate(
+        self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
+    ) -> tuple[Execution, float]:
+        """Store a 1..5 rating and learn from it; returns the execution and its new reward."""
+        if execution_id is None:
+            call = session.latest(tool)
+            if call is None:
+                what = f"no call of {tool!r}" if tool else "no call"
+                raise NothingToRateError(
+                    f"{what} in session {session.id!r} to rate; pass execution_id (from the call's "
+                    "_meta['toolwise/execution_id']) or the tool of a call made in this session"
+                )
+            execution_id = call.execution_id
+        execution = await self.feedback.add_rating(execution_id, rating, comment)
+        step = Step(
+            execution.tool,
+            execution.success,
+            execution.latency_ms / 1000,
+            query=execution.query,
+            previous_tool=execution.previous_tool,
+            session_length=execution.position,
+            rating=rating,
+        )
+        observed = self.learner.observe_rating(step, self.rng)
+        await self.feedback.set_reward(execution.id, observed.reward)
+        for call in session.calls:
+            if call.execution_id == execution.id:
+                call.reward = observed.reward
+        return execution, observed.reward
+
+    async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
+        if outcome not in OUTCOMES:
+            raise InvalidOutcomeError(outcome)
+        session = self.sessions.pop(session_id)
+        if session is None or not session.calls:
+            raise FeedbackError(f"session {session_id!r} has no calls to end")
+        episode = Episode(
+            session_id=session.id,
+            tools=session.tools,
+            total_reward=sum(c.reward for c in session.calls),
+            outcome=outcome,
+            started_at=session.started_at,
+            ended_at=utcnow(),
+            namespace=self.namespace,
+        )
+        return await self.feedback.record_episode(episode)

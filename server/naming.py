@@ -1,0 +1,41 @@
+"""Names of re-exposed tools: `server__tool`, only [A-Za-z0-9_-], at most 64 characters, unique."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+SEPARATOR = "__"
+MAX_LENGTH = 64
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _clean(name: str) -> str:
+    return _UNSAFE.sub("_", name) or "_"
+
+
+def namespaced(server: str, tool: str) -> str:
+    """`server__tool`, unsafe characters replaced; too long → truncated with a stable hash suffix."""
+    name = f"{_clean(server)}{SEPARATOR}{_clean(tool)}"
+    if len(name) <= MAX_LENGTH:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{name[: MAX_LENGTH - 9]}-{digest}"
+
+
+def assign(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Unique public names for (server, tool) pairs. Collisions (after cleaning or truncation) are
+    resolved deterministically: pairs are taken in sorted order and later ones get `-2`, `-3`, …"""
+    taken: set[str] = set()
+    names: dict[tuple[str, str], str] = {}
+    for server, tool in sorted(set(pairs)):
+        base = candidate = namespaced(server, tool)
+        n = 2
+        while candidate in taken:
+            suffix = f"-{n}"
+            candidate = base[: MAX_LENGTH - len(suffix)] + suffix
+            n += 1
+        taken.add(candidate)
+        names[(server, tool)] = candidate
+    return names

@@ -1,0 +1,32 @@
+"""Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig
+
+log = logging.getLogger(__name__)
+
+
+async def serve_stdio(config: AppConfig) -> None:
+    """One client on stdin/stdout (how Claude Desktop starts a server)."""
+    async with Toolwise(config) as app:
+        server = build_server(app)
+        async with stdio_server() as (read, write):
+            log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
+            await server.run(read, write, server.create_initialization_options())
+
+
+async def serve_http(config: AppConfig, host: str, port: int) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner)."""
+    async with Toolwise(config) as app:
+        server = build_server(app)
+        starlette = server.streamable_http_app(host=host)
+        uv = uvicorn.Server(uvicorn.Config(starlette, host=host, port=port, log_config=None, lifespan="on"))
+        log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
+        await uv.serve()
