@@ -99,6 +99,11 @@ class Observation:
     context_hash: str
 
 
+def worked(success: bool, rating: int | None) -> bool:
+    """Success as sequences count it: the call succeeded and the user did not rate it 1 or 2."""
+    return success and (rating is None or rating >= 3)
+
+
 class Learner:
     def __init__(self, config: LearnerConfig | None = None, tools: Sequence[ToolDoc] = ()) -> None:
         self.config = config or LearnerConfig()
@@ -229,15 +234,22 @@ class Learner:
         self.latency_count[arm] += 1
         self.latency_mean[arm] += (step.latency_s - self.latency_mean[arm]) / self.latency_count[arm]
         if step.history:
-            self.sequences.observe_step(step.history, step.tool, reward, step.success)
+            self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
 
-    def observe_rating(self, step: Step, rng: np.random.Generator) -> Observation:
-        """A user rated an execution already observed: learn from it again with the rated reward, so
-        the rating counts as a second, stronger observation (latency and sequences are not recounted)."""
+    def observe_rating(
+        self, step: Step, rng: np.random.Generator, previous_reward: float, previous_rating: int | None = None
+    ) -> Observation:
+        """A user rated an execution already observed: the policy learns from it again with the rated
+        reward (a second, stronger observation) and the step's n-gram statistics are revised, so a
+        follow-up users rate badly stops counting as a successful sequence. Latency is not recounted."""
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
-        return self._learn(step, self.reward_of(step), rng)
+        observation = self._learn(step, self.reward_of(step), rng)
+        if step.history:
+            success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
+            self.sequences.revise(step.history, step.tool, observation.reward - previous_reward, success_delta)
+        return observation
 
     def _learn(self, step: Step, reward: float, rng: np.random.Generator) -> Observation:
         arm = self.tools.intern(step.tool)

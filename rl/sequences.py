@@ -55,6 +55,14 @@ class SequenceModel:
             stats.reward_sum += reward
             stats.successes += int(success)
 
+    def revise(self, history: Sequence[str], tool: str, reward_delta: float, success_delta: int) -> None:
+        """Correct an observed step after the fact (a rating changed its reward and whether it worked)."""
+        for length in range(1, min(self.max_n - 1, len(history)) + 1):
+            stats = self.table.get(tuple(history[-length:]), {}).get(tool)
+            if stats is not None:
+                stats.reward_sum += reward_delta
+                stats.successes = min(stats.count, max(0, stats.successes + success_delta))
+
     def observe_sequence(self, tools: Sequence[str], rewards: Sequence[float], successes: Sequence[bool]) -> None:
         for i in range(1, len(tools)):
             self.observe_step(tools[:i], tools[i], rewards[i], successes[i])

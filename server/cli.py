@@ -54,7 +54,12 @@ def serve(
 
     setup_logging(log_level)
     loaded = config_or_exit(config)
-    asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+    try:
+        asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+    except KeyboardInterrupt:
+        # Ctrl-C (or a SIGINT re-raised by uvicorn) is how a server is stopped: asyncio.run has
+        # already cancelled the server and run its shutdown, which flushed every queued record.
+        logging.getLogger(__name__).info("toolwise stopped")
 
 
 @app.command()

@@ -160,6 +160,7 @@ class LearningService:
                     "_meta['toolwise/execution_id']) or the tool of a call made in this session"
                 )
             execution_id = call.execution_id
+        earlier = await self.feedback.get_ratings(execution_id)
         execution = await self.feedback.add_rating(execution_id, rating, comment)
         step = Step(
             execution.tool,
@@ -168,14 +169,23 @@ class LearningService:
             query=execution.query,
             previous_tool=execution.previous_tool,
             session_length=execution.position,
+            history=self._history_before(session, execution),
             rating=rating,
         )
-        observed = self.learner.observe_rating(step, self.rng)
+        previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
+        observed = self.learner.observe_rating(step, self.rng, previous_reward, earlier[-1].rating if earlier else None)
         await self.feedback.set_reward(execution.id, observed.reward)
         for call in session.calls:
             if call.execution_id == execution.id:
                 call.reward = observed.reward
         return execution, observed.reward
+
+    @staticmethod
+    def _history_before(session: Session, execution: Execution) -> tuple[str, ...]:
+        """The tools called just before `execution` in its session (two when still known, else one)."""
+        if execution.session_id == session.id and execution.position <= len(session.calls):
+            return tuple(session.tools[: execution.position][-2:])
+        return (execution.previous_tool,) if execution.previous_tool else ()
 
     async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
         if outcome not in OUTCOMES:

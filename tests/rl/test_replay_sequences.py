@@ -84,3 +84,16 @@ def test_replay_and_sequence_state_round_trip() -> None:
     clone = SequenceModel()
     clone.load_state(model.state_dict())
     assert clone.table == model.table
+
+
+def test_a_revised_step_stops_counting_as_a_successful_sequence() -> None:
+    model = SequenceModel()
+    for _ in range(3):
+        model.observe_step(["git_status"], "git_log", 10.0, True)
+    assert model.follow_scores("git_status") == {"git_log": pytest.approx(0.75)}
+    for _ in range(3):
+        model.observe_step([], "x", 0.0, True)  # no history: nothing to count
+        model.revise(["git_status"], "git_log", -4.0, -1)
+    assert model.follow_scores("git_status") == {"git_log": 0.0}
+    [stats] = model.table[("git_status",)].values()
+    assert stats.mean_reward == pytest.approx(6.0)

@@ -1,0 +1,93 @@
+"""Real peers: toolwise started as Claude Desktop would (a subprocess on stdio, or HTTP), wrapping
+the real mcp-server-time and mcp-server-git, driven through the SDK's own `mcp.Client`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+BIN = Path(sys.executable).parent
+
+
+def time_server(marker: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
+    if marker:
+        spec["env"] = {"TOOLWISE_TEST_MARKER": marker}
+    return spec
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit and one uncommitted change."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    run = lambda *a: subprocess.run(["git", *a], cwd=path, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "main")
+    run("config", "user.email", "t@example.com")
+    run("config", "user.name", "Tester")
+    (path / "README").write_text("hello\n")
+    run("add", "README")
+    run("commit", "-qm", "first")
+    (path / "README").write_text("hello\nworld\n")
+    return path
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    def write(servers: dict[str, Any] | None = None, **settings: Any) -> Path:
+        path = tmp_path / f"config-{uuid.uuid4().hex[:6]}.json"
+        toolwise = {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "seed": 3, **settings}
+        servers = servers if servers is not None else {"time": time_server(), "git": {"command": "mcp-server-git"}}
+        path.write_text(json.dumps({"mcpServers": servers, "toolwise": toolwise}))
+        return path
+
+    return write
+
+
+@asynccontextmanager
+async def toolwise(config: Path, mode: str = "auto") -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=str(BIN / "toolwise"), args=["serve", "--config", str(config), "--log-level", "warning"]
+    )
+    async with Client(params, mode=mode, read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+        yield client
+
+
+@asynccontextmanager
+async def direct(command: str, *args: str, mode: str = "auto") -> AsyncIterator[Client]:
+    async with Client(StdioServerParameters(command=str(BIN / command), args=list(args)), mode=mode) as client:  # type: ignore[arg-type]
+        yield client
+
+
+def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def kill_marked(marker: str) -> int:
+    """SIGKILL every process whose environment carries the marker; returns how many."""
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"TOOLWISE_TEST_MARKER={marker}".encode() in environ:
+            os.kill(int(proc.name), signal.SIGKILL)
+            killed += 1
+    return killed

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolwise.server.config import ConfigError, HttpServer, StdioServer, load_config
+from toolwise.server.naming import MAX_LENGTH, assign, namespaced
+
+
+def write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+def test_claude_desktop_shape_with_stdio_http_and_our_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOOLWISE_POLICY", raising=False)
+    config = load_config(
+        write(
+            tmp_path,
+            {
+                "mcpServers": {
+                    "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
+                    "remote": {"url": "http://127.0.0.1:9000/mcp"},
+                },
+                "toolwise": {"policy": "lints", "call_timeout_s": 5, "reward": {"success": 12}},
+            },
+        )
+    )
+    assert isinstance(config.servers["time"], StdioServer) and config.servers["time"].env == {"TZ": "UTC"}
+    assert isinstance(config.servers["remote"], HttpServer)
+    assert (config.toolwise.policy, config.toolwise.call_timeout_s, config.toolwise.reward.success) == ("lints", 5, 12)
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLWISE_DATABASE_URL", "sqlite+aiosqlite:////tmp/elsewhere.db")
+    config = load_config(write(tmp_path, {"mcpServers": {}, "toolwise": {"database_url": "sqlite+aiosqlite:///x"}}))
+    assert config.toolwise.database_url.endswith("/tmp/elsewhere.db")
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ("{not json", "not valid JSON"),
+        ({"servers": {}}, "mcpServers"),
+        ({"mcpServers": {"t": {"args": []}}}, "mcpServers.t"),
+        ({"mcpServers": {"a__b": {"command": "x"}}}, "must not contain '__'"),
+        ({"mcpServers": {}, "toolwise": {"policy": "magic"}}, "policy"),
+        ({"mcpServers": {}, "toolwise": {"call_timeout_s": 0}}, "call_timeout_s"),
+        ({"mcpServers": {}, "toolwise": {"colour": "red"}}, "colour"),
+        ({"mcpServers": {"r": {"url": "ftp://x"}}}, "url"),
+    ],
+)
+def test_broken_files_name_the_field(tmp_path: Path, data: object, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_config(write(tmp_path, data))
+
+
+def test_names_are_safe_bounded_and_unique() -> None:
+    assert namespaced("git", "git_status") == "git__git_status"
+    assert namespaced("my server", "do.it/now") == "my_server__do_it_now"
+    long = namespaced("s", "x" * 100)
+    assert len(long) == MAX_LENGTH and long == namespaced("s", "x" * 100)
+    names = assign([("a b", "t"), ("a_b", "t"), ("a.b", "t"), ("s", "x" * 100), ("s", "x" * 101)])
+    assert len(set(names.values())) == 5
+    assert all(
+        len(n) <= MAX_LENGTH and set(n) <= set("abcdefghijklmnopqrstuvwxyz_-0123456789x") for n in names.values()
+    )
+    assert names == assign(reversed(list(names))), "the same pairs get the same names whatever the order"
