@@ -225,9 +225,10 @@ class Learner:
             self.config.reward, success=step.success, latency_s=step.latency_s, rating=step.rating, mean_latency_s=mean
         )
 
-    def observe(self, step: Step, rng: np.random.Generator) -> Observation:
-        """Learn from one execution: reward, policy update, replay, sequences, running latency."""
-        reward = self.reward_of(step)
+    def observe(self, step: Step, rng: np.random.Generator, reward: float | None = None) -> Observation:
+        """Learn from one execution: reward (computed unless given), policy update, replay, sequences,
+        running latency."""
+        reward = self.reward_of(step) if reward is None else reward
         observation = self._learn(step, reward, rng)
         arm = self.tools.intern(step.tool)
         self._grow(len(self.tools))
@@ -254,7 +255,8 @@ class Learner:
     def _learn(self, step: Step, reward: float, rng: np.random.Generator) -> Observation:
         arm = self.tools.intern(step.tool)
         context = self.encode(step.query, step.previous_tool, step.session_length)
-        next_context = None if step.terminal else self.encode(step.query, step.tool, step.session_length + 1)
+        future = self.policy.uses_next_context and not step.terminal
+        next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
         prior_all = self.prior(step.query, step.previous_tool)
         prior = float(prior_all[arm]) if arm < len(prior_all) else 0.0
         scaled = normalise(self.config.reward, reward)

@@ -44,7 +44,12 @@ class Toolwise:
     def __init__(self, config: AppConfig) -> None:
         settings = config.toolwise
         self.config = config
-        self.feedback = FeedbackService(settings.database_url, store_arguments=settings.store_arguments)
+        self.feedback = FeedbackService(
+            settings.database_url,
+            store_arguments=settings.store_arguments,
+            flush_interval_ms=settings.flush_interval_ms,
+            synchronous=settings.sqlite_synchronous,
+        )
         self.learning = LearningService(settings, self.feedback)
         self.catalogue = Catalogue(config.servers, settings, on_change=self._tools_changed)
         self.own: dict[str, OwnTool] = own_tools(

@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     store_arguments: bool = False
+    flush_interval_ms: float = Field(default=20.0, ge=0)  # group commit: the longest a record waits in memory
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"  # NORMAL: faster, a power cut may undo the last commits
     admin_tools: bool = True
     call_timeout_s: float = Field(default=60.0, gt=0)
     start_timeout_s: float = Field(default=30.0, gt=0)

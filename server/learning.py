@@ -8,6 +8,7 @@ the path of a call.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -109,7 +110,7 @@ class LearningService:
             session_length=len(session.calls),
             history=tuple(session.tools[-2:]),
         )
-        observed = self.learner.observe(step, self.rng)
+        reward = self.learner.reward_of(step)
         execution = Execution(
             tool=tool,
             server=server,
@@ -120,7 +121,7 @@ class LearningService:
             finished_at=utcnow(),
             arguments=arguments,
             namespace=self.namespace,
-            context_hash=observed.context_hash,
+            context_hash=self.learner.encode(step.query, step.previous_tool, step.session_length).hash,
             query=session.query,
             previous_tool=step.previous_tool,
             position=step.session_length,
@@ -129,23 +130,32 @@ class LearningService:
             error_type=outcome.error_type,
             error_message=outcome.error_message,
             result_size=outcome.result_size,
-            reward=observed.reward,
+            reward=reward,
         )
         await self.feedback.record_execution(execution)
-        session.calls.append(
+        session.add(
             Call(
                 execution.id,
                 tool,
                 outcome.success,
                 latency_s,
-                observed.reward,
+                reward,
                 session.query,
                 step.previous_tool,
                 step.session_length,
             )
         )
         self.calls += 1
+        # The policy update runs right after this handler, while the SDK writes the response from its
+        # worker thread; callbacks run in order, so it lands before the next request is handled.
+        asyncio.get_running_loop().call_soon(self._observe, step, reward)
         return execution.id
+
+    def _observe(self, step: Step, reward: float) -> None:
+        try:
+            self.learner.observe(step, self.rng, reward)
+        except Exception:
+            log.exception("learning from a call of %s failed; the execution is recorded", step.tool)
 
     async def rate(
         self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None

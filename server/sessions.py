@@ -38,10 +38,11 @@ class Session:
     query: str | None = None  # the last recommend_tool query: the context of later calls
     decision: Decision | None = None  # the last recommendation not yet followed by a call
     calls: list[Call] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)  # the called tools in order (kept, not rebuilt per call)
 
-    @property
-    def tools(self) -> list[str]:
-        return [c.tool for c in self.calls]
+    def add(self, call: Call) -> None:
+        self.calls.append(call)
+        self.tools.append(call.tool)
 
     @property
     def previous_tool(self) -> str | None:

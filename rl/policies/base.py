@@ -33,6 +33,7 @@ class Update:
 
 class Policy(Protocol):
     name: ClassVar[str]
+    uses_next_context: ClassVar[bool]  # TD learners bootstrap from the next context; bandits do not
 
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator

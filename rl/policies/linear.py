@@ -51,6 +51,7 @@ class LinTSConfig:
 class _Linear:
     name: ClassVar[str]
     SCHEMA: ClassVar[int] = 1
+    uses_next_context: ClassVar[bool] = False
     config: LinUCBConfig | LinTSConfig
 
     def __init__(self) -> None:

@@ -5,9 +5,11 @@ and a score touches only the context's non-zero features: O(tools · nnz) per de
 prediction error with per-feature steps 1/A_ii (recursive least squares on the diagonal): solving each
 feature on its own (θ_i = b_i / A_ii) would let every active feature claim the whole reward and
 inflate predictions by the number of features.
-The linear part learns the residual over m(prior) = neutral + β·(prior − ½), so a fresh install ranks
-by lexical relevance and feedback refines it; an untried tool starts at a neutral reward, so a failure
-pushes a tool below the untried ones and a success above them. The diagonal is the usual large-scale
+The linear part learns the residual over m(prior) = r̄ + β·(prior − ½), where r̄ is the running
+mean of every reward observed (`neutral` until the first): a fresh install ranks by lexical
+relevance and feedback refines it; an untried tool is assumed average, so a below-average outcome
+(a failure, or a call the user rated 1) pushes a tool below the untried ones and an above-average
+one lifts it. The diagonal is the usual large-scale
 approximation of LinUCB/LinTS (it drops feature correlations); with hashed, L2-normalised sparse
 features they are small.
 """
@@ -28,7 +30,7 @@ class RidgeConfig:
     dim: int = 256
     regularisation: float = 1.0
     prior_weight: float = 0.3  # β: how much the lexical prior counts, in normalised reward units
-    neutral: float = 0.5  # expected reward of an untried tool of middling relevance
+    neutral: float = 0.5  # the reward assumed average before any is observed
     shortlist: int = 20  # arms re-ranked with exploration: the best `shortlist` by expected reward
 
     def __post_init__(self) -> None:
@@ -44,6 +46,8 @@ class DiagonalRidge:
         self.config = config
         self.theta = np.zeros((16, config.dim))
         self.a = np.full((16, config.dim), config.regularisation)
+        self.mean_reward = config.neutral
+        self.observed = 0
 
     def ensure_arms(self, arms: NDArray[np.int64]) -> None:
         if len(arms) and int(arms.max()) >= self.theta.shape[0]:
@@ -55,7 +59,7 @@ class DiagonalRidge:
 
     def baseline(self, prior: NDArray[np.float64]) -> NDArray[np.float64]:
         c = self.config
-        return c.neutral + c.prior_weight * (prior - 0.5)
+        return self.mean_reward + c.prior_weight * (prior - 0.5)
 
     def mean_and_width(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]
@@ -80,7 +84,9 @@ class DiagonalRidge:
         self.ensure_arms(np.array([arm]))
         idx, x = context.indices, context.values
         c = self.config
-        error = reward - (c.neutral + c.prior_weight * (prior - 0.5) + float(self.theta[arm, idx] @ x))
+        error = reward - (self.mean_reward + c.prior_weight * (prior - 0.5) + float(self.theta[arm, idx] @ x))
+        self.observed += 1
+        self.mean_reward += (reward - self.mean_reward) / self.observed
         self.a[arm, idx] += x * x
         self.theta[arm, idx] += error * x / self.a[arm, idx]
         return error
@@ -89,8 +95,14 @@ class DiagonalRidge:
         return self.a.nbytes + self.theta.nbytes
 
     def state_dict(self) -> dict[str, Any]:
-        return {"theta": self.theta.copy(), "a": self.a.copy()}
+        return {
+            "theta": self.theta.copy(),
+            "a": self.a.copy(),
+            "mean_reward": self.mean_reward,
+            "observed": self.observed,
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.theta = np.array(state["theta"], dtype=np.float64)
         self.a = np.array(state["a"], dtype=np.float64)
+        self.mean_reward, self.observed = float(state["mean_reward"]), int(state["observed"])

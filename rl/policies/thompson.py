@@ -18,8 +18,8 @@ from toolwise.rl.replay import Batch
 @dataclass(frozen=True, slots=True)
 class ThompsonConfig:
     prior_strength: float = 1.0
-    prior_weight: float = 0.3  # prior mean = neutral + prior_weight·(relevance − ½)
-    neutral: float = 0.5
+    prior_weight: float = 0.3  # prior mean = r̄ + prior_weight·(relevance − ½), r̄ the running mean reward
+    neutral: float = 0.5  # r̄ before any reward is observed
     noise: float = 0.3  # posterior std with one observation
 
     def __post_init__(self) -> None:
@@ -33,17 +33,19 @@ class ThompsonConfig:
 class TabularThompson:
     name: ClassVar[str] = "thompson"
     SCHEMA: ClassVar[int] = 1
+    uses_next_context: ClassVar[bool] = False
 
     def __init__(self, config: ThompsonConfig | None = None) -> None:
         self.config = config or ThompsonConfig()
         self.table = Table()  # values = running sum of rewards
+        self.mean_reward, self.observed = self.config.neutral, 0
 
     def _posterior(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         sums, n, _ = self.table.gather(context, arms)
         k = self.config.prior_strength
-        prior_mean = self.config.neutral + self.config.prior_weight * (prior - 0.5)
+        prior_mean = self.mean_reward + self.config.prior_weight * (prior - 0.5)
         return (sums + k * prior_mean) / (n + k), self.config.noise / np.sqrt(n + k)
 
     def select(
@@ -62,6 +64,8 @@ class TabularThompson:
         row = self.table.row(context)
         self.table.ensure_arms(np.array([arm]))
         mean_before = self.table.values[row, arm] / max(1, self.table.counts[row, arm])
+        self.observed += 1
+        self.mean_reward += (reward - self.mean_reward) / self.observed
         self.table.values[row, arm] += reward
         self.table.counts[row, arm] += 1
         self.table.visits[row] += 1
@@ -76,12 +80,15 @@ class TabularThompson:
             "schema": self.SCHEMA,
             "config": asdict(self.config),
             "table": self.table.state_dict(),
+            "mean_reward": self.mean_reward,
+            "observed": self.observed,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)
         self.config = ThompsonConfig(**state["config"])
         self.table.load_state(state["table"])
+        self.mean_reward, self.observed = float(state["mean_reward"]), int(state["observed"])
 
     def nbytes(self) -> int:
         return self.table.nbytes()

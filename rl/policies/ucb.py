@@ -45,6 +45,7 @@ class UCBConfig:
 class TabularUCB:
     name: ClassVar[str] = "ucb"
     SCHEMA: ClassVar[int] = 1
+    uses_next_context: ClassVar[bool] = True
 
     def __init__(self, config: UCBConfig | None = None) -> None:
         self.config = config or UCBConfig()

@@ -1,0 +1,103 @@
+"""Latency a proxy adds to a trivial tool: (a) direct, (b) a bare pass-through proxy on the same SDK,
+(c) toolwise with recording and learning on. All over stdio; the three clients stay open and are
+called in alternating blocks, so machine drift during the run weighs on each path alike.
+
+    python bench/overhead.py [--calls 1000]
+
+Prints median and p99 per call, and (c − a) / (b − a): how toolwise's added latency compares with
+the bare proxy's (target ≤ 1.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import numpy as np
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+HERE = Path(__file__).resolve().parent
+ECHO = [str(HERE / "echo_server.py")]
+
+
+async def measure(
+    targets: dict[str, tuple[StdioServerParameters, str]], calls: int, block: int = 25
+) -> dict[str, np.ndarray]:
+    """Latency per call (ms) of each target, measured in interleaved blocks after a warm-up."""
+    async with AsyncExitStack() as stack:
+        clients = {
+            name: (await stack.enter_async_context(Client(params)), tool) for name, (params, tool) in targets.items()
+        }
+        latencies: dict[str, list[float]] = {name: [] for name in targets}
+        for client, tool in clients.values():
+            for i in range(50):
+                await client.call_tool(tool, {"text": f"warm {i}"})
+        for start in range(0, calls, block):
+            for name, (client, tool) in clients.items():
+                for i in range(start, min(start + block, calls)):
+                    begin = time.perf_counter()
+                    result = await client.call_tool(tool, {"text": f"hello {i}"})
+                    latencies[name].append((time.perf_counter() - begin) * 1000)
+                    if result.is_error:
+                        raise RuntimeError(f"{name}: {tool} failed: {result.content}")
+    return {name: np.array(values) for name, values in latencies.items()}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1_000)
+    args = parser.parse_args()
+    python = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config.json"
+        db = Path(tmp) / "bench.db"
+        config.write_text(
+            json.dumps(
+                {
+                    "mcpServers": {"echo": {"command": python, "args": ECHO}},
+                    "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 0},
+                }
+            )
+        )
+        runs = await measure(
+            {
+                "a. direct": (StdioServerParameters(command=python, args=ECHO), "echo"),
+                "b. bare proxy": (
+                    StdioServerParameters(command=python, args=[str(HERE / "bare_proxy.py"), *ECHO]),
+                    "echo",
+                ),
+                "c. toolwise": (
+                    StdioServerParameters(
+                        command=python,
+                        args=["-m", "toolwise.server", "serve", "-c", str(config), "--log-level", "warning"],
+                    ),
+                    "echo__echo",
+                ),
+            },
+            args.calls,
+        )
+        with sqlite3.connect(db) as conn:
+            recorded = conn.execute("SELECT count(*) FROM executions").fetchone()[0]
+    print(f"{args.calls:,} calls of a trivial echo tool over stdio (ms per call)")
+    for name, lat in runs.items():
+        print(f"   {name:<14} median {np.median(lat):7.3f}   p99 {np.percentile(lat, 99):7.3f}")
+    a, b, c = (runs[k] for k in runs)
+    for stat, f in (("median", np.median), ("p99", lambda x: np.percentile(x, 99))):
+        ratio = (f(c) - f(a)) / (f(b) - f(a))
+        print(
+            f"   {stat}: toolwise adds {f(c) - f(a):.3f} ms, the bare proxy {f(b) - f(a):.3f} ms → ratio {ratio:.2f}"
+            "  (target ≤ 1.2)"
+        )
+    print(f"   toolwise recorded {recorded:,} executions (warm-up included)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
