@@ -4,15 +4,15 @@ generated from them, inputs are validated by them, and each output renders a sho
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import FeedbackService, ToolMetrics
 from toolwise.rl import UnknownToolError
-from toolwise.server.catalogue import Catalogue
+from toolwise.server.catalogue import Catalogue, Health
 from toolwise.server.learning import LearningService
 from toolwise.server.sessions import Session
 
@@ -142,14 +142,6 @@ class NoInput(Input):
     pass
 
 
-class DownstreamHealth(BaseModel):
-    server: str
-    state: str
-    tools: int
-    restarts: int
-    error: str | None
-
-
 class LearningStatsOutput(Output):
     policy: str
     namespace: str
@@ -166,7 +158,7 @@ class LearningStatsOutput(Output):
     committed_records: int
     failed_batches: int
     dead_lettered: int
-    downstreams: list[DownstreamHealth]
+    downstreams: list[Health]
 
     def text(self) -> str:
         health = ", ".join(f"{d.server}: {d.state}" for d in self.downstreams)
@@ -181,19 +173,8 @@ class ToolMetricsInput(Input):
     tool: str | None = None
 
 
-class ToolMetric(BaseModel):
-    tool: str
-    calls: int
-    success_rate: float
-    avg_latency_ms: float
-    p95_latency_ms: float
-    avg_rating: float | None
-    ratings: int
-    last_used: str
-
-
 class ToolMetricsOutput(Output):
-    metrics: list[ToolMetric]
+    metrics: list[ToolMetrics]
 
     def text(self) -> str:
         if not self.metrics:
@@ -347,26 +328,11 @@ def own_tools(
             committed_records=w.committed,
             failed_batches=w.failed_batches,
             dead_lettered=w.dead_lettered,
-            downstreams=[DownstreamHealth(**asdict(h)) for h in catalogue.health()],
+            downstreams=catalogue.health(),
         )
 
     async def get_tool_metrics(args: ToolMetricsInput, session: Session | None) -> ToolMetricsOutput:
-        metrics = await feedback.get_tool_metrics(args.tool, namespace=learning.namespace)
-        return ToolMetricsOutput(
-            metrics=[
-                ToolMetric(
-                    tool=m.tool,
-                    calls=m.calls,
-                    success_rate=m.success_rate,
-                    avg_latency_ms=m.avg_latency_ms,
-                    p95_latency_ms=m.p95_latency_ms,
-                    avg_rating=m.avg_rating,
-                    ratings=m.ratings,
-                    last_used=m.last_used.isoformat(),
-                )
-                for m in metrics
-            ]
-        )
+        return ToolMetricsOutput(metrics=await feedback.get_tool_metrics(args.tool, namespace=learning.namespace))
 
     async def get_successful_sequences(args: SequencesInput, session: Session | None) -> SequencesOutput:
         rows = learner.sequences.top_sequences(args.tool, args.limit)
