@@ -2,7 +2,7 @@
 (c) toolwise with recording and learning on. All over stdio; the three clients stay open and are
 called in alternating blocks, so machine drift during the run weighs on each path alike.
 
-    python bench/overhead.py [--calls 1000]
+    python bench/overhead.py [--calls 1000] [--settings '{"flush_interval_ms": 100}']
 
 Prints median and p99 per call, and (c − a) / (b − a): how toolwise's added latency compares with
 the bare proxy's (target ≤ 1.2).
@@ -54,6 +54,9 @@ async def measure(
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1_000)
+    parser.add_argument(
+        "--settings", default="{}", help="toolwise settings as JSON, e.g. '{\"flush_interval_ms\": 100}'"
+    )
     args = parser.parse_args()
     python = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +66,7 @@ async def main() -> None:
             json.dumps(
                 {
                     "mcpServers": {"echo": {"command": python, "args": ECHO}},
-                    "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 0},
+                    "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 0, **json.loads(args.settings)},
                 }
             )
         )
