@@ -128,7 +128,7 @@ class PrioritizedReplay:
         self.max_priority = max(self.max_priority, float(priorities.max()))
 
     def state_dict(self) -> dict[str, Any]:
-        filled = [i for i in range(self.size)]
+        filled = range(self.size)
         return {
             "schema": self.SCHEMA,
             "config": [self.alpha, self.beta0, self.beta_steps, self.epsilon, self.tree.capacity],
