@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,8 @@ def data_dir() -> Path:
 
 
 def default_database_url() -> str:
-    """An SQLite file in `data_dir()`."""
-    return f"sqlite+aiosqlite:///{data_dir() / 'toolwise.db'}"
+    """`TOOLWISE_DATABASE_URL` when set, else an SQLite file in `data_dir()`."""
+    return os.environ.get("TOOLWISE_DATABASE_URL") or f"sqlite+aiosqlite:///{data_dir() / 'toolwise.db'}"
 
 
 def sqlite_path(url: str) -> Path | None:

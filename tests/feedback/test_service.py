@@ -213,3 +213,11 @@ async def test_episode_round_trips_and_outcome_is_validated(service: FeedbackSer
     assert (episode.tools, episode.total_reward, episode.outcome) == (["a", "b"], 12.5, "success")
     with pytest.raises(InvalidOutcomeError, match="'great'"):
         await service.record_episode(Episode("s1", [], 0.0, "great", now, now))  # type: ignore[arg-type]
+
+
+async def test_default_database_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'from-env.db'}"
+    monkeypatch.setenv("TOOLWISE_DATABASE_URL", url)
+    async with FeedbackService() as svc:
+        await svc.record_execution(make_execution())
+    assert svc.url == url and count_rows(url) == 1
