@@ -136,13 +136,11 @@ class Learner:
         return [self.tools.names[i] for i in self.active]
 
     def _grow(self, n: int) -> None:
-        if n > len(self.latency_mean):
-            size = max(n, 2 * len(self.latency_mean))
-            self.latency_mean = np.resize(self.latency_mean, size)
-            self.latency_count = np.concatenate(
-                [self.latency_count, np.zeros(size - len(self.latency_count), dtype=np.int64)]
-            )
-            self.latency_mean[n:] = 0.0
+        """Room for `n` tools in the per-tool latency arrays (doubling; new tools start at zero)."""
+        extra = max(n, 2 * len(self.latency_mean)) - len(self.latency_mean) if n > len(self.latency_mean) else 0
+        if extra:
+            self.latency_mean = np.concatenate([self.latency_mean, np.zeros(extra)])
+            self.latency_count = np.concatenate([self.latency_count, np.zeros(extra, dtype=np.int64)])
 
     def _arms(self, candidates: Iterable[str] | None) -> NDArray[np.int64]:
         if candidates is None:

@@ -55,6 +55,7 @@ class Toolwise:
         self.own: dict[str, OwnTool] = own_tools(
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools
         )
+        self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}
@@ -71,7 +72,7 @@ class Toolwise:
         await self.feedback.aclose()
 
     def list_tools(self) -> list[types.Tool]:
-        return [t.definition() for t in self.own.values()] + self.catalogue.tools()
+        return self._own_definitions + self.catalogue.tools()
 
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -67,12 +68,18 @@ def resolve_command(command: str) -> str:
     return str(local) if local.exists() else command
 
 
+_TRANSPORT_LOST = (
+    ConnectionError,
+    EOFError,
+    OSError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+)
+
+
 def _is_connection_loss(exc: BaseException) -> bool:
-    return (
-        (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED)
-        or isinstance(exc, ConnectionError | EOFError | OSError)
-        or type(exc).__name__ in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
-    )
+    return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, _TRANSPORT_LOST)
 
 
 @dataclass

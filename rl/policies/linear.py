@@ -60,6 +60,14 @@ class _Linear:
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         return self.model.mean_and_width(context, arms, prior)[0]
 
+    def _shortlisted(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+        """The shortlisted arms with their expected rewards and confidence widths."""
+        means, width = self.model.mean_and_width(context, arms, prior)
+        short = self.model.shortlist(means)
+        return arms[short], means[short], width[short]
+
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         return Update(self.model.update(context, arm, reward, prior), None)
 
@@ -92,17 +100,14 @@ class LinUCB(_Linear):
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
-        means, width = self.model.mean_and_width(context, arms, prior)
-        short = self.model.shortlist(means)
-        ucb = means[short] + self.config.alpha * width[short]
+        short, means, width = self._shortlisted(context, arms, prior)
+        ucb = means + self.config.alpha * width
         best, ties = pick_max(ucb, rng)
         eps = self.config.epsilon
         explored = bool(rng.random() < eps)
         pick = int(rng.integers(len(short))) if explored else best
         propensity = eps / len(short) + ((1 - eps) / ties if ucb[pick] == ucb[best] else 0.0)
-        return ranked_selection(
-            arms[short], ucb, means[short], pick, explored or pick != int(means[short].argmax()), propensity
-        )
+        return ranked_selection(short, ucb, means, pick, explored or pick != int(means.argmax()), propensity)
 
 
 class LinTS(_Linear):
@@ -115,10 +120,9 @@ class LinTS(_Linear):
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
-        means, width = self.model.mean_and_width(context, arms, prior)
-        short = self.model.shortlist(means)
-        stds = self.config.scale * width[short]
-        draws = rng.normal(means[short], stds)
+        short, means, width = self._shortlisted(context, arms, prior)
+        stds = self.config.scale * width
+        draws = rng.normal(means, stds)
         pick = int(draws.argmax())
-        propensity = sampled_propensity(means[short], stds, pick, rng)
-        return ranked_selection(arms[short], draws, means[short], pick, pick != int(means[short].argmax()), propensity)
+        propensity = sampled_propensity(means, stds, pick, rng)
+        return ranked_selection(short, draws, means, pick, pick != int(means.argmax()), propensity)
