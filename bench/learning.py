@@ -173,21 +173,26 @@ def run_paraphrase(env: Paraphrase, policy: str, seed: int, steps: int) -> tuple
     return float(hits.mean()), float(hits[-steps // 4 :].mean())
 
 
-def throughput(policy: str, seed: int = 0, n: int = 5_000) -> tuple[float, float]:
+def throughput(policy: str, seed: int = 0, n: int = 2_000, passes: int = 7) -> tuple[list[float], list[float]]:
+    """Decisions/s and updates/s of each of `passes` passes over `n` new queries (a query never seen
+    before, so no memo helps; the machine is shared, so the caller reports median and best)."""
     rng = np.random.default_rng(seed)
     env = MultiStep.make(rng)
     learner = Learner(LearnerConfig(policy=policy), env.tools)
-    queries = [env.query(rng, int(rng.integers(20))) for _ in range(n)]
     names = [t.name for t in env.tools]
-    start = time.perf_counter()
-    for i, q in enumerate(queries):
-        learner.recommend(q, rng, previous_tool=names[i % 50], session_length=i % 3)
-    decisions = n / (time.perf_counter() - start)
-    steps = [Step(names[i % 50], i % 3 != 0, 0.3, q, names[(i + 1) % 50], i % 3) for i, q in enumerate(queries)]
-    start = time.perf_counter()
-    for step in steps:
-        learner.observe(step, rng)
-    return decisions, n / (time.perf_counter() - start)
+    decisions, updates = [], []
+    for _ in range(passes):
+        queries = [env.query(rng, int(rng.integers(20))) for _ in range(n)]
+        start = time.perf_counter()
+        for i, q in enumerate(queries):
+            learner.recommend(q, rng, previous_tool=names[i % 50], session_length=i % 3)
+        decisions.append(n / (time.perf_counter() - start))
+        steps = [Step(names[i % 50], i % 3 != 0, 0.3, q, names[(i + 1) % 50], i % 3) for i, q in enumerate(queries)]
+        start = time.perf_counter()
+        for step in steps:
+            learner.observe(step, rng)
+        updates.append(n / (time.perf_counter() - start))
+    return decisions, updates
 
 
 def memory_after_pairs(policy: str, pairs: int = 100_000, k: int = 50) -> int:
@@ -234,10 +239,14 @@ def main() -> None:
         print(f"   {policy:<12} accuracy {overall:6.1%}   last quarter {last:6.1%}")
 
     print("\n3. speed at K=50, d=256 and memory after 100k distinct (context, tool) pairs")
+    print("   (7 passes of 2,000 never-seen queries each: median and best pass; target ≥ 20,000/s each)")
     for policy in POLICIES:
         decisions, updates = throughput(policy)
         mb = memory_after_pairs(policy) / 1e6
-        print(f"   {policy:<10} {decisions:10,.0f} decisions/s  {updates:10,.0f} updates/s  {mb:7.2f} MB state")
+        print(
+            f"   {policy:<10} decisions/s {np.median(decisions):8,.0f} (best {max(decisions):8,.0f})"
+            f"   updates/s {np.median(updates):8,.0f} (best {max(updates):8,.0f})   {mb:7.2f} MB state"
+        )
 
 
 if __name__ == "__main__":

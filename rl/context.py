@@ -7,9 +7,9 @@ generalising ones. Both are stable across processes: hashing uses BLAKE2b/SHA-25
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,7 +52,7 @@ DEFAULT_DOMAIN_KEYWORDS = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Context:
     """`indices`/`values` are the non-zero entries of the d-dimensional feature vector."""
 
@@ -62,6 +62,7 @@ class Context:
     length_bucket: int
     indices: NDArray[np.int64] = field(repr=False)
     values: NDArray[np.float64] = field(repr=False)
+    squares: NDArray[np.float64] = field(repr=False, compare=False)  # values², for confidence widths
 
     def dense(self, dim: int) -> NDArray[np.float64]:
         vector = np.zeros(dim)
@@ -69,30 +70,54 @@ class Context:
         return vector
 
 
-@lru_cache(maxsize=200_000)
 def _slot(feature: str, dim: int) -> tuple[int, float]:
     """Stable bucket and sign of one feature (the hashing trick with a sign bit against collisions)."""
     digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
     return digest % dim, 1.0 if (digest >> 63) & 1 else -1.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContextEncoder:
+    """Encodes contexts, memoising per encoder: contexts (a decision and its update encode the same
+    inputs), each query word's feature slot, and each (previous tool, bucket, position) slot triple.
+    The memos are plain bounded dicts, emptied when full: cheaper per miss than an LRU, and a miss is
+    what every new query is."""
+
     domain_keywords: tuple[str, ...] = tuple(DEFAULT_DOMAIN_KEYWORDS)
     first_words: int = 3
     dim: int = 256
     length_bucket_size: int = 5
+    memo_size: int = 4096
+    _domain: frozenset[str] = field(init=False, repr=False, compare=False)
+    _contexts: dict[tuple[str | None, str | None, int], Context] = field(init=False, repr=False, compare=False)
+    _words: dict[str, tuple[int, float]] = field(init=False, repr=False, compare=False)
+    _fixed: dict[tuple[str | None, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
-        if self.dim < 8 or self.first_words < 0 or self.length_bucket_size < 1:
+        if self.dim < 8 or self.first_words < 0 or self.length_bucket_size < 1 or self.memo_size < 1:
             raise ValueError(
-                f"need dim ≥ 8, first_words ≥ 0, length_bucket_size ≥ 1; "
-                f"got {self.dim}, {self.first_words}, {self.length_bucket_size}"
+                f"need dim ≥ 8, first_words ≥ 0, length_bucket_size ≥ 1, memo_size ≥ 1; "
+                f"got {self.dim}, {self.first_words}, {self.length_bucket_size}, {self.memo_size}"
             )
+        for name, value in (
+            ("_domain", frozenset(self.domain_keywords)),
+            ("_contexts", {}),
+            ("_words", {}),
+            ("_fixed", {}),
+        ):
+            object.__setattr__(self, name, value)
 
     def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
-        """The context of a decision (cached: a decision and its update encode the same inputs)."""
-        return _encode(self, query, previous_tool, session_length)
+        """The context of a decision (memoised; the arrays of a memoised context are read-only)."""
+        key = (query, previous_tool, session_length)
+        context = self._contexts.get(key)
+        if context is None:
+            if len(self._contexts) >= self.memo_size:
+                self._contexts.clear()
+            context = self._contexts[key] = self._encode(query, previous_tool, session_length)
+        return context
 
     def _encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
         if session_length < 0:
@@ -102,33 +127,52 @@ class ContextEncoder:
         bucket = session_length // self.length_bucket_size
         key = f"kw={','.join(keywords)};prev={previous_tool or ''};len={bucket}"
         indices, values = self._features(tokens, previous_tool, bucket, session_length)
-        return Context(hashlib.sha256(key.encode()).hexdigest(), keywords, previous_tool, bucket, indices, values)
+        squares = values * values
+        for array in (indices, values, squares):
+            array.setflags(write=False)
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return Context(digest, keywords, previous_tool, bucket, indices, values, squares)
 
-    def keywords(self, tokens: list[str]) -> tuple[str, ...]:
+    def keywords(self, tokens: Sequence[str]) -> tuple[str, ...]:
         """Domain keywords present (sorted) followed by the first words: the tabular context's key."""
-        domain = set(self.domain_keywords)
+        domain = self._domain
         found = sorted({t for t in tokens if t in domain})
         return (*found, *tokens[: self.first_words])
 
     def _features(
-        self, tokens: Iterable[str], previous_tool: str | None, bucket: int, length: int
+        self, tokens: Sequence[str], previous_tool: str | None, bucket: int, length: int
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         # The exact position early in a session matters (first call vs follow-up); later, the bucket.
-        names = [f"w={t}" for t in tokens]
-        names += [f"prev={previous_tool or '<start>'}", f"len={bucket}", f"pos={min(length, 9)}", "bias"]
-        slots = [_slot(name, self.dim) for name in names]
+        words, fixed_slots = self._words, self._fixed
+        if len(words) > 50 * self.memo_size:  # bounded: queries bring new words for as long as we run
+            words.clear()
+        index_of: list[int] = []
+        sign_of: list[float] = []
+        for token in tokens:
+            slot = words.get(token)
+            if slot is None:
+                slot = words[token] = _slot(f"w={token}", self.dim)
+            index_of.append(slot[0])
+            sign_of.append(slot[1])
+        position = min(length, 9)
+        fixed = fixed_slots.get((previous_tool, bucket, position))
+        if fixed is None:
+            if len(fixed_slots) >= self.memo_size:
+                fixed_slots.clear()
+            names = (f"prev={previous_tool or '<start>'}", f"len={bucket}", f"pos={position}", "bias")
+            indices, signs = zip(*(_slot(name, self.dim) for name in names), strict=True)
+            fixed = fixed_slots[(previous_tool, bucket, position)] = (indices, signs)
+        index_of.extend(fixed[0])
+        sign_of.extend(fixed[1])
+        if len(set(index_of)) == len(index_of):  # the usual case: every feature has a slot of its own
+            scale = 1.0 / math.sqrt(len(index_of))
+            return np.array(index_of, dtype=np.int64), np.array([sign * scale for sign in sign_of])
         vector: dict[int, float] = {}
-        for index, sign in slots:
+        for index, sign in zip(index_of, sign_of, strict=True):  # features sharing a slot add up
             vector[index] = vector.get(index, 0.0) + sign
-        indices = np.fromiter(vector.keys(), dtype=np.int64, count=len(vector))
-        values = np.fromiter(vector.values(), dtype=np.float64, count=len(vector))
-        norm = float(np.linalg.norm(values))
-        return indices, values / norm if norm else values
-
-
-@lru_cache(maxsize=4096)
-def _encode(encoder: ContextEncoder, query: str | None, previous_tool: str | None, length: int) -> Context:
-    context = encoder._encode(query, previous_tool, length)
-    context.indices.flags.writeable = False  # shared through the cache: nobody may change it
-    context.values.flags.writeable = False
-    return context
+        indices = np.array(list(vector), dtype=np.int64)
+        values = np.array(list(vector.values()), dtype=np.float64)
+        norm = math.sqrt(float(values @ values))
+        if norm:
+            values /= norm
+        return indices, values

@@ -6,7 +6,6 @@ the reward's speed bonus), the policy, the replay buffer and the sequence model.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -57,7 +56,7 @@ class LearnerConfig:
             raise ValueError(f"replay_batch and replay_every must be ≥ 1, got {self.replay_batch}, {self.replay_every}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ranked:
     tool: str
     score: float
@@ -65,7 +64,7 @@ class Ranked:
     prior: float  # lexical relevance in [0, 1]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     decision_id: str
     policy: str
@@ -76,7 +75,7 @@ class Decision:
     propensity: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Step:
     """One observed execution, in the context it was made."""
 
@@ -91,12 +90,21 @@ class Step:
     terminal: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Observation:
     reward: float
     normalised: float
     td_error: float
     context_hash: str
+
+
+def _decision_id(rng: np.random.Generator) -> str:
+    """A UUID4 drawn from `rng` (reproducible under a seed; 128 raw bits is ~10× cheaper than rng.bytes)."""
+    high, low = rng.bit_generator.random_raw(2).tolist()
+    high = (high & ~0xF000) | 0x4000  # version 4
+    low = (low & ~(0xC000 << 48)) | (0x8000 << 48)  # RFC 4122 variant
+    text = f"{high:016x}{low:016x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def worked(success: bool, rating: int | None) -> bool:
@@ -159,9 +167,11 @@ class Learner:
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
         """Relevance of every known tool in [0, 1]: lexical match with the query, raised to what the
         sequence model knows works right after `previous_tool`."""
-        scores = self.index.scores(query or "")
-        if previous_tool is not None:
-            for tool, score in self.sequences.follow_scores(previous_tool).items():
+        scores = self.index.scores(query or "")  # read-only (cached): copied before raising
+        follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
+        if follow:
+            scores = scores.copy()
+            for tool, score in follow.items():
                 arm = self.tools.get(tool)
                 if arm is not None and arm < len(scores):
                     scores[arm] = max(scores[arm], score)
@@ -184,24 +194,24 @@ class Learner:
             raise ValueError("there are no tools to choose from")
         context = self.encode(query, previous_tool, session_length)
         prior_all = self.prior(query, previous_tool)
-        prior = prior_all[arms]
-        selection = self.policy.select(context, arms, prior, rng)
+        selection = self.policy.select(context, arms, prior_all.take(arms), rng)
         names = self.tools.names
+        top = selection.ranked[:top_k]
         ranked = [
             Ranked(names[a], s, e, p)
             for a, s, e, p in zip(
-                selection.ranked[:top_k].tolist(),
+                top.tolist(),
                 selection.scores[:top_k].tolist(),
                 selection.expected[:top_k].tolist(),
-                prior_all[selection.ranked[:top_k]].tolist(),
+                prior_all.take(top).tolist(),
                 strict=True,
             )
         ]
         return Decision(
-            decision_id=str(uuid.UUID(bytes=rng.bytes(16), version=4)),
+            decision_id=_decision_id(rng),
             policy=self.policy.name,
             context_hash=context.hash,
-            chosen=self.tools.names[selection.chosen],
+            chosen=names[selection.chosen],
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,

@@ -28,17 +28,32 @@ class LexicalIndex:
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
         lengths = tf.sum(axis=1, keepdims=True)
         avg = float(lengths.mean()) if n else 1.0
-        # Precompute the BM25 weight of every (document, term): a query then only sums columns.
-        self._weights = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / max(avg, 1e-9)))
+        # Precompute the BM25 weight of every (term, document), term-major: a query sums a few rows.
+        weights = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / max(avg, 1e-9)))
+        self._weights = np.ascontiguousarray(weights.T)
+        self._size = n
+        self._memo: dict[str, NDArray[np.float64]] = {}  # per index: a new catalogue starts afresh
 
     def __len__(self) -> int:
-        return self._weights.shape[0]
+        return self._size
 
     def scores(self, query: str) -> NDArray[np.float64]:
-        """Relevance of every document to `query`, divided by the best one (all zeros if none match)."""
-        columns = [self.vocabulary[t] for t in tokenize(query) if t in self.vocabulary]
-        if not columns or len(self) == 0:
-            return np.zeros(len(self))
-        raw = self._weights[:, columns].sum(axis=1)
-        top = float(raw.max())
-        return raw / top if top > 0 else raw
+        """Relevance of every document to `query`, divided by the best one (all zeros if none match).
+        Read-only: memoised (a bounded dict, emptied when full), since a decision and its update score
+        the same query."""
+        found = self._memo.get(query)
+        if found is None:
+            if len(self._memo) >= 1024:
+                self._memo.clear()
+            found = self._memo[query] = self._scores(query)
+        return found
+
+    def _scores(self, query: str) -> NDArray[np.float64]:
+        vocabulary = self.vocabulary
+        rows = [row for t in tokenize(query) if (row := vocabulary.get(t)) is not None]
+        raw = np.add.reduce(self._weights.take(rows, 0), axis=0) if rows else np.zeros(self._size)
+        top = float(raw[raw.argmax()]) if self._size else 0.0
+        if top > 0:
+            raw /= top
+        raw.setflags(write=False)
+        return raw

@@ -22,7 +22,7 @@ class NgramStats:
         return self.successes / self.count if self.count else 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NextTool:
     tool: str
     score: float

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
@@ -51,6 +52,8 @@ STOPWORDS = frozenset(
 )
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-case alphanumeric words without stop words; `git_status` and `git-status` give git, status."""
-    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+@lru_cache(maxsize=8192)
+def tokenize(text: str) -> tuple[str, ...]:
+    """Lower-case alphanumeric words without stop words; `git_status` and `git-status` give git, status.
+    Cached: a decision and the update that follows it tokenise the same query twice."""
+    return tuple([t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS])

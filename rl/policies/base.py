@@ -12,7 +12,9 @@ from toolwise.rl.context import Context
 from toolwise.rl.replay import Batch, Transition
 
 
-@dataclass(frozen=True, slots=True)
+# Records built on every decision or update (here, in context.py, learner.py, replay.py, sequences.py)
+# are plain slotted dataclasses: a frozen one costs about six times as much to construct.
+@dataclass(slots=True)
 class Selection:
     """A policy's choice among `arms` (tool ids). `ranked`/`scores` are best first; `propensity` is
     the probability the policy had of choosing `chosen` (for off-line evaluation)."""
@@ -25,7 +27,7 @@ class Selection:
     propensity: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Update:
     td_error: float
     transition: Transition | None  # what to store for replay; None when the policy does not replay
@@ -58,24 +60,32 @@ class Policy(Protocol):
     def load_state(self, state: dict[str, Any]) -> None: ...
 
 
-def pick_max(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[int, int]:
-    """Index of a maximum, ties broken uniformly by `rng`, and how many indices tie."""
-    best = np.flatnonzero(scores == scores.max())
-    return int(best[rng.integers(len(best))]) if len(best) > 1 else int(best[0]), len(best)
+def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray[np.int64], int, int]:
+    """Indices by score, best first (stable), the index of a maximum with ties broken uniformly by
+    `rng`, and how many indices tie for the maximum."""
+    order = np.argsort(-scores, kind="stable")
+    first = int(order[0])
+    if len(order) == 1 or scores[order[1]] != scores[first]:  # the usual case: one best
+        return order, first, 1
+    ties = int(np.count_nonzero(scores == scores[first]))
+    return order, int(order[rng.integers(ties)]), ties
 
 
 def ranked_selection(
     arms: NDArray[np.int64],
     scores: NDArray[np.float64],
     expected: NDArray[np.float64],
+    order: NDArray[np.int64],
     chosen_index: int,
     explored: bool,
     propensity: float,
 ) -> Selection:
-    """A Selection with arms ordered by score, best first, and the chosen one at the top."""
-    order = np.argsort(-scores, kind="stable")
-    order = np.concatenate(([chosen_index], order[order != chosen_index]))
-    return Selection(arms[order], scores[order], expected[order], int(arms[chosen_index]), explored, propensity)
+    """A Selection with arms in `order` (best score first) but the chosen one at the top."""
+    if order[0] != chosen_index:
+        order = np.concatenate(([chosen_index], order[order != chosen_index]))
+    return Selection(
+        arms.take(order), scores.take(order), expected.take(order), int(arms[chosen_index]), explored, propensity
+    )
 
 
 def sampled_propensity(

@@ -19,7 +19,7 @@ from toolwise.rl.policies.base import (
     Selection,
     Update,
     check_state,
-    pick_max,
+    rank,
     ranked_selection,
     sampled_propensity,
 )
@@ -63,10 +63,14 @@ class _Linear:
     def _shortlisted(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]
     ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-        """The shortlisted arms with their expected rewards and confidence widths."""
+        """The shortlist: the best `shortlist` arms by expected reward, with their expected rewards and
+        confidence widths (all arms when there are no more than that)."""
         means, width = self.model.mean_and_width(context, arms, prior)
-        short = self.model.shortlist(means)
-        return arms[short], means[short], width[short]
+        k = self.config.ridge.shortlist
+        if len(means) <= k:
+            return arms, means, width
+        short = np.argpartition(means, len(means) - k)[len(means) - k :]
+        return arms.take(short), means.take(short), width.take(short)
 
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         return Update(self.model.update(context, arm, reward, prior), None)
@@ -101,13 +105,15 @@ class LinUCB(_Linear):
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         short, means, width = self._shortlisted(context, arms, prior)
-        ucb = means + self.config.alpha * width
-        best, ties = pick_max(ucb, rng)
+        ucb = width * self.config.alpha
+        ucb += means
+        order, best, ties = rank(ucb, rng)
         eps = self.config.epsilon
         explored = bool(rng.random() < eps)
         pick = int(rng.integers(len(short))) if explored else best
-        propensity = eps / len(short) + ((1 - eps) / ties if ucb[pick] == ucb[best] else 0.0)
-        return ranked_selection(short, ucb, means, pick, explored or pick != int(means.argmax()), propensity)
+        propensity = eps / len(short) + ((1 - eps) / ties if pick == best or ucb[pick] == ucb[best] else 0.0)
+        explored = explored or pick != int(means.argmax())
+        return ranked_selection(short, ucb, means, order, pick, explored, propensity)
 
 
 class LinTS(_Linear):
@@ -123,6 +129,6 @@ class LinTS(_Linear):
         short, means, width = self._shortlisted(context, arms, prior)
         stds = self.config.scale * width
         draws = rng.normal(means, stds)
-        pick = int(draws.argmax())
+        order, pick, _ = rank(draws, rng)
         propensity = sampled_propensity(means, stds, pick, rng)
-        return ranked_selection(short, draws, means, pick, pick != int(means.argmax()), propensity)
+        return ranked_selection(short, draws, means, order, pick, pick != int(means.argmax()), propensity)

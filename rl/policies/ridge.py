@@ -42,67 +42,77 @@ class RidgeConfig:
 
 
 class DiagonalRidge:
+    """θ, diag(A) and its reciprocal are stored feature-major, (dim, tools): a decision takes the
+    context's few feature rows, each contiguous over all tools, with two `take`s and two dot products
+    (a decision is a handful of numpy calls, whatever the catalogue size)."""
+
     def __init__(self, config: RidgeConfig) -> None:
         self.config = config
-        self.theta = np.zeros((16, config.dim))
-        self.a = np.full((16, config.dim), config.regularisation)
+        self.theta = np.zeros((config.dim, 16))
+        self.a = np.full((config.dim, 16), config.regularisation)
+        self.inv_a = 1.0 / self.a
         self.mean_reward = config.neutral
         self.observed = 0
 
     def ensure_arms(self, arms: NDArray[np.int64]) -> None:
-        if len(arms) and int(arms.max()) >= self.theta.shape[0]:
-            rows = max(2 * self.theta.shape[0], int(arms.max()) + 1)
-            theta = np.zeros((rows, self.config.dim))
-            a = np.full((rows, self.config.dim), self.config.regularisation)
-            theta[: self.theta.shape[0]], a[: self.a.shape[0]] = self.theta, self.a
-            self.theta, self.a = theta, a
+        if len(arms):
+            self._ensure(int(arms[arms.argmax()]))
 
-    def baseline(self, prior: NDArray[np.float64]) -> NDArray[np.float64]:
-        c = self.config
-        return self.mean_reward + c.prior_weight * (prior - 0.5)
+    def _ensure(self, arm: int) -> None:
+        if arm >= self.theta.shape[1]:
+            cols = max(2 * self.theta.shape[1], arm + 1)
+            theta = np.zeros((self.config.dim, cols))
+            a = np.full((self.config.dim, cols), self.config.regularisation)
+            theta[:, : self.theta.shape[1]], a[:, : self.a.shape[1]] = self.theta, self.a
+            self.theta, self.a, self.inv_a = theta, a, 1.0 / a
 
     def mean_and_width(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Expected normalised reward of each arm and sqrt(xᵀA⁻¹x), the width of its confidence."""
-        self.ensure_arms(arms)
-        idx, x = context.indices, context.values
-        rows = arms[:, None]
-        theta_x = self.theta[rows, idx] @ x
-        width = np.sqrt((1.0 / self.a[rows, idx]) @ (x * x))
-        return self.baseline(prior) + theta_x, width
-
-    def shortlist(self, means: NDArray[np.float64]) -> NDArray[np.int64]:
-        """Indices of the best `shortlist` means (all when there are fewer arms)."""
-        k = self.config.shortlist
-        if len(means) <= k:
-            return np.arange(len(means))
-        return np.argpartition(-means, k - 1)[:k]
+        idx, c = context.indices, self.config
+        try:
+            theta_x = (context.values @ self.theta.take(idx, 0)).take(arms)
+        except IndexError:  # an arm the arrays have no column for yet: a tool new since they were sized
+            self.ensure_arms(arms)
+            theta_x = (context.values @ self.theta.take(idx, 0)).take(arms)
+        means = prior * c.prior_weight
+        means += theta_x
+        means += self.mean_reward - 0.5 * c.prior_weight
+        width = np.sqrt((context.squares @ self.inv_a.take(idx, 0)).take(arms))
+        return means, width
 
     def update(self, context: Context, arm: int, reward: float, prior: float) -> float:
         """One step towards `reward` (normalised); returns the prediction error before the step."""
-        self.ensure_arms(np.array([arm]))
+        self._ensure(arm)
         idx, x = context.indices, context.values
         c = self.config
-        error = reward - (self.mean_reward + c.prior_weight * (prior - 0.5) + float(self.theta[arm, idx] @ x))
+        theta = self.theta[:, arm]  # a view of the arm's column
+        error = reward - (self.mean_reward + c.prior_weight * (prior - 0.5) + float(x @ theta.take(idx)))
         self.observed += 1
         self.mean_reward += (reward - self.mean_reward) / self.observed
-        self.a[arm, idx] += x * x
-        self.theta[arm, idx] += error * x / self.a[arm, idx]
+        a_column, inv_column = self.a[:, arm], self.inv_a[:, arm]
+        a = a_column.take(idx) + context.squares
+        inv = 1.0 / a
+        a_column[idx] = a
+        inv_column[idx] = inv
+        theta[idx] += error * x * inv
         return error
 
     def nbytes(self) -> int:
-        return self.a.nbytes + self.theta.nbytes
+        return self.a.nbytes + self.inv_a.nbytes + self.theta.nbytes
 
     def state_dict(self) -> dict[str, Any]:
+        """Tool-major (tools, dim) arrays, the layout the state schema names."""
         return {
-            "theta": self.theta.copy(),
-            "a": self.a.copy(),
+            "theta": self.theta.T.copy(),
+            "a": self.a.T.copy(),
             "mean_reward": self.mean_reward,
             "observed": self.observed,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self.theta = np.array(state["theta"], dtype=np.float64)
-        self.a = np.array(state["a"], dtype=np.float64)
+        self.theta = np.ascontiguousarray(np.asarray(state["theta"], dtype=np.float64).T)
+        self.a = np.ascontiguousarray(np.asarray(state["a"], dtype=np.float64).T)
+        self.inv_a = 1.0 / self.a
         self.mean_reward, self.observed = float(state["mean_reward"]), int(state["observed"])

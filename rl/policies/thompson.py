@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
-from toolwise.rl.policies.base import Selection, Update, check_state, ranked_selection, sampled_propensity
+from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection, sampled_propensity
 from toolwise.rl.policies.tabular import Table
 from toolwise.rl.replay import Batch
 
@@ -53,9 +53,9 @@ class TabularThompson:
     ) -> Selection:
         means, stds = self._posterior(context, arms, prior)
         samples = rng.normal(means, stds)
-        index = int(samples.argmax())
+        order, index, _ = rank(samples, rng)
         propensity = sampled_propensity(means, stds, index, rng)
-        return ranked_selection(arms, samples, means, index, index != int(means.argmax()), propensity)
+        return ranked_selection(arms, samples, means, order, index, index != int(means.argmax()), propensity)
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         return self._posterior(context, arms, prior)[0]

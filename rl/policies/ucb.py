@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
-from toolwise.rl.policies.base import Selection, Update, check_state, pick_max, ranked_selection
+from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
 from toolwise.rl.policies.tabular import Table
 from toolwise.rl.replay import Batch, Transition
 
@@ -59,13 +59,13 @@ class TabularUCB:
         with np.errstate(divide="ignore", invalid="ignore"):
             bonus = self.config.c * np.sqrt(np.log(max(total, 1)) / n)
         scores = np.where(n == 0, np.inf, q * (1 - self.config.discount) + bonus)
-        best, ties = pick_max(scores, rng)
+        order, best, ties = rank(scores, rng)
         eps = self.epsilon
         explored = bool(rng.random() < eps)
         index = int(rng.integers(len(arms))) if explored else best
         greedy_share = (1 - eps) / ties if np.isclose(scores[index], scores[best]) else 0.0
         self.epsilon = max(self.config.epsilon_min, eps * self.config.epsilon_decay)
-        return ranked_selection(arms, scores, q, index, explored, eps / len(arms) + greedy_share)
+        return ranked_selection(arms, scores, q, order, index, explored, eps / len(arms) + greedy_share)
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         return self.table.gather(context, arms)[0]

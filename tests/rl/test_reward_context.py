@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolwise.rl import ContextEncoder, RewardWeights, compute_reward, normalise
+from toolwise.rl.context import _slot
 
 W = RewardWeights()
 
@@ -94,3 +95,24 @@ def test_context_key_uses_domain_keywords_first_words_previous_tool_and_length_b
     assert ENCODER.encode("show the git diff of main", "git__status", 9).hash == c.hash  # same bucket
     assert ENCODER.encode("show the git diff of main", "git__status", 10).hash != c.hash
     assert ENCODER.encode("show the git diff of main", "git__log", 7).hash != c.hash
+
+
+def test_features_sharing_a_slot_add_up_before_normalising() -> None:
+    # Twelve features in eight slots: some must share one (the hashing trick), and their signs add up.
+    encoder = ContextEncoder(dim=8)
+    words = "alpha beta gamma delta epsilon zeta eta theta"
+    context = encoder._encode(words, "srv__tool", 2)
+    expected = np.zeros(8)
+    for name in [*(f"w={w}" for w in words.split()), "prev=srv__tool", "len=0", "pos=2", "bias"]:
+        index, sign = _slot(name, 8)
+        expected[index] += sign
+    expected /= np.linalg.norm(expected)
+    assert len(set(context.indices.tolist())) == len(context.indices) < 12
+    assert np.allclose(context.dense(8), expected)
+    assert np.allclose(context.squares, context.values**2)
+
+
+def test_memoised_contexts_are_read_only() -> None:
+    context = ContextEncoder().encode("git status", None, 0)
+    with pytest.raises(ValueError, match="read-only"):
+        context.values[0] = 1.0
