@@ -69,7 +69,7 @@ class _Linear:
         k = self.config.ridge.shortlist
         if len(means) <= k:
             return arms, means, width
-        short = np.argpartition(means, len(means) - k)[len(means) - k :]
+        short = np.argpartition(-means, k - 1)[:k]
         return arms.take(short), means.take(short), width.take(short)
 
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
