@@ -4,17 +4,23 @@ A batch is committed once `batch_size` records are in hand or `flush_interval_s`
 first; when more are already waiting (a backlog), up to `max_batch` go in one commit, so a burst pays
 for few fsyncs. Preparing a batch (`prepare`, on the event loop) overlaps the commit of the one before
 it (`write`, on the database's thread); one commit is in flight at a time, so order is kept.
+
 Producers `await put()` and return as soon as the record is queued (they wait only when the queue is
-full: back-pressure, never a drop). A failed batch is retried with capped exponential backoff while the
-failure looks transient (database locked, connection lost); a batch that fails for another reason is
-bisected so that one bad record cannot hold up the others, and a single record that still fails is
-handed to `dead_letter` and logged as an error. Nothing leaves the queue unaccounted for.
+full: back-pressure, never a drop). Queueing is an append: the writer wakes once per batch (a timer set
+by the batch's first record, or the batch filling up), never per record, so the event loop serving
+calls does almost no work for each one.
+
+A failed batch is retried with capped exponential backoff while the failure looks transient (database
+locked, connection lost); a batch that fails for another reason is bisected so that one bad record
+cannot hold up the others, and a single record that still fails is handed to `dead_letter` and logged
+as an error. Nothing leaves the queue unaccounted for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -70,7 +76,12 @@ class GroupCommitWriter(Generic[T, P]):
         self._interval = flush_interval_s
         self._max_backoff = max_backoff_s
         self._poison_attempts = poison_attempts
-        self._queue: asyncio.Queue[T | _Marker] = asyncio.Queue(max_queue)
+        self._max_queue = max_queue
+        self._pending: deque[T | _Marker] = deque()
+        self._wake = asyncio.Event()  # set when a batch is due: full, timed out, or a marker queued
+        self._space = asyncio.Event()  # set while the queue has room
+        self._space.set()
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._enqueued = self._committed = self._batches = self._failed = self._dead = 0
 
@@ -82,7 +93,7 @@ class GroupCommitWriter(Generic[T, P]):
         return WriterStats(
             enqueued=self._enqueued,
             committed=self._committed,
-            queue_depth=self._queue.qsize(),
+            queue_depth=len(self._pending),
             batches=self._batches,
             failed_batches=self._failed,
             dead_lettered=self._dead,
@@ -90,11 +101,16 @@ class GroupCommitWriter(Generic[T, P]):
 
     async def put(self, item: T) -> None:
         self._check_alive()
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            await self._queue.put(item)
+        while len(self._pending) >= self._max_queue:
+            self._space.clear()
+            await self._space.wait()
+            self._check_alive()
+        self._pending.append(item)
         self._enqueued += 1
+        if len(self._pending) >= self._batch_size:
+            self._wake.set()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._wake.set)
 
     async def flush(self) -> None:
         """Return once every record queued before this call is committed (or dead-lettered)."""
@@ -110,7 +126,8 @@ class GroupCommitWriter(Generic[T, P]):
     async def _marker(self, *, stop: bool) -> None:
         self._check_alive()
         marker = _Marker(asyncio.get_running_loop().create_future(), stop)
-        await self._queue.put(marker)
+        self._pending.append(marker)  # never refused: a flush must get through a full queue
+        self._wake.set()
         await marker.done
 
     def _check_alive(self) -> None:
@@ -144,29 +161,26 @@ class GroupCommitWriter(Generic[T, P]):
             return exc
 
     async def _collect(self) -> tuple[list[T], _Marker | None]:
-        """The next batch: whatever is waiting (up to `max_batch`); if that is under `batch_size`, wait
-        at most the flush interval after the first record for more."""
-        first = await self._queue.get()
-        if isinstance(first, _Marker):
-            return [], first
-        batch: list[T] = [first]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._interval
-        while len(batch) < self._max_batch:
-            try:
-                item = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                remaining = deadline - loop.time()
-                if len(batch) >= self._batch_size or remaining <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(self._queue.get(), remaining)
-                except TimeoutError:
-                    break
+        """The next batch, once one is due: up to `max_batch` waiting records, ending early at a marker."""
+        await self._wake.wait()
+        self._wake.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch: list[T] = []
+        marker: _Marker | None = None
+        pending = self._pending
+        while pending and len(batch) < self._max_batch:
+            item = pending.popleft()
             if isinstance(item, _Marker):
-                return batch, item
+                marker = item
+                break
             batch.append(item)
-        return batch, None
+        if pending:  # a backlog, or records behind the marker: the next batch is due at once
+            self._wake.set()
+        if len(pending) < self._max_queue:
+            self._space.set()
+        return batch, marker
 
     async def _commit(self, batch: list[T], prepared: P | BaseException | None = None) -> None:
         if prepared is None:
