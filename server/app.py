@@ -8,6 +8,7 @@ in one place: `on_call_tool`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -67,9 +68,12 @@ class Toolwise:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.listeners.close()
-        await self.catalogue.aclose()
-        await self.feedback.aclose()
+        try:
+            await self.learning.aclose()
+        finally:
+            self.listeners.close()
+            await self.catalogue.aclose()
+            await self.feedback.aclose()
 
     def list_tools(self) -> list[types.Tool]:
         return self._own_definitions + self.catalogue.tools()
@@ -104,6 +108,9 @@ def _meta_dict(meta: Any) -> dict[str, Any] | None:
     return meta.model_dump(by_alias=True, exclude_none=True)
 
 
+HANDOFF_TURNS = 3  # event-loop turns for a request to reach the downstream's transport (see forward)
+
+
 def build_server(app: Toolwise) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -127,6 +134,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         tool: OwnTool, arguments: dict[str, Any], meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
     ) -> types.CallToolResult:
         args = tool.input.model_validate(arguments)
+        await app.learning.drain()  # what our tools report or change includes every call made so far
         session = None
         if tool.takes_session:
             key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)
@@ -148,12 +156,21 @@ def build_server(app: Toolwise) -> Server[Any]:
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
+        call = asyncio.ensure_future(app.catalogue.call(route, arguments))
         try:
-            result = await app.catalogue.call(route, arguments)
+            if app.learning.pending:
+                # Earlier calls' recording and learning run while this one waits for its downstream:
+                # first a few loop turns to hand the request to the downstream's transport.
+                for _ in range(HANDOFF_TURNS):
+                    await asyncio.sleep(0)
+                await app.learning.drain()
+            result = await call
         except DownstreamError as exc:
             error = exc
+        finally:
+            call.cancel()  # a no-op once done; stops the downstream call if this handler was cancelled
         latency_s = time.perf_counter() - start
-        execution_id = await app.learning.record(
+        execution_id = app.learning.record(
             session,
             tool=name,
             server=route.server,

@@ -4,6 +4,12 @@ Every proxied call becomes an execution record (queued for group commit) and a l
 rating recomputes that execution's reward and teaches the learner again; ending a session stores
 its episode. The learner runs on the event loop (it is pure and fast); the database never sits on
 the path of a call.
+
+What a call leaves to do (build the record, compute the reward, queue the record, update the policy)
+is deferred: `record` only notes it, and `drain` does it, at moments that cost a caller nothing
+(while the next proxied call waits for its downstream, or after a short idle delay) and always before
+anything reads what was learned or recorded (every own tool drains first; so does shutdown). Drained
+in call order, so learning is the same as if each call had been learned from on the spot.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from toolwise.feedback import (
     Outcome,
     utcnow,
 )
+from toolwise.feedback.records import new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.server.config import Settings
 from toolwise.server.sessions import Call, Session, Sessions
@@ -59,6 +66,24 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
     return CallOutcome(True, None, None, size)
 
 
+IDLE_DRAIN_S = 0.05  # with no further call to carry it, deferred work is done this long after a call
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A call noted by `record`, waiting for `drain`."""
+
+    call: Call
+    session_id: str
+    step: Step
+    server: str
+    arguments: dict[str, Any] | None
+    outcome: CallOutcome
+    started_at: datetime
+    finished_at: datetime
+    decision: Decision | None
+
+
 class LearningService:
     def __init__(self, settings: Settings, feedback: FeedbackService) -> None:
         weights = RewardWeights(**settings.reward.model_dump())
@@ -70,6 +95,9 @@ class LearningService:
         self.decisions = 0
         self.calls = 0
         self.explored = 0
+        self._pending: list[_Pending] = []
+        self._idle: asyncio.TimerHandle | None = None
+        self._draining: set[asyncio.Task[None]] = set()
 
     def set_tools(self, tools: list[types.Tool]) -> None:
         self.learner.set_tools([ToolDoc(t.name, f"{t.title or ''} {t.description or ''}") for t in tools])
@@ -88,7 +116,7 @@ class LearningService:
         self.explored += decision.explored
         return decision
 
-    async def record(
+    def record(
         self,
         session: Session,
         *,
@@ -99,7 +127,8 @@ class LearningService:
         started_at: datetime,
         latency_s: float,
     ) -> str:
-        """Learn from one proxied call and queue its record; returns the execution id."""
+        """Note one proxied call (session history now; record and learning at the next `drain`);
+        returns the execution id."""
         decision, session.decision = session.decision, None
         step = Step(
             tool,
@@ -110,46 +139,77 @@ class LearningService:
             session_length=len(session.calls),
             history=tuple(session.tools[-2:]),
         )
+        position = len(session.calls)
+        call = Call(new_id(), tool, outcome.success, latency_s, None, step.query, step.previous_tool, position)
+        session.add(call)
+        noted = _Pending(call, session.id, step, server, arguments, outcome, started_at, utcnow(), decision)
+        self._pending.append(noted)
+        self.calls += 1
+        if self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
+        return call.execution_id
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def drain(self) -> None:
+        """Record and learn from every call noted so far, in order."""
+        while self._pending:
+            pending, self._pending = self._pending, []
+            for item in pending:
+                await self._complete(item)
+
+    async def _complete(self, item: _Pending) -> None:
+        step, call = item.step, item.call
         reward = self.learner.reward_of(step)
+        call.reward = reward
+        decision = item.decision
         execution = Execution(
-            tool=tool,
-            server=server,
-            session_id=session.id,
-            success=outcome.success,
-            latency_ms=latency_s * 1000,
-            started_at=started_at,
-            finished_at=utcnow(),
-            arguments=arguments,
+            id=call.execution_id,
+            tool=step.tool,
+            server=item.server,
+            session_id=item.session_id,
+            success=step.success,
+            latency_ms=step.latency_s * 1000,
+            started_at=item.started_at,
+            finished_at=item.finished_at,
+            arguments=item.arguments,
             namespace=self.namespace,
             context_hash=self.learner.encode(step.query, step.previous_tool, step.session_length).hash,
-            query=session.query,
+            query=step.query,
             previous_tool=step.previous_tool,
             position=step.session_length,
             decision_id=None if decision is None else decision.decision_id,
-            propensity=None if decision is None or decision.chosen != tool else decision.propensity,
-            error_type=outcome.error_type,
-            error_message=outcome.error_message,
-            result_size=outcome.result_size,
+            propensity=None if decision is None or decision.chosen != step.tool else decision.propensity,
+            error_type=item.outcome.error_type,
+            error_message=item.outcome.error_message,
+            result_size=item.outcome.result_size,
             reward=reward,
         )
         await self.feedback.record_execution(execution)
-        session.add(
-            Call(
-                execution.id,
-                tool,
-                outcome.success,
-                latency_s,
-                reward,
-                session.query,
-                step.previous_tool,
-                step.session_length,
-            )
-        )
-        self.calls += 1
-        # The policy update runs right after this handler, while the SDK writes the response from its
-        # worker thread; callbacks run in order, so it lands before the next request is handled.
-        asyncio.get_running_loop().call_soon(self._observe, step, reward)
-        return execution.id
+        self._observe(step, reward)
+
+    def _drain_when_idle(self) -> None:
+        self._idle = None
+        if self._pending:
+            task = asyncio.get_running_loop().create_task(self.drain(), name="toolwise-drain")
+            self._draining.add(task)
+            task.add_done_callback(self._drained)
+
+    def _drained(self, task: asyncio.Task[None]) -> None:
+        self._draining.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("recording deferred calls failed", exc_info=task.exception())
+
+    async def aclose(self) -> None:
+        """Drain what is left (before the feedback service closes)."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        await self.drain()
+        if self._draining:
+            await asyncio.gather(*self._draining)
 
     def _observe(self, step: Step, reward: float) -> None:
         try:
@@ -161,6 +221,7 @@ class LearningService:
         self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
     ) -> tuple[Execution, float]:
         """Store a 1..5 rating and learn from it; returns the execution and its new reward."""
+        await self.drain()
         if execution_id is None:
             call = session.latest(tool)
             if call is None:
@@ -200,13 +261,14 @@ class LearningService:
     async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
         if outcome not in OUTCOMES:
             raise InvalidOutcomeError(outcome)
+        await self.drain()
         session = self.sessions.pop(session_id)
         if session is None or not session.calls:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
         episode = Episode(
             session_id=session.id,
             tools=session.tools,
-            total_reward=sum(c.reward for c in session.calls),
+            total_reward=sum(c.reward for c in session.calls if c.reward is not None),
             outcome=outcome,
             started_at=session.started_at,
             ended_at=utcnow(),

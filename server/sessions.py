@@ -25,7 +25,7 @@ class Call:
     tool: str
     success: bool
     latency_s: float
-    reward: float
+    reward: float | None  # None until the deferred learning has run (LearningService.drain)
     query: str | None
     previous_tool: str | None
     position: int  # session length before this call

@@ -177,3 +177,17 @@ async def test_sessions_feed_next_tool_suggestions_and_episodes(
     assert "git__git_status → git__git_diff_unstaged (3×, 100% success)" in top["reason"]
     assert "git__git_diff_unstaged" in text(sequences)
     assert len(rows(tmp_path / "toolwise.db", "SELECT outcome FROM episodes")) == 3
+
+
+async def test_a_lone_call_is_recorded_without_waiting_for_another(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Recording is deferred off the call's path, but never waits for a next call or shutdown."""
+    async with toolwise(write_config()) as client:
+        call = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+        execution_id = call.meta["toolwise/execution_id"]
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if rows(tmp_path / "toolwise.db", "SELECT id FROM executions") == [(execution_id,)]:
+                break
+        assert rows(tmp_path / "toolwise.db", "SELECT id FROM executions") == [(execution_id,)]
