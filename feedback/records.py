@@ -47,6 +47,8 @@ class Execution:
     result_size: int = 0
     reward: float | None = None
     seq: int | None = None
+    instance: str | None = None  # the toolwise instance that recorded (and learned) it
+    explored: bool | None = None  # the call followed an exploratory recommendation
 
 
 @dataclass(slots=True, frozen=True)
@@ -55,6 +57,50 @@ class Rating:
     rating: int
     comment: str | None
     created_at: datetime
+    id: int | None = None
+    instance: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class RatingEvent:
+    """A rating as another instance (or a restart) learns it: with its execution and the rating it
+    replaced, if any."""
+
+    rating: Rating
+    execution: Execution
+    previous: int | None
+
+
+@dataclass(slots=True, frozen=True)
+class SnapshotRecord:
+    """A stored learner snapshot. `payload` is empty in listings (only `get_snapshot` loads it);
+    `covered` says which executions and ratings the state already includes."""
+
+    namespace: str
+    version: str
+    policy: str
+    source: str
+    created_at: datetime
+    sample_count: int
+    covered: dict[str, Any]
+    sha256: str
+    payload: bytes = b""
+    signature: bytes | None = None
+    id: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class InstanceStatus:
+    """A running toolwise as others see it: heartbeat plus what it reports about itself."""
+
+    id: str
+    namespace: str
+    host: str
+    pid: int
+    started_at: datetime
+    heartbeat_at: datetime
+    status: dict[str, Any]
+    stopped_at: datetime | None = None
 
 
 @dataclass(slots=True, frozen=True)

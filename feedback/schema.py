@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -60,6 +60,8 @@ class ExecutionRow(Base):
     reward: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    instance: Mapped[str | None] = mapped_column(String(36), nullable=True)  # who recorded it (and learned it live)
+    explored: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # followed an exploratory recommendation
 
     __table_args__ = (
         Index("ix_executions_ns_tool", "namespace", "tool"),
@@ -76,6 +78,7 @@ class RatingRow(Base):
     rating: Mapped[int] = mapped_column(Integer)
     comment: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    instance: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class EpisodeRow(Base):
@@ -89,3 +92,36 @@ class EpisodeRow(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SnapshotRow(Base):
+    """A learner snapshot: opaque state bytes with what is needed to trust and place them."""
+
+    __tablename__ = "snapshots"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[str] = mapped_column(String(32))
+    policy: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(String(16))  # periodic, shutdown, restore, rollback, manual
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    sample_count: Mapped[int] = mapped_column(Integer)
+    covered: Mapped[dict[str, Any]] = mapped_column(JSON)  # which executions and ratings the state includes
+    sha256: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class InstanceRow(Base):
+    """A running toolwise: its heartbeat and what it reports (downstreams, circuits, policy)."""
+
+    __tablename__ = "instances"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    status: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Select, insert, select, update
+from sqlalchemy import Select, delete, func, insert, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -30,16 +30,20 @@ from toolwise.feedback.errors import (
     UnknownExecutionError,
 )
 from toolwise.feedback.metrics import tool_metrics_query
+from toolwise.feedback.migrate import upgrade
 from toolwise.feedback.records import (
     OUTCOMES,
     Episode,
     Execution,
+    InstanceStatus,
     Rating,
+    RatingEvent,
+    SnapshotRecord,
     ToolMetrics,
     WriterStats,
     utcnow,
 )
-from toolwise.feedback.schema import Base, EpisodeRow, ExecutionRow, RatingRow, UTCDateTime
+from toolwise.feedback.schema import EpisodeRow, ExecutionRow, InstanceRow, RatingRow, SnapshotRow, UTCDateTime
 from toolwise.feedback.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -81,8 +85,7 @@ class FeedbackService:
 
     async def start(self) -> None:
         self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
-        async with self._engine.begin() as conn:
-            await conn.run_sync(Base.metadata.create_all)
+        await upgrade(self._engine)
         self._insert = CompiledInsert(ExecutionRow.__table__, _EXECUTION_COLUMNS, self._engine.dialect)
         self._writer = GroupCommitWriter(self._rows, self._insert_rows, self._dead_letter, **self._writer_options)
         self._writer.start()
@@ -159,6 +162,8 @@ class FeedbackService:
             e.reward,
             e.started_at,
             e.finished_at,
+            e.instance,
+            e.explored,
         )
 
     def _rows(self, batch: list[Execution]) -> list[Any]:
@@ -182,18 +187,31 @@ class FeedbackService:
             f.write(line + "\n")
         log.error("execution %s written to %s", execution.id, self.dead_letter_path)
 
-    async def add_rating(self, execution_id: str, rating: int, comment: str | None = None) -> Execution:
-        """Commit a 1..5 rating of a recorded execution; returns that execution."""
+    async def add_rating(
+        self, execution_id: str, rating: int, comment: str | None = None, *, instance: str | None = None
+    ) -> RatingEvent:
+        """Commit a 1..5 rating of a recorded execution; returns it with the execution and the rating
+        it replaces (the execution's latest earlier rating, if any)."""
         if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
             raise InvalidRatingError(rating)
         execution = await self.get_execution(execution_id)
         if execution is None:
             raise UnknownExecutionError(execution_id)
+        created_at = utcnow()
         async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(RatingRow).values(execution_id=execution_id, rating=rating, comment=comment, created_at=utcnow())
+            previous = await conn.scalar(
+                select(RatingRow.rating)
+                .where(RatingRow.execution_id == execution_id)
+                .order_by(RatingRow.id.desc())
+                .limit(1)
             )
-        return execution
+            result = await conn.execute(
+                insert(RatingRow).values(
+                    execution_id=execution_id, rating=rating, comment=comment, created_at=created_at, instance=instance
+                )
+            )
+        stored = Rating(execution_id, rating, comment, created_at, int(result.inserted_primary_key[0]), instance)
+        return RatingEvent(stored, execution, previous)
 
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""
@@ -260,7 +278,7 @@ class FeedbackService:
             result = await conn.execute(
                 select(RatingRow).where(RatingRow.execution_id == execution_id).order_by(RatingRow.id)
             )
-            return [Rating(r.execution_id, r.rating, r.comment, r.created_at) for r in result]
+            return [_rating(r._mapping) for r in result]
 
     async def get_episodes(self, *, namespace: str = "default", limit: int = 100) -> list[Episode]:
         async with self.engine.connect() as conn:
@@ -280,6 +298,199 @@ class FeedbackService:
                     r.ended_at,
                     r.namespace,
                     r.id,
+                )
+                for r in result
+            ]
+
+    async def iter_executions(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncIterator[list[Execution]]:
+        """Every execution after `after_seq`, oldest first, in batches (replay, export, sync)."""
+        while True:
+            rows = await self._executions(
+                select(ExecutionRow)
+                .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                .order_by(ExecutionRow.seq)
+                .limit(batch)
+            )
+            if not rows:
+                return
+            yield rows
+            after_seq = rows[-1].seq  # type: ignore[assignment]
+
+    async def iter_rating_events(
+        self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
+    ) -> AsyncIterator[list[RatingEvent]]:
+        """Every rating after `after_id`, oldest first, with its execution and the rating it replaced."""
+        earlier = RatingRow.__table__.alias("earlier")
+        previous = (
+            select(earlier.c.rating)
+            .where(earlier.c.execution_id == RatingRow.execution_id, earlier.c.id < RatingRow.id)
+            .order_by(earlier.c.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        while True:
+            query = (
+                select(
+                    ExecutionRow.__table__,
+                    *(c.label(f"rating_{c.key}") for c in RatingRow.__table__.columns),
+                    previous.label("previous_rating"),
+                )
+                .join(ExecutionRow, ExecutionRow.id == RatingRow.execution_id)
+                .where(ExecutionRow.namespace == namespace, RatingRow.id > after_id)
+                .order_by(RatingRow.id)
+                .limit(batch)
+            )
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+            if not rows:
+                return
+            events = []
+            for row in rows:
+                values = row._mapping
+                rating = _rating({c.key: values[f"rating_{c.key}"] for c in RatingRow.__table__.columns})
+                events.append(RatingEvent(rating, _execution(values), values["previous_rating"]))
+            yield events
+            after_id = events[-1].rating.id  # type: ignore[assignment]
+
+    async def high_water(self, namespace: str = "default") -> tuple[int, int]:
+        """The newest execution seq and rating id of a namespace (0 when there are none)."""
+        await self.flush()
+        async with self.engine.connect() as conn:
+            seq = await conn.scalar(select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace))
+            rating = await conn.scalar(
+                select(func.max(RatingRow.id))
+                .join(ExecutionRow, ExecutionRow.id == RatingRow.execution_id)
+                .where(ExecutionRow.namespace == namespace)
+            )
+        return int(seq or 0), int(rating or 0)
+
+    async def count_executions(self, namespace: str | None = "default") -> int:
+        await self.flush()
+        query = select(func.count()).select_from(ExecutionRow)
+        if namespace is not None:
+            query = query.where(ExecutionRow.namespace == namespace)
+        async with self.engine.connect() as conn:
+            return int(await conn.scalar(query) or 0)
+
+    async def namespaces(self) -> list[str]:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(select(ExecutionRow.namespace).distinct().order_by(ExecutionRow.namespace))
+            return [name for (name,) in result]
+
+    async def prune(self, before: datetime, *, namespace: str = "default", max_seq: int, batch: int = 1000) -> int:
+        """Delete executions (and their ratings) finished before `before` whose seq is at most `max_seq`
+        (their effect is kept in a snapshot), `batch` at a time; returns how many were deleted."""
+        await self.flush()
+        deleted = 0
+        while True:
+            async with self.engine.begin() as conn:
+                ids = (
+                    (
+                        await conn.execute(
+                            select(ExecutionRow.id)
+                            .where(
+                                ExecutionRow.namespace == namespace,
+                                ExecutionRow.finished_at < before,
+                                ExecutionRow.seq <= max_seq,
+                            )
+                            .order_by(ExecutionRow.seq)
+                            .limit(batch)
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+                if not ids:
+                    return deleted
+                await conn.execute(delete(RatingRow).where(RatingRow.execution_id.in_(ids)))
+                await conn.execute(delete(ExecutionRow).where(ExecutionRow.id.in_(ids)))
+            deleted += len(ids)
+
+    # -- snapshots ---------------------------------------------------------------------------------
+
+    async def save_snapshot(self, snapshot: SnapshotRecord, *, keep: int) -> int:
+        """Store a snapshot and drop all but the newest `keep` of its namespace; returns its id."""
+        if keep < 1:
+            raise ValueError(f"keep must be ≥ 1, got {keep}")
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                insert(SnapshotRow).values(
+                    namespace=snapshot.namespace,
+                    version=snapshot.version,
+                    policy=snapshot.policy,
+                    source=snapshot.source,
+                    created_at=snapshot.created_at,
+                    sample_count=snapshot.sample_count,
+                    covered=snapshot.covered,
+                    sha256=snapshot.sha256,
+                    signature=snapshot.signature,
+                    payload=snapshot.payload,
+                )
+            )
+            snapshot_id = int(result.inserted_primary_key[0])
+            kept = (
+                select(SnapshotRow.id)
+                .where(SnapshotRow.namespace == snapshot.namespace)
+                .order_by(SnapshotRow.id.desc())
+                .limit(keep)
+            )
+            await conn.execute(
+                delete(SnapshotRow).where(SnapshotRow.namespace == snapshot.namespace, SnapshotRow.id.not_in(kept))
+            )
+        return snapshot_id
+
+    async def list_snapshots(self, namespace: str = "default") -> list[SnapshotRecord]:
+        """Stored snapshots of a namespace, newest first, without their payloads."""
+        columns = [c for c in SnapshotRow.__table__.columns if c.key != "payload"]
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(*columns).where(SnapshotRow.namespace == namespace).order_by(SnapshotRow.id.desc())
+            )
+            return [SnapshotRecord(**row._mapping) for row in result]
+
+    async def get_snapshot(
+        self, snapshot_id: int | None = None, *, namespace: str = "default"
+    ) -> SnapshotRecord | None:
+        """One snapshot with its payload: by id, or the newest of the namespace."""
+        query = select(SnapshotRow.__table__).where(SnapshotRow.namespace == namespace)
+        query = query.where(SnapshotRow.id == snapshot_id) if snapshot_id is not None else query
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query.order_by(SnapshotRow.id.desc()).limit(1))).first()
+        return None if row is None else SnapshotRecord(**row._mapping)
+
+    async def delete_snapshot(self, snapshot_id: int) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(SnapshotRow).where(SnapshotRow.id == snapshot_id))
+
+    # -- running instances -------------------------------------------------------------------------
+
+    async def heartbeat(self, status: InstanceStatus) -> None:
+        """Insert or refresh a running instance's row."""
+        values = {
+            "namespace": status.namespace,
+            "host": status.host,
+            "pid": status.pid,
+            "started_at": status.started_at,
+            "heartbeat_at": status.heartbeat_at,
+            "stopped_at": status.stopped_at,
+            "status": status.status,
+        }
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(InstanceRow).where(InstanceRow.id == status.id).values(**values))
+            if result.rowcount == 0:
+                await conn.execute(insert(InstanceRow).values(id=status.id, **values))
+
+    async def get_instances(self, namespace: str | None = None) -> list[InstanceStatus]:
+        query = select(InstanceRow).order_by(InstanceRow.heartbeat_at.desc())
+        if namespace is not None:
+            query = query.where(InstanceRow.namespace == namespace)
+        async with self.engine.connect() as conn:
+            result = await conn.execute(query)
+            return [
+                InstanceStatus(
+                    r.id, r.namespace, r.host, r.pid, r.started_at, r.heartbeat_at, dict(r.status), r.stopped_at
                 )
                 for r in result
             ]
@@ -306,6 +517,10 @@ class FeedbackService:
 
 def _execution(row: Mapping[str, Any]) -> Execution:
     return Execution(**{key: row[key] for key in (*_EXECUTION_COLUMNS, "seq")})
+
+
+def _rating(row: Mapping[str, Any]) -> Rating:
+    return Rating(row["execution_id"], row["rating"], row["comment"], row["created_at"], row["id"], row["instance"])
 
 
 def _as_utc(value: datetime | str) -> datetime:

@@ -6,7 +6,7 @@ the reward's speed bonus), the policy, the replay buffer and the sequence model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
+from toolwise.rl.policies.base import baseline_selection
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
@@ -48,6 +49,8 @@ class LearnerConfig:
     replay_every: int = 10
     sequence_n: int = 3
     sequence_min_count: int = 2
+    replay_enabled: bool = True  # capability flags: off, that part neither learns nor serves
+    sequences_enabled: bool = True
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -186,15 +189,25 @@ class Learner:
         session_length: int = 0,
         candidates: Iterable[str] | None = None,
         top_k: int = 5,
+        exclude: Collection[str] = (),
+        baseline: bool = False,
     ) -> Decision:
+        """Rank tools for a query. `exclude` drops tools (shields); `baseline` ranks by the
+        deterministic prior alone (shadow mode: the policy is neither asked nor advanced)."""
         if top_k < 1:
             raise ValueError(f"top_k must be ≥ 1, got {top_k}")
         arms = self._arms(candidates)
+        if exclude:
+            dropped = [i for name in exclude if (i := self.tools.get(name)) is not None]
+            arms = arms[~np.isin(arms, dropped)]
         if len(arms) == 0:
             raise ValueError("there are no tools to choose from")
         context = self.encode(query, previous_tool, session_length)
         prior_all = self.prior(query, previous_tool)
-        selection = self.policy.select(context, arms, prior_all.take(arms), rng)
+        if baseline:
+            selection = baseline_selection(arms, prior_all.take(arms))
+        else:
+            selection = self.policy.select(context, arms, prior_all.take(arms), rng)
         names = self.tools.names
         top = selection.ranked[:top_k]
         ranked = [
@@ -209,7 +222,7 @@ class Learner:
         ]
         return Decision(
             decision_id=_decision_id(rng),
-            policy=self.policy.name,
+            policy="baseline" if baseline else self.policy.name,
             context_hash=context.hash,
             chosen=names[selection.chosen],
             ranked=ranked,
@@ -220,7 +233,21 @@ class Learner:
     def recommend_next(
         self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
     ) -> list[NextTool]:
+        if not self.config.sequences_enabled:
+            return []
         return self.sequences.recommend_next(recent_tools, candidates, top_k)
+
+    def estimates(
+        self, query: str | None, previous_tool: str | None, session_length: int
+    ) -> list[tuple[str, float, float]]:
+        """(tool, expected normalised reward, prior) for every active tool, best first: what the
+        policy has learned for a context, without exploration (for inspection)."""
+        context = self.encode(query, previous_tool, session_length)
+        prior = self.prior(query, previous_tool).take(self.active)
+        expected = self.policy.expected(context, self.active, prior)
+        order = np.argsort(-expected, kind="stable")
+        names = self.tools.names
+        return [(names[self.active[i]], float(expected[i]), float(prior[i])) for i in order]
 
     # -- learning ----------------------------------------------------------------------------------
 
@@ -242,7 +269,7 @@ class Learner:
         self._grow(len(self.tools))
         self.latency_count[arm] += 1
         self.latency_mean[arm] += (step.latency_s - self.latency_mean[arm]) / self.latency_count[arm]
-        if step.history:
+        if step.history and self.config.sequences_enabled:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
 
@@ -255,7 +282,7 @@ class Learner:
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
         observation = self._learn(step, self.reward_of(step), rng)
-        if step.history:
+        if step.history and self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
             self.sequences.revise(step.history, step.tool, observation.reward - previous_reward, success_delta)
         return observation
@@ -271,7 +298,7 @@ class Learner:
         update = self.policy.update(context, arm, scaled, next_context, prior)
         self.updates += 1
         self.reward_sum += reward
-        if update.transition is not None:
+        if update.transition is not None and self.config.replay_enabled:
             self.replay.add(update.transition)
             if self.updates % self.config.replay_every == 0 and len(self.replay) >= self.config.replay_batch:
                 batch = self.replay.sample(self.config.replay_batch, rng)

@@ -9,9 +9,14 @@ in one place: `on_call_tool`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 import mcp_types as types
@@ -22,11 +27,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolwise.feedback import FeedbackError, FeedbackService, utcnow
+from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
 from toolwise.server.catalogue import Catalogue, DownstreamError
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
+from toolwise.server.metrics import Metrics
 from toolwise.server.sessions import EXECUTION_META_KEY
+from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
 
 log = logging.getLogger(__name__)
@@ -51,29 +59,131 @@ class Toolwise:
             flush_interval_ms=settings.flush_interval_ms,
             synchronous=settings.sqlite_synchronous,
         )
-        self.learning = LearningService(settings, self.feedback)
+        self.metrics = Metrics()
+        self.learning = LearningService(settings, self.feedback, self.metrics)
         self.catalogue = Catalogue(config.servers, settings, on_change=self._tools_changed)
         self.own: dict[str, OwnTool] = own_tools(
-            self.learning, self.feedback, self.catalogue, admin=settings.admin_tools
+            self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}
+        self.started_at = utcnow()
+        self._upkeep: asyncio.Task[None] | None = None
+        self.metrics.watch(self._gauges)
 
     async def __aenter__(self) -> Toolwise:
         await self.feedback.start()
         await self.catalogue.start()
         self.learning.set_tools(self.catalogue.tools())
+        restored = await self.learning.restore_latest()
+        log.info("learned state: %s; serving %s", restored, self.learning.serving)
+        await self._heartbeat()
+        self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         try:
+            if self._upkeep is not None:
+                self._upkeep.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._upkeep
             await self.learning.aclose()
+            await self.learning.sync()
+            await self.learning.save_snapshot("shutdown")
+            await self._heartbeat(stopped=True)
         finally:
             self.listeners.close()
             await self.catalogue.aclose()
             await self.feedback.aclose()
+
+    # -- upkeep: sharing, snapshots, retention, heartbeat -----------------------------------------------
+
+    async def _upkeep_loop(self) -> None:
+        settings = self.config.toolwise
+        tick = settings.sync_interval_s or 5.0
+        last_snapshot = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            try:
+                await self.learning.follow_restores()
+                if settings.sync_interval_s:
+                    await self.learning.sync()
+                if settings.snapshot_interval_s and time.monotonic() - last_snapshot >= settings.snapshot_interval_s:
+                    last_snapshot = time.monotonic()
+                    await self.learning.save_snapshot("periodic")
+                    await self.prune()
+                await self._heartbeat()
+            except Exception:
+                log.exception("upkeep failed (learning goes on; retried in %.1fs)", tick)
+
+    async def prune(self) -> int:
+        """Retention: delete executions older than the TTL whose effect the newest snapshot holds."""
+        days = self.config.toolwise.retention_days
+        newest = await self.feedback.get_snapshot(namespace=self.learning.namespace) if days else None
+        if days is None or newest is None:
+            return 0
+        before = utcnow() - timedelta(days=days)
+        floor = int(newest.covered["executions"]["floor"])
+        deleted = await self.feedback.prune(before, namespace=self.learning.namespace, max_seq=floor)
+        if deleted:
+            log.info("retention: pruned %d executions older than %s", deleted, before.isoformat())
+        return deleted
+
+    def status(self) -> dict[str, Any]:
+        """What this instance reports about itself (heartbeat, `toolwise inspect status`)."""
+        learning, learner = self.learning, self.learning.learner
+        return {
+            "policy": learner.policy.name,
+            "serving": learning.serving,
+            "flags": {k: getattr(self.config.toolwise, k) for k in ("shadow", "learning", "replay", "sequences")},
+            "downstreams": [asdict(h) for h in self.catalogue.health()],
+            "open_circuits": [h.server for h in self.catalogue.health() if h.circuit != "closed"],
+            "shielded_tools": learning.shields.blocked(time.monotonic()),
+            "tools": len(learner.active),
+            "calls": learning.calls,
+            "decisions": learning.decisions,
+            "updates": learner.updates,
+            "synced": learning.synced,
+            "snapshot": learning.snapshot_id,
+        }
+
+    async def _heartbeat(self, *, stopped: bool = False) -> None:
+        now = utcnow()
+        await self.feedback.heartbeat(
+            InstanceStatus(
+                id=self.learning.instance_id,
+                namespace=self.learning.namespace,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=self.started_at,
+                heartbeat_at=now,
+                status=self.status(),
+                stopped_at=now if stopped else None,
+            )
+        )
+
+    def _gauges(self) -> dict[str, tuple[str, float]]:
+        learning, writer = self.learning, self.feedback.stats
+        health = self.catalogue.health()
+        return {
+            "exploration_rate": (
+                "Share of recommendations that explored.",
+                learning.explored / learning.decisions if learning.decisions else 0.0,
+            ),
+            "decisions": ("Recommendations made since start.", learning.decisions),
+            "learner_updates": ("Updates the learner has made.", learning.learner.updates),
+            "queue_depth": ("Execution records waiting for group commit.", writer.queue_depth + learning.pending),
+            "flush_failures": ("Group-commit batches the database refused.", writer.failed_batches),
+            "dead_lettered": ("Records written to the dead-letter file.", writer.dead_lettered),
+            "open_circuits": ("Downstreams whose circuit is open.", sum(h.circuit != "closed" for h in health)),
+            "downstreams_ready": ("Downstreams serving.", sum(h.state == "ready" for h in health)),
+            "shielded_tools": (
+                "Tools dropped from recommendations by the shields.",
+                len(learning.shields.blocked(time.monotonic())),
+            ),
+        }
 
     def list_tools(self) -> list[types.Tool]:
         return self._own_definitions + self.catalogue.tools()
@@ -127,7 +237,7 @@ def build_server(app: Toolwise) -> Server[Any]:
             return await forward(params.name, params.arguments, meta, ctx)
         except ValidationError as exc:
             return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
-        except (FeedbackError, UnknownToolError, ValueError) as exc:
+        except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
             return error_result(f"{params.name}: {exc}")
 
     async def call_own(

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import shutil
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from toolwise.server.config import HttpServer, Settings, StdioServer
 from toolwise.server.naming import assign
+from toolwise.server.shields import Circuit, CircuitState
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,10 @@ class DownstreamError(Exception):
     """A call could not be completed by the downstream server; the message says why and what next."""
 
 
+class CircuitOpenError(DownstreamError):
+    """The downstream failed repeatedly; calls fail fast until a probe after the cool-down succeeds."""
+
+
 @dataclass(slots=True)
 class Health:
     server: str
@@ -47,6 +53,7 @@ class Health:
     tools: int
     restarts: int
     error: str | None
+    circuit: CircuitState = "closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,10 @@ class Downstream:
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
+    circuit: Circuit = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.circuit = Circuit(self.settings.circuit_failures, self.settings.circuit_cooldown_s)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
@@ -112,7 +123,7 @@ class Downstream:
         self.state = "stopped"
 
     def health(self) -> Health:
-        return Health(self.name, self.state, len(self.tools), self.restarts, self.error)
+        return Health(self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state)
 
     def _target(self) -> Any:
         if isinstance(self.spec, HttpServer):
@@ -197,7 +208,27 @@ class Downstream:
         self.on_tools()
 
     async def call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
-        """Forward one call. Raises DownstreamError when the server is down, dies or is too slow."""
+        """Forward one call through the circuit breaker. Raises DownstreamError when the server is
+        down, dies or is too slow, CircuitOpenError (at once) while its circuit is open."""
+        wait = self.circuit.admit(time.monotonic())
+        if wait is not None:
+            raise CircuitOpenError(
+                f"downstream server {self.name!r} failed {self.circuit.failures} times in a row; its circuit "
+                f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
+            )
+        try:
+            result = await self._call(tool, arguments, timeout_s)
+        except DownstreamError:
+            self.circuit.failed(time.monotonic())
+            raise
+        except BaseException:
+            if self.circuit.state == "half-open":
+                self.circuit.failed(time.monotonic())  # a cancelled probe must not leave it half-open
+            raise
+        self.circuit.succeeded()
+        return result
+
+    async def _call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
         if self._client is None:
             try:
                 async with asyncio.timeout(min(timeout_s, self.settings.start_timeout_s)):

@@ -66,6 +66,28 @@ class Settings(BaseSettings):
     restart_backoff_s: float = Field(default=0.5, gt=0)
     restart_backoff_max_s: float = Field(default=30.0, gt=0)
     mode: Literal["auto", "legacy"] = "auto"  # protocol negotiation with downstream servers
+    # capability flags (also TOOLWISE_SHADOW, TOOLWISE_LEARNING, …)
+    shadow: bool = False  # learn, but serve the deterministic baseline (lexical relevance) until switched off
+    learning: bool = True  # off: calls are recorded, nothing is learned
+    replay: bool = True
+    sequences: bool = True
+    # persistence and sharing
+    sync_interval_s: float = Field(default=2.0, ge=0)  # learn other instances' executions this often (0: off)
+    sync_gap_grace_s: float = Field(default=10.0, gt=0)  # an id gap older than this is a rolled-back write
+    snapshot_interval_s: float = Field(default=300.0, ge=0)  # periodic snapshots (0: only at shutdown)
+    snapshot_keep: int = Field(default=5, ge=1)
+    snapshot_sign_key: Path | None = None  # Ed25519 private key (PEM): sign every snapshot taken
+    snapshot_verify_key: Path | None = None  # Ed25519 public key (PEM): refuse unsigned or badly signed ones
+    snapshot_tools: bool = False  # expose snapshot_* admin MCP tools
+    retention_days: float | None = Field(default=None, gt=0)  # prune executions older than this
+    # shields
+    shield_failure_rate: float | None = Field(default=0.5, ge=0, le=1)
+    shield_p95_latency_ms: float | None = Field(default=None, gt=0)
+    shield_window: int = Field(default=20, ge=1)
+    shield_min_calls: int = Field(default=5, ge=1)
+    shield_retry_s: float = Field(default=60.0, gt=0)
+    circuit_failures: int = Field(default=5, ge=1)  # consecutive downstream failures that open its circuit
+    circuit_cooldown_s: float = Field(default=30.0, gt=0)
 
     @field_validator("policy")
     @classmethod

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -33,10 +35,15 @@ from toolwise.feedback import (
     Outcome,
     utcnow,
 )
-from toolwise.feedback.records import new_id
+from toolwise.feedback.records import RatingEvent, SnapshotRecord, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+from toolwise.rl.state import pack, unpack
+from toolwise.server import snapshots
 from toolwise.server.config import Settings
+from toolwise.server.metrics import Metrics
 from toolwise.server.sessions import Call, Session, Sessions
+from toolwise.server.shields import Budget, Shields
+from toolwise.server.watermark import Watermark
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,7 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
 
 
 IDLE_DRAIN_S = 0.05  # with no further call to carry it, deferred work is done this long after a call
+LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
 @dataclass(slots=True)
@@ -85,24 +93,68 @@ class _Pending:
 
 
 class LearningService:
-    def __init__(self, settings: Settings, feedback: FeedbackService) -> None:
-        weights = RewardWeights(**settings.reward.model_dump())
-        self.learner = Learner(LearnerConfig(policy=settings.policy, reward=weights))
-        self.rng = np.random.default_rng(settings.seed)
+    def __init__(self, settings: Settings, feedback: FeedbackService, metrics: Metrics | None = None) -> None:
+        self.settings = settings
         self.feedback = feedback
+        self.metrics = metrics
+        self.instance_id = new_id()
+        self._tools: list[ToolDoc] = []
+        self.learner = self._new_learner()
+        self.rng = np.random.default_rng(settings.seed)
         self.sessions = Sessions()
         self.namespace = settings.namespace
+        self.shields = Shields(
+            Budget(
+                settings.shield_failure_rate,
+                settings.shield_p95_latency_ms,
+                settings.shield_window,
+                settings.shield_min_calls,
+                settings.shield_retry_s,
+            )
+        )
+        self.sign_key = snapshots.load_private_key(settings.snapshot_sign_key) if settings.snapshot_sign_key else None
+        self.verify_key = (
+            snapshots.load_public_key(settings.snapshot_verify_key) if settings.snapshot_verify_key else None
+        )
         self.decisions = 0
         self.calls = 0
         self.explored = 0
+        self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
+        self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
+        self.executions_mark = Watermark()
+        self.ratings_mark = Watermark()
+        self._live: set[str] = set()  # own executions learned live, not yet seen in the log
+        self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
         self._pending: list[_Pending] = []
         self._idle: asyncio.TimerHandle | None = None
         self._draining: set[asyncio.Task[None]] = set()
+        self._restores_seen = 0  # newest restore/rollback snapshot id already followed
+
+    def _new_learner(self) -> Learner:
+        s = self.settings
+        config = LearnerConfig(
+            policy=s.policy,
+            reward=RewardWeights(**s.reward.model_dump()),
+            replay_enabled=s.replay,
+            sequences_enabled=s.sequences,
+        )
+        return Learner(config, self._tools)
+
+    @property
+    def serving(self) -> str:
+        """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
+        return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
 
     def set_tools(self, tools: list[types.Tool]) -> None:
-        self.learner.set_tools([ToolDoc(t.name, f"{t.title or ''} {t.description or ''}") for t in tools])
+        self._tools = [ToolDoc(t.name, f"{t.title or ''} {t.description or ''}") for t in tools]
+        self.learner.set_tools(self._tools)
 
     def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
+        blocked = self.shields.blocked(time.monotonic())
+        if candidates is not None:  # tools asked for by name are dropped only if something remains
+            blocked = {} if all(c in blocked for c in candidates) else blocked
+        elif len(blocked) >= len(self.learner.active):
+            blocked = {}
         decision = self.learner.recommend(
             query,
             self.rng,
@@ -110,6 +162,8 @@ class LearningService:
             session_length=len(session.calls),
             candidates=candidates,
             top_k=top_k,
+            exclude=blocked.keys(),
+            baseline=self.settings.shadow,
         )
         session.query, session.decision = query, decision
         self.decisions += 1
@@ -165,6 +219,7 @@ class LearningService:
         reward = self.learner.reward_of(step)
         call.reward = reward
         decision = item.decision
+        followed = decision is not None and decision.chosen == step.tool
         execution = Execution(
             id=call.execution_id,
             tool=step.tool,
@@ -181,14 +236,20 @@ class LearningService:
             previous_tool=step.previous_tool,
             position=step.session_length,
             decision_id=None if decision is None else decision.decision_id,
-            propensity=None if decision is None or decision.chosen != step.tool else decision.propensity,
+            propensity=decision.propensity if followed else None,  # type: ignore[union-attr]
             error_type=item.outcome.error_type,
             error_message=item.outcome.error_message,
             result_size=item.outcome.result_size,
             reward=reward,
+            instance=self.instance_id,
+            explored=decision.explored if followed else None,  # type: ignore[union-attr]
         )
         await self.feedback.record_execution(execution)
+        self._live.add(execution.id)
         self._observe(step, reward)
+        self.shields.observe(step.tool, step.success, execution.latency_ms, time.monotonic())
+        if self.metrics is not None:
+            self.metrics.observe_call(execution)
 
     def _drain_when_idle(self) -> None:
         self._idle = None
@@ -211,7 +272,9 @@ class LearningService:
         if self._draining:
             await asyncio.gather(*self._draining)
 
-    def _observe(self, step: Step, reward: float) -> None:
+    def _observe(self, step: Step, reward: float | None) -> None:
+        if not self.settings.learning:
+            return
         try:
             self.learner.observe(step, self.rng, reward)
         except Exception:
@@ -231,8 +294,9 @@ class LearningService:
                     "_meta['toolwise/execution_id']) or the tool of a call made in this session"
                 )
             execution_id = call.execution_id
-        earlier = await self.feedback.get_ratings(execution_id)
-        execution = await self.feedback.add_rating(execution_id, rating, comment)
+        event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
+        self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
+        execution = event.execution
         step = Step(
             execution.tool,
             execution.success,
@@ -244,12 +308,15 @@ class LearningService:
             rating=rating,
         )
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
-        observed = self.learner.observe_rating(step, self.rng, previous_reward, earlier[-1].rating if earlier else None)
-        await self.feedback.set_reward(execution.id, observed.reward)
+        if self.settings.learning:
+            reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
+        else:
+            reward = self.learner.reward_of(step)
+        await self.feedback.set_reward(execution.id, reward)
         for call in session.calls:
             if call.execution_id == execution.id:
-                call.reward = observed.reward
-        return execution, observed.reward
+                call.reward = reward
+        return execution, reward
 
     @staticmethod
     def _history_before(session: Session, execution: Execution) -> tuple[str, ...]:
@@ -275,3 +342,207 @@ class LearningService:
             namespace=self.namespace,
         )
         return await self.feedback.record_episode(episode)
+
+    # -- the shared log: restarts and other instances ------------------------------------------------
+
+    async def sync(self) -> int:
+        """Learn every execution and rating in the log not learned yet (another instance's, or an
+        earlier run's after the snapshot it left); returns how many. Own live entries are only marked."""
+        await self.drain()
+        learned = 0
+        mark = self.executions_mark
+        async for batch in self.feedback.iter_executions(namespace=self.namespace, after_seq=mark.floor):
+            for execution in batch:
+                if not mark.fresh(execution.seq):  # type: ignore[arg-type]
+                    continue
+                mark.add(execution.seq)  # type: ignore[arg-type]
+                history = self._log_history(execution)
+                if execution.instance == self.instance_id or execution.id in self._live:
+                    self._live.discard(execution.id)
+                    continue
+                self._learn_logged(execution, history)
+                learned += 1
+        rmark = self.ratings_mark
+        async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+            for event in events:
+                rating_id = event.rating.id
+                if not rmark.fresh(rating_id) or event.rating.instance == self.instance_id:  # type: ignore[arg-type]
+                    rmark.add(rating_id)  # type: ignore[arg-type]
+                    continue
+                rmark.add(rating_id)  # type: ignore[arg-type]
+                self._learn_logged_rating(event)
+                learned += 1
+        now = time.monotonic()
+        mark.advance(now, self.settings.sync_gap_grace_s)
+        rmark.advance(now, self.settings.sync_gap_grace_s)
+        self.synced += learned
+        return learned
+
+    def _log_history(self, execution: Execution) -> list[str]:
+        """The session's tools before `execution` as the log tells them; remembers this call too."""
+        tools = self._logged.get(execution.session_id)
+        if tools is None:
+            tools = self._logged[execution.session_id] = []
+            if len(self._logged) > LOGGED_SESSIONS:
+                self._logged.popitem(last=False)
+        before = list(tools[: execution.position]) if len(tools) >= execution.position else []
+        if len(tools) == execution.position:
+            tools.append(execution.tool)
+        return before
+
+    def _step_of(self, execution: Execution, history: list[str], rating: int | None = None) -> Step:
+        if not history and execution.previous_tool:
+            history = [execution.previous_tool]
+        return Step(
+            execution.tool,
+            execution.success,
+            execution.latency_ms / 1000,
+            query=execution.query,
+            previous_tool=execution.previous_tool,
+            session_length=execution.position,
+            history=tuple(history[-2:]),
+            rating=rating,
+        )
+
+    def _learn_logged(self, execution: Execution, history: list[str]) -> None:
+        self._observe(self._step_of(execution, history), None)
+        self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
+
+    def _learn_logged_rating(self, event: RatingEvent) -> None:
+        if not self.settings.learning:
+            return
+        execution = event.execution
+        tools = self._logged.get(execution.session_id, [])
+        step = self._step_of(execution, tools[: execution.position], event.rating.rating)
+        previous_reward = self.learner.reward_of(replace(step, rating=event.previous))
+        try:
+            self.learner.observe_rating(step, self.rng, previous_reward, event.previous)
+        except Exception:
+            log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
+
+    # -- snapshots -----------------------------------------------------------------------------------
+
+    def snapshot(self, source: str) -> SnapshotRecord:
+        """The learned state as it is now (call after `drain`), with what of the log it covers."""
+        state = {
+            "learner": self.learner.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "counters": {"decisions": self.decisions, "calls": self.calls, "explored": self.explored},
+        }
+        payload = pack(state)
+        record = SnapshotRecord(
+            namespace=self.namespace,
+            version=snapshots.VERSION,
+            policy=self.learner.policy.name,
+            source=source,
+            created_at=utcnow(),
+            sample_count=self.learner.updates,
+            covered={
+                "executions": self.executions_mark.state(),
+                "ratings": self.ratings_mark.state(),
+                "live": sorted(self._live),
+            },
+            sha256=snapshots.checksum(payload),
+            payload=payload,
+        )
+        return snapshots.sign(record, self.sign_key) if self.sign_key is not None else record
+
+    async def save_snapshot(self, source: str) -> SnapshotRecord:
+        """Take a snapshot and store it (keeping the newest `snapshot_keep`)."""
+        await self.drain()
+        record = self.snapshot(source)
+        self.snapshot_id = await self.feedback.save_snapshot(record, keep=self.settings.snapshot_keep)
+        log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
+        return replace(record, id=self.snapshot_id)
+
+    def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
+        """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first,
+        so a refused snapshot leaves the current state untouched. `covered` overrides what of the
+        log the state counts as including (a restore or rollback takes it "as of now")."""
+        snapshots.verify(record, self.verify_key)
+        if record.policy != self.learner.policy.name:
+            raise snapshots.SnapshotError(
+                f"snapshot was learned by policy {record.policy!r}; this toolwise runs {self.learner.policy.name!r}"
+            )
+        try:
+            state = unpack(record.payload)
+            learner = self._new_learner()
+            learner.load_state(state["learner"])
+            rng = np.random.default_rng()
+            rng.bit_generator.state = state["rng"]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
+        if self._tools:
+            learner.set_tools(self._tools)  # the catalogue is what is running now
+        covered = record.covered if covered is None else covered
+        self.learner, self.rng = learner, rng
+        counters = state.get("counters", {})
+        self.decisions = int(counters.get("decisions", 0))
+        self.calls = int(counters.get("calls", 0))
+        self.explored = int(counters.get("explored", 0))
+        self.executions_mark = Watermark.of(covered["executions"])
+        self.ratings_mark = Watermark.of(covered["ratings"])
+        self._live = set(covered.get("live", ()))
+        self.snapshot_id = record.id
+
+    async def restore_latest(self) -> str:
+        """Start-up: load the newest usable snapshot, then learn the log recorded after it. A snapshot
+        that cannot be used is reported and the next older one tried; with none, the whole log is
+        replayed. Returns what happened, for the log."""
+        loaded = "no snapshot"
+        listing = await self.feedback.list_snapshots(self.namespace)
+        self._restores_seen = max((r.id or 0 for r in listing), default=0)
+        for listed in listing:
+            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            if record is None:
+                continue
+            try:
+                self.load(record)
+            except snapshots.SnapshotError as exc:
+                log.warning("snapshot %s not used: %s", listed.id, exc)
+                continue
+            loaded = f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
+            break
+        replayed = await self.sync()
+        return f"{loaded} + {replayed} log entries replayed"
+
+    async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
+        """Restore: make `record` the current state as of now (the log so far counts as covered, so it
+        is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
+        await self.drain()
+        seq, rating_id = await self.feedback.high_water(self.namespace)
+        covered: dict[str, Any] = {
+            "executions": {"floor": seq, "seen": []},
+            "ratings": {"floor": rating_id, "seen": []},
+            "live": [],
+        }
+        if record.id is not None:
+            covered["origin"] = record.covered.get("origin") or record.id  # a stored one: where it comes from
+        self.load(record, covered=covered)
+        stored = replace(record, source=source, covered=covered, id=None, created_at=utcnow())
+        if self.sign_key is not None:
+            stored = snapshots.sign(stored, self.sign_key)
+        elif stored.signature is not None:
+            stored = replace(stored, signature=None)  # the covered marks changed: the old signature no longer fits
+        self.snapshot_id = self._restores_seen = await self.feedback.save_snapshot(
+            stored, keep=self.settings.snapshot_keep
+        )
+        log.warning("learned state replaced by a %s (%d samples)", source, record.sample_count)
+        return replace(stored, id=self.snapshot_id)
+
+    async def follow_restores(self) -> None:
+        """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
+        for listed in await self.feedback.list_snapshots(self.namespace):
+            if (listed.id or 0) <= self._restores_seen:
+                return
+            if listed.source not in ("restore", "rollback"):
+                continue
+            self._restores_seen = listed.id or 0
+            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            if record is not None:
+                try:
+                    self.load(record)
+                    log.warning("adopted snapshot %s (%s by another process)", listed.id, listed.source)
+                except snapshots.SnapshotError as exc:
+                    log.warning("restored snapshot %s not adopted: %s", listed.id, exc)
+            return

@@ -3,15 +3,19 @@ generated from them, inputs are validated by them, and each output renders a sho
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwise.feedback import FeedbackService, ToolMetrics
+from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl import UnknownToolError
+from toolwise.server import snapshots as snapshot_files
 from toolwise.server.catalogue import Catalogue, Health
 from toolwise.server.learning import LearningService
 from toolwise.server.sessions import Session
@@ -144,7 +148,9 @@ class NoInput(Input):
 
 class LearningStatsOutput(Output):
     policy: str
+    serving: str = Field(description="What answers recommend_tool: the policy, or the baseline in shadow mode.")
     namespace: str
+    instance: str
     tools: int
     decisions: int
     calls: int
@@ -158,13 +164,17 @@ class LearningStatsOutput(Output):
     committed_records: int
     failed_batches: int
     dead_lettered: int
+    synced: int = Field(description="Executions and ratings learned from the shared log (other instances, restarts).")
+    snapshot_id: int | None
+    open_circuits: list[str]
+    shielded_tools: dict[str, str] = Field(description="Tools left out of recommendations, with why.")
     downstreams: list[Health]
 
     def text(self) -> str:
-        health = ", ".join(f"{d.server}: {d.state}" for d in self.downstreams)
+        health = ", ".join(f"{d.server}: {d.state} (circuit {d.circuit})" for d in self.downstreams)
         mean = "n/a" if self.mean_reward is None else f"{self.mean_reward:.2f}"
         return (
-            f"policy {self.policy}, {self.tools} tools, {self.decisions} decisions, {self.calls} calls, "
+            f"serving {self.serving}, {self.tools} tools, {self.decisions} decisions, {self.calls} calls, "
             f"mean reward {mean}; downstreams: {health}"
         )
 
@@ -211,6 +221,64 @@ class SequencesOutput(Output):
 Handler = Callable[[BaseModel, Session | None], Awaitable[Output]]
 
 
+# -- snapshots (admin, off unless `snapshot_tools`) ---------------------------------------------------
+
+
+class SnapshotInfo(BaseModel):
+    id: int | None
+    version: str
+    policy: str
+    source: str
+    created_at: str
+    sample_count: int
+    sha256: str
+    signed: bool
+
+
+def snapshot_info(record: SnapshotRecord) -> SnapshotInfo:
+    return SnapshotInfo(
+        id=record.id,
+        version=record.version,
+        policy=record.policy,
+        source=record.source,
+        created_at=record.created_at.isoformat(),
+        sample_count=record.sample_count,
+        sha256=record.sha256,
+        signed=record.signature is not None,
+    )
+
+
+class SnapshotListOutput(Output):
+    namespace: str
+    current: int | None = Field(description="The snapshot the running state was loaded from or last saved as.")
+    snapshots: list[SnapshotInfo]
+
+    def text(self) -> str:
+        lines = [f"{len(self.snapshots)} snapshots of {self.namespace!r} (current: {self.current})"]
+        lines += [f"#{s.id} {s.created_at} {s.source} v{s.version} {s.sample_count} samples" for s in self.snapshots]
+        return "\n".join(lines)
+
+
+class SnapshotDumpInput(Input):
+    output: str | None = Field(default=None, description="Also write it to this file (on the server's machine).")
+
+
+class SnapshotOutput(Output):
+    snapshot: SnapshotInfo
+    path: str | None = None
+
+    def text(self) -> str:
+        s = self.snapshot
+        where = f", written to {self.path}" if self.path else ""
+        return f"snapshot #{s.id} ({s.source}, {s.sample_count} samples, sha256 {s.sha256[:12]}…){where}"
+
+
+class SnapshotRestoreInput(Input):
+    snapshot_id: int | None = Field(default=None, description="A stored snapshot to restore (see snapshot_list).")
+    input: str | None = Field(default=None, description="A snapshot file on the server's machine to restore.")
+    previous: bool = Field(default=False, description="Roll back to the snapshot before the current one.")
+
+
 @dataclass(frozen=True, slots=True)
 class OwnTool:
     name: str
@@ -241,13 +309,13 @@ class OwnTool:
 
 
 def own_tools(
-    learning: LearningService, feedback: FeedbackService, catalogue: Catalogue, *, admin: bool
+    learning: LearningService, feedback: FeedbackService, catalogue: Catalogue, *, admin: bool, snapshots: bool = False
 ) -> dict[str, OwnTool]:
-    """Our tools by name, their handlers closing over the running services."""
-    learner = learning.learner
+    """Our tools by name, their handlers closing over the running services (the learner is looked
+    up on every call: restoring a snapshot replaces it)."""
 
     def known(names: list[str]) -> None:
-        unknown = [n for n in names if n not in learner.tools]
+        unknown = [n for n in names if n not in learning.learner.tools]
         if unknown:
             raise UnknownToolError(unknown)
 
@@ -278,7 +346,7 @@ def own_tools(
     async def recommend_next_tools(args: RecommendNextInput, session: Session) -> RecommendNextOutput:
         recent = session.tools if args.recent_tools is None else args.recent_tools
         known(recent)
-        found = learner.recommend_next(recent, learner.active_names, args.top_k)
+        found = learning.learner.recommend_next(recent, learning.learner.active_names, args.top_k)
         return RecommendNextOutput(
             session_id=session.id,
             recent_tools=recent,
@@ -312,30 +380,37 @@ def own_tools(
 
     async def get_learning_stats(args: NoInput, session: Session | None) -> LearningStatsOutput:
         w = feedback.stats
+        health = catalogue.health()
         return LearningStatsOutput(
-            policy=learner.policy.name,
+            policy=learning.learner.policy.name,
+            serving=learning.serving,
             namespace=learning.namespace,
-            tools=len(learner.active),
+            instance=learning.instance_id,
+            tools=len(learning.learner.active),
             decisions=learning.decisions,
             calls=learning.calls,
-            updates=learner.updates,
-            mean_reward=learner.reward_sum / learner.updates if learner.updates else None,
+            updates=learning.learner.updates,
+            mean_reward=learning.learner.reward_sum / learning.learner.updates if learning.learner.updates else None,
             exploration_rate=learning.explored / learning.decisions if learning.decisions else None,
-            replay_size=len(learner.replay),
-            sequences=sum(len(v) for v in learner.sequences.table.values()),
+            replay_size=len(learning.learner.replay),
+            sequences=sum(len(v) for v in learning.learner.sequences.table.values()),
             open_sessions=len(learning.sessions),
             queued_records=w.queue_depth,
             committed_records=w.committed,
             failed_batches=w.failed_batches,
             dead_lettered=w.dead_lettered,
-            downstreams=catalogue.health(),
+            synced=learning.synced,
+            snapshot_id=learning.snapshot_id,
+            open_circuits=[h.server for h in health if h.circuit != "closed"],
+            shielded_tools=learning.shields.blocked(time.monotonic()),
+            downstreams=health,
         )
 
     async def get_tool_metrics(args: ToolMetricsInput, session: Session | None) -> ToolMetricsOutput:
         return ToolMetricsOutput(metrics=await feedback.get_tool_metrics(args.tool, namespace=learning.namespace))
 
     async def get_successful_sequences(args: SequencesInput, session: Session | None) -> SequencesOutput:
-        rows = learner.sequences.top_sequences(args.tool, args.limit)
+        rows = learning.learner.sequences.top_sequences(args.tool, args.limit)
         return SequencesOutput(
             sequences=[
                 SequenceItem(
@@ -348,6 +423,23 @@ def own_tools(
                 for r in rows
             ]
         )
+
+    async def snapshot_list(args: NoInput, session: Session | None) -> SnapshotListOutput:
+        listed = await feedback.list_snapshots(learning.namespace)
+        return SnapshotListOutput(
+            namespace=learning.namespace, current=learning.snapshot_id, snapshots=[snapshot_info(r) for r in listed]
+        )
+
+    async def snapshot_dump(args: SnapshotDumpInput, session: Session | None) -> SnapshotOutput:
+        record = await learning.save_snapshot("manual")
+        if args.output:
+            snapshot_files.write_file(record, Path(args.output))
+        return SnapshotOutput(snapshot=snapshot_info(record), path=args.output)
+
+    async def snapshot_restore(args: SnapshotRestoreInput, session: Session | None) -> SnapshotOutput:
+        record = await choose_snapshot(learning, feedback, args.snapshot_id, args.input, args.previous)
+        adopted = await learning.adopt(record, "rollback" if args.previous else "restore")
+        return SnapshotOutput(snapshot=snapshot_info(adopted), path=args.input)
 
     tools = [
         OwnTool(
@@ -411,4 +503,58 @@ def own_tools(
             admin=True,
         ),
     ]
+    if snapshots:
+        tools += [
+            OwnTool(
+                "snapshot_list",
+                "Admin: the stored snapshots of the learned state, newest first.",
+                NoInput,
+                SnapshotListOutput,
+                snapshot_list,
+                True,
+                admin=True,
+            ),
+            OwnTool(
+                "snapshot_dump",
+                "Admin: take a snapshot of the learned state now (stored; optionally also written to a file).",
+                SnapshotDumpInput,
+                SnapshotOutput,
+                snapshot_dump,
+                False,
+                admin=True,
+            ),
+            OwnTool(
+                "snapshot_restore",
+                "Admin: replace the learned state by a stored snapshot, a snapshot file, or the previous "
+                "snapshot (rollback). A wrong checksum, bad signature or other major version is refused.",
+                SnapshotRestoreInput,
+                SnapshotOutput,
+                snapshot_restore,
+                False,
+                admin=True,
+            ),
+        ]
     return {t.name: t for t in tools if admin or not t.admin}
+
+
+async def choose_snapshot(
+    learning: LearningService, feedback: FeedbackService, snapshot_id: int | None, path: str | None, previous: bool
+) -> SnapshotRecord:
+    """The snapshot a restore asks for: exactly one of an id, a file, or the one before the current."""
+    if sum((snapshot_id is not None, path is not None, previous)) != 1:
+        raise ValueError("give exactly one of snapshot_id, input (a file) or previous")
+    if path is not None:
+        return snapshot_files.read_file(Path(path))
+    if previous:
+        # The newest snapshot's lineage: a rollback row stands for the snapshot it rolled back to, so
+        # rolling back twice goes two steps back rather than undoing the first rollback.
+        listed = await feedback.list_snapshots(learning.namespace)
+        origin = (listed[0].covered.get("origin") or listed[0].id) if listed else 0
+        older = [r for r in listed if (r.id or 0) < origin]
+        if not older:
+            raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
+        snapshot_id = older[0].id
+    record = await feedback.get_snapshot(snapshot_id, namespace=learning.namespace)
+    if record is None:
+        raise ValueError(f"no snapshot {snapshot_id} in namespace {learning.namespace!r}")
+    return record

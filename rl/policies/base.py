@@ -101,3 +101,9 @@ def check_state(state: dict[str, Any], name: str, schema: int) -> None:
         raise ValueError(
             f"state is for policy {state.get('policy')!r} schema {state.get('schema')}, not {name!r} schema {schema}"
         )
+
+
+def baseline_selection(arms: NDArray[np.int64], prior: NDArray[np.float64]) -> Selection:
+    """The deterministic baseline: arms by prior (lexical relevance), ties by id; never explores."""
+    order = np.lexsort((arms, -prior))
+    return Selection(arms.take(order), prior.take(order), prior.take(order), int(arms[order[0]]), False, 1.0)

@@ -100,9 +100,12 @@ async def test_rating_of_unknown_execution_is_refused(service: FeedbackService) 
 async def test_rating_is_committed_for_a_just_recorded_execution(service: FeedbackService) -> None:
     execution_id = await service.record_execution(make_execution())
     rated = await service.add_rating(execution_id, 5, "spot on")
-    assert rated.id == execution_id
+    assert rated.execution.id == execution_id and rated.previous is None
     [rating] = await service.get_ratings(execution_id)
     assert (rating.rating, rating.comment) == (5, "spot on")
+    assert rating == rated.rating
+    again = await service.add_rating(execution_id, 2)
+    assert again.previous == 5 and again.rating.id > rated.rating.id  # type: ignore[operator]
 
 
 async def test_reward_update_is_persisted(service: FeedbackService) -> None:

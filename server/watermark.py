@@ -1,0 +1,46 @@
+"""Which log entries (execution seqs, rating ids) have been learned, so each is learned exactly once.
+
+Ids are handed out in order but may commit out of order (two instances writing to PostgreSQL), and
+a rolled-back write leaves a hole for ever. So: everything up to `floor` is learned, `seen` holds the
+learned ids above it, and the floor only moves over a hole once the hole is older than a grace
+period (by then a late commit would have shown up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Watermark:
+    floor: int = 0
+    seen: set[int] = field(default_factory=set)
+    _hole_since: dict[int, float] = field(default_factory=dict)
+
+    def fresh(self, n: int) -> bool:
+        return n > self.floor and n not in self.seen
+
+    def add(self, n: int) -> None:
+        if n > self.floor:
+            self.seen.add(n)
+
+    def advance(self, now: float, grace_s: float) -> None:
+        while self.seen:
+            following = self.floor + 1
+            if following in self.seen:
+                self.seen.remove(following)
+                self.floor = following
+                continue
+            since = self._hole_since.setdefault(following, now)
+            if now - since < grace_s:
+                return
+            del self._hole_since[following]
+            self.floor = min(self.seen) - 1  # the hole is a rolled-back write: step over all of it
+
+    def state(self) -> dict[str, Any]:
+        return {"floor": self.floor, "seen": sorted(self.seen)}
+
+    @classmethod
+    def of(cls, state: dict[str, Any]) -> Watermark:
+        return cls(int(state["floor"]), {int(n) for n in state["seen"]})
