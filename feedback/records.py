@@ -130,6 +130,17 @@ class ToolMetrics:
 
 
 @dataclass(slots=True, frozen=True)
+class ActionSummary:
+    """What the log says of one tool: how often it was called and how well it did."""
+
+    tool: str
+    calls: int
+    mean_reward: float | None
+    success_rate: float
+    explored: int  # calls that followed an exploratory recommendation
+
+
+@dataclass(slots=True, frozen=True)
 class WriterStats:
     """Counters of the group-commit writer, for health checks and metrics."""
 

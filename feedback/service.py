@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Select, delete, func, insert, select, update
+from sqlalchemy import Float, Integer, Select, cast, delete, func, insert, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -33,6 +33,7 @@ from toolwise.feedback.metrics import tool_metrics_query
 from toolwise.feedback.migrate import upgrade
 from toolwise.feedback.records import (
     OUTCOMES,
+    ActionSummary,
     Episode,
     Execution,
     InstanceStatus,
@@ -303,15 +304,16 @@ class FeedbackService:
             ]
 
     async def iter_executions(
-        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+        self, *, namespace: str = "default", after_seq: int = 0, since: datetime | None = None, batch: int = 1000
     ) -> AsyncIterator[list[Execution]]:
-        """Every execution after `after_seq`, oldest first, in batches (replay, export, sync)."""
+        """Every execution after `after_seq` (and finished since `since`), oldest first, in batches
+        (replay, sync, export, inspection)."""
+        scope = [ExecutionRow.namespace == namespace]
+        if since is not None:
+            scope.append(ExecutionRow.finished_at >= since)
         while True:
             rows = await self._executions(
-                select(ExecutionRow)
-                .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
-                .order_by(ExecutionRow.seq)
-                .limit(batch)
+                select(ExecutionRow).where(*scope, ExecutionRow.seq > after_seq).order_by(ExecutionRow.seq).limit(batch)
             )
             if not rows:
                 return
@@ -353,6 +355,29 @@ class FeedbackService:
                 events.append(RatingEvent(rating, _execution(values), values["previous_rating"]))
             yield events
             after_id = events[-1].rating.id  # type: ignore[assignment]
+
+    async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
+        """Per tool: calls, mean reward, success rate and calls that followed an exploratory
+        recommendation, most called first (one grouped query)."""
+        e = ExecutionRow
+        query = (
+            select(
+                e.tool,
+                func.count().label("calls"),
+                func.avg(e.reward).label("mean_reward"),
+                func.avg(cast(e.success, Float)).label("success_rate"),
+                func.sum(cast(e.explored, Integer)).label("explored"),
+            )
+            .where(e.namespace == namespace)
+            .group_by(e.tool)
+            .order_by(func.count().desc(), e.tool)
+        )
+        await self.flush()
+        async with self.engine.connect() as conn:
+            return [
+                ActionSummary(r.tool, r.calls, _float(r.mean_reward), float(r.success_rate), int(r.explored or 0))
+                for r in await conn.execute(query)
+            ]
 
     async def high_water(self, namespace: str = "default") -> tuple[int, int]:
         """The newest execution seq and rating id of a namespace (0 when there are none)."""
@@ -521,6 +546,10 @@ def _execution(row: Mapping[str, Any]) -> Execution:
 
 def _rating(row: Mapping[str, Any]) -> Rating:
     return Rating(row["execution_id"], row["rating"], row["comment"], row["created_at"], row["id"], row["instance"])
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _as_utc(value: datetime | str) -> datetime:

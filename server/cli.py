@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from toolwise.server.config import AppConfig, ConfigError, load_config
+from toolwise.server.admin import inspect_app, snapshot_app
+from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, setup_logging
 
 app = typer.Typer(
     name="toolwise",
@@ -18,27 +17,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "claude_desktop_config.example.json"
-ConfigOption = Annotated[
-    Path, typer.Option("--config", "-c", help="Config file in the Claude Desktop shape (mcpServers + toolwise).")
-]
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
-def config_or_exit(path: Path) -> AppConfig:
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        typer.echo(f"toolwise: invalid config: {exc}", err=True)
-        raise typer.Exit(2) from exc
+app.add_typer(snapshot_app, name="snapshot")
+app.add_typer(inspect_app, name="inspect")
 
 
 @app.command()
@@ -67,13 +47,17 @@ def demo(
     config: ConfigOption = EXAMPLE_CONFIG,
     calls: Annotated[int, typer.Option(help="How many tool calls the scripted agent makes.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="Record into this database (kept, e.g. for `toolwise inspect`) not a scratch one."),
+    ] = None,
 ) -> None:
     """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
     from toolwise.server.demo import run_demo
 
     setup_logging("warning")
     config_or_exit(config)
-    asyncio.run(run_demo(config, calls, seed))
+    asyncio.run(run_demo(config, calls, seed, database_url))
 
 
 def main() -> None:

@@ -105,7 +105,7 @@ async def top_pick(client: Client, query: str, session: str) -> str:
     return str(result.structured_content["recommendations"][0]["tool"])
 
 
-async def run_demo(config: Path, calls: int, seed: int) -> None:
+async def run_demo(config: Path, calls: int, seed: int, database_url: str | None = None) -> None:
     console = Console(stderr=False)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="toolwise-demo-") as tmp:
@@ -114,7 +114,7 @@ async def run_demo(config: Path, calls: int, seed: int) -> None:
         raw = json.loads(config.read_text())  # noqa: ASYNC240 - a small file, read once at start
         raw["toolwise"] = {
             **raw.get("toolwise", {}),
-            "database_url": f"sqlite+aiosqlite:///{folder / 'demo.db'}",
+            "database_url": database_url or f"sqlite+aiosqlite:///{folder / 'demo.db'}",
             "seed": seed,
         }
         demo_config = folder / "config.json"

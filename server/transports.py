@@ -6,6 +6,9 @@ import logging
 
 import uvicorn
 from mcp.server.stdio import stdio_server
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
 
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
@@ -23,10 +26,16 @@ async def serve_stdio(config: AppConfig) -> None:
 
 
 async def serve_http(config: AppConfig, host: str, port: int) -> None:
-    """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner)."""
+    """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner), Prometheus metrics at
+    /metrics."""
     async with Toolwise(config) as app:
         server = build_server(app)
         starlette = server.streamable_http_app(host=host)
+
+        async def metrics(request: Request) -> Response:
+            return Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+        starlette.add_route("/metrics", metrics, methods=["GET"])
         uv = uvicorn.Server(uvicorn.Config(starlette, host=host, port=port, log_config=None, lifespan="on"))
         log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
         await uv.serve()

@@ -7,6 +7,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,17 @@ import pytest
 from mcp import Client
 
 from tests.e2e.conftest import BIN, rows
+
+
+def scrape(url: str) -> str:
+    """The Prometheus page once both calls' deferred work has run (it runs after a short idle delay)."""
+    for _ in range(50):
+        with urllib.request.urlopen(url, timeout=5) as response:
+            page = response.read().decode()
+        if "toolwise_calls_total{" in page and "} 2.0" in page:
+            return page
+        time.sleep(0.05)
+    return page
 
 
 def free_port() -> int:
@@ -41,6 +54,10 @@ async def test_streamable_http_transport_serves_and_records(write_config: Callab
                 assert {"time__get_current_time", "recommend_tool"} <= names
                 result = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
                 assert not result.is_error and "toolwise/execution_id" in result.meta
+        metrics = await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/metrics")
+        assert 'toolwise_calls_total{outcome="success",tool="time__get_current_time"} 2.0' in metrics
+        assert 'toolwise_call_latency_seconds_count{tool="time__get_current_time"} 2.0' in metrics
+        assert "\ntoolwise_queue_depth " in metrics and "\ntoolwise_open_circuits 0.0" in metrics
     finally:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)

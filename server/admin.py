@@ -1,0 +1,403 @@
+"""`toolwise snapshot …` and `toolwise inspect …`: the admin's view of what was learned, from the
+database (and its newest snapshot) alone; no running server is needed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.records import Execution
+from toolwise.server import snapshots
+from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit
+from toolwise.server.config import Settings
+from toolwise.server.learning import LearningService
+
+console = Console()
+snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
+inspect_app = typer.Typer(help="What toolwise learned, from its database.", no_args_is_help=True)
+
+
+def run(config: Path, work: Callable[[Settings, FeedbackService], Awaitable[None]]) -> None:
+    settings = config_or_exit(config).toolwise
+
+    async def main() -> None:
+        async with FeedbackService(settings.database_url) as feedback:
+            await work(settings, feedback)
+
+    try:
+        asyncio.run(main())
+    except (snapshots.SnapshotError, ValueError) as exc:
+        console.print(f"[red]toolwise: {exc}[/red]")
+        raise typer.Exit(1) from exc
+
+
+def _fail(message: str) -> None:
+    raise ValueError(message)
+
+
+async def _current(settings: Settings, feedback: FeedbackService) -> LearningService:
+    """A learner in the state of the newest usable snapshot, with the log after it replayed."""
+    learning = LearningService(settings, feedback)
+    await learning.restore_latest()
+    return learning
+
+
+# -- snapshot ------------------------------------------------------------------------------------------
+
+
+@snapshot_app.command("dump")
+def snapshot_dump(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Snapshot file to write.")],
+    config: ConfigOption = EXAMPLE_CONFIG,
+    snapshot_id: Annotated[
+        int | None, typer.Option("--id", help="A stored snapshot (default: the current state).")
+    ] = None,
+    sign_key: Annotated[Path | None, typer.Option(help="Ed25519 private key (PEM): write OUTPUT.sig.")] = None,
+) -> None:
+    """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        if snapshot_id is None:
+            learning = await _current(settings, feedback)
+            record = learning.snapshot("manual")
+        else:
+            found = await feedback.get_snapshot(snapshot_id, namespace=settings.namespace)
+            record = found if found is not None else _fail(f"no snapshot {snapshot_id} in {settings.namespace!r}")  # type: ignore[assignment]
+        if sign_key is not None:
+            record = snapshots.sign(record, snapshots.load_private_key(sign_key))
+        snapshots.write_file(record, output)
+        signed = f", signature in {snapshots.signature_path(output)}" if record.signature else ""
+        console.print(
+            f"wrote {output}: version {record.version}, policy {record.policy}, {record.sample_count} samples, "
+            f"sha256 {record.sha256}{signed}"
+        )
+
+    run(config, work)
+
+
+@snapshot_app.command("restore")
+def snapshot_restore(
+    config: ConfigOption = EXAMPLE_CONFIG,
+    input_path: Annotated[Path | None, typer.Option("--input", "-i", help="Snapshot file to restore.")] = None,
+    previous: Annotated[
+        bool, typer.Option("--previous", help="Roll back to the snapshot before the current one.")
+    ] = False,
+    snapshot_id: Annotated[int | None, typer.Option("--id", help="A stored snapshot to restore.")] = None,
+    verify_key: Annotated[
+        Path | None, typer.Option(help="Ed25519 public key (PEM): the signature must verify.")
+    ] = None,
+) -> None:
+    """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
+    checksum, a bad signature or another major version is refused and nothing changes."""
+    from toolwise.server.tools import choose_snapshot
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        if verify_key is not None:
+            settings = settings.model_copy(update={"snapshot_verify_key": verify_key})
+        learning = LearningService(settings, feedback)
+        path = str(input_path) if input_path is not None else None
+        record = await choose_snapshot(learning, feedback, snapshot_id, path, previous)
+        adopted = await learning.adopt(record, "rollback" if previous else "restore")
+        console.print(
+            f"restored snapshot as #{adopted.id} ({adopted.source}): version {adopted.version}, "
+            f"{adopted.sample_count} samples, sha256 {adopted.sha256[:16]}…"
+        )
+
+    run(config, work)
+
+
+@snapshot_app.command("list")
+def snapshot_list(config: ConfigOption = EXAMPLE_CONFIG) -> None:
+    """The stored snapshots, newest first."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        table = Table("id", "created", "source", "version", "policy", "samples", "sha256", "signed")
+        for r in await feedback.list_snapshots(settings.namespace):
+            table.add_row(
+                str(r.id),
+                f"{r.created_at:%Y-%m-%d %H:%M:%S}",
+                r.source,
+                r.version,
+                r.policy,
+                str(r.sample_count),
+                r.sha256[:16],
+                "yes" if r.signature else "no",
+            )
+        console.print(table)
+
+    run(config, work)
+
+
+@snapshot_app.command("keygen")
+def snapshot_keygen(
+    private: Annotated[Path, typer.Option(help="Where to write the private key (PEM, mode 600).")],
+    public: Annotated[Path, typer.Option(help="Where to write the public key (PEM).")],
+) -> None:
+    """A new Ed25519 key pair for signing snapshots."""
+    snapshots.generate_keys(private, public)
+    console.print(f"wrote {private} and {public}")
+
+
+# -- inspect -------------------------------------------------------------------------------------------
+
+
+@inspect_app.command("qvalues")
+def inspect_qvalues(
+    config: ConfigOption = EXAMPLE_CONFIG,
+    tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+) -> None:
+    """Learned values (expected normalised reward, 0..1) per context seen in the log, best first."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        learning = await _current(settings, feedback)
+        recent = await feedback.get_recent_executions(2000, namespace=settings.namespace)
+        contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
+        for e in recent:
+            key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
+            entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
+            entry[3][e.tool] = entry[3].get(e.tool, 0) + 1
+        rows = []
+        for key, (query, previous, position, counts) in contexts.items():
+            for name, value, prior in learning.learner.estimates(query, previous, position):
+                if (tool is None or name == tool) and (tool is not None or name in counts):
+                    rows.append((value, key, query, previous, name, prior, counts.get(name, 0)))
+        rows.sort(key=lambda r: -r[0])
+        table = Table("context", "query", "previous tool", "tool", "Q", "prior", "calls", title="learned values")
+        for value, key, query, previous, name, prior, n in rows[:limit]:
+            table.add_row(key[:10], (query or "")[:40], previous or "-", name, f"{value:.3f}", f"{prior:.2f}", str(n))
+        console.print(table)
+        console.print(f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts")
+
+    run(config, work)
+
+
+async def _executions(feedback: FeedbackService, namespace: str, since: datetime | None = None) -> list[Execution]:
+    total = await feedback.count_executions(namespace)
+    found: list[Execution] = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("reading the execution log", total=total)
+        async for batch in feedback.iter_executions(namespace=namespace, since=since):
+            found.extend(batch)
+            progress.advance(task, len(batch))
+    return found
+
+
+def _trend(executions: list[Execution], buckets: int) -> list[tuple[datetime, int, float, float, float | None]]:
+    """(bucket start, calls, mean reward, success rate, exploration rate) per equal slice of time."""
+    if not executions:
+        return []
+    times = np.array([e.finished_at.timestamp() for e in executions])
+    edges = np.linspace(times.min(), times.max() + 1e-6, buckets + 1)
+    index = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, buckets - 1)
+    rewards = np.array([e.reward if e.reward is not None else np.nan for e in executions])
+    success = np.array([e.success for e in executions], dtype=np.float64)
+    explored = np.array([np.nan if e.explored is None else float(e.explored) for e in executions])
+    out = []
+    for b in range(buckets):
+        mask = index == b
+        if not mask.any():
+            continue
+        followed = explored[mask][~np.isnan(explored[mask])]
+        out.append(
+            (
+                datetime.fromtimestamp(edges[b], UTC),
+                int(mask.sum()),
+                float(np.nanmean(rewards[mask])),
+                float(success[mask].mean()),
+                float(followed.mean()) if len(followed) else None,
+            )
+        )
+    return out
+
+
+@inspect_app.command("progress")
+def inspect_progress(
+    config: ConfigOption = EXAMPLE_CONFIG,
+    hours: Annotated[float, typer.Option(help="How far back to look.")] = 24.0,
+    buckets: Annotated[int, typer.Option(help="Slices of time.")] = 12,
+) -> None:
+    """Reward trend: calls, mean reward, success and exploration rate per slice of the last HOURS."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        executions = await _executions(feedback, settings.namespace, utcnow() - timedelta(hours=hours))
+        table = Table("from", "calls", "mean reward", "success", "explored", title=f"last {hours:g} h")
+        for start, calls, reward, success, explored in _trend(executions, buckets):
+            rate = "-" if explored is None else f"{explored:.0%}"
+            table.add_row(f"{start:%Y-%m-%d %H:%M:%S}", str(calls), f"{reward:.2f}", f"{success:.0%}", rate)
+        console.print(table)
+        console.print(f"{len(executions)} executions")
+
+    run(config, work)
+
+
+@inspect_app.command("top-actions")
+def inspect_top_actions(
+    config: ConfigOption = EXAMPLE_CONFIG,
+    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+) -> None:
+    """Tools by use, with mean reward, success rate and how often they were tried by exploration."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        table = Table("tool", "calls", "mean reward", "success", "explored", title="top actions")
+        for a in (await feedback.action_summary(settings.namespace))[:limit]:
+            reward = "-" if a.mean_reward is None else f"{a.mean_reward:.2f}"
+            table.add_row(a.tool, str(a.calls), reward, f"{a.success_rate:.0%}", str(a.explored))
+        console.print(table)
+
+    run(config, work)
+
+
+@inspect_app.command("compare")
+def inspect_compare(ns1: str, ns2: str, config: ConfigOption = EXAMPLE_CONFIG) -> None:
+    """Two namespaces side by side: calls and mean reward per tool."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        left = {a.tool: a for a in await feedback.action_summary(ns1)}
+        right = {a.tool: a for a in await feedback.action_summary(ns2)}
+        table = Table("tool", f"{ns1} calls", f"{ns1} reward", f"{ns2} calls", f"{ns2} reward", "Δ reward")
+        for name in sorted(left.keys() | right.keys()):
+            a, b = left.get(name), right.get(name)
+            ra, rb = (a.mean_reward if a else None), (b.mean_reward if b else None)
+            delta = f"{rb - ra:+.2f}" if ra is not None and rb is not None else "-"
+            table.add_row(
+                name,
+                str(a.calls if a else 0),
+                "-" if ra is None else f"{ra:.2f}",
+                str(b.calls if b else 0),
+                "-" if rb is None else f"{rb:.2f}",
+                delta,
+            )
+        console.print(table)
+
+    run(config, work)
+
+
+@inspect_app.command("status")
+def inspect_status(config: ConfigOption = EXAMPLE_CONFIG) -> None:
+    """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        now = utcnow()
+        table = Table("instance", "host/pid", "state", "serving", "downstreams", "circuits", "calls", title="instances")
+        for i in await feedback.get_instances(settings.namespace):
+            s = i.status
+            age = (now - i.heartbeat_at).total_seconds()
+            state = f"stopped {i.stopped_at:%H:%M:%S}" if i.stopped_at else f"alive ({age:.0f}s ago)"
+            downstreams = ", ".join(f"{d['server']}: {d['state']}" for d in s.get("downstreams", []))
+            circuits = ", ".join(s.get("open_circuits", [])) or "all closed"
+            table.add_row(
+                i.id[:8],
+                f"{i.host}/{i.pid}",
+                state,
+                s.get("serving", "?"),
+                downstreams,
+                circuits,
+                str(s.get("calls", 0)),
+            )
+        console.print(table)
+        listed = await feedback.list_snapshots(settings.namespace)
+        newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
+        console.print(
+            f"namespace {settings.namespace!r}: policy {settings.policy}, "
+            f"{await feedback.count_executions(settings.namespace)} executions, newest snapshot {newest}"
+        )
+
+    run(config, work)
+
+
+@inspect_app.command("export")
+def inspect_export(
+    output: Annotated[Path, typer.Option("--output", "-o", help="JSON file to write.")],
+    config: ConfigOption = EXAMPLE_CONFIG,
+) -> None:
+    """Everything recorded in the namespace (executions, ratings, episodes, summaries) as JSON."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        ns = settings.namespace
+        executions = await _executions(feedback, ns)
+        ratings: list[dict[str, Any]] = []
+        async for events in feedback.iter_rating_events(namespace=ns):
+            ratings += [{**_plain(e.rating), "previous": e.previous} for e in events]
+        document = {
+            "namespace": ns,
+            "exported_at": utcnow().isoformat(),
+            "executions": [_plain(e) for e in executions],
+            "ratings": ratings,
+            "episodes": [_plain(e) for e in await feedback.get_episodes(namespace=ns, limit=1_000_000)],
+            "actions": [_plain(a) for a in await feedback.action_summary(ns)],
+            "snapshots": [_plain(s) for s in await feedback.list_snapshots(ns)],
+        }
+        output.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
+        console.print(f"wrote {output}: {len(executions)} executions, {len(ratings)} ratings")
+
+    run(config, work)
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    return {k: getattr(record, k) for k in record.__slots__ if k not in ("payload", "signature")}
+
+
+@inspect_app.command("plot")
+def inspect_plot(
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")],
+    config: ConfigOption = EXAMPLE_CONFIG,
+    window: Annotated[int, typer.Option(help="Moving-average window (calls).")] = 50,
+) -> None:
+    """Learning curves as a picture: moving average reward, success rate and exploration rate."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        console.print("[red]toolwise: plotting needs matplotlib: pip install 'toolwise[plot]'[/red]")
+        raise typer.Exit(1) from exc
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        executions = await _executions(feedback, settings.namespace)
+        if not executions:
+            _fail(f"no executions in namespace {settings.namespace!r} to plot")
+        x = np.arange(1, len(executions) + 1)
+        reward = np.array([e.reward if e.reward is not None else np.nan for e in executions])
+        success = np.array([e.success for e in executions], dtype=np.float64)
+        explored = np.array([np.nan if e.explored is None else float(e.explored) for e in executions])
+        fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+        for ax, values, label in (
+            (axes[0], reward, "reward"),
+            (axes[1], success, "success rate"),
+            (axes[2], explored, "exploration rate"),
+        ):
+            ax.plot(x, _moving(values, window), linewidth=1.5)
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+        axes[0].set_title(f"toolwise learning curves — {settings.namespace} (moving average of {window} calls)")
+        axes[2].set_xlabel("calls")
+        fig.tight_layout()
+        fig.savefig(output, dpi=100)
+        plt.close(fig)
+        console.print(f"wrote {output}: {len(executions)} calls")
+
+    run(config, work)
+
+
+def _moving(values: np.ndarray, window: int) -> np.ndarray:
+    """Moving average ignoring NaN (calls with no value), NaN until a value exists."""
+    valid = ~np.isnan(values)
+    sums = np.cumsum(np.where(valid, values, 0.0))
+    counts = np.cumsum(valid)
+    sums[window:] = sums[window:] - sums[:-window]
+    counts[window:] = counts[window:] - counts[:-window]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)

@@ -1,0 +1,300 @@
+"""Learned state that lasts and travels: snapshots, restarts, the shared log, shadow mode, shields.
+
+In-process against a real SQLite file (and a real PostgreSQL server when TOOLWISE_TEST_PG_URL is
+set): the LearningService as the server runs it, without the MCP surface."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.migrate import head, revision
+from toolwise.server import snapshots
+from toolwise.server.config import Settings
+from toolwise.server.learning import CallOutcome, LearningService
+from toolwise.server.watermark import Watermark
+
+TOOLS = [
+    types.Tool(name="git__git_status", description="Shows the working tree status", input_schema={"type": "object"}),
+    types.Tool(name="git__git_log", description="Shows the commit logs", input_schema={"type": "object"}),
+    types.Tool(name="git__git_diff", description="Shows differences between commits", input_schema={"type": "object"}),
+    types.Tool(
+        name="time__get_current_time", description="Current time in a timezone", input_schema={"type": "object"}
+    ),
+]
+QUERIES = ["what changed in my repo", "show the history of commits", "what time is it in Tokyo"]
+PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
+
+
+def settings(url: str, **overrides: Any) -> Settings:
+    return Settings(database_url=url, seed=5, sync_interval_s=0, **overrides)
+
+
+async def service(url: str, **overrides: Any) -> tuple[FeedbackService, LearningService]:
+    feedback = FeedbackService(url, flush_interval_ms=1)
+    await feedback.start()
+    learning = LearningService(settings(url, **overrides), feedback)
+    learning.set_tools(TOOLS)
+    return feedback, learning
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+
+
+async def call(learning: LearningService, session_id: str, query: str, tool: str, ok: bool = True) -> str:
+    session = learning.sessions.get(session_id)
+    learning.recommend(session, query, 3, None)
+    execution_id = learning.record(
+        session,
+        tool=tool,
+        server=tool.split("__", maxsplit=1)[0],
+        arguments=None,
+        outcome=CallOutcome(ok, None if ok else "ToolError", None if ok else "boom", 10),
+        started_at=utcnow(),
+        latency_s=0.02,
+    )
+    await learning.drain()
+    return execution_id
+
+
+async def teach(learning: LearningService, rounds: int = 12, prefix: str = "s") -> None:
+    """A user who wants git_log for history questions and rates it well (and other picks badly)."""
+    for i in range(rounds):
+        session = f"{prefix}{i}"
+        await call(learning, session, QUERIES[1], "git__git_log")
+        await learning.rate(learning.sessions.get(session), 5, None, "git__git_log", None)
+        await call(learning, session, QUERIES[0], "git__git_status")
+        await call(learning, session, QUERIES[0], "git__git_diff", ok=i % 3 != 0)
+        await learning.rate(learning.sessions.get(session), 2, None, "git__git_diff", None)
+
+
+def ranking(learning: LearningService, query: str) -> list[tuple[str, float]]:
+    decision = learning.learner.recommend(query, learning.rng, top_k=4)
+    return [(r.tool, round(r.score, 9)) for r in decision.ranked]
+
+
+async def test_restart_keeps_recommendations_identical(url: str) -> None:
+    feedback, first = await service(url)
+    await teach(first)
+    await first.save_snapshot("shutdown")
+    rng_state = first.rng.bit_generator.state
+    before = [ranking(first, q) for q in QUERIES]
+    await feedback.aclose()
+
+    feedback, second = await service(url)
+    report = await second.restore_latest()
+    assert "snapshot 1" in report and "+ 0 log entries replayed" in report
+    assert second.rng.bit_generator.state == rng_state  # the rng goes on where it stopped
+    assert [ranking(second, q) for q in QUERIES] == before
+    await feedback.aclose()
+
+
+async def test_after_a_crash_the_log_after_the_newest_snapshot_is_replayed(url: str) -> None:
+    feedback, first = await service(url)
+    await teach(first, rounds=4, prefix="early")
+    await first.save_snapshot("periodic")
+    at_snapshot = first.learner.updates
+    await teach(first, rounds=5, prefix="late")  # never snapshotted: the "crash" loses only memory
+    await feedback.flush()
+    learned = first.learner.updates
+    await feedback.aclose()
+
+    feedback, second = await service(url)
+    report = await second.restore_latest()
+    assert second.learner.updates == learned > at_snapshot
+    assert f"+ {learned - at_snapshot} log entries replayed" in report
+    await feedback.aclose()
+
+
+async def test_without_any_snapshot_the_whole_log_is_replayed(url: str) -> None:
+    feedback, first = await service(url)
+    await teach(first, rounds=6)
+    learned = first.learner.updates
+    await feedback.aclose()
+    feedback, second = await service(url)
+    await second.restore_latest()
+    assert second.learner.updates == learned
+    await feedback.aclose()
+
+
+async def test_snapshot_file_round_trip_and_refusals(url: str, tmp_path: Path) -> None:
+    feedback, learning = await service(url)
+    await teach(learning, rounds=3)
+    private, public = tmp_path / "key.pem", tmp_path / "key.pub"
+    snapshots.generate_keys(private, public)
+    record = snapshots.sign(learning.snapshot("manual"), snapshots.load_private_key(private))
+    path = tmp_path / "state.snapshot"
+    snapshots.write_file(record, path)
+    loaded = snapshots.read_file(path)
+    snapshots.verify(loaded, snapshots.load_public_key(public))
+    assert loaded.payload == record.payload and loaded.sha256 == snapshots.checksum(record.payload)
+
+    before = ranking(learning, QUERIES[1])
+    updates = learning.learner.updates
+    other_private, other_public = tmp_path / "other.pem", tmp_path / "other.pub"
+    snapshots.generate_keys(other_private, other_public)
+    tampered = replace(loaded, payload=loaded.payload[:-1] + bytes([loaded.payload[-1] ^ 1]))
+    refusals = {
+        "checksum mismatch": tampered,
+        "does not verify": loaded,  # checked with the wrong key below
+        "major 2": replace(loaded, version="2.0.0"),
+    }
+    learning.verify_key = snapshots.load_public_key(other_public)
+    for reason, bad in refusals.items():
+        with pytest.raises(snapshots.SnapshotError, match=reason):
+            await learning.adopt(bad, "restore")
+        assert learning.learner.updates == updates and ranking(learning, QUERIES[1]) == before
+    assert len(await feedback.list_snapshots()) == 0  # nothing stored by a refused restore
+
+    learning.verify_key = snapshots.load_public_key(public)
+    fresh_feedback, fresh = await service(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}")
+    fresh.verify_key = learning.verify_key
+    await fresh.adopt(loaded, "restore")
+    assert ranking(fresh, QUERIES[1]) == before
+    await fresh_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_rollback_goes_back_one_snapshot_at_a_time(url: str) -> None:
+    from toolwise.server.tools import choose_snapshot
+
+    feedback, learning = await service(url)
+    samples = []
+    for i in range(3):
+        await teach(learning, rounds=2, prefix=f"r{i}-")
+        samples.append((await learning.save_snapshot("periodic")).sample_count)
+    first = await learning.adopt(await choose_snapshot(learning, feedback, None, None, True), "rollback")
+    assert first.sample_count == samples[1] and learning.learner.updates == samples[1]
+    second = await learning.adopt(await choose_snapshot(learning, feedback, None, None, True), "rollback")
+    assert second.sample_count == samples[0] and learning.learner.updates == samples[0]
+    await feedback.aclose()
+
+
+async def test_snapshots_beyond_keep_are_dropped(url: str) -> None:
+    feedback, learning = await service(url, snapshot_keep=2)
+    for _ in range(4):
+        await learning.save_snapshot("periodic")
+    assert [s.id for s in await feedback.list_snapshots()] == [4, 3]
+    await feedback.aclose()
+
+
+async def test_shadow_mode_serves_the_lexical_baseline_while_learning(url: str) -> None:
+    feedback, shadow = await service(url, shadow=True)
+    baseline = shadow.learner.recommend(QUERIES[1], shadow.rng, baseline=True, top_k=4)
+    await teach(shadow, rounds=10)
+    assert shadow.learner.updates > 0 and shadow.serving == "baseline (shadow mode)"
+    served = shadow.recommend(shadow.sessions.get("x"), QUERIES[1], 4, None)
+    assert served.policy == "baseline" and not served.explored
+    assert [r.tool for r in served.ranked] == [r.tool for r in baseline.ranked]
+    await feedback.aclose()
+
+
+async def test_shields_drop_a_failing_tool_from_recommendations(url: str) -> None:
+    feedback, learning = await service(url, shield_min_calls=3, shield_failure_rate=0.5)
+    for i in range(4):
+        await call(learning, f"f{i}", QUERIES[0], "git__git_diff", ok=False)
+    assert "git__git_diff" in learning.shields.blocked(0.0)
+    tools = [r.tool for r in learning.recommend(learning.sessions.get("y"), "show differences", 4, None).ranked]
+    assert "git__git_diff" not in tools and tools
+    only = learning.recommend(learning.sessions.get("y"), "show differences", 4, ["git__git_diff"])
+    assert only.chosen == "git__git_diff"  # asked for by name and nothing else: still answered
+    await feedback.aclose()
+
+
+async def test_capability_flags_turn_learning_parts_off(url: str) -> None:
+    feedback, learning = await service(url, learning=False)
+    await teach(learning, rounds=2)
+    assert learning.learner.updates == 0 and await feedback.count_executions() == 6
+    await feedback.aclose()
+    feedback, learning = await service(url, sequences=False, policy="ucb", replay=False)
+    await teach(learning, rounds=4)
+    assert learning.learner.updates > 0 and len(learning.learner.replay) == 0
+    assert learning.learner.recommend_next(["git__git_log"]) == [] and not learning.learner.sequences.table
+    await feedback.aclose()
+
+
+def test_watermark_waits_for_late_commits_then_steps_over_holes() -> None:
+    mark = Watermark()
+    for n in (1, 2, 4, 5):
+        mark.add(n)
+    mark.advance(now=0.0, grace_s=10)
+    assert mark.floor == 2 and mark.fresh(3) and not mark.fresh(4)
+    mark.advance(now=5.0, grace_s=10)
+    assert mark.floor == 2  # 3 may still commit
+    mark.add(3)
+    mark.advance(now=6.0, grace_s=10)
+    assert mark.floor == 5 and not mark.seen
+    mark.add(8)
+    mark.advance(now=7.0, grace_s=10)
+    mark.advance(now=17.5, grace_s=10)
+    assert mark.floor == 8  # 6 and 7 were rolled back
+
+
+async def test_a_database_made_before_migrations_is_stamped_and_upgraded(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:  # the schema as `create_all` made it before Alembic
+        conn.executescript(
+            """
+            CREATE TABLE executions (seq INTEGER PRIMARY KEY, id VARCHAR(36) UNIQUE NOT NULL,
+              namespace VARCHAR(64) NOT NULL, session_id VARCHAR(128) NOT NULL, tool VARCHAR(128) NOT NULL,
+              server VARCHAR(128) NOT NULL, argument_digest VARCHAR(64) NOT NULL, arguments JSON,
+              context_hash VARCHAR(64), query TEXT, previous_tool VARCHAR(128), position INTEGER NOT NULL,
+              decision_id VARCHAR(36), propensity FLOAT, success BOOLEAN NOT NULL, error_type VARCHAR(128),
+              error_message TEXT, latency_ms FLOAT NOT NULL, result_size INTEGER NOT NULL, reward FLOAT,
+              started_at DATETIME NOT NULL, finished_at DATETIME NOT NULL);
+            CREATE TABLE ratings (id INTEGER PRIMARY KEY, execution_id VARCHAR(36) NOT NULL REFERENCES executions(id),
+              rating INTEGER NOT NULL, comment TEXT, created_at DATETIME NOT NULL);
+            CREATE TABLE episodes (id VARCHAR(36) PRIMARY KEY, namespace VARCHAR(64) NOT NULL,
+              session_id VARCHAR(128) NOT NULL, tools JSON NOT NULL, total_reward FLOAT NOT NULL,
+              outcome VARCHAR(16) NOT NULL, started_at DATETIME NOT NULL, ended_at DATETIME NOT NULL);
+            INSERT INTO executions VALUES (1, 'e1', 'default', 's', 'git__git_log', 'git', 'd', NULL, NULL,
+              'history', NULL, 0, NULL, NULL, 1, NULL, NULL, 12.0, 0, 10.0,
+              '2026-01-01 00:00:00', '2026-01-01 00:00:01');
+            """
+        )
+    url = f"sqlite+aiosqlite:///{db}"
+    feedback, learning = await service(url)
+    assert await revision(feedback.engine) == head()
+    await learning.restore_latest()
+    assert learning.learner.updates == 1  # the old log is learned from
+    [old] = await feedback.get_recent_executions()
+    assert old.id == "e1" and old.instance is None
+    await feedback.aclose()
+
+
+@pytest.fixture
+async def pg_namespace() -> AsyncIterator[str]:
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    yield f"test-{uuid.uuid4().hex[:8]}"
+
+
+async def test_two_instances_on_postgresql_learn_together(pg_namespace: str) -> None:
+    assert PG_URL
+    feedback_a, a = await service(PG_URL, namespace=pg_namespace)
+    feedback_b, b = await service(PG_URL, namespace=pg_namespace)
+    await a.restore_latest()
+    await b.restore_latest()
+    await teach(a, rounds=8)
+    await feedback_a.flush()
+    learned = await b.sync()
+    assert learned == a.learner.updates  # every execution and rating of A, once
+    assert await b.sync() == 0
+    assert b.learner.sequences.state_dict()["ngrams"] == a.learner.sequences.state_dict()["ngrams"]
+    await teach(b, rounds=2, prefix="from-b")
+    await feedback_b.flush()
+    assert await a.sync() == b.learner.updates - learned
+    assert a.learner.updates == b.learner.updates
+    await feedback_a.aclose()
+    await feedback_b.aclose()
