@@ -297,16 +297,7 @@ class LearningService:
         event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
         self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
         execution = event.execution
-        step = Step(
-            execution.tool,
-            execution.success,
-            execution.latency_ms / 1000,
-            query=execution.query,
-            previous_tool=execution.previous_tool,
-            session_length=execution.position,
-            history=self._history_before(session, execution),
-            rating=rating,
-        )
+        step = self._step_of(execution, self._history_before(session, execution), rating)
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
         if self.settings.learning:
             reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
@@ -319,11 +310,11 @@ class LearningService:
         return execution, reward
 
     @staticmethod
-    def _history_before(session: Session, execution: Execution) -> tuple[str, ...]:
-        """The tools called just before `execution` in its session (two when still known, else one)."""
+    def _history_before(session: Session, execution: Execution) -> list[str]:
+        """The tools called before `execution` in its session, when this session still knows them."""
         if execution.session_id == session.id and execution.position <= len(session.calls):
-            return tuple(session.tools[: execution.position][-2:])
-        return (execution.previous_tool,) if execution.previous_tool else ()
+            return session.tools[: execution.position]
+        return []
 
     async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
         if outcome not in OUTCOMES:
@@ -391,6 +382,7 @@ class LearningService:
         return before
 
     def _step_of(self, execution: Execution, history: list[str], rating: int | None = None) -> Step:
+        """The learner's view of a recorded execution; `history` falls back to the previous tool."""
         if not history and execution.previous_tool:
             history = [execution.previous_tool]
         return Step(
