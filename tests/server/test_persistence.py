@@ -10,6 +10,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +299,23 @@ async def test_two_instances_on_postgresql_learn_together(pg_namespace: str) -> 
     assert a.learner.updates == b.learner.updates
     await feedback_a.aclose()
     await feedback_b.aclose()
+
+
+async def test_retention_prunes_only_what_a_snapshot_holds_and_loses_nothing_learned(url: str) -> None:
+    feedback, learning = await service(url)
+    await teach(learning, rounds=4, prefix="old")
+    await feedback.flush()
+    await learning.sync()  # own rows seen in the log: the snapshot's watermark covers them
+    snapshot = await learning.save_snapshot("periodic")
+    await teach(learning, rounds=2, prefix="new")
+    learned = learning.learner.updates
+    floor = snapshot.covered["executions"]["floor"]
+    assert floor == 12
+    deleted = await feedback.prune(utcnow() + timedelta(seconds=1), max_seq=floor, batch=5)
+    assert deleted == 12 and await feedback.count_executions() == 6
+    await feedback.aclose()
+
+    feedback, restarted = await service(url)
+    await restarted.restore_latest()
+    assert restarted.learner.updates == learned  # the pruned part lives on in the snapshot
+    await feedback.aclose()
