@@ -22,6 +22,7 @@ from toolwise.server import snapshots
 from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService
+from toolwise.server.tools import choose_snapshot
 
 console = Console()
 snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
@@ -40,10 +41,6 @@ def run(config: Path, work: Callable[[Settings, FeedbackService], Awaitable[None
     except (snapshots.SnapshotError, ValueError) as exc:
         console.print(f"[red]toolwise: {exc}[/red]")
         raise typer.Exit(1) from exc
-
-
-def _fail(message: str) -> None:
-    raise ValueError(message)
 
 
 async def _current(settings: Settings, feedback: FeedbackService) -> LearningService:
@@ -73,7 +70,9 @@ def snapshot_dump(
             record = learning.snapshot("manual")
         else:
             found = await feedback.get_snapshot(snapshot_id, namespace=settings.namespace)
-            record = found if found is not None else _fail(f"no snapshot {snapshot_id} in {settings.namespace!r}")  # type: ignore[assignment]
+            if found is None:
+                raise ValueError(f"no snapshot {snapshot_id} in namespace {settings.namespace!r}")
+            record = found
         if sign_key is not None:
             record = snapshots.sign(record, snapshots.load_private_key(sign_key))
         snapshots.write_file(record, output)
@@ -100,7 +99,6 @@ def snapshot_restore(
 ) -> None:
     """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
     checksum, a bad signature or another major version is refused and nothing changes."""
-    from toolwise.server.tools import choose_snapshot
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if verify_key is not None:
@@ -368,7 +366,7 @@ def inspect_plot(
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         executions = await _executions(feedback, settings.namespace)
         if not executions:
-            _fail(f"no executions in namespace {settings.namespace!r} to plot")
+            raise ValueError(f"no executions in namespace {settings.namespace!r} to plot")
         x = np.arange(1, len(executions) + 1)
         reward = np.array([e.reward if e.reward is not None else np.nan for e in executions])
         success = np.array([e.success for e in executions], dtype=np.float64)

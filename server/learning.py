@@ -356,11 +356,11 @@ class LearningService:
         rmark = self.ratings_mark
         async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
-                rating_id = event.rating.id
-                if not rmark.fresh(rating_id) or event.rating.instance == self.instance_id:  # type: ignore[arg-type]
-                    rmark.add(rating_id)  # type: ignore[arg-type]
+                if not rmark.fresh(event.rating.id):  # type: ignore[arg-type]
                     continue
-                rmark.add(rating_id)  # type: ignore[arg-type]
+                rmark.add(event.rating.id)  # type: ignore[arg-type]
+                if event.rating.instance == self.instance_id:  # learned live by `rate`
+                    continue
                 self._learn_logged_rating(event)
                 learned += 1
         now = time.monotonic()

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -140,7 +141,7 @@ def generate_keys(private_path: Path, public_path: Path) -> None:
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
-    key = _load(path, serialization.load_pem_private_key, password=None)
+    key = _load(path, lambda data: serialization.load_pem_private_key(data, password=None))
     if not isinstance(key, Ed25519PrivateKey):
         raise SnapshotError(f"{path}: not an Ed25519 private key")
     return key
@@ -153,9 +154,9 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-def _load(path: Path, loader, **kwargs):  # type: ignore[no-untyped-def]
+def _load(path: Path, loader: Callable[[bytes], object]) -> object:
     try:
-        return loader(path.read_bytes(), **kwargs)
+        return loader(path.read_bytes())
     except FileNotFoundError:
         raise SnapshotError(f"{path}: no such key file") from None
     except (ValueError, TypeError) as exc:

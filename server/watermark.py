@@ -30,6 +30,7 @@ class Watermark:
             following = self.floor + 1
             if following in self.seen:
                 self.seen.remove(following)
+                self._hole_since.pop(following, None)  # a hole that a late commit filled
                 self.floor = following
                 continue
             since = self._hole_since.setdefault(following, now)
