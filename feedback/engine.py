@@ -1,13 +1,24 @@
-"""Engine creation: the database URL decides the backend; SQLite gets WAL and a busy timeout."""
+"""Engine creation: the database URL decides the backend; SQLite gets WAL and a busy timeout.
+
+On an SQLite file, the group-commit writer gets its own `BatchWriter`: a sync engine on one dedicated
+thread, so a batch costs the event loop one thread hop. Through aiosqlite every statement of a
+transaction (begin, execute, commit, the pool's reset) is a hop of its own, each waking the loop and
+switching greenlets: four times the event-loop work per commit, and that work sits between proxied
+calls (bench/overhead.py). PostgreSQL (asyncpg) is natively async and keeps the async engine.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import platformdirs
-from sqlalchemy import event
+import sqlalchemy
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -36,15 +47,20 @@ def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "
     """An async engine for `url`. On SQLite: WAL journal (readers never block the writer) and
     `synchronous` FULL by default, so a committed batch survives power loss; group commit pays
     one fsync per batch rather than per record."""
-    if synchronous not in ("OFF", "NORMAL", "FULL"):
-        raise ValueError(f"synchronous must be OFF, NORMAL or FULL, got {synchronous!r}")
     path = sqlite_path(url)
     if path is None:
         return create_async_engine(url, pool_pre_ping=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
+    _sqlite_pragmas(engine.sync_engine, synchronous)
+    return engine
 
-    @event.listens_for(engine.sync_engine, "connect")
+
+def _sqlite_pragmas(engine: Engine, synchronous: str) -> None:
+    if synchronous not in ("OFF", "NORMAL", "FULL"):
+        raise ValueError(f"synchronous must be OFF, NORMAL or FULL, got {synchronous!r}")
+
+    @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -52,4 +68,26 @@ def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    return engine
+
+class BatchWriter:
+    """Executes one statement with many parameter rows, in its own transaction, on a sync SQLite
+    engine owned by one thread (the group-commit writer keeps one batch in flight at a time)."""
+
+    def __init__(self, url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL") -> None:
+        self.engine = sqlalchemy.create_engine(
+            make_url(url).set(drivername="sqlite"),
+            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        )
+        _sqlite_pragmas(self.engine, synchronous)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="toolwise-sqlite-writer")
+
+    async def execute(self, sql: str, params: Sequence[Any]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._execute, sql, params)
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(sql, params)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)
+        self._thread.shutdown()

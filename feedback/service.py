@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact
 from toolwise.feedback.bulk import CompiledInsert
-from toolwise.feedback.engine import create_engine, data_dir, default_database_url, sqlite_path
+from toolwise.feedback.engine import BatchWriter, create_engine, data_dir, default_database_url, sqlite_path
 from toolwise.feedback.errors import (
     InvalidOutcomeError,
     InvalidRatingError,
@@ -79,6 +79,7 @@ class FeedbackService:
         folder = db_file.parent if db_file else data_dir()
         self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
         self._engine: AsyncEngine | None = None
+        self._batches: BatchWriter | None = None  # SQLite files: the executions' own writing thread
         self._writer: GroupCommitWriter[Execution, list[Any]] | None = None
         self._insert: CompiledInsert | None = None
 
@@ -87,6 +88,8 @@ class FeedbackService:
     async def start(self) -> None:
         self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
         await upgrade(self._engine)
+        if sqlite_path(self.url) is not None:
+            self._batches = BatchWriter(self.url, **self._engine_options)  # type: ignore[arg-type]
         self._insert = CompiledInsert(ExecutionRow.__table__, _EXECUTION_COLUMNS, self._engine.dialect)
         self._writer = GroupCommitWriter(self._rows, self._insert_rows, self._dead_letter, **self._writer_options)
         self._writer.start()
@@ -96,9 +99,11 @@ class FeedbackService:
         """Write everything queued, then release the database."""
         if self._writer is not None:
             await self._writer.aclose()
+        if self._batches is not None:
+            await self._batches.aclose()
         if self._engine is not None:
             await self._engine.dispose()
-        self._engine = self._writer = None
+        self._engine = self._writer = self._batches = None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -176,6 +181,9 @@ class FeedbackService:
     async def _insert_rows(self, params: list[Any]) -> None:
         if self._insert is None:
             raise ServiceNotStartedError
+        if self._batches is not None:
+            await self._batches.execute(self._insert.sql, params)
+            return
         async with self.engine.begin() as conn:
             await conn.exec_driver_sql(self._insert.sql, params)
 

@@ -2,7 +2,7 @@
 stop sending calls to a downstream that keeps failing (a circuit breaker).
 
 Both work on recent observations only, kept in memory: a bounded window per tool, a consecutive
-failure count per downstream. Deciding is a set lookup; the work happens when a call is recorded.
+failure count per downstream. Deciding is a set lookup; the (constant) work happens when a call is recorded.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
-
-import numpy as np
 
 CircuitState = Literal["closed", "open", "half-open"]
 
@@ -59,17 +57,44 @@ class Budget:
     retry_after_s: float = 60.0  # a dropped tool is given another chance (its window forgotten) after this
 
 
+@dataclass(slots=True)
+class _Window:
+    """A tool's latest calls, with their failures counted as they come and go (O(1) per call)."""
+
+    size: int
+    calls: deque[tuple[bool, float]] = field(default_factory=deque)
+    failures: int = 0
+
+    def add(self, success: bool, latency_ms: float) -> None:
+        if len(self.calls) == self.size:
+            self.failures -= not self.calls.popleft()[0]
+        self.calls.append((success, latency_ms))
+        self.failures += not success
+
+    def clear(self) -> None:
+        self.calls.clear()
+        self.failures = 0
+
+    def p95_ms(self) -> float:
+        """95th percentile latency, interpolated linearly between ranks (as numpy's default)."""
+        ranked = sorted(latency for _, latency in self.calls)
+        k = (len(ranked) - 1) * 0.95
+        low = int(k)
+        high = min(low + 1, len(ranked) - 1)
+        return ranked[low] + (ranked[high] - ranked[low]) * (k - low)
+
+
 @dataclass
 class Shields:
     budget: Budget
-    _recent: dict[str, deque[tuple[bool, float]]] = field(default_factory=dict)
+    _recent: dict[str, _Window] = field(default_factory=dict)
     _blocked: dict[str, tuple[str, float]] = field(default_factory=dict)  # tool → (why, since)
 
     def observe(self, tool: str, success: bool, latency_ms: float, now: float) -> None:
         window = self._recent.get(tool)
         if window is None:
-            window = self._recent[tool] = deque(maxlen=self.budget.window)
-        window.append((success, latency_ms))
+            window = self._recent[tool] = _Window(self.budget.window)
+        window.add(success, latency_ms)
         reason = self._breach(window)
         if reason is None:
             self._blocked.pop(tool, None)
@@ -84,16 +109,15 @@ class Shields:
                 self._recent[tool].clear()
         return {tool: why for tool, (why, _) in self._blocked.items()}
 
-    def _breach(self, window: deque[tuple[bool, float]]) -> str | None:
-        if len(window) < self.budget.min_calls:
+    def _breach(self, window: _Window) -> str | None:
+        calls = len(window.calls)
+        if calls < self.budget.min_calls:
             return None
-        outcomes = np.array(window, dtype=np.float64)
-        failure_rate = 1.0 - float(outcomes[:, 0].mean())
+        failure_rate = window.failures / calls
         limit = self.budget.max_failure_rate
         if limit is not None and failure_rate > limit:
-            return f"failure rate {failure_rate:.0%} over the last {len(window)} calls (budget {limit:.0%})"
-        p95 = float(np.percentile(outcomes[:, 1], 95))
+            return f"failure rate {failure_rate:.0%} over the last {calls} calls (budget {limit:.0%})"
         slow = self.budget.max_p95_latency_ms
-        if slow is not None and p95 > slow:
-            return f"p95 latency {p95:.0f} ms over the last {len(window)} calls (budget {slow:.0f} ms)"
+        if slow is not None and (p95 := window.p95_ms()) > slow:
+            return f"p95 latency {p95:.0f} ms over the last {calls} calls (budget {slow:.0f} ms)"
         return None

@@ -22,6 +22,7 @@ from toolwise.feedback.migrate import head, revision
 from toolwise.server import snapshots
 from toolwise.server.config import Settings
 from toolwise.server.learning import CallOutcome, LearningService
+from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Watermark
 
 TOOLS = [
@@ -211,6 +212,19 @@ async def test_shields_drop_a_failing_tool_from_recommendations(url: str) -> Non
     only = learning.recommend(learning.sessions.get("y"), "show differences", 4, ["git__git_diff"])
     assert only.chosen == "git__git_diff"  # asked for by name and nothing else: still answered
     await feedback.aclose()
+
+
+def test_shield_windows_slide_and_judge_p95_latency() -> None:
+    shields = Shields(Budget(max_failure_rate=0.5, max_p95_latency_ms=100.0, window=4, min_calls=4))
+    for ok in (False, False, False, True):
+        shields.observe("a", ok, 10.0, now=0.0)
+    assert shields.blocked(0.0)["a"] == "failure rate 75% over the last 4 calls (budget 50%)"
+    for _ in range(2):
+        shields.observe("a", True, 10.0, now=1.0)
+    assert "a" not in shields.blocked(1.0), "old failures slid out of the window: 1 in the last 4"
+    for latency in (20.0, 30.0, 40.0, 200.0):
+        shields.observe("b", True, latency, now=2.0)
+    assert shields.blocked(2.0)["b"] == "p95 latency 176 ms over the last 4 calls (budget 100 ms)"
 
 
 async def test_capability_flags_turn_learning_parts_off(url: str) -> None:
