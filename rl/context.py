@@ -52,6 +52,9 @@ DEFAULT_DOMAIN_KEYWORDS = [
 ]
 
 
+LAST_EXACT_POSITION = 9  # session positions up to this one are features of their own; later ones share it
+
+
 @dataclass(slots=True)
 class Context:
     """`indices`/`values` are the non-zero entries of the d-dimensional feature vector."""
@@ -89,7 +92,7 @@ class ContextEncoder:
     length_bucket_size: int = 5
     memo_size: int = 4096
     _domain: frozenset[str] = field(init=False, repr=False, compare=False)
-    _contexts: dict[tuple[str | None, str | None, int], Context] = field(init=False, repr=False, compare=False)
+    _contexts: dict[tuple[str | None, str | None, int, int], Context] = field(init=False, repr=False, compare=False)
     _words: dict[str, tuple[int, float]] = field(init=False, repr=False, compare=False)
     _fixed: dict[tuple[str | None, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = field(
         init=False, repr=False, compare=False
@@ -110,8 +113,14 @@ class ContextEncoder:
             object.__setattr__(self, name, value)
 
     def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
-        """The context of a decision (memoised; the arrays of a memoised context are read-only)."""
-        key = (query, previous_tool, session_length)
+        """The context of a decision (memoised; the arrays of a memoised context are read-only). Keyed by
+        what the context depends on: lengths in one bucket past the exact positions share one entry."""
+        key = (
+            query,
+            previous_tool,
+            session_length // self.length_bucket_size,
+            min(session_length, LAST_EXACT_POSITION),
+        )
         context = self._contexts.get(key)
         if context is None:
             if len(self._contexts) >= self.memo_size:
@@ -154,7 +163,7 @@ class ContextEncoder:
                 slot = words[token] = _slot(f"w={token}", self.dim)
             index_of.append(slot[0])
             sign_of.append(slot[1])
-        position = min(length, 9)
+        position = min(length, LAST_EXACT_POSITION)
         fixed = fixed_slots.get((previous_tool, bucket, position))
         if fixed is None:
             if len(fixed_slots) >= self.memo_size:

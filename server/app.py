@@ -218,9 +218,6 @@ def _meta_dict(meta: Any) -> dict[str, Any] | None:
     return meta.model_dump(by_alias=True, exclude_none=True)
 
 
-HANDOFF_TURNS = 3  # event-loop turns for a request to reach the downstream's transport (see forward)
-
-
 def build_server(app: Toolwise) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -266,19 +263,10 @@ def build_server(app: Toolwise) -> Server[Any]:
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
-        call = asyncio.ensure_future(app.catalogue.call(route, arguments))
         try:
-            if app.learning.pending:
-                # Earlier calls' recording and learning run while this one waits for its downstream:
-                # first a few loop turns to hand the request to the downstream's transport.
-                for _ in range(HANDOFF_TURNS):
-                    await asyncio.sleep(0)
-                await app.learning.drain()
-            result = await call
+            result = await app.catalogue.call(route, arguments)
         except DownstreamError as exc:
             error = exc
-        finally:
-            call.cancel()  # a no-op once done; stops the downstream call if this handler was cancelled
         latency_s = time.perf_counter() - start
         execution_id = app.learning.record(
             session,

@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from toolwise.server.config import HttpServer, Settings, StdioServer
 from toolwise.server.naming import assign
@@ -242,20 +242,26 @@ class Downstream:
         if client is None:
             raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
         try:
-            async with asyncio.timeout(timeout_s):
-                return await client.call_tool(tool, arguments)
-        except TimeoutError:
-            raise DownstreamError(
-                f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
-            ) from None
-        except Exception as exc:
-            if _is_connection_loss(exc):
-                self._broken.set()
+            # The SDK's read timeout: armed once the request is written, and on expiry it tells the
+            # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
+            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
-                    f"downstream server {self.name!r} closed the connection during the call; "
-                    "it is being restarted, the next call will go to the new process"
-                ) from exc
-            raise DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}") from exc
+                    f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
+                ) from None
+            raise self._refused(tool, exc) from exc
+        except Exception as exc:
+            raise self._refused(tool, exc) from exc
+
+    def _refused(self, tool: str, exc: Exception) -> DownstreamError:
+        if _is_connection_loss(exc):
+            self._broken.set()
+            return DownstreamError(
+                f"downstream server {self.name!r} closed the connection during the call; "
+                "it is being restarted, the next call will go to the new process"
+            )
+        return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
 
 
 class Catalogue:

@@ -1,15 +1,19 @@
 """Prometheus metrics, served at `/metrics` on the HTTP transport.
 
-Per-call figures are counted when a call's deferred work runs (never on the call's path); gauges
-(queue depth, exploration rate, open circuits, …) are read from the running services at scrape time.
+Per-call figures are counted when a call's deferred work runs, into plain per-tool tallies (a few
+integer additions and one bisect per call: no label lookup, no lock); they and the gauges (queue
+depth, exploration rate, open circuits, …) become metric families only when `/metrics` is scraped.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from toolwise.feedback import Execution
@@ -20,50 +24,88 @@ REWARD_BUCKETS = (-8.0, -5.0, -2.0, 0.0, 2.0, 5.0, 8.0, 10.0, 12.0, 14.0, 16.0)
 Gauges = Callable[[], dict[str, tuple[str, float]]]  # name → (help, value)
 
 
-class _Live(Collector):
-    def __init__(self, read: Gauges) -> None:
-        self.read = read
+@dataclass(slots=True)
+class _Histogram:
+    """Observations per bucket (the last one is +Inf) and their sum; cumulated only when scraped."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(init=False)
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.bounds) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # bucket bounds are inclusive (le)
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        running, out = 0, []
+        for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+@dataclass(slots=True)
+class _ToolTally:
+    succeeded: int = 0
+    failed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    latency: _Histogram = field(default_factory=lambda: _Histogram(LATENCY_BUCKETS))
+
+
+class _Exporter(Collector):
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
 
     def describe(self) -> list[Metric]:
         return []  # read lazily: nothing is called before the first scrape
 
     def collect(self) -> Iterator[Metric]:
-        for name, (doc, value) in self.read().items():
+        m = self.metrics
+        calls = CounterMetricFamily("toolwise_calls", "Proxied tool calls by outcome.", labels=["tool", "outcome"])
+        errors = CounterMetricFamily(
+            "toolwise_call_errors", "Failed proxied calls by error type.", labels=["tool", "error_type"]
+        )
+        latency = HistogramMetricFamily(
+            "toolwise_call_latency_seconds", "Latency of proxied calls, downstream included.", labels=["tool"]
+        )
+        for tool, tally in sorted(m.tools.items()):
+            calls.add_metric([tool, "success"], tally.succeeded)
+            calls.add_metric([tool, "error"], tally.failed)
+            for error_type, count in sorted(tally.errors.items()):
+                errors.add_metric([tool, error_type], count)
+            latency.add_metric([tool], tally.latency.buckets(), tally.latency.total)
+        reward = HistogramMetricFamily("toolwise_reward", "Reward of each recorded call.")
+        reward.add_metric([], m.reward.buckets(), m.reward.total)
+        yield from (calls, errors, latency, reward)
+        for name, (doc, value) in m.gauges().items():
             yield GaugeMetricFamily(f"toolwise_{name}", doc, value=value)
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.tools: dict[str, _ToolTally] = {}
+        self.reward = _Histogram(REWARD_BUCKETS)
+        self.gauges: Gauges = dict
         self.registry = CollectorRegistry(auto_describe=True)
-        self.calls = Counter(
-            "toolwise_calls", "Proxied tool calls by outcome.", ["tool", "outcome"], registry=self.registry
-        )
-        self.errors = Counter(
-            "toolwise_call_errors",
-            "Failed proxied calls by error type.",
-            ["tool", "error_type"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "toolwise_call_latency_seconds",
-            "Latency of proxied calls, downstream included.",
-            ["tool"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self.reward = Histogram(
-            "toolwise_reward", "Reward of each recorded call.", buckets=REWARD_BUCKETS, registry=self.registry
-        )
+        self.registry.register(_Exporter(self))
 
     def watch(self, read: Gauges) -> None:
         """Gauges read from the running services at every scrape."""
-        self.registry.register(_Live(read))
+        self.gauges = read
 
     def observe_call(self, execution: Execution) -> None:
-        self.calls.labels(execution.tool, "success" if execution.success else "error").inc()
-        if not execution.success:
-            self.errors.labels(execution.tool, execution.error_type or "unknown").inc()
-        self.latency.labels(execution.tool).observe(execution.latency_ms / 1000)
+        tally = self.tools.get(execution.tool)
+        if tally is None:
+            tally = self.tools[execution.tool] = _ToolTally()
+        if execution.success:
+            tally.succeeded += 1
+        else:
+            tally.failed += 1
+            tally.errors[execution.error_type or "unknown"] += 1
+        tally.latency.observe(execution.latency_ms / 1000)
         if execution.reward is not None:
             self.reward.observe(execution.reward)
 
