@@ -29,7 +29,7 @@ ECHO = [str(HERE / "echo_server.py")]
 
 
 async def measure(
-    targets: dict[str, tuple[StdioServerParameters, str]], calls: int, block: int = 25
+    targets: dict[str, tuple[StdioServerParameters, str]], calls: int, block: int = 10
 ) -> dict[str, np.ndarray]:
     """Latency per call (ms) of each target, measured in interleaved blocks after a warm-up."""
     async with AsyncExitStack() as stack:
@@ -40,8 +40,10 @@ async def measure(
         for client, tool in clients.values():
             for i in range(50):
                 await client.call_tool(tool, {"text": f"warm {i}"})
+        order = list(clients.items())
         for start in range(0, calls, block):
-            for name, (client, tool) in clients.items():
+            order = order[1:] + order[:1]  # each path takes each turn alike: none always follows another
+            for name, (client, tool) in order:
                 for i in range(start, min(start + block, calls)):
                     begin = time.perf_counter()
                     result = await client.call_tool(tool, {"text": f"hello {i}"})

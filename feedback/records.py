@@ -130,6 +130,20 @@ class ToolMetrics:
 
 
 @dataclass(slots=True, frozen=True)
+class LogEntry:
+    """An execution's place in the shared log: whose it is and where it sits in its session. Reading
+    these is a fraction of the cost of whole records (no timestamps, arguments or messages to decode),
+    and syncing needs whole records only for other instances' executions."""
+
+    seq: int
+    id: str
+    instance: str | None
+    session_id: str
+    position: int
+    tool: str
+
+
+@dataclass(slots=True, frozen=True)
 class ActionSummary:
     """What the log says of one tool: how often it was called and how well it did."""
 

@@ -37,6 +37,7 @@ from toolwise.feedback.records import (
     Episode,
     Execution,
     InstanceStatus,
+    LogEntry,
     Rating,
     RatingEvent,
     SnapshotRecord,
@@ -323,10 +324,39 @@ class FeedbackService:
             rows = await self._executions(
                 select(ExecutionRow).where(*scope, ExecutionRow.seq > after_seq).order_by(ExecutionRow.seq).limit(batch)
             )
-            if not rows:
+            if rows:
+                yield rows
+            if len(rows) < batch:  # the log's end (as of now)
                 return
-            yield rows
             after_seq = rows[-1].seq  # type: ignore[assignment]
+
+    async def iter_log(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncIterator[list[LogEntry]]:
+        """The log's entries after `after_seq`, oldest first, in batches (syncing: whole records of the
+        entries that need them come from `executions_by_seq`)."""
+        await self.flush()
+        columns = [getattr(ExecutionRow, name) for name in LogEntry.__slots__]
+        while True:
+            async with self.engine.connect() as conn:
+                result = await conn.execute(
+                    select(*columns)
+                    .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                    .order_by(ExecutionRow.seq)
+                    .limit(batch)
+                )
+                entries = [LogEntry(*row) for row in result]
+            if entries:
+                yield entries
+            if len(entries) < batch:
+                return
+            after_seq = entries[-1].seq
+
+    async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
+        """Whole records of the given log positions, oldest first (at most a batch of `iter_log`)."""
+        if not seqs:
+            return []
+        return await self._executions(select(ExecutionRow).where(ExecutionRow.seq.in_(seqs)).order_by(ExecutionRow.seq))
 
     async def iter_rating_events(
         self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
@@ -362,6 +392,8 @@ class FeedbackService:
                 rating = _rating({c.key: values[f"rating_{c.key}"] for c in RatingRow.__table__.columns})
                 events.append(RatingEvent(rating, _execution(values), values["previous_rating"]))
             yield events
+            if len(rows) < batch:
+                return
             after_id = events[-1].rating.id  # type: ignore[assignment]
 
     async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:

@@ -40,6 +40,7 @@ from toolwise.server.tools import OwnTool, own_tools
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
     "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "
@@ -103,7 +104,7 @@ class Toolwise:
     async def _upkeep_loop(self) -> None:
         settings = self.config.toolwise
         tick = settings.sync_interval_s or 5.0
-        last_snapshot = time.monotonic()
+        last_snapshot = last_heartbeat = time.monotonic()
         while True:
             await asyncio.sleep(tick)
             try:
@@ -114,7 +115,9 @@ class Toolwise:
                     last_snapshot = time.monotonic()
                     await self.learning.save_snapshot("periodic")
                     await self.prune()
-                await self._heartbeat()
+                if time.monotonic() - last_heartbeat >= HEARTBEAT_S:
+                    last_heartbeat = time.monotonic()
+                    await self._heartbeat()
             except Exception:
                 log.exception("upkeep failed (learning goes on; retried in %.1fs)", tick)
 

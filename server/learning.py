@@ -38,7 +38,7 @@ from toolwise.feedback import (
     Outcome,
     utcnow,
 )
-from toolwise.feedback.records import RatingEvent, SnapshotRecord, new_id
+from toolwise.feedback.records import LogEntry, RatingEvent, SnapshotRecord, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
@@ -351,16 +351,19 @@ class LearningService:
         await self.drain()
         learned = 0
         mark = self.executions_mark
-        async for batch in self.feedback.iter_executions(namespace=self.namespace, after_seq=mark.floor):
-            for execution in batch:
-                if not mark.fresh(execution.seq):  # type: ignore[arg-type]
+        async for entries in self.feedback.iter_log(namespace=self.namespace, after_seq=mark.floor):
+            foreign: dict[int, list[str]] = {}  # seq → the session's tools before it
+            for entry in entries:
+                if not mark.fresh(entry.seq):
                     continue
-                mark.add(execution.seq)  # type: ignore[arg-type]
-                history = self._log_history(execution)
-                if execution.instance == self.instance_id or execution.id in self._live:
-                    self._live.discard(execution.id)
+                mark.add(entry.seq)
+                history = self._log_history(entry)
+                if entry.instance == self.instance_id or entry.id in self._live:
+                    self._live.discard(entry.id)
                     continue
-                self._learn_logged(execution, history)
+                foreign[entry.seq] = history
+            for execution in await self.feedback.executions_by_seq(list(foreign)):
+                self._learn_logged(execution, foreign[execution.seq])  # type: ignore[index]
                 learned += 1
         rmark = self.ratings_mark
         async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
@@ -378,16 +381,18 @@ class LearningService:
         self.synced += learned
         return learned
 
-    def _log_history(self, execution: Execution) -> list[str]:
-        """The session's tools before `execution` as the log tells them; remembers this call too."""
-        tools = self._logged.get(execution.session_id)
+    def _log_history(self, entry: LogEntry) -> list[str]:
+        """The (up to two) tools the session called before `entry`, as the log tells them; remembers
+        this call too."""
+        tools = self._logged.get(entry.session_id)
         if tools is None:
-            tools = self._logged[execution.session_id] = []
+            tools = self._logged[entry.session_id] = []
             if len(self._logged) > LOGGED_SESSIONS:
                 self._logged.popitem(last=False)
-        before = list(tools[: execution.position]) if len(tools) >= execution.position else []
-        if len(tools) == execution.position:
-            tools.append(execution.tool)
+        position = entry.position
+        before = tools[max(position - 2, 0) : position] if len(tools) >= position else []
+        if len(tools) == position:
+            tools.append(entry.tool)
         return before
 
     def _step_of(self, execution: Execution, history: list[str], rating: int | None = None) -> Step:

@@ -145,6 +145,18 @@ async def test_reads_see_executions_recorded_just_before(service: FeedbackServic
     assert [e.tool for e in recent] == ["s__b", "s__a"]
 
 
+@pytest.mark.parametrize("count", [20, 21])  # the last batch part-full, and exactly full
+async def test_the_log_is_read_in_batches_each_entry_once_in_order(service: FeedbackService, count: int) -> None:
+    ids = [await service.record_execution(make_execution(session_id="s", position=i)) for i in range(count)]
+    entries = [e async for batch in service.iter_log(batch=7) for e in batch]
+    assert [e.id for e in entries] == ids and [e.position for e in entries] == list(range(count))
+    assert [e.seq for e in entries] == sorted({e.seq for e in entries})
+    full = [x async for batch in service.iter_executions(after_seq=entries[9].seq, batch=7) for x in batch]
+    assert [x.id for x in full] == ids[10:]
+    picked = await service.executions_by_seq([entries[12].seq, entries[3].seq])
+    assert [x.id for x in picked] == [ids[3], ids[12]]
+
+
 async def test_ten_thousand_concurrent_executions_from_fifty_tasks_are_all_kept(db_url: str) -> None:
     async with FeedbackService(db_url, max_queue=500) as svc:
 
