@@ -17,7 +17,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from toolwise.server.background import Background
 from toolwise.server.config import HttpServer, Settings, StdioServer
 from toolwise.server.naming import assign
 from toolwise.server.shields import Circuit, CircuitState
@@ -271,13 +272,13 @@ class Catalogue:
         self,
         servers: dict[str, StdioServer | HttpServer],
         settings: Settings,
-        on_change: Callable[[], Awaitable[None]] | None = None,
+        on_change: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.settings = settings
         self.downstreams = {name: Downstream(name, spec, settings, self._rebuild) for name, spec in servers.items()}
         self.routes: dict[str, Route] = {}
         self._on_change = on_change
-        self._pending: set[asyncio.Task[None]] = set()
+        self._announcing = Background()
 
     async def start(self) -> None:
         """Start every downstream concurrently; return once each is up or has failed once."""
@@ -314,11 +315,6 @@ class Catalogue:
         changed = {n: r.public for n, r in routes.items()} != {n: r.public for n, r in self.routes.items()}
         self.routes = routes
         if changed and self._on_change is not None:
-            task = asyncio.get_running_loop().create_task(self._on_change())
-            self._pending.add(task)
-            task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._pending.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("announcing the tool-list change failed", exc_info=task.exception())
+            self._announcing.spawn(
+                self._on_change(), name="toolwise-tools-changed", failure="announcing the tool-list change failed"
+            )

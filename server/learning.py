@@ -42,6 +42,7 @@ from toolwise.feedback.records import LogEntry, RatingEvent, SnapshotRecord, new
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
+from toolwise.server.background import Background
 from toolwise.server.config import Settings
 from toolwise.server.metrics import Metrics
 from toolwise.server.sessions import Call, Session, Sessions
@@ -132,7 +133,7 @@ class LearningService:
         self._pending: deque[_Pending] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
-        self._draining: set[asyncio.Task[None]] = set()
+        self._draining = Background()
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
 
     def _new_learner(self) -> Learner:
@@ -263,14 +264,9 @@ class LearningService:
     def _drain_when_idle(self) -> None:
         self._idle = None
         if self._pending:
-            task = asyncio.get_running_loop().create_task(self.drain(DRAIN_CHUNK), name="toolwise-drain")
-            self._draining.add(task)
-            task.add_done_callback(self._drained)
-
-    def _drained(self, task: asyncio.Task[None]) -> None:
-        self._draining.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("recording deferred calls failed", exc_info=task.exception())
+            self._draining.spawn(
+                self.drain(DRAIN_CHUNK), name="toolwise-drain", failure="recording deferred calls failed"
+            )
 
     async def aclose(self) -> None:
         """Drain what is left (before the feedback service closes)."""
@@ -278,8 +274,7 @@ class LearningService:
             self._idle.cancel()
             self._idle = None
         await self.drain()
-        if self._draining:
-            await asyncio.gather(*self._draining)
+        await self._draining.wait()
 
     def _observe(self, step: Step, reward: float | None) -> None:
         if not self.settings.learning:
