@@ -283,7 +283,9 @@ def build_server(app: Toolwise) -> Server[Any]:
         if result is None:
             log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)
             return error_result(str(error), execution_id)
-        return result.model_copy(update={"meta": {**(result.meta or {}), EXECUTION_META_KEY: execution_id}})
+        # The result was parsed from the downstream's answer for this call alone: tag it in place.
+        result.meta = {**(result.meta or {}), EXECUTION_META_KEY: execution_id}
+        return result
 
     return _Server(
         "toolwise",
