@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -336,7 +337,7 @@ class FeedbackService:
         """The log's entries after `after_seq`, oldest first, in batches (syncing: whole records of the
         entries that need them come from `executions_by_seq`)."""
         await self.flush()
-        columns = [getattr(ExecutionRow, name) for name in LogEntry.__slots__]
+        columns = [getattr(ExecutionRow, f.name) for f in fields(LogEntry)]
         while True:
             async with self.engine.connect() as conn:
                 result = await conn.execute(
