@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from toolwise.server.admin import inspect_app, snapshot_app
-from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, setup_logging
+from toolwise.server.cli_common import (
+    EXAMPLE_CONFIG,
+    ConfigOption,
+    DatabaseUrlOption,
+    config_or_exit,
+    config_path_or_exit,
+    setup_logging,
+)
+from toolwise.server.install import Client, InstallError
 
 app = typer.Typer(
     name="toolwise",
@@ -23,17 +32,19 @@ app.add_typer(inspect_app, name="inspect")
 
 @app.command()
 def serve(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
     log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
 ) -> None:
-    """Run the toolwise MCP server over the downstream servers of CONFIG."""
+    """Run the toolwise MCP server over the downstream servers of CONFIG (default: the installed one)."""
     from toolwise.server.transports import serve_http, serve_stdio
 
     setup_logging(log_level)
-    loaded = config_or_exit(config)
+    path = config_path_or_exit(config)
+    logging.getLogger(__name__).info("toolwise serving the config %s", path)
+    loaded = config_or_exit(path)
     try:
         asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
     except KeyboardInterrupt:
@@ -58,6 +69,51 @@ def demo(
     setup_logging("warning")
     config_or_exit(config)
     asyncio.run(run_demo(config, calls, seed, database_url))
+
+
+@app.command()
+def install(
+    client: Annotated[Client, typer.Option(help="The MCP client whose servers toolwise goes in front of.")] = (
+        Client.claude_desktop
+    ),
+    path: Annotated[
+        Path | None, typer.Option(help="The client's config file, if not where it keeps it (e.g. a .mcp.json).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the diff, write nothing.")] = False,
+    undo: Annotated[bool, typer.Option("--undo", help="Put the client's config back as it was.")] = False,
+) -> None:
+    """Move CLIENT's MCP servers into a toolwise config and give CLIENT one toolwise entry instead
+    (a timestamped backup is kept; --undo restores it)."""
+    from toolwise.server.install import run
+
+    try:
+        run(client, path, dry_run, undo)
+    except InstallError as exc:
+        typer.echo(f"toolwise: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@app.command()
+def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
+    """Check that every downstream of CONFIG starts (command found, handshake, tools) and that the
+    database opens; say what to fix. Exits 1 when something is wrong."""
+    from toolwise.server.doctor import diagnose
+
+    setup_logging("error")
+    path = config_path_or_exit(config)
+    loaded = config_or_exit(path)
+    if database_url is not None:
+        loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
+    typer.echo(f"config: {path}")
+    checks = asyncio.run(diagnose(loaded, path))
+    for check in checks:
+        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}")
+        if check.fix:
+            typer.echo(f"     fix: {check.fix}")
+    failed = sum(not c.ok for c in checks)
+    typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:
