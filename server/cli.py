@@ -55,7 +55,9 @@ def serve(
 
 @app.command()
 def demo(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: Annotated[
+        Path, typer.Option("--config", "-c", help="toolwise config to run the demo on (default: the example).")
+    ] = EXAMPLE_CONFIG,
     calls: Annotated[int, typer.Option(help="How many tool calls the scripted agent makes.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
     database_url: Annotated[
@@ -64,11 +66,15 @@ def demo(
     ] = None,
 ) -> None:
     """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
-    from toolwise.server.demo import run_demo
+    from toolwise.server.demo import DemoError, run_demo
 
     setup_logging("warning")
-    config_or_exit(config)
-    asyncio.run(run_demo(config, calls, seed, database_url))
+    loaded = config_or_exit(config)
+    try:
+        asyncio.run(run_demo(config, loaded, calls, seed, database_url))
+    except DemoError as exc:
+        typer.echo(f"toolwise demo: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 @app.command()

@@ -25,7 +25,8 @@ class Check:
     fix: str | None = None
 
 
-def _found(command: str) -> bool:
+def command_found(command: str) -> bool:
+    """Whether toolwise would find `command`: on PATH, beside its interpreter, or a path to a file."""
     resolved = resolve_command(command)
     return resolved != command or shutil.which(command) is not None or Path(command).is_file()
 
@@ -33,7 +34,7 @@ def _found(command: str) -> bool:
 async def check_downstream(name: str, spec: StdioServer | HttpServer, config: AppConfig, path: Path) -> Check:
     """Start the server as toolwise would, complete the handshake, count its tools."""
     what = f"server {name!r}"
-    if isinstance(spec, StdioServer) and not _found(spec.command):
+    if isinstance(spec, StdioServer) and not command_found(spec.command):
         return Check(
             what,
             False,
