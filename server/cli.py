@@ -88,8 +88,11 @@ def install(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the diff, write nothing.")] = False,
     undo: Annotated[bool, typer.Option("--undo", help="Put the client's config back as it was.")] = False,
 ) -> None:
-    """Move CLIENT's MCP servers into a toolwise config and give CLIENT one toolwise entry instead
-    (a timestamped backup is kept; --undo restores it)."""
+    """Put toolwise in front of the MCP servers of Claude Desktop, Claude Code or Cursor.
+
+    The client's servers move into a toolwise config and the client gets one toolwise entry instead;
+    a timestamped backup is kept and --undo restores it.
+    """
     from toolwise.server.install import run
 
     try:
@@ -101,8 +104,11 @@ def install(
 
 @app.command()
 def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
-    """Check that every downstream of CONFIG starts (command found, handshake, tools) and that the
-    database opens; say what to fix. Exits 1 when something is wrong."""
+    """Check that every downstream starts and the database opens, and say what to fix.
+
+    Per downstream: its command is found, the handshake completes (name, version, protocol) and its
+    tools are listed. Exits 1 when something is wrong.
+    """
     from toolwise.server.doctor import diagnose
 
     setup_logging("error")

@@ -214,11 +214,13 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
     before = read(client_path)
     doc = parse(client_path, before)
     servers: dict[str, Any] = doc.get("mcpServers", {})
+    ours = [name for name, entry in servers.items() if is_toolwise(entry)]
+    # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
+    toolwise_path = next((p for name in ours if (p := _served_config(servers[name]))), toolwise_path)
     toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
     toolwise_doc = parse(toolwise_path, toolwise_before) if toolwise_before is not None else {}
     downstream: dict[str, Any] = dict(toolwise_doc.get("mcpServers", {}))
     plan = Plan(client_path, toolwise_path, before, before, toolwise_before)
-    ours = [name for name, entry in servers.items() if is_toolwise(entry)]
     for name, entry in servers.items():
         if name in ours:
             continue
@@ -254,6 +256,15 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
     plan.toolwise_after = toolwise_before if new_toolwise == toolwise_doc else dump(new_toolwise, toolwise_before)
     _check_nothing_lost(servers, new_doc["mcpServers"], downstream, ours)
     return plan
+
+
+def _served_config(entry: dict[str, Any]) -> Path | None:
+    """The config a toolwise entry serves (`--config X` / `-c X` in its args), if it names one."""
+    args = [str(a) for a in entry.get("args") or []]
+    for flag in ("--config", "-c"):
+        if flag in args[:-1]:
+            return Path(args[args.index(flag) + 1])
+    return None
 
 
 def _free_name(servers: dict[str, Any]) -> str:
@@ -389,7 +400,7 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
     echo(f"{client.value} config: {client_path}")
     if not undo_it:
         if plan.moved:
-            echo(f"moves {len(plan.moved)} server(s) into {toolwise_path}: {', '.join(plan.moved)}")
+            echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
         for name, why in plan.kept.items():
             echo(f"stays with {client.value}: {name!r} ({why})")
         for what in plan.missing:
@@ -404,10 +415,10 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
     saved = undo(plan, used) if undo_it else apply(plan)
     echo(f"backup of the previous {client_path.name}: {saved}")
     if undo_it:
-        echo(f"restored {client_path}; {toolwise_path} and the recorded data are left in place")
+        echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")
     else:
         echo(
-            f"wrote {client_path} and {toolwise_path}. Restart {client.value}; `toolwise doctor` checks every "
+            f"wrote {client_path} and {plan.toolwise_path}. Restart {client.value}; `toolwise doctor` checks every "
             f"server starts; `toolwise install --client {client.value} --undo` puts the old config back."
         )
     return plan

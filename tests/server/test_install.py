@@ -127,6 +127,20 @@ def test_a_server_added_after_install_moves_on_the_next_install_and_undo_keeps_l
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
 
 
+def test_a_toolwise_entry_set_up_by_hand_keeps_its_config_and_gets_the_new_servers(home: Path) -> None:
+    own = home / "mine.json"
+    own.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}, "toolwise": {"seed": 1}}))
+    path = install.client_config_path(Client.claude_desktop, "linux")
+    path.parent.mkdir(parents=True)
+    by_hand = {"command": "/opt/venv/bin/toolwise", "args": ["serve", "--config", str(own)]}
+    path.write_text(json.dumps({"mcpServers": {"proxy": by_hand, "git": {"command": "mcp-server-git"}}}))
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    entries = json.loads(path.read_text())["mcpServers"]
+    assert list(entries) == ["proxy"] and entries["proxy"]["args"][-2:] == ["--config", str(own)]
+    assert set(load_config(own).servers) == {"time", "git"} and load_config(own).toolwise.seed == 1
+    assert not (home / ".config" / "toolwise" / "claude-desktop.json").exists()
+
+
 def test_a_broken_config_is_refused_naming_its_line_and_nothing_changes(home: Path) -> None:
     path, _ = write_sample(Client.cursor)
     broken = path.read_text().replace('"mcp-server-git"', '"mcp-server-git",', 1)
