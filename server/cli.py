@@ -58,7 +58,7 @@ def demo(
     config: Annotated[
         Path, typer.Option("--config", "-c", help="toolwise config to run the demo on (default: the example).")
     ] = EXAMPLE_CONFIG,
-    calls: Annotated[int, typer.Option(help="How many tool calls the scripted agent makes.")] = 300,
+    calls: Annotated[int, typer.Option(min=1, help="How many tool calls the scripted agent makes.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
     database_url: Annotated[
         str | None,

@@ -147,6 +147,8 @@ class Played:
 async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, database_url: str | None = None) -> None:
     """Raises DemoError (one line) when a downstream is missing or does not start."""
     missing = missing_commands(loaded)
+    if not command_found("git"):
+        raise DemoError("git not found on PATH: the demo makes a scratch git repository; install git")
     if missing:
         raise DemoError(
             f"{', '.join(missing)} not installed (the demo's downstream servers); "
