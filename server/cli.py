@@ -37,6 +37,7 @@ def serve(
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
     log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
+    database_url: DatabaseUrlOption = None,
 ) -> None:
     """Run the toolwise MCP server over the downstream servers of CONFIG (default: the installed one)."""
     from toolwise.server.transports import serve_http, serve_stdio
@@ -45,6 +46,8 @@ def serve(
     path = config_path_or_exit(config)
     logging.getLogger(__name__).info("toolwise serving the config %s", path)
     loaded = config_or_exit(path)
+    if database_url is not None:
+        loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
     try:
         asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ DatabaseUrlOption = Annotated[
     str | None,
     typer.Option(
         "--database-url",
-        help="Read this database (an SQLAlchemy async URL) instead of the config's; also TOOLWISE_DATABASE_URL.",
+        help="Use this database (an SQLAlchemy async URL) instead of the config's; TOOLWISE_DATABASE_URL also does.",
     ),
 ]
 

@@ -107,7 +107,7 @@ def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]
         return None, "it is not an object"
     kind = entry.get("type")
     if kind not in TRANSPORTS:
-        return None, f"transport {kind!r} is not one toolwise proxies (stdio and streamable HTTP are)"
+        return None, f"toolwise proxies stdio and streamable HTTP, not transport {kind!r}"
     if "__" in name:
         return None, "its name contains '__', toolwise's separator between server and tool"
     spec = {k: v for k, v in entry.items() if k != "type"}
