@@ -201,7 +201,7 @@ def _diff(path: Path, before: str | None, after: str) -> str:
 
 def read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
     except FileNotFoundError:
         raise InstallError(
             f"no config at {path}: is the client installed, and has it any MCP server yet? "
@@ -359,7 +359,7 @@ def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
     for record in reversed(history):
         if _sha(text) != record["written_sha256"]:
             break
-        text = Path(record["backup"]).read_text(encoding="utf-8")
+        text = Path(record["backup"]).read_text(encoding="utf-8-sig")
         used += 1
     doc = parse(client_path, text)
     servers: dict[str, Any] = doc.get("mcpServers", {})

@@ -151,6 +151,13 @@ def test_a_broken_config_is_refused_naming_its_line_and_nothing_changes(home: Pa
     assert path.read_text() == broken and not (home / ".config" / "toolwise").exists()
 
 
+def test_a_config_saved_with_a_byte_order_mark_installs(home: Path) -> None:
+    path, _ = write_sample(Client.claude_desktop)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as Windows Notepad saves it
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    assert list(json.loads(path.read_text())["mcpServers"]) == ["toolwise"]
+
+
 def test_a_missing_client_config_is_refused_with_where_it_was_looked_for(home: Path) -> None:
     with pytest.raises(InstallError, match=r"no config at .*\.cursor/mcp\.json"):
         install.run(Client.cursor, None, dry_run=True, undo_it=False)
