@@ -45,9 +45,7 @@ def serve(
     setup_logging(log_level)
     path = config_path_or_exit(config)
     logging.getLogger(__name__).info("toolwise serving the config %s", path)
-    loaded = config_or_exit(path)
-    if database_url is not None:
-        loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
+    loaded = config_or_exit(path, database_url)
     try:
         asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
     except KeyboardInterrupt:
@@ -116,9 +114,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
 
     setup_logging("error")
     path = config_path_or_exit(config)
-    loaded = config_or_exit(path)
-    if database_url is not None:
-        loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
+    loaded = config_or_exit(path, database_url)
     typer.echo(f"config: {path}")
     checks = asyncio.run(diagnose(loaded, path))
     for check in checks:

@@ -64,12 +64,16 @@ def config_path_or_exit(path: Path | None) -> Path:
         raise typer.Exit(2) from exc
 
 
-def config_or_exit(path: Path | None) -> AppConfig:
+def config_or_exit(path: Path | None, database_url: str | None = None) -> AppConfig:
+    """The config at PATH (default: the installed one), with --database-url over its database."""
     try:
-        return load_config(config_path_or_exit(path))
+        loaded = load_config(config_path_or_exit(path))
     except ConfigError as exc:
         typer.echo(f"toolwise: invalid config: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if database_url is not None:
+        loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
+    return loaded
 
 
 def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
@@ -81,6 +85,5 @@ def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
         except ValidationError as exc:
             typer.echo(f"toolwise: invalid TOOLWISE_* environment: {describe(exc)}", err=True)
             raise typer.Exit(2) from exc
-    else:
-        settings = config_or_exit(path).toolwise
-    return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
+        return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
+    return config_or_exit(path, database_url).toolwise
