@@ -406,7 +406,7 @@ class FeedbackService:
                 e.tool,
                 func.count().label("calls"),
                 func.avg(e.reward).label("mean_reward"),
-                func.avg(cast(e.success, Float)).label("success_rate"),
+                func.avg(cast(cast(e.success, Integer), Float)).label("success_rate"),
                 func.sum(cast(e.explored, Integer)).label("explored"),
             )
             .where(e.namespace == namespace)

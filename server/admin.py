@@ -15,11 +15,12 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from sqlalchemy.engine import make_url
 
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import Execution
 from toolwise.server import snapshots
-from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit
+from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, settings_or_exit
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService
 from toolwise.server.tools import choose_snapshot
@@ -29,8 +30,10 @@ snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned
 inspect_app = typer.Typer(help="What toolwise learned, from its database.", no_args_is_help=True)
 
 
-def run(config: Path, work: Callable[[Settings, FeedbackService], Awaitable[None]]) -> None:
-    settings = config_or_exit(config).toolwise
+def run(
+    config: Path | None, work: Callable[[Settings, FeedbackService], Awaitable[None]], database_url: str | None = None
+) -> None:
+    settings = settings_or_exit(config, database_url)
 
     async def main() -> None:
         async with FeedbackService(settings.database_url) as feedback:
@@ -56,7 +59,8 @@ async def _current(settings: Settings, feedback: FeedbackService) -> LearningSer
 @snapshot_app.command("dump")
 def snapshot_dump(
     output: Annotated[Path, typer.Option("--output", "-o", help="Snapshot file to write.")],
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
     snapshot_id: Annotated[
         int | None, typer.Option("--id", help="A stored snapshot (default: the current state).")
     ] = None,
@@ -82,12 +86,13 @@ def snapshot_dump(
             f"sha256 {record.sha256}{signed}"
         )
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @snapshot_app.command("restore")
 def snapshot_restore(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
     input_path: Annotated[Path | None, typer.Option("--input", "-i", help="Snapshot file to restore.")] = None,
     previous: Annotated[
         bool, typer.Option("--previous", help="Roll back to the snapshot before the current one.")
@@ -112,11 +117,11 @@ def snapshot_restore(
             f"{adopted.sample_count} samples, sha256 {adopted.sha256[:16]}…"
         )
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @snapshot_app.command("list")
-def snapshot_list(config: ConfigOption = EXAMPLE_CONFIG) -> None:
+def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
     """The stored snapshots, newest first."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
@@ -134,7 +139,7 @@ def snapshot_list(config: ConfigOption = EXAMPLE_CONFIG) -> None:
             )
         console.print(table)
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @snapshot_app.command("keygen")
@@ -152,7 +157,8 @@ def snapshot_keygen(
 
 @inspect_app.command("qvalues")
 def inspect_qvalues(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
 ) -> None:
@@ -178,7 +184,7 @@ def inspect_qvalues(
         console.print(table)
         console.print(f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts")
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 async def _executions(feedback: FeedbackService, namespace: str, since: datetime | None = None) -> list[Execution]:
@@ -222,7 +228,8 @@ def _trend(executions: list[Execution], buckets: int) -> list[tuple[datetime, in
 
 @inspect_app.command("progress")
 def inspect_progress(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
     hours: Annotated[float, typer.Option(help="How far back to look.")] = 24.0,
     buckets: Annotated[int, typer.Option(help="Slices of time.")] = 12,
 ) -> None:
@@ -230,19 +237,32 @@ def inspect_progress(
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         executions = await _executions(feedback, settings.namespace, utcnow() - timedelta(hours=hours))
-        table = Table("from", "calls", "mean reward", "success", "explored", title=f"last {hours:g} h")
-        for start, calls, reward, success, explored in _trend(executions, buckets):
+        rows = _trend(executions, buckets)
+        # Slices split the span the executions cover (not the whole look-back), so each row is labelled
+        # with the span it covers and the title says how long that is.
+        first, last = (rows[0][0], max(e.finished_at for e in executions)) if rows else (None, None)
+        width = (last - first) / buckets if first is not None and last is not None else timedelta(0)
+        title = (
+            f"{_span(last - first)} of executions in the last {hours:g} h, in slices of {_span(width)}"
+            if first is not None and last is not None
+            else f"no executions in the last {hours:g} h"
+        )
+        table = Table("span", "calls", "mean reward", "success", "explored", title=title)
+        for start, calls, reward, success, explored in rows:
             rate = "-" if explored is None else f"{explored:.0%}"
-            table.add_row(f"{start:%Y-%m-%d %H:%M:%S}", str(calls), f"{reward:.2f}", f"{success:.0%}", rate)
+            fine = "%H:%M:%S.%f" if width < timedelta(seconds=10) else "%H:%M:%S"
+            label = f"{start:%Y-%m-%d} {start.strftime(fine)[:12]}–{(start + width).strftime(fine)[:12]}"
+            table.add_row(label, str(calls), f"{reward:.2f}", f"{success:.0%}", rate)
         console.print(table)
         console.print(f"{len(executions)} executions")
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @inspect_app.command("top-actions")
 def inspect_top_actions(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
 ) -> None:
     """Tools by use, with mean reward, success rate and how often they were tried by exploration."""
@@ -254,16 +274,23 @@ def inspect_top_actions(
             table.add_row(a.tool, str(a.calls), reward, f"{a.success_rate:.0%}", str(a.explored))
         console.print(table)
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @inspect_app.command("compare")
-def inspect_compare(ns1: str, ns2: str, config: ConfigOption = EXAMPLE_CONFIG) -> None:
+def inspect_compare(ns1: str, ns2: str, config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
     """Two namespaces side by side: calls and mean reward per tool."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         left = {a.tool: a for a in await feedback.action_summary(ns1)}
         right = {a.tool: a for a in await feedback.action_summary(ns2)}
+        for name, found in ((ns1, left), (ns2, right)):
+            if not found:
+                known = ", ".join(repr(n) for n in await feedback.namespaces()) or "none"
+                console.print(
+                    f"[yellow]warning: no executions in namespace {name!r} of {_shown(settings.database_url)} "
+                    f"(namespaces there: {known})[/yellow]"
+                )
         table = Table("tool", f"{ns1} calls", f"{ns1} reward", f"{ns2} calls", f"{ns2} reward", "Δ reward")
         for name in sorted(left.keys() | right.keys()):
             a, b = left.get(name), right.get(name)
@@ -279,11 +306,11 @@ def inspect_compare(ns1: str, ns2: str, config: ConfigOption = EXAMPLE_CONFIG) -
             )
         console.print(table)
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @inspect_app.command("status")
-def inspect_status(config: ConfigOption = EXAMPLE_CONFIG) -> None:
+def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
     """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
@@ -308,17 +335,18 @@ def inspect_status(config: ConfigOption = EXAMPLE_CONFIG) -> None:
         listed = await feedback.list_snapshots(settings.namespace)
         newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
         console.print(
-            f"namespace {settings.namespace!r}: policy {settings.policy}, "
+            f"namespace {settings.namespace!r} of {_shown(settings.database_url)}: policy {settings.policy}, "
             f"{await feedback.count_executions(settings.namespace)} executions, newest snapshot {newest}"
         )
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 @inspect_app.command("export")
 def inspect_export(
     output: Annotated[Path, typer.Option("--output", "-o", help="JSON file to write.")],
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
 ) -> None:
     """Everything recorded in the namespace (executions, ratings, episodes, summaries) as JSON."""
 
@@ -340,7 +368,19 @@ def inspect_export(
         output.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
         console.print(f"wrote {output}: {len(executions)} executions, {len(ratings)} ratings")
 
-    run(config, work)
+    run(config, work, database_url)
+
+
+def _shown(url: str) -> str:
+    """A database URL as printed: which database was read, never its password."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _span(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"
 
 
 def _plain(record: Any) -> dict[str, Any]:
@@ -350,7 +390,8 @@ def _plain(record: Any) -> dict[str, Any]:
 @inspect_app.command("plot")
 def inspect_plot(
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")],
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
     window: Annotated[int, typer.Option(help="Moving-average window (calls).")] = 50,
 ) -> None:
     """Learning curves as a picture: moving average reward, success rate and exploration rate."""
@@ -387,7 +428,7 @@ def inspect_plot(
         plt.close(fig)
         console.print(f"wrote {output}: {len(executions)} calls")
 
-    run(config, work)
+    run(config, work, database_url)
 
 
 def _moving(values: np.ndarray, window: int) -> np.ndarray:

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from toolwise.server.admin import inspect_app, snapshot_app
-from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, setup_logging
+from toolwise.server.cli_common import (
+    EXAMPLE_CONFIG,
+    ConfigOption,
+    DatabaseUrlOption,
+    config_or_exit,
+    config_path_or_exit,
+    setup_logging,
+)
+from toolwise.server.install import Client, InstallError
 
 app = typer.Typer(
     name="toolwise",
@@ -23,17 +32,20 @@ app.add_typer(inspect_app, name="inspect")
 
 @app.command()
 def serve(
-    config: ConfigOption = EXAMPLE_CONFIG,
+    config: ConfigOption = None,
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
     log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
+    database_url: DatabaseUrlOption = None,
 ) -> None:
-    """Run the toolwise MCP server over the downstream servers of CONFIG."""
+    """Run the toolwise MCP server over the downstream servers of CONFIG (default: the installed one)."""
     from toolwise.server.transports import serve_http, serve_stdio
 
     setup_logging(log_level)
-    loaded = config_or_exit(config)
+    path = config_path_or_exit(config)
+    logging.getLogger(__name__).info("toolwise serving the config %s", path)
+    loaded = config_or_exit(path, database_url)
     try:
         asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
     except KeyboardInterrupt:
@@ -44,8 +56,10 @@ def serve(
 
 @app.command()
 def demo(
-    config: ConfigOption = EXAMPLE_CONFIG,
-    calls: Annotated[int, typer.Option(help="How many tool calls the scripted agent makes.")] = 300,
+    config: Annotated[
+        Path, typer.Option("--config", "-c", help="toolwise config to run the demo on (default: the example).")
+    ] = EXAMPLE_CONFIG,
+    calls: Annotated[int, typer.Option(min=1, help="How many tool calls the scripted agent makes.")] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
     database_url: Annotated[
         str | None,
@@ -53,11 +67,64 @@ def demo(
     ] = None,
 ) -> None:
     """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
-    from toolwise.server.demo import run_demo
+    from toolwise.server.demo import DemoError, run_demo
 
     setup_logging("warning")
-    config_or_exit(config)
-    asyncio.run(run_demo(config, calls, seed, database_url))
+    loaded = config_or_exit(config)
+    try:
+        asyncio.run(run_demo(config, loaded, calls, seed, database_url))
+    except DemoError as exc:
+        typer.echo(f"toolwise demo: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@app.command()
+def install(
+    client: Annotated[Client, typer.Option(help="The MCP client whose servers toolwise goes in front of.")] = (
+        Client.claude_desktop
+    ),
+    path: Annotated[
+        Path | None, typer.Option(help="The client's config file, if not where it keeps it (e.g. a .mcp.json).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the diff, write nothing.")] = False,
+    undo: Annotated[bool, typer.Option("--undo", help="Put the client's config back as it was.")] = False,
+) -> None:
+    """Put toolwise in front of the MCP servers of Claude Desktop, Claude Code or Cursor.
+
+    The client's servers move into a toolwise config and the client gets one toolwise entry instead;
+    a timestamped backup is kept and --undo restores it.
+    """
+    from toolwise.server.install import run
+
+    try:
+        run(client, path, dry_run, undo)
+    except InstallError as exc:
+        typer.echo(f"toolwise: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@app.command()
+def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
+    """Check that every downstream starts and the database opens, and say what to fix.
+
+    Per downstream: its command is found, the handshake completes (name, version, protocol) and its
+    tools are listed. Exits 1 when something is wrong.
+    """
+    from toolwise.server.doctor import diagnose
+
+    setup_logging("error")
+    path = config_path_or_exit(config)
+    loaded = config_or_exit(path, database_url)
+    typer.echo(f"config: {path}")
+    checks = asyncio.run(diagnose(loaded, path))
+    for check in checks:
+        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}")
+        if check.fix:
+            typer.echo(f"     fix: {check.fix}")
+    failed = sum(not c.ok for c in checks)
+    typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -154,8 +154,14 @@ class LearningStatsOutput(Output):
     tools: int
     decisions: int
     calls: int
-    updates: int
-    mean_reward: float | None
+    updates: int = Field(description="Learner updates: one per call learned, one more per rating.")
+    mean_reward: float | None = Field(
+        description="Mean reward per call recorded in the namespace: each call's current reward, after its "
+        "ratings (the figure submit_feedback reports for one call)."
+    )
+    mean_update_reward: float | None = Field(
+        description="Mean reward per learner update: a rated call counts once unrated and once rated."
+    )
     exploration_rate: float | None = Field(description="Share of recommendations that explored.")
     replay_size: int
     sequences: int
@@ -173,9 +179,11 @@ class LearningStatsOutput(Output):
     def text(self) -> str:
         health = ", ".join(f"{d.server}: {d.state} (circuit {d.circuit})" for d in self.downstreams)
         mean = "n/a" if self.mean_reward is None else f"{self.mean_reward:.2f}"
+        per_update = "n/a" if self.mean_update_reward is None else f"{self.mean_update_reward:.2f}"
         return (
             f"serving {self.serving}, {self.tools} tools, {self.decisions} decisions, {self.calls} calls, "
-            f"mean reward {mean}; downstreams: {health}"
+            f"mean reward {mean} per recorded call ({per_update} over {self.updates} learner updates); "
+            f"downstreams: {health}"
         )
 
 
@@ -381,6 +389,8 @@ def own_tools(
     async def get_learning_stats(args: NoInput, session: Session | None) -> LearningStatsOutput:
         w = feedback.stats
         health = catalogue.health()
+        actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
+        rewarded = sum(a.calls for a in actions)
         return LearningStatsOutput(
             policy=learning.learner.policy.name,
             serving=learning.serving,
@@ -390,7 +400,10 @@ def own_tools(
             decisions=learning.decisions,
             calls=learning.calls,
             updates=learning.learner.updates,
-            mean_reward=learning.learner.reward_sum / learning.learner.updates if learning.learner.updates else None,
+            mean_reward=sum(a.calls * (a.mean_reward or 0.0) for a in actions) / rewarded if rewarded else None,
+            mean_update_reward=(
+                learning.learner.reward_sum / learning.learner.updates if learning.learner.updates else None
+            ),
             exploration_rate=learning.explored / learning.decisions if learning.decisions else None,
             replay_size=len(learning.learner.replay),
             sequences=sum(len(v) for v in learning.learner.sequences.table.values()),

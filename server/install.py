@@ -1,0 +1,430 @@
+"""`toolwise install`: put toolwise in front of the MCP servers a client (Claude Desktop, Claude Code,
+Cursor) already starts, and `--undo` it.
+
+The client's `mcpServers` move into a toolwise config in the user's config dir (one file per client,
+so each client keeps exactly its own servers) and the client gets one entry that starts toolwise on
+that file. Every other key of the client's file stays as it was. Before a write the file is copied
+to a timestamped backup beside it, and the write is recorded in `installs.json` (next to the toolwise
+configs) so that `--undo` can put the file back even after several installs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path, PureWindowsPath
+from typing import Any
+
+import platformdirs
+from pydantic import TypeAdapter, ValidationError
+
+from toolwise.feedback import utcnow
+from toolwise.server.catalogue import resolve_command
+from toolwise.server.config import Downstream, describe
+
+ENTRY = "toolwise"
+TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
+_DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
+
+
+class Client(StrEnum):
+    claude_desktop = "claude-desktop"
+    claude_code = "claude-code"
+    cursor = "cursor"
+
+
+class InstallError(Exception):
+    """Install or undo cannot go ahead; nothing was written. The message says what to fix."""
+
+
+def config_dir() -> Path:
+    """toolwise's folder under the user's config directory: the configs `install` writes."""
+    return Path(platformdirs.user_config_dir("toolwise", appauthor=False))
+
+
+def installed_configs() -> list[Path]:
+    """The toolwise configs `install` wrote, one per client config installed."""
+    return sorted(p for p in config_dir().glob("*.json") if p.name != "installs.json")
+
+
+def toolwise_config_path(client: Client, path: Path | None) -> Path:
+    """The toolwise config of one client config: named for the client (and for the file, when --path
+    names one, so a project's .mcp.json does not share the user scope's servers)."""
+    if path is None:
+        return config_dir() / f"{client.value}.json"
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
+    return config_dir() / f"{client.value}-{digest}.json"
+
+
+def client_config_path(client: Client, platform: str | None = None, home: Path | None = None) -> Path:
+    """Where the client keeps its MCP servers on this OS (Claude Code: the user scope of ~/.claude.json;
+    a project's `.mcp.json` is passed with --path)."""
+    home = home or Path.home()
+    platform = platform or sys.platform
+    if client is Client.claude_desktop:
+        if platform == "darwin":
+            return home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+        if platform == "win32":
+            appdata = os.environ.get("APPDATA")
+            return (
+                (Path(appdata) if appdata else home / "AppData" / "Roaming") / "Claude" / "claude_desktop_config.json"
+            )
+        xdg = os.environ.get("XDG_CONFIG_HOME")
+        return (Path(xdg) if xdg else home / ".config") / "Claude" / "claude_desktop_config.json"
+    if client is Client.claude_code:
+        return home / ".claude.json"
+    return home / ".cursor" / "mcp.json"
+
+
+def toolwise_command(platform: str | None = None) -> list[str]:
+    """How a client starts this toolwise: the absolute path of its console script (`Scripts\\toolwise.exe`
+    on Windows), or this interpreter with `-m toolwise.server` when no script is installed."""
+    import sysconfig
+
+    name = "toolwise.exe" if (platform or sys.platform) == "win32" else "toolwise"
+    for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
+        if (folder / name).exists():
+            return [str(folder / name)]
+    return [sys.executable, "-m", "toolwise.server"]
+
+
+def is_toolwise(entry: Any) -> bool:
+    """An entry that starts toolwise (never wrapped inside toolwise again)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    name = PureWindowsPath(entry["command"]).name.lower()  # splits on both / and \
+    return name in ("toolwise", "toolwise.exe") or "toolwise.server" in (entry.get("args") or [])
+
+
+def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The entry as a toolwise config holds it, or why it stays with the client."""
+    if not isinstance(entry, dict):
+        return None, "it is not an object"
+    kind = entry.get("type")
+    if kind not in TRANSPORTS:
+        return None, f"toolwise proxies stdio and streamable HTTP, not transport {kind!r}"
+    if "__" in name:
+        return None, "its name contains '__', toolwise's separator between server and tool"
+    spec = {k: v for k, v in entry.items() if k != "type"}
+    try:
+        _DOWNSTREAM.validate_python(spec)
+    except ValidationError as exc:
+        return None, describe(exc)
+    return spec, None
+
+
+def parse(path: Path, text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstallError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); "
+            "fix that line and run again. Nothing was changed."
+        ) from exc
+    if not isinstance(doc, dict):
+        raise InstallError(f"{path}: the top level must be an object. Nothing was changed.")
+    if not isinstance(doc.get("mcpServers", {}), dict):
+        raise InstallError(f"{path}: 'mcpServers' must be an object. Nothing was changed.")
+    return doc
+
+
+def dump(doc: dict[str, Any], like: str | None = None) -> str:
+    """JSON in the indentation of the file it replaces (2 spaces for a new one)."""
+    indent: int | str = 2
+    for line in (like or "").splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and stripped != line:
+            lead = line[: len(line) - len(stripped)]
+            indent = "\t" if lead.startswith("\t") else len(lead)
+            break
+    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+
+
+def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
+    """PATH for toolwise's entry: the folders of the servers' commands as found now, then this shell's
+    PATH (GUI apps such as Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing);
+    also the commands found nowhere."""
+    folders: list[str] = []
+    missing: list[str] = []
+    for name, spec in servers.items():
+        command = spec.get("command")
+        if command is None:
+            continue
+        found = resolve_command(command)
+        if found == command and not Path(command).is_absolute():
+            missing.append(f"{command} (server {name!r})")
+        else:
+            folders.append(str(Path(found).parent))
+    folders += os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(dict.fromkeys(f for f in folders if f)), missing
+
+
+@dataclass
+class Plan:
+    """What install or undo would write: each file's text before (None: no file) and after."""
+
+    client_path: Path
+    toolwise_path: Path
+    client_before: str
+    client_after: str
+    toolwise_before: str | None = None
+    toolwise_after: str | None = None
+    moved: dict[str, Any] = field(default_factory=dict)  # name → the client's own entry
+    kept: dict[str, str] = field(default_factory=dict)  # name → why it stays with the client
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.client_before != self.client_after or self.toolwise_before != self.toolwise_after
+
+    def diff(self) -> str:
+        parts = [_diff(self.client_path, self.client_before, self.client_after)]
+        if self.toolwise_after is not None:
+            parts.append(_diff(self.toolwise_path, self.toolwise_before, self.toolwise_after))
+        return "".join(parts)
+
+
+def _diff(path: Path, before: str | None, after: str) -> str:
+    lines = difflib.unified_diff(
+        (before or "").splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=str(path) if before is not None else "/dev/null",
+        tofile=str(path),
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
+    except FileNotFoundError:
+        raise InstallError(
+            f"no config at {path}: is the client installed, and has it any MCP server yet? "
+            "(pass --path for a config elsewhere, e.g. a project's .mcp.json)"
+        ) from None
+
+
+def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan:
+    """Move the client's servers into the toolwise config and leave one toolwise entry in their place."""
+    before = read(client_path)
+    doc = parse(client_path, before)
+    servers: dict[str, Any] = doc.get("mcpServers", {})
+    ours = [name for name, entry in servers.items() if is_toolwise(entry)]
+    # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
+    toolwise_path = next((p for name in ours if (p := _served_config(servers[name]))), toolwise_path)
+    toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
+    toolwise_doc = parse(toolwise_path, toolwise_before) if toolwise_before is not None else {}
+    downstream: dict[str, Any] = dict(toolwise_doc.get("mcpServers", {}))
+    plan = Plan(client_path, toolwise_path, before, before, toolwise_before)
+    for name, entry in servers.items():
+        if name in ours:
+            continue
+        spec, why = translate(name, entry)
+        if spec is None:
+            plan.kept[name] = why or "?"
+            continue
+        if name in downstream and downstream[name] != spec:
+            raise InstallError(
+                f"server {name!r} is in {client_path} and, differently, in {toolwise_path}; rename one of "
+                "them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
+            )
+        downstream[name] = spec
+        plan.moved[name] = entry
+    if not downstream:
+        raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
+    path_env, plan.missing = search_path(downstream)
+    entry_name = ours[0] if ours else _free_name(servers)
+    previous = servers.get(entry_name, {}) if ours else {}
+    entry: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
+    command = toolwise_command()
+    entry |= {
+        **{k: v for k, v in previous.items() if k not in ("command", "args", "env")},
+        "command": command[0],
+        "args": [*command[1:], "serve", "--config", str(toolwise_path)],
+        "env": {**previous.get("env", {}), "PATH": path_env},
+    }
+    kept = {name: servers[name] for name in plan.kept}
+    new_doc = {**doc, "mcpServers": {entry_name: entry, **kept}}
+    if new_doc != doc:
+        plan.client_after = dump(new_doc, before)
+    new_toolwise = {**toolwise_doc, "mcpServers": downstream}
+    plan.toolwise_after = toolwise_before if new_toolwise == toolwise_doc else dump(new_toolwise, toolwise_before)
+    _check_nothing_lost(servers, new_doc["mcpServers"], downstream, ours)
+    return plan
+
+
+def _served_config(entry: dict[str, Any]) -> Path | None:
+    """The config a toolwise entry serves (`--config X` / `-c X` in its args), if it names one."""
+    args = [str(a) for a in entry.get("args") or []]
+    for flag in ("--config", "-c"):
+        if flag in args[:-1]:
+            return Path(args[args.index(flag) + 1])
+    return None
+
+
+def _free_name(servers: dict[str, Any]) -> str:
+    name, n = ENTRY, 1
+    while name in servers:
+        n += 1
+        name = f"{ENTRY}-{n}"
+    return name
+
+
+def _check_nothing_lost(
+    before: dict[str, Any], client: dict[str, Any], toolwise: dict[str, Any], ours: list[str]
+) -> None:
+    lost = [name for name in before if name not in ours and name not in client and name not in toolwise]
+    if lost:
+        raise InstallError(f"internal error: servers {lost} would be lost; nothing was changed")
+
+
+# -- the record of installs, for --undo -----------------------------------------------------------
+
+
+def _state_path() -> Path:
+    return config_dir() / "installs.json"
+
+
+def _load_state() -> dict[str, list[dict[str, Any]]]:
+    path = _state_path()
+    if not path.exists():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InstallError(f"{path}: not valid JSON at line {exc.lineno} ({exc.msg})") from exc
+    return state if isinstance(state, dict) else {}
+
+
+def _save_state(state: dict[str, list[dict[str, Any]]]) -> None:
+    _write(_state_path(), json.dumps(state, indent=2) + "\n")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a crash leaves the old file or the new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.toolwise-tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def backup(path: Path, text: str) -> Path:
+    """A copy of `text` beside `path`, named with the time (UTC) it was taken."""
+    stamp = utcnow().strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.toolwise-backup-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.toolwise-backup-{stamp}-{n}")
+    _write(target, text)
+    return target
+
+
+def apply(plan: Plan, record: bool = True) -> Path | None:
+    """Write what the plan says (backup first); returns the backup, None when nothing changed."""
+    if not plan.changed:
+        return None
+    saved = backup(plan.client_path, plan.client_before)
+    if plan.toolwise_after is not None and plan.toolwise_after != plan.toolwise_before:
+        _write(plan.toolwise_path, plan.toolwise_after)
+    if plan.client_after != plan.client_before:
+        _write(plan.client_path, plan.client_after)
+    if record and plan.client_after != plan.client_before:
+        state = _load_state()
+        state.setdefault(str(plan.client_path), []).append(
+            {"backup": str(saved), "written_sha256": _sha(plan.client_after), "moved": plan.moved}
+        )
+        _save_state(state)
+    return saved
+
+
+def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
+    """Put the client's config back: the backups of installs the file still shows unchanged are restored
+    verbatim; if it was edited since, the toolwise entry is replaced by the servers moved out (the
+    edits are kept). Returns the plan and how many install records it consumes."""
+    history = _load_state().get(str(client_path), [])
+    if not history:
+        raise InstallError(f"no install of toolwise into {client_path} is recorded in {_state_path()}")
+    current = read(client_path)
+    text, used = current, 0
+    for record in reversed(history):
+        if _sha(text) != record["written_sha256"]:
+            break
+        text = Path(record["backup"]).read_text(encoding="utf-8-sig")
+        used += 1
+    doc = parse(client_path, text)
+    servers: dict[str, Any] = doc.get("mcpServers", {})
+    if used < len(history) and any(is_toolwise(e) for e in servers.values()):
+        restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
+        for record in history[: len(history) - used]:
+            for name, entry in record["moved"].items():
+                restored.setdefault(name, entry)
+        text = dump({**doc, "mcpServers": restored}, text)
+        used = len(history)
+    return Plan(client_path, toolwise_path, current, text), used
+
+
+def undo(plan: Plan, used: int) -> Path | None:
+    saved = apply(plan, record=False)
+    state = _load_state()
+    records = state.get(str(plan.client_path), [])[: -used or None]
+    if records:
+        state[str(plan.client_path)] = records
+    else:
+        state.pop(str(plan.client_path), None)
+    _save_state(state)
+    return saved
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan:
+    """`toolwise install`: print what changes (a unified diff), write it unless a dry run."""
+    client_path = path or client_config_path(client)
+    toolwise_path = toolwise_config_path(client, path)
+    if undo_it:
+        plan, used = plan_undo(client_path, toolwise_path)
+    else:
+        plan, used = plan_install(client, client_path, toolwise_path), 0
+    echo = _echo
+    echo(f"{client.value} config: {client_path}")
+    if not undo_it:
+        if plan.moved:
+            echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
+        for name, why in plan.kept.items():
+            echo(f"stays with {client.value}: {name!r} ({why})")
+        for what in plan.missing:
+            echo(f"warning: command not found on PATH: {what}; install it, or toolwise will report it as failed")
+    if not plan.changed:
+        echo("nothing to change: " + ("toolwise is already installed" if not undo_it else "already undone"))
+        return plan
+    echo(plan.diff().rstrip("\n"))
+    if dry_run:
+        echo("dry run: nothing was written")
+        return plan
+    saved = undo(plan, used) if undo_it else apply(plan)
+    echo(f"backup of the previous {client_path.name}: {saved}")
+    if undo_it:
+        echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")
+    else:
+        echo(
+            f"wrote {client_path} and {plan.toolwise_path}. Restart {client.value}; `toolwise doctor` checks every "
+            f"server starts; `toolwise install --client {client.value} --undo` puts the old config back."
+        )
+    return plan
+
+
+def _echo(text: str) -> None:
+    import typer
+
+    typer.echo(text)

@@ -1,0 +1,200 @@
+"""`toolwise install` on sample configs of each client, in a temporary HOME: a dry run writes nothing,
+an install moves every server and keeps every other key, a second install changes nothing, undo
+puts the file back byte for byte, and a broken file is refused with its line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolwise.server import install
+from toolwise.server.config import load_config
+from toolwise.server.install import Client, InstallError
+
+SAMPLES: dict[Client, dict[str, Any]] = {
+    Client.claude_desktop: {
+        "mcpServers": {
+            "time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]},
+            "git": {"command": "mcp-server-git", "args": [], "env": {"GIT_AUTHOR_NAME": "me"}},
+        },
+        "globalShortcut": "Ctrl+Space",
+    },
+    Client.claude_code: {
+        "numStartups": 12,
+        "projects": {"/home/me/src": {"mcpServers": {}, "allowedTools": []}},
+        "mcpServers": {
+            "time": {"type": "stdio", "command": "mcp-server-time", "args": [], "env": {}},
+            "docs": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Key": "k"}},
+            "legacy": {"type": "sse", "url": "https://example.com/sse"},
+        },
+    },
+    Client.cursor: {
+        "mcpServers": {
+            "git": {"command": "mcp-server-git"},
+            "remote": {"url": "https://example.com/mcp"},
+        }
+    },
+}
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A throwaway HOME (and XDG dirs): nothing here may touch the real user's files."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / ".local" / "share"))
+    monkeypatch.setattr(sys, "platform", "linux")
+    return tmp_path
+
+
+def write_sample(client: Client, indent: int = 2) -> tuple[Path, bytes]:
+    path = install.client_config_path(client, "linux")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(SAMPLES[client], indent=indent) + "\n")
+    return path, path.read_bytes()
+
+
+def files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("client", list(Client))
+def test_install_dry_run_apply_rerun_and_undo(home: Path, client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    path, original = write_sample(client)
+    before = files(home)
+
+    install.run(client, None, dry_run=True, undo_it=False)
+    printed = capsys.readouterr().out
+    assert "dry run: nothing was written" in printed and f"+++ {path}" in printed
+    assert files(home) == before and path.read_bytes() == original
+
+    install.run(client, None, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    sample = SAMPLES[client]
+    assert {k: v for k, v in doc.items() if k != "mcpServers"} == {k: v for k, v in sample.items() if k != "mcpServers"}
+    entry = doc["mcpServers"]["toolwise"]
+    assert Path(entry["command"]).is_absolute() and Path(entry["command"]).exists()
+    toolwise_config = home / ".config" / "toolwise" / f"{client.value}.json"
+    assert entry["args"][-3:] == ["serve", "--config", str(toolwise_config)]
+    assert "PATH" in entry["env"]
+    served = load_config(toolwise_config).servers
+    kept = {name for name in doc["mcpServers"] if name != "toolwise"}
+    assert set(served) | kept == set(sample["mcpServers"]), "every server is served by toolwise or kept"
+    assert not set(served) & kept
+    if client is Client.claude_code:
+        assert kept == {"legacy"} and entry["type"] == "stdio"  # SSE is not proxied: it stays with the client
+    backups = list(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+    assert len(backups) == 1 and backups[0].read_bytes() == original
+
+    installed = path.read_bytes()
+    install.run(client, None, dry_run=False, undo_it=False)
+    assert "nothing to change" in capsys.readouterr().out
+    assert path.read_bytes() == installed and len(list(path.parent.glob("*.toolwise-backup-*"))) == 1
+    assert "toolwise" not in load_config(toolwise_config).servers, "toolwise is never wrapped inside toolwise"
+
+    install.run(client, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original
+
+
+def test_a_server_added_after_install_moves_on_the_next_install_and_undo_keeps_later_edits(home: Path) -> None:
+    path, _ = write_sample(Client.claude_desktop)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["fetch"] = {"command": "mcp-server-fetch"}
+    doc["theme"] = "dark"  # an edit the user made after installing
+    path.write_text(json.dumps(doc, indent=2))
+
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    after = json.loads(path.read_text())
+    assert list(after["mcpServers"]) == ["toolwise"]
+    served = load_config(home / ".config" / "toolwise" / "claude-desktop.json").servers
+    assert set(served) == {"time", "git", "fetch"}
+
+    after["theme"] = "light"  # edited again: undo can no longer restore a backup verbatim
+    path.write_text(json.dumps(after, indent=2))
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    undone = json.loads(path.read_text())
+    assert undone["mcpServers"] == {
+        **SAMPLES[Client.claude_desktop]["mcpServers"],
+        "fetch": {"command": "mcp-server-fetch"},
+    }
+    assert undone["theme"] == "light" and undone["globalShortcut"] == "Ctrl+Space"
+    with pytest.raises(InstallError, match="no install"):
+        install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+
+
+def test_a_toolwise_entry_set_up_by_hand_keeps_its_config_and_gets_the_new_servers(home: Path) -> None:
+    own = home / "mine.json"
+    own.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}, "toolwise": {"seed": 1}}))
+    path = install.client_config_path(Client.claude_desktop, "linux")
+    path.parent.mkdir(parents=True)
+    by_hand = {"command": "/opt/venv/bin/toolwise", "args": ["serve", "--config", str(own)]}
+    path.write_text(json.dumps({"mcpServers": {"proxy": by_hand, "git": {"command": "mcp-server-git"}}}))
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    entries = json.loads(path.read_text())["mcpServers"]
+    assert list(entries) == ["proxy"] and entries["proxy"]["args"][-2:] == ["--config", str(own)]
+    assert set(load_config(own).servers) == {"time", "git"} and load_config(own).toolwise.seed == 1
+    assert not (home / ".config" / "toolwise" / "claude-desktop.json").exists()
+
+
+def test_a_broken_config_is_refused_naming_its_line_and_nothing_changes(home: Path) -> None:
+    path, _ = write_sample(Client.cursor)
+    broken = path.read_text().replace('"mcp-server-git"', '"mcp-server-git",', 1)
+    path.write_text(broken)
+    line = next(i for i, text in enumerate(broken.splitlines(), 1) if "mcp-server-git" in text)
+    with pytest.raises(InstallError, match=rf"not valid JSON at line {line + 1}, column \d+.*Nothing was changed"):
+        install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    assert path.read_text() == broken and not (home / ".config" / "toolwise").exists()
+
+
+def test_a_config_saved_with_a_byte_order_mark_installs(home: Path) -> None:
+    path, _ = write_sample(Client.claude_desktop)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as Windows Notepad saves it
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    assert list(json.loads(path.read_text())["mcpServers"]) == ["toolwise"]
+
+
+def test_a_missing_client_config_is_refused_with_where_it_was_looked_for(home: Path) -> None:
+    with pytest.raises(InstallError, match=r"no config at .*\.cursor/mcp\.json"):
+        install.run(Client.cursor, None, dry_run=True, undo_it=False)
+
+
+def test_a_name_that_clashes_with_a_different_served_server_is_refused(home: Path) -> None:
+    path, original = write_sample(Client.cursor)
+    config = home / ".config" / "toolwise" / "cursor.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"mcpServers": {"git": {"command": "other-git"}}}))
+    with pytest.raises(InstallError, match="'git' is in"):
+        install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    assert path.read_bytes() == original
+
+
+def test_client_config_paths_per_os(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPDATA", str(home / "Roaming"))
+    desktop = Client.claude_desktop
+    assert install.client_config_path(desktop, "darwin", home) == (
+        home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+    )
+    assert (
+        install.client_config_path(desktop, "win32", home) == home / "Roaming" / "Claude" / "claude_desktop_config.json"
+    )
+    assert (
+        install.client_config_path(desktop, "linux", home) == home / ".config" / "Claude" / "claude_desktop_config.json"
+    )
+    assert install.client_config_path(Client.claude_code, "win32", home) == home / ".claude.json"
+    assert install.client_config_path(Client.cursor, "darwin", home) == home / ".cursor" / "mcp.json"
+
+
+def test_on_windows_the_entry_starts_the_console_script_under_scripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = tmp_path / "venv" / "Scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "toolwise.exe").write_bytes(b"MZ")
+    monkeypatch.setattr(sys, "executable", str(scripts / "python.exe"))
+    assert install.toolwise_command("win32") == [str(scripts / "toolwise.exe")]
+    assert install.is_toolwise({"command": r"C:\Users\me\venv\Scripts\toolwise.exe", "args": ["serve"]})
