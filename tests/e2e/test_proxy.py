@@ -74,7 +74,9 @@ async def test_every_call_is_recorded_even_failures(write_config: Callable[..., 
 
 
 async def test_rating_changes_the_recorded_reward(write_config: Callable[..., Path], tmp_path: Path) -> None:
-    async with toolwise(write_config()) as client:
+    # latency weights off, so twin calls earn the same reward and the rating's effect is exact
+    weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
+    async with toolwise(write_config(reward=weights)) as client:
         unrated = (await client.call_tool("time__get_current_time", {"timezone": "UTC"})).meta["toolwise/execution_id"]
         call = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
         execution_id = call.meta["toolwise/execution_id"]
@@ -87,8 +89,9 @@ async def test_rating_changes_the_recorded_reward(write_config: Callable[..., Pa
         assert "nope" in text(await client.call_tool("submit_feedback", {"rating": 3, "execution_id": "nope"}))
     rewards = dict(rows(tmp_path / "toolwise.db", "SELECT id, reward FROM executions"))
     assert rewards[execution_id] == pytest.approx(rated.structured_content["reward"])
-    # rating 1 costs (1 − 3) × 2 = 4; the twins may differ by the +2 speed bonus and a few ms of latency
-    assert rewards[unrated] - rewards[execution_id] == pytest.approx(4, abs=2.01)
+    # rating 1 costs (1 − 3) × 2 = 4 against its unrated twin
+    assert rewards[unrated] == pytest.approx(10)
+    assert rewards[execution_id] == pytest.approx(6)
     assert rows(tmp_path / "toolwise.db", "SELECT rating FROM ratings") == [(1,)]
 
 
