@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolwise.feedback import default_database_url
+from toolwise.feedback.engine import data_dir
 from toolwise.rl import POLICIES
 
 
@@ -79,6 +80,8 @@ class Settings(BaseSettings):
     snapshot_sign_key: Path | None = None  # Ed25519 private key (PEM): sign every snapshot taken
     snapshot_verify_key: Path | None = None  # Ed25519 public key (PEM): refuse unsigned or badly signed ones
     snapshot_tools: bool = False  # expose snapshot_* admin MCP tools
+    # the only folder the snapshot MCP tools read and write (names given to them are relative to it)
+    snapshot_dir: Path = Field(default_factory=lambda: data_dir() / "snapshots")
     retention_days: float | None = Field(default=None, gt=0)  # prune executions older than this
     # shields
     shield_failure_rate: float | None = Field(default=0.5, ge=0, le=1)
