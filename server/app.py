@@ -263,6 +263,9 @@ def build_server(app: Toolwise) -> Server[Any]:
                 f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
                 "(downstream tools are named server__tool)"
             )
+        wrong = route.problem(arguments)
+        if wrong is not None:  # the caller's mistake: not forwarded, so no downstream or tool is blamed
+            return error_result(f"invalid arguments for {name}: {wrong} (not forwarded to {route.server!r})")
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None

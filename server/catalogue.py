@@ -24,14 +24,16 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
+from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
 from toolwise.server.config import HttpServer, Settings, StdioServer
 from toolwise.server.naming import assign
+from toolwise.server.schemas import compile_validator, problem
 from toolwise.server.shields import Circuit, CircuitState
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,11 @@ State = Literal["starting", "ready", "restarting", "failed", "stopped"]
 
 class DownstreamError(Exception):
     """A call could not be completed by the downstream server; the message says why and what next."""
+
+
+class InvalidArgumentsError(DownstreamError):
+    """The downstream answered invalid params (JSON-RPC -32602): the caller's fault, not the server's,
+    so neither its circuit nor the tool's shield counts it."""
 
 
 class CircuitOpenError(DownstreamError):
@@ -64,6 +71,11 @@ class Route:
     server: str
     tool: str
     public: types.Tool
+    validator: Validator | None = None  # the input schema, compiled when the catalogue changed
+
+    def problem(self, arguments: dict[str, Any] | None) -> str | None:
+        """What is wrong with these arguments for this tool, or None (also when there is no schema)."""
+        return None if self.validator is None else problem(self.validator, arguments)
 
 
 def resolve_command(command: str) -> str:
@@ -219,6 +231,9 @@ class Downstream:
             )
         try:
             result = await self._call(tool, arguments, timeout_s)
+        except InvalidArgumentsError:
+            self.circuit.succeeded()  # it answered, and sanely: the caller sent what it cannot take
+            raise
         except DownstreamError:
             self.circuit.failed(time.monotonic())
             raise
@@ -251,6 +266,8 @@ class Downstream:
                 raise DownstreamError(
                     f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
                 ) from None
+            if exc.code == INVALID_PARAMS:
+                raise InvalidArgumentsError(f"{self.name!r} refused the arguments of {tool!r}: {exc}") from exc
             raise self._refused(tool, exc) from exc
         except Exception as exc:
             raise self._refused(tool, exc) from exc
@@ -304,13 +321,21 @@ class Catalogue:
     async def call(self, route: Route, arguments: dict[str, Any] | None) -> types.CallToolResult:
         return await self.downstreams[route.server].call(route.tool, arguments, self.settings.call_timeout_s)
 
+    def _route(self, public: str, server: str, tool: types.Tool) -> Route:
+        """A route with its argument validator, compiled anew only when the tool's schema changed."""
+        old = self.routes.get(public)
+        if old is not None and old.server == server and old.public.input_schema == tool.input_schema:
+            validator = old.validator
+        else:
+            validator = compile_validator(public, tool.input_schema)
+        return Route(server, tool.name, tool.model_copy(update={"name": public}), validator)
+
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
         by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
         names = assign(by_pair)
         routes = {
-            public: Route(server, tool, by_pair[(server, tool)].model_copy(update={"name": public}))
-            for (server, tool), public in names.items()
+            public: self._route(public, server, by_pair[(server, tool)]) for (server, tool), public in names.items()
         }
         changed = {n: r.public for n, r in routes.items()} != {n: r.public for n, r in self.routes.items()}
         self.routes = routes
