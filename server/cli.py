@@ -10,6 +10,7 @@ import typer
 
 from toolwise.server.admin import inspect_app, snapshot_app
 from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, setup_logging
+from toolwise.server.config import ConfigError
 
 app = typer.Typer(
     name="toolwise",
@@ -36,6 +37,9 @@ def serve(
     loaded = config_or_exit(config)
     try:
         asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+    except ConfigError as exc:  # found before serving (e.g. a non-loopback bind without a token)
+        typer.echo(f"toolwise: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         # Ctrl-C (or a SIGINT re-raised by uvicorn) is how a server is stopped: asyncio.run has
         # already cancelled the server and run its shutdown, which flushed every queued record.

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolwise.feedback import default_database_url
@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     shield_retry_s: float = Field(default=60.0, gt=0)
     circuit_failures: int = Field(default=5, ge=1)  # consecutive downstream failures that open its circuit
     circuit_cooldown_s: float = Field(default=30.0, gt=0)
+    # HTTP transport: a bearer token (required to bind a non-loopback address) and the names it answers to
+    http_token: SecretStr | None = None  # prefer TOOLWISE_HTTP_TOKEN to the file
+    http_token_file: Path | None = None  # a file holding the token (surrounding whitespace ignored)
+    http_allowed_hosts: list[str] = Field(default_factory=list)  # more Host values, e.g. "toolwise.example:*"
+    http_allowed_origins: list[str] = Field(default_factory=list)  # more Origin values, e.g. "https://app.example"
 
     @field_validator("policy")
     @classmethod
