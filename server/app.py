@@ -57,6 +57,7 @@ class Toolwise:
         self.feedback = FeedbackService(
             settings.database_url,
             store_arguments=settings.store_arguments,
+            store_queries=settings.store_queries,
             flush_interval_ms=settings.flush_interval_ms,
             synchronous=settings.sqlite_synchronous,
         )
