@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from toolwise.feedback import FeedbackError, FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
-from toolwise.server.catalogue import Catalogue, DownstreamError
+from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
@@ -264,16 +264,17 @@ def build_server(app: Toolwise) -> Server[Any]:
                 f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
                 "(downstream tools are named server__tool)"
             )
-        wrong = route.problem(arguments)
-        if wrong is not None:  # the caller's mistake: not forwarded, so no downstream or tool is blamed
-            return error_result(f"invalid arguments for {name}: {wrong} (not forwarded to {route.server!r})")
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
-        try:
-            result = await app.catalogue.call(route, arguments)
-        except DownstreamError as exc:
-            error = exc
+        wrong = route.problem(arguments)
+        if wrong is not None:  # the caller's mistake: recorded, not forwarded, blamed on no downstream or tool
+            error = InvalidArgumentsError(f"invalid arguments for {name}: {wrong} (not forwarded to {route.server!r})")
+        else:
+            try:
+                result = await app.catalogue.call(route, arguments)
+            except DownstreamError as exc:
+                error = exc
         latency_s = time.perf_counter() - start
         execution_id = app.learning.record(
             session,

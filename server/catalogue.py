@@ -32,6 +32,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
 from toolwise.server.config import HttpServer, Settings, StdioServer
+from toolwise.server.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.server.naming import assign
 from toolwise.server.schemas import compile_validator, problem
 from toolwise.server.shields import Circuit, CircuitState
@@ -62,6 +63,7 @@ class Health:
     restarts: int
     error: str | None
     circuit: CircuitState = "closed"
+    junk_lines: int = 0  # lines on its stdout that were not JSON-RPC (ignored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +119,13 @@ class Downstream:
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
+    _process: Any = None  # the stdio process of the current connection: its exit status, its death
     circuit: Circuit = field(init=False)
+    junk: JunkReport = field(init=False)
 
     def __post_init__(self) -> None:
         self.circuit = Circuit(self.settings.circuit_failures, self.settings.circuit_cooldown_s)
+        self.junk = JunkReport(self.name)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
@@ -133,10 +138,13 @@ class Downstream:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.junk.close()
         self.state = "stopped"
 
     def health(self) -> Health:
-        return Health(self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state)
+        return Health(
+            self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state, self.junk.total
+        )
 
     def _target(self) -> Any:
         if isinstance(self.spec, HttpServer):
@@ -150,11 +158,18 @@ class Downstream:
         while True:
             self._broken.clear()
             try:
-                await self._serve_once()
+                status = await self._serve_once()
+                self.error = "connection lost" if status is None else exited(status)
+                log.warning("downstream %s stopped serving: %s", self.name, self.error)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure to connect or serve leads to a restart
-                self.error = f"{type(exc).__name__}: {exc}"
+                self.error = describe(
+                    exc,
+                    starting=self.state != "ready",
+                    start_timeout_s=self.settings.start_timeout_s,
+                    exit_status=None if self._process is None else self._process.returncode,
+                )
                 log.warning("downstream %s failed: %s", self.name, self.error)
             finally:
                 self._client = None
@@ -168,23 +183,49 @@ class Downstream:
             await asyncio.sleep(backoff)
             backoff = min(2 * backoff, self.settings.restart_backoff_max_s)
 
-    async def _serve_once(self) -> None:
+    async def _serve_once(self) -> int | None:
+        """Connect and serve until the connection breaks; returns the process's exit status if it had
+        exited by then (None: still running, or not a process)."""
+        self._process = None
         async with contextlib.AsyncExitStack() as stack:
-            async with asyncio.timeout(self.settings.start_timeout_s):
-                client = await stack.enter_async_context(
-                    Client(self._target(), mode=self.settings.mode, message_handler=self._on_message)
-                )
-                await self._refresh(client)
+            with recording_spawns() as spawned:
+                try:
+                    async with asyncio.timeout(self.settings.start_timeout_s):
+                        client = await stack.enter_async_context(
+                            Client(self._target(), mode=self.settings.mode, message_handler=self._on_message)
+                        )
+                        await self._refresh(client)
+                finally:
+                    self._process = spawned[-1] if spawned else None
             self._client, self.state, self.error = client, "ready", None
             self._ready.set()
             self._attempted.set()
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            listener = self._listen(client)
+            helpers = [t for t in (self._listen(client), self._watch()) if t is not None]
             try:
                 await self._broken.wait()
+                return None if self._process is None else self._process.returncode  # before we stop it
             finally:
-                if listener is not None:
-                    listener.cancel()
+                for helper in helpers:
+                    helper.cancel()
+
+    def _watch(self) -> asyncio.Task[None] | None:
+        """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
+        process = self._process
+        if process is None:
+            return None
+
+        async def watch() -> None:
+            await process.wait()
+            self._broken.set()
+
+        return asyncio.create_task(watch(), name=f"toolwise-watch-{self.name}")
+
+    def _lost(self) -> None:
+        """The connection is known dead: calls from now on wait for the new one."""
+        self._client = None
+        self._ready.clear()
+        self._broken.set()
 
     def _listen(self, client: Client) -> asyncio.Task[None] | None:
         """On the 2026-07-28 era, tool-list changes arrive on a `subscriptions/listen` stream."""
@@ -204,6 +245,8 @@ class Downstream:
         the connection broken so the owner task reconnects."""
         if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
             await self._refresh(self._client)
+        elif isinstance(message, ValueError):  # a line that is not JSON-RPC: the connection itself is fine
+            self.junk.add(message)
         elif isinstance(message, Exception):
             log.warning("downstream %s transport error: %s", self.name, message)
             self._broken.set()
@@ -245,9 +288,13 @@ class Downstream:
         return result
 
     async def _call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._client is not None and self._process is not None and self._process.returncode is not None:
+            self._lost()  # it died since the last call: this one goes to the new process
         if self._client is None:
             try:
-                async with asyncio.timeout(min(timeout_s, self.settings.start_timeout_s)):
+                async with asyncio.timeout_at(deadline):  # the restart counts against the call's timeout
                     await self._ready.wait()
             except TimeoutError:
                 raise DownstreamError(
@@ -260,7 +307,7 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+            return await client.call_tool(tool, arguments, read_timeout_seconds=max(deadline - loop.time(), 0.001))
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
@@ -298,12 +345,24 @@ class Catalogue:
         self._announcing = Background()
 
     async def start(self) -> None:
-        """Start every downstream concurrently; return once each is up or has failed once."""
+        """Start every downstream concurrently; return once each is up or has failed once, or after
+        `start_wait_s`: one that hangs at start delays nobody, its tools are added (and announced as a
+        tool-list change) when it comes up."""
         for downstream in self.downstreams.values():
             downstream.start()
-        await asyncio.gather(*(d.wait_first_attempt() for d in self.downstreams.values()))
+        first = [asyncio.create_task(d.wait_first_attempt()) for d in self.downstreams.values()]
+        if first:
+            _, waiting = await asyncio.wait(first, timeout=self.settings.start_wait_s)
+            for task in waiting:
+                task.cancel()
         for h in self.health():
-            if h.state != "ready":
+            if h.state == "starting":
+                log.warning(
+                    "downstream %s is still starting after %gs (start_wait_s); serving without it until it is up",
+                    h.server,
+                    self.settings.start_wait_s,
+                )
+            elif h.state != "ready":
                 log.error("downstream %s did not start: %s (the others serve; retrying)", h.server, h.error)
 
     async def aclose(self) -> None:

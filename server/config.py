@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     admin_tools: bool = True
     call_timeout_s: float = Field(default=60.0, gt=0)
     start_timeout_s: float = Field(default=30.0, gt=0)
+    start_wait_s: float = Field(default=5.0, ge=0)  # serving waits this long for downstreams; later ones join
     restart_backoff_s: float = Field(default=0.5, gt=0)
     restart_backoff_max_s: float = Field(default=30.0, gt=0)
     mode: Literal["auto", "legacy"] = "auto"  # protocol negotiation with downstream servers

@@ -30,9 +30,11 @@ async def test_arguments_that_break_the_schema_are_refused_before_the_downstream
     assert wrong.is_error and "argument 'n': 'three' is not of type 'integer'" in wrong.content[0].text
     assert not good.is_error
     assert seen.content[0].text == "1"  # only the good call reached the downstream
-    assert rows(tmp_path / "toolwise.db", "SELECT tool FROM executions ORDER BY seq") == [
-        ("picky__strict",),
-        ("picky__seen",),
+    assert rows(tmp_path / "toolwise.db", "SELECT tool, error_type FROM executions ORDER BY seq") == [
+        ("picky__strict", "InvalidArgumentsError"),  # recorded as the caller's fault
+        ("picky__strict", "InvalidArgumentsError"),
+        ("picky__strict", None),
+        ("picky__seen", None),
     ]
 
 
