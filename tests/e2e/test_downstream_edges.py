@@ -64,13 +64,13 @@ async def test_failure_reasons_say_what_happened(write_config: Callable[..., Pat
         "refused": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
         "missing": {"command": "toolwise-no-such-server"},
     }
-    config = write_config(servers, start_timeout_s=1, start_wait_s=20, restart_backoff_s=30)
+    config = write_config(servers, start_timeout_s=3, start_wait_s=30, restart_backoff_s=30)
     with (tmp_path / "toolwise.log").open("w") as errlog:
         async with toolwise_logging_to(config, errlog) as client:
             reasons = {name: h["error"] for name, h in (await health(client)).items()}
     assert reasons == {
         "exits": "command exited with status 3",
-        "silent": "no answer to initialize within 1s (start_timeout_s)",
+        "silent": "no answer to initialize within 3s (start_timeout_s)",
         "refused": "connection refused",
         "missing": "command not found: toolwise-no-such-server",
     }
