@@ -81,8 +81,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         if isinstance(current, BaseExceptionGroup):
             todo.extend(current.exceptions)
-            continue
-        yield current
+        else:
+            yield current
         todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
 
 
