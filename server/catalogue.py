@@ -27,6 +27,8 @@ import mcp_types as types
 from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
@@ -146,9 +148,15 @@ class Downstream:
             self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state, self.junk.total
         )
 
-    def _target(self) -> Any:
+    def _target(self, stack: contextlib.AsyncExitStack) -> Any:
         if isinstance(self.spec, HttpServer):
-            return self.spec.url
+            if not self.spec.headers:
+                return self.spec.url
+            # The configured headers (e.g. `Authorization: Bearer …`) go on every request; the
+            # transport leaves closing a client it was given to us.
+            http = create_mcp_http_client(headers=self.spec.headers)
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(self.spec.url, http_client=http)
         return StdioServerParameters(
             command=resolve_command(self.spec.command), args=self.spec.args, env=self.spec.env, cwd=self.spec.cwd
         )
@@ -192,7 +200,7 @@ class Downstream:
                 try:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
-                            Client(self._target(), mode=self.settings.mode, message_handler=self._on_message)
+                            Client(self._target(stack), mode=self.settings.mode, message_handler=self._on_message)
                         )
                         await self._refresh(client)
                 finally:

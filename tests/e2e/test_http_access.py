@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.e2e.conftest import BIN
+from tests.e2e.conftest import BIN, toolwise
 from tests.e2e.test_transports import free_port
 
 TOKEN = "s3cret-token-for-the-tests-only"
@@ -105,3 +105,15 @@ def test_a_non_loopback_bind_without_a_token_is_refused(write_config: Callable[.
     assert proc.returncode == 2
     assert "without a token" in proc.stderr and "TOOLWISE_HTTP_TOKEN" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+async def test_an_http_downstream_gets_its_configured_headers(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    with serving(write_config({}), "127.0.0.1", TOOLWISE_HTTP_TOKEN=TOKEN) as base:
+        locked = {"url": base + "/mcp", "headers": {"Authorization": f"Bearer {TOKEN}"}}
+        config = write_config({"locked": locked}, database_url=f"sqlite+aiosqlite:///{tmp_path / 'front.db'}")
+        async with toolwise(config) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("locked__get_learning_stats", {})
+    assert "locked__recommend_tool" in names and not result.is_error
