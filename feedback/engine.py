@@ -24,10 +24,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
 def data_dir() -> Path:
-    """toolwise's folder under the user's data directory (created if missing)."""
+    """toolwise's folder under the user's data directory (created if missing, for its owner only)."""
     path = Path(platformdirs.user_data_dir("toolwise", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def create_private(path: Path) -> None:
+    """Create `path` empty with mode 0600 if it does not exist: the execution log holds what users
+    asked for. SQLite gives its -wal and -shm files the database file's mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return
 
 
 def default_database_url() -> str:
@@ -51,6 +60,7 @@ def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "
     if path is None:
         return create_async_engine(url, pool_pre_ping=True)
     path.parent.mkdir(parents=True, exist_ok=True)
+    create_private(path)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
     _sqlite_pragmas(engine.sync_engine, synchronous)
     return engine

@@ -125,3 +125,12 @@ class InstanceRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     status: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class SecretRow(Base):
+    """Values made once per database and never shown: the salt of the argument digest."""
+
+    __tablename__ = "secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(128))

@@ -21,10 +21,18 @@ from sqlalchemy import Float, Integer, Select, cast, delete, func, insert, selec
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact
+from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact, redact_text
 from toolwise.feedback.bulk import CompiledInsert
-from toolwise.feedback.engine import BatchWriter, create_engine, data_dir, default_database_url, sqlite_path
+from toolwise.feedback.engine import (
+    BatchWriter,
+    create_engine,
+    create_private,
+    data_dir,
+    default_database_url,
+    sqlite_path,
+)
 from toolwise.feedback.errors import (
+    FeedbackError,
     InvalidOutcomeError,
     InvalidRatingError,
     ServiceNotStartedError,
@@ -46,7 +54,15 @@ from toolwise.feedback.records import (
     WriterStats,
     utcnow,
 )
-from toolwise.feedback.schema import EpisodeRow, ExecutionRow, InstanceRow, RatingRow, SnapshotRow, UTCDateTime
+from toolwise.feedback.schema import (
+    EpisodeRow,
+    ExecutionRow,
+    InstanceRow,
+    RatingRow,
+    SecretRow,
+    SnapshotRow,
+    UTCDateTime,
+)
 from toolwise.feedback.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -60,6 +76,7 @@ class FeedbackService:
         url: str | None = None,
         *,
         store_arguments: bool = False,
+        store_queries: bool = True,
         redact_pattern: str = DEFAULT_REDACT_PATTERN,
         batch_size: int = 256,
         flush_interval_ms: float = 20.0,
@@ -70,6 +87,8 @@ class FeedbackService:
     ) -> None:
         self.url = url or default_database_url()
         self._store_arguments = store_arguments
+        self._store_queries = store_queries  # off: recommend_tool queries and rating comments are not stored
+        self._salt = b""  # the database's argument-digest salt, read at start
         self._redact = re.compile(redact_pattern, re.IGNORECASE)
         self._engine_options = {"busy_timeout_s": busy_timeout_s, "synchronous": synchronous}
         self._writer_options = {
@@ -90,6 +109,11 @@ class FeedbackService:
     async def start(self) -> None:
         self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
         await upgrade(self._engine)
+        async with self._engine.connect() as conn:
+            salt = await conn.scalar(select(SecretRow.value).where(SecretRow.name == "argument_salt"))
+        if salt is None:
+            raise FeedbackError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")
+        self._salt = bytes.fromhex(salt)
         if sqlite_path(self.url) is not None:
             self._batches = BatchWriter(self.url, **self._engine_options)  # type: ignore[arg-type]
         self._insert = CompiledInsert(ExecutionRow.__table__, _EXECUTION_COLUMNS, self._engine.dialect)
@@ -145,7 +169,8 @@ class FeedbackService:
         await self._writer.flush()
 
     def _row(self, e: Execution) -> tuple[Any, ...]:
-        """The execution as a tuple in `_EXECUTION_COLUMNS` order, digest computed, arguments redacted."""
+        """The execution as a tuple in `_EXECUTION_COLUMNS` order, digest computed, secrets redacted
+        (runs in the writer task, off the path of the call)."""
         keep = self._store_arguments and e.arguments is not None
         stored = redact(e.arguments, self._redact) if keep else None
         return (
@@ -154,17 +179,17 @@ class FeedbackService:
             e.session_id,
             e.tool,
             e.server,
-            e.argument_digest or argument_digest(e.arguments),
+            e.argument_digest or self.argument_digest(e.arguments),
             stored,
             e.context_hash,
-            e.query,
+            self._free_text(e.query),
             e.previous_tool,
             e.position,
             e.decision_id,
             e.propensity,
             e.success,
             e.error_type,
-            e.error_message,
+            None if e.error_message is None else redact_text(e.error_message),
             e.latency_ms,
             e.result_size,
             e.reward,
@@ -173,6 +198,14 @@ class FeedbackService:
             e.instance,
             e.explored,
         )
+
+    def argument_digest(self, arguments: Mapping[str, Any] | None) -> str:
+        """The digest stored for these arguments in this database (salted with its own salt)."""
+        return argument_digest(arguments, self._salt)
+
+    def _free_text(self, text: str | None) -> str | None:
+        """A query or comment as stored: redacted, or not at all with `store_queries` off."""
+        return redact_text(text) if text and self._store_queries else None
 
     def _rows(self, batch: list[Execution]) -> list[Any]:
         """Driver-ready parameters for a batch (runs on the event loop while the previous batch commits)."""
@@ -194,6 +227,7 @@ class FeedbackService:
         row = dict(zip(_EXECUTION_COLUMNS, self._row(execution), strict=True))
         line = canonical_json({"error": repr(exc), "execution": row})
         self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.dead_letter_path)
         with self.dead_letter_path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")
         log.error("execution %s written to %s", execution.id, self.dead_letter_path)
@@ -208,7 +242,7 @@ class FeedbackService:
         execution = await self.get_execution(execution_id)
         if execution is None:
             raise UnknownExecutionError(execution_id)
-        created_at = utcnow()
+        created_at, comment = utcnow(), self._free_text(comment)
         async with self.engine.begin() as conn:
             previous = await conn.scalar(
                 select(RatingRow.rating)

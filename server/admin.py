@@ -146,9 +146,14 @@ def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption =
 def snapshot_keygen(
     private: Annotated[Path, typer.Option(help="Where to write the private key (PEM, mode 600).")],
     public: Annotated[Path, typer.Option(help="Where to write the public key (PEM).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
 ) -> None:
-    """A new Ed25519 key pair for signing snapshots."""
-    snapshots.generate_keys(private, public)
+    """A new Ed25519 key pair for signing snapshots (existing key files are kept unless --force)."""
+    try:
+        snapshots.generate_keys(private, public, force=force)
+    except snapshots.SnapshotError as exc:
+        console.print(f"[red]toolwise: {exc}[/red]")
+        raise typer.Exit(1) from exc
     console.print(f"wrote {private} and {public}")
 
 

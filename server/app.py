@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from toolwise.feedback import FeedbackError, FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
-from toolwise.server.catalogue import Catalogue, DownstreamError
+from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
@@ -57,6 +57,7 @@ class Toolwise:
         self.feedback = FeedbackService(
             settings.database_url,
             store_arguments=settings.store_arguments,
+            store_queries=settings.store_queries,
             flush_interval_ms=settings.flush_interval_ms,
             synchronous=settings.sqlite_synchronous,
         )
@@ -266,10 +267,14 @@ def build_server(app: Toolwise) -> Server[Any]:
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
-        try:
-            result = await app.catalogue.call(route, arguments)
-        except DownstreamError as exc:
-            error = exc
+        wrong = route.problem(arguments)
+        if wrong is not None:  # the caller's mistake: recorded, not forwarded, blamed on no downstream or tool
+            error = InvalidArgumentsError(f"invalid arguments for {name}: {wrong} (not forwarded to {route.server!r})")
+        else:
+            try:
+                result = await app.catalogue.call(route, arguments)
+            except DownstreamError as exc:
+                error = exc
         latency_s = time.perf_counter() - start
         execution_id = app.learning.record(
             session,

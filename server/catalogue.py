@@ -24,14 +24,19 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
+from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
 from toolwise.server.config import HttpServer, Settings, StdioServer
+from toolwise.server.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.server.naming import assign
+from toolwise.server.schemas import compile_validator, problem
 from toolwise.server.shields import Circuit, CircuitState
 
 log = logging.getLogger(__name__)
@@ -41,6 +46,11 @@ State = Literal["starting", "ready", "restarting", "failed", "stopped"]
 
 class DownstreamError(Exception):
     """A call could not be completed by the downstream server; the message says why and what next."""
+
+
+class InvalidArgumentsError(DownstreamError):
+    """The downstream answered invalid params (JSON-RPC -32602): the caller's fault, not the server's,
+    so neither its circuit nor the tool's shield counts it."""
 
 
 class CircuitOpenError(DownstreamError):
@@ -55,6 +65,7 @@ class Health:
     restarts: int
     error: str | None
     circuit: CircuitState = "closed"
+    junk_lines: int = 0  # lines on its stdout that were not JSON-RPC (ignored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +75,11 @@ class Route:
     server: str
     tool: str
     public: types.Tool
+    validator: Validator | None = None  # the input schema, compiled when the catalogue changed
+
+    def problem(self, arguments: dict[str, Any] | None) -> str | None:
+        """What is wrong with these arguments for this tool, or None (also when there is no schema)."""
+        return None if self.validator is None else problem(self.validator, arguments)
 
 
 def resolve_command(command: str) -> str:
@@ -105,10 +121,13 @@ class Downstream:
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
+    _process: Any = None  # the stdio process of the current connection: its exit status, its death
     circuit: Circuit = field(init=False)
+    junk: JunkReport = field(init=False)
 
     def __post_init__(self) -> None:
         self.circuit = Circuit(self.settings.circuit_failures, self.settings.circuit_cooldown_s)
+        self.junk = JunkReport(self.name)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
@@ -121,14 +140,23 @@ class Downstream:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.junk.close()
         self.state = "stopped"
 
     def health(self) -> Health:
-        return Health(self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state)
+        return Health(
+            self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state, self.junk.total
+        )
 
-    def _target(self) -> Any:
+    def _target(self, stack: contextlib.AsyncExitStack) -> Any:
         if isinstance(self.spec, HttpServer):
-            return self.spec.url
+            if not self.spec.headers:
+                return self.spec.url
+            # The configured headers (e.g. `Authorization: Bearer …`) go on every request; the
+            # transport leaves closing a client it was given to us.
+            http = create_mcp_http_client(headers=self.spec.headers)
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(self.spec.url, http_client=http)
         return StdioServerParameters(
             command=resolve_command(self.spec.command), args=self.spec.args, env=self.spec.env, cwd=self.spec.cwd
         )
@@ -138,11 +166,18 @@ class Downstream:
         while True:
             self._broken.clear()
             try:
-                await self._serve_once()
+                status = await self._serve_once()
+                self.error = "connection lost" if status is None else exited(status)
+                log.warning("downstream %s stopped serving: %s", self.name, self.error)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure to connect or serve leads to a restart
-                self.error = f"{type(exc).__name__}: {exc}"
+                self.error = describe(
+                    exc,
+                    starting=self.state != "ready",
+                    start_timeout_s=self.settings.start_timeout_s,
+                    exit_status=None if self._process is None else self._process.returncode,
+                )
                 log.warning("downstream %s failed: %s", self.name, self.error)
             finally:
                 self._client = None
@@ -156,23 +191,49 @@ class Downstream:
             await asyncio.sleep(backoff)
             backoff = min(2 * backoff, self.settings.restart_backoff_max_s)
 
-    async def _serve_once(self) -> None:
+    async def _serve_once(self) -> int | None:
+        """Connect and serve until the connection breaks; returns the process's exit status if it had
+        exited by then (None: still running, or not a process)."""
+        self._process = None
         async with contextlib.AsyncExitStack() as stack:
-            async with asyncio.timeout(self.settings.start_timeout_s):
-                client = await stack.enter_async_context(
-                    Client(self._target(), mode=self.settings.mode, message_handler=self._on_message)
-                )
-                await self._refresh(client)
+            with recording_spawns() as spawned:
+                try:
+                    async with asyncio.timeout(self.settings.start_timeout_s):
+                        client = await stack.enter_async_context(
+                            Client(self._target(stack), mode=self.settings.mode, message_handler=self._on_message)
+                        )
+                        await self._refresh(client)
+                finally:
+                    self._process = spawned[-1] if spawned else None
             self._client, self.state, self.error = client, "ready", None
             self._ready.set()
             self._attempted.set()
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            listener = self._listen(client)
+            helpers = [t for t in (self._listen(client), self._watch()) if t is not None]
             try:
                 await self._broken.wait()
+                return None if self._process is None else self._process.returncode  # before we stop it
             finally:
-                if listener is not None:
-                    listener.cancel()
+                for helper in helpers:
+                    helper.cancel()
+
+    def _watch(self) -> asyncio.Task[None] | None:
+        """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
+        process = self._process
+        if process is None:
+            return None
+
+        async def watch() -> None:
+            await process.wait()
+            self._broken.set()
+
+        return asyncio.create_task(watch(), name=f"toolwise-watch-{self.name}")
+
+    def _lost(self) -> None:
+        """The connection is known dead: calls from now on wait for the new one."""
+        self._client = None
+        self._ready.clear()
+        self._broken.set()
 
     def _listen(self, client: Client) -> asyncio.Task[None] | None:
         """On the 2026-07-28 era, tool-list changes arrive on a `subscriptions/listen` stream."""
@@ -192,6 +253,8 @@ class Downstream:
         the connection broken so the owner task reconnects."""
         if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
             await self._refresh(self._client)
+        elif isinstance(message, ValueError):  # a line that is not JSON-RPC: the connection itself is fine
+            self.junk.add(message)
         elif isinstance(message, Exception):
             log.warning("downstream %s transport error: %s", self.name, message)
             self._broken.set()
@@ -219,6 +282,9 @@ class Downstream:
             )
         try:
             result = await self._call(tool, arguments, timeout_s)
+        except InvalidArgumentsError:
+            self.circuit.succeeded()  # it answered, and sanely: the caller sent what it cannot take
+            raise
         except DownstreamError:
             self.circuit.failed(time.monotonic())
             raise
@@ -230,9 +296,13 @@ class Downstream:
         return result
 
     async def _call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._client is not None and self._process is not None and self._process.returncode is not None:
+            self._lost()  # it died since the last call: this one goes to the new process
         if self._client is None:
             try:
-                async with asyncio.timeout(min(timeout_s, self.settings.start_timeout_s)):
+                async with asyncio.timeout_at(deadline):  # the restart counts against the call's timeout
                     await self._ready.wait()
             except TimeoutError:
                 raise DownstreamError(
@@ -245,12 +315,14 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+            return await client.call_tool(tool, arguments, read_timeout_seconds=max(deadline - loop.time(), 0.001))
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
                     f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
                 ) from None
+            if exc.code == INVALID_PARAMS:
+                raise InvalidArgumentsError(f"{self.name!r} refused the arguments of {tool!r}: {exc}") from exc
             raise self._refused(tool, exc) from exc
         except Exception as exc:
             raise self._refused(tool, exc) from exc
@@ -281,12 +353,24 @@ class Catalogue:
         self._announcing = Background()
 
     async def start(self) -> None:
-        """Start every downstream concurrently; return once each is up or has failed once."""
+        """Start every downstream concurrently; return once each is up or has failed once, or after
+        `start_wait_s`: one that hangs at start delays nobody, its tools are added (and announced as a
+        tool-list change) when it comes up."""
         for downstream in self.downstreams.values():
             downstream.start()
-        await asyncio.gather(*(d.wait_first_attempt() for d in self.downstreams.values()))
+        first = [asyncio.create_task(d.wait_first_attempt()) for d in self.downstreams.values()]
+        if first:
+            _, waiting = await asyncio.wait(first, timeout=self.settings.start_wait_s)
+            for task in waiting:
+                task.cancel()
         for h in self.health():
-            if h.state != "ready":
+            if h.state == "starting":
+                log.warning(
+                    "downstream %s is still starting after %gs (start_wait_s); serving without it until it is up",
+                    h.server,
+                    self.settings.start_wait_s,
+                )
+            elif h.state != "ready":
                 log.error("downstream %s did not start: %s (the others serve; retrying)", h.server, h.error)
 
     async def aclose(self) -> None:
@@ -304,13 +388,21 @@ class Catalogue:
     async def call(self, route: Route, arguments: dict[str, Any] | None) -> types.CallToolResult:
         return await self.downstreams[route.server].call(route.tool, arguments, self.settings.call_timeout_s)
 
+    def _route(self, public: str, server: str, tool: types.Tool) -> Route:
+        """A route with its argument validator, compiled anew only when the tool's schema changed."""
+        old = self.routes.get(public)
+        if old is not None and old.server == server and old.public.input_schema == tool.input_schema:
+            validator = old.validator
+        else:
+            validator = compile_validator(public, tool.input_schema)
+        return Route(server, tool.name, tool.model_copy(update={"name": public}), validator)
+
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
         by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
         names = assign(by_pair)
         routes = {
-            public: Route(server, tool, by_pair[(server, tool)].model_copy(update={"name": public}))
-            for (server, tool), public in names.items()
+            public: self._route(public, server, by_pair[(server, tool)]) for (server, tool), public in names.items()
         }
         changed = {n: r.public for n, r in routes.items()} != {n: r.public for n, r in self.routes.items()}
         self.routes = routes

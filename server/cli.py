@@ -18,6 +18,7 @@ from toolwise.server.cli_common import (
     config_path_or_exit,
     setup_logging,
 )
+from toolwise.server.config import ConfigError
 from toolwise.server.install import Client, InstallError
 
 app = typer.Typer(
@@ -48,6 +49,9 @@ def serve(
     loaded = config_or_exit(path, database_url)
     try:
         asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+    except ConfigError as exc:  # found before serving (e.g. a non-loopback bind without a token)
+        typer.echo(f"toolwise: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         # Ctrl-C (or a SIGINT re-raised by uvicorn) is how a server is stopped: asyncio.run has
         # already cancelled the server and run its shutdown, which flushed every queued record.

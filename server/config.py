@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolwise.feedback import default_database_url
+from toolwise.feedback.engine import data_dir
 from toolwise.rl import POLICIES
 
 
@@ -58,11 +59,13 @@ class Settings(BaseSettings):
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     store_arguments: bool = False
+    store_queries: bool = True  # off: recommend_tool queries and rating comments are never stored
     flush_interval_ms: float = Field(default=20.0, ge=0)  # group commit: the longest a record waits in memory
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"  # NORMAL: faster, a power cut may undo the last commits
     admin_tools: bool = True
     call_timeout_s: float = Field(default=60.0, gt=0)
     start_timeout_s: float = Field(default=30.0, gt=0)
+    start_wait_s: float = Field(default=5.0, ge=0)  # serving waits this long for downstreams; later ones join
     restart_backoff_s: float = Field(default=0.5, gt=0)
     restart_backoff_max_s: float = Field(default=30.0, gt=0)
     mode: Literal["auto", "legacy"] = "auto"  # protocol negotiation with downstream servers
@@ -79,6 +82,8 @@ class Settings(BaseSettings):
     snapshot_sign_key: Path | None = None  # Ed25519 private key (PEM): sign every snapshot taken
     snapshot_verify_key: Path | None = None  # Ed25519 public key (PEM): refuse unsigned or badly signed ones
     snapshot_tools: bool = False  # expose snapshot_* admin MCP tools
+    # the only folder the snapshot MCP tools read and write (names given to them are relative to it)
+    snapshot_dir: Path = Field(default_factory=lambda: data_dir() / "snapshots")
     retention_days: float | None = Field(default=None, gt=0)  # prune executions older than this
     # shields
     shield_failure_rate: float | None = Field(default=0.5, ge=0, le=1)
@@ -88,6 +93,11 @@ class Settings(BaseSettings):
     shield_retry_s: float = Field(default=60.0, gt=0)
     circuit_failures: int = Field(default=5, ge=1)  # consecutive downstream failures that open its circuit
     circuit_cooldown_s: float = Field(default=30.0, gt=0)
+    # HTTP transport: a bearer token (required to bind a non-loopback address) and the names it answers to
+    http_token: SecretStr | None = None  # prefer TOOLWISE_HTTP_TOKEN to the file
+    http_token_file: Path | None = None  # a file holding the token (surrounding whitespace ignored)
+    http_allowed_hosts: list[str] = Field(default_factory=list)  # more Host values, e.g. "toolwise.example:*"
+    http_allowed_origins: list[str] = Field(default_factory=list)  # more Origin values, e.g. "https://app.example"
 
     @field_validator("policy")
     @classmethod

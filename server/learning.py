@@ -43,6 +43,7 @@ from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, T
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
 from toolwise.server.background import Background
+from toolwise.server.catalogue import InvalidArgumentsError
 from toolwise.server.config import Settings
 from toolwise.server.metrics import Metrics
 from toolwise.server.sessions import Call, Session, Sessions
@@ -77,6 +78,7 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
     return CallOutcome(True, None, None, size)
 
 
+CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
@@ -257,7 +259,7 @@ class LearningService:
         await self.feedback.record_execution(execution)
         self._live.add(execution.id)
         self._observe(step, reward)
-        self.shields.observe(step.tool, step.success, execution.latency_ms, time.monotonic())
+        self._shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
 
@@ -407,7 +409,12 @@ class LearningService:
 
     def _learn_logged(self, execution: Execution, history: list[str]) -> None:
         self._observe(self._step_of(execution, history), None)
-        self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
+        self._shield(execution)
+
+    def _shield(self, execution: Execution) -> None:
+        """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments)."""
+        if execution.error_type != CALLERS_FAULT:
+            self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
 
     def _learn_logged_rating(self, event: RatingEvent) -> None:
         if not self.settings.learning:

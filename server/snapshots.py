@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -81,14 +82,21 @@ def sign(snapshot: SnapshotRecord, private_key: Ed25519PrivateKey) -> SnapshotRe
 # -- files -----------------------------------------------------------------------------------------
 
 
-def write_file(snapshot: SnapshotRecord, path: Path) -> None:
-    """The snapshot as a file; its signature, if any, as `path.sig` beside it."""
+def write_file(snapshot: SnapshotRecord, path: Path, *, overwrite: bool = True) -> None:
+    """The snapshot as a file; its signature, if any, as `path.sig` beside it. Without `overwrite`,
+    an existing file is refused (checked by the exclusive create itself, so no race can slip by)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr(zipfile.ZipInfo("manifest.json", _EPOCH), manifest_bytes(snapshot))
         archive.writestr(zipfile.ZipInfo("state.bin", _EPOCH), snapshot.payload)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(buffer.getvalue())
+    if not overwrite and signature_path(path).exists():
+        raise SnapshotError(f"{path.name}.sig already exists; pass overwrite to replace it")
+    try:
+        with path.open("wb" if overwrite else "xb") as f:
+            f.write(buffer.getvalue())
+    except FileExistsError:
+        raise SnapshotError(f"{path.name} already exists; pass overwrite to replace it") from None
     signature = signature_path(path)
     if snapshot.signature is not None:
         signature.write_bytes(snapshot.signature)
@@ -98,6 +106,21 @@ def write_file(snapshot: SnapshotRecord, path: Path) -> None:
 
 def signature_path(path: Path) -> Path:
     return path.with_name(path.name + ".sig")
+
+
+def confined(folder: Path, name: str) -> Path:
+    """`name` inside `folder`, for paths that come from an MCP client: an absolute path, a `..` step or
+    a symlink leading out is refused with a message that says nothing about what lies outside."""
+    relative = Path(name)
+    if not name or relative.is_absolute() or relative.anchor or ".." in relative.parts:
+        raise SnapshotError(
+            f"snapshot file names are relative to the snapshot directory (snapshot_dir), without '..'; got {name!r}"
+        )
+    root = folder.resolve()
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root) or path == root:
+        raise SnapshotError(f"{name!r} does not name a file inside the snapshot directory (snapshot_dir)")
+    return path
 
 
 def read_file(path: Path) -> SnapshotRecord:
@@ -128,13 +151,23 @@ def read_file(path: Path) -> SnapshotRecord:
 # -- keys ------------------------------------------------------------------------------------------
 
 
-def generate_keys(private_path: Path, public_path: Path) -> None:
-    """A new Ed25519 key pair as PEM files (the private one readable by its owner only)."""
+def generate_keys(private_path: Path, public_path: Path, *, force: bool = False) -> None:
+    """A new Ed25519 key pair as PEM files (the private one readable by its owner only). An existing
+    key file is kept unless `force`: overwriting a signing key orphans every snapshot it signed."""
+    if not force:
+        existing = [str(p) for p in (private_path, public_path) if p.exists()]
+        if existing:
+            raise SnapshotError(f"{' and '.join(existing)} already exist(s); pass --force to replace")
     key = Ed25519PrivateKey.generate()
-    private_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    private_path.chmod(0o600)
+    if force:
+        private_path.unlink(missing_ok=True)
+    # Created 0600 from the start: a chmod after writing would leave the key readable for a moment.
+    descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as f:
+        f.write(private)
     public_path.write_bytes(
         key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )

@@ -268,7 +268,10 @@ class SnapshotListOutput(Output):
 
 
 class SnapshotDumpInput(Input):
-    output: str | None = Field(default=None, description="Also write it to this file (on the server's machine).")
+    output: str | None = Field(
+        default=None, description="Also write it to this file, a name relative to the server's snapshot directory."
+    )
+    overwrite: bool = Field(default=False, description="Replace the file if it exists (refused otherwise).")
 
 
 class SnapshotOutput(Output):
@@ -283,7 +286,9 @@ class SnapshotOutput(Output):
 
 class SnapshotRestoreInput(Input):
     snapshot_id: int | None = Field(default=None, description="A stored snapshot to restore (see snapshot_list).")
-    input: str | None = Field(default=None, description="A snapshot file on the server's machine to restore.")
+    input: str | None = Field(
+        default=None, description="A snapshot file to restore, a name relative to the server's snapshot directory."
+    )
     previous: bool = Field(default=False, description="Roll back to the snapshot before the current one.")
 
 
@@ -446,11 +451,13 @@ def own_tools(
     async def snapshot_dump(args: SnapshotDumpInput, session: Session | None) -> SnapshotOutput:
         record = await learning.save_snapshot("manual")
         if args.output:
-            snapshot_files.write_file(record, Path(args.output))
+            path = snapshot_files.confined(learning.settings.snapshot_dir, args.output)
+            snapshot_files.write_file(record, path, overwrite=args.overwrite)
         return SnapshotOutput(snapshot=snapshot_info(record), path=args.output)
 
     async def snapshot_restore(args: SnapshotRestoreInput, session: Session | None) -> SnapshotOutput:
-        record = await choose_snapshot(learning, feedback, args.snapshot_id, args.input, args.previous)
+        path = None if args.input is None else str(snapshot_files.confined(learning.settings.snapshot_dir, args.input))
+        record = await choose_snapshot(learning, feedback, args.snapshot_id, path, args.previous)
         adopted = await learning.adopt(record, "rollback" if args.previous else "restore")
         return SnapshotOutput(snapshot=snapshot_info(adopted), path=args.input)
 

@@ -9,8 +9,10 @@ from mcp.server.stdio import stdio_server
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp
 
 from toolwise.server.app import Toolwise, build_server
+from toolwise.server.auth import BearerAuth, http_access
 from toolwise.server.config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -27,15 +29,19 @@ async def serve_stdio(config: AppConfig) -> None:
 
 async def serve_http(config: AppConfig, host: str, port: int) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner), Prometheus metrics at
-    /metrics."""
+    /metrics; both behind the bearer token, if any, and the Host/Origin checks. Raises ConfigError
+    (before anything starts) for a non-loopback bind without a token."""
+    access = http_access(host, config.toolwise)
     async with Toolwise(config) as app:
         server = build_server(app)
-        starlette = server.streamable_http_app(host=host)
+        starlette = server.streamable_http_app(host=host, transport_security=access.security)
 
         async def metrics(request: Request) -> Response:
-            return Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+            refused = await access.check_metrics(request)
+            return refused or Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
         starlette.add_route("/metrics", metrics, methods=["GET"])
-        uv = uvicorn.Server(uvicorn.Config(starlette, host=host, port=port, log_config=None, lifespan="on"))
+        asgi: ASGIApp = starlette if access.token is None else BearerAuth(starlette, access.token)
+        uv = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_config=None, lifespan="on"))
         log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
         await uv.serve()

@@ -1,0 +1,101 @@
+"""Downstreams that misbehave: junk on stdout, a flood of it, failing to start in the ways people meet
+(an exit, a refused connection, silence), and hanging at start while the others are ready."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.e2e.conftest import BIN
+from tests.e2e.test_transports import free_port
+
+ODD = str(Path(__file__).with_name("odd_server.py"))
+
+
+def odd(start: str = "") -> dict[str, Any]:
+    return {"command": sys.executable, "args": [ODD], "env": {"ODD_START": start}}
+
+
+@asynccontextmanager
+async def toolwise_logging_to(config: Path, log: TextIO, message_handler: Any = None) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=str(BIN / "toolwise"), args=["serve", "-c", str(config)])
+    async with Client(stdio_client(params, errlog=log), mode="legacy", message_handler=message_handler) as client:
+        yield client
+
+
+async def health(client: Client) -> dict[str, dict[str, Any]]:
+    stats = (await client.call_tool("get_learning_stats", {})).structured_content
+    return {d["server"]: d for d in stats["downstreams"]}
+
+
+async def test_junk_on_stdout_neither_restarts_a_downstream_nor_floods_the_log(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    log = tmp_path / "toolwise.log"
+    with log.open("w") as errlog:
+        async with toolwise_logging_to(write_config({"odd": odd()}), errlog) as client:
+            assert not (await client.call_tool("odd__junk", {"n": 1})).is_error
+            assert (await client.call_tool("odd__ping", {})).content[0].text == "pong"
+            assert not (await client.call_tool("odd__junk", {"n": 2000})).is_error
+            assert (await client.call_tool("odd__ping", {})).content[0].text == "pong"
+            [odd_health] = (await health(client)).values()
+    assert odd_health["state"] == "ready" and odd_health["restarts"] == 0 and odd_health["junk_lines"] == 2001
+    text = log.read_text()
+    assert "Traceback" not in text and "Failed to parse JSONRPC" not in text
+    junk_lines = [line for line in text.splitlines() if "not JSON-RPC" in line]
+    assert 1 <= len(junk_lines) <= 2, junk_lines  # the first line; the rest summed up in one more at shutdown
+    assert "2000 more lines" in junk_lines[-1] and "restart" not in text
+
+
+async def test_failure_reasons_say_what_happened(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    flag = tmp_path / "hang"
+    flag.touch()
+    servers = {
+        "exits": odd("exit:3"),
+        "silent": odd(f"wait:{flag}"),
+        "refused": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+        "missing": {"command": "toolwise-no-such-server"},
+    }
+    config = write_config(servers, start_timeout_s=3, start_wait_s=30, restart_backoff_s=30)
+    with (tmp_path / "toolwise.log").open("w") as errlog:
+        async with toolwise_logging_to(config, errlog) as client:
+            reasons = {name: h["error"] for name, h in (await health(client)).items()}
+    assert reasons == {
+        "exits": "command exited with status 3",
+        "silent": "no answer to initialize within 3s (start_timeout_s)",
+        "refused": "connection refused",
+        "missing": "command not found: toolwise-no-such-server",
+    }
+
+
+async def test_a_downstream_that_hangs_at_start_delays_nobody_and_joins_when_up(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    flag = tmp_path / "hang"
+    flag.touch()
+    config = write_config({"slow": odd(f"wait:{flag}")}, start_timeout_s=120, start_wait_s=0.5)
+    heard = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.set()
+
+    with (tmp_path / "toolwise.log").open("w") as errlog:
+        async with asyncio.timeout(20):  # far below start_timeout_s: it did not wait for the hanging one
+            async with toolwise_logging_to(config, errlog, on_message) as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert "recommend_tool" in names and "slow__ping" not in names
+                assert (await health(client))["slow"]["state"] == "starting"
+                flag.unlink()  # now it answers
+                await heard.wait()
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert "slow__ping" in names
+                assert (await client.call_tool("slow__ping", {})).content[0].text == "pong"

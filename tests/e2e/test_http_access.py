@@ -1,0 +1,119 @@
+"""The HTTP transport has a lock: a bearer token on /mcp and /metrics, Host checks on every bind
+address, and no non-loopback bind without a token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from email.message import Message
+from pathlib import Path
+
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.e2e.conftest import BIN, toolwise
+from tests.e2e.test_transports import free_port
+
+TOKEN = "s3cret-token-for-the-tests-only"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@contextmanager
+def serving(config: Path, host: str, **env: str) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--http", "--host", host, "--port", str(port), "-c", str(config)],
+        stderr=subprocess.PIPE,
+        env={**os.environ, **env},
+    )
+    try:
+        for _ in range(300):
+            try:
+                with socket.create_connection((host, port), timeout=0.1):
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+                time.sleep(0.1)
+        yield f"http://{host}:{port}"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+
+
+def request(url: str, headers: dict[str, str], body: object = None) -> tuple[int, Message]:
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=10) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers
+
+
+async def test_http_needs_the_right_bearer_token_on_mcp_and_metrics(write_config: Callable[..., Path]) -> None:
+    with serving(write_config({}), "127.0.0.1", TOOLWISE_HTTP_TOKEN=TOKEN) as base:
+        for path, body in (("/mcp", INITIALIZE), ("/metrics", None)):
+            status, headers = await asyncio.to_thread(request, base + path, {}, body)
+            assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+            wrong = {"Authorization": "Bearer not-" + TOKEN}
+            status, headers = await asyncio.to_thread(request, base + path, wrong, body)
+            assert status == 401 and 'error="invalid_token"' in headers["WWW-Authenticate"]
+        right = {"Authorization": f"Bearer {TOKEN}"}
+        assert (await asyncio.to_thread(request, base + "/metrics", right))[0] == 200
+        transport = streamable_http_client(base + "/mcp", http_client=create_mcp_http_client(headers=right))
+        async with Client(transport) as client:
+            assert "recommend_tool" in {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_a_foreign_host_is_refused_on_any_loopback_address(write_config: Callable[..., Path]) -> None:
+    with serving(write_config({}), "127.0.0.2") as base:
+        port = base.rsplit(":", 1)[1]
+        evil = {"Host": "evil.example"}
+        assert (await asyncio.to_thread(request, base + "/mcp", evil, INITIALIZE))[0] == 421
+        assert (await asyncio.to_thread(request, base + "/metrics", evil))[0] == 421
+        origin = {"Origin": "http://evil.example"}
+        assert (await asyncio.to_thread(request, base + "/mcp", origin, INITIALIZE))[0] == 403
+        own = {"Host": f"127.0.0.2:{port}"}
+        assert (await asyncio.to_thread(request, base + "/mcp", own, INITIALIZE))[0] == 200
+        assert (await asyncio.to_thread(request, base + "/metrics", own))[0] == 200
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused(write_config: Callable[..., Path]) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLWISE_HTTP_TOKEN"}
+    proc = subprocess.run(
+        [str(BIN / "toolwise"), "serve", "--http", "--host", "0.0.0.0", "-c", str(write_config({}))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "without a token" in proc.stderr and "TOOLWISE_HTTP_TOKEN" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+async def test_an_http_downstream_gets_its_configured_headers(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    with serving(write_config({}), "127.0.0.1", TOOLWISE_HTTP_TOKEN=TOKEN) as base:
+        locked = {"url": base + "/mcp", "headers": {"Authorization": f"Bearer {TOKEN}"}}
+        config = write_config({"locked": locked}, database_url=f"sqlite+aiosqlite:///{tmp_path / 'front.db'}")
+        async with toolwise(config) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("locked__get_learning_stats", {})
+    assert "locked__recommend_tool" in names and not result.is_error

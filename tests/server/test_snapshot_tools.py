@@ -1,0 +1,73 @@
+"""The snapshot MCP tools touch only the snapshot directory, and key generation keeps existing keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolwise.feedback import FeedbackService
+from toolwise.server import snapshots
+from toolwise.server.catalogue import Catalogue
+from toolwise.server.cli import app as cli
+from toolwise.server.config import Settings
+from toolwise.server.learning import LearningService
+from toolwise.server.tools import OwnTool, SnapshotDumpInput, SnapshotRestoreInput, own_tools
+
+
+@pytest.fixture
+async def tools(tmp_path: Path) -> dict[str, OwnTool]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    settings = Settings(database_url=url, seed=1, sync_interval_s=0, snapshot_dir=tmp_path / "snapshots")
+    async with FeedbackService(url, flush_interval_ms=1) as feedback:
+        learning = LearningService(settings, feedback)
+        yield own_tools(learning, feedback, Catalogue({}, settings), admin=True, snapshots=True)
+
+
+async def test_snapshot_tools_read_and_write_only_inside_the_snapshot_directory(
+    tools: dict[str, OwnTool], tmp_path: Path
+) -> None:
+    dump, restore = tools["snapshot_dump"].handler, tools["snapshot_restore"].handler
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    for name in (str(outside), "../precious.txt", "a/../../precious.txt"):
+        with pytest.raises(snapshots.SnapshotError, match="snapshot directory"):
+            await dump(SnapshotDumpInput(output=name, overwrite=True), None)
+    assert outside.read_text() == "keep me"
+    (tmp_path / "snapshots").mkdir()
+    (tmp_path / "snapshots" / "link").symlink_to(outside)
+    with pytest.raises(snapshots.SnapshotError, match="inside the snapshot directory"):
+        await dump(SnapshotDumpInput(output="link", overwrite=True), None)
+    assert outside.read_text() == "keep me"
+
+    # A file outside that exists and one that does not get the same answer: nothing is revealed.
+    answers = []
+    for name in ("/etc/passwd", "/no/such/file", "../precious.txt"):
+        with pytest.raises(snapshots.SnapshotError) as refused:
+            await restore(SnapshotRestoreInput(input=name), None)
+        answers.append(str(refused.value).replace(repr(name), "NAME"))
+    assert len(set(answers)) == 1 and "no such file" not in answers[0]
+
+    await dump(SnapshotDumpInput(output="state.snapshot"), None)
+    written = tmp_path / "snapshots" / "state.snapshot"
+    before = written.read_bytes()
+    with pytest.raises(snapshots.SnapshotError, match="already exists"):
+        await dump(SnapshotDumpInput(output="state.snapshot"), None)
+    assert written.read_bytes() == before
+    await dump(SnapshotDumpInput(output="state.snapshot", overwrite=True), None)
+    restored = await restore(SnapshotRestoreInput(input="state.snapshot"), None)
+    assert restored.path == "state.snapshot"
+
+
+def test_keygen_keeps_an_existing_key_unless_forced(tmp_path: Path) -> None:
+    private, public = tmp_path / "key.pem", tmp_path / "key.pub"
+    args = ["snapshot", "keygen", "--private", str(private), "--public", str(public)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert private.stat().st_mode & 0o777 == 0o600
+    key = private.read_bytes()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 1 and "--force" in again.output
+    assert private.read_bytes() == key
+    assert CliRunner().invoke(cli, [*args, "--force"]).exit_code == 0
+    assert private.read_bytes() != key and private.stat().st_mode & 0o777 == 0o600
