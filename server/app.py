@@ -30,6 +30,7 @@ from toolwise.feedback import FeedbackError, FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
 from toolwise.server.catalogue import Catalogue, DownstreamError
+from toolwise.server.clients import client_key
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
@@ -225,7 +226,7 @@ def build_server(app: Toolwise) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        app.remember_client(ctx, app.learning.sessions.resolve(None, None, ctx.request))
+        app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
         return types.ListToolsResult(tools=app.list_tools())
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -247,7 +248,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         await app.learning.drain()  # what our tools report or change includes every call made so far
         session = None
         if tool.takes_session:
-            key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)
+            key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
             session = app.learning.sessions.get(key)
         output = await tool.handler(args, session)
         return types.CallToolResult(
@@ -263,7 +264,7 @@ def build_server(app: Toolwise) -> Server[Any]:
                 f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
                 "(downstream tools are named server__tool)"
             )
-        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
+        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, client_key(ctx)))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
         try:
