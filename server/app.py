@@ -23,6 +23,8 @@ import mcp_types as types
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -259,10 +261,10 @@ def build_server(app: Toolwise) -> Server[Any]:
         name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
     ) -> types.CallToolResult:
         route = app.catalogue.resolve(name)
-        if route is None:
-            return error_result(
-                f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
-                "(downstream tools are named server__tool)"
+        if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
             )
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, client_key(ctx)))
         started_at, start = utcnow(), time.perf_counter()
