@@ -70,6 +70,7 @@ class Toolwise:
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
+        self.catalogue.reserved = frozenset(self.own)
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}

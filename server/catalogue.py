@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
-from toolwise.server.config import HttpServer, Settings, StdioServer
+from toolwise.server.config import HttpServer, Settings, StdioServer, prefix_of
 from toolwise.server.naming import assign
 from toolwise.server.shields import Circuit, CircuitState
 
@@ -277,6 +277,8 @@ class Catalogue:
         self.settings = settings
         self.downstreams = {name: Downstream(name, spec, settings, self._rebuild) for name, spec in servers.items()}
         self.routes: dict[str, Route] = {}
+        self.prefixes = {name: prefix_of(name, spec) for name, spec in servers.items()}
+        self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
         self._on_change = on_change
         self._announcing = Background()
 
@@ -307,7 +309,7 @@ class Catalogue:
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
         by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
-        names = assign(by_pair)
+        names = assign(by_pair, self.prefixes, self.reserved)
         routes = {
             public: Route(server, tool, by_pair[(server, tool)].model_copy(update={"name": public}))
             for (server, tool), public in names.items()
