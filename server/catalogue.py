@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -86,6 +87,14 @@ _TRANSPORT_LOST = (
 )
 
 
+class Relay(Protocol):
+    """Where a downstream's notifications and requests go besides tools (`server/passthrough.py`)."""
+
+    async def notified(self, server: str, message: Any) -> None: ...
+
+    def client_callbacks(self, server: str) -> dict[str, Any]: ...
+
+
 def _is_connection_loss(exc: BaseException) -> bool:
     return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, _TRANSPORT_LOST)
 
@@ -105,6 +114,7 @@ class Downstream:
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
+    relay: Relay | None = None
     circuit: Circuit = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +132,11 @@ class Downstream:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.state = "stopped"
+
+    @property
+    def client(self) -> Client | None:
+        """The live connection, None while (re)starting."""
+        return self._client
 
     def health(self) -> Health:
         return Health(self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state)
@@ -159,8 +174,9 @@ class Downstream:
     async def _serve_once(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
             async with asyncio.timeout(self.settings.start_timeout_s):
+                hooks = self.relay.client_callbacks(self.name) if self.relay is not None else {}
                 client = await stack.enter_async_context(
-                    Client(self._target(), mode=self.settings.mode, message_handler=self._on_message)
+                    Client(self._target(), mode=self.settings.mode, message_handler=self._on_message, **hooks)
                 )
                 await self._refresh(client)
             self._client, self.state, self.error = client, "ready", None
@@ -195,6 +211,8 @@ class Downstream:
         elif isinstance(message, Exception):
             log.warning("downstream %s transport error: %s", self.name, message)
             self._broken.set()
+        elif self.relay is not None:
+            await self.relay.notified(self.name, message)
 
     async def _refresh(self, client: Client) -> None:
         tools: list[types.Tool] = []
@@ -208,7 +226,14 @@ class Downstream:
         self.tools = tools
         self.on_tools()
 
-    async def call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: dict[str, Any] | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
         """Forward one call through the circuit breaker. Raises DownstreamError when the server is
         down, dies or is too slow, CircuitOpenError (at once) while its circuit is open."""
         wait = self.circuit.admit(time.monotonic())
@@ -218,7 +243,7 @@ class Downstream:
                 f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
             )
         try:
-            result = await self._call(tool, arguments, timeout_s)
+            result = await self._call(tool, arguments, timeout_s, meta, progress)
         except DownstreamError:
             self.circuit.failed(time.monotonic())
             raise
@@ -229,7 +254,14 @@ class Downstream:
         self.circuit.succeeded()
         return result
 
-    async def _call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+    async def _call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: dict[str, Any] | None,
+        progress: ProgressFnT | None,
+    ) -> types.CallToolResult:
         if self._client is None:
             try:
                 async with asyncio.timeout(min(timeout_s, self.settings.start_timeout_s)):
@@ -245,7 +277,9 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+            return await client.call_tool(
+                tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress, meta=meta
+            )
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
@@ -303,8 +337,21 @@ class Catalogue:
     def resolve(self, public_name: str) -> Route | None:
         return self.routes.get(public_name)
 
-    async def call(self, route: Route, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        return await self.downstreams[route.server].call(route.tool, arguments, self.settings.call_timeout_s)
+    async def call(
+        self,
+        route: Route,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any] | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        return await self.downstreams[route.server].call(
+            route.tool, arguments, self.settings.call_timeout_s, meta, progress
+        )
+
+    def attach(self, relay: Relay) -> None:
+        """Give every downstream somewhere to send what is not about tools (before `start`)."""
+        for downstream in self.downstreams.values():
+            downstream.relay = relay
 
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
