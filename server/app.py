@@ -37,7 +37,7 @@ from toolwise.server.clients import client_key
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
-from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, forwarded_meta, progress_relay
+from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, forwarded_meta, progress_relay, wire_meta
 from toolwise.server.sessions import EXECUTION_META_KEY
 from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
@@ -76,7 +76,7 @@ class Toolwise:
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}
-        self.passthrough = Passthrough(self.catalogue, self.bus, self._legacy_clients)
+        self.passthrough = Passthrough(self.catalogue, self.bus, self._legacy_clients, self.listeners)
         self.catalogue.attach(self.passthrough)
         self.started_at = utcnow()
         self._upkeep: asyncio.Task[None] | None = None
@@ -276,7 +276,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         result, error = None, None
         try:
             with app.passthrough.calling(route.server, ctx):
-                result = await app.catalogue.call(route, arguments, forwarded_meta(meta), progress_relay(ctx, meta))
+                result = await app.catalogue.call(route, arguments, forwarded_meta(wire_meta(ctx)), progress_relay(ctx))
         except DownstreamError as exc:
             error = exc
         latency_s = time.perf_counter() - start
@@ -305,7 +305,7 @@ def build_server(app: Toolwise) -> Server[Any]:
             instructions=INSTRUCTIONS,
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
-            on_subscriptions_listen=app.listeners,
+            on_subscriptions_listen=passthrough.listen,
             on_list_resources=passthrough.list_resources,
             on_list_resource_templates=passthrough.list_resource_templates,
             on_read_resource=passthrough.read_resource,

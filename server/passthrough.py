@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -80,10 +82,16 @@ def forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return kept or None
 
 
-def progress_relay(ctx: ServerRequestContext[Any], meta: Mapping[str, Any] | None) -> ProgressFnT | None:
+def wire_meta(ctx: ServerRequestContext[Any]) -> Mapping[str, Any] | None:
+    """The request's `_meta` as the client sent it (wire names; the parsed params rename known keys)."""
+    meta = (ctx.params or {}).get("_meta")
+    return meta if isinstance(meta, Mapping) else None
+
+
+def progress_relay(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
     """When the caller asked for progress (`_meta.progressToken`), a callback that tells it, under its
     own token, what the downstream reports."""
-    token = (meta or {}).get(PROGRESS_TOKEN)
+    token = (wire_meta(ctx) or {}).get(PROGRESS_TOKEN)
     if token is None:
         return None
 
@@ -106,11 +114,13 @@ class Passthrough:
     catalogue: Catalogue
     bus: InMemorySubscriptionBus
     legacy_clients: dict[str, ServerSession]  # handshake-era clients, by client key (app.remember_client)
+    listeners: ListenHandler  # serves subscriptions/listen once the downstreams are subscribed
     resources: dict[str, tuple[str, str]] = field(default_factory=dict)  # public URI → (server, URI)
     templates: dict[str, tuple[str, str]] = field(default_factory=dict)  # public template → (server, template)
     prompts: dict[str, tuple[str, str]] = field(default_factory=dict)  # public name → (server, name)
     public_prompt: dict[tuple[str, str], str] = field(default_factory=dict)  # the reverse
-    subscribers: dict[str, dict[str, ServerSession]] = field(default_factory=dict)  # public URI → client → session
+    # public URI → subscribed client → its session (None: a listen stream, told through the bus)
+    subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
     in_flight: dict[str, list[Caller]] = field(default_factory=dict)  # server → requests in flight on it
     log_level: types.LoggingLevel | None = None
 
@@ -230,7 +240,7 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         server, uri = await self.route_uri(params.uri)
-        result = await self._client(server).read_resource(uri, meta=forwarded_meta(_meta(params)))
+        result = await self._client(server).read_resource(uri, meta=forwarded_meta(wire_meta(ctx)))
         for content in result.contents:
             if content.uri == uri:
                 content.uri = params.uri
@@ -239,23 +249,52 @@ class Passthrough:
     async def subscribe_resource(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        server, uri = await self.route_uri(params.uri)
-        first = not any(self.subscribers.get(params.uri, {}).values())
-        self.subscribers.setdefault(params.uri, {})[_client_of(ctx)] = ctx.session
-        if first:
-            await self._downstream_subscription(server, uri, subscribe=True)
+        await self._subscribe(params.uri, _client_of(ctx), ctx.session)
         return types.EmptyResult()
 
     async def unsubscribe_resource(
         self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        server, uri = await self.route_uri(params.uri)
-        clients = self.subscribers.get(params.uri, {})
-        clients.pop(_client_of(ctx), None)
-        if not clients:
-            self.subscribers.pop(params.uri, None)
-            await self._downstream_subscription(server, uri, subscribe=False)
+        await self._unsubscribe(params.uri, _client_of(ctx))
         return types.EmptyResult()
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """2026-07-28 `subscriptions/listen`: the stream's resource subscriptions are made at the
+        downstreams for as long as it lasts; the events come through the bus."""
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        listener = f"listen-{uuid.uuid4()}"
+        subscribed: list[str] = []
+        try:
+            for uri in uris:
+                await self._subscribe(uri, listener, None)
+                subscribed.append(uri)
+            return await self.listeners(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):  # a client's disconnect cancels the stream, not this
+                for uri in subscribed:
+                    await self._unsubscribe(uri, listener)
+
+    async def _subscribe(self, uri: str, client: str, session: ServerSession | None) -> None:
+        """`client` (its session, when told directly; None when the bus tells it) hears of `uri`."""
+        server, original = await self.route_uri(uri)
+        first = not self.subscribers.get(uri)
+        self.subscribers.setdefault(uri, {})[client] = session
+        if first:
+            try:
+                await self._downstream_subscription(server, original, subscribe=True)
+            except BaseException:
+                self.subscribers.pop(uri, None)
+                raise
+
+    async def _unsubscribe(self, uri: str, client: str) -> None:
+        server, original = await self.route_uri(uri)
+        clients = self.subscribers.get(uri, {})
+        clients.pop(client, None)
+        if not clients:
+            self.subscribers.pop(uri, None)
+            await self._downstream_subscription(server, original, subscribe=False)
 
     async def _downstream_subscription(self, server: str, uri: str, *, subscribe: bool) -> None:
         client = self._client(server)
@@ -304,7 +343,7 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         server, name = await self._route_prompt(params.name)
-        return await self._client(server).get_prompt(name, params.arguments, meta=forwarded_meta(_meta(params)))
+        return await self._client(server).get_prompt(name, params.arguments, meta=forwarded_meta(wire_meta(ctx)))
 
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
@@ -322,7 +361,7 @@ class Passthrough:
                 server, template = await self.route_uri(ref.uri)
             ref = ref.model_copy(update={"uri": template})
         context = params.context.arguments if params.context is not None else None
-        argument = {params.argument.name: params.argument.value}
+        argument = {"name": params.argument.name, "value": params.argument.value}
         return await self._client(server).complete(ref, argument, context)
 
     # -- logging ------------------------------------------------------------------------------------
@@ -367,7 +406,8 @@ class Passthrough:
             public = self.public_uri(server, message.params.uri)
             await self.bus.publish(ResourceUpdated(uri=public))
             for key, session in list(self.subscribers.get(public, {}).items()):
-                await self._tell(key, session.send_resource_updated(public))
+                if session is not None:
+                    await self._tell(key, session.send_resource_updated(public))
         elif isinstance(message, types.ResourceListChangedNotification):
             await self.bus.publish(ResourcesListChanged())
             for key, session in list(self.legacy_clients.items()):
@@ -450,13 +490,6 @@ class Passthrough:
 def _client_of(ctx: ServerRequestContext[Any]) -> str:
     """The client key of a request; a request on no connection is its own client."""
     return client_key(ctx) or f"request-{id(ctx)}"
-
-
-def _meta(params: Any) -> dict[str, Any] | None:
-    meta = getattr(params, "meta", None)
-    if meta is None:
-        return None
-    return meta if isinstance(meta, dict) else meta.model_dump(by_alias=True, exclude_none=True)
 
 
 def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
