@@ -448,10 +448,17 @@ class Passthrough:
                 message=f"toolwise cannot relay {method}: {why} in flight on this connection, so no client "
                 "can be asked (relayed only during a call of one client)",
             )
+        if caller.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"toolwise cannot relay {method}: the calling client speaks {caller.ctx.protocol_version}, "
+                "where a server cannot send requests to its client",
+            )
         declared = caller.ctx.session.client_capabilities
         if declared is None or getattr(declared, capability, None) is None:
             return types.ErrorData(
-                code=INVALID_REQUEST, message=f"the calling client did not declare the {capability} capability"
+                code=INVALID_REQUEST,
+                message=f"toolwise cannot relay {method}: the calling client did not declare {capability}",
             )
         try:
             return await caller.ctx.session.send_request(

@@ -3,10 +3,18 @@ else the downstream offers passes through."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
 
 from tests.e2e.conftest import time_server, toolwise
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig
 
 
 async def test_an_empty_prefix_serves_the_downstreams_bare_tool_names(write_config: Callable[..., Path]) -> None:
@@ -17,3 +25,31 @@ async def test_an_empty_prefix_serves_the_downstreams_bare_tool_names(write_conf
         assert not any(n.startswith(("time__", "git__")) for n in names)
         called = await client.call_tool("get_current_time", {"timezone": "UTC"})
         assert not called.is_error and "toolwise/execution_id" in called.meta
+
+
+async def test_a_downstreams_requests_reach_only_the_client_whose_call_caused_them(tmp_path: Path) -> None:
+    asking = {"command": sys.executable, "args": [str(Path(__file__).with_name("asking_server.py"))], "prefix": ""}
+    settings = {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'tw.db'}", "sync_interval_s": 0, "mode": "legacy"}
+    config = AppConfig.model_validate({"mcpServers": {"asking": asking}, "toolwise": settings})
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(text="hi from A"), model="m")
+
+    def said(result: types.CallToolResult) -> str:
+        return result.content[0].text  # type: ignore[union-attr]
+
+    async with Toolwise(config) as app:
+        server = build_server(app)
+        async with (
+            Client(server, mode="legacy", sampling_callback=sampling) as a,
+            Client(server, mode="legacy") as b,
+            Client(server) as modern,
+        ):
+            assert said(await a.call_tool("ask_now", {})) == "answered: hi from A"
+            refused = said(await b.call_tool("ask_now", {}))
+            assert refused.startswith("refused: toolwise cannot relay") and "did not declare sampling" in refused
+            assert "cannot send requests" in said(await modern.call_tool("ask_now", {}))
+            await a.call_tool("ask_later", {})
+            await asyncio.sleep(0.8)  # it asks 0.3 s after the call, when no call is in flight
+            between = said(await a.call_tool("what_happened", {}))
+            assert between.startswith("refused:") and "no client call is in flight" in between
