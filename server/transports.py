@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
+from toolwise.server.events import RETRY_MS, MemoryEventStore
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ async def serve_http(config: AppConfig, host: str, port: int) -> None:
     /metrics."""
     async with Toolwise(config) as app:
         server = build_server(app)
-        starlette = server.streamable_http_app(host=host)
+        starlette = server.streamable_http_app(host=host, event_store=MemoryEventStore(), retry_interval=RETRY_MS)
 
         async def metrics(request: Request) -> Response:
             return Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
