@@ -28,6 +28,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
@@ -191,15 +192,26 @@ class Downstream:
                     listener.cancel()
 
     def _listen(self, client: Client) -> asyncio.Task[None] | None:
-        """On the 2026-07-28 era, tool-list changes arrive on a `subscriptions/listen` stream."""
-        caps = client.server_capabilities.tools
-        if client.protocol_version.startswith("2025") or caps is None or not caps.list_changed:
+        """On the 2026-07-28 era, list changes arrive on a `subscriptions/listen` stream: tool-list
+        changes refresh the catalogue, the others go to the relay."""
+        caps = client.server_capabilities
+        if client.protocol_version.startswith("2025"):
+            return None
+        wanted = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed and self.relay),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed and self.relay),
+        }
+        if not any(wanted.values()):
             return None
 
         async def listen() -> None:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    await self._refresh(client)
+            async with client.listen(**wanted) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        await self._refresh(client)
+                    elif self.relay is not None:
+                        await self.relay.notified(self.name, event_to_notification(event, {}))
 
         return asyncio.create_task(listen(), name=f"toolwise-listen-{self.name}")
 

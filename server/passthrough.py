@@ -19,9 +19,11 @@ Only tools/call is recorded and learned from (`server/app.py`); this module rout
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,18 +31,20 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client.subscriptions import SubscriptionLost
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolwise.server.background import Background
 from toolwise.server.catalogue import Catalogue, Downstream
 from toolwise.server.clients import client_key
 from toolwise.server.naming import assign
@@ -123,6 +127,8 @@ class Passthrough:
     subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
     in_flight: dict[str, list[Caller]] = field(default_factory=dict)  # server → requests in flight on it
     log_level: types.LoggingLevel | None = None
+    following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
+    _background: Background = field(default_factory=Background)
 
     # -- which downstreams offer what ----------------------------------------------------------------
 
@@ -298,16 +304,41 @@ class Passthrough:
 
     async def _downstream_subscription(self, server: str, uri: str, *, subscribe: bool) -> None:
         client = self._client(server)
-        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            raise MCPError(
-                INVALID_REQUEST,
-                f"downstream server {server!r} speaks {client.protocol_version}, where resource updates come "
-                "through subscriptions/listen; toolwise relays resources/subscribe to handshake-era servers only",
-            )
-        if subscribe:
-            await client.subscribe_resource(uri)  # pyright: ignore[reportDeprecated]
-        else:
-            await client.unsubscribe_resource(uri)  # pyright: ignore[reportDeprecated]
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # a listen stream per subscribed URI
+            if subscribe:
+                opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self.following[(server, uri)] = self._background.spawn(
+                    self._follow(server, client, uri, opened),
+                    name=f"toolwise-follow-{server}",
+                    failure=f"following {uri} on {server} failed; its updates are no longer relayed",
+                )
+                await opened  # subscribed once the downstream acknowledged the stream
+            elif (task := self.following.pop((server, uri), None)) is not None:
+                task.cancel()
+            return
+        with warnings.catch_warnings():  # the handshake era's way, served to that era's downstreams
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if subscribe:
+                await client.subscribe_resource(uri)
+            else:
+                await client.unsubscribe_resource(uri)
+
+    async def _follow(self, server: str, client: Client, uri: str, opened: asyncio.Future[None]) -> None:
+        """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
+        try:
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                opened.set_result(None)
+                async for event in subscription:
+                    await self.notified(server, event_to_notification(event, {}))
+        except SubscriptionLost:
+            log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
+        except BaseException as exc:
+            if opened.done():
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                opened.cancel()
+                raise
+            opened.set_exception(exc)  # the subscriber hears why; nothing is left to log
 
     # -- prompts and completions --------------------------------------------------------------------
 
@@ -374,7 +405,9 @@ class Passthrough:
         self.log_level = params.level
         for downstream, client in self.offering("logging"):
             if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                await client.set_logging_level(params.level)  # pyright: ignore[reportDeprecated]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.set_logging_level(params.level)
             log.debug("log level %s sent to %s", params.level, downstream.name)
         return types.EmptyResult()
 
@@ -431,10 +464,11 @@ class Passthrough:
         if caller is None:
             log.log(_PY_LEVEL.get(params.level, 50), "downstream %s: %s", server, params.data)
             return
-        session = caller.ctx.session
-        await session.send_log_message(  # pyright: ignore[reportDeprecated]
-            params.level, params.data, logger=server, related_request_id=caller.ctx.request_id
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await caller.ctx.session.send_log_message(
+                params.level, params.data, logger=server, related_request_id=caller.ctx.request_id
+            )
 
     async def relay_request(self, server: str, request: types.ServerRequest, result: type[Any], capability: str) -> Any:
         """A downstream's sampling, elicitation or roots request, asked of the client whose call is

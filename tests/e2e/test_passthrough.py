@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
+import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.subscriptions import PromptsListChanged
 
 from tests.e2e.conftest import time_server, toolwise
 from toolwise.server.app import Toolwise, build_server
@@ -53,3 +58,50 @@ async def test_a_downstreams_requests_reach_only_the_client_whose_call_caused_th
             await asyncio.sleep(0.8)  # it asks 0.3 s after the call, when no call is in flight
             between = said(await a.call_tool("what_happened", {}))
             assert between.startswith("refused:") and "no client call is in flight" in between
+
+
+@pytest.mark.parametrize("downstream_mode", ["auto", "legacy"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_resource_updates_and_prompt_list_changes_reach_the_client(
+    tmp_path: Path, mode: str, downstream_mode: str
+) -> None:
+    changing = {"command": sys.executable, "args": [str(Path(__file__).with_name("changing_server.py"))]}
+    settings = {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'tw.db'}", "sync_interval_s": 0}
+    config = AppConfig.model_validate(
+        {"mcpServers": {"changing": changing}, "toolwise": {**settings, "mode": downstream_mode}}
+    )
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(f"updated {message.params.uri}")
+        elif isinstance(message, types.PromptListChangedNotification):
+            heard.append("prompts changed")
+
+    async def changes(client: Client) -> None:
+        await client.call_tool("changing__edit_note", {"value": "second"})
+        await client.call_tool("changing__add_prompt", {"value": "bye"})
+
+    want = ["prompts changed", "updated memo://note"]
+    async with Toolwise(config) as app, Client(build_server(app), mode=mode, message_handler=on_message) as client:
+        assert {"memo://note"} == {r.uri for r in (await client.list_resources()).resources}
+        if client.protocol_version.startswith("2025"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource("memo://note")
+            await changes(client)
+            with anyio.fail_after(10):
+                while sorted(set(heard)) != want:
+                    await asyncio.sleep(0.05)
+        else:
+            async with client.listen(resource_subscriptions=["memo://note"], prompts_list_changed=True) as events:
+                await changes(client)
+                with anyio.fail_after(10):
+                    async for event in events:
+                        heard.append(
+                            "prompts changed" if isinstance(event, PromptsListChanged) else f"updated {event.uri}"
+                        )  # type: ignore[union-attr]
+                        if sorted(set(heard)) == want:
+                            break
+        assert (await client.read_resource("memo://note")).contents[0].text == "second"  # type: ignore[union-attr]
+        assert "changing__bye" in {p.name for p in (await client.list_prompts()).prompts}
