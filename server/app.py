@@ -37,7 +37,7 @@ from toolwise.server.clients import client_key
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
-from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, forwarded_meta, progress_relay, wire_meta
+from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
 from toolwise.server.sessions import EXECUTION_META_KEY
 from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
@@ -276,7 +276,8 @@ def build_server(app: Toolwise) -> Server[Any]:
         result, error = None, None
         try:
             with app.passthrough.calling(route.server, ctx):
-                result = await app.catalogue.call(route, arguments, forwarded_meta(wire_meta(ctx)), progress_relay(ctx))
+                meta_out = app.passthrough.call_meta(ctx, route.server)
+                result = await app.catalogue.call(route, arguments, meta_out, progress_relay(ctx))
         except DownstreamError as exc:
             error = exc
         latency_s = time.perf_counter() - start

@@ -40,7 +40,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -410,6 +415,21 @@ class Passthrough:
                     await client.set_logging_level(params.level)
             log.debug("log level %s sent to %s", params.level, downstream.name)
         return types.EmptyResult()
+
+    def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> dict[str, Any] | None:
+        """The `_meta` a call goes to `server` with (`forwarded_meta`). A 2026-era downstream logs
+        only what a request opts in to: for a handshake-era caller, who hears every level unless it
+        set one, the opt-in is its level (or all)."""
+        meta = forwarded_meta(wire_meta(ctx))
+        client = self.catalogue.downstreams[server].client
+        if (
+            client is not None
+            and client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            and LOG_LEVEL_META_KEY not in (meta or {})
+        ):
+            meta = {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"}
+        return meta
 
     # -- calls in flight, and what belongs to them ---------------------------------------------------
 
