@@ -14,7 +14,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,8 @@ import mcp_types as types
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -30,9 +33,11 @@ from toolwise.feedback import FeedbackError, FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
 from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError
+from toolwise.server.clients import client_key
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
+from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
 from toolwise.server.sessions import EXECUTION_META_KEY
 from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
@@ -68,9 +73,12 @@ class Toolwise:
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
+        self.catalogue.reserved = frozenset(self.own)
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}
+        self.passthrough = Passthrough(self.catalogue, self.bus, self._legacy_clients, self.listeners)
+        self.catalogue.attach(self.passthrough)
         self.started_at = utcnow()
         self._upkeep: asyncio.Task[None] | None = None
         self.metrics.watch(self._gauges)
@@ -226,7 +234,7 @@ def build_server(app: Toolwise) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        app.remember_client(ctx, app.learning.sessions.resolve(None, None, ctx.request))
+        app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
         return types.ListToolsResult(tools=app.list_tools())
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -248,7 +256,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         await app.learning.drain()  # what our tools report or change includes every call made so far
         session = None
         if tool.takes_session:
-            key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)
+            key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
             session = app.learning.sessions.get(key)
         output = await tool.handler(args, session)
         return types.CallToolResult(
@@ -259,12 +267,12 @@ def build_server(app: Toolwise) -> Server[Any]:
         name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
     ) -> types.CallToolResult:
         route = app.catalogue.resolve(name)
-        if route is None:
-            return error_result(
-                f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
-                "(downstream tools are named server__tool)"
+        if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
             )
-        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
+        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, client_key(ctx)))
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
         wrong = route.problem(arguments)
@@ -272,7 +280,9 @@ def build_server(app: Toolwise) -> Server[Any]:
             error = InvalidArgumentsError(f"invalid arguments for {name}: {wrong} (not forwarded to {route.server!r})")
         else:
             try:
-                result = await app.catalogue.call(route, arguments)
+                with app.passthrough.calling(route.server, ctx):
+                    meta_out = app.passthrough.call_meta(ctx, route.server)
+                    result = await app.catalogue.call(route, arguments, meta_out, progress_relay(ctx))
             except DownstreamError as exc:
                 error = exc
         latency_s = time.perf_counter() - start
@@ -292,19 +302,60 @@ def build_server(app: Toolwise) -> Server[Any]:
         result.meta = {**(result.meta or {}), EXECUTION_META_KEY: execution_id}
         return result
 
-    return _Server(
-        "toolwise",
-        version=VERSION,
-        instructions=INSTRUCTIONS,
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_subscriptions_listen=app.listeners,
-    )
+    passthrough = app.passthrough
+    with warnings.catch_warnings():  # logging/setLevel is the handshake era's, still served to it
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server = _Server(  # type: ignore[call-overload]  # the overload with on_set_logging_level is deprecated
+            "toolwise",
+            version=VERSION,
+            instructions=INSTRUCTIONS,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+            on_subscriptions_listen=passthrough.listen,
+            on_list_resources=passthrough.list_resources,
+            on_list_resource_templates=passthrough.list_resource_templates,
+            on_read_resource=passthrough.read_resource,
+            on_subscribe_resource=passthrough.subscribe_resource,
+            on_unsubscribe_resource=passthrough.unsubscribe_resource,
+            on_list_prompts=passthrough.list_prompts,
+            on_get_prompt=passthrough.get_prompt,
+            on_completion=passthrough.complete,
+            on_set_logging_level=passthrough.set_logging_level,
+        )
+    server.offered = passthrough.capabilities
+    return server
 
 
 class _Server(Server[Any]):
     """Announces `tools.listChanged` to handshake-era clients on every transport (the HTTP session
-    manager builds its initialization options itself, without notification options)."""
+    manager builds its initialization options itself, without notification options), and besides
+    tools only what its downstreams offer (`offered`: the union of their capabilities)."""
+
+    offered: Callable[[], dict[str, Any]] = dict
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        if notification_options is None and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            notification_options = NotificationOptions(tools_changed=True)
+        caps = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        offered = self.offered()
+        update: dict[str, Any] = {name: None for name in PASSED_THROUGH if name not in offered}
+        for name in ("logging", "completions"):
+            if name in offered:
+                update[name] = offered[name]
+        if "resources" in offered and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            update["resources"] = offered["resources"]
+        if "prompts" in offered and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            update["prompts"] = offered["prompts"]
+        return caps.model_copy(update=update)
 
     def create_initialization_options(
         self,

@@ -16,11 +16,12 @@ class Background:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def spawn(self, work: Coroutine[Any, Any, None], *, name: str, failure: str) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None], *, name: str, failure: str) -> asyncio.Task[None]:
         """Run `work` as a task; if it raises, log `failure` with the exception."""
         task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(partial(self._finished, failure))
+        return task
 
     def _finished(self, failure: str, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
@@ -29,11 +29,13 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
-from toolwise.server.config import HttpServer, Settings, StdioServer
+from toolwise.server.config import HttpServer, Settings, StdioServer, prefix_of
 from toolwise.server.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.server.naming import assign
 from toolwise.server.schemas import compile_validator, problem
@@ -102,6 +104,14 @@ _TRANSPORT_LOST = (
 )
 
 
+class Relay(Protocol):
+    """Where a downstream's notifications and requests go besides tools (`server/passthrough.py`)."""
+
+    async def notified(self, server: str, message: Any) -> None: ...
+
+    def client_callbacks(self, server: str) -> dict[str, Any]: ...
+
+
 def _is_connection_loss(exc: BaseException) -> bool:
     return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, _TRANSPORT_LOST)
 
@@ -122,6 +132,7 @@ class Downstream:
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
+    relay: Relay | None = None
     circuit: Circuit = field(init=False)
     junk: JunkReport = field(init=False)
 
@@ -142,6 +153,11 @@ class Downstream:
                 await self._task
         self.junk.close()
         self.state = "stopped"
+
+    @property
+    def client(self) -> Client | None:
+        """The live connection, None while (re)starting."""
+        return self._client
 
     def health(self) -> Health:
         return Health(
@@ -199,8 +215,11 @@ class Downstream:
             with recording_spawns() as spawned:
                 try:
                     async with asyncio.timeout(self.settings.start_timeout_s):
+                        hooks = self.relay.client_callbacks(self.name) if self.relay is not None else {}
                         client = await stack.enter_async_context(
-                            Client(self._target(stack), mode=self.settings.mode, message_handler=self._on_message)
+                            Client(
+                                self._target(stack), mode=self.settings.mode, message_handler=self._on_message, **hooks
+                            )
                         )
                         await self._refresh(client)
                 finally:
@@ -236,15 +255,26 @@ class Downstream:
         self._broken.set()
 
     def _listen(self, client: Client) -> asyncio.Task[None] | None:
-        """On the 2026-07-28 era, tool-list changes arrive on a `subscriptions/listen` stream."""
-        caps = client.server_capabilities.tools
-        if client.protocol_version.startswith("2025") or caps is None or not caps.list_changed:
+        """On the 2026-07-28 era, list changes arrive on a `subscriptions/listen` stream: tool-list
+        changes refresh the catalogue, the others go to the relay."""
+        caps = client.server_capabilities
+        if client.protocol_version.startswith("2025"):
+            return None
+        wanted = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed and self.relay),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed and self.relay),
+        }
+        if not any(wanted.values()):
             return None
 
         async def listen() -> None:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    await self._refresh(client)
+            async with client.listen(**wanted) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        await self._refresh(client)
+                    elif self.relay is not None:
+                        await self.relay.notified(self.name, event_to_notification(event, {}))
 
         return asyncio.create_task(listen(), name=f"toolwise-listen-{self.name}")
 
@@ -258,6 +288,8 @@ class Downstream:
         elif isinstance(message, Exception):
             log.warning("downstream %s transport error: %s", self.name, message)
             self._broken.set()
+        elif self.relay is not None:
+            await self.relay.notified(self.name, message)
 
     async def _refresh(self, client: Client) -> None:
         tools: list[types.Tool] = []
@@ -271,7 +303,14 @@ class Downstream:
         self.tools = tools
         self.on_tools()
 
-    async def call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: dict[str, Any] | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
         """Forward one call through the circuit breaker. Raises DownstreamError when the server is
         down, dies or is too slow, CircuitOpenError (at once) while its circuit is open."""
         wait = self.circuit.admit(time.monotonic())
@@ -281,7 +320,7 @@ class Downstream:
                 f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
             )
         try:
-            result = await self._call(tool, arguments, timeout_s)
+            result = await self._call(tool, arguments, timeout_s, meta, progress)
         except InvalidArgumentsError:
             self.circuit.succeeded()  # it answered, and sanely: the caller sent what it cannot take
             raise
@@ -295,7 +334,14 @@ class Downstream:
         self.circuit.succeeded()
         return result
 
-    async def _call(self, tool: str, arguments: dict[str, Any] | None, timeout_s: float) -> types.CallToolResult:
+    async def _call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: dict[str, Any] | None,
+        progress: ProgressFnT | None,
+    ) -> types.CallToolResult:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         if self._client is not None and self._process is not None and self._process.returncode is not None:
@@ -315,7 +361,13 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            return await client.call_tool(tool, arguments, read_timeout_seconds=max(deadline - loop.time(), 0.001))
+            return await client.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=max(deadline - loop.time(), 0.001),
+                progress_callback=progress,
+                meta=meta,
+            )
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
@@ -349,6 +401,8 @@ class Catalogue:
         self.settings = settings
         self.downstreams = {name: Downstream(name, spec, settings, self._rebuild) for name, spec in servers.items()}
         self.routes: dict[str, Route] = {}
+        self.prefixes = {name: prefix_of(name, spec) for name, spec in servers.items()}
+        self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
         self._on_change = on_change
         self._announcing = Background()
 
@@ -385,8 +439,21 @@ class Catalogue:
     def resolve(self, public_name: str) -> Route | None:
         return self.routes.get(public_name)
 
-    async def call(self, route: Route, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        return await self.downstreams[route.server].call(route.tool, arguments, self.settings.call_timeout_s)
+    async def call(
+        self,
+        route: Route,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any] | None = None,
+        progress: ProgressFnT | None = None,
+    ) -> types.CallToolResult:
+        return await self.downstreams[route.server].call(
+            route.tool, arguments, self.settings.call_timeout_s, meta, progress
+        )
+
+    def attach(self, relay: Relay) -> None:
+        """Give every downstream somewhere to send what is not about tools (before `start`)."""
+        for downstream in self.downstreams.values():
+            downstream.relay = relay
 
     def _route(self, public: str, server: str, tool: types.Tool) -> Route:
         """A route with its argument validator, compiled anew only when the tool's schema changed."""
@@ -400,7 +467,7 @@ class Catalogue:
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
         by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
-        names = assign(by_pair)
+        names = assign(by_pair, self.prefixes, self.reserved)
         routes = {
             public: self._route(public, server, by_pair[(server, tool)]) for (server, tool), public in names.items()
         }

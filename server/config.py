@@ -22,8 +22,14 @@ class ConfigError(Exception):
     """A configuration file that cannot be used; the message names the file and the field."""
 
 
+# What a downstream's tools and prompts are named under: `prefix__tool`; None means the server's own
+# name, "" the bare names. No "__" inside, so a public name still reads as prefix__tool.
+Prefix = Annotated[str | None, Field(default=None, pattern=r"^_?([A-Za-z0-9-]+_?)*$")]
+
+
 class StdioServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    prefix: Prefix
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
@@ -32,6 +38,7 @@ class StdioServer(BaseModel):
 
 class HttpServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    prefix: Prefix
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] | None = None
 
@@ -129,7 +136,21 @@ class AppConfig(BaseModel):
         for name in servers:
             if not name or "__" in name:
                 raise ValueError(f"server name {name!r} must be non-empty and must not contain '__'")
+        owners: dict[str, str] = {}
+        for name, spec in servers.items():
+            prefix = prefix_of(name, spec)
+            if prefix in owners:
+                raise ValueError(
+                    f"servers {owners[prefix]!r} and {name!r} both name their tools with prefix {prefix!r}; "
+                    "give one of them another 'prefix'"
+                )
+            owners[prefix] = name
         return servers
+
+
+def prefix_of(name: str, spec: StdioServer | HttpServer) -> str:
+    """The prefix of a downstream's public names: its `prefix` setting, else its name."""
+    return name if spec.prefix is None else spec.prefix
 
 
 def load_config(path: Path) -> AppConfig:

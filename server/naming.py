@@ -1,10 +1,11 @@
-"""Names of re-exposed tools: `server__tool`, only [A-Za-z0-9_-], at most 64 characters, unique."""
+"""Names of re-exposed tools and prompts: `prefix__tool` (the prefix is the server's name unless
+configured; an empty prefix keeps the bare name), only [A-Za-z0-9_-], at most 64 characters, unique."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 SEPARATOR = "__"
 MAX_LENGTH = 64
@@ -16,21 +17,27 @@ def _clean(name: str) -> str:
 
 
 def namespaced(server: str, tool: str) -> str:
-    """`server__tool`, unsafe characters replaced; too long → truncated with a stable hash suffix."""
-    name = f"{_clean(server)}{SEPARATOR}{_clean(tool)}"
+    """`server__tool` (`tool` when `server` is ""), unsafe characters replaced; too long → truncated
+    with a stable hash suffix."""
+    name = f"{_clean(server)}{SEPARATOR}{_clean(tool)}" if server else _clean(tool)
     if len(name) <= MAX_LENGTH:
         return name
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: MAX_LENGTH - 9]}-{digest}"
 
 
-def assign(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """Unique public names for (server, tool) pairs. Collisions (after cleaning or truncation) are
-    resolved deterministically: pairs are taken in sorted order and later ones get `-2`, `-3`, …"""
-    taken: set[str] = set()
+def assign(
+    pairs: Iterable[tuple[str, str]], prefixes: Mapping[str, str] | None = None, reserved: Iterable[str] = ()
+) -> dict[tuple[str, str], str]:
+    """Unique public names for (server, tool) pairs, each under its server's prefix (default: the
+    server's name), none of them `reserved` (toolwise's own tools). Collisions (after cleaning or
+    truncation, or of bare names) are resolved deterministically: pairs are taken in sorted order and
+    later ones get `-2`, `-3`, …"""
+    taken: set[str] = set(reserved)
     names: dict[tuple[str, str], str] = {}
     for server, tool in sorted(set(pairs)):
-        base = candidate = namespaced(server, tool)
+        prefix = server if prefixes is None else prefixes.get(server, server)
+        base = candidate = namespaced(prefix, tool)
         n = 2
         while candidate in taken:
             suffix = f"-{n}"

@@ -1,8 +1,8 @@
 """Agent sessions: what toolwise remembers between calls of one client conversation.
 
-A session is the client connection where the transport has one (the streamable-HTTP session id;
-on stdio the process serves exactly one client), otherwise the explicit `session_id` argument our
-tools accept, or `_meta["toolwise/session_id"]` on a proxied call.
+A session is the explicit `session_id` argument our tools accept (or `_meta["toolwise/session_id"]`
+on a proxied call), otherwise the client connection (`server/clients.py`); a request that has no
+connection (2026-07-28 over HTTP) is a session of its own, never kept, never shared.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from toolwise.rl import Decision
 
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
+REQUEST_PREFIX = "request-"  # the session of a request that came on no connection
 
 
 @dataclass(slots=True)
@@ -59,12 +60,13 @@ class Session:
 class Sessions:
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
-        self.process_default = f"stdio-{uuid.uuid4()}"
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def get(self, session_id: str) -> Session:
+        if session_id.startswith(REQUEST_PREFIX):
+            return Session(session_id)  # one request's own: nothing after it can refer to it
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = Session(session_id)
@@ -73,13 +75,11 @@ class Sessions:
     def pop(self, session_id: str) -> Session | None:
         return self._sessions.pop(session_id, None)
 
-    def resolve(self, explicit: str | None, meta: dict[str, Any] | None, request: Any) -> str:
-        """Explicit argument, then `_meta`, then the transport's session, then this process's client."""
+    def resolve(self, explicit: str | None, meta: dict[str, Any] | None, client: str | None) -> str:
+        """Explicit argument, then `_meta`, then the client connection (`clients.client_key`), else a
+        session for this request alone."""
         if explicit:
             return explicit
         if meta and isinstance(meta.get(SESSION_META_KEY), str):
             return str(meta[SESSION_META_KEY])
-        headers = getattr(request, "headers", None)
-        if headers is not None and headers.get("mcp-session-id"):
-            return f"http-{headers['mcp-session-id']}"
-        return self.process_default
+        return client if client is not None else f"{REQUEST_PREFIX}{uuid.uuid4()}"

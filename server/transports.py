@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.auth import BearerAuth, http_access
 from toolwise.server.config import AppConfig
+from toolwise.server.events import RETRY_MS, MemoryEventStore
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,9 @@ async def serve_http(config: AppConfig, host: str, port: int) -> None:
     access = http_access(host, config.toolwise)
     async with Toolwise(config) as app:
         server = build_server(app)
-        starlette = server.streamable_http_app(host=host, transport_security=access.security)
+        starlette = server.streamable_http_app(
+            host=host, transport_security=access.security, event_store=MemoryEventStore(), retry_interval=RETRY_MS
+        )
 
         async def metrics(request: Request) -> Response:
             refused = await access.check_metrics(request)

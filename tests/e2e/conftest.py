@@ -3,9 +3,11 @@ the real mcp-server-time and mcp-server-git, driven through the SDK's own `mcp.C
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -91,3 +93,31 @@ def kill_marked(marker: str) -> int:
             os.kill(int(proc.name), signal.SIGKILL)
             killed += 1
     return killed
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def toolwise_http(config: Path) -> AsyncIterator[str]:
+    """`toolwise serve --http` in a subprocess; yields its /mcp URL and stops it with SIGINT."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(config)],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(300):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                    break
+            except OSError:
+                await asyncio.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr.decode()[-2000:]

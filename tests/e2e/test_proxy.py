@@ -8,6 +8,8 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.e2e.conftest import direct, kill_marked, rows, time_server, toolwise
 
@@ -154,13 +156,15 @@ async def test_bad_input_to_our_tools_is_an_mcp_error_naming_the_problem(write_c
             ("recommend_next_tools", "nope__y"): {"recent_tools": ["nope__y"]},
             ("end_session", "outcome"): {"outcome": "great"},
             ("end_session", "no calls"): {"outcome": "success"},
-            ("nope__tool", "unknown tool"): {},
             ("get_tool_metrics", "extra"): {"tool": "x", "extra": 1},
         }
         for (tool, needle), args in cases.items():
             result = await client.call_tool(tool, args)
             assert result.is_error, (tool, args)
             assert needle in text(result), (tool, text(result))
+        with pytest.raises(MCPError) as unknown:  # the spec: an unknown tool is -32602, not a tool result
+            await client.call_tool("nope__tool", {})
+        assert unknown.value.code == INVALID_PARAMS and "nope__tool" in unknown.value.error.message
 
 
 async def test_sessions_feed_next_tool_suggestions_and_episodes(

@@ -51,6 +51,9 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
         ({"mcpServers": {}, "toolwise": {"call_timeout_s": 0}}, "call_timeout_s"),
         ({"mcpServers": {}, "toolwise": {"colour": "red"}}, "colour"),
         ({"mcpServers": {"r": {"url": "ftp://x"}}}, "url"),
+        ({"mcpServers": {"a": {"command": "x", "prefix": ""}, "b": {"url": "http://h", "prefix": ""}}}, "'a' and 'b'"),
+        ({"mcpServers": {"time": {"command": "x"}, "clock": {"command": "y", "prefix": "time"}}}, "'time' and 'clock'"),
+        ({"mcpServers": {"a": {"command": "x", "prefix": "p__q"}}}, "mcpServers.a.*prefix"),
     ],
 )
 def test_broken_files_name_the_field(tmp_path: Path, data: object, needle: str) -> None:
@@ -69,3 +72,12 @@ def test_names_are_safe_bounded_and_unique() -> None:
         len(n) <= MAX_LENGTH and set(n) <= set("abcdefghijklmnopqrstuvwxyz_-0123456789x") for n in names.values()
     )
     assert names == assign(reversed(list(names))), "the same pairs get the same names whatever the order"
+
+
+def test_prefixes_name_tools_and_an_empty_one_keeps_the_bare_names() -> None:
+    pairs = [("time", "get_current_time"), ("everything", "echo"), ("everything", "recommend_tool")]
+    names = assign(pairs, {"time": "clock", "everything": ""}, reserved={"recommend_tool"})
+    assert names[("time", "get_current_time")] == "clock__get_current_time"
+    assert names[("everything", "echo")] == "echo"
+    assert names[("everything", "recommend_tool")] == "recommend_tool-2", "toolwise's own tools keep their names"
+    assert assign(pairs)[("time", "get_current_time")] == "time__get_current_time", "the default is the server's name"

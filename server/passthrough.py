@@ -1,0 +1,561 @@
+"""Everything a downstream offers besides tools, passed through unchanged: resources, prompts,
+completions, logging, progress, and the downstream's own requests (sampling, elicitation, roots).
+
+Only tools/call is recorded and learned from (`server/app.py`); this module routes the rest.
+
+- Resources keep the URIs the downstreams gave, except where two downstreams list the same URI (or
+  URI template): then each copy becomes `server+uri`. A read is routed by URI: a listed URI, a
+  `server+` URI, a URI one downstream's template matches, else the only downstream with resources.
+- Prompts are named like tools (`prefix__name`, `server/naming.py`).
+- Completions go to the server owning the prompt or the resource template.
+- `logging/setLevel` is sent to every downstream that logs (the downstream connections are shared).
+- Progress: the caller's `_meta` goes to the downstream whole, except toolwise's own keys and the
+  protocol envelope of the hop; the downstream's progress reaches the caller under its own token.
+- A downstream's notifications and requests not tied to a token (log messages, sampling,
+  elicitation, roots) belong to the client whose call is in flight on that downstream. When no call
+  is in flight, or calls of several clients are, nobody can be told apart: log messages go to
+  toolwise's own log, and requests get an error saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.server import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolwise.server.background import Background
+from toolwise.server.catalogue import Catalogue, Downstream
+from toolwise.server.clients import client_key
+from toolwise.server.naming import assign
+
+log = logging.getLogger(__name__)
+
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for a resource no server has
+TOOLWISE_META_PREFIX = "toolwise/"
+ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+PROGRESS_TOKEN = "progressToken"
+# syslog order (RFC 5424), as the protocol's LoggingLevel
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_PY_LEVEL = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40}
+
+
+PASSED_THROUGH = ("resources", "prompts", "logging", "completions")  # capabilities toolwise has only from downstreams
+
+
+def forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The caller's `_meta` as the downstream gets it: whole, except toolwise's own keys, the hop's
+    protocol envelope (the downstream connection stamps its own) and the progress token (toolwise
+    relays progress under the caller's token itself)."""
+    if not meta:
+        return None
+    kept = {
+        k: v
+        for k, v in meta.items()
+        if not k.startswith(TOOLWISE_META_PREFIX) and k not in ENVELOPE_KEYS and k != PROGRESS_TOKEN
+    }
+    return kept or None
+
+
+def wire_meta(ctx: ServerRequestContext[Any]) -> Mapping[str, Any] | None:
+    """The request's `_meta` as the client sent it (wire names; the parsed params rename known keys)."""
+    meta = (ctx.params or {}).get("_meta")
+    return meta if isinstance(meta, Mapping) else None
+
+
+def progress_relay(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
+    """When the caller asked for progress (`_meta.progressToken`), a callback that tells it, under its
+    own token, what the downstream reports."""
+    token = (wire_meta(ctx) or {}).get(PROGRESS_TOKEN)
+    if token is None:
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.send_progress_notification(token, progress, total, message, ctx.request_id)
+
+    return relay
+
+
+@dataclass(slots=True)
+class Caller:
+    """A client request in flight on a downstream: where that downstream's messages go."""
+
+    client: str
+    ctx: ServerRequestContext[Any]
+
+
+@dataclass
+class Passthrough:
+    catalogue: Catalogue
+    bus: InMemorySubscriptionBus
+    legacy_clients: dict[str, ServerSession]  # handshake-era clients, by client key (app.remember_client)
+    listeners: ListenHandler  # serves subscriptions/listen once the downstreams are subscribed
+    resources: dict[str, tuple[str, str]] = field(default_factory=dict)  # public URI → (server, URI)
+    templates: dict[str, tuple[str, str]] = field(default_factory=dict)  # public template → (server, template)
+    prompts: dict[str, tuple[str, str]] = field(default_factory=dict)  # public name → (server, name)
+    public_prompt: dict[tuple[str, str], str] = field(default_factory=dict)  # the reverse
+    # public URI → subscribed client → its session (None: a listen stream, told through the bus)
+    subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
+    in_flight: dict[str, list[Caller]] = field(default_factory=dict)  # server → requests in flight on it
+    log_level: types.LoggingLevel | None = None
+    following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
+    _background: Background = field(default_factory=Background)
+
+    # -- which downstreams offer what ----------------------------------------------------------------
+
+    def offering(self, capability: str) -> list[tuple[Downstream, Client]]:
+        """The ready downstreams whose capabilities include `capability` (resources, prompts, …)."""
+        ready = []
+        for downstream in self.catalogue.downstreams.values():
+            client = downstream.client
+            if client is not None and getattr(client.server_capabilities, capability, None) is not None:
+                ready.append((downstream, client))
+        return ready
+
+    def capabilities(self) -> dict[str, Any]:
+        """The union of what the downstreams offer (besides tools), as ServerCapabilities fields."""
+        union: dict[str, Any] = {}
+        for downstream in self.catalogue.downstreams.values():
+            client = downstream.client
+            if client is None:
+                continue
+            caps = client.server_capabilities
+            if caps.resources is not None:
+                old = union.get("resources") or types.ResourcesCapability(subscribe=False, list_changed=False)
+                union["resources"] = types.ResourcesCapability(
+                    subscribe=bool(old.subscribe or caps.resources.subscribe),
+                    list_changed=bool(old.list_changed or caps.resources.list_changed),
+                )
+            if caps.prompts is not None:
+                old_p = union.get("prompts") or types.PromptsCapability(list_changed=False)
+                union["prompts"] = types.PromptsCapability(
+                    list_changed=bool(old_p.list_changed or caps.prompts.list_changed)
+                )
+            for name in ("logging", "completions"):
+                if getattr(caps, name) is not None:
+                    union[name] = getattr(caps, name)
+        return union
+
+    def _client(self, server: str) -> Client:
+        downstream = self.catalogue.downstreams[server]
+        if downstream.client is None:
+            raise MCPError(
+                INTERNAL_ERROR, f"downstream server {server!r} is not running ({downstream.state}); try again shortly"
+            )
+        return downstream.client
+
+    # -- resources ----------------------------------------------------------------------------------
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        listed: list[tuple[str, types.Resource]] = []
+        for downstream, client in self.offering("resources"):
+            cursor = None
+            while True:
+                page = await client.list_resources(cursor=cursor, cache_mode="refresh")
+                listed.extend((downstream.name, r) for r in page.resources)
+                if not (cursor := page.next_cursor):
+                    break
+        public = _public_uris([(server, r.uri) for server, r in listed])
+        self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        return types.ListResourcesResult(
+            resources=[r.model_copy(update={"uri": public[(server, r.uri)]}) for server, r in listed]
+        )
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        listed = await self._templates()
+        public = _public_uris([(server, t.uri_template) for server, t in listed])
+        self.templates = {public[(server, t.uri_template)]: (server, t.uri_template) for server, t in listed}
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                t.model_copy(update={"uri_template": public[(server, t.uri_template)]}) for server, t in listed
+            ]
+        )
+
+    async def _templates(self) -> list[tuple[str, types.ResourceTemplate]]:
+        listed: list[tuple[str, types.ResourceTemplate]] = []
+        for downstream, client in self.offering("resources"):
+            cursor = None
+            while True:
+                page = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+                listed.extend((downstream.name, t) for t in page.resource_templates)
+                if not (cursor := page.next_cursor):
+                    break
+        return listed
+
+    async def route_uri(self, uri: str) -> tuple[str, str]:
+        """(server, the URI there) for a public URI."""
+        if uri in self.resources:
+            return self.resources[uri]
+        scheme, plus, rest = uri.partition("+")
+        if plus and scheme in self.catalogue.downstreams:
+            return scheme, rest
+        offering = self.offering("resources")
+        for server, template in await self._templates():
+            with contextlib.suppress(InvalidUriTemplate):
+                if UriTemplate.parse(template.uri_template).match(uri) is not None:
+                    return server, uri
+        if len(offering) == 1:
+            return offering[0][0].name, uri
+        raise MCPError(
+            RESOURCE_NOT_FOUND,
+            f"Resource not found: {uri!r} is neither listed nor matched by a template of "
+            f"{len(offering)} downstream servers with resources",
+            {"uri": uri},
+        )
+
+    def public_uri(self, server: str, uri: str) -> str:
+        for public, (owner, original) in self.resources.items():
+            if owner == server and original == uri:
+                return public
+        return uri
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        server, uri = await self.route_uri(params.uri)
+        result = await self._client(server).read_resource(uri, meta=forwarded_meta(wire_meta(ctx)))
+        for content in result.contents:
+            if content.uri == uri:
+                content.uri = params.uri
+        return result
+
+    async def subscribe_resource(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        await self._subscribe(params.uri, _client_of(ctx), ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe_resource(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await self._unsubscribe(params.uri, _client_of(ctx))
+        return types.EmptyResult()
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """2026-07-28 `subscriptions/listen`: the stream's resource subscriptions are made at the
+        downstreams for as long as it lasts; the events come through the bus."""
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        listener = f"listen-{uuid.uuid4()}"
+        subscribed: list[str] = []
+        try:
+            for uri in uris:
+                await self._subscribe(uri, listener, None)
+                subscribed.append(uri)
+            return await self.listeners(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):  # a client's disconnect cancels the stream, not this
+                for uri in subscribed:
+                    await self._unsubscribe(uri, listener)
+
+    async def _subscribe(self, uri: str, client: str, session: ServerSession | None) -> None:
+        """`client` (its session, when told directly; None when the bus tells it) hears of `uri`."""
+        server, original = await self.route_uri(uri)
+        first = not self.subscribers.get(uri)
+        self.subscribers.setdefault(uri, {})[client] = session
+        if first:
+            try:
+                await self._downstream_subscription(server, original, subscribe=True)
+            except BaseException:
+                self.subscribers.pop(uri, None)
+                raise
+
+    async def _unsubscribe(self, uri: str, client: str) -> None:
+        server, original = await self.route_uri(uri)
+        clients = self.subscribers.get(uri, {})
+        clients.pop(client, None)
+        if not clients:
+            self.subscribers.pop(uri, None)
+            await self._downstream_subscription(server, original, subscribe=False)
+
+    async def _downstream_subscription(self, server: str, uri: str, *, subscribe: bool) -> None:
+        client = self._client(server)
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # a listen stream per subscribed URI
+            if subscribe:
+                opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self.following[(server, uri)] = self._background.spawn(
+                    self._follow(server, client, uri, opened),
+                    name=f"toolwise-follow-{server}",
+                    failure=f"following {uri} on {server} failed; its updates are no longer relayed",
+                )
+                await opened  # subscribed once the downstream acknowledged the stream
+            elif (task := self.following.pop((server, uri), None)) is not None:
+                task.cancel()
+            return
+        with warnings.catch_warnings():  # the handshake era's way, served to that era's downstreams
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if subscribe:
+                await client.subscribe_resource(uri)
+            else:
+                await client.unsubscribe_resource(uri)
+
+    async def _follow(self, server: str, client: Client, uri: str, opened: asyncio.Future[None]) -> None:
+        """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
+        try:
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                opened.set_result(None)
+                async for event in subscription:
+                    await self.notified(server, event_to_notification(event, {}))
+        except SubscriptionLost:
+            log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
+        except BaseException as exc:
+            if opened.done():
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                opened.cancel()
+                raise
+            opened.set_exception(exc)  # the subscriber hears why; nothing is left to log
+
+    # -- prompts and completions --------------------------------------------------------------------
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        listed = await self._refresh_prompts()
+        return types.ListPromptsResult(
+            prompts=[p.model_copy(update={"name": self.public_prompt[pair]}) for pair, p in listed.items()]
+        )
+
+    async def _refresh_prompts(self) -> dict[tuple[str, str], types.Prompt]:
+        listed: dict[tuple[str, str], types.Prompt] = {}
+        for downstream, client in self.offering("prompts"):
+            cursor = None
+            while True:
+                page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+                listed.update(((downstream.name, p.name), p) for p in page.prompts)
+                if not (cursor := page.next_cursor):
+                    break
+        self.public_prompt = assign(listed, self.catalogue.prefixes)
+        self.prompts = {public: pair for pair, public in self.public_prompt.items()}
+        return listed
+
+    async def _route_prompt(self, name: str) -> tuple[str, str]:
+        if name not in self.prompts:
+            await self._refresh_prompts()
+        if name not in self.prompts:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r} (see prompts/list)")
+        return self.prompts[name]
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        server, name = await self._route_prompt(params.name)
+        return await self._client(server).get_prompt(name, params.arguments, meta=forwarded_meta(wire_meta(ctx)))
+
+    async def complete(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            server, name = await self._route_prompt(ref.name)
+            ref = ref.model_copy(update={"name": name})
+        else:
+            if ref.uri not in self.templates:
+                await self.list_resource_templates(ctx, None)
+            if ref.uri in self.templates:
+                server, template = self.templates[ref.uri]
+            else:
+                server, template = await self.route_uri(ref.uri)
+            ref = ref.model_copy(update={"uri": template})
+        context = params.context.arguments if params.context is not None else None
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        return await self._client(server).complete(ref, argument, context)
+
+    # -- logging ------------------------------------------------------------------------------------
+
+    async def set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """Fanned out: every handshake-era downstream that logs gets the level (its connection is
+        shared by all clients, so the last level set holds); 2026-era downstreams get it per call."""
+        self.log_level = params.level
+        for downstream, client in self.offering("logging"):
+            if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.set_logging_level(params.level)
+            log.debug("log level %s sent to %s", params.level, downstream.name)
+        return types.EmptyResult()
+
+    def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> dict[str, Any] | None:
+        """The `_meta` a call goes to `server` with (`forwarded_meta`). A 2026-era downstream logs
+        only what a request opts in to: for a handshake-era caller, who hears every level unless it
+        set one, the opt-in is its level (or all)."""
+        meta = forwarded_meta(wire_meta(ctx))
+        client = self.catalogue.downstreams[server].client
+        if (
+            client is not None
+            and client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            and LOG_LEVEL_META_KEY not in (meta or {})
+        ):
+            meta = {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"}
+        return meta
+
+    # -- calls in flight, and what belongs to them ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def calling(self, server: str, ctx: ServerRequestContext[Any]) -> Iterator[None]:
+        """Mark a client request in flight on `server` (what that server sends meanwhile is its)."""
+        callers = self.in_flight.setdefault(server, [])
+        caller = Caller(_client_of(ctx), ctx)
+        callers.append(caller)
+        try:
+            yield
+        finally:
+            callers.remove(caller)
+
+    def owner(self, server: str) -> Caller | None:
+        """The one client with requests in flight on `server`, else None (none, or several)."""
+        callers = self.in_flight.get(server) or []
+        if not callers or any(c.client != callers[-1].client for c in callers):
+            return None
+        return callers[-1]
+
+    async def notified(self, server: str, message: Any) -> None:
+        """A downstream's notification (tool-list changes are the catalogue's)."""
+        if isinstance(message, types.LoggingMessageNotification):
+            await self._relay_log(server, message.params)
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            public = self.public_uri(server, message.params.uri)
+            await self.bus.publish(ResourceUpdated(uri=public))
+            for key, session in list(self.subscribers.get(public, {}).items()):
+                if session is not None:
+                    await self._tell(key, session.send_resource_updated(public))
+        elif isinstance(message, types.ResourceListChangedNotification):
+            await self.bus.publish(ResourcesListChanged())
+            for key, session in list(self.legacy_clients.items()):
+                await self._tell(key, session.send_resource_list_changed())
+        elif isinstance(message, types.PromptListChangedNotification):
+            await self.bus.publish(PromptsListChanged())
+            for key, session in list(self.legacy_clients.items()):
+                await self._tell(key, session.send_prompt_list_changed())
+
+    async def _tell(self, key: str, sending: Any) -> None:
+        try:
+            await sending
+        except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
+            log.info("client %s no longer reachable (%s); forgetting it", key, exc)
+            self.legacy_clients.pop(key, None)
+            for clients in self.subscribers.values():
+                clients.pop(key, None)
+
+    async def _relay_log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        caller = self.owner(server)
+        if caller is None:
+            log.log(_PY_LEVEL.get(params.level, 50), "downstream %s: %s", server, params.data)
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await caller.ctx.session.send_log_message(
+                params.level, params.data, logger=server, related_request_id=caller.ctx.request_id
+            )
+
+    async def relay_request(self, server: str, request: types.ServerRequest, result: type[Any], capability: str) -> Any:
+        """A downstream's sampling, elicitation or roots request, asked of the client whose call is
+        in flight on it; an ErrorData the downstream sees when that cannot be."""
+        caller = self.owner(server)
+        method = request.method
+        if caller is None:
+            why = "calls of several clients are" if self.in_flight.get(server) else "no client call is"
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"toolwise cannot relay {method}: {why} in flight on this connection, so no client "
+                "can be asked (relayed only during a call of one client)",
+            )
+        if caller.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"toolwise cannot relay {method}: the calling client speaks {caller.ctx.protocol_version}, "
+                "where a server cannot send requests to its client",
+            )
+        declared = caller.ctx.session.client_capabilities
+        if declared is None or getattr(declared, capability, None) is None:
+            return types.ErrorData(
+                code=INVALID_REQUEST,
+                message=f"toolwise cannot relay {method}: the calling client did not declare {capability}",
+            )
+        try:
+            return await caller.ctx.session.send_request(
+                request, result, metadata=ServerMessageMetadata(related_request_id=caller.ctx.request_id)
+            )
+        except MCPError as exc:
+            return exc.error
+        except Exception as exc:  # noqa: BLE001 - the downstream is told why, in its own protocol
+            return types.ErrorData(code=INTERNAL_ERROR, message=f"relaying {method} to the client failed: {exc}")
+
+    def client_callbacks(self, server: str) -> dict[str, Any]:
+        """What the downstream connection of `server` declares and how its requests are relayed."""
+
+        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            request = types.CreateMessageRequest(params=params)
+            return await self.relay_request(server, request, types.CreateMessageResult, "sampling")
+
+        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+            request = types.ElicitRequest(params=params)
+            return await self.relay_request(server, request, types.ElicitResult, "elicitation")
+
+        async def roots(context: Any) -> Any:
+            return await self.relay_request(server, types.ListRootsRequest(), types.ListRootsResult, "roots")
+
+        async def logged(params: types.LoggingMessageNotificationParams) -> None:
+            return None  # log messages are relayed from the message handler (notified)
+
+        return {
+            "sampling_callback": sampling,
+            "elicitation_callback": elicitation,
+            "list_roots_callback": roots,
+            "logging_callback": logged,
+        }
+
+
+def _client_of(ctx: ServerRequestContext[Any]) -> str:
+    """The client key of a request; a request on no connection is its own client."""
+    return client_key(ctx) or f"request-{id(ctx)}"
+
+
+def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """URIs as given, except that a URI listed by several servers becomes `server+uri` for each."""
+    owners: dict[str, set[str]] = {}
+    for server, uri in pairs:
+        owners.setdefault(uri, set()).add(server)
+    return {(server, uri): uri if len(owners[uri]) == 1 else f"{server}+{uri}" for server, uri in pairs}
