@@ -7,6 +7,7 @@ from toolwise.feedback.errors import (
     InvalidOutcomeError,
     InvalidRatingError,
     ServiceNotStartedError,
+    StoreUnavailableError,
     UnknownExecutionError,
 )
 from toolwise.feedback.records import OUTCOMES, Episode, Execution, Outcome, Rating, ToolMetrics, WriterStats, utcnow
@@ -23,6 +24,7 @@ __all__ = [
     "Outcome",
     "Rating",
     "ServiceNotStartedError",
+    "StoreUnavailableError",
     "ToolMetrics",
     "UnknownExecutionError",
     "WriterStats",

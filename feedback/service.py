@@ -67,6 +67,7 @@ class FeedbackService:
         busy_timeout_s: float = 5.0,
         synchronous: str = "FULL",
         dead_letter_path: Path | None = None,
+        store_timeout_s: float = 10.0,
     ) -> None:
         self.url = url or default_database_url()
         self._store_arguments = store_arguments
@@ -76,7 +77,9 @@ class FeedbackService:
             "batch_size": batch_size,
             "flush_interval_s": flush_interval_ms / 1000,
             "max_queue": max_queue,
+            "wait_s": store_timeout_s,
         }
+        self._close_timeout_s = store_timeout_s
         db_file = sqlite_path(self.url)
         folder = db_file.parent if db_file else data_dir()
         self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
@@ -98,9 +101,10 @@ class FeedbackService:
         log.info("feedback store ready at %s", _safe_url(self.url))
 
     async def aclose(self) -> None:
-        """Write everything queued, then release the database."""
+        """Write everything queued, then release the database. A database that takes nothing for
+        `store_timeout_s` gets the rest dead-lettered rather than a shutdown that never ends."""
         if self._writer is not None:
-            await self._writer.aclose()
+            await self._writer.aclose(self._close_timeout_s)
         if self._batches is not None:
             await self._batches.aclose()
         if self._engine is not None:
@@ -130,12 +134,13 @@ class FeedbackService:
 
     # -- write path --------------------------------------------------------------------------------
 
-    async def record_execution(self, execution: Execution) -> str:
-        """Queue one execution for group commit and return its id; waits only when the queue is full.
+    async def record_execution(self, execution: Execution, *, force: bool = False) -> str:
+        """Queue one execution for group commit and return its id; waits only when the queue is full
+        (at most `store_timeout_s`, then `StoreUnavailableError`; `force`: never, for shutdown).
         The service takes ownership of `execution` (and its arguments): do not mutate it afterwards."""
         if self._writer is None:
             raise ServiceNotStartedError
-        await self._writer.put(execution)
+        await self._writer.put(execution, force=force)
         return execution.id
 
     async def flush(self) -> None:

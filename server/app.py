@@ -25,8 +25,10 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
-from toolwise.feedback import FeedbackError, FeedbackService, utcnow
+from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
+from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
 from toolwise.server.catalogue import Catalogue, DownstreamError
@@ -59,6 +61,7 @@ class Toolwise:
             store_arguments=settings.store_arguments,
             flush_interval_ms=settings.flush_interval_ms,
             synchronous=settings.sqlite_synchronous,
+            store_timeout_s=settings.store_timeout_s,
         )
         self.metrics = Metrics()
         self.learning = LearningService(settings, self.feedback, self.metrics)
@@ -150,6 +153,7 @@ class Toolwise:
             "updates": learner.updates,
             "synced": learning.synced,
             "snapshot": learning.snapshot_id,
+            "store": self.feedback.stats.health(),
         }
 
     async def _heartbeat(self, *, stopped: bool = False) -> None:
@@ -180,6 +184,7 @@ class Toolwise:
             "queue_depth": ("Execution records waiting for group commit.", writer.queue_depth + learning.pending),
             "flush_failures": ("Group-commit batches the database refused.", writer.failed_batches),
             "dead_lettered": ("Records written to the dead-letter file.", writer.dead_lettered),
+            "store_failing": ("1 while the database refuses writes (see the log for why).", writer.failing is not None),
             "open_circuits": ("Downstreams whose circuit is open.", sum(h.circuit != "closed" for h in health)),
             "downstreams_ready": ("Downstreams serving.", sum(h.state == "ready" for h in health)),
             "shielded_tools": (
@@ -239,12 +244,20 @@ def build_server(app: Toolwise) -> Server[Any]:
             return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
         except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
             return error_result(f"{params.name}: {exc}")
+        except (SQLAlchemyError, OSError) as exc:
+            log.exception("%s: the database failed", params.name)
+            return error_result(f"{params.name}: the database is failing: {describe_database_error(exc)}")
 
     async def call_own(
         tool: OwnTool, arguments: dict[str, Any], meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
     ) -> types.CallToolResult:
         args = tool.input.model_validate(arguments)
-        await app.learning.drain()  # what our tools report or change includes every call made so far
+        try:
+            await app.learning.drain()  # what our tools report or change includes every call made so far
+        except StoreUnavailableError:
+            if tool.uses_store:
+                raise
+            # Tools that answer from memory still answer (stats say the database is failing).
         session = None
         if tool.takes_session:
             key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)

@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     store_arguments: bool = False
     flush_interval_ms: float = Field(default=20.0, ge=0)  # group commit: the longest a record waits in memory
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"  # NORMAL: faster, a power cut may undo the last commits
+    store_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for the database before a clear error
     admin_tools: bool = True
     call_timeout_s: float = Field(default=60.0, gt=0)
     start_timeout_s: float = Field(default=30.0, gt=0)

@@ -36,6 +36,7 @@ from toolwise.feedback import (
     FeedbackService,
     InvalidOutcomeError,
     Outcome,
+    StoreUnavailableError,
     utcnow,
 )
 from toolwise.feedback.records import LogEntry, RatingEvent, SnapshotRecord, new_id
@@ -79,6 +80,7 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
 
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
+STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
@@ -135,6 +137,7 @@ class LearningService:
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
+        self._closing = False
 
     def _new_learner(self) -> Learner:
         s = self.settings
@@ -219,7 +222,10 @@ class LearningService:
         async with self._order:
             done = 0
             while self._pending:
-                await self._complete(self._pending.popleft())
+                # Taken off only once queued: a drainer cancelled with its request, or refused by a
+                # failing database, leaves the call for the next drain rather than losing it.
+                await self._complete(self._pending[0])
+                self._pending.popleft()
                 done += 1
                 if chunk is not None and done % chunk == 0:
                     await asyncio.sleep(0)
@@ -254,7 +260,7 @@ class LearningService:
             instance=self.instance_id,
             explored=decision.explored if followed else None,  # type: ignore[union-attr]
         )
-        await self.feedback.record_execution(execution)
+        await self.feedback.record_execution(execution, force=self._closing)
         self._live.add(execution.id)
         self._observe(step, reward)
         self.shields.observe(step.tool, step.success, execution.latency_ms, time.monotonic())
@@ -265,14 +271,25 @@ class LearningService:
         self._idle = None
         if self._pending:
             self._draining.spawn(
-                self.drain(DRAIN_CHUNK), name="toolwise-drain", failure="recording deferred calls failed"
+                self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
             )
+
+    async def _drain_or_retry(self) -> None:
+        """The idle drain; while the database refuses records the calls stay noted (not lost) and
+        the drain is tried again a little later (the writer's log and health say why)."""
+        try:
+            await self.drain(DRAIN_CHUNK)
+        except StoreUnavailableError as exc:
+            log.warning("%d calls wait to be recorded: %s", len(self._pending), exc)
+            if self._idle is None:
+                self._idle = asyncio.get_running_loop().call_later(STORE_RETRY_S, self._drain_when_idle)
 
     async def aclose(self) -> None:
         """Drain what is left (before the feedback service closes)."""
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
+        self._closing = True  # queue beyond the writer's bound: it commits or dead-letters them
         await self.drain()
         await self._draining.wait()
 
