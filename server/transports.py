@@ -1,9 +1,22 @@
-"""Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know."""
+"""Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know.
+
+On stdio, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clean shutdown as the
+client closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read
+on the event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once
+even while the client keeps stdin open.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator
 
+import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -16,13 +29,71 @@ from toolwise.server.config import AppConfig
 log = logging.getLogger(__name__)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line)
+
+
 async def serve_stdio(config: AppConfig) -> None:
     """One client on stdin/stdout (how Claude Desktop starts a server)."""
     async with Toolwise(config) as app:
         server = build_server(app)
-        async with stdio_server() as (read, write):
-            log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
-            await server.run(read, write, server.create_initialization_options())
+        stdin = await _stdin_lines()
+        with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
+            async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
+                log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
+                await server.run(read, write, server.create_initialization_options())
+        log.info("toolwise shutting down: recording what is left and saving a snapshot")
+
+
+@contextlib.contextmanager
+def _stop_on(signals: tuple[signal.Signals, ...], scope: anyio.CancelScope) -> Iterator[None]:
+    """While inside, each of `signals` cancels `scope` (once; a second signal only says so)."""
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: signal.Signals) -> None:
+        if scope.cancel_called:
+            log.warning("%s: already shutting down", sig.name)
+            return
+        log.info("%s received: stopping", sig.name)
+        scope.cancel()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        yield
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+class _Lines:
+    """stdin's lines, read by the event loop (a cancellation ends the wait at once)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+async def _stdin_lines() -> _Lines | None:
+    """stdin as lines read on the event loop; None where it cannot be watched (a regular file: the
+    SDK's own reader serves it, and a file ends by itself)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    pipe = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except ValueError:
+        pipe.close()
+        return None
+    return _Lines(reader)
 
 
 async def serve_http(config: AppConfig, host: str, port: int) -> None:

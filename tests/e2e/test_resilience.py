@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.e2e.conftest import rows, time_server, toolwise
+import pytest
+
+from tests.e2e.conftest import BIN, rows, time_server, toolwise
 
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
@@ -30,3 +36,47 @@ async def test_cancelled_own_tool_calls_leave_the_writer_recording(
         assert metrics.structured_content["metrics"][0]["calls"] == answered
     assert rows(tmp_path / "toolwise.db", "SELECT count(*) FROM executions") == [(answered,)]
     assert rows(tmp_path / "toolwise.db", "SELECT source FROM snapshots") == [("shutdown",)]
+
+
+def rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any] | None:
+    """Send one JSON-RPC message; for a request, read lines until its response arrives."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+    while "id" in message:
+        line = proc.stdout.readline()
+        assert line, "toolwise closed stdout"
+        reply = json.loads(line)
+        if reply.get("id") == message["id"]:
+            return reply
+    return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_on_stdio_shuts_down_cleanly_while_stdin_stays_open(
+    write_config: Callable[..., Path], tmp_path: Path, sig: signal.Signals
+) -> None:
+    config = write_config({"time": time_server()}, snapshot_interval_s=0)
+    proc = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--config", str(config), "--log-level", "warning"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        assert "result" in rpc(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        answered = 40
+        for i in range(1, answered + 1):
+            params = {"name": "time__convert_time", "arguments": CONVERT}
+            reply = rpc(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
+            assert reply is not None and not reply["result"].get("isError")
+        proc.send_signal(sig)  # stdin stays open: the client did not go away
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    db = tmp_path / "toolwise.db"
+    assert rows(db, "SELECT count(*) FROM executions") == [(answered,)]
+    assert rows(db, "SELECT source FROM snapshots") == [("shutdown",)]
