@@ -3,6 +3,7 @@
 from toolwise.feedback.arguments import argument_digest, canonical_json
 from toolwise.feedback.engine import default_database_url
 from toolwise.feedback.errors import (
+    DatabaseUnusableError,
     FeedbackError,
     InvalidOutcomeError,
     InvalidRatingError,
@@ -15,6 +16,7 @@ from toolwise.feedback.service import FeedbackService
 
 __all__ = [
     "OUTCOMES",
+    "DatabaseUnusableError",
     "Episode",
     "Execution",
     "FeedbackError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,6 +42,18 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
+
+
+def check_sqlite(path: Path) -> None:
+    """Open the file and read its header synchronously, so that a corrupt or unopenable database fails
+    here with sqlite's own message (through aiosqlite the failure leaves a worker thread behind that
+    prints a traceback when the event loop is gone)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    finally:
+        conn.close()
 
 
 def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL") -> AsyncEngine:

@@ -34,6 +34,10 @@ class StoreUnavailableError(FeedbackError):
     """The database does not take records (full disk, lost connection, locked) within the bound."""
 
 
+class DatabaseUnusableError(FeedbackError):
+    """The database cannot be opened or migrated (corrupt file, no permission, unreachable server)."""
+
+
 def describe_database_error(exc: BaseException) -> str:
     """A database error as a person reads it: the driver's own message, not the SQL around it."""
     orig = getattr(exc, "orig", None) or exc

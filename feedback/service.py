@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import fields
 from datetime import datetime
@@ -17,18 +18,29 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import Float, Integer, Select, cast, delete, func, insert, select, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact
 from toolwise.feedback.bulk import CompiledInsert
-from toolwise.feedback.engine import BatchWriter, create_engine, data_dir, default_database_url, sqlite_path
+from toolwise.feedback.engine import (
+    BatchWriter,
+    check_sqlite,
+    create_engine,
+    data_dir,
+    default_database_url,
+    sqlite_path,
+)
 from toolwise.feedback.errors import (
+    DatabaseUnusableError,
     InvalidOutcomeError,
     InvalidRatingError,
     ServiceNotStartedError,
     UnknownExecutionError,
+    describe_database_error,
 )
 from toolwise.feedback.metrics import tool_metrics_query
 from toolwise.feedback.migrate import upgrade
@@ -91,8 +103,19 @@ class FeedbackService:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
-        await upgrade(self._engine)
+        """Open the database and bring its schema up to date; a database that cannot be used raises
+        `DatabaseUnusableError` naming it and what is wrong (one message, not a driver traceback)."""
+        try:
+            if (path := sqlite_path(self.url)) is not None:
+                check_sqlite(path)
+            self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
+            await upgrade(self._engine)
+        except (SQLAlchemyError, sqlite3.Error, OSError, AlembicError) as exc:
+            if self._engine is not None:
+                await self._engine.dispose()
+                self._engine = None
+            where = sqlite_path(self.url) or _safe_url(self.url)
+            raise DatabaseUnusableError(f"{where}: {describe_database_error(exc)}") from exc
         if sqlite_path(self.url) is not None:
             self._batches = BatchWriter(self.url, **self._engine_options)  # type: ignore[arg-type]
         self._insert = CompiledInsert(ExecutionRow.__table__, _EXECUTION_COLUMNS, self._engine.dialect)

@@ -19,7 +19,7 @@ from rich.table import Table
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import Execution
 from toolwise.server import snapshots
-from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit
+from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, database_or_exit
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService
 from toolwise.server.tools import choose_snapshot
@@ -37,7 +37,8 @@ def run(config: Path, work: Callable[[Settings, FeedbackService], Awaitable[None
             await work(settings, feedback)
 
     try:
-        asyncio.run(main())
+        with database_or_exit():
+            asyncio.run(main())
     except (snapshots.SnapshotError, ValueError) as exc:
         console.print(f"[red]toolwise: {exc}[/red]")
         raise typer.Exit(1) from exc

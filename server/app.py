@@ -65,7 +65,7 @@ class Toolwise:
         )
         self.metrics = Metrics()
         self.learning = LearningService(settings, self.feedback, self.metrics)
-        self.catalogue = Catalogue(config.servers, settings, on_change=self._tools_changed)
+        self.catalogue = Catalogue(config.enabled_servers, settings, on_change=self._tools_changed)
         self.own: dict[str, OwnTool] = own_tools(
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from toolwise.server.admin import inspect_app, snapshot_app
-from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, setup_logging
+from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, database_or_exit, setup_logging
 
 app = typer.Typer(
     name="toolwise",
@@ -35,7 +35,8 @@ def serve(
     setup_logging(log_level)
     loaded = config_or_exit(config)
     try:
-        asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+        with database_or_exit():
+            asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
     except KeyboardInterrupt:
         # Ctrl-C (or a SIGINT re-raised by uvicorn) is how a server is stopped: asyncio.run has
         # already cancelled the server and run its shutdown, which flushed every queued record.

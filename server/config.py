@@ -23,16 +23,20 @@ class ConfigError(Exception):
 
 class StdioServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    type: Literal["stdio"] | None = None  # Claude Desktop's own keys: `type` and `disabled`
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
     cwd: str | None = None
+    disabled: bool = False  # true: kept in the file, not started
 
 
 class HttpServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    type: Literal["http", "streamable-http", "streamableHttp"] | None = None
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] | None = None
+    disabled: bool = False
 
 
 Downstream = Annotated[StdioServer | HttpServer, Field(union_mode="left_to_right")]
@@ -122,11 +126,28 @@ class AppConfig(BaseModel):
                 raise ValueError(f"server name {name!r} must be non-empty and must not contain '__'")
         return servers
 
+    @property
+    def enabled_servers(self) -> dict[str, StdioServer | HttpServer]:
+        """The downstreams to start (those not marked `"disabled": true`)."""
+        return {name: spec for name, spec in self.servers.items() if not spec.disabled}
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all distinct (json keeps the last of duplicates silently)."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        named = ", ".join(repr(k) for k in twice)
+        raise ConfigError(f"{named} defined more than once in one object (a second definition would replace the first)")
+    return dict(pairs)
+
 
 def load_config(path: Path) -> AppConfig:
     """Read and validate a config file; any problem becomes one ConfigError naming the field."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
     except json.JSONDecodeError as exc:

@@ -80,3 +80,25 @@ def test_a_signal_on_stdio_shuts_down_cleanly_while_stdin_stays_open(
     db = tmp_path / "toolwise.db"
     assert rows(db, "SELECT count(*) FROM executions") == [(answered,)]
     assert rows(db, "SELECT source FROM snapshots") == [("shutdown",)]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [(b"this is not an sqlite file, just junk" * 100, "file is not a database"), (None, "unable to open")],
+)
+def test_an_unusable_database_gives_one_clear_message_and_exit_code_2(
+    write_config: Callable[..., Path], tmp_path: Path, content: bytes | None, needle: str
+) -> None:
+    db = tmp_path / "toolwise.db"
+    if content is None:
+        db.mkdir()  # a folder where the database file should be
+    else:
+        db.write_bytes(content)
+    config = write_config({"time": time_server()})
+    proc = subprocess.run(
+        [str(BIN / "toolwise"), "serve", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert str(db) in proc.stderr and needle in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 3
+    assert proc.stdout == ""

@@ -69,3 +69,25 @@ def test_names_are_safe_bounded_and_unique() -> None:
         len(n) <= MAX_LENGTH and set(n) <= set("abcdefghijklmnopqrstuvwxyz_-0123456789x") for n in names.values()
     )
     assert names == assign(reversed(list(names))), "the same pairs get the same names whatever the order"
+
+
+def test_a_server_defined_twice_is_named_not_dropped(tmp_path: Path) -> None:
+    text = '{"mcpServers": {"time": {"command": "a"}, "git": {"command": "b"}, "time": {"command": "c"}}}'
+    with pytest.raises(ConfigError, match=r"'time'.*more than once"):
+        load_config(write(tmp_path, text))
+
+
+def test_claude_desktop_keys_are_accepted_and_disabled_servers_are_not_started(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            {
+                "mcpServers": {
+                    "time": {"type": "stdio", "command": "mcp-server-time"},
+                    "off": {"command": "mcp-server-git", "disabled": True},
+                    "remote": {"type": "http", "url": "http://127.0.0.1:9000/mcp", "disabled": False},
+                }
+            },
+        )
+    )
+    assert sorted(config.enabled_servers) == ["remote", "time"]
