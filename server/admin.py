@@ -19,6 +19,7 @@ from rich.table import Table
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import Execution
 from toolwise.server import snapshots
+from toolwise.server.app import STALE_AFTER_S
 from toolwise.server.cli_common import EXAMPLE_CONFIG, ConfigOption, config_or_exit, database_or_exit
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService
@@ -293,7 +294,14 @@ def inspect_status(config: ConfigOption = EXAMPLE_CONFIG) -> None:
         for i in await feedback.get_instances(settings.namespace):
             s = i.status
             age = (now - i.heartbeat_at).total_seconds()
-            state = f"stopped {i.stopped_at:%H:%M:%S}" if i.stopped_at else f"alive ({age:.0f}s ago)"
+            if i.stopped_at:
+                state = f"stopped {i.stopped_at:%H:%M:%S}"
+            elif age > STALE_AFTER_S:  # no heartbeat for three intervals: killed, hung or cut off
+                state = f"stale since {i.heartbeat_at:%Y-%m-%d %H:%M:%S} (no heartbeat for {age:.0f}s)"
+            else:
+                state = f"alive ({age:.0f}s ago)"
+            if s.get("store", "ok") != "ok":
+                state += f"; store {s['store']}"
             downstreams = ", ".join(f"{d['server']}: {d['state']}" for d in s.get("downstreams", []))
             circuits = ", ".join(s.get("open_circuits", [])) or "all closed"
             table.add_row(

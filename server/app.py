@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
+STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
     "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "

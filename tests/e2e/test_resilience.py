@@ -9,12 +9,17 @@ import json
 import signal
 import subprocess
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import BIN, rows, time_server, toolwise
+from tests.e2e.test_operations import run_cli
+from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.records import InstanceStatus
+from toolwise.server.app import HEARTBEAT_S
 
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
@@ -102,3 +107,21 @@ def test_an_unusable_database_gives_one_clear_message_and_exit_code_2(
     assert str(db) in proc.stderr and needle in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 3
     assert proc.stdout == ""
+
+
+async def test_inspect_status_calls_an_instance_without_heartbeat_stale(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    config = write_config({"time": time_server()})
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    now = utcnow()
+    async with FeedbackService(url) as feedback:
+        for name, beat in (("aaaaaaaa", now), ("bbbbbbbb", now - timedelta(seconds=5 * HEARTBEAT_S))):
+            status = {"serving": "linucb", "store": "ok"}
+            await feedback.heartbeat(InstanceStatus(name, "default", "h", 1, beat, beat, status))
+    proc = run_cli("inspect", "status", "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    alive = next(line for line in proc.stdout.splitlines() if "aaaaaaaa" in line)
+    killed = next(line for line in proc.stdout.splitlines() if "bbbbbbbb" in line)
+    assert "alive" in alive and "stale" not in alive
+    assert "stale since" in killed and "alive" not in killed
