@@ -381,6 +381,17 @@ class FeedbackService:
                 return
             after_seq = entries[-1].seq
 
+    async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
+        """The newest query recorded in a session before `before_seq` (a query is stored once, on the
+        call that followed its recommendation; the session's later calls share it)."""
+        e = ExecutionRow
+        query = select(e.query).where(e.namespace == namespace, e.session_id == session_id, e.query.is_not(None))
+        if before_seq is not None:
+            query = query.where(e.seq < before_seq)
+        await self.flush()
+        async with self.engine.connect() as conn:
+            return await conn.scalar(query.order_by(e.seq.desc()).limit(1))
+
     async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
         """Whole records of the given log positions, oldest first (at most a batch of `iter_log`)."""
         if not seqs:

@@ -165,6 +165,7 @@ def inspect_qvalues(
         recent = await feedback.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
+            e = await learning.with_query(e)  # noqa: PLW2901 - a query is stored once per session decision
             key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
             entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
             entry[3][e.tool] = entry[3].get(e.tool, 0) + 1

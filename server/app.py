@@ -21,6 +21,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
+from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -35,7 +36,7 @@ from toolwise.server.catalogue import Catalogue, DownstreamError
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
-from toolwise.server.sessions import EXECUTION_META_KEY
+from toolwise.server.sessions import EXECUTION_META_KEY, transport_key
 from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
 
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
+_WATCHED = "toolwise/watched"  # marks a connection whose end frees its session
 STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
@@ -208,6 +210,22 @@ class Toolwise:
                 log.info("client %s no longer reachable for list_changed (%s); forgetting it", key, exc)
                 del self._legacy_clients[key]
 
+    def watch_connection(self, ctx: ServerRequestContext[Any]) -> None:
+        """Free a client connection's session (and its list_changed channel) when the connection ends
+        (HTTP DELETE, idle timeout, a crash): the SDK unwinds the connection's exit stack then. Only
+        transport sessions are watched (per-request connections have no session id)."""
+        # The low-level context reaches its `Connection` only through the session until the SDK's
+        # context rework (its TODO L54); the exit stack is the SDK's documented per-connection teardown.
+        connection: Connection | None = getattr(ctx.session, "_connection", None)
+        if connection is None or connection.session_id is None or _WATCHED in connection.state:
+            return
+        connection.state[_WATCHED] = True
+        connection.exit_stack.callback(self._forget, transport_key(connection.session_id))
+
+    def _forget(self, key: str) -> None:
+        self.learning.sessions.pop(key)
+        self._legacy_clients.pop(key, None)
+
     def remember_client(self, ctx: ServerRequestContext[Any], key: str) -> None:
         """Handshake-era clients hear of list changes on their connection: keep a way to reach them."""
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -231,11 +249,13 @@ def build_server(app: Toolwise) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        app.watch_connection(ctx)
         app.remember_client(ctx, app.learning.sessions.resolve(None, None, ctx.request))
         return types.ListToolsResult(tools=app.list_tools())
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         meta = _meta_dict(params.meta)
+        app.watch_connection(ctx)
         try:
             own = app.own.get(params.name)
             if own is not None:

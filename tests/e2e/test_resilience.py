@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import socket
 import subprocess
 from collections.abc import Callable
 from datetime import timedelta
@@ -14,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from tests.e2e.conftest import BIN, rows, time_server, toolwise
 from tests.e2e.test_operations import run_cli
+from tests.e2e.test_transports import free_port
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 from toolwise.server.app import HEARTBEAT_S
@@ -41,6 +44,16 @@ async def test_cancelled_own_tool_calls_leave_the_writer_recording(
         assert metrics.structured_content["metrics"][0]["calls"] == answered
     assert rows(tmp_path / "toolwise.db", "SELECT count(*) FROM executions") == [(answered,)]
     assert rows(tmp_path / "toolwise.db", "SELECT source FROM snapshots") == [("shutdown",)]
+
+
+async def wait_for_port(port: int) -> None:
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                return
+        except OSError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"nothing listens on port {port}")
 
 
 def rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any] | None:
@@ -125,3 +138,24 @@ async def test_inspect_status_calls_an_instance_without_heartbeat_stale(
     killed = next(line for line in proc.stdout.splitlines() if "bbbbbbbb" in line)
     assert "alive" in alive and "stale" not in alive
     assert "stale since" in killed and "alive" not in killed
+
+
+async def test_sessions_of_closed_http_connections_are_freed(write_config: Callable[..., Path]) -> None:
+    port = free_port()
+    config = write_config({"time": time_server()})
+    proc = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(config)],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await wait_for_port(port)
+        for _ in range(30):
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+                assert not (await client.call_tool("time__convert_time", CONVERT)).is_error
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            await client.call_tool("time__convert_time", CONVERT)
+            stats = await client.call_tool("get_learning_stats", {})
+        assert stats.structured_content["open_sessions"] == 1  # this connection's; 30 were closed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
