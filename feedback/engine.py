@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 import sqlalchemy
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+R = TypeVar("R")
 
 
 def data_dir() -> Path:
@@ -100,6 +102,14 @@ class BatchWriter:
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
         with self.engine.begin() as conn:
             conn.exec_driver_sql(sql, params)  # type: ignore[arg-type]
+
+    async def run(self, work: Callable[[Connection], R]) -> R:
+        """Run `work` in a transaction of its own on this thread (other writes to the same file)."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run, work)
+
+    def _run(self, work: Callable[[Connection], R]) -> R:
+        with self.engine.begin() as conn:
+            return work(conn)
 
     async def aclose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)

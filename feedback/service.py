@@ -11,15 +11,15 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from alembic.util.exc import CommandError as AlembicError
-from sqlalchemy import Float, Integer, Select, cast, delete, func, insert, select, update
+from sqlalchemy import Connection, Float, Integer, Select, cast, delete, func, insert, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -62,6 +62,7 @@ from toolwise.feedback.schema import EpisodeRow, ExecutionRow, InstanceRow, Rati
 from toolwise.feedback.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 _EXECUTION_COLUMNS = tuple(c.key for c in ExecutionRow.__table__.columns if c.key != "seq")
 
@@ -237,37 +238,51 @@ class FeedbackService:
         if execution is None:
             raise UnknownExecutionError(execution_id)
         created_at = utcnow()
-        async with self.engine.begin() as conn:
-            previous = await conn.scalar(
+
+        def write(conn: Connection) -> tuple[int | None, int]:
+            previous = conn.scalar(
                 select(RatingRow.rating)
                 .where(RatingRow.execution_id == execution_id)
                 .order_by(RatingRow.id.desc())
                 .limit(1)
             )
-            result = await conn.execute(
+            result = conn.execute(
                 insert(RatingRow).values(
                     execution_id=execution_id, rating=rating, comment=comment, created_at=created_at, instance=instance
                 )
             )
-        stored = Rating(execution_id, rating, comment, created_at, int(result.inserted_primary_key[0]), instance)
+            return previous, int(result.inserted_primary_key[0])
+
+        previous, rating_id = await self._transaction(write)
+        stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
         return RatingEvent(stored, execution, previous)
+
+    async def _transaction(self, work: Callable[[Connection], R]) -> R:
+        """Run `work` in one write transaction. On an SQLite file it runs on the executions' writing
+        thread and connection: two connections writing one file wait on each other's lock (SQLite's
+        busy handler sleeps up to 100 ms a try), which stalled group commit behind every rating."""
+        if self._batches is not None:
+            return await self._batches.run(work)
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(work)
 
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""
         await self.flush()
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)
+        rowcount = await self._transaction(
+            lambda conn: (
+                conn.execute(update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)).rowcount
             )
-        if result.rowcount == 0:
+        )
+        if rowcount == 0:
             raise UnknownExecutionError(execution_id)
 
     async def record_episode(self, episode: Episode) -> Episode:
         """Commit a finished episode (a session's ordered tool sequence and its outcome)."""
         if episode.outcome not in OUTCOMES:
             raise InvalidOutcomeError(episode.outcome)
-        async with self.engine.begin() as conn:
-            await conn.execute(
+        await self._transaction(
+            lambda conn: conn.execute(
                 insert(EpisodeRow).values(
                     id=episode.id,
                     namespace=episode.namespace,
@@ -279,6 +294,7 @@ class FeedbackService:
                     ended_at=episode.ended_at,
                 )
             )
+        )
         return episode
 
     # -- read path ---------------------------------------------------------------------------------
