@@ -57,6 +57,12 @@ class NothingToRateError(FeedbackError):
     pass
 
 
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    """For work that outlived its caller: its failure is logged, not lost."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("rating work whose caller went away failed", exc_info=task.exception())
+
+
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
     """What a proxied call produced, as the learning side needs it."""
@@ -323,6 +329,18 @@ class LearningService:
                     "_meta['toolwise/execution_id']) or the tool of a call made in this session"
                 )
             execution_id = call.execution_id
+        # Once committed, a rating must also be learned and its reward stored (another run's sync skips
+        # this instance's ratings as learned live): a caller that goes away does not cut that short.
+        work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(_log_failure)
+            raise
+
+    async def _rate(
+        self, session: Session, execution_id: str, rating: int, comment: str | None
+    ) -> tuple[Execution, float]:
         event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
         self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
         execution = await self.with_query(event.execution)
