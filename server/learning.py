@@ -87,6 +87,7 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
+_UNKNOWN: Any = object()  # a session whose query has not been looked up
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
@@ -138,7 +139,7 @@ class LearningService:
         self.ratings_mark = Watermark()
         self._live: set[str] = set()  # own executions learned live, not yet seen in the log
         self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
-        self._queries: OrderedDict[str, str] = OrderedDict()  # session → its query, from the log
+        self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
         self._pending: deque[_Pending] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
@@ -428,13 +429,13 @@ class LearningService:
         the call that followed the recommendation; the session's later calls inherit it (from the
         calls learned just before, in log order, when `remember`; else from the log)."""
         if execution.query is None and execution.position > 0:
-            found = self._queries.get(execution.session_id) if remember else None
-            if found is None:
+            found = self._queries.get(execution.session_id, _UNKNOWN) if remember else _UNKNOWN
+            if found is _UNKNOWN:
                 found = await self.feedback.session_query(
                     execution.session_id, namespace=self.namespace, before_seq=execution.seq
                 )
             execution = replace(execution, query=found)
-        if remember and execution.query is not None:
+        if remember:  # a session without any query is remembered too: one look-up per session
             self._queries[execution.session_id] = execution.query
             self._queries.move_to_end(execution.session_id)
             if len(self._queries) > LOGGED_SESSIONS:
