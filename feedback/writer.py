@@ -107,7 +107,7 @@ class GroupCommitWriter(Generic[T, P]):
         return WriterStats(
             enqueued=self._enqueued,
             committed=self._committed,
-            queue_depth=len(self._pending),
+            queue_depth=self._waiting(),
             batches=self._batches,
             failed_batches=self._failed,
             dead_lettered=self._dead,
@@ -123,7 +123,7 @@ class GroupCommitWriter(Generic[T, P]):
         while len(self._pending) >= self._max_queue and not force:
             left = deadline - time.monotonic()
             if self._failing is not None or left <= 0:
-                raise self._unavailable(f"the queue is full ({len(self._pending)} records waiting)")
+                raise self._unavailable(f"the queue is full ({self._waiting()} records waiting)")
             self._space.clear()
             try:
                 await asyncio.wait_for(self._space.wait(), left)
@@ -144,7 +144,7 @@ class GroupCommitWriter(Generic[T, P]):
         try:
             await asyncio.wait_for(asyncio.shield(marker.done), self._wait_s)
         except TimeoutError:
-            raise self._unavailable(f"{len(self._pending)} records are waiting to be committed") from None
+            raise self._unavailable(f"{self._waiting()} records are waiting to be committed") from None
 
     async def aclose(self, timeout_s: float | None = None) -> None:
         """Commit everything queued, then stop the writer task. If that takes longer than `timeout_s`
@@ -171,6 +171,10 @@ class GroupCommitWriter(Generic[T, P]):
         self._pending.append(marker)
         self._wake.set()
         return marker
+
+    def _waiting(self) -> int:
+        """Records not committed yet: queued, and taken for a batch (markers count too: a handful)."""
+        return len(self._pending) + sum(len(batch) for batch in self._in_hand.values())
 
     def _unavailable(self, what: str) -> StoreUnavailableError:
         failing = self._failing

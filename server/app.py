@@ -97,9 +97,15 @@ class Toolwise:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._upkeep
             await self.learning.aclose()
-            await self.learning.sync()
-            await self.learning.save_snapshot("shutdown")
-            await self._heartbeat(stopped=True)
+            try:
+                await self.learning.sync()
+                await self.learning.save_snapshot("shutdown")
+                await self._heartbeat(stopped=True)
+            except (FeedbackError, SQLAlchemyError, OSError) as failure:
+                log.error(  # noqa: TRY400 - one line: the writer has logged the failure in full
+                    "no shutdown snapshot, the database is failing (%s); the next start replays the log",
+                    describe_database_error(failure),
+                )
         finally:
             self.listeners.close()
             await self.catalogue.aclose()
@@ -275,10 +281,10 @@ def build_server(app: Toolwise) -> Server[Any]:
         args = tool.input.model_validate(arguments)
         try:
             await app.learning.drain()  # what our tools report or change includes every call made so far
-        except StoreUnavailableError:
+        except StoreUnavailableError as exc:
             if tool.uses_store:
                 raise
-            # Tools that answer from memory still answer (stats say the database is failing).
+            log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
         session = None
         if tool.takes_session:
             key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)

@@ -54,10 +54,9 @@ async def test_a_full_disk_is_reported_bounded_and_loses_nothing_once_it_recover
         assert svc.stats.health().startswith("failing since")
         with pytest.raises(StoreUnavailableError, match="No space left on device"):
             await svc.flush()  # a reader gets a readable error, not a hang
-        while svc.stats.queue_depth < 10:
-            await svc.record_execution(make_execution())
         with pytest.raises(StoreUnavailableError, match="queue is full"):
-            await svc.record_execution(make_execution())  # no waiting forever for room
+            for _ in range(100):  # no waiting forever for room: an error once the queue (10) is full
+                await svc.record_execution(make_execution())
         full_disk[0] = False
         await svc.flush()
         assert svc.stats.failing is None and svc.stats.health() == "ok"

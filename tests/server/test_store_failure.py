@@ -5,6 +5,7 @@ answer, and the health views say the store is failing. Nothing is lost once it r
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -46,3 +47,16 @@ async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, ful
         assert (await client.call_tool("get_learning_stats", {})).structured_content["store"] == "ok"
     with sqlite3.connect(tmp_path / "toolwise.db") as conn:
         assert sorted(i for (i,) in conn.execute("SELECT id FROM executions")) == sorted(answered)
+
+
+async def test_shutdown_on_a_full_disk_ends_and_dead_letters_what_was_not_written(
+    tmp_path: Path,
+    full_disk: list[bool],  # noqa: F811
+) -> None:
+    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        answered = [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
+        answered += [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
+        dead = app.feedback.dead_letter_path
+    # The context exited (no exception, no hang) with the disk still full: nothing answered is lost.
+    kept = {json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()}
+    assert set(answered) <= kept
