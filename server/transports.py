@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Iterator
 
@@ -83,16 +84,15 @@ class _Lines:
 
 
 async def _stdin_lines() -> _Lines | None:
-    """stdin as lines read on the event loop; None where it cannot be watched (a regular file: the
-    SDK's own reader serves it, and a file ends by itself)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE)
-    pipe = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    except ValueError:
-        pipe.close()
+    """stdin as lines read on the event loop when it is a pipe, socket or terminal (what a client
+    gives); None otherwise (a file, /dev/null: the SDK's own reader serves it, and it ends by itself)."""
+    fd = sys.stdin.fileno()
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
         return None
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     return _Lines(reader)
 
 

@@ -159,3 +159,14 @@ async def test_sessions_of_closed_http_connections_are_freed(write_config: Calla
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+
+
+def test_stdin_that_is_not_a_pipe_still_ends_serving(write_config: Callable[..., Path]) -> None:
+    config = write_config({"time": time_server()})
+    proc = subprocess.run(
+        [str(BIN / "toolwise"), "serve", "--config", str(config), "--log-level", "warning"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]  # /dev/null: end of input at once
