@@ -12,7 +12,6 @@ import pytest
 
 from tests.feedback.conftest import make_execution
 from toolwise.feedback import FeedbackService, StoreUnavailableError
-from toolwise.feedback.engine import BatchWriter
 
 
 async def test_a_cancelled_flush_leaves_the_writer_running(service: FeedbackService) -> None:
@@ -25,21 +24,6 @@ async def test_a_cancelled_flush_leaves_the_writer_running(service: FeedbackServ
             await flush
     [metrics] = await service.get_tool_metrics()
     assert metrics.calls == 20
-
-
-@pytest.fixture
-def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """While the flag is up, every batch commit fails as on a full disk."""
-    full = [True]
-    original = BatchWriter._execute
-
-    def execute(self: BatchWriter, sql: str, params: object) -> None:
-        if full[0]:
-            raise OSError(28, "No space left on device")
-        original(self, sql, params)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(BatchWriter, "_execute", execute)
-    return full
 
 
 async def test_a_full_disk_is_reported_bounded_and_loses_nothing_once_it_recovers(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mcp import Client
 
-from tests.feedback.test_writer import full_disk  # noqa: F401 - the fixture
+from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 
