@@ -7,6 +7,10 @@ Prints: calls answered vs recorded, ratings answered vs kept, toolwise's RSS bef
 soak, and what a kill -9 loses (answered calls not recorded, and how long before the kill the oldest
 of them was answered: the loss window) with ratings flowing and, as the reference measured in the
 same run, without ratings; then that a restart on the same file serves again.
+
+The defaults are the issue's figures: 50,000 calls took 880 s on the project's 2-core machine while
+it was shared (the clients, one Python process, are the bottleneck); `--clients 10 --calls 300` takes
+about a minute.
 """
 
 from __future__ import annotations
