@@ -3,10 +3,12 @@
 from toolwise.feedback.arguments import argument_digest, canonical_json
 from toolwise.feedback.engine import default_database_url
 from toolwise.feedback.errors import (
+    DatabaseUnusableError,
     FeedbackError,
     InvalidOutcomeError,
     InvalidRatingError,
     ServiceNotStartedError,
+    StoreUnavailableError,
     UnknownExecutionError,
 )
 from toolwise.feedback.records import OUTCOMES, Episode, Execution, Outcome, Rating, ToolMetrics, WriterStats, utcnow
@@ -14,6 +16,7 @@ from toolwise.feedback.service import FeedbackService
 
 __all__ = [
     "OUTCOMES",
+    "DatabaseUnusableError",
     "Episode",
     "Execution",
     "FeedbackError",
@@ -23,6 +26,7 @@ __all__ = [
     "Outcome",
     "Rating",
     "ServiceNotStartedError",
+    "StoreUnavailableError",
     "ToolMetrics",
     "UnknownExecutionError",
     "WriterStats",

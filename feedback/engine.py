@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 import sqlalchemy
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+R = TypeVar("R")
 
 
 def data_dir() -> Path:
@@ -50,6 +53,18 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
+
+
+def check_sqlite(path: Path) -> None:
+    """Open the file and read its header synchronously, so that a corrupt or unopenable database fails
+    here with sqlite's own message (through aiosqlite the failure leaves a worker thread behind that
+    prints a traceback when the event loop is gone)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    finally:
+        conn.close()
 
 
 def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL") -> AsyncEngine:
@@ -97,6 +112,14 @@ class BatchWriter:
     def _execute(self, sql: str, params: Sequence[Any]) -> None:
         with self.engine.begin() as conn:
             conn.exec_driver_sql(sql, params)  # type: ignore[arg-type]
+
+    async def run(self, work: Callable[[Connection], R]) -> R:
+        """Run `work` in a transaction of its own on this thread (other writes to the same file)."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run, work)
+
+    def _run(self, work: Callable[[Connection], R]) -> R:
+        with self.engine.begin() as conn:
+            return work(conn)
 
     async def aclose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)

@@ -28,3 +28,17 @@ class InvalidOutcomeError(FeedbackError):
 class ServiceNotStartedError(FeedbackError):
     def __init__(self) -> None:
         super().__init__("FeedbackService is not running: call `await service.start()` (or use `async with`)")
+
+
+class StoreUnavailableError(FeedbackError):
+    """The database does not take records (full disk, lost connection, locked) within the bound."""
+
+
+class DatabaseUnusableError(FeedbackError):
+    """The database cannot be opened or migrated (corrupt file, no permission, unreachable server)."""
+
+
+def describe_database_error(exc: BaseException) -> str:
+    """A database error as a person reads it: the driver's own message, not the SQL around it."""
+    orig = getattr(exc, "orig", None) or exc
+    return f"{type(orig).__name__}: {orig}".removesuffix(": ")

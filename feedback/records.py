@@ -164,3 +164,12 @@ class WriterStats:
     batches: int
     failed_batches: int
     dead_lettered: int
+    failing: str | None = None  # why the database refuses writes right now (None: it takes them)
+    failing_since: datetime | None = None
+
+    def health(self) -> str:
+        """`ok`, or since when and why the database refuses records (stats, heartbeat, inspect status)."""
+        if self.failing is None:
+            return "ok"
+        since = f" since {self.failing_since:%Y-%m-%d %H:%M:%S} UTC" if self.failing_since else ""
+        return f"failing{since}: {self.failing} ({self.queue_depth} records waiting)"

@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
-from sqlalchemy import Float, Integer, Select, cast, delete, func, insert, select, update
+from alembic.util.exc import CommandError as AlembicError
+from sqlalchemy import Connection, Float, Integer, Select, cast, delete, func, insert, select, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact, redact_text
 from toolwise.feedback.bulk import CompiledInsert
 from toolwise.feedback.engine import (
     BatchWriter,
+    check_sqlite,
     create_engine,
     create_private,
     data_dir,
@@ -32,11 +36,12 @@ from toolwise.feedback.engine import (
     sqlite_path,
 )
 from toolwise.feedback.errors import (
-    FeedbackError,
+    DatabaseUnusableError,
     InvalidOutcomeError,
     InvalidRatingError,
     ServiceNotStartedError,
     UnknownExecutionError,
+    describe_database_error,
 )
 from toolwise.feedback.metrics import tool_metrics_query
 from toolwise.feedback.migrate import upgrade
@@ -66,6 +71,7 @@ from toolwise.feedback.schema import (
 from toolwise.feedback.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 _EXECUTION_COLUMNS = tuple(c.key for c in ExecutionRow.__table__.columns if c.key != "seq")
 
@@ -84,6 +90,7 @@ class FeedbackService:
         busy_timeout_s: float = 5.0,
         synchronous: str = "FULL",
         dead_letter_path: Path | None = None,
+        store_timeout_s: float = 10.0,
     ) -> None:
         self.url = url or default_database_url()
         self._store_arguments = store_arguments
@@ -95,7 +102,9 @@ class FeedbackService:
             "batch_size": batch_size,
             "flush_interval_s": flush_interval_ms / 1000,
             "max_queue": max_queue,
+            "wait_s": store_timeout_s,
         }
+        self._close_timeout_s = store_timeout_s
         db_file = sqlite_path(self.url)
         folder = db_file.parent if db_file else data_dir()
         self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
@@ -107,12 +116,23 @@ class FeedbackService:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
-        await upgrade(self._engine)
-        async with self._engine.connect() as conn:
-            salt = await conn.scalar(select(SecretRow.value).where(SecretRow.name == "argument_salt"))
+        """Open the database and bring its schema up to date; a database that cannot be used raises
+        `DatabaseUnusableError` naming it and what is wrong (one message, not a driver traceback)."""
+        try:
+            if (path := sqlite_path(self.url)) is not None:
+                check_sqlite(path)
+            self._engine = create_engine(self.url, **self._engine_options)  # type: ignore[arg-type]
+            await upgrade(self._engine)
+            async with self._engine.connect() as conn:
+                salt = await conn.scalar(select(SecretRow.value).where(SecretRow.name == "argument_salt"))
+        except (SQLAlchemyError, sqlite3.Error, OSError, AlembicError) as exc:
+            if self._engine is not None:
+                await self._engine.dispose()
+                self._engine = None
+            where = sqlite_path(self.url) or _safe_url(self.url)
+            raise DatabaseUnusableError(f"{where}: {describe_database_error(exc)}") from exc
         if salt is None:
-            raise FeedbackError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")
+            raise DatabaseUnusableError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")
         self._salt = bytes.fromhex(salt)
         if sqlite_path(self.url) is not None:
             self._batches = BatchWriter(self.url, **self._engine_options)  # type: ignore[arg-type]
@@ -122,9 +142,10 @@ class FeedbackService:
         log.info("feedback store ready at %s", _safe_url(self.url))
 
     async def aclose(self) -> None:
-        """Write everything queued, then release the database."""
+        """Write everything queued, then release the database. A database that takes nothing for
+        `store_timeout_s` gets the rest dead-lettered rather than a shutdown that never ends."""
         if self._writer is not None:
-            await self._writer.aclose()
+            await self._writer.aclose(self._close_timeout_s)
         if self._batches is not None:
             await self._batches.aclose()
         if self._engine is not None:
@@ -154,12 +175,13 @@ class FeedbackService:
 
     # -- write path --------------------------------------------------------------------------------
 
-    async def record_execution(self, execution: Execution) -> str:
-        """Queue one execution for group commit and return its id; waits only when the queue is full.
+    async def record_execution(self, execution: Execution, *, force: bool = False) -> str:
+        """Queue one execution for group commit and return its id; waits only when the queue is full
+        (at most `store_timeout_s`, then `StoreUnavailableError`; `force`: never, for shutdown).
         The service takes ownership of `execution` (and its arguments): do not mutate it afterwards."""
         if self._writer is None:
             raise ServiceNotStartedError
-        await self._writer.put(execution)
+        await self._writer.put(execution, force=force)
         return execution.id
 
     async def flush(self) -> None:
@@ -243,37 +265,51 @@ class FeedbackService:
         if execution is None:
             raise UnknownExecutionError(execution_id)
         created_at, comment = utcnow(), self._free_text(comment)
-        async with self.engine.begin() as conn:
-            previous = await conn.scalar(
+
+        def write(conn: Connection) -> tuple[int | None, int]:
+            previous = conn.scalar(
                 select(RatingRow.rating)
                 .where(RatingRow.execution_id == execution_id)
                 .order_by(RatingRow.id.desc())
                 .limit(1)
             )
-            result = await conn.execute(
+            result = conn.execute(
                 insert(RatingRow).values(
                     execution_id=execution_id, rating=rating, comment=comment, created_at=created_at, instance=instance
                 )
             )
-        stored = Rating(execution_id, rating, comment, created_at, int(result.inserted_primary_key[0]), instance)
+            return previous, int(result.inserted_primary_key[0])
+
+        previous, rating_id = await self._transaction(write)
+        stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
         return RatingEvent(stored, execution, previous)
+
+    async def _transaction(self, work: Callable[[Connection], R]) -> R:
+        """Run `work` in one write transaction. On an SQLite file it runs on the executions' writing
+        thread and connection: two connections writing one file wait on each other's lock (SQLite's
+        busy handler sleeps up to 100 ms a try), which stalled group commit behind every rating."""
+        if self._batches is not None:
+            return await self._batches.run(work)
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(work)
 
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""
         await self.flush()
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)
+        rowcount = await self._transaction(
+            lambda conn: (
+                conn.execute(update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)).rowcount
             )
-        if result.rowcount == 0:
+        )
+        if rowcount == 0:
             raise UnknownExecutionError(execution_id)
 
     async def record_episode(self, episode: Episode) -> Episode:
         """Commit a finished episode (a session's ordered tool sequence and its outcome)."""
         if episode.outcome not in OUTCOMES:
             raise InvalidOutcomeError(episode.outcome)
-        async with self.engine.begin() as conn:
-            await conn.execute(
+        await self._transaction(
+            lambda conn: conn.execute(
                 insert(EpisodeRow).values(
                     id=episode.id,
                     namespace=episode.namespace,
@@ -285,6 +321,7 @@ class FeedbackService:
                     ended_at=episode.ended_at,
                 )
             )
+        )
         return episode
 
     # -- read path ---------------------------------------------------------------------------------
@@ -386,6 +423,17 @@ class FeedbackService:
             if len(entries) < batch:
                 return
             after_seq = entries[-1].seq
+
+    async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
+        """The newest query recorded in a session before `before_seq` (a query is stored once, on the
+        call that followed its recommendation; the session's later calls share it)."""
+        e = ExecutionRow
+        query = select(e.query).where(e.namespace == namespace, e.session_id == session_id, e.query.is_not(None))
+        if before_seq is not None:
+            query = query.where(e.seq < before_seq)
+        await self.flush()
+        async with self.engine.connect() as conn:
+            return await conn.scalar(query.order_by(e.seq.desc()).limit(1))
 
     async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
         """Whole records of the given log positions, oldest first (at most a batch of `iter_log`)."""

@@ -14,20 +14,29 @@ A failed batch is retried with capped exponential backoff while the failure look
 locked, connection lost); a batch that fails for another reason is bisected so that one bad record
 cannot hold up the others, and a single record that still fails is handed to `dead_letter` and logged
 as an error. Nothing leaves the queue unaccounted for.
+
+A waiter that goes away (its request cancelled) never touches the writer: markers are awaited through
+a shield and resolved only if still pending. While the database fails, `stats.failing` says why, and
+producers wait for room or a flush at most `wait_s` before a `StoreUnavailableError` naming the
+failure (a client gets an error it can read, not a hang). A close that cannot commit within its
+bound dead-letters what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from toolwise.feedback.records import WriterStats
+from toolwise.feedback.errors import StoreUnavailableError, describe_database_error
+from toolwise.feedback.records import WriterStats, utcnow
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -62,6 +71,7 @@ class GroupCommitWriter(Generic[T, P]):
         max_queue: int = 10_000,
         max_backoff_s: float = 2.0,
         poison_attempts: int = 3,
+        wait_s: float = 10.0,
     ) -> None:
         if not 1 <= batch_size <= max_batch or max_queue < 1 or flush_interval_s < 0:
             raise ValueError(
@@ -77,6 +87,7 @@ class GroupCommitWriter(Generic[T, P]):
         self._max_backoff = max_backoff_s
         self._poison_attempts = poison_attempts
         self._max_queue = max_queue
+        self._wait_s = wait_s
         self._pending: deque[T | _Marker] = deque()
         self._wake = asyncio.Event()  # set when a batch is due: full, timed out, or a marker queued
         self._space = asyncio.Event()  # set while the queue has room
@@ -84,6 +95,9 @@ class GroupCommitWriter(Generic[T, P]):
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._enqueued = self._committed = self._batches = self._failed = self._dead = 0
+        self._failing: BaseException | None = None  # the last write's error, until a write succeeds
+        self._failing_since: datetime | None = None
+        self._in_hand: dict[int, list[T]] = {}  # batches taken from the queue, not yet committed
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolwise-feedback-writer")
@@ -93,17 +107,28 @@ class GroupCommitWriter(Generic[T, P]):
         return WriterStats(
             enqueued=self._enqueued,
             committed=self._committed,
-            queue_depth=len(self._pending),
+            queue_depth=self._waiting(),
             batches=self._batches,
             failed_batches=self._failed,
             dead_lettered=self._dead,
+            failing=None if self._failing is None else describe_database_error(self._failing),
+            failing_since=self._failing_since,
         )
 
-    async def put(self, item: T) -> None:
+    async def put(self, item: T, *, force: bool = False) -> None:
+        """Queue a record; on a full queue wait for room, at most `wait_s` (and not at all while the
+        database is failing: waiting would only hide it). `force` queues beyond the bound (shutdown)."""
         self._check_alive()
-        while len(self._pending) >= self._max_queue:
+        deadline = time.monotonic() + self._wait_s
+        while len(self._pending) >= self._max_queue and not force:
+            left = deadline - time.monotonic()
+            if self._failing is not None or left <= 0:
+                raise self._unavailable(f"the queue is full ({self._waiting()} records waiting)")
             self._space.clear()
-            await self._space.wait()
+            try:
+                await asyncio.wait_for(self._space.wait(), left)
+            except TimeoutError:
+                continue
             self._check_alive()
         self._pending.append(item)
         self._enqueued += 1
@@ -113,22 +138,48 @@ class GroupCommitWriter(Generic[T, P]):
             self._timer = asyncio.get_running_loop().call_later(self._interval, self._wake.set)
 
     async def flush(self) -> None:
-        """Return once every record queued before this call is committed (or dead-lettered)."""
-        await self._marker(stop=False)
+        """Return once every record queued before this call is committed (or dead-lettered); raise
+        `StoreUnavailableError` if that takes longer than `wait_s`."""
+        marker = self._marker(stop=False)
+        try:
+            await asyncio.wait_for(asyncio.shield(marker.done), self._wait_s)
+        except TimeoutError:
+            raise self._unavailable(f"{self._waiting()} records are waiting to be committed") from None
 
-    async def aclose(self) -> None:
-        """Commit everything queued, then stop the writer task."""
+    async def aclose(self, timeout_s: float | None = None) -> None:
+        """Commit everything queued, then stop the writer task. If that takes longer than `timeout_s`
+        (the database is failing), stop anyway and dead-letter what was not committed."""
         if self._task is None or self._task.done():
             return
-        await self._marker(stop=True)
-        await self._task
+        marker = self._marker(stop=True)
+        done, _ = await asyncio.wait([asyncio.shield(marker.done)], timeout=timeout_s)
+        if not done:
+            log.error("the database did not take the last records within %.0f s; dead-lettering them", timeout_s)
+            self._task.cancel()
+            held = [item for batch in self._in_hand.values() for item in batch]
+            left = [*held, *(i for i in self._pending if not isinstance(i, _Marker))]
+            self._pending.clear()
+            for item in left:
+                self._give_up(item, self._failing or TimeoutError("shutdown"))
+        await asyncio.wait([self._task])
 
-    async def _marker(self, *, stop: bool) -> None:
+    def _marker(self, *, stop: bool) -> _Marker:
+        """Queue a marker (never refused: a flush must get through a full queue). Its waiters await
+        it through a shield, so a waiter that is cancelled leaves it for the writer to resolve."""
         self._check_alive()
         marker = _Marker(asyncio.get_running_loop().create_future(), stop)
-        self._pending.append(marker)  # never refused: a flush must get through a full queue
+        self._pending.append(marker)
         self._wake.set()
-        await marker.done
+        return marker
+
+    def _waiting(self) -> int:
+        """Records not committed yet: queued, and taken for a batch (markers count too: a handful)."""
+        return len(self._pending) + sum(len(batch) for batch in self._in_hand.values())
+
+    def _unavailable(self, what: str) -> StoreUnavailableError:
+        failing = self._failing
+        reason = f"the database is failing: {describe_database_error(failing)}" if failing else "the database is slow"
+        return StoreUnavailableError(f"{reason}; {what}")
 
     def _check_alive(self) -> None:
         if self._task is None:
@@ -143,14 +194,16 @@ class GroupCommitWriter(Generic[T, P]):
             batch, marker = await self._collect()
             if batch:
                 prepared = self._try_prepare(batch)
+                self._in_hand[id(batch)] = batch
                 if inflight is not None:
                     await inflight
-                inflight = asyncio.create_task(self._commit(batch, prepared))
+                inflight = asyncio.create_task(self._commit_held(batch, prepared))
             if marker is not None:
                 if inflight is not None:
                     await inflight
                     inflight = None
-                marker.done.set_result(None)
+                if not marker.done.done():
+                    marker.done.set_result(None)
                 if marker.stop:
                     return
 
@@ -182,6 +235,10 @@ class GroupCommitWriter(Generic[T, P]):
             self._space.set()
         return batch, marker
 
+    async def _commit_held(self, batch: list[T], prepared: P | BaseException) -> None:
+        await self._commit(batch, prepared)
+        del self._in_hand[id(batch)]
+
     async def _commit(self, batch: list[T], prepared: P | BaseException | None = None) -> None:
         if prepared is None:
             prepared = self._try_prepare(batch)
@@ -198,6 +255,9 @@ class GroupCommitWriter(Generic[T, P]):
                 self._failed += 1
                 attempts += 1
                 transient = is_transient(exc)
+                if self._failing is None:
+                    self._failing_since = utcnow()
+                self._failing = exc
                 log.warning(
                     "feedback batch of %d failed (attempt %d, %s): %s",
                     len(batch),
@@ -211,6 +271,9 @@ class GroupCommitWriter(Generic[T, P]):
                     continue
                 await self._isolate(batch, exc)
                 return
+            if self._failing is not None:
+                log.warning("the database accepts records again (failing since %s)", self._failing_since)
+            self._failing = self._failing_since = None
             self._committed += len(batch)
             self._batches += 1
             return
@@ -221,6 +284,14 @@ class GroupCommitWriter(Generic[T, P]):
             await self._commit(batch[:mid])
             await self._commit(batch[mid:])
             return
+        self._give_up(batch[0], exc)
+
+    def _give_up(self, item: T, exc: BaseException) -> None:
+        """Dead-letter a record the database refused; if even that fails (a full disk), the record
+        goes to the log, so it is never lost without a trace."""
         log.error("feedback record could not be written and was dead-lettered: %s", exc)
-        self._dead_letter(batch[0], exc)
+        try:
+            self._dead_letter(item, exc)
+        except Exception:
+            log.exception("dead-lettering failed too; the record is only in this log: %r", item)
         self._dead += 1

@@ -20,7 +20,8 @@ from sqlalchemy.engine import make_url
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import Execution
 from toolwise.server import snapshots
-from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, settings_or_exit
+from toolwise.server.app import STALE_AFTER_S
+from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService
 from toolwise.server.tools import choose_snapshot
@@ -40,7 +41,8 @@ def run(
             await work(settings, feedback)
 
     try:
-        asyncio.run(main())
+        with database_or_exit():
+            asyncio.run(main())
     except (snapshots.SnapshotError, ValueError) as exc:
         console.print(f"[red]toolwise: {exc}[/red]")
         raise typer.Exit(1) from exc
@@ -174,6 +176,7 @@ def inspect_qvalues(
         recent = await feedback.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
+            e = await learning.with_query(e)  # noqa: PLW2901 - a query is stored once per session decision
             key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
             entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
             entry[3][e.tool] = entry[3].get(e.tool, 0) + 1
@@ -324,7 +327,14 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
         for i in await feedback.get_instances(settings.namespace):
             s = i.status
             age = (now - i.heartbeat_at).total_seconds()
-            state = f"stopped {i.stopped_at:%H:%M:%S}" if i.stopped_at else f"alive ({age:.0f}s ago)"
+            if i.stopped_at:
+                state = f"stopped {i.stopped_at:%H:%M:%S}"
+            elif age > STALE_AFTER_S:  # no heartbeat for three intervals: killed, hung or cut off
+                state = f"stale since {i.heartbeat_at:%Y-%m-%d %H:%M:%S} (no heartbeat for {age:.0f}s)"
+            else:
+                state = f"alive ({age:.0f}s ago)"
+            if s.get("store", "ok") != "ok":
+                state += f"; store {s['store']}"
             downstreams = ", ".join(f"{d['server']}: {d['state']}" for d in s.get("downstreams", []))
             circuits = ", ".join(s.get("open_circuits", [])) or "all closed"
             table.add_row(

@@ -28,12 +28,14 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
-from toolwise.feedback import FeedbackError, FeedbackService, utcnow
+from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
+from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import UnknownToolError
-from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError
-from toolwise.server.clients import client_key
+from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError, Route
+from toolwise.server.clients import client_key, connection_of
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
+_WATCHED = "toolwise/watched"  # marks a connection whose end frees its session
+STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
     "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "
@@ -65,10 +69,11 @@ class Toolwise:
             store_queries=settings.store_queries,
             flush_interval_ms=settings.flush_interval_ms,
             synchronous=settings.sqlite_synchronous,
+            store_timeout_s=settings.store_timeout_s,
         )
         self.metrics = Metrics()
         self.learning = LearningService(settings, self.feedback, self.metrics)
-        self.catalogue = Catalogue(config.servers, settings, on_change=self._tools_changed)
+        self.catalogue = Catalogue(config.enabled_servers, settings, on_change=self._tools_changed)
         self.own: dict[str, OwnTool] = own_tools(
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
@@ -100,9 +105,15 @@ class Toolwise:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._upkeep
             await self.learning.aclose()
-            await self.learning.sync()
-            await self.learning.save_snapshot("shutdown")
-            await self._heartbeat(stopped=True)
+            try:
+                await self.learning.sync()
+                await self.learning.save_snapshot("shutdown")
+                await self._heartbeat(stopped=True)
+            except (FeedbackError, SQLAlchemyError, OSError) as failure:
+                log.error(  # noqa: TRY400 - one line: the writer has logged the failure in full
+                    "no shutdown snapshot, the database is failing (%s); the next start replays the log",
+                    describe_database_error(failure),
+                )
         finally:
             self.listeners.close()
             await self.catalogue.aclose()
@@ -159,6 +170,7 @@ class Toolwise:
             "updates": learner.updates,
             "synced": learning.synced,
             "snapshot": learning.snapshot_id,
+            "store": self.feedback.stats.health(),
         }
 
     async def _heartbeat(self, *, stopped: bool = False) -> None:
@@ -189,6 +201,7 @@ class Toolwise:
             "queue_depth": ("Execution records waiting for group commit.", writer.queue_depth + learning.pending),
             "flush_failures": ("Group-commit batches the database refused.", writer.failed_batches),
             "dead_lettered": ("Records written to the dead-letter file.", writer.dead_lettered),
+            "store_failing": ("1 while the database refuses writes (see the log for why).", writer.failing is not None),
             "open_circuits": ("Downstreams whose circuit is open.", sum(h.circuit != "closed" for h in health)),
             "downstreams_ready": ("Downstreams serving.", sum(h.state == "ready" for h in health)),
             "shielded_tools": (
@@ -210,6 +223,39 @@ class Toolwise:
             except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
                 log.info("client %s no longer reachable for list_changed (%s); forgetting it", key, exc)
                 del self._legacy_clients[key]
+
+    def watch_connection(self, ctx: ServerRequestContext[Any]) -> None:
+        """Free a client connection's session (and its list_changed channel) when the connection ends
+        (HTTP DELETE, idle timeout, a crash): the SDK unwinds the connection's exit stack then. Only
+        transport sessions are watched (per-request connections have no session id)."""
+        # The low-level context reaches its `Connection` only through the session until the SDK's
+        # context rework (its TODO L54); the exit stack is the SDK's documented per-connection teardown.
+        connection = connection_of(ctx)
+        key = client_key(ctx)
+        if connection.session_id is None or key is None or _WATCHED in connection.state:
+            return
+        connection.state[_WATCHED] = True
+        connection.exit_stack.callback(self._forget, key)
+
+    def _forget(self, key: str) -> None:
+        self.learning.sessions.pop(key)
+        self._legacy_clients.pop(key, None)
+
+    async def call_downstream(
+        self, route: Route, arguments: dict[str, Any] | None, ctx: ServerRequestContext[Any]
+    ) -> tuple[types.CallToolResult | None, DownstreamError | None]:
+        """The downstream's answer to one call, or why there is none. Arguments that break the tool's
+        schema are the caller's mistake: refused here, never forwarded, blamed on no downstream."""
+        wrong = route.problem(arguments)
+        if wrong is not None:
+            message = f"invalid arguments for {route.public.name}: {wrong} (not forwarded to {route.server!r})"
+            return None, InvalidArgumentsError(message)
+        try:
+            with self.passthrough.calling(route.server, ctx):
+                meta = self.passthrough.call_meta(ctx, route.server)
+                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx)), None
+        except DownstreamError as exc:
+            return None, exc
 
     def remember_client(self, ctx: ServerRequestContext[Any], key: str) -> None:
         """Handshake-era clients hear of list changes on their connection: keep a way to reach them."""
@@ -234,11 +280,13 @@ def build_server(app: Toolwise) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        app.watch_connection(ctx)
         app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
         return types.ListToolsResult(tools=app.list_tools())
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         meta = _meta_dict(params.meta)
+        app.watch_connection(ctx)
         try:
             own = app.own.get(params.name)
             if own is not None:
@@ -248,12 +296,20 @@ def build_server(app: Toolwise) -> Server[Any]:
             return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
         except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
             return error_result(f"{params.name}: {exc}")
+        except (SQLAlchemyError, OSError) as exc:
+            log.exception("%s: the database failed", params.name)
+            return error_result(f"{params.name}: the database is failing: {describe_database_error(exc)}")
 
     async def call_own(
         tool: OwnTool, arguments: dict[str, Any], meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
     ) -> types.CallToolResult:
         args = tool.input.model_validate(arguments)
-        await app.learning.drain()  # what our tools report or change includes every call made so far
+        try:
+            await app.learning.drain()  # what our tools report or change includes every call made so far
+        except StoreUnavailableError as exc:
+            if tool.uses_store:
+                raise
+            log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
         session = None
         if tool.takes_session:
             key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
@@ -274,17 +330,7 @@ def build_server(app: Toolwise) -> Server[Any]:
             )
         session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, client_key(ctx)))
         started_at, start = utcnow(), time.perf_counter()
-        result, error = None, None
-        wrong = route.problem(arguments)
-        if wrong is not None:  # the caller's mistake: recorded, not forwarded, blamed on no downstream or tool
-            error = InvalidArgumentsError(f"invalid arguments for {name}: {wrong} (not forwarded to {route.server!r})")
-        else:
-            try:
-                with app.passthrough.calling(route.server, ctx):
-                    meta_out = app.passthrough.call_meta(ctx, route.server)
-                    result = await app.catalogue.call(route, arguments, meta_out, progress_relay(ctx))
-            except DownstreamError as exc:
-                error = exc
+        result, error = await app.call_downstream(route, arguments, ctx)
         latency_s = time.perf_counter() - start
         execution_id = app.learning.record(
             session,

@@ -16,6 +16,7 @@ from toolwise.server.cli_common import (
     DatabaseUrlOption,
     config_or_exit,
     config_path_or_exit,
+    database_or_exit,
     setup_logging,
 )
 from toolwise.server.config import ConfigError
@@ -48,7 +49,8 @@ def serve(
     logging.getLogger(__name__).info("toolwise serving the config %s", path)
     loaded = config_or_exit(path, database_url)
     try:
-        asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
+        with database_or_exit():
+            asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
     except ConfigError as exc:  # found before serving (e.g. a non-loopback bind without a token)
         typer.echo(f"toolwise: {exc}", err=True)
         raise typer.Exit(2) from exc

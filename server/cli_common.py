@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
+from toolwise.feedback import DatabaseUnusableError
 from toolwise.server.config import AppConfig, ConfigError, Settings, describe, load_config
 from toolwise.server.install import config_dir, installed_configs
 
@@ -37,6 +40,16 @@ def setup_logging(level: str) -> None:
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+@contextlib.contextmanager
+def database_or_exit() -> Iterator[None]:
+    """A database that cannot be used stops the command with one message naming it, exit code 2."""
+    try:
+        yield
+    except DatabaseUnusableError as exc:
+        typer.echo(f"toolwise: unusable database: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def default_config() -> Path:

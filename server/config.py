@@ -30,17 +30,21 @@ Prefix = Annotated[str | None, Field(default=None, pattern=r"^_?([A-Za-z0-9-]+_?
 class StdioServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prefix: Prefix
+    type: Literal["stdio"] | None = None  # Claude Desktop's own keys: `type` and `disabled`
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
     cwd: str | None = None
+    disabled: bool = False  # true: kept in the file, not started
 
 
 class HttpServer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prefix: Prefix
+    type: Literal["http", "streamable-http", "streamableHttp"] | None = None
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] | None = None
+    disabled: bool = False
 
 
 Downstream = Annotated[StdioServer | HttpServer, Field(union_mode="left_to_right")]
@@ -69,6 +73,9 @@ class Settings(BaseSettings):
     store_queries: bool = True  # off: recommend_tool queries and rating comments are never stored
     flush_interval_ms: float = Field(default=20.0, ge=0)  # group commit: the longest a record waits in memory
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"  # NORMAL: faster, a power cut may undo the last commits
+    store_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for the database before a clear error
+    max_query_chars: int = Field(default=4000, ge=1)  # longest recommend_tool query (longer ones are refused)
+    session_window: int = Field(default=256, ge=1)  # recent calls a session keeps in memory (rating by tool name)
     admin_tools: bool = True
     call_timeout_s: float = Field(default=60.0, gt=0)
     start_timeout_s: float = Field(default=30.0, gt=0)
@@ -147,6 +154,21 @@ class AppConfig(BaseModel):
             owners[prefix] = name
         return servers
 
+    @property
+    def enabled_servers(self) -> dict[str, StdioServer | HttpServer]:
+        """The downstreams to start (those not marked `"disabled": true`)."""
+        return {name: spec for name, spec in self.servers.items() if not spec.disabled}
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all distinct (json keeps the last of duplicates silently)."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        named = ", ".join(repr(k) for k in twice)
+        raise ConfigError(f"{named} defined more than once in one object (a second definition would replace the first)")
+    return dict(pairs)
+
 
 def prefix_of(name: str, spec: StdioServer | HttpServer) -> str:
     """The prefix of a downstream's public names: its `prefix` setting, else its name."""
@@ -156,7 +178,9 @@ def prefix_of(name: str, spec: StdioServer | HttpServer) -> str:
 def load_config(path: Path) -> AppConfig:
     """Read and validate a config file; any problem becomes one ConfigError naming the field."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
     except json.JSONDecodeError as exc:

@@ -91,5 +91,5 @@ async def check_database(config: AppConfig) -> Check:
 
 
 async def diagnose(config: AppConfig, path: Path) -> list[Check]:
-    checks = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.servers.items()))
+    checks = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
     return [*checks, await check_database(config)]

@@ -36,6 +36,7 @@ from toolwise.feedback import (
     FeedbackService,
     InvalidOutcomeError,
     Outcome,
+    StoreUnavailableError,
     utcnow,
 )
 from toolwise.feedback.records import LogEntry, RatingEvent, SnapshotRecord, new_id
@@ -55,6 +56,12 @@ log = logging.getLogger(__name__)
 
 class NothingToRateError(FeedbackError):
     pass
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    """For work that outlived its caller: its failure is logged, not lost."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("rating work whose caller went away failed", exc_info=task.exception())
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,8 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
+STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
+_UNKNOWN: Any = object()  # a session whose query has not been looked up
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
@@ -108,7 +117,7 @@ class LearningService:
         self._tools: list[ToolDoc] = []
         self.learner = self._new_learner()
         self.rng = np.random.default_rng(settings.seed)
-        self.sessions = Sessions()
+        self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
         self.namespace = settings.namespace
         self.shields = Shields(
             Budget(
@@ -132,11 +141,13 @@ class LearningService:
         self.ratings_mark = Watermark()
         self._live: set[str] = set()  # own executions learned live, not yet seen in the log
         self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
+        self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
         self._pending: deque[_Pending] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
+        self._closing = False
 
     def _new_learner(self) -> Learner:
         s = self.settings
@@ -158,6 +169,11 @@ class LearningService:
         self.learner.set_tools(self._tools)
 
     def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
+        if len(query) > self.settings.max_query_chars:
+            raise ValueError(
+                f"query is {len(query):,} characters long; the limit is {self.settings.max_query_chars:,} "
+                "(setting max_query_chars): describe the task, not its data"
+            )
         blocked = self.shields.blocked(time.monotonic())
         if candidates is not None:  # tools asked for by name are dropped only if something remains
             blocked = {} if all(c in blocked for c in candidates) else blocked
@@ -167,7 +183,7 @@ class LearningService:
             query,
             self.rng,
             previous_tool=session.previous_tool,
-            session_length=len(session.calls),
+            session_length=session.length,
             candidates=candidates,
             top_k=top_k,
             exclude=blocked.keys(),
@@ -198,10 +214,10 @@ class LearningService:
             latency_s,
             query=session.query,
             previous_tool=session.previous_tool,
-            session_length=len(session.calls),
+            session_length=session.length,
             history=tuple(session.tools[-2:]),
         )
-        position = len(session.calls)
+        position = session.length
         call = Call(new_id(), tool, outcome.success, latency_s, None, step.query, step.previous_tool, position)
         session.add(call)
         noted = _Pending(call, session.id, step, server, arguments, outcome, started_at, utcnow(), decision)
@@ -221,7 +237,10 @@ class LearningService:
         async with self._order:
             done = 0
             while self._pending:
-                await self._complete(self._pending.popleft())
+                # Taken off only once queued: a drainer cancelled with its request, or refused by a
+                # failing database, leaves the call for the next drain rather than losing it.
+                await self._complete(self._pending[0])
+                self._pending.popleft()
                 done += 1
                 if chunk is not None and done % chunk == 0:
                     await asyncio.sleep(0)
@@ -244,7 +263,7 @@ class LearningService:
             arguments=item.arguments,
             namespace=self.namespace,
             context_hash=self.learner.encode(step.query, step.previous_tool, step.session_length).hash,
-            query=step.query,
+            query=step.query if decision is not None else None,  # stored once: later calls share it
             previous_tool=step.previous_tool,
             position=step.session_length,
             decision_id=None if decision is None else decision.decision_id,
@@ -256,7 +275,9 @@ class LearningService:
             instance=self.instance_id,
             explored=decision.explored if followed else None,  # type: ignore[union-attr]
         )
-        await self.feedback.record_execution(execution)
+        await self.feedback.record_execution(execution, force=self._closing)
+        if (session := self.sessions.find(item.session_id)) is not None:
+            session.reward_total += reward
         self._live.add(execution.id)
         self._observe(step, reward)
         self._shield(execution)
@@ -267,14 +288,25 @@ class LearningService:
         self._idle = None
         if self._pending:
             self._draining.spawn(
-                self.drain(DRAIN_CHUNK), name="toolwise-drain", failure="recording deferred calls failed"
+                self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
             )
+
+    async def _drain_or_retry(self) -> None:
+        """The idle drain; while the database refuses records the calls stay noted (not lost) and
+        the drain is tried again a little later (the writer's log and health say why)."""
+        try:
+            await self.drain(DRAIN_CHUNK)
+        except StoreUnavailableError as exc:
+            log.warning("%d calls wait to be recorded: %s", len(self._pending), exc)
+            if self._idle is None:
+                self._idle = asyncio.get_running_loop().call_later(STORE_RETRY_S, self._drain_when_idle)
 
     async def aclose(self) -> None:
         """Drain what is left (before the feedback service closes)."""
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
+        self._closing = True  # queue beyond the writer's bound: it commits or dead-letters them
         await self.drain()
         await self._draining.wait()
 
@@ -300,9 +332,21 @@ class LearningService:
                     "_meta['toolwise/execution_id']) or the tool of a call made in this session"
                 )
             execution_id = call.execution_id
+        # Once committed, a rating must also be learned and its reward stored (another run's sync skips
+        # this instance's ratings as learned live): a caller that goes away does not cut that short.
+        work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(_log_failure)
+            raise
+
+    async def _rate(
+        self, session: Session, execution_id: str, rating: int, comment: str | None
+    ) -> tuple[Execution, float]:
         event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
         self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
-        execution = event.execution
+        execution = await self.with_query(event.execution)
         step = self._step_of(execution, self._history_before(session, execution), rating)
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
         if self.settings.learning:
@@ -312,14 +356,16 @@ class LearningService:
         await self.feedback.set_reward(execution.id, reward)
         for call in session.calls:
             if call.execution_id == execution.id:
+                session.reward_total += reward - (call.reward or 0.0)
                 call.reward = reward
         return execution, reward
 
     @staticmethod
     def _history_before(session: Session, execution: Execution) -> list[str]:
         """The tools called before `execution` in its session, when this session still knows them."""
-        if execution.session_id == session.id and execution.position <= len(session.calls):
-            return session.tools[: execution.position]
+        end = execution.position - session.dropped
+        if execution.session_id == session.id and 0 <= end <= len(session.calls):
+            return session.tools[max(end - 2, 0) : end]
         return []
 
     async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
@@ -327,12 +373,12 @@ class LearningService:
             raise InvalidOutcomeError(outcome)
         await self.drain()
         session = self.sessions.pop(session_id)
-        if session is None or not session.calls:
+        if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
         episode = Episode(
             session_id=session.id,
             tools=session.tools,
-            total_reward=sum(c.reward for c in session.calls if c.reward is not None),
+            total_reward=session.reward_total,
             outcome=outcome,
             started_at=session.started_at,
             ended_at=utcnow(),
@@ -357,9 +403,11 @@ class LearningService:
                 history = self._log_history(entry)
                 if entry.instance == self.instance_id or entry.id in self._live:
                     self._live.discard(entry.id)
+                    self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                     continue
                 foreign[entry.seq] = history
             for execution in await self.feedback.executions_by_seq(list(foreign)):
+                execution = await self.with_query(execution, remember=True)  # noqa: PLW2901
                 self._learn_logged(execution, foreign[execution.seq])  # type: ignore[index]
                 learned += 1
         rmark = self.ratings_mark
@@ -370,13 +418,31 @@ class LearningService:
                 rmark.add(event.rating.id)  # type: ignore[arg-type]
                 if event.rating.instance == self.instance_id:  # learned live by `rate`
                     continue
-                self._learn_logged_rating(event)
+                self._learn_logged_rating(replace(event, execution=await self.with_query(event.execution)))
                 learned += 1
         now = time.monotonic()
         mark.advance(now, self.settings.sync_gap_grace_s)
         rmark.advance(now, self.settings.sync_gap_grace_s)
         self.synced += learned
         return learned
+
+    async def with_query(self, execution: Execution, *, remember: bool = False) -> Execution:
+        """`execution` with the recommend_tool query that was its context. A query is stored once, on
+        the call that followed the recommendation; the session's later calls inherit it (from the
+        calls learned just before, in log order, when `remember`; else from the log)."""
+        if execution.query is None and execution.position > 0:
+            found = self._queries.get(execution.session_id, _UNKNOWN) if remember else _UNKNOWN
+            if found is _UNKNOWN:
+                found = await self.feedback.session_query(
+                    execution.session_id, namespace=self.namespace, before_seq=execution.seq
+                )
+            execution = replace(execution, query=found)
+        if remember:  # a session without any query is remembered too: one look-up per session
+            self._queries[execution.session_id] = execution.query
+            self._queries.move_to_end(execution.session_id)
+            if len(self._queries) > LOGGED_SESSIONS:
+                self._queries.popitem(last=False)
+        return execution
 
     def _log_history(self, entry: LogEntry) -> list[str]:
         """The (up to two) tools the session called before `entry`, as the log tells them; remembers

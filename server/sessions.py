@@ -34,16 +34,32 @@ class Call:
 
 @dataclass(slots=True)
 class Session:
+    """`calls` and `tools` hold the session's recent calls only (at least `window`, at most twice that:
+    trimmed in steps, so a call costs O(1)); `length` counts them all. Calls older than the window are
+    in the log; rating them by tool name needs their execution id instead."""
+
     id: str
+    window: int = 256
     started_at: datetime = field(default_factory=utcnow)
     query: str | None = None  # the last recommend_tool query: the context of later calls
     decision: Decision | None = None  # the last recommendation not yet followed by a call
     calls: list[Call] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)  # the called tools in order (kept, not rebuilt per call)
+    tools: list[str] = field(default_factory=list)  # the recent called tools in order (kept, not rebuilt per call)
+    dropped: int = 0  # calls trimmed off the front of `calls`
+    reward_total: float = 0.0  # the rewards of all its calls, added as they are learned (and rated)
+
+    @property
+    def length(self) -> int:
+        """Calls made in this session (the position of the next one)."""
+        return self.dropped + len(self.calls)
 
     def add(self, call: Call) -> None:
         self.calls.append(call)
         self.tools.append(call.tool)
+        if len(self.calls) > 2 * self.window:
+            cut = len(self.calls) - self.window
+            self.dropped += cut
+            del self.calls[:cut], self.tools[:cut]
 
     @property
     def previous_tool(self) -> str | None:
@@ -58,8 +74,9 @@ class Session:
 
 
 class Sessions:
-    def __init__(self) -> None:
+    def __init__(self, window: int = 256) -> None:
         self._sessions: dict[str, Session] = {}
+        self.window = window  # recent calls each session keeps in memory
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -69,8 +86,12 @@ class Sessions:
             return Session(session_id)  # one request's own: nothing after it can refer to it
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = Session(session_id)
+            session = self._sessions[session_id] = Session(session_id, self.window)
         return session
+
+    def find(self, session_id: str) -> Session | None:
+        """The session if it is open (`get` would open it)."""
+        return self._sessions.get(session_id)
 
     def pop(self, session_id: str) -> Session | None:
         return self._sessions.pop(session_id, None)

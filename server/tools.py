@@ -170,6 +170,7 @@ class LearningStatsOutput(Output):
     committed_records: int
     failed_batches: int
     dead_lettered: int
+    store: str = Field(description="`ok`, or since when and why the database refuses records.")
     synced: int = Field(description="Executions and ratings learned from the shared log (other instances, restarts).")
     snapshot_id: int | None
     open_circuits: list[str]
@@ -301,6 +302,7 @@ class OwnTool:
     handler: Handler
     read_only: bool
     admin: bool = False
+    uses_store: bool = True  # False: answers from memory, so it still answers while the database fails
 
     @property
     def takes_session(self) -> bool:
@@ -417,6 +419,7 @@ def own_tools(
             committed_records=w.committed,
             failed_batches=w.failed_batches,
             dead_lettered=w.dead_lettered,
+            store=w.health(),
             synced=learning.synced,
             snapshot_id=learning.snapshot_id,
             open_circuits=[h.server for h in health if h.circuit != "closed"],
@@ -469,6 +472,7 @@ def own_tools(
             RecommendToolOutput,
             recommend_tool,
             False,
+            uses_store=False,
         ),
         OwnTool(
             "recommend_next_tools",
@@ -477,6 +481,7 @@ def own_tools(
             RecommendNextOutput,
             recommend_next_tools,
             True,
+            uses_store=False,
         ),
         OwnTool(
             "submit_feedback",
@@ -503,6 +508,7 @@ def own_tools(
             get_learning_stats,
             True,
             admin=True,
+            uses_store=False,
         ),
         OwnTool(
             "get_tool_metrics",
@@ -521,6 +527,7 @@ def own_tools(
             get_successful_sequences,
             True,
             admin=True,
+            uses_store=False,
         ),
     ]
     if snapshots:

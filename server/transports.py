@@ -1,9 +1,23 @@
-"""Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know."""
+"""Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know.
+
+On stdio, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clean shutdown as the
+client closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read
+on the event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once
+even while the client keeps stdin open.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+import signal
+import stat
+import sys
+from collections.abc import Iterator
 
+import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -19,13 +33,70 @@ from toolwise.server.events import RETRY_MS, MemoryEventStore
 log = logging.getLogger(__name__)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line)
+
+
 async def serve_stdio(config: AppConfig) -> None:
     """One client on stdin/stdout (how Claude Desktop starts a server)."""
     async with Toolwise(config) as app:
         server = build_server(app)
-        async with stdio_server() as (read, write):
-            log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
-            await server.run(read, write, server.create_initialization_options())
+        stdin = await _stdin_lines()
+        with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
+            async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
+                log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
+                await server.run(read, write, server.create_initialization_options())
+        log.info("toolwise shutting down: recording what is left and saving a snapshot")
+
+
+@contextlib.contextmanager
+def _stop_on(signals: tuple[signal.Signals, ...], scope: anyio.CancelScope) -> Iterator[None]:
+    """While inside, each of `signals` cancels `scope` (once; a second signal only says so)."""
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: signal.Signals) -> None:
+        if scope.cancel_called:
+            log.warning("%s: already shutting down", sig.name)
+            return
+        log.info("%s received: stopping", sig.name)
+        scope.cancel()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        yield
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+class _Lines:
+    """stdin's lines, read by the event loop (a cancellation ends the wait at once)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+async def _stdin_lines() -> _Lines | None:
+    """stdin as lines read on the event loop when it is a pipe, socket or terminal (what a client
+    gives); None otherwise (a file, /dev/null: the SDK's own reader serves it, and it ends by itself)."""
+    fd = sys.stdin.fileno()
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+        return None
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return _Lines(reader)
 
 
 async def serve_http(config: AppConfig, host: str, port: int) -> None:

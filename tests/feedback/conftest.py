@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolwise.feedback import Execution, FeedbackService, utcnow
+from toolwise.feedback.engine import BatchWriter
 
 
 def make_execution(
@@ -39,3 +40,18 @@ def db_url(tmp_path: Path) -> str:
 async def service(db_url: str) -> AsyncIterator[FeedbackService]:
     async with FeedbackService(db_url) as svc:
         yield svc
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """While the flag is up, every batch commit fails as on a full disk."""
+    full = [True]
+    original = BatchWriter._execute
+
+    def execute(self: BatchWriter, sql: str, params: object) -> None:
+        if full[0]:
+            raise OSError(28, "No space left on device")
+        original(self, sql, params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BatchWriter, "_execute", execute)
+    return full

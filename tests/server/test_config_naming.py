@@ -81,3 +81,25 @@ def test_prefixes_name_tools_and_an_empty_one_keeps_the_bare_names() -> None:
     assert names[("everything", "echo")] == "echo"
     assert names[("everything", "recommend_tool")] == "recommend_tool-2", "toolwise's own tools keep their names"
     assert assign(pairs)[("time", "get_current_time")] == "time__get_current_time", "the default is the server's name"
+
+
+def test_a_server_defined_twice_is_named_not_dropped(tmp_path: Path) -> None:
+    text = '{"mcpServers": {"time": {"command": "a"}, "git": {"command": "b"}, "time": {"command": "c"}}}'
+    with pytest.raises(ConfigError, match=r"'time'.*more than once"):
+        load_config(write(tmp_path, text))
+
+
+def test_claude_desktop_keys_are_accepted_and_disabled_servers_are_not_started(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            {
+                "mcpServers": {
+                    "time": {"type": "stdio", "command": "mcp-server-time"},
+                    "off": {"command": "mcp-server-git", "disabled": True},
+                    "remote": {"type": "http", "url": "http://127.0.0.1:9000/mcp", "disabled": False},
+                }
+            },
+        )
+    )
+    assert sorted(config.enabled_servers) == ["remote", "time"]

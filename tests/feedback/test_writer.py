@@ -1,0 +1,59 @@
+"""The group-commit writer survives what callers and the disk do to it: a waiter cancelled with its
+request, a database that refuses every write (a full disk), a shutdown while it still refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.feedback.conftest import make_execution
+from toolwise.feedback import FeedbackService, StoreUnavailableError
+
+
+async def test_a_cancelled_flush_leaves_the_writer_running(service: FeedbackService) -> None:
+    for _ in range(20):
+        await service.record_execution(make_execution())
+        flush = asyncio.create_task(service.flush())
+        await asyncio.sleep(0)
+        flush.cancel()  # the request that wanted fresh figures went away
+        with contextlib.suppress(asyncio.CancelledError):
+            await flush
+    [metrics] = await service.get_tool_metrics()
+    assert metrics.calls == 20
+
+
+async def test_a_full_disk_is_reported_bounded_and_loses_nothing_once_it_recovers(
+    db_url: str, full_disk: list[bool]
+) -> None:
+    async with FeedbackService(db_url, max_queue=10, batch_size=5, store_timeout_s=0.3) as svc:
+        for _ in range(10):
+            await svc.record_execution(make_execution())
+        while svc.stats.failing is None:
+            await asyncio.sleep(0.01)
+        assert "No space left on device" in svc.stats.failing
+        assert svc.stats.health().startswith("failing since")
+        with pytest.raises(StoreUnavailableError, match="No space left on device"):
+            await svc.flush()  # a reader gets a readable error, not a hang
+        with pytest.raises(StoreUnavailableError, match="queue is full"):
+            for _ in range(100):  # no waiting forever for room: an error once the queue (10) is full
+                await svc.record_execution(make_execution())
+        full_disk[0] = False
+        await svc.flush()
+        assert svc.stats.failing is None and svc.stats.health() == "ok"
+        assert svc.stats.committed == svc.stats.enqueued and svc.stats.dead_lettered == 0
+
+
+async def test_shutdown_on_a_failing_database_dead_letters_the_rest(
+    db_url: str, tmp_path: Path, full_disk: list[bool]
+) -> None:
+    dead = tmp_path / "dead.jsonl"
+    svc = FeedbackService(db_url, dead_letter_path=dead, store_timeout_s=0.3)
+    await svc.start()
+    ids = [await svc.record_execution(make_execution()) for _ in range(30)]
+    await asyncio.wait_for(svc.aclose(), 10)  # bounded: it does not retry for ever
+    kept = [json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()]
+    assert sorted(kept) == sorted(ids)

@@ -1,0 +1,62 @@
+"""A database that refuses writes (a full disk) is loud, not invisible: proxied calls still answer,
+our tools that need the database answer an error naming it within a bounded time, the others still
+answer, and the health views say the store is failing. Nothing is lost once it recovers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+from mcp import Client
+
+from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig
+
+CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+
+
+def config(tmp_path: Path) -> AppConfig:
+    return AppConfig.model_validate(
+        {
+            "mcpServers": {"time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}},
+            "toolwise": {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "store_timeout_s": 0.5},
+        }
+    )
+
+
+async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, full_disk: list[bool]) -> None:  # noqa: F811
+    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        answered = []
+        for _ in range(5):
+            result = await client.call_tool("time__convert_time", CONVERT)
+            assert not result.is_error  # the downstream worked: the caller gets its answer
+            answered.append(result.meta["toolwise/execution_id"])
+        metrics = await asyncio.wait_for(client.call_tool("get_tool_metrics", {}), 5)
+        assert metrics.is_error and "No space left on device" in metrics.content[0].text
+        rating = await asyncio.wait_for(client.call_tool("submit_feedback", {"rating": 4}), 5)
+        assert rating.is_error and "database is failing" in rating.content[0].text
+        stats = await client.call_tool("get_learning_stats", {})
+        assert not stats.is_error and stats.structured_content["store"].startswith("failing since")
+        assert "No space left on device" in app.status()["store"]
+        assert "toolwise_store_failing 1.0" in app.metrics.render().decode()
+        full_disk[0] = False
+        await app.feedback.flush()
+        assert (await client.call_tool("get_learning_stats", {})).structured_content["store"] == "ok"
+    with sqlite3.connect(tmp_path / "toolwise.db") as conn:
+        assert sorted(i for (i,) in conn.execute("SELECT id FROM executions")) == sorted(answered)
+
+
+async def test_shutdown_on_a_full_disk_ends_and_dead_letters_what_was_not_written(
+    tmp_path: Path,
+    full_disk: list[bool],  # noqa: F811
+) -> None:
+    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        answered = [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
+        answered += [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
+        dead = app.feedback.dead_letter_path
+    # The context exited (no exception, no hang) with the disk still full: nothing answered is lost.
+    kept = {json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()}
+    assert set(answered) <= kept
