@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context, ContextEncoder
+from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
@@ -35,11 +36,12 @@ class UnknownToolError(ValueError):
 class ToolDoc:
     name: str
     description: str = ""
+    document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
 
 
 @dataclass(frozen=True, slots=True)
 class LearnerConfig:
-    policy: str = "linucb"
+    policy: str = "semantic"
     policy_config: PolicyConfig | None = None
     reward: RewardWeights = field(default_factory=RewardWeights)
     encoder: ContextEncoder = field(default_factory=ContextEncoder)
@@ -116,8 +118,13 @@ def worked(success: bool, rating: int | None) -> bool:
 
 
 class Learner:
-    def __init__(self, config: LearnerConfig | None = None, tools: Sequence[ToolDoc] = ()) -> None:
+    def __init__(
+        self, config: LearnerConfig | None = None, tools: Sequence[ToolDoc] = (), embedder: Embedder | None = None
+    ) -> None:
+        """`embedder` turns the prior semantic (tool documents and queries embedded); without one the
+        prior is lexical (BM25)."""
         self.config = config or LearnerConfig()
+        self.embedder = embedder
         self.tools = Interner()
         self.policy = make_policy(self.config.policy, self.config.policy_config)
         self.replay = PrioritizedReplay(self.config.replay_capacity, self.config.replay_alpha)
@@ -127,7 +134,9 @@ class Learner:
         self.updates = 0
         self.reward_sum = 0.0
         self.descriptions: dict[str, str] = {}
+        self.documents: dict[str, str] = {}
         self.index = LexicalIndex([])
+        self.semantic: SemanticIndex | None = None
         self.set_tools(tools)
 
     # -- catalogue ---------------------------------------------------------------------------------
@@ -137,10 +146,15 @@ class Learner:
         for tool in tools:
             self.tools.intern(tool.name)
             self.descriptions[tool.name] = tool.description
+            self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self._grow(len(self.tools))
         documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
         self.index = LexicalIndex(documents)
+        if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
+            known = self.semantic.by_document if self.semantic is not None else None
+            texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
+            self.semantic = SemanticIndex(self.embedder, texts, known)
 
     @property
     def active_names(self) -> list[str]:
@@ -163,14 +177,20 @@ class Learner:
         return np.array([self.tools.intern(n) for n in names], dtype=np.int64)
 
     def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
-        return self.config.encoder.encode(query, previous_tool, session_length)
+        """The context, with the query's embedding when the prior is semantic (embedded once per query)."""
+        context = self.config.encoder.encode(query, previous_tool, session_length)
+        if self.semantic is not None and context.embedding is None and query:
+            context.embedding = self.semantic.query(query)
+        return context
 
     # -- deciding ----------------------------------------------------------------------------------
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
-        """Relevance of every known tool in [0, 1]: lexical match with the query, raised to what the
-        sequence model knows works right after `previous_tool`."""
-        scores = self.index.scores(query or "")  # read-only (cached): copied before raising
+        """Relevance of every known tool in [0, 1]: semantic (or lexical) match with the query, raised to
+        what the sequence model knows works right after `previous_tool`."""
+        semantic = self.semantic is not None and query
+        # read-only (cached): copied before raising
+        scores = self.semantic.scores(query) if semantic else self.index.scores(query or "")  # type: ignore[union-attr,arg-type]
         follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
         if follow:
             scores = scores.copy()
