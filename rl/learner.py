@@ -53,10 +53,13 @@ class LearnerConfig:
     sequence_min_count: int = 2
     replay_enabled: bool = True  # capability flags: off, that part neither learns nor serves
     sequences_enabled: bool = True
+    lexical_weight: float = 0.25  # with an embedder: BM25 over the tool documents added to the cosine, this much
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {self.policy!r}")
+        if self.lexical_weight < 0:
+            raise ValueError(f"lexical_weight must be ≥ 0, got {self.lexical_weight}")
         if self.replay_batch < 1 or self.replay_every < 1:
             raise ValueError(f"replay_batch and replay_every must be ≥ 1, got {self.replay_batch}, {self.replay_every}")
 
@@ -149,12 +152,14 @@ class Learner:
             self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self._grow(len(self.tools))
-        documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
-        self.index = LexicalIndex(documents)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.semantic.by_document if self.semantic is not None else None
             texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
             self.semantic = SemanticIndex(self.embedder, texts, known)
+            self.index = LexicalIndex(texts)
+        else:
+            documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
+            self.index = LexicalIndex(documents)
 
     @property
     def active_names(self) -> list[str]:
@@ -186,11 +191,15 @@ class Learner:
     # -- deciding ----------------------------------------------------------------------------------
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
-        """Relevance of every known tool in [0, 1]: semantic (or lexical) match with the query, raised to
-        what the sequence model knows works right after `previous_tool`."""
-        semantic = self.semantic is not None and query
-        # read-only (cached): copied before raising
-        scores = self.semantic.scores(query) if semantic else self.index.scores(query or "")  # type: ignore[union-attr,arg-type]
+        """Relevance of every known tool in [0, 1]: semantic match with the query (cosine, plus BM25
+        over the same documents weighted `lexical_weight`, rescaled), or BM25 alone without an embedder,
+        raised to what the sequence model knows works right after `previous_tool`."""
+        if self.semantic is not None and query:
+            w = self.config.lexical_weight
+            scores = self.semantic.scores(query) + w * self.index.scores(query)
+            scores /= 1 + w
+        else:
+            scores = self.index.scores(query or "")  # read-only (cached): copied before raising
         follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
         if follow:
             scores = scores.copy()

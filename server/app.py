@@ -249,6 +249,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         if tool.takes_session:
             key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, ctx.request)
             session = app.learning.sessions.get(key)
+            session.connection = app.learning.sessions.resolve(None, None, ctx.request)
         output = await tool.handler(args, session)
         return types.CallToolResult(
             content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
@@ -263,7 +264,10 @@ def build_server(app: Toolwise) -> Server[Any]:
                 f"unknown tool {name!r}: toolwise serves {len(app.list_tools())} tools, see tools/list "
                 "(downstream tools are named server__tool)"
             )
-        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, ctx.request))
+        sessions = app.learning.sessions
+        connection = sessions.resolve(None, None, ctx.request)
+        fallback = sessions.resolve(None, meta, ctx.request) if meta else connection
+        session, opened = app.learning.attribute(name, meta, connection, fallback)
         started_at, start = utcnow(), time.perf_counter()
         result, error = None, None
         try:
@@ -279,6 +283,7 @@ def build_server(app: Toolwise) -> Server[Any]:
             outcome=outcome_of(result, error),
             started_at=started_at,
             latency_s=latency_s,
+            opened=opened,
         )
         if result is None:
             log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)

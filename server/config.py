@@ -54,7 +54,8 @@ class Settings(BaseSettings):
 
     database_url: str = Field(default_factory=default_database_url)
     namespace: str = Field(default="default", min_length=1, max_length=64)
-    policy: str = "linucb"
+    policy: str = "semantic"
+    embedding: Literal["wordllama", "none"] = "wordllama"  # the prior's text embedding (none: lexical BM25)
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     store_arguments: bool = False
@@ -67,7 +68,7 @@ class Settings(BaseSettings):
     restart_backoff_max_s: float = Field(default=30.0, gt=0)
     mode: Literal["auto", "legacy"] = "auto"  # protocol negotiation with downstream servers
     # capability flags (also TOOLWISE_SHADOW, TOOLWISE_LEARNING, …)
-    shadow: bool = False  # learn, but serve the deterministic baseline (lexical relevance) until switched off
+    shadow: bool = False  # learn, but serve the deterministic baseline (the prior's relevance) until switched off
     learning: bool = True  # off: calls are recorded, nothing is learned
     replay: bool = True
     sequences: bool = True

@@ -39,6 +39,7 @@ class Session:
     decision: Decision | None = None  # the last recommendation not yet followed by a call
     calls: list[Call] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)  # the called tools in order (kept, not rebuilt per call)
+    connection: str | None = None  # the client connection our tools were last called on for it (attribution)
 
     def add(self, call: Call) -> None:
         self.calls.append(call)

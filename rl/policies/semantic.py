@@ -16,9 +16,11 @@ another tool; a success lifts t for that kind of request. Without an embedding (
 the learner) x is the context's hashed feature vector folded onto `dim` components.
 
 Memory: a full per-tool precision matrix over 256 components is 512 KB a tool (524 MB for 1,000
-tools). Here A_t = λI + Σ x xᵀ is kept over `dim` = 128 components as its upper triangle in float32
-(33 KB a tool) and θ_t is re-solved from it on each update of t (one 128×128 solve, off the call's
-path); deciding reads only θ (one matrix-vector product over all tools) and diag(A) for the widths.
+tools). Here A_t⁻¹ (A_t = λI + Σ x xᵀ) is kept over `dim` = 128 components as its upper triangle in
+float32 (33 KB a tool) and updated by Sherman–Morrison, θ_t by the matching recursive-least-squares
+step: exact ridge, no solve, and no BLAS call on an update (a multi-threaded BLAS on small matrices
+costs milliseconds on a loaded machine). Deciding reads θ (one matrix-vector product over all tools)
+and diag(A_t⁻¹) for the widths (the diagonal approximation of xᵀA_t⁻¹x).
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from toolwise.rl.replay import Batch
 class SemanticConfig:
     dim: int = 128  # leading embedding components the residual learns over
     regularisation: float = 1.0  # λ
-    prior_weight: float = 0.55  # β: about the normalised reward gap between a success and a failure
+    prior_weight: float = (
+        0.7  # β: about the normalised reward gap between a success and a failure, × (1 + lexical_weight)
+    )
     alpha: float = 0.05  # exploration bonus per unit of (diagonal) confidence width
     epsilon: float = 0.0  # uniform choice over the shortlist (off: it cost 1–2 points of accuracy on real requests)
     shortlist: int = 20
@@ -63,11 +67,13 @@ class SemanticUCB:
         self.config = c = config or SemanticConfig()
         self._upper = np.triu_indices(c.dim)
         self._diagonal = np.flatnonzero(self._upper[0] == self._upper[1])  # where A_ii sits in a packed row
-        self._identity = np.eye(c.dim)[self._upper].astype(np.float32)
+        packed_index = np.zeros((c.dim, c.dim), dtype=np.int64)
+        packed_index[self._upper] = np.arange(len(self._upper[0]))
+        self._unpack = np.maximum(packed_index, packed_index.T)  # full (i, j) → its packed slot
+        self._identity = np.eye(c.dim)[self._upper].astype(np.float32) / c.regularisation
         self.theta = np.zeros((16, c.dim))
-        self.b = np.zeros((16, c.dim))
-        self.a = np.repeat(self._identity[None] * c.regularisation, 16, 0)  # packed upper triangles
-        self.a_diag = np.full((16, c.dim), c.regularisation)
+        self.a_inv = np.repeat(self._identity[None], 16, 0)  # packed upper triangles of A_t⁻¹
+        self.inv_diag = np.full((16, c.dim), 1.0 / c.regularisation)
         self.intercept = 0.0
         self.observed = 0
 
@@ -93,9 +99,8 @@ class SemanticUCB:
         grow = max(2 * rows, arm + 1) - rows
         c = self.config
         self.theta = np.concatenate([self.theta, np.zeros((grow, c.dim))])
-        self.b = np.concatenate([self.b, np.zeros((grow, c.dim))])
-        self.a = np.concatenate([self.a, np.repeat(self._identity[None] * c.regularisation, grow, 0)])
-        self.a_diag = np.concatenate([self.a_diag, np.full((grow, c.dim), c.regularisation)])
+        self.a_inv = np.concatenate([self.a_inv, np.repeat(self._identity[None], grow, 0)])
+        self.inv_diag = np.concatenate([self.inv_diag, np.full((grow, c.dim), 1.0 / c.regularisation)])
 
     # -- deciding ----------------------------------------------------------------------------------
 
@@ -121,8 +126,8 @@ class SemanticUCB:
         if len(means) > c.shortlist:
             short = np.argpartition(-means, c.shortlist - 1)[: c.shortlist]
             arms, means = arms.take(short), means.take(short)
-        # Width from diag(A): cheap (no solve per arm) and shrinking as a tool is tried on such queries.
-        width = np.sqrt((x * x) @ (1.0 / self.a_diag.take(arms, 0)).T)
+        # Width from diag(A⁻¹): cheap, and shrinking as a tool is tried on such queries.
+        width = np.sqrt(self.inv_diag.take(arms, 0) @ (x * x))
         ucb = width * c.alpha
         ucb += means
         order, best, ties = rank(ucb, rng)
@@ -137,20 +142,20 @@ class SemanticUCB:
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         """Ridge step for `arm` towards the residual reward − β·prior (centred by the running intercept)."""
         self._ensure(arm)
-        c = self.config
         x = self.features(context)
-        target = reward - c.prior_weight * prior
-        error = target - self.intercept - float(self.theta[arm] @ x)
+        target = reward - self.config.prior_weight * prior
+        theta = self.theta[arm]
+        error = target - self.intercept - float((theta * x).sum())
         self.observed += 1
         self.intercept += (target - self.intercept) / self.observed
-        packed = self.a[arm]
-        packed += np.outer(x, x)[self._upper].astype(np.float32)
-        self.a_diag[arm] = packed[self._diagonal]
-        self.b[arm] += (target - self.intercept) * x
-        full = np.zeros((c.dim, c.dim))
-        full[self._upper] = packed
-        full = full + np.triu(full, 1).T
-        self.theta[arm] = np.linalg.solve(full, self.b[arm])
+        residual = target - self.intercept - float((theta * x).sum())  # against the updated intercept
+        packed = self.a_inv[arm]
+        u = (packed.take(self._unpack) * x).sum(axis=1)  # A⁻¹x (elementwise: no BLAS)
+        denominator = 1.0 + float((x * u).sum())
+        rows, cols = self._upper
+        packed -= ((u.take(rows) * u.take(cols)) / denominator).astype(np.float32)
+        self.inv_diag[arm] = packed.take(self._diagonal)
+        theta += u * (residual / denominator)
         return Update(error, None)
 
     def replay(self, batch: Batch) -> NDArray[np.float64]:
@@ -164,23 +169,21 @@ class SemanticUCB:
             "schema": self.SCHEMA,
             "config": asdict(self.config),
             "theta": self.theta.copy(),
-            "b": self.b.copy(),
-            "a": self.a.copy(),
+            "a_inv": self.a_inv.copy(),
             "intercept": self.intercept,
             "observed": self.observed,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)
-        a = np.asarray(state["a"], dtype=np.float32)
-        if a.shape[1:] != (len(self._upper[0]),):
+        a_inv = np.asarray(state["a_inv"], dtype=np.float32)
+        if a_inv.shape[1:] != (len(self._upper[0]),):
             learned = state["config"]["dim"]
             raise ValueError(f"state learned over {learned} components, this policy uses {self.config.dim}")
-        self.a = a.copy()
-        self.a_diag = a[:, self._diagonal].astype(np.float64)
+        self.a_inv = a_inv.copy()
+        self.inv_diag = a_inv[:, self._diagonal].astype(np.float64)
         self.theta = np.asarray(state["theta"], dtype=np.float64).copy()
-        self.b = np.asarray(state["b"], dtype=np.float64).copy()
         self.intercept, self.observed = float(state["intercept"]), int(state["observed"])
 
     def nbytes(self) -> int:
-        return self.theta.nbytes + self.b.nbytes + self.a.nbytes + self.a_diag.nbytes
+        return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes
