@@ -10,6 +10,7 @@ touches the network (a missing file is a loud FileNotFoundError, not a download)
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,8 +48,9 @@ class WordLlamaEmbedder:
         return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
+@functools.cache
 def load_embedder(kind: str) -> WordLlamaEmbedder | None:
-    """The configured embedder (`none`: the prior stays lexical)."""
+    """The configured embedder (`none`: the prior stays lexical); loaded once per process (immutable)."""
     if kind == "none":
         return None
     if kind == "wordllama":
