@@ -149,7 +149,8 @@ class Learner:
         for tool in tools:
             self.tools.intern(tool.name)
             self.descriptions[tool.name] = tool.description
-            self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
+            if tool.document or tool.name not in self.documents:  # a restored state's docs name no parameters
+                self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self._grow(len(self.tools))
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed

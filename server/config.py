@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     snapshot_tools: bool = False  # expose snapshot_* admin MCP tools
     retention_days: float | None = Field(default=None, gt=0)  # prune executions older than this
     # shields
-    shield_failure_rate: float | None = Field(default=0.5, ge=0, le=1)
+    shield_failure_rate: float | None = Field(default=None, ge=0, le=1)  # off: a failure is mostly a wrong pick
     shield_p95_latency_ms: float | None = Field(default=None, gt=0)
     shield_window: int = Field(default=20, ge=1)
     shield_min_calls: int = Field(default=5, ge=1)
