@@ -47,6 +47,8 @@ class SemanticIndex:
             np.stack([known[d] for d in documents]).astype(np.float32) if documents else np.zeros((0, 1), np.float32)
         )
         self._queries: dict[str, tuple[NDArray[np.float32], NDArray[np.float64]]] = {}
+        self.no_query = np.zeros(self.vectors.shape[1], dtype=np.float32)
+        self.no_query.setflags(write=False)
 
     def __len__(self) -> int:
         return len(self.vectors)

@@ -185,8 +185,9 @@ class Learner:
     def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
         """The context, with the query's embedding when the prior is semantic (embedded once per query)."""
         context = self.config.encoder.encode(query, previous_tool, session_length)
-        if self.semantic is not None and context.embedding is None and query:
-            context.embedding = self.semantic.query(query)
+        if self.semantic is not None and context.embedding is None:
+            # no query, nothing to learn over: the zero vector keeps the policy in the embedding's space
+            context.embedding = self.semantic.query(query) if query else self.semantic.no_query
         return context
 
     # -- deciding ----------------------------------------------------------------------------------
