@@ -232,7 +232,8 @@ def episodes(env: MultiStep, rng: np.random.Generator, steps: int):  # type: ign
 
 
 def run_multistep_reference(env: MultiStep, seed: int, steps: int, checkpoints: list[int]) -> list[float]:
-    """Per-tool LinUCB (full precision, α = 0.5) over one-hot query words + step + previous tool."""
+    """Per-tool LinUCB (full precision, α = 0.5) over one-hot query words + step + previous tool, learning
+    the normalised reward − ½."""
     rng = np.random.default_rng(seed)
     vocab = {w: i for i, w in enumerate(sorted({w for ws in env.task_words for w in ws} | set(env.noise)))}
     k = len(env.tools)
@@ -255,7 +256,7 @@ def run_multistep_reference(env: MultiStep, seed: int, steps: int, checkpoints: 
         reward = normalise(WEIGHTS, (WEIGHTS.success if success else WEIGHTS.failure) - 0.1 * latency)
         ax = a_inv[arm] @ x
         a_inv[arm] -= np.outer(ax, ax) / (1 + x @ ax)
-        b[arm] += reward * x
+        b[arm] += (reward - 0.5) * x  # centred: a failure (0.25 normalised) must lower the estimate
         theta[arm] = a_inv[arm] @ b[arm]
         previous = arm
         if t in checkpoints:
