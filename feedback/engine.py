@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 import sqlalchemy
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -81,12 +81,15 @@ class BatchWriter:
         _sqlite_pragmas(self.engine, synchronous)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="toolwise-sqlite-writer")
 
-    async def execute(self, sql: str, params: Sequence[Any]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._execute, sql, params)
+    async def execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None = None) -> None:
+        """Run `sql` for every parameter row, then `then(connection)`, in one transaction."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._execute, sql, params, then)
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+    def _execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None) -> None:
         with self.engine.begin() as conn:
             conn.exec_driver_sql(sql, params)  # type: ignore[arg-type]
+            if then is not None:
+                then(conn)
 
     async def aclose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)

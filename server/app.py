@@ -78,8 +78,8 @@ class Toolwise:
         await self.feedback.start()
         await self.catalogue.start()
         self.learning.set_tools(self.catalogue.tools())
-        restored = await self.learning.restore_latest()
-        log.info("learned state: %s; serving %s", restored, self.learning.serving)
+        loaded = await self.learning.load_latest()
+        log.info("learned state: %s; serving %s once the log after it is learned", loaded, self.learning.serving)
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
         return self
@@ -90,8 +90,10 @@ class Toolwise:
                 self._upkeep.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._upkeep
+            # The snapshot first: a client gives a server little time once it closes stdin (the SDK's
+            # stdio client: 2 s, then SIGTERM, then SIGKILL 2 s later). Other instances' newest log
+            # entries are not synced first: the next start learns them from the log anyway.
             await self.learning.aclose()
-            await self.learning.sync()
             await self.learning.save_snapshot("shutdown")
             await self._heartbeat(stopped=True)
         finally:
@@ -104,6 +106,10 @@ class Toolwise:
     async def _upkeep_loop(self) -> None:
         settings = self.config.toolwise
         tick = settings.sync_interval_s or 5.0
+        try:  # start-up: learn the log after the loaded snapshot while tools/list and calls are served
+            await self.learning.catch_up(settings.snapshot_rows)
+        except Exception:
+            log.exception("catching up with the log failed (the next sync resumes it)")
         last_snapshot = last_heartbeat = time.monotonic()
         while True:
             await asyncio.sleep(tick)
@@ -111,7 +117,10 @@ class Toolwise:
                 await self.learning.follow_restores()
                 if settings.sync_interval_s:
                     await self.learning.sync()
-                if settings.snapshot_interval_s and time.monotonic() - last_snapshot >= settings.snapshot_interval_s:
+                interval = settings.snapshot_interval_s
+                by_time = interval and time.monotonic() - last_snapshot >= interval
+                by_rows = settings.snapshot_rows and self.learning.unsnapshotted >= settings.snapshot_rows
+                if by_time or by_rows:
                     last_snapshot = time.monotonic()
                     await self.learning.save_snapshot("periodic")
                     await self.prune()

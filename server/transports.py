@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 
+import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -20,9 +23,22 @@ async def serve_stdio(config: AppConfig) -> None:
     """One client on stdin/stdout (how Claude Desktop starts a server)."""
     async with Toolwise(config) as app:
         server = build_server(app)
-        async with stdio_server() as (read, write):
-            log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
-            await server.run(read, write, server.create_initialization_options())
+        with anyio.CancelScope() as serving:
+            _stop_on_sigterm(serving)
+            async with stdio_server() as (read, write):
+                log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
+                await server.run(read, write, server.create_initialization_options())
+
+
+def _stop_on_sigterm(serving: anyio.CancelScope) -> None:
+    """SIGTERM (a client's next step when closing stdin did not stop us in time) ends serving and runs
+    the ordinary shutdown, snapshot first; once shutting down, a SIGTERM no longer interrupts it."""
+
+    def stop() -> None:
+        log.info("SIGTERM: stopping" if not serving.cancel_called else "SIGTERM while stopping: finishing")
+        serving.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
 
 
 async def serve_http(config: AppConfig, host: str, port: int) -> None:
