@@ -67,6 +67,7 @@ class Toolwise:
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
+        self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}
@@ -77,6 +78,7 @@ class Toolwise:
     async def __aenter__(self) -> Toolwise:
         await self.feedback.start()
         await self.catalogue.start()
+        self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
         loaded = await self.learning.load_latest()
         log.info("learned state: %s; serving %s once the log after it is learned", loaded, self.learning.serving)
@@ -198,10 +200,12 @@ class Toolwise:
         }
 
     def list_tools(self) -> list[types.Tool]:
-        return self._own_definitions + self.catalogue.tools()
+        """What tools/list answers: prepared once per catalogue change, not per request."""
+        return self._listed
 
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
+        self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
         await self.bus.publish(ToolsListChanged())
         for key, session in list(self._legacy_clients.items()):
