@@ -93,11 +93,16 @@ class Toolwise:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._upkeep
             # The snapshot first: a client gives a server little time once it closes stdin (the SDK's
-            # stdio client: 2 s, then SIGTERM, then SIGKILL 2 s later). Other instances' newest log
-            # entries are not synced first: the next start learns them from the log anyway.
+            # stdio client: 2 s, then SIGTERM, then SIGKILL 2 s later). Then, time allowing, a sync
+            # moves the watermark over this run's own newest entries (and learns the other
+            # instances'), and a second snapshot saves the next start from reading them again.
             await self.learning.aclose()
             await self.learning.save_snapshot("shutdown")
             await self._heartbeat(stopped=True)
+            marks = self.learning.executions_mark.floor, self.learning.ratings_mark.floor
+            await self.learning.sync()
+            if (self.learning.executions_mark.floor, self.learning.ratings_mark.floor) != marks:
+                await self.learning.save_snapshot("shutdown")
         finally:
             self.listeners.close()
             await self.catalogue.aclose()
