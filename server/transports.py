@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+from typing import Any
 
-import anyio
 import uvicorn
+from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
@@ -20,25 +22,34 @@ log = logging.getLogger(__name__)
 
 
 async def serve_stdio(config: AppConfig) -> None:
-    """One client on stdin/stdout (how Claude Desktop starts a server)."""
+    """One client on stdin/stdout (how Claude Desktop starts a server). Serving ends when the client
+    closes stdin or sends SIGTERM (the SDK's stdio client does so 2 s after closing stdin); either way
+    the ordinary shutdown runs, snapshot first."""
+    terminated = asyncio.Event()
     async with Toolwise(config) as app:
         server = build_server(app)
-        with anyio.CancelScope() as serving:
-            _stop_on_sigterm(serving)
-            async with stdio_server() as (read, write):
-                log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
-                await server.run(read, write, server.create_initialization_options())
+        ended = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: (terminated.set(), ended.set()))
+        serving = asyncio.create_task(_serve_stdio(server, app), name="toolwise-stdio")
+        serving.add_done_callback(lambda _: ended.set())
+        await ended.wait()
+        if serving.done():
+            serving.result()  # a transport failure is raised, not swallowed
+        else:
+            serving.cancel()  # not awaited: its thread stays blocked reading stdin until the process ends
+    if terminated.is_set():
+        # The shutdown is done (snapshot, records flushed, downstreams closed); the stdin reader's thread
+        # cannot be interrupted, so leave without waiting for it, as SIGTERM asks.
+        log.info("toolwise stopped (SIGTERM)")
+        logging.shutdown()
+        os._exit(0)
 
 
-def _stop_on_sigterm(serving: anyio.CancelScope) -> None:
-    """SIGTERM (a client's next step when closing stdin did not stop us in time) ends serving and runs
-    the ordinary shutdown, snapshot first; once shutting down, a SIGTERM no longer interrupts it."""
-
-    def stop() -> None:
-        log.info("SIGTERM: stopping" if not serving.cancel_called else "SIGTERM while stopping: finishing")
-        serving.cancel()
-
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
+async def _serve_stdio(server: Server[Any], app: Toolwise) -> None:
+    async with stdio_server() as (read, write):
+        log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
+        await server.run(read, write, server.create_initialization_options())
 
 
 async def serve_http(config: AppConfig, host: str, port: int) -> None:

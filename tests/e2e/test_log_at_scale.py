@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from tests.e2e.conftest import rows, time_server, toolwise
+from tests.e2e.conftest import BIN, rows, time_server, toolwise
 from toolwise.feedback import Execution, FeedbackService, utcnow
 
 ROWS = 100_000
@@ -52,3 +54,24 @@ async def test_closing_stdin_on_a_long_log_leaves_the_shutdown_snapshot(
     # The client closed stdin (and would have sent SIGTERM after 2 s): the snapshot was stored first.
     assert ("shutdown",) in rows(db, "SELECT source FROM snapshots")
     assert rows(db, "SELECT count(*) FROM instances WHERE stopped_at IS NOT NULL") == [(1,)]
+
+
+def test_sigterm_stops_toolwise_with_its_shutdown_snapshot(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    config = write_config({"time": time_server()})
+    server = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--config", str(config), "--log-level", "info"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    try:
+        for line in server.stderr:  # wait until it serves
+            if "toolwise serving" in line:
+                break
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    finally:
+        server.kill()
+    assert rows(tmp_path / "toolwise.db", "SELECT source FROM snapshots") == [("shutdown",)]
