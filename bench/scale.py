@@ -337,6 +337,10 @@ async def main() -> None:
             f"{p(cold.proxied, 50) / p(ref.proxied, 50):.2f}×",
         )
         report.add("get_tool_metrics, all tools", f"{p(cold.metrics, 50):.1f} ms", "< 20 ms at 1M")
+        seconds, peak = run_cli("inspect", "status", "--config", str(config))
+        report.add(
+            "reference: `inspect status` (CLI start-up, a few small queries)", f"{seconds:.1f} s, {peak:.0f} MB peak"
+        )
         seconds, peak = run_cli("inspect", "progress", "--config", str(config), "--hours", "9000")
         report.add("inspect progress", f"{seconds:.1f} s, {peak:.0f} MB peak")
         out = work / "export.out"

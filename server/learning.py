@@ -141,6 +141,7 @@ class LearningService:
         self.unsnapshotted = 0  # executions learned since the newest snapshot (snapshots by row count)
         self.catching_up = False  # replaying the log after start-up: recommendations come from the prior
         self.replay_done = self.replay_total = 0  # log entries replayed / to replay
+        self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
 
     def _new_learner(self) -> Learner:
         s = self.settings
@@ -560,27 +561,14 @@ class LearningService:
         mark = self.executions_mark
         self.replay_done = self.replay_total = 0
         self.catching_up = True
-        began = last_report = time.monotonic()
-
-        def progress(entries: int) -> None:
-            nonlocal last_report
-            self.replay_done += entries
-            if time.monotonic() - last_report >= REPLAY_REPORT_S:
-                last_report = time.monotonic()
-                rate = self.replay_done / max(last_report - began, 1e-9)
-                log.info(
-                    "replaying the log: %d of %d entries (%.0f%%, %.0f/s)",
-                    self.replay_done,
-                    self.replay_total,
-                    100 * self.replay_done / max(self.replay_total, 1),
-                    rate,
-                )
-
+        began = self._replay_reported = time.monotonic()
         learned, cursor = 0, mark.floor
         try:
             self.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
             while True:
-                n, cursor, done = await self._sync_executions(progress, after_seq=cursor, limit=snapshot_rows or None)
+                n, cursor, done = await self._sync_executions(
+                    self._replayed, after_seq=cursor, limit=snapshot_rows or None
+                )
                 learned += n
                 self.synced += n
                 if done:
@@ -593,6 +581,15 @@ class LearningService:
         if self.replay_total:
             log.info("caught up with the log: %d entries learned in %.1f s", learned, time.monotonic() - began)
         return learned
+
+    def _replayed(self, entries: int) -> None:
+        """Count a batch of replayed log entries; say how far the replay is every REPLAY_REPORT_S."""
+        self.replay_done += entries
+        now = time.monotonic()
+        if now - self._replay_reported >= REPLAY_REPORT_S:
+            self._replay_reported = now
+            share = 100 * self.replay_done / max(self.replay_total, 1)
+            log.info("replaying the log: %d of %d entries (%.0f%%)", self.replay_done, self.replay_total, share)
 
     async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it
