@@ -40,6 +40,7 @@ from toolwise.server.tools import OwnTool, own_tools
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+UNMARKED_RESNAPSHOT = 10_000  # own executions unseen in the log that make a shutdown sync and snapshot again
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
@@ -93,15 +94,15 @@ class Toolwise:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._upkeep
             # The snapshot first: a client gives a server little time once it closes stdin (the SDK's
-            # stdio client: 2 s, then SIGTERM, then SIGKILL 2 s later). Then, time allowing, a sync
-            # moves the watermark over this run's own newest entries (and learns the other
-            # instances'), and a second snapshot saves the next start from reading them again.
+            # stdio client: 2 s, then SIGTERM, then SIGKILL 2 s later). The snapshot lists this run's
+            # own executions not yet seen in the log, for the next start to skip; when they are many
+            # (no periodic sync ran), a sync moves the watermark over them and a second snapshot
+            # saves the next start from reading them again.
             await self.learning.aclose()
             await self.learning.save_snapshot("shutdown")
             await self._heartbeat(stopped=True)
-            marks = self.learning.executions_mark.floor, self.learning.ratings_mark.floor
-            await self.learning.sync()
-            if (self.learning.executions_mark.floor, self.learning.ratings_mark.floor) != marks:
+            if self.learning.unmarked >= UNMARKED_RESNAPSHOT:
+                await self.learning.sync()
                 await self.learning.save_snapshot("shutdown")
         finally:
             self.listeners.close()

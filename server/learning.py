@@ -219,6 +219,11 @@ class LearningService:
         return call.execution_id
 
     @property
+    def unmarked(self) -> int:
+        """Own executions learned live whose place in the log no sync has seen yet."""
+        return len(self._live)
+
+    @property
     def pending(self) -> int:
         return len(self._pending)
 
