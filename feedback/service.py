@@ -692,7 +692,8 @@ class FeedbackService:
         """Metrics for every tool (or one), from the summaries maintained with the log: O(tools), not
         O(executions); p95 within `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value."""
         await self.flush()
-        query = select(ToolStatsRow.__table__).where(ToolStatsRow.namespace == namespace).order_by(ToolStatsRow.tool)
+        columns = [c for c in ToolStatsRow.__table__.columns if c.key != "latency_counts"]
+        query = select(*columns).where(ToolStatsRow.namespace == namespace).order_by(ToolStatsRow.tool)
         if tool is not None:
             query = query.where(ToolStatsRow.tool == tool)
         async with self.engine.connect() as conn:

@@ -5,7 +5,8 @@ rating sum), the last use, and a latency histogram over fixed logarithmic bucket
 bucket i holds latencies in (γ^(i-1), γ^i] ms, γ = (1+α)/(1-α), so any quantile read from it is within
 a relative error α = 1% of the exact nearest-rank value). The histogram is mergeable (bucket counts
 add), so a batch's latencies are folded in with one read-modify-write of the rows it touches, in the
-transaction that inserts the batch: the summaries never disagree with the log.
+transaction that inserts the batch: the summaries never disagree with the log. The p95 is read off
+the histogram then and stored beside it, so `get_tool_metrics` reads a few numbers per tool.
 """
 
 from __future__ import annotations
@@ -81,10 +82,10 @@ def _histogram(blob: bytes | None) -> NDArray[np.int64]:
     return np.frombuffer(blob, dtype="<i8") if blob else np.zeros(0, dtype=np.int64)
 
 
-def _merge(offset: int, counts: NDArray[np.int64], add: dict[int, int], sign: int) -> tuple[int, bytes]:
-    """Fold `add` into a histogram (sign −1 subtracts); returns the new offset and blob."""
+def _merge(offset: int, counts: NDArray[np.int64], add: dict[int, int], sign: int) -> tuple[int, NDArray[np.int64]]:
+    """Fold `add` into a histogram (sign −1 subtracts); returns the new offset and counts."""
     if not add:
-        return offset, counts.astype("<i8").tobytes()
+        return offset, counts
     low, high = min(add), max(add)
     if len(counts):
         low, high = min(low, offset), max(high, offset + len(counts) - 1)
@@ -95,9 +96,8 @@ def _merge(offset: int, counts: NDArray[np.int64], add: dict[int, int], sign: in
         merged[bucket - low] += sign * n
     nonzero = np.flatnonzero(merged)
     if not len(nonzero):
-        return 0, b""
-    merged = merged[nonzero[0] : nonzero[-1] + 1]
-    return low + int(nonzero[0]), merged.astype("<i8").tobytes()
+        return 0, np.zeros(0, dtype=np.int64)
+    return low + int(nonzero[0]), merged[nonzero[0] : nonzero[-1] + 1]
 
 
 def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
@@ -128,7 +128,7 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
     updates = []
     for key in keys:
         d, row = changes[key], current[key]
-        offset, blob = _merge(row.latency_offset, _histogram(row.latency_counts), d.buckets, sign)
+        offset, counts = _merge(row.latency_offset, _histogram(row.latency_counts), d.buckets, sign)
         last = row.last_used if sign < 0 or d.last_used is None else max(filter(None, (row.last_used, d.last_used)))
         updates.append(
             {
@@ -138,8 +138,9 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
                 "successes": row.successes + sign * d.successes,
                 "latency_sum_ms": row.latency_sum_ms + sign * d.latency_sum_ms,
                 "last_used": last,
+                "p95_latency_ms": quantile(offset, counts, 0.95),
                 "latency_offset": offset,
-                "latency_counts": blob,
+                "latency_counts": counts.astype("<i8").tobytes(),
             }
         )
     conn.execute(
@@ -162,19 +163,19 @@ def add_ratings(conn: Connection, ratings: Sequence[tuple[str, str, int]], sign:
 
 
 def metrics(rows: Iterable[Any]) -> list[ToolMetrics]:
-    """ToolMetrics from `tool_stats` rows (tools with no calls left out)."""
+    """ToolMetrics from `tool_stats` rows (tools with no calls left out); p95 was computed from the
+    histogram when the row was written, so reading needs no histogram."""
     out = []
     for r in rows:
         if r.calls <= 0:
             continue
-        counts = _histogram(r.latency_counts)
         out.append(
             ToolMetrics(
                 tool=r.tool,
                 calls=r.calls,
                 success_rate=r.successes / r.calls,
                 avg_latency_ms=r.latency_sum_ms / r.calls,
-                p95_latency_ms=quantile(r.latency_offset, counts, 0.95),
+                p95_latency_ms=r.p95_latency_ms,
                 avg_rating=r.rating_sum / r.ratings if r.ratings else None,
                 ratings=r.ratings,
                 last_used=r.last_used,

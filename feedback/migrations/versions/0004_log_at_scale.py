@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("last_used", UTCDateTime, nullable=True),
         sa.Column("ratings", sa.Integer, nullable=False, server_default="0"),
         sa.Column("rating_sum", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("p95_latency_ms", sa.Float, nullable=False, server_default="0"),
         sa.Column("latency_offset", sa.Integer, nullable=False, server_default="0"),
         sa.Column("latency_counts", sa.LargeBinary, nullable=True),
     )
