@@ -297,15 +297,24 @@ async def export_rows(feedback: FeedbackService) -> float:
 
 
 def run_cli(*args: str) -> tuple[float, float]:
-    """Seconds and peak RSS (MB) of one `toolwise …` command."""
+    """Seconds and peak RSS (MB) of one `toolwise …` command. The peak is the child's own VmHWM, sampled
+    until it exits: a waited child's ru_maxrss on Linux starts from this (large) process's peak."""
     begin = time.perf_counter()
     proc = subprocess.Popen([str(BIN / "toolwise"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak_kb = 0
+    while proc.poll() is None:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            break
+        hwm = [line for line in status.splitlines() if line.startswith("VmHWM:")]
+        peak_kb = max([peak_kb, *(int(line.split()[1]) for line in hwm)])
+        time.sleep(0.02)
+    _, err = proc.communicate()
     seconds = time.perf_counter() - begin
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
-        raise RuntimeError(f"toolwise {' '.join(args)} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
-    return seconds, usage.ru_maxrss / 1024
+        raise RuntimeError(f"toolwise {' '.join(args)} failed: {err.decode()}")
+    return seconds, peak_kb / 1024
 
 
 async def ensure_snapshot(db: Path) -> None:
