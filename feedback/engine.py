@@ -106,12 +106,15 @@ class BatchWriter:
         _sqlite_pragmas(self.engine, synchronous)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="toolwise-sqlite-writer")
 
-    async def execute(self, sql: str, params: Sequence[Any]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._execute, sql, params)
+    async def execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None = None) -> None:
+        """Run `sql` for every parameter row, then `then(connection)`, in one transaction."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._execute, sql, params, then)
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+    def _execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None) -> None:
         with self.engine.begin() as conn:
             conn.exec_driver_sql(sql, params)  # type: ignore[arg-type]
+            if then is not None:
+                then(conn)
 
     async def run(self, work: Callable[[Connection], R]) -> R:
         """Run `work` in a transaction of its own on this thread (other writes to the same file)."""

@@ -155,6 +155,19 @@ class ActionSummary:
 
 
 @dataclass(slots=True, frozen=True)
+class TrendBucket:
+    """One slice of time of the log: calls, mean reward, success rate, and the exploration rate among
+    calls that followed a recommendation (None when none did)."""
+
+    start: datetime
+    end: datetime
+    calls: int
+    mean_reward: float | None
+    success_rate: float
+    exploration_rate: float | None
+
+
+@dataclass(slots=True, frozen=True)
 class WriterStats:
     """Counters of the group-commit writer, for health checks and metrics."""
 

@@ -65,9 +65,28 @@ class ExecutionRow(Base):
 
     __table_args__ = (
         Index("ix_executions_ns_tool", "namespace", "tool"),
+        Index("ix_executions_ns_seq", "namespace", "seq"),  # the log's order: replay, sync, export walk it
         Index("ix_executions_session", "session_id"),
         Index("ix_executions_finished", "finished_at"),
     )
+
+
+class ToolStatsRow(Base):
+    """Running per-tool summaries kept with the log (`feedback/toolstats.py`): metrics in O(tools)."""
+
+    __tablename__ = "tool_stats"
+
+    namespace: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(128), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    successes: Mapped[int] = mapped_column(Integer, default=0)
+    latency_sum_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    last_used: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    ratings: Mapped[int] = mapped_column(Integer, default=0)
+    rating_sum: Mapped[int] = mapped_column(Integer, default=0)
+    p95_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)  # from the histogram, kept with it
+    latency_offset: Mapped[int] = mapped_column(Integer, default=0)  # bucket of latency_counts[0]
+    latency_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # little-endian int64 per bucket
 
 
 class RatingRow(Base):

@@ -13,17 +13,35 @@ import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from alembic.util.exc import CommandError as AlembicError
-from sqlalchemy import Connection, Float, Integer, Select, cast, delete, func, insert, select, update
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ColumnElement,
+    Connection,
+    Float,
+    Integer,
+    Select,
+    Text,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from toolwise.feedback import toolstats
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, argument_digest, canonical_json, redact, redact_text
 from toolwise.feedback.bulk import CompiledInsert
 from toolwise.feedback.engine import (
@@ -56,6 +74,7 @@ from toolwise.feedback.records import (
     RatingEvent,
     SnapshotRecord,
     ToolMetrics,
+    TrendBucket,
     WriterStats,
     utcnow,
 )
@@ -66,6 +85,7 @@ from toolwise.feedback.schema import (
     RatingRow,
     SecretRow,
     SnapshotRow,
+    ToolStatsRow,
     UTCDateTime,
 )
 from toolwise.feedback.writer import GroupCommitWriter
@@ -74,6 +94,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 _EXECUTION_COLUMNS = tuple(c.key for c in ExecutionRow.__table__.columns if c.key != "seq")
+_Prepared = tuple[list[Any], list[tuple[str, str, bool, float, datetime]]]  # insert parameters, summary inputs
 
 
 class FeedbackService:
@@ -110,7 +131,7 @@ class FeedbackService:
         self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
         self._engine: AsyncEngine | None = None
         self._batches: BatchWriter | None = None  # SQLite files: the executions' own writing thread
-        self._writer: GroupCommitWriter[Execution, list[Any]] | None = None
+        self._writer: GroupCommitWriter[Execution, _Prepared] | None = None
         self._insert: CompiledInsert | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -229,20 +250,29 @@ class FeedbackService:
         """A query or comment as stored: redacted, or not at all with `store_queries` off."""
         return redact_text(text) if text and self._store_queries else None
 
-    def _rows(self, batch: list[Execution]) -> list[Any]:
-        """Driver-ready parameters for a batch (runs on the event loop while the previous batch commits)."""
+    def _rows(self, batch: list[Execution]) -> _Prepared:
+        """Driver-ready parameters for a batch and what its tools' summaries need (runs on the event
+        loop while the previous batch commits; the summaries are folded in on the database's side)."""
         if self._insert is None:
             raise ServiceNotStartedError
-        return self._insert.params([self._row(e) for e in batch])
+        summary = [(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at) for e in batch]
+        return self._insert.params([self._row(e) for e in batch]), summary
 
-    async def _insert_rows(self, params: list[Any]) -> None:
+    async def _insert_rows(self, prepared: _Prepared) -> None:
+        """Insert a batch and fold it into its tools' summaries, in one transaction."""
         if self._insert is None:
             raise ServiceNotStartedError
+        params, summary = prepared
+
+        def summarise(conn: Connection) -> None:
+            toolstats.apply(conn, toolstats.deltas(summary))
+
         if self._batches is not None:
-            await self._batches.execute(self._insert.sql, params)
+            await self._batches.execute(self._insert.sql, params, summarise)
             return
         async with self.engine.begin() as conn:
             await conn.exec_driver_sql(self._insert.sql, params)
+            await conn.run_sync(summarise)
 
     def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
         """Last resort for a record the database refuses: keep it on disk, loudly."""
@@ -278,6 +308,7 @@ class FeedbackService:
                     execution_id=execution_id, rating=rating, comment=comment, created_at=created_at, instance=instance
                 )
             )
+            toolstats.add_ratings(conn, [(execution.namespace, execution.tool, rating)])
             return previous, int(result.inserted_primary_key[0])
 
         previous, rating_id = await self._transaction(write)
@@ -402,6 +433,89 @@ class FeedbackService:
                 return
             after_seq = rows[-1].seq  # type: ignore[assignment]
 
+    async def iter_execution_lines(
+        self,
+        *,
+        namespace: str = "default",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        batch: int = 5000,
+    ) -> AsyncIterator[list[str]]:
+        """Executions finished in [since, until) as JSON objects (one string each, built by the database),
+        oldest first, in batches walking (namespace, seq): an export in bounded memory."""
+        e = ExecutionRow
+        scope = [e.namespace == namespace]
+        if since is not None:
+            scope.append(e.finished_at >= since)
+        if until is not None:
+            scope.append(e.finished_at < until)
+        await self.flush()
+        async with self.engine.connect() as conn:
+            line = _json_object(conn.dialect.name)
+            after = 0
+            if since is not None:  # no execution finished since `since` has a lower seq than this one
+                after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
+        while True:
+            async with self.engine.connect() as conn:
+                rows = (
+                    await conn.execute(select(e.seq, line).where(*scope, e.seq > after).order_by(e.seq).limit(batch))
+                ).all()
+            if rows:
+                yield [text for _, text in rows]
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    async def trend(
+        self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12
+    ) -> list[TrendBucket]:
+        """Calls, mean reward, success rate and exploration rate (among calls that followed a
+        recommendation) per equal slice of time between the first and last execution since `since`,
+        aggregated by the database (one grouped query)."""
+        e = ExecutionRow
+        scope = [e.namespace == namespace] + ([e.finished_at >= since] if since is not None else [])
+        await self.flush()
+        async with self.engine.connect() as conn:
+            span = select(func.min(e.finished_at), func.max(e.finished_at)).where(*scope)
+            first, last = (await conn.execute(span)).one()
+            if first is None:
+                return []
+            first, last = _as_utc(first), _as_utc(last)
+            width = max((last - first).total_seconds(), 1e-3) * (1 + 1e-9) / buckets
+            index: ColumnElement[int]
+            if conn.dialect.name == "postgresql":
+                offset = func.extract("epoch", e.finished_at - first)
+                index = func.least(cast(func.floor(offset / width), Integer), buckets - 1)
+            else:  # SQLite keeps naive UTC text; CAST truncates (offsets are ≥ 0)
+                start = func.julianday(first.strftime("%Y-%m-%d %H:%M:%S.%f"))
+                offset = (func.julianday(e.finished_at) - start) * 86400
+                index = func.min(cast(offset / width, Integer), buckets - 1)
+            bucket = index.label("bucket")
+            query = (
+                select(
+                    bucket,
+                    func.count(),
+                    func.avg(e.reward),
+                    func.avg(cast(e.success, Float)),
+                    func.avg(cast(e.explored, Float)),
+                )
+                .where(*scope)
+                .group_by(bucket)
+                .order_by(bucket)
+            )
+            rows = (await conn.execute(query)).all()
+        return [
+            TrendBucket(
+                first + timedelta(seconds=width * b),
+                first + timedelta(seconds=width * (b + 1)),
+                int(n),
+                _float(reward),
+                float(success),
+                _float(explored),
+            )
+            for b, n, reward, success, explored in rows
+        ]
+
     async def iter_log(
         self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
     ) -> AsyncIterator[list[LogEntry]]:
@@ -514,11 +628,23 @@ class FeedbackService:
             )
         return int(seq or 0), int(rating or 0)
 
-    async def count_executions(self, namespace: str | None = "default") -> int:
+    async def log_heads(self, namespace: str = "default") -> tuple[int, int]:
+        """The newest execution seq of a namespace and the newest rating id of any namespace (0 when
+        none): one statement of two index probes, so a sync that finds nothing new costs O(log n)."""
+        await self.flush()
+        seq = select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace).scalar_subquery()
+        rating = select(func.max(RatingRow.id)).scalar_subquery()
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(seq, rating))).one()
+        return int(row[0] or 0), int(row[1] or 0)
+
+    async def count_executions(self, namespace: str | None = "default", *, after_seq: int = 0) -> int:
         await self.flush()
         query = select(func.count()).select_from(ExecutionRow)
         if namespace is not None:
             query = query.where(ExecutionRow.namespace == namespace)
+        if after_seq:
+            query = query.where(ExecutionRow.seq > after_seq)
         async with self.engine.connect() as conn:
             return int(await conn.scalar(query) or 0)
 
@@ -552,6 +678,7 @@ class FeedbackService:
                 )
                 if not ids:
                     return deleted
+                await conn.run_sync(_forget, ids)
                 await conn.execute(delete(RatingRow).where(RatingRow.execution_id.in_(ids)))
                 await conn.execute(delete(ExecutionRow).where(ExecutionRow.id.in_(ids)))
             deleted += len(ids)
@@ -644,7 +771,19 @@ class FeedbackService:
             ]
 
     async def get_tool_metrics(self, tool: str | None = None, *, namespace: str = "default") -> list[ToolMetrics]:
-        """Metrics for every tool (or one), computed by the database in a single query."""
+        """Metrics for every tool (or one), from the summaries maintained with the log: O(tools), not
+        O(executions); p95 within `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value."""
+        await self.flush()
+        columns = [c for c in ToolStatsRow.__table__.columns if c.key != "latency_counts"]
+        query = select(*columns).where(ToolStatsRow.namespace == namespace).order_by(ToolStatsRow.tool)
+        if tool is not None:
+            query = query.where(ToolStatsRow.tool == tool)
+        async with self.engine.connect() as conn:
+            return toolstats.metrics(await conn.execute(query))
+
+    async def recompute_tool_metrics(self, tool: str | None = None, *, namespace: str = "default") -> list[ToolMetrics]:
+        """The same metrics recomputed from every execution (O(executions), exact p95): a check on the
+        maintained summaries, not for a per-call path."""
         await self.flush()
         async with self.engine.connect() as conn:
             result = await conn.execute(tool_metrics_query(namespace, tool))
@@ -661,6 +800,40 @@ class FeedbackService:
                 )
                 for name, calls, success_rate, avg_latency, p95, avg_rating, ratings, last_used in result
             ]
+
+
+def _forget(conn: Connection, ids: list[str]) -> None:
+    """Take executions about to be pruned (and their ratings) out of their tools' summaries."""
+    e = ExecutionRow
+    rows = conn.execute(select(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at).where(e.id.in_(ids))).all()
+    toolstats.apply(conn, toolstats.deltas(tuple(r) for r in rows), sign=-1)
+    rated = conn.execute(
+        select(e.namespace, e.tool, RatingRow.rating)
+        .join(RatingRow, RatingRow.execution_id == e.id)
+        .where(e.id.in_(ids))
+    ).all()
+    toolstats.add_ratings(conn, [tuple(r) for r in rated], sign=-1)
+
+
+def _json_object(dialect: str) -> ColumnElement[str]:
+    """An execution row as one JSON object built by the database (an export never decodes a row in
+    Python): booleans as true/false, times as ISO 8601 UTC, stored arguments as JSON. SQLite keeps JSON
+    as text, booleans as 0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
+    items: list[Any] = []
+    for column in ExecutionRow.__table__.columns:
+        value: Any = column
+        if dialect != "postgresql":
+            if isinstance(column.type, JSON):
+                value = func.json(column)
+            elif isinstance(column.type, Boolean):
+                value = func.json(case((column.is_(None), None), (column == 1, "true"), else_="false"))
+            elif isinstance(column.type, UTCDateTime):
+                iso = func.replace(column, " ", "T")
+                value = case((func.substr(column, -6) == "+00:00", iso), else_=iso + "+00:00")
+        items += [literal(column.key), value]
+    if dialect == "postgresql":
+        return cast(func.json_build_object(*items), Text)
+    return func.json_object(*items)
 
 
 def _execution(row: Mapping[str, Any]) -> Execution:

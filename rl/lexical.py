@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,26 +12,35 @@ from toolwise.rl.text import tokenize
 
 
 class LexicalIndex:
-    """Okapi BM25 over tool documents; `scores()` is one sparse dot product per query, scaled to [0, 1]."""
+    """Okapi BM25 over tool documents as an inverted index (per term: the documents holding it and its
+    BM25 weight in each), so memory grows with the postings, not tools × vocabulary; `scores()` adds
+    a few postings per query, scaled to [0, 1]."""
 
     def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
-        docs = [tokenize(d) for d in documents]
+        counts = [Counter(tokenize(d)) for d in documents]
         self.vocabulary: dict[str, int] = {}
-        for doc in docs:
-            for token in doc:
-                self.vocabulary.setdefault(token, len(self.vocabulary))
-        tf = np.zeros((len(docs), max(1, len(self.vocabulary))))
-        for row, doc in enumerate(docs):
-            for token in doc:
-                tf[row, self.vocabulary[token]] += 1
-        n = len(docs)
-        df = (tf > 0).sum(axis=0)
+        terms: list[int] = []
+        docs: list[int] = []
+        tfs: list[int] = []
+        for row, doc in enumerate(counts):
+            for token, tf in doc.items():
+                terms.append(self.vocabulary.setdefault(token, len(self.vocabulary)))
+                docs.append(row)
+                tfs.append(tf)
+        n = len(documents)
+        term = np.array(terms, dtype=np.int64)
+        doc_ids = np.array(docs, dtype=np.int32)
+        tf_values = np.array(tfs, dtype=np.float64)
+        df = np.bincount(term, minlength=len(self.vocabulary))
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        lengths = tf.sum(axis=1, keepdims=True)
+        lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
         avg = float(lengths.mean()) if n else 1.0
-        # Precompute the BM25 weight of every (term, document), term-major: a query sums a few rows.
-        weights = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / max(avg, 1e-9)))
-        self._weights = np.ascontiguousarray(weights.T)
+        norm = k1 * (1 - b + b * lengths[doc_ids] / max(avg, 1e-9))
+        weights = idf[term] * tf_values * (k1 + 1) / (tf_values + norm)
+        order = np.argsort(term, kind="stable")  # postings grouped by term (CSR): term t is [start[t], start[t+1])
+        self._docs = doc_ids[order]
+        self._weights = weights[order]
+        self._start = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
         self._size = n
         self._memo: dict[str, NDArray[np.float64]] = {}  # per index: a new catalogue starts afresh
 
@@ -49,9 +59,13 @@ class LexicalIndex:
         return found
 
     def _scores(self, query: str) -> NDArray[np.float64]:
-        vocabulary = self.vocabulary
-        rows = [row for t in tokenize(query) if (row := vocabulary.get(t)) is not None]
-        raw = np.add.reduce(self._weights.take(rows, 0), axis=0) if rows else np.zeros(self._size)
+        vocabulary, start = self.vocabulary, self._start
+        raw = np.zeros(self._size)
+        for token in tokenize(query):
+            term = vocabulary.get(token)
+            if term is not None:  # a term's documents are distinct: a plain fancy-index add is exact
+                postings = slice(start[term], start[term + 1])
+                raw[self._docs[postings]] += self._weights[postings]
         top = float(raw[raw.argmax()]) if self._size else 0.0
         if top > 0:
             raw /= top

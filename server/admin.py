@@ -206,34 +206,6 @@ async def _executions(feedback: FeedbackService, namespace: str, since: datetime
     return found
 
 
-def _trend(executions: list[Execution], buckets: int) -> list[tuple[datetime, int, float, float, float | None]]:
-    """(bucket start, calls, mean reward, success rate, exploration rate) per equal slice of time."""
-    if not executions:
-        return []
-    times = np.array([e.finished_at.timestamp() for e in executions])
-    edges = np.linspace(times.min(), times.max() + 1e-6, buckets + 1)
-    index = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, buckets - 1)
-    rewards = np.array([e.reward if e.reward is not None else np.nan for e in executions])
-    success = np.array([e.success for e in executions], dtype=np.float64)
-    explored = np.array([np.nan if e.explored is None else float(e.explored) for e in executions])
-    out = []
-    for b in range(buckets):
-        mask = index == b
-        if not mask.any():
-            continue
-        followed = explored[mask][~np.isnan(explored[mask])]
-        out.append(
-            (
-                datetime.fromtimestamp(edges[b], UTC),
-                int(mask.sum()),
-                float(np.nanmean(rewards[mask])),
-                float(success[mask].mean()),
-                float(followed.mean()) if len(followed) else None,
-            )
-        )
-    return out
-
-
 @inspect_app.command("progress")
 def inspect_progress(
     config: ConfigOption = None,
@@ -244,25 +216,28 @@ def inspect_progress(
     """Reward trend: calls, mean reward, success and exploration rate per slice of the last HOURS."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        executions = await _executions(feedback, settings.namespace, utcnow() - timedelta(hours=hours))
-        rows = _trend(executions, buckets)
+        with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
+            progress.add_task("aggregating the execution log", total=None)
+            since = utcnow() - timedelta(hours=hours)
+            trend = await feedback.trend(namespace=settings.namespace, since=since, buckets=buckets)
         # Slices split the span the executions cover (not the whole look-back), so each row is labelled
         # with the span it covers and the title says how long that is.
-        first, last = (rows[0][0], max(e.finished_at for e in executions)) if rows else (None, None)
-        width = (last - first) / buckets if first is not None and last is not None else timedelta(0)
+        width = trend[0].end - trend[0].start if trend else timedelta(0)
         title = (
-            f"{_span(last - first)} of executions in the last {hours:g} h, in slices of {_span(width)}"
-            if first is not None and last is not None
+            f"{_span(trend[-1].end - trend[0].start)} of executions in the last {hours:g} h, "
+            f"in slices of {_span(width)}"
+            if trend
             else f"no executions in the last {hours:g} h"
         )
+        fine = "%H:%M:%S.%f" if width < timedelta(seconds=10) else "%H:%M:%S"
         table = Table("span", "calls", "mean reward", "success", "explored", title=title)
-        for start, calls, reward, success, explored in rows:
-            rate = "-" if explored is None else f"{explored:.0%}"
-            fine = "%H:%M:%S.%f" if width < timedelta(seconds=10) else "%H:%M:%S"
-            label = f"{start:%Y-%m-%d} {start.strftime(fine)[:12]}–{(start + width).strftime(fine)[:12]}"
-            table.add_row(label, str(calls), f"{reward:.2f}", f"{success:.0%}", rate)
+        for b in trend:
+            rate = "-" if b.exploration_rate is None else f"{b.exploration_rate:.0%}"
+            mean = "-" if b.mean_reward is None else f"{b.mean_reward:.2f}"
+            label = f"{b.start:%Y-%m-%d} {b.start.strftime(fine)[:12]}–{b.end.strftime(fine)[:12]}"
+            table.add_row(label, str(b.calls), mean, f"{b.success_rate:.0%}", rate)
         console.print(table)
-        console.print(f"{len(executions)} executions")
+        console.print(f"{sum(b.calls for b in trend)} executions")
 
     run(config, work, database_url)
 
@@ -359,29 +334,44 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
 
 @inspect_app.command("export")
 def inspect_export(
-    output: Annotated[Path, typer.Option("--output", "-o", help="JSON file to write.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="JSON Lines file to write.")],
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
+    since: Annotated[datetime | None, typer.Option(help="Only what happened from this time (UTC).")] = None,
+    until: Annotated[datetime | None, typer.Option(help="Only what happened before this time (UTC).")] = None,
 ) -> None:
-    """Everything recorded in the namespace (executions, ratings, episodes, summaries) as JSON."""
+    """Everything recorded in the namespace as JSON Lines, one record a line, each with its "type":
+    an "export" header, then every "execution", "rating", "episode", "action" (per-tool summary) and
+    "snapshot". Written row by row: memory stays flat however long the log."""
+    start, end = _utc(since), _utc(until)
+
+    def within(moment: datetime) -> bool:
+        return (start is None or moment >= start) and (end is None or moment < end)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         ns = settings.namespace
-        executions = await _executions(feedback, ns)
-        ratings: list[dict[str, Any]] = []
-        async for events in feedback.iter_rating_events(namespace=ns):
-            ratings += [{**_plain(e.rating), "previous": e.previous} for e in events]
-        document = {
-            "namespace": ns,
-            "exported_at": utcnow().isoformat(),
-            "executions": [_plain(e) for e in executions],
-            "ratings": ratings,
-            "episodes": [_plain(e) for e in await feedback.get_episodes(namespace=ns, limit=1_000_000)],
-            "actions": [_plain(a) for a in await feedback.action_summary(ns)],
-            "snapshots": [_plain(s) for s in await feedback.list_snapshots(ns)],
-        }
-        output.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
-        console.print(f"wrote {output}: {len(executions)} executions, {len(ratings)} ratings")
+        written = ratings = 0
+        with output.open("w", encoding="utf-8") as out, Progress(console=console, transient=True) as progress:
+            header = {"type": "export", "namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
+            out.write(json.dumps(header, default=str) + "\n")
+            task = progress.add_task("exporting executions", total=await feedback.count_executions(ns))
+            async for lines in feedback.iter_execution_lines(namespace=ns, since=start, until=end):
+                out.write("".join(f'{{"type":"execution",{line[1:]}\n' for line in lines))
+                written += len(lines)
+                progress.advance(task, len(lines))
+            async for events in feedback.iter_rating_events(namespace=ns):
+                for e in events:
+                    if within(e.rating.created_at):
+                        out.write(_line("rating", {**_plain(e.rating), "previous": e.previous}))
+                        ratings += 1
+            for episode in await feedback.get_episodes(namespace=ns, limit=1_000_000):
+                if within(episode.ended_at):
+                    out.write(_line("episode", _plain(episode)))
+            for action in await feedback.action_summary(ns):
+                out.write(_line("action", _plain(action)))
+            for snapshot in await feedback.list_snapshots(ns):
+                out.write(_line("snapshot", _plain(snapshot)))
+        console.print(f"wrote {output}: {written} executions, {ratings} ratings")
 
     run(config, work, database_url)
 
@@ -396,6 +386,17 @@ def _span(delta: timedelta) -> str:
     if seconds < 120:
         return f"{seconds:.3g} s"
     return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A time from the command line, read as UTC unless it names its zone."""
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _line(kind: str, fields: dict[str, Any]) -> str:
+    return json.dumps({"type": kind, **fields}, default=str) + "\n"
 
 
 def _plain(record: Any) -> dict[str, Any]:

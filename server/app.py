@@ -47,6 +47,7 @@ from toolwise.server.tools import OwnTool, own_tools
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+UNMARKED_RESNAPSHOT = 10_000  # own executions unseen in the log that make a shutdown sync and snapshot again
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 _WATCHED = "toolwise/watched"  # marks a connection whose end frees its session
 STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
@@ -79,6 +80,7 @@ class Toolwise:
         )
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
         self.catalogue.reserved = frozenset(self.own)
+        self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
         self._legacy_clients: dict[str, ServerSession] = {}
@@ -91,9 +93,10 @@ class Toolwise:
     async def __aenter__(self) -> Toolwise:
         await self.feedback.start()
         await self.catalogue.start()
+        self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
-        restored = await self.learning.restore_latest()
-        log.info("learned state: %s; serving %s", restored, self.learning.serving)
+        loaded = await self.learning.load_latest()
+        log.info("learned state: %s; serving %s once the log after it is learned", loaded, self.learning.serving)
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
         return self
@@ -104,11 +107,18 @@ class Toolwise:
                 self._upkeep.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._upkeep
+            # The snapshot first: a client gives a server little time once it closes stdin (the SDK's
+            # stdio client: 2 s, then SIGTERM, then SIGKILL 2 s later). The snapshot lists this run's
+            # own executions not yet seen in the log, for the next start to skip; when they are many
+            # (no periodic sync ran), a sync moves the watermark over them and a second snapshot
+            # saves the next start from reading them again.
             await self.learning.aclose()
             try:
-                await self.learning.sync()
                 await self.learning.save_snapshot("shutdown")
                 await self._heartbeat(stopped=True)
+                if self.learning.unmarked >= UNMARKED_RESNAPSHOT:
+                    await self.learning.sync()
+                    await self.learning.save_snapshot("shutdown")
             except (FeedbackError, SQLAlchemyError, OSError) as failure:
                 log.error(  # noqa: TRY400 - one line: the writer has logged the failure in full
                     "no shutdown snapshot, the database is failing (%s); the next start replays the log",
@@ -124,6 +134,10 @@ class Toolwise:
     async def _upkeep_loop(self) -> None:
         settings = self.config.toolwise
         tick = settings.sync_interval_s or 5.0
+        try:  # start-up: learn the log after the loaded snapshot while tools/list and calls are served
+            await self.learning.catch_up(settings.snapshot_rows)
+        except Exception:
+            log.exception("catching up with the log failed (the next sync resumes it)")
         last_snapshot = last_heartbeat = time.monotonic()
         while True:
             await asyncio.sleep(tick)
@@ -131,7 +145,10 @@ class Toolwise:
                 await self.learning.follow_restores()
                 if settings.sync_interval_s:
                     await self.learning.sync()
-                if settings.snapshot_interval_s and time.monotonic() - last_snapshot >= settings.snapshot_interval_s:
+                interval = settings.snapshot_interval_s
+                by_time = interval and time.monotonic() - last_snapshot >= interval
+                by_rows = settings.snapshot_rows and self.learning.unsnapshotted >= settings.snapshot_rows
+                if by_time or by_rows:
                     last_snapshot = time.monotonic()
                     await self.learning.save_snapshot("periodic")
                     await self.prune()
@@ -211,10 +228,12 @@ class Toolwise:
         }
 
     def list_tools(self) -> list[types.Tool]:
-        return self._own_definitions + self.catalogue.tools()
+        """What tools/list answers: prepared once per catalogue change, not per request."""
+        return self._listed
 
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
+        self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
         await self.bus.publish(ToolsListChanged())
         for key, session in list(self._legacy_clients.items()):

@@ -93,6 +93,7 @@ class Settings(BaseSettings):
     sync_interval_s: float = Field(default=2.0, ge=0)  # learn other instances' executions this often (0: off)
     sync_gap_grace_s: float = Field(default=10.0, gt=0)  # an id gap older than this is a rolled-back write
     snapshot_interval_s: float = Field(default=300.0, ge=0)  # periodic snapshots (0: only at shutdown)
+    snapshot_rows: int = Field(default=50_000, ge=0)  # also snapshot after this many log entries learned (0: off)
     snapshot_keep: int = Field(default=5, ge=1)
     snapshot_sign_key: Path | None = None  # Ed25519 private key (PEM): sign every snapshot taken
     snapshot_verify_key: Path | None = None  # Ed25519 public key (PEM): refuse unsigned or badly signed ones

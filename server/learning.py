@@ -21,6 +21,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -92,6 +94,7 @@ IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
+REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
@@ -152,6 +155,10 @@ class LearningService:
         self._draining = Background()
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
         self._closing = False
+        self.unsnapshotted = 0  # executions learned since the newest snapshot (snapshots by row count)
+        self.catching_up = False  # replaying the log after start-up: recommendations come from the prior
+        self.replay_done = self.replay_total = 0  # log entries replayed / to replay
+        self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
 
     def _new_learner(self) -> Learner:
         s = self.settings
@@ -166,6 +173,8 @@ class LearningService:
     @property
     def serving(self) -> str:
         """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
+        if self.catching_up:
+            return f"prior (catching up: {self.replay_done:,} of {self.replay_total:,} log entries replayed)"
         return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
 
     def set_tools(self, tools: list[types.Tool]) -> None:
@@ -198,7 +207,7 @@ class LearningService:
             candidates=candidates,
             top_k=top_k,
             exclude=blocked.keys(),
-            baseline=self.settings.shadow,
+            baseline=self.settings.shadow or self.catching_up,
         )
         session.query, session.decision = query, decision
         self.open_decisions.add(session.connection or session.id, decision, session.id, query)
@@ -260,6 +269,11 @@ class LearningService:
         return call.execution_id
 
     @property
+    def unmarked(self) -> int:
+        """Own executions learned live whose place in the log no sync has seen yet."""
+        return len(self._live)
+
+    @property
     def pending(self) -> int:
         return len(self._pending)
 
@@ -311,6 +325,7 @@ class LearningService:
         if (session := self.sessions.find(item.session_id)) is not None:
             session.reward_total += reward
         self._live.add(execution.id)
+        self.unsnapshotted += 1
         self._observe(step, reward)
         self._shield(execution)
         if self.metrics is not None:
@@ -421,28 +436,64 @@ class LearningService:
 
     # -- the shared log: restarts and other instances ------------------------------------------------
 
-    async def sync(self) -> int:
+    async def sync(self, progress: Callable[[int], None] | None = None) -> int:
         """Learn every execution and rating in the log not learned yet (another instance's, or an
-        earlier run's after the snapshot it left); returns how many. Own live entries are only marked."""
+        earlier run's after the snapshot it left); returns how many. Own live entries are only marked.
+        Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
         await self.drain()
         learned = 0
+        mark, rmark = self.executions_mark, self.ratings_mark
+        seq_head, rating_head = await self.feedback.log_heads(self.namespace)
+        if seq_head > mark.floor:
+            learned += (await self._sync_executions(progress))[0]
+        if rating_head > rmark.floor:
+            learned += await self._sync_ratings()
+        now = time.monotonic()
+        mark.advance(now, self.settings.sync_gap_grace_s)
+        rmark.advance(now, self.settings.sync_gap_grace_s)
+        self.synced += learned
+        return learned
+
+    async def _sync_executions(
+        self, progress: Callable[[int], None] | None = None, *, after_seq: int = 0, limit: int | None = None
+    ) -> tuple[int, int, bool]:
+        """Learn the log's executions after the watermark's floor (or `after_seq`, if later), stopping
+        after about `limit` entries; returns (learned, last seq read, whether the log's end was reached)."""
+        learned = 0
         mark = self.executions_mark
-        async for entries in self.feedback.iter_log(namespace=self.namespace, after_seq=mark.floor):
-            foreign: dict[int, list[str]] = {}  # seq → the session's tools before it
-            for entry in entries:
-                if not mark.fresh(entry.seq):
-                    continue
-                mark.add(entry.seq)
-                history = self._log_history(entry)
-                if entry.instance == self.instance_id or entry.id in self._live:
+        last = max(after_seq, mark.floor)
+        read = 0
+        async with aclosing(self.feedback.iter_log(namespace=self.namespace, after_seq=last)) as batches:
+            async for entries in batches:
+                fresh = [entry for entry in entries if mark.fresh(entry.seq)]
+                history = {entry.seq: self._log_history(entry) for entry in fresh}
+                own = self.instance_id
+                foreign = [e.seq for e in fresh if e.instance != own and e.id not in self._live]
+                for entry in fresh:
+                    if entry.instance == own or entry.id in self._live:
+                        self._queries.pop(entry.session_id, None)  # it may have changed the session's query
+                executions = [
+                    await self.with_query(execution, remember=True)
+                    for execution in await self.feedback.executions_by_seq(foreign)
+                ]
+                # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
+                for execution in executions:
+                    self._learn_logged(execution, history[execution.seq])  # type: ignore[index]
+                for entry in fresh:
+                    mark.add(entry.seq)
                     self._live.discard(entry.id)
-                    self._queries.pop(entry.session_id, None)  # it may have changed the session's query
-                    continue
-                foreign[entry.seq] = history
-            for execution in await self.feedback.executions_by_seq(list(foreign)):
-                execution = await self.with_query(execution, remember=True)  # noqa: PLW2901
-                self._learn_logged(execution, foreign[execution.seq])  # type: ignore[index]
-                learned += 1
+                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
+                learned += len(executions)
+                last, read = entries[-1].seq, read + len(entries)
+                if progress is not None:
+                    progress(len(entries))
+                await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
+                if limit is not None and read >= limit:
+                    return learned, last, False
+        return learned, last, True
+
+    async def _sync_ratings(self) -> int:
+        learned = 0
         rmark = self.ratings_mark
         async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
@@ -453,10 +504,6 @@ class LearningService:
                     continue
                 self._learn_logged_rating(replace(event, execution=await self.with_query(event.execution)))
                 learned += 1
-        now = time.monotonic()
-        mark.advance(now, self.settings.sync_gap_grace_s)
-        rmark.advance(now, self.settings.sync_gap_grace_s)
-        self.synced += learned
         return learned
 
     async def with_query(self, execution: Execution, *, remember: bool = False) -> Execution:
@@ -507,6 +554,7 @@ class LearningService:
         )
 
     def _learn_logged(self, execution: Execution, history: list[str]) -> None:
+        self.unsnapshotted += 1
         self._observe(self._step_of(execution, history), None)
         self._shield(execution)
 
@@ -558,7 +606,9 @@ class LearningService:
         """Take a snapshot and store it (keeping the newest `snapshot_keep`)."""
         await self.drain()
         record = self.snapshot(source)
+        learned = self.unsnapshotted
         self.snapshot_id = await self.feedback.save_snapshot(record, keep=self.settings.snapshot_keep)
+        self.unsnapshotted -= learned  # what was learned while the snapshot was being stored is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
 
@@ -593,10 +643,17 @@ class LearningService:
         self.snapshot_id = record.id
 
     async def restore_latest(self) -> str:
-        """Start-up: load the newest usable snapshot, then learn the log recorded after it. A snapshot
-        that cannot be used is reported and the next older one tried; with none, the whole log is
-        replayed. Returns what happened, for the log."""
-        loaded = "no snapshot"
+        """Load the newest usable snapshot and learn the log recorded after it (admin commands; a
+        server catches up in the background instead). Returns what happened, for the log."""
+        loaded = await self.load_latest()
+        replayed = await self.catch_up()
+        return f"{loaded} + {replayed} log entries replayed"
+
+    async def load_latest(self) -> str:
+        """Load the newest usable snapshot; one that cannot be used is reported and the next older one
+        tried. Until `catch_up` has learned the log after it, the state lags: recommendations come from
+        the prior. Returns what was loaded, for the log."""
+        self.catching_up = True
         listing = await self.feedback.list_snapshots(self.namespace)
         self._restores_seen = max((r.id or 0 for r in listing), default=0)
         for listed in listing:
@@ -608,10 +665,46 @@ class LearningService:
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
                 continue
-            loaded = f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
-            break
-        replayed = await self.sync()
-        return f"{loaded} + {replayed} log entries replayed"
+            return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
+        return "no snapshot"
+
+    async def catch_up(self, snapshot_rows: int = 0) -> int:
+        """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
+        progress; with `snapshot_rows`, a snapshot is stored every that many rows learned, so a start
+        cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns how
+        many entries were learned."""
+        mark = self.executions_mark
+        self.replay_done = self.replay_total = 0
+        self.catching_up = True
+        began = self._replay_reported = time.monotonic()
+        learned, cursor = 0, mark.floor
+        try:
+            self.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
+            while True:
+                n, cursor, done = await self._sync_executions(
+                    self._replayed, after_seq=cursor, limit=snapshot_rows or None
+                )
+                learned += n
+                self.synced += n
+                if done:
+                    break
+                if self.unsnapshotted >= snapshot_rows:
+                    await self.save_snapshot("periodic")
+            learned += await self.sync()
+        finally:
+            self.catching_up = False
+        if self.replay_total:
+            log.info("caught up with the log: %d entries learned in %.1f s", learned, time.monotonic() - began)
+        return learned
+
+    def _replayed(self, entries: int) -> None:
+        """Count a batch of replayed log entries; say how far the replay is every REPLAY_REPORT_S."""
+        self.replay_done += entries
+        now = time.monotonic()
+        if now - self._replay_reported >= REPLAY_REPORT_S:
+            self._replay_reported = now
+            share = 100 * self.replay_done / max(self.replay_total, 1)
+            log.info("replaying the log: %d of %d entries (%.0f%%)", self.replay_done, self.replay_total, share)
 
     async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it

@@ -38,7 +38,9 @@ MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a mes
 
 
 async def serve_stdio(config: AppConfig) -> None:
-    """One client on stdin/stdout (how Claude Desktop starts a server)."""
+    """One client on stdin/stdout (how Claude Desktop starts a server). Serving ends when the client
+    closes stdin or sends SIGTERM (the SDK's stdio client does so 2 s after closing stdin); either way
+    the ordinary shutdown runs, snapshot first."""
     async with Toolwise(config) as app:
         server = build_server(app)
         stdin = await _stdin_lines()

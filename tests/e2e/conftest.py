@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -72,6 +73,18 @@ async def toolwise(config: Path, mode: str = "auto") -> AsyncIterator[Client]:
 async def direct(command: str, *args: str, mode: str = "auto") -> AsyncIterator[Client]:
     async with Client(StdioServerParameters(command=str(BIN / command), args=list(args)), mode=mode) as client:  # type: ignore[arg-type]
         yield client
+
+
+async def caught_up(client: Client) -> dict[str, Any]:
+    """get_learning_stats once toolwise has learned the log after its snapshot (it replays in the
+    background after start-up and says "catching up" meanwhile)."""
+    for _ in range(6000):
+        result = await client.call_tool("get_learning_stats", {})
+        stats = dict(result.structured_content or {})
+        if "catching up" not in stats.get("serving", ""):
+            return stats
+        await anyio.sleep(0.01)
+    raise TimeoutError("toolwise did not catch up with the log in 60 s")
 
 
 def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:

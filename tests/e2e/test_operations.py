@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.conftest import BIN, kill_marked, rows, time_server, toolwise
+from tests.e2e.conftest import BIN, caught_up, kill_marked, rows, time_server, toolwise
 
 HERE = Path(__file__).parent
 PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
@@ -64,7 +65,7 @@ async def test_kill_9_then_restart_loses_no_rating_and_relearns_the_log(
     assert recorded == made[: len(recorded)] and len(recorded) >= calls - 5
     assert rows(db, "SELECT count(*) FROM snapshots") == [(0,)]
     async with toolwise(config) as client:
-        after = await stats(client)
+        after = await caught_up(client)
     assert after["updates"] == after["synced"] == len(recorded) + 5
 
 
@@ -143,10 +144,16 @@ async def test_admin_commands_report_a_populated_database(write_config: Callable
     assert "7 executions" in progress
     compare = toolwise_cli("inspect", "compare", "default", "elsewhere", *c)
     assert "time__convert_time" in compare and "│ 0 " in compare
-    export = tmp_path / "export.json"
+    export = tmp_path / "export.jsonl"
     toolwise_cli("inspect", "export", *c, "--output", str(export))
-    document = json.loads(export.read_text())
-    assert len(document["executions"]) == 7 and len(document["ratings"]) == 6
+    lines = [json.loads(line) for line in export.read_text().splitlines()]
+    kinds = [line["type"] for line in lines]
+    assert kinds.count("execution") == 7 and kinds.count("rating") == 6 and kinds[0] == "export"
+    first = next(line for line in lines if line["type"] == "execution")
+    assert first["tool"] == "time__convert_time" and first["success"] is True
+    assert datetime.fromisoformat(first["finished_at"]).tzinfo is not None
+    toolwise_cli("inspect", "export", *c, "--output", str(export), "--since", "2000-01-01", "--until", "2001-01-01")
+    assert [json.loads(line)["type"] for line in export.read_text().splitlines()].count("execution") == 0
     plot = tmp_path / "curves.png"
     toolwise_cli("inspect", "plot", *c, "--output", str(plot), "--window", "3")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

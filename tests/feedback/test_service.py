@@ -131,9 +131,10 @@ async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService
     assert a.calls == 20
     assert a.success_rate == pytest.approx(0.75)
     assert a.avg_latency_ms == pytest.approx(105.0)
-    assert a.p95_latency_ms == pytest.approx(190.0)  # nearest rank: ceil(0.95·20) = 19th value
+    assert a.p95_latency_ms == pytest.approx(190.0, rel=0.01)  # nearest rank: ceil(0.95·20) = 19th value, ±1%
     assert a.avg_rating == pytest.approx(3.0) and a.ratings == 2
-    assert (b.calls, b.success_rate, b.p95_latency_ms, b.avg_rating, b.ratings) == (1, 1.0, 7.0, None, 0)
+    assert (b.calls, b.success_rate, b.avg_rating, b.ratings) == (1, 1.0, None, 0)
+    assert b.p95_latency_ms == pytest.approx(7.0, rel=0.01)
     assert a.last_used.tzinfo is not None
     assert [m.tool for m in await service.get_tool_metrics("s__b")] == ["s__b"]
 

@@ -97,3 +97,15 @@ def test_a_revised_step_stops_counting_as_a_successful_sequence() -> None:
     assert model.follow_scores("git_status") == {"git_log": 0.0}
     [stats] = model.table[("git_status",)].values()
     assert stats.mean_reward == pytest.approx(6.0)
+
+
+def test_sequence_state_round_trips_and_the_row_format_still_loads() -> None:
+    model = SequenceModel()
+    model.observe_sequence(["a", "b", "c", "b", "c"], [0, 1, 2, 3, 4], [True, True, False, True, True])
+    clone = SequenceModel()
+    clone.load_state(model.state_dict())
+    assert clone.table == model.table
+    rows = [[list(p), t, s.count, s.reward_sum, s.successes] for p, n in model.table.items() for t, s in n.items()]
+    old = SequenceModel()
+    old.load_state({"schema": 1, "max_n": 3, "min_count": 2, "ngrams": rows})  # snapshots taken before
+    assert old.table == model.table

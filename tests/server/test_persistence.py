@@ -306,7 +306,7 @@ async def test_two_instances_on_postgresql_learn_together(pg_namespace: str) -> 
     learned = await b.sync()
     assert learned == a.learner.updates  # every execution and rating of A, once
     assert await b.sync() == 0
-    assert b.learner.sequences.state_dict()["ngrams"] == a.learner.sequences.state_dict()["ngrams"]
+    assert b.learner.sequences.table == a.learner.sequences.table
     await teach(b, rounds=2, prefix="from-b")
     await feedback_b.flush()
     assert await a.sync() == b.learner.updates - learned
@@ -332,4 +332,49 @@ async def test_retention_prunes_only_what_a_snapshot_holds_and_loses_nothing_lea
     feedback, restarted = await service(url)
     await restarted.restore_latest()
     assert restarted.learner.updates == learned  # the pruned part lives on in the snapshot
+    await feedback.aclose()
+
+
+async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
+    feedback, first = await service(url)
+    await teach(first, rounds=6, prefix="early")
+    await first.sync()  # as a server's upkeep does: its own entries now sit below the watermark
+    await first.save_snapshot("periodic")
+    await teach(first, rounds=2, prefix="late")  # 6 executions and 4 ratings after the snapshot
+    await feedback.flush()
+    await feedback.aclose()
+
+    feedback, second = await service(url)
+    read: list[int] = []
+    iter_log = feedback.iter_log
+
+    async def counted(**kwargs: Any) -> AsyncIterator[Any]:
+        async for entries in iter_log(**kwargs):
+            read.extend(e.seq for e in entries)
+            yield entries
+
+    feedback.iter_log = counted  # type: ignore[method-assign]
+    await second.load_latest()
+    assert second.catching_up and "catching up" in second.serving
+    decision = second.recommend(second.sessions.get("meanwhile"), QUERIES[1], 3, None)
+    assert not decision.explored  # while catching up, the prior answers (no exploration on a lagging state)
+    learned = await second.catch_up()
+    assert not second.catching_up and second.replay_total == 6 and len(read) == 6
+    assert learned == 6 + 4
+    await feedback.aclose()
+
+
+async def test_a_long_replay_stores_snapshots_by_row_count(url: str) -> None:
+    feedback, first = await service(url)
+    await teach(first, rounds=10)  # 30 executions, never snapshotted
+    await feedback.aclose()
+    feedback, second = await service(url)
+    await second.load_latest()
+    await second.catch_up(snapshot_rows=8)  # checked after each batch read (here: the whole log)
+    assert [s.source for s in await feedback.list_snapshots()] == ["periodic"]
+    await feedback.aclose()
+    feedback, third = await service(url)
+    await third.load_latest()
+    assert await third.catch_up() == 20  # a start cut short now would begin after the snapshot: ratings only
+    assert third.replay_total == 0
     await feedback.aclose()

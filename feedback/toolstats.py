@@ -1,0 +1,184 @@
+"""Per-tool metrics maintained as the log grows, so reading them costs O(tools), not O(log).
+
+Each (namespace, tool) has one `tool_stats` row: running counts (calls, successes, latency sum, ratings,
+rating sum), the last use, and a latency histogram over fixed logarithmic buckets (DDSketch's mapping:
+bucket i holds latencies in (γ^(i-1), γ^i] ms, γ = (1+α)/(1-α), so any quantile read from it is within
+a relative error α = 1% of the exact nearest-rank value). The histogram is mergeable (bucket counts
+add), so a batch's latencies are folded in with one read-modify-write of the rows it touches, in the
+transaction that inserts the batch: the summaries never disagree with the log. The p95 is read off
+the histogram then and stored beside it, so `get_tool_metrics` reads a few numbers per tool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from toolwise.feedback.records import ToolMetrics
+from toolwise.feedback.schema import ToolStatsRow
+
+RELATIVE_ACCURACY = 0.01  # α: a quantile is within ±1% of the exact nearest-rank latency
+GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
+_LOG_GAMMA = math.log(GAMMA)
+MIN_LATENCY_MS = 1e-3  # latencies below a microsecond share the lowest bucket
+
+
+def bucket_of(latency_ms: float) -> int:
+    """The histogram bucket of a latency (ms)."""
+    return math.ceil(math.log(max(latency_ms, MIN_LATENCY_MS)) / _LOG_GAMMA)
+
+
+def quantile(offset: int, counts: NDArray[np.int64], q: float) -> float:
+    """The nearest-rank q-quantile (ms) of a histogram whose first bucket is `offset`: the bucket
+    holding the ⌈q·n⌉-th smallest latency, reported at the value with the least relative error."""
+    n = int(counts.sum())
+    if n == 0:
+        return 0.0
+    rank = max(math.ceil(q * n - 1e-9), 1)
+    index = int(np.searchsorted(np.cumsum(counts), rank)) + offset
+    return 2 * GAMMA**index / (GAMMA + 1)
+
+
+@dataclass(slots=True)
+class Delta:
+    """What a batch of executions adds to one tool's row."""
+
+    calls: int = 0
+    successes: int = 0
+    latency_sum_ms: float = 0.0
+    last_used: datetime | None = None
+    buckets: dict[int, int] = field(default_factory=dict)
+
+
+Key = tuple[str, str]  # (namespace, tool)
+
+
+def deltas(rows: Iterable[tuple[str, str, bool, float, datetime]]) -> dict[Key, Delta]:
+    """Per (namespace, tool), what rows of (namespace, tool, success, latency ms, finished at) add."""
+    out: dict[Key, Delta] = {}
+    for namespace, tool, success, latency_ms, finished_at in rows:
+        d = out.get((namespace, tool))
+        if d is None:
+            d = out[(namespace, tool)] = Delta()
+        d.calls += 1
+        d.successes += bool(success)
+        d.latency_sum_ms += latency_ms
+        if d.last_used is None or finished_at > d.last_used:
+            d.last_used = finished_at
+        bucket = bucket_of(latency_ms)
+        d.buckets[bucket] = d.buckets.get(bucket, 0) + 1
+    return out
+
+
+def _histogram(blob: bytes | None) -> NDArray[np.int64]:
+    return np.frombuffer(blob, dtype="<i8") if blob else np.zeros(0, dtype=np.int64)
+
+
+def _merge(offset: int, counts: NDArray[np.int64], add: dict[int, int], sign: int) -> tuple[int, NDArray[np.int64]]:
+    """Fold `add` into a histogram (sign −1 subtracts); returns the new offset and counts."""
+    if not add:
+        return offset, counts
+    low, high = min(add), max(add)
+    if len(counts):
+        low, high = min(low, offset), max(high, offset + len(counts) - 1)
+    merged = np.zeros(high - low + 1, dtype=np.int64)
+    if len(counts):
+        merged[offset - low : offset - low + len(counts)] = counts
+    for bucket, n in add.items():
+        merged[bucket - low] += sign * n
+    nonzero = np.flatnonzero(merged)
+    if not len(nonzero):
+        return 0, np.zeros(0, dtype=np.int64)
+    return low + int(nonzero[0]), merged[nonzero[0] : nonzero[-1] + 1]
+
+
+def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
+    """Fold executions into (sign +1) or out of (−1, retention) their tools' rows, in the caller's
+    transaction. Rows are created if missing and locked in key order on PostgreSQL (instances that
+    write at once wait for each other, never deadlock)."""
+    if not changes:
+        return
+    keys = sorted(changes)
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(
+        dialect.insert(ToolStatsRow)
+        .values([{"namespace": ns, "tool": tool} for ns, tool in keys])
+        .on_conflict_do_nothing()
+    )
+    t = ToolStatsRow
+    current = {}
+    for namespace in sorted({ns for ns, _ in keys}):
+        tools = [tool for ns, tool in keys if ns == namespace]
+        query = (
+            select(t.namespace, t.tool, t.calls, t.successes, t.latency_sum_ms, t.last_used)
+            .add_columns(t.latency_offset, t.latency_counts)
+            .where(t.namespace == namespace, t.tool.in_(tools))
+            .order_by(t.tool)
+            .with_for_update()
+        )
+        current.update({(r.namespace, r.tool): r for r in conn.execute(query)})
+    updates = []
+    for key in keys:
+        d, row = changes[key], current[key]
+        offset, counts = _merge(row.latency_offset, _histogram(row.latency_counts), d.buckets, sign)
+        last = row.last_used if sign < 0 or d.last_used is None else max(filter(None, (row.last_used, d.last_used)))
+        updates.append(
+            {
+                "k_namespace": key[0],
+                "k_tool": key[1],
+                "calls": row.calls + sign * d.calls,
+                "successes": row.successes + sign * d.successes,
+                "latency_sum_ms": row.latency_sum_ms + sign * d.latency_sum_ms,
+                "last_used": last,
+                "p95_latency_ms": quantile(offset, counts, 0.95),
+                "latency_offset": offset,
+                "latency_counts": counts.astype("<i8").tobytes(),
+            }
+        )
+    conn.execute(
+        update(t)
+        .where(t.namespace == bindparam("k_namespace"), t.tool == bindparam("k_tool"))
+        .values({c: bindparam(c) for c in updates[0] if not c.startswith("k_")}),
+        updates,
+    )
+
+
+def add_ratings(conn: Connection, ratings: Sequence[tuple[str, str, int]], sign: int = 1) -> None:
+    """Count ratings given as (namespace, tool, rating) into (or, sign −1, out of) their tools' rows."""
+    t = ToolStatsRow
+    for namespace, tool, rating in ratings:
+        conn.execute(
+            update(t)
+            .where(t.namespace == namespace, t.tool == tool)
+            .values(ratings=t.ratings + sign, rating_sum=t.rating_sum + sign * rating)
+        )
+
+
+def metrics(rows: Iterable[Any]) -> list[ToolMetrics]:
+    """ToolMetrics from `tool_stats` rows (tools with no calls left out); p95 was computed from the
+    histogram when the row was written, so reading needs no histogram."""
+    out = []
+    for r in rows:
+        if r.calls <= 0:
+            continue
+        out.append(
+            ToolMetrics(
+                tool=r.tool,
+                calls=r.calls,
+                success_rate=r.successes / r.calls,
+                avg_latency_ms=r.latency_sum_ms / r.calls,
+                p95_latency_ms=r.p95_latency_ms,
+                avg_rating=r.rating_sum / r.ratings if r.ratings else None,
+                ratings=r.ratings,
+                last_used=r.last_used,
+            )
+        )
+    return out

@@ -1,0 +1,144 @@
+"""The log at scale: reads walk (namespace, seq) on both backends, per-tool summaries maintained with
+the log equal the SQL recomputation (after ratings, retention and a migration of an existing log)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from alembic import command
+from sqlalchemy import event, text
+
+from tests.feedback.conftest import make_execution
+from toolwise.feedback import FeedbackService, ToolMetrics, utcnow
+from toolwise.feedback.migrate import alembic_config
+from toolwise.feedback.toolstats import RELATIVE_ACCURACY
+
+PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
+
+
+def assert_same(maintained: list[ToolMetrics], recomputed: list[ToolMetrics]) -> None:
+    assert [m.tool for m in maintained] == [m.tool for m in recomputed]
+    for m, r in zip(maintained, recomputed, strict=True):
+        assert (m.calls, m.ratings, m.last_used) == (r.calls, r.ratings, r.last_used)
+        assert m.success_rate == pytest.approx(r.success_rate)
+        assert m.avg_latency_ms == pytest.approx(r.avg_latency_ms)
+        assert m.avg_rating == pytest.approx(r.avg_rating)
+        assert m.p95_latency_ms == pytest.approx(r.p95_latency_ms, rel=RELATIVE_ACCURACY)
+
+
+async def fill(service: FeedbackService, n: int, *, namespace: str = "default", seed: int = 0) -> list[str]:
+    """n executions of five tools with spread-out latencies (some old), a tenth of them rated."""
+    rng = np.random.default_rng(seed)
+    ids = []
+    for i in range(n):
+        tool = f"s__t{rng.integers(5)}"
+        latency = float(rng.lognormal(np.log(30), 1.2))
+        execution = make_execution(tool, latency_ms=latency, success=bool(rng.random() < 0.8), namespace=namespace)
+        if i % 4 == 0:
+            execution.finished_at -= timedelta(days=60)
+        ids.append(await service.record_execution(execution))
+    for execution_id in ids[::10]:
+        await service.add_rating(execution_id, int(rng.integers(1, 6)))
+    return ids
+
+
+async def test_maintained_metrics_equal_the_sql_recomputation(service: FeedbackService) -> None:
+    await fill(service, 400)
+    await fill(service, 50, namespace="elsewhere", seed=1)
+    assert_same(await service.get_tool_metrics(), await service.recompute_tool_metrics())
+    assert_same(await service.get_tool_metrics("s__t3"), await service.recompute_tool_metrics("s__t3"))
+    seq, _ = await service.high_water()
+    pruned = await service.prune(utcnow() - timedelta(days=30), max_seq=seq)
+    assert pruned == 100  # every fourth execution was old: retention takes it out of the summaries too
+    assert_same(await service.get_tool_metrics(), await service.recompute_tool_metrics())
+    assert_same(
+        await service.get_tool_metrics(namespace="elsewhere"),
+        await service.recompute_tool_metrics(namespace="elsewhere"),
+    )
+
+
+async def test_a_migrated_log_gets_its_summaries(db_url: str) -> None:
+    async with FeedbackService(db_url) as service:
+        await fill(service, 120)
+        async with service.engine.begin() as conn:  # back to the schema before this revision, log kept
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0002"))
+    async with FeedbackService(db_url) as service:  # start-up upgrades and summarises what is there
+        assert_same(await service.get_tool_metrics(), await service.recompute_tool_metrics())
+
+
+class Statements:
+    """The SELECTs a service sends while `with` it, with their parameters."""
+
+    def __init__(self, service: FeedbackService) -> None:
+        self.engine = service.engine.sync_engine
+        self.seen: list[tuple[str, Any]] = []
+
+    def _hear(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "executions" in statement:
+            self.seen.append((statement, parameters))
+
+    def __enter__(self) -> Statements:
+        event.listen(self.engine, "before_cursor_execute", self._hear)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._hear)
+
+
+async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[str, Any]]:
+    """Every log read a sync, a replay and an export make, as sent to the database."""
+    with Statements(service) as heard:
+        await service.log_heads(namespace)
+        async for _ in service.iter_log(namespace=namespace, after_seq=10, batch=50):
+            pass
+        async for _ in service.iter_executions(namespace=namespace, after_seq=10, batch=50):
+            pass
+        async for _ in service.iter_execution_lines(namespace=namespace, batch=50):
+            pass
+    return heard.seen
+
+
+async def test_log_reads_walk_the_seq_index_on_sqlite(service: FeedbackService) -> None:
+    await fill(service, 300)
+    await fill(service, 300, namespace="elsewhere")
+    async with service.engine.connect() as conn:
+        await conn.execute(text("ANALYZE"))
+        for statement, parameters in await read_the_log(service, "default"):
+            plan = " | ".join(
+                row[-1] for row in await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+            if "ORDER BY" in statement or "max(" in statement:
+                assert "ix_executions_ns_seq" in plan, plan
+            assert "TEMP B-TREE" not in plan, plan
+
+
+@pytest.fixture
+async def pg_service() -> AsyncIterator[tuple[FeedbackService, str]]:
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    async with FeedbackService(PG_URL) as svc:
+        yield svc, f"test-{uuid.uuid4().hex[:8]}"
+
+
+async def test_log_reads_walk_the_seq_index_on_postgresql(pg_service: tuple[FeedbackService, str]) -> None:
+    service, namespace = pg_service
+    await fill(service, 600, namespace=namespace)
+    async with service.engine.connect() as conn:
+        await conn.execute(text("ANALYZE executions"))
+        await conn.execute(text("SET enable_seqscan = off"))  # a small table: the planner would just scan it
+        for statement, parameters in await read_the_log(service, namespace):
+            literal = statement
+            for i, value in reversed(list(enumerate(parameters, start=1))):
+                quoted = "'" + str(value).replace("'", "''") + "'" if isinstance(value, str) else str(value)
+                literal = literal.replace(f"${i}", quoted)
+            plan = " | ".join(row[0] for row in await conn.exec_driver_sql(f"EXPLAIN {literal}"))
+            if "ORDER BY" in statement or "max(" in statement:
+                # seq in order: (namespace, seq), or the seq key itself while one namespace fills the table
+                assert "using ix_executions_ns_seq" in plan or "using executions_pkey" in plan, plan
+            assert "Sort" not in plan, plan
