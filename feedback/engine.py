@@ -60,6 +60,7 @@ def check_sqlite(path: Path) -> None:
     here with sqlite's own message (through aiosqlite the failure leaves a worker thread behind that
     prints a traceback when the event loop is gone)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    create_private(path)  # before sqlite3 creates it with the umask's mode
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA schema_version").fetchone()

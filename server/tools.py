@@ -3,6 +3,7 @@ generated from them, inputs are validated by them, and each output renders a sho
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -12,13 +13,15 @@ from typing import Literal
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolwise.feedback import FeedbackService, ToolMetrics
+from toolwise.feedback import FeedbackService, StoreUnavailableError, ToolMetrics
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl import UnknownToolError
 from toolwise.server import snapshots as snapshot_files
 from toolwise.server.catalogue import Catalogue, Health
 from toolwise.server.learning import LearningService
 from toolwise.server.sessions import Session
+
+log = logging.getLogger(__name__)
 
 SESSION_FIELD = Field(
     default=None,
@@ -396,7 +399,11 @@ def own_tools(
     async def get_learning_stats(args: NoInput, session: Session | None) -> LearningStatsOutput:
         w = feedback.stats
         health = catalogue.health()
-        actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
+        try:
+            actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
+        except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
+            log.warning("get_learning_stats: no mean reward per call while %s", exc)
+            actions = []
         rewarded = sum(a.calls for a in actions)
         return LearningStatsOutput(
             policy=learning.learner.policy.name,

@@ -48,10 +48,10 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     full = [True]
     original = BatchWriter._execute
 
-    def execute(self: BatchWriter, sql: str, params: object) -> None:
+    def execute(self: BatchWriter, sql: str, params: object, then: object = None) -> None:
         if full[0]:
             raise OSError(28, "No space left on device")
-        original(self, sql, params)  # type: ignore[arg-type]
+        original(self, sql, params, then)  # type: ignore[arg-type]
 
     monkeypatch.setattr(BatchWriter, "_execute", execute)
     return full

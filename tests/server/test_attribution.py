@@ -31,7 +31,10 @@ async def toolwise(db: Path) -> AsyncIterator[Client]:
             "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 7, "snapshot_interval_s": 0},
         }
     )
-    async with Toolwise(config) as app, Client(build_server(app)) as client:
+    async with (
+        Toolwise(config) as app,
+        Client(build_server(app), mode="legacy") as client,
+    ):
         yield client
 
 

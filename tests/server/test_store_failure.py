@@ -28,7 +28,10 @@ def config(tmp_path: Path) -> AppConfig:
 
 
 async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, full_disk: list[bool]) -> None:  # noqa: F811
-    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+    async with (
+        Toolwise(config(tmp_path)) as app,
+        Client(build_server(app), mode="legacy") as client,
+    ):
         answered = []
         for _ in range(5):
             result = await client.call_tool("time__convert_time", CONVERT)
@@ -43,6 +46,9 @@ async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, ful
         assert "No space left on device" in app.status()["store"]
         assert "toolwise_store_failing 1.0" in app.metrics.render().decode()
         full_disk[0] = False
+        async with asyncio.timeout(10):  # the writer retries on its own backoff (up to 2 s between tries)
+            while app.feedback.stats.failing is not None:
+                await asyncio.sleep(0.05)
         await app.feedback.flush()
         assert (await client.call_tool("get_learning_stats", {})).structured_content["store"] == "ok"
     with sqlite3.connect(tmp_path / "toolwise.db") as conn:
@@ -53,7 +59,10 @@ async def test_shutdown_on_a_full_disk_ends_and_dead_letters_what_was_not_writte
     tmp_path: Path,
     full_disk: list[bool],  # noqa: F811
 ) -> None:
-    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+    async with (
+        Toolwise(config(tmp_path)) as app,
+        Client(build_server(app), mode="legacy") as client,
+    ):
         answered = [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
         answered += [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
         dead = app.feedback.dead_letter_path
