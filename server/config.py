@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     flush_interval_ms: float = Field(default=20.0, ge=0)  # group commit: the longest a record waits in memory
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"  # NORMAL: faster, a power cut may undo the last commits
     store_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for the database before a clear error
-    max_query_chars: int = Field(default=4000, ge=1)  # longest recommend_tool query (longer ones are refused)
+    max_query_chars: int = Field(default=4000, ge=1)  # longest recommend_tool query kept (longer ones are cut)
     session_window: int = Field(default=256, ge=1)  # recent calls a session keeps in memory (rating by tool name)
     admin_tools: bool = True
     call_timeout_s: float = Field(default=60.0, gt=0)

@@ -189,11 +189,9 @@ class LearningService:
         self.learner.set_tools(self._tools)
 
     def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
-        if len(query) > self.settings.max_query_chars:
-            raise ValueError(
-                f"query is {len(query):,} characters long; the limit is {self.settings.max_query_chars:,} "
-                "(setting max_query_chars): describe the task, not its data"
-            )
+        # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
+        # states the task, so that memory and the stored row stay bounded.
+        query = query[: self.settings.max_query_chars]
         blocked = self.shields.blocked(time.monotonic())
         if candidates is not None:  # tools asked for by name are dropped only if something remains
             blocked = {} if all(c in blocked for c in candidates) else blocked

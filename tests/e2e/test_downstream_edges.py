@@ -14,8 +14,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.e2e.conftest import BIN
-from tests.e2e.test_transports import free_port
+from tests.e2e.conftest import BIN, free_port
 
 ODD = str(Path(__file__).with_name("odd_server.py"))
 

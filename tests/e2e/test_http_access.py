@@ -21,8 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.e2e.conftest import BIN, toolwise
-from tests.e2e.test_transports import free_port
+from tests.e2e.conftest import BIN, free_port, toolwise
 
 TOKEN = "s3cret-token-for-the-tests-only"
 INITIALIZE = {

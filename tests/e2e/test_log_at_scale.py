@@ -67,8 +67,8 @@ def test_sigterm_stops_toolwise_with_its_shutdown_snapshot(write_config: Callabl
     )
     assert server.stderr is not None
     try:
-        for line in server.stderr:  # wait until it serves
-            if "toolwise serving" in line:
+        for line in server.stderr:  # wait until it serves (not the first line, naming the config)
+            if "tools on stdio" in line:
                 break
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.e2e.conftest import BIN, rows, time_server, toolwise
+from tests.e2e.conftest import BIN, free_port, rows, time_server, toolwise
 from tests.e2e.test_operations import run_cli
-from tests.e2e.test_transports import free_port
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 from toolwise.server.app import HEARTBEAT_S

@@ -4,8 +4,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -15,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.e2e.conftest import BIN, rows
+from tests.e2e.conftest import BIN, rows, toolwise_http
 
 
 def scrape(url: str) -> str:
@@ -29,39 +27,18 @@ def scrape(url: str) -> str:
     return page
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_streamable_http_transport_serves_and_records(write_config: Callable[..., Path], tmp_path: Path) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(write_config())],
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for _ in range(300):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
-                    break
-            except OSError:
-                await asyncio.sleep(0.1)
+    async with toolwise_http(write_config()) as url:  # stopped with SIGINT; exit code 0 asserted there
         for mode in ("auto", "legacy"):
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+            async with Client(url, mode=mode) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert {"time__get_current_time", "recommend_tool"} <= names
                 result = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
                 assert not result.is_error and "toolwise/execution_id" in result.meta
-        metrics = await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/metrics")
+        metrics = await asyncio.to_thread(scrape, url.removesuffix("/mcp") + "/metrics")
         assert 'toolwise_calls_total{outcome="success",tool="time__get_current_time"} 2.0' in metrics
         assert 'toolwise_call_latency_seconds_count{tool="time__get_current_time"} 2.0' in metrics
         assert "\ntoolwise_queue_depth " in metrics and "\ntoolwise_open_circuits 0.0" in metrics
-    finally:
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 0, stderr.decode()[-2000:]
     assert rows(tmp_path / "toolwise.db", "SELECT count(*) FROM executions") == [(2,)]
 
 

@@ -51,10 +51,12 @@ async def _all(feedback: object) -> list:  # type: ignore[type-arg]
     return [e async for batch in feedback.iter_executions() for e in batch]  # type: ignore[attr-defined]
 
 
-async def test_an_over_long_query_is_refused_naming_the_limit(url: str) -> None:
+async def test_an_over_long_query_is_cut_to_the_limit(url: str) -> None:
     feedback, learning = await service(url, max_query_chars=100)
-    with pytest.raises(ValueError, match=r"101 characters.*limit is 100 \(setting max_query_chars\)"):
-        learning.recommend(learning.sessions.get("s"), "x" * 101, 3, None)
+    session = learning.sessions.get("s")
+    decision = learning.recommend(session, "show the git log " + "x" * 500, 3, None)
+    assert decision.ranked, "a long request still gets recommendations"
+    assert session.query == ("show the git log " + "x" * 500)[:100]
     await feedback.aclose()
 
 
