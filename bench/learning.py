@@ -10,22 +10,36 @@
 Also: decisions/s and updates/s at K = 50, d = 256, and the memory of the policy state after 100k
 distinct (context, tool) pairs.
 
-    python bench/learning.py [--steps 20000] [--seeds 3]
+4. The multi-step catalogue through toolwise's MCP surface, as an agent drives it (in-process
+   `mcp.Client`, default settings, the catalogue served by bench/catalogue_server.py, the call's
+   outcome drawn from the hidden success probability): the tagged flow (calls carry
+   `_meta["toolwise/session_id"]`) and the agent-framework flow (`session_id` on our tools only,
+   plain calls), against a reference per-tool LinUCB over one-hot query words + step + previous tool.
+
+    python bench/learning.py [--steps 20000] [--seeds 3] [--mcp-steps 10000]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import string
+import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from toolwise.rl import POLICIES, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+from toolwise.rl.reward import normalise
 
 WEIGHTS = RewardWeights()
+HERE = Path(__file__).resolve().parent
 
 
 def words(rng: np.random.Generator, n: int) -> list[str]:
@@ -204,11 +218,132 @@ def memory_after_pairs(policy: str, pairs: int = 100_000, k: int = 50) -> int:
     return learner.nbytes()
 
 
+def episodes(env: MultiStep, rng: np.random.Generator, steps: int):  # type: ignore[no-untyped-def]
+    """(task, query, step) in episode order until `steps` steps."""
+    t = 0
+    while t < steps:
+        task = int(rng.integers(len(env.task_words)))
+        query = env.query(rng, task)
+        for s in range(env.steps):
+            if t >= steps:
+                return
+            yield task, query, s
+            t += 1
+
+
+def run_multistep_reference(env: MultiStep, seed: int, steps: int, checkpoints: list[int]) -> list[float]:
+    """Per-tool LinUCB (full precision, α = 0.5) over one-hot query words + step + previous tool, learning
+    the normalised reward − ½."""
+    rng = np.random.default_rng(seed)
+    vocab = {w: i for i, w in enumerate(sorted({w for ws in env.task_words for w in ws} | set(env.noise)))}
+    k = len(env.tools)
+    d = len(vocab) + env.steps + k + 1
+    a_inv, b, theta = np.repeat(np.eye(d)[None], k, 0), np.zeros((k, d)), np.zeros((k, d))
+    regret, out, previous = 0.0, [], None
+    for t, (task, query, s) in enumerate(episodes(env, rng, steps), start=1):
+        previous = None if s == 0 else previous
+        x = np.zeros(d)
+        x[[vocab[w] for w in query.split()]] = 1
+        x[len(vocab) + s] = 1
+        x[len(vocab) + env.steps + (k if previous is None else previous)] = 1
+        x /= np.linalg.norm(x)
+        arm = int((theta @ x + 0.5 * np.sqrt((a_inv @ x) @ x)).argmax())
+        p = env.success_p(task, s, previous)
+        exp = expected_reward(p, env.latency[task])
+        regret += float(exp.max() - exp[arm])
+        success = bool(rng.random() < p[arm])
+        latency = float(env.latency[task, arm] * rng.lognormal(0, 0.2))
+        reward = normalise(WEIGHTS, (WEIGHTS.success if success else WEIGHTS.failure) - 0.1 * latency)
+        ax = a_inv[arm] @ x
+        a_inv[arm] -= np.outer(ax, ax) / (1 + x @ ax)
+        b[arm] += (reward - 0.5) * x  # centred: a failure (0.25 normalised) must lower the estimate
+        theta[arm] = a_inv[arm] @ b[arm]
+        previous = arm
+        if t in checkpoints:
+            out.append(regret)
+    return out
+
+
+async def run_multistep_mcp(env: MultiStep, flow: str, seed: int, steps: int, checkpoints: list[int]) -> list[float]:
+    """toolwise through its MCP surface: recommend_tool, call the top pick, end_session per episode."""
+    from mcp import Client
+
+    from toolwise.server.app import Toolwise, build_server
+    from toolwise.server.config import AppConfig
+
+    rng = np.random.default_rng(seed)
+    names = [t.name for t in env.tools]
+    regret, out = 0.0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        tools_file = Path(tmp) / "tools.jsonl"
+        tools_file.write_text(
+            "".join(
+                json.dumps({"name": n.split("__", 1)[1], "description": t.description}) + "\n"
+                for n, t in zip(names, env.tools, strict=True)
+            )
+        )
+        downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
+        settings = {
+            "database_url": f"sqlite+aiosqlite:///{Path(tmp) / 'toolwise.db'}",
+            "seed": seed,
+            "snapshot_interval_s": 0,
+        }
+        config = AppConfig.model_validate({"mcpServers": {"srv": downstream}, "toolwise": settings})
+        async with Toolwise(config) as app, Client(build_server(app), mode="legacy") as client:
+            session, previous = "", None
+            for t, (task, query, s) in enumerate(episodes(env, rng, steps), start=1):
+                if s == 0:
+                    session, previous = f"conversation-{uuid.uuid4().hex[:12]}", None
+                rec = await client.call_tool("recommend_tool", {"query": query, "session_id": session})
+                arm = names.index(rec.structured_content["recommendations"][0]["tool"])
+                p = env.success_p(task, s, previous)
+                exp = expected_reward(p, env.latency[task])
+                regret += float(exp.max() - exp[arm])
+                success = bool(rng.random() < p[arm])
+                meta = {"toolwise/session_id": session} if flow == "tagged" else None
+                expect = [names[arm].split("__", 1)[1]] if success else []
+                await client.call_tool(names[arm], {"expect": expect}, meta=meta)
+                previous = arm
+                if s == env.steps - 1 or t == steps:
+                    await client.call_tool(
+                        "end_session", {"session_id": session, "outcome": "success" if success else "failure"}
+                    )
+                if t in checkpoints:
+                    out.append(regret)
+    return out
+
+
+def mcp_section(steps: int, seed: int = 0) -> None:
+    checkpoints = sorted({c for c in (3_000, steps) if c <= steps})
+    env = MultiStep.make(np.random.default_rng(100 + seed))
+    print(f"\n4. multi-step catalogue through the MCP surface, seed {seed}: cumulative regret at T = {checkpoints}")
+    rows: dict[str, list[float]] = {}
+    for policy in ("random", "ucb"):
+        rows[policy if policy == "random" else "ucb (design card's selector, in-process)"] = [
+            run_multistep(env, policy, seed, c) for c in checkpoints
+        ]
+    rows["reference LinUCB (one-hot words + step + previous tool)"] = run_multistep_reference(
+        env, seed, steps, checkpoints
+    )
+    for flow in ("tagged", "framework"):
+        label = "toolwise, tagged calls" if flow == "tagged" else "toolwise, agent-framework flow"
+        rows[label] = asyncio.run(run_multistep_mcp(env, flow, seed, steps, checkpoints))
+    reference = rows["reference LinUCB (one-hot words + step + previous tool)"]
+    for label, values in rows.items():
+        cells = "  ".join(f"{v:10,.0f} ({v / r:4.2f}× ref)" for v, r in zip(values, reference, strict=True))
+        print(f"   {label:<56} {cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--mcp-steps", type=int, default=10_000, help="section 4's T (0: skip it)")
+    parser.add_argument("--only-mcp", action="store_true", help="run section 4 alone")
     args = parser.parse_args()
+    if args.only_mcp:
+        mcp_section(args.mcp_steps)
+        return
     seeds = range(args.seeds)
     ours = [p for p in POLICIES if p != "ucb"]
 
@@ -247,6 +382,8 @@ def main() -> None:
             f"   {policy:<10} decisions/s {np.median(decisions):8,.0f} (best {max(decisions):8,.0f})"
             f"   updates/s {np.median(updates):8,.0f} (best {max(updates):8,.0f})   {mb:7.2f} MB state"
         )
+    if args.mcp_steps:
+        mcp_section(args.mcp_steps)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ class Context:
     indices: NDArray[np.int64] = field(repr=False)
     values: NDArray[np.float64] = field(repr=False)
     squares: NDArray[np.float64] = field(repr=False, compare=False)  # values², for confidence widths
+    embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)  # the query's, when known
 
     def dense(self, dim: int) -> NDArray[np.float64]:
         vector = np.zeros(dim)

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context, ContextEncoder
+from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
@@ -35,11 +36,12 @@ class UnknownToolError(ValueError):
 class ToolDoc:
     name: str
     description: str = ""
+    document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
 
 
 @dataclass(frozen=True, slots=True)
 class LearnerConfig:
-    policy: str = "linucb"
+    policy: str = "semantic"
     policy_config: PolicyConfig | None = None
     reward: RewardWeights = field(default_factory=RewardWeights)
     encoder: ContextEncoder = field(default_factory=ContextEncoder)
@@ -51,10 +53,13 @@ class LearnerConfig:
     sequence_min_count: int = 2
     replay_enabled: bool = True  # capability flags: off, that part neither learns nor serves
     sequences_enabled: bool = True
+    lexical_weight: float = 0.25  # with an embedder: BM25 over the tool documents added to the cosine, this much
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {self.policy!r}")
+        if self.lexical_weight < 0:
+            raise ValueError(f"lexical_weight must be ≥ 0, got {self.lexical_weight}")
         if self.replay_batch < 1 or self.replay_every < 1:
             raise ValueError(f"replay_batch and replay_every must be ≥ 1, got {self.replay_batch}, {self.replay_every}")
 
@@ -116,8 +121,13 @@ def worked(success: bool, rating: int | None) -> bool:
 
 
 class Learner:
-    def __init__(self, config: LearnerConfig | None = None, tools: Sequence[ToolDoc] = ()) -> None:
+    def __init__(
+        self, config: LearnerConfig | None = None, tools: Sequence[ToolDoc] = (), embedder: Embedder | None = None
+    ) -> None:
+        """`embedder` turns the prior semantic (tool documents and queries embedded); without one the
+        prior is lexical (BM25)."""
         self.config = config or LearnerConfig()
+        self.embedder = embedder
         self.tools = Interner()
         self.policy = make_policy(self.config.policy, self.config.policy_config)
         self.replay = PrioritizedReplay(self.config.replay_capacity, self.config.replay_alpha)
@@ -127,7 +137,9 @@ class Learner:
         self.updates = 0
         self.reward_sum = 0.0
         self.descriptions: dict[str, str] = {}
+        self.documents: dict[str, str] = {}
         self.index = LexicalIndex([])
+        self.semantic: SemanticIndex | None = None
         self.set_tools(tools)
 
     # -- catalogue ---------------------------------------------------------------------------------
@@ -137,10 +149,18 @@ class Learner:
         for tool in tools:
             self.tools.intern(tool.name)
             self.descriptions[tool.name] = tool.description
+            if tool.document or tool.name not in self.documents:  # a restored state's docs name no parameters
+                self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self._grow(len(self.tools))
-        documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
-        self.index = LexicalIndex(documents)
+        if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
+            known = self.semantic.by_document if self.semantic is not None else None
+            texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
+            self.semantic = SemanticIndex(self.embedder, texts, known)
+            self.index = LexicalIndex(texts)
+        else:
+            documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
+            self.index = LexicalIndex(documents)
 
     @property
     def active_names(self) -> list[str]:
@@ -163,14 +183,25 @@ class Learner:
         return np.array([self.tools.intern(n) for n in names], dtype=np.int64)
 
     def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
-        return self.config.encoder.encode(query, previous_tool, session_length)
+        """The context, with the query's embedding when the prior is semantic (embedded once per query)."""
+        context = self.config.encoder.encode(query, previous_tool, session_length)
+        if self.semantic is not None and context.embedding is None:
+            # no query, nothing to learn over: the zero vector keeps the policy in the embedding's space
+            context.embedding = self.semantic.query(query) if query else self.semantic.no_query
+        return context
 
     # -- deciding ----------------------------------------------------------------------------------
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
-        """Relevance of every known tool in [0, 1]: lexical match with the query, raised to what the
-        sequence model knows works right after `previous_tool`."""
-        scores = self.index.scores(query or "")  # read-only (cached): copied before raising
+        """Relevance of every known tool in [0, 1]: semantic match with the query (cosine, plus BM25
+        over the same documents weighted `lexical_weight`, rescaled), or BM25 alone without an embedder,
+        raised to what the sequence model knows works right after `previous_tool`."""
+        if self.semantic is not None and query:
+            w = self.config.lexical_weight
+            scores = self.semantic.scores(query) + w * self.index.scores(query)
+            scores /= 1 + w
+        else:
+            scores = self.index.scores(query or "")  # read-only (cached): copied before raising
         follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
         if follow:
             scores = scores.copy()

@@ -314,6 +314,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         if tool.takes_session:
             key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
             session = app.learning.sessions.get(key)
+            session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
         output = await tool.handler(args, session)
         return types.CallToolResult(
             content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
@@ -328,7 +329,9 @@ def build_server(app: Toolwise) -> Server[Any]:
                 INVALID_PARAMS,
                 f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
             )
-        session = app.learning.sessions.get(app.learning.sessions.resolve(None, meta, client_key(ctx)))
+        client = client_key(ctx)
+        fallback = app.learning.sessions.resolve(None, meta, client)
+        session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
         started_at, start = utcnow(), time.perf_counter()
         result, error = await app.call_downstream(route, arguments, ctx)
         latency_s = time.perf_counter() - start
@@ -340,6 +343,7 @@ def build_server(app: Toolwise) -> Server[Any]:
             outcome=outcome_of(result, error),
             started_at=started_at,
             latency_s=latency_s,
+            opened=opened,
         )
         if result is None:
             log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)

@@ -66,7 +66,8 @@ class Settings(BaseSettings):
 
     database_url: str = Field(default_factory=default_database_url)
     namespace: str = Field(default="default", min_length=1, max_length=64)
-    policy: str = "linucb"
+    policy: str = "semantic"
+    embedding: Literal["wordllama", "none"] = "wordllama"  # the prior's text embedding (none: lexical BM25)
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     store_arguments: bool = False
@@ -84,7 +85,7 @@ class Settings(BaseSettings):
     restart_backoff_max_s: float = Field(default=30.0, gt=0)
     mode: Literal["auto", "legacy"] = "auto"  # protocol negotiation with downstream servers
     # capability flags (also TOOLWISE_SHADOW, TOOLWISE_LEARNING, …)
-    shadow: bool = False  # learn, but serve the deterministic baseline (lexical relevance) until switched off
+    shadow: bool = False  # learn, but serve the deterministic baseline (the prior's relevance) until switched off
     learning: bool = True  # off: calls are recorded, nothing is learned
     replay: bool = True
     sequences: bool = True
@@ -100,7 +101,7 @@ class Settings(BaseSettings):
     snapshot_dir: Path = Field(default_factory=lambda: data_dir() / "snapshots")
     retention_days: float | None = Field(default=None, gt=0)  # prune executions older than this
     # shields
-    shield_failure_rate: float | None = Field(default=0.5, ge=0, le=1)
+    shield_failure_rate: float | None = Field(default=None, ge=0, le=1)  # off: a failure is mostly a wrong pick
     shield_p95_latency_ms: float | None = Field(default=None, gt=0)
     shield_window: int = Field(default=20, ge=1)
     shield_min_calls: int = Field(default=5, ge=1)

@@ -43,11 +43,13 @@ from toolwise.feedback.records import LogEntry, RatingEvent, SnapshotRecord, new
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
+from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import InvalidArgumentsError
 from toolwise.server.config import Settings
+from toolwise.server.embedding import load_embedder, tool_document
 from toolwise.server.metrics import Metrics
-from toolwise.server.sessions import Call, Session, Sessions
+from toolwise.server.sessions import SESSION_META_KEY, Call, Session, Sessions
 from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Watermark
 
@@ -115,9 +117,11 @@ class LearningService:
         self.metrics = metrics
         self.instance_id = new_id()
         self._tools: list[ToolDoc] = []
+        self.embedder = load_embedder(settings.embedding)
         self.learner = self._new_learner()
         self.rng = np.random.default_rng(settings.seed)
         self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
+        self.open_decisions = OpenDecisions()
         self.namespace = settings.namespace
         self.shields = Shields(
             Budget(
@@ -157,7 +161,7 @@ class LearningService:
             replay_enabled=s.replay,
             sequences_enabled=s.sequences,
         )
-        return Learner(config, self._tools)
+        return Learner(config, self._tools, self.embedder)
 
     @property
     def serving(self) -> str:
@@ -165,7 +169,14 @@ class LearningService:
         return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
 
     def set_tools(self, tools: list[types.Tool]) -> None:
-        self._tools = [ToolDoc(t.name, f"{t.title or ''} {t.description or ''}") for t in tools]
+        self._tools = [
+            ToolDoc(
+                t.name,
+                f"{t.title or ''} {t.description or ''}",
+                tool_document(t.name, t.title, t.description, t.input_schema),
+            )
+            for t in tools
+        ]
         self.learner.set_tools(self._tools)
 
     def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
@@ -190,9 +201,23 @@ class LearningService:
             baseline=self.settings.shadow,
         )
         session.query, session.decision = query, decision
+        self.open_decisions.add(session.connection or session.id, decision, session.id, query)
         self.decisions += 1
         self.explored += decision.explored
         return decision
+
+    def attribute(
+        self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str
+    ) -> tuple[Session, OpenDecision | None]:
+        """The session a proxied call of `tool` belongs to and the open decision it follows: the one
+        `_meta` names, else the newest on `connection` that recommended `tool`; without one, the
+        session `fallback` names (see server/attribution.py). In memory only."""
+        named = meta.get(DECISION_META_KEY) if meta else None
+        tagged = meta.get(SESSION_META_KEY) if meta else None
+        opened = self.open_decisions.take(
+            connection, tool, named if isinstance(named, str) else None, tagged if isinstance(tagged, str) else None
+        )
+        return self.sessions.get(opened.session_id if opened is not None else fallback), opened
 
     def record(
         self,
@@ -204,15 +229,22 @@ class LearningService:
         outcome: CallOutcome,
         started_at: datetime,
         latency_s: float,
+        opened: OpenDecision | None = None,
     ) -> str:
         """Note one proxied call (session history now; record and learning at the next `drain`);
-        returns the execution id."""
-        decision, session.decision = session.decision, None
+        returns the execution id. A call following `opened` is learned with that decision's query; any
+        other, with its session's last query and recommendation."""
+        if opened is not None:
+            decision, query = opened.decision, opened.query
+            if session.decision is decision:
+                session.decision = None
+        else:
+            decision, session.decision, query = session.decision, None, session.query
         step = Step(
             tool,
             outcome.success,
             latency_s,
-            query=session.query,
+            query=query,
             previous_tool=session.previous_tool,
             session_length=session.length,
             history=tuple(session.tools[-2:]),
@@ -373,6 +405,7 @@ class LearningService:
             raise InvalidOutcomeError(outcome)
         await self.drain()
         session = self.sessions.pop(session_id)
+        self.open_decisions.forget_session(session_id)
         if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
         episode = Episode(

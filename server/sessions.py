@@ -47,6 +47,7 @@ class Session:
     tools: list[str] = field(default_factory=list)  # the recent called tools in order (kept, not rebuilt per call)
     dropped: int = 0  # calls trimmed off the front of `calls`
     reward_total: float = 0.0  # the rewards of all its calls, added as they are learned (and rated)
+    connection: str | None = None  # the client connection our tools were last called on for it (attribution)
 
     @property
     def length(self) -> int:

@@ -5,16 +5,18 @@ from __future__ import annotations
 from toolwise.rl.policies.base import Policy, Selection, Update
 from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
 from toolwise.rl.policies.ridge import RidgeConfig
+from toolwise.rl.policies.semantic import SemanticConfig, SemanticUCB
 from toolwise.rl.policies.thompson import TabularThompson, ThompsonConfig
 from toolwise.rl.policies.ucb import TabularUCB, UCBConfig
 
-PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig
+PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig | SemanticConfig
 
 POLICIES: dict[str, tuple[type, type]] = {
     TabularUCB.name: (TabularUCB, UCBConfig),
     TabularThompson.name: (TabularThompson, ThompsonConfig),
     LinUCB.name: (LinUCB, LinUCBConfig),
     LinTS.name: (LinTS, LinTSConfig),
+    SemanticUCB.name: (SemanticUCB, SemanticConfig),
 }
 
 
@@ -38,6 +40,8 @@ __all__ = [
     "PolicyConfig",
     "RidgeConfig",
     "Selection",
+    "SemanticConfig",
+    "SemanticUCB",
     "TabularThompson",
     "TabularUCB",
     "ThompsonConfig",

@@ -1,0 +1,83 @@
+"""The semantic policy: it learns on top of the prior, a failure stays local to its kind of request,
+and its state is small. With the real embedding model and a real extract (bench/data/bfcl_live)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl.policies import SemanticUCB
+from toolwise.server.embedding import load_embedder, tool_document
+
+BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
+
+
+@pytest.fixture(scope="module")
+def embedder():  # type: ignore[no-untyped-def]
+    return load_embedder("wordllama")
+
+
+def test_learning_beats_its_prior_on_real_requests(embedder) -> None:  # type: ignore[no-untyped-def]
+    tools = [json.loads(line) for line in (BFCL / "tools.jsonl").read_text().splitlines()]
+    queries = [json.loads(line) for line in (BFCL / "queries.jsonl").read_text().splitlines()]
+    docs = [
+        ToolDoc(t["name"], t["description"], tool_document(t["name"], None, t["description"], t["parameters"]))
+        for t in tools
+    ]
+    order = np.random.default_rng(0).permutation(len(queries))[:600]
+    learner, rng = Learner(LearnerConfig(), docs, embedder), np.random.default_rng(1)
+    learned, prior = [], []
+    for i in order:
+        query, right = queries[i]["query"], set(queries[i]["tools"])
+        prior.append(learner.recommend(query, rng, top_k=1, baseline=True).chosen in right)
+        chosen = learner.recommend(query, rng, top_k=1).chosen
+        learned.append(chosen in right)
+        learner.observe(Step(chosen, chosen in right, 0.05, query=query), rng)
+    after = slice(300, None)  # after N = 300 requests
+    assert np.mean(learned[after]) >= np.mean(prior[after]) + 0.05, (np.mean(learned[after]), np.mean(prior[after]))
+
+
+CATALOGUE = [
+    ToolDoc("weather__forecast", "Weather forecast for a city: rain, temperature, wind"),
+    ToolDoc("flights__search", "Search flights between two airports on a date"),
+    ToolDoc("news__headlines", "Latest news headlines on a topic"),
+    ToolDoc("calendar__create_event", "Create a calendar event at a date and time"),
+]
+
+
+def test_failures_on_other_requests_do_not_drag_a_tool_down(embedder) -> None:  # type: ignore[no-untyped-def]
+    learner, rng = Learner(LearnerConfig(), CATALOGUE, embedder), np.random.default_rng(3)
+    weather = "will it rain in Paris tomorrow"
+    assert learner.recommend(weather, rng, top_k=1).chosen == "weather__forecast"
+    flights = [
+        "book a flight from Paris to Rome",
+        "cheapest plane ticket to Berlin on Friday",
+        "fly to Madrid next week",
+    ]
+    for i in range(30):  # the weather tool fails again and again on flight requests
+        learner.observe(Step("weather__forecast", False, 0.1, query=flights[i % 3]), rng)
+        learner.observe(Step("flights__search", True, 0.1, query=flights[i % 3]), rng)
+    assert learner.recommend(weather, rng, top_k=1).chosen == "weather__forecast"
+    assert learner.recommend("any flights to Rome on Monday", rng, top_k=1).chosen == "flights__search"
+
+
+def test_state_for_a_thousand_tools_is_under_50_mb() -> None:
+    policy = SemanticUCB()
+    policy._ensure(999)
+    assert policy.nbytes() < 50e6
+
+
+def test_state_round_trips(embedder) -> None:  # type: ignore[no-untyped-def]
+    learner, rng = Learner(LearnerConfig(), CATALOGUE, embedder), np.random.default_rng(4)
+    for query, tool, ok in [
+        ("rain in Oslo", "weather__forecast", True),
+        ("news about rain", "weather__forecast", False),
+    ]:
+        learner.observe(Step(tool, ok, 0.1, query=query), rng)
+    copy = Learner(LearnerConfig(), CATALOGUE, embedder)
+    copy.load_state(learner.state_dict())
+    assert copy.estimates("rain in Rome", None, 0) == learner.estimates("rain in Rome", None, 0)

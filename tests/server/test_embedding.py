@@ -1,0 +1,45 @@
+"""The semantic prior's model loads from the installed package alone: never the network."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import numpy as np
+import pytest
+
+from toolwise.server.embedding import WordLlamaEmbedder, tool_document
+
+
+class NetworkUsed(AssertionError):
+    pass
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any socket or name resolution fails loudly (and is recorded even if a caller swallowed it)."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise NetworkUsed(f"network used: {args!r}")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def test_the_embedder_loads_and_embeds_with_no_network(no_network: None) -> None:
+    embedder = WordLlamaEmbedder()  # a fresh load, not the process-wide one
+    vectors = embedder.embed(["what time is it in Tokyo", "current time in a timezone", "show the commit log"])
+    assert vectors.shape == (3, 256)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]  # a time request is nearer the time tool
+
+
+def test_a_text_with_no_known_word_embeds_to_zero() -> None:
+    assert not WordLlamaEmbedder().embed([""]).any()
+
+
+def test_the_tool_document_names_its_words_and_parameters() -> None:
+    schema = {"properties": {"timezone": {"description": "IANA name"}, "maxCount": {"type": "integer"}}}
+    document = tool_document("time__getCurrentTime", None, "Current time in a timezone", schema)
+    assert document == "time get Current Time. Current time in a timezone timezone: IANA name max Count"
