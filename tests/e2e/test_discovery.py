@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.e2e.conftest import time_server
+from tests.e2e.conftest import time_server, toolwise
 from toolwise.rl import Decision, Ranked
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig, Settings
@@ -149,3 +149,16 @@ async def test_a_search_then_call_tool_is_learned_as_that_searchs_decision(tmp_p
             assert ended.structured_content["tools"] == [NOW]
         assert app.learning.learner.updates > updates  # the learner took the outcome in
     assert executions(db) == [(NOW, "conv-1", decision_id, query, None)]
+
+
+async def test_learned_exposure_tells_a_2026_client_through_listen(write_config: Callable[..., Path]) -> None:
+    config = write_config({"time": time_server()}, exposure="learned", exposure_k=1, exposure_interval_s=0)
+    async with toolwise(config) as client:
+        assert client.protocol_version.startswith("2026")
+        assert NOW not in {t.name for t in (await client.list_tools()).tools}
+        async with client.listen(tools_list_changed=True) as subscription:
+            found = await client.call_tool("search_tools", {"query": "what time is it now in Tokyo", "top_k": 1})
+            top = found.structured_content["tools"][0]["name"]
+            async with asyncio.timeout(10):
+                await anext(aiter(subscription))
+        assert top in {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
