@@ -19,7 +19,7 @@ exactly as an agent drives it (default settings besides `exposure`, a throwaway 
    name, description and parameter names/descriptions (what FastMCP's search transform and
    mcpproxy-go's `retrieve_tools` do), computed in the same run.
 
-    python bench/discovery.py [--tools 1000] [--requests 1351] [--seed 0]
+    python bench/discovery.py [--tools 1000] [--requests 1351] [--passes 3] [--seed 0]
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ async def main() -> None:
     parser.add_argument("--tools", type=int, default=1_000)
     parser.add_argument("--requests", type=int, default=None, help="use the first N requests (default: all)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--passes", type=int, default=2, help="online passes over the requests (≥ 2)")
+    parser.add_argument("--passes", type=int, default=3, help="online passes over the requests (≥ 2)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     real = [json.loads(line) for line in (args.data / "tools.jsonl").read_text().splitlines()]
