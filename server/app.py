@@ -64,6 +64,10 @@ INSTRUCTIONS = (
     "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "
     "with submit_feedback; recommend_next_tools suggests what usually comes next."
 )
+SEARCH_INSTRUCTIONS = (
+    " Not every tool is listed: search_tools finds the tools for a task (full definitions), call_tool "
+    "calls any of them by name."
+)
 
 
 class Toolwise:
@@ -395,7 +399,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         server = _Server(  # type: ignore[call-overload]  # the overload with on_set_logging_level is deprecated
             "toolwise",
             version=VERSION,
-            instructions=INSTRUCTIONS,
+            instructions=INSTRUCTIONS if app.exposure.mode == "all" else INSTRUCTIONS + SEARCH_INSTRUCTIONS,
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
             on_subscriptions_listen=passthrough.listen,
