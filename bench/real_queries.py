@@ -177,7 +177,7 @@ async def recommend_latency(tools_file: Path, queries: list[str], embedding: str
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config(tools_file, Path(tmp) / "toolwise.db", 0, embedding=embedding)
-        async with Toolwise(cfg) as app, Client(build_server(app)) as client:
+        async with Toolwise(cfg) as app, Client(build_server(app), mode="legacy") as client:
             for i, q in enumerate(queries):
                 begin = time.perf_counter()
                 await client.call_tool("recommend_tool", {"query": q, "session_id": f"s{i % 50}"})

@@ -33,10 +33,18 @@ from sqlalchemy.exc import SQLAlchemyError
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.records import InstanceStatus
-from toolwise.rl import UnknownToolError
+from toolwise.rl import Decision, UnknownToolError
 from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError, Route
 from toolwise.server.clients import client_key, connection_of
 from toolwise.server.config import AppConfig, describe
+from toolwise.server.discovery import (
+    CALL_TOOL,
+    SEARCH_TOOLS,
+    CallToolInput,
+    Exposure,
+    call_tool_definition,
+    search_tool,
+)
 from toolwise.server.learning import LearningService, outcome_of
 from toolwise.server.metrics import Metrics
 from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
@@ -51,10 +59,15 @@ UNMARKED_RESNAPSHOT = 10_000  # own executions unseen in the log that make a shu
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 _WATCHED = "toolwise/watched"  # marks a connection whose end frees its session
 STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
+DECIDING = ("recommend_tool", SEARCH_TOOLS)  # own tools whose answer is a decision (learned exposure)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
     "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "
     "with submit_feedback; recommend_next_tools suggests what usually comes next."
+)
+SEARCH_INSTRUCTIONS = (
+    " Not every tool is listed: search_tools finds the tools for a task (full definitions), call_tool "
+    "calls any of them by name."
 )
 
 
@@ -78,8 +91,13 @@ class Toolwise:
         self.own: dict[str, OwnTool] = own_tools(
             self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
+        if settings.exposure != "all":
+            self.own[SEARCH_TOOLS] = search_tool(self.learning, self.catalogue)
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
-        self.catalogue.reserved = frozenset(self.own)
+        if settings.exposure != "all":
+            self._own_definitions.append(call_tool_definition())
+        self.catalogue.reserved = frozenset([*self.own, *([CALL_TOOL] if settings.exposure != "all" else [])])
+        self.exposure = Exposure(settings, self.catalogue)
         self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
         self.bus = InMemorySubscriptionBus()
         self.listeners = ListenHandler(self.bus)
@@ -227,9 +245,22 @@ class Toolwise:
             ),
         }
 
-    def list_tools(self) -> list[types.Tool]:
-        """What tools/list answers: prepared once per catalogue change, not per request."""
-        return self._listed
+    def list_tools(self, client: str | None = None) -> list[types.Tool]:
+        """tools/list for `client`: with every tool exposed, a list prepared once per catalogue change;
+        otherwise the pinned and (`learned`) the client's learned ones."""
+        if self.exposure.mode == "all":
+            return self._listed
+        return self.exposure.tools(self._own_definitions, client)
+
+    async def decided(self, ctx: ServerRequestContext[Any], client: str | None, decision: Decision) -> None:
+        """A recommend_tool/search_tools decision: in `learned` exposure, tell the client when its
+        listed tools change (handshake era on its connection; 2026-era listeners on the bus)."""
+        if not self.exposure.note(client, decision):
+            return
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await self.bus.publish(ToolsListChanged())
+        else:
+            await ctx.session.send_tool_list_changed()
 
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
@@ -256,8 +287,17 @@ class Toolwise:
         connection.state[_WATCHED] = True
         connection.exit_stack.callback(self._forget, key)
 
+    def target(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+        """The tool a call is for: `call_tool`'s (outside `all` exposure) is the one it names, called
+        exactly as if by its own name."""
+        if name != CALL_TOOL or self.exposure.mode == "all":
+            return name, arguments
+        wanted = CallToolInput.model_validate(arguments or {})
+        return wanted.name, wanted.arguments
+
     def _forget(self, key: str) -> None:
         self.learning.sessions.pop(key)
+        self.exposure.forget(key)
         self._legacy_clients.pop(key, None)
 
     async def call_downstream(
@@ -301,16 +341,17 @@ def build_server(app: Toolwise) -> Server[Any]:
     ) -> types.ListToolsResult:
         app.watch_connection(ctx)
         app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
-        return types.ListToolsResult(tools=app.list_tools())
+        return types.ListToolsResult(tools=app.list_tools(client_key(ctx)))
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         meta = _meta_dict(params.meta)
         app.watch_connection(ctx)
         try:
-            own = app.own.get(params.name)
+            name, arguments = app.target(params.name, params.arguments)
+            own = app.own.get(name)
             if own is not None:
-                return await call_own(own, params.arguments or {}, meta, ctx)
-            return await forward(params.name, params.arguments, meta, ctx)
+                return await call_own(own, arguments or {}, meta, ctx)
+            return await forward(name, arguments, meta, ctx)
         except ValidationError as exc:
             return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
         except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
@@ -335,6 +376,8 @@ def build_server(app: Toolwise) -> Server[Any]:
             session = app.learning.sessions.get(key)
             session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
         output = await tool.handler(args, session)
+        if tool.name in DECIDING and session is not None and session.decision is not None:
+            await app.decided(ctx, client_key(ctx), session.decision)
         return types.CallToolResult(
             content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
         )
@@ -377,7 +420,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         server = _Server(  # type: ignore[call-overload]  # the overload with on_set_logging_level is deprecated
             "toolwise",
             version=VERSION,
-            instructions=INSTRUCTIONS,
+            instructions=INSTRUCTIONS if app.exposure.mode == "all" else INSTRUCTIONS + SEARCH_INSTRUCTIONS,
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
             on_subscriptions_listen=passthrough.listen,

@@ -109,6 +109,13 @@ class Settings(BaseSettings):
     shield_retry_s: float = Field(default=60.0, gt=0)
     circuit_failures: int = Field(default=5, ge=1)  # consecutive downstream failures that open its circuit
     circuit_cooldown_s: float = Field(default=30.0, gt=0)
+    # Large catalogues (server/discovery.py): what tools/list shows. all: every tool; search: pinned +
+    # search_tools + call_tool; learned: those + the exposure_k tools ranked highest for the client's
+    # recent requests. Every tool stays callable by name in every mode.
+    exposure: Literal["all", "search", "learned"] = "all"
+    pinned_tools: list[str] = Field(default_factory=list)  # names or globs (fnmatch) always listed
+    exposure_k: int = Field(default=8, ge=1, le=50)  # learned mode: tools listed besides the pinned ones
+    exposure_interval_s: float = Field(default=10.0, ge=0)  # learned mode: least time between set changes per client
     # HTTP transport: a bearer token (required to bind a non-loopback address) and the names it answers to
     http_token: SecretStr | None = None  # prefer TOOLWISE_HTTP_TOKEN to the file
     http_token_file: Path | None = None  # a file holding the token (surrounding whitespace ignored)

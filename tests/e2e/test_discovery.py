@@ -1,0 +1,164 @@
+"""Large catalogues: tools/list per `exposure`, `search_tools` and `call_tool` through the MCP surface
+(in-process `Client(server)` in both protocol eras), real downstreams, a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.e2e.conftest import time_server, toolwise
+from toolwise.rl import Decision, Ranked
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig, Settings
+from toolwise.server.discovery import Exposure
+
+NOW = "time__get_current_time"
+CONVERT = "time__convert_time"
+PICKY = {"command": sys.executable, "args": [str(Path(__file__).with_name("picky_server.py"))]}
+OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session"}
+
+
+@asynccontextmanager
+async def serving(db: Path, servers: dict[str, Any] | None = None, **settings: Any) -> AsyncIterator[Toolwise]:
+    config = AppConfig.model_validate(
+        {
+            "mcpServers": servers or {"time": time_server()},
+            "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 7, "snapshot_interval_s": 0, **settings},
+        }
+    )
+    async with Toolwise(config) as app:
+        yield app
+
+
+def executions(db: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT tool, session_id, decision_id, query, error_type FROM executions ORDER BY seq"
+        ).fetchall()
+
+
+@pytest.mark.parametrize("exposure", ["all", "search", "learned"])
+async def test_tools_list_per_exposure_in_both_eras(tmp_path: Path, exposure: str) -> None:
+    async with serving(tmp_path / "t.db", exposure=exposure, pinned_tools=["time__convert_*"]) as app:
+        server = build_server(app)
+        for era in ("auto", "legacy"):
+            async with Client(server, mode=era) as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+            assert names >= OWN, era
+            if exposure == "all":
+                assert {NOW, CONVERT} <= names and not {"search_tools", "call_tool"} & names, era
+            else:  # a fresh client has no learned tools yet: the pinned one, and the way to the rest
+                assert {CONVERT, "search_tools", "call_tool"} <= names and NOW not in names, era
+
+
+async def test_a_hidden_tool_is_called_through_call_tool_and_directly(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    async with serving(db, exposure="search") as app, Client(build_server(app)) as client:
+        assert NOW not in {t.name for t in (await client.list_tools()).tools}
+        through = await client.call_tool("call_tool", {"name": NOW, "arguments": {"timezone": "Asia/Tokyo"}})
+        direct = await client.call_tool(NOW, {"timezone": "Asia/Tokyo"})
+        assert not through.is_error and not direct.is_error, (through.content, direct.content)
+        assert "Asia/Tokyo" in through.content[0].text
+        assert through.meta["toolwise/execution_id"] != direct.meta["toolwise/execution_id"]
+    assert [row[0] for row in executions(db)] == [NOW, NOW]  # both recorded as calls of the tool itself
+
+
+async def test_call_tool_refuses_schema_invalid_arguments_before_the_downstream_sees_them(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    async with serving(db, {"picky": PICKY}, exposure="search") as app, Client(build_server(app)) as client:
+        wrong = await client.call_tool("call_tool", {"name": "picky__strict", "arguments": {"n": "three"}})
+        missing = await client.call_tool("call_tool", {"name": "picky__strict"})
+        seen = await client.call_tool("call_tool", {"name": "picky__seen"})
+        nameless = await client.call_tool("call_tool", {"arguments": {}})
+    assert wrong.is_error and "argument 'n': 'three' is not of type 'integer'" in wrong.content[0].text
+    assert missing.is_error and "'n' is a required property" in missing.content[0].text
+    assert seen.content[0].text == "0"  # neither reached the downstream
+    assert nameless.is_error and "name" in nameless.content[0].text
+    assert [(r[0], r[4]) for r in executions(db)] == [
+        ("picky__strict", "InvalidArgumentsError"),
+        ("picky__strict", "InvalidArgumentsError"),
+        ("picky__seen", None),
+    ]
+
+
+async def test_learned_exposure_lists_what_the_search_found_and_says_so(tmp_path: Path) -> None:
+    heard = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.set()
+
+    settings = {"exposure": "learned", "exposure_k": 1, "exposure_interval_s": 0}
+    async with serving(tmp_path / "t.db", **settings) as app:
+        async with Client(build_server(app), mode="legacy", message_handler=on_message) as client:
+            before = {t.name for t in (await client.list_tools()).tools}
+            found = await client.call_tool("search_tools", {"query": "convert a time between timezones", "top_k": 2})
+            assert not found.is_error, found.content
+            top = found.structured_content["tools"][0]["name"]
+            async with asyncio.timeout(10):
+                await heard.wait()
+            after = {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+            assert not {NOW, CONVERT} & before
+            assert after - before == {top}  # K = 1: the search's first pick
+            heard.clear()
+            again = await client.call_tool("search_tools", {"query": "convert a time between timezones", "top_k": 2})
+            assert again.structured_content["tools"][0]["name"] == top
+            await client.call_tool("get_learning_stats", {})  # a round trip: a notification would be here by now
+            assert not heard.is_set()  # same set: nothing to announce
+        async with Client(build_server(app), mode="legacy") as other:  # learned per client
+            assert top not in {t.name for t in (await other.list_tools()).tools}
+
+
+def test_learned_set_changes_at_most_once_per_interval() -> None:
+    exposure = Exposure(Settings(exposure="learned", exposure_k=2, exposure_interval_s=10), catalogue=None)  # type: ignore[arg-type]
+
+    def decision(*tools: str) -> Decision:
+        return Decision("d", "semantic", "h", tools[0], [Ranked(t, 1.0, 0.5, 0.5) for t in tools], False, 1.0)
+
+    assert exposure.note("c", decision("a", "b"), now=0.0)
+    assert not exposure.note("c", decision("c", "d"), now=5.0)  # rate-limited
+    assert exposure.note("c", decision("c", "d"), now=11.0)
+    assert exposure._clients["c"].shown == ("c", "a")  # each recent request's first pick, newest first
+    assert not exposure.note(None, decision("a"), now=100.0)  # no connection: no learned set
+
+
+async def test_a_search_then_call_tool_is_learned_as_that_searchs_decision(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    async with serving(db, exposure="search") as app:
+        updates = app.learning.learner.updates
+        async with Client(build_server(app), mode="legacy") as client:
+            query = "what time is it in Tokyo right now"
+            found = await client.call_tool(
+                "search_tools", {"query": query, "session_id": "conv-1", "format": "markdown"}
+            )
+            assert not found.is_error, found.content
+            assert f"## {NOW}" in found.content[0].text and "`timezone` (string, required)" in found.content[0].text
+            decision_id = found.structured_content["decision_id"]
+            called = await client.call_tool("call_tool", {"name": NOW, "arguments": {"timezone": "Asia/Tokyo"}})
+            assert not called.is_error
+            ended = await client.call_tool("end_session", {"session_id": "conv-1", "outcome": "success"})
+            assert ended.structured_content["tools"] == [NOW]
+        assert app.learning.learner.updates > updates  # the learner took the outcome in
+    assert executions(db) == [(NOW, "conv-1", decision_id, query, None)]
+
+
+async def test_learned_exposure_tells_a_2026_client_through_listen(write_config: Callable[..., Path]) -> None:
+    config = write_config({"time": time_server()}, exposure="learned", exposure_k=1, exposure_interval_s=0)
+    async with toolwise(config) as client:
+        assert client.protocol_version.startswith("2026")
+        assert NOW not in {t.name for t in (await client.list_tools()).tools}
+        async with client.listen(tools_list_changed=True) as subscription:
+            found = await client.call_tool("search_tools", {"query": "what time is it now in Tokyo", "top_k": 1})
+            top = found.structured_content["tools"][0]["name"]
+            async with asyncio.timeout(10):
+                await anext(aiter(subscription))
+        assert top in {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
