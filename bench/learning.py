@@ -289,7 +289,8 @@ async def run_multistep_mcp(env: MultiStep, flow: str, seed: int, steps: int, ch
             "snapshot_interval_s": 0,
         }
         config = AppConfig.model_validate({"mcpServers": {"srv": downstream}, "toolwise": settings})
-        async with Toolwise(config) as app, Client(build_server(app)) as client:
+        # the handshake era: in-process, the client then has a connection, as over stdio in either era
+        async with Toolwise(config) as app, Client(build_server(app), mode="legacy") as client:
             session, previous = "", None
             for t, (task, query, s) in enumerate(episodes(env, rng, steps), start=1):
                 if s == 0:

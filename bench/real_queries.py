@@ -153,7 +153,9 @@ async def toolwise_run(
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed, **settings)) as app,
-            Client(build_server(app)) as client,
+            # the handshake era: in-process, the client then has a connection, as over stdio in either era
+            # (a 2026-07-28 in-process or HTTP client has none: only `_meta` can tie its calls to decisions)
+            Client(build_server(app), mode="legacy") as client,
         ):
             for r in requests:
                 session = f"conversation-{uuid.uuid4().hex[:12]}"
