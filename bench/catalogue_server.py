@@ -38,6 +38,9 @@ def load_tools(path: Path) -> list[types.Tool]:
     for line in path.read_text().splitlines():
         spec = json.loads(line)
         schema = json_schema(spec.get("parameters") or {})
+        # The agent's call carries only the judge's `expect`: nothing is required and nothing else is
+        # refused, so toolwise's argument check (run before forwarding) lets every call through.
+        schema = {k: v for k, v in schema.items() if k not in ("required", "additionalProperties")}
         schema = {**schema, "type": "object"}
         tools.append(types.Tool(name=spec["name"], description=spec.get("description", ""), input_schema=schema))
     return tools
