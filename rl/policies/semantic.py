@@ -21,10 +21,20 @@ float32 (33 KB a tool) and updated by Sherman–Morrison, θ_t by the matching r
 step: exact ridge, no solve, and no BLAS call on an update (a multi-threaded BLAS on small matrices
 costs milliseconds on a loaded machine). Deciding reads θ (one matrix-vector product over all tools)
 and diag(A_t⁻¹) for the widths (the diagonal approximation of xᵀA_t⁻¹x).
+
+Session context: after a session's first call the right tool often depends on the tool just used
+(read a file, then edit it), whatever the query. So the model adds φ_t[b(prev)], tool t's residual
+after a previous tool hashed into one of `previous_buckets` buckets: m_t(q, prev) = c + β·prior_t(q) +
+θ_tᵀx(q) + φ_t[b(prev)]. The term is absent on a session's first call (no per-tool bias creeps in:
+failures of t on first calls still only say "not t for this kind of request"), and a failure after
+prev says "not t right after prev". The two blocks are fitted jointly with a block-diagonal precision
+(A_t⁻¹ for x, a scalar per (bucket, tool) for the one-hot): one shared error split by each block's
+uncertainty. φ and its precisions are stored bucket-major, (buckets, tools): 4 MB at 1,000 tools.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
@@ -47,6 +57,7 @@ class SemanticConfig:
     alpha: float = 0.05  # exploration bonus per unit of (diagonal) confidence width
     epsilon: float = 0.0  # uniform choice over the shortlist (off: it cost 1–2 points of accuracy on real requests)
     shortlist: int = 20
+    previous_buckets: int = 256  # hashed one-hot of the previous tool (0: the session context is not learned)
 
     def __post_init__(self) -> None:
         if self.dim < 8 or self.regularisation <= 0 or self.shortlist < 1 or self.alpha < 0:
@@ -54,13 +65,21 @@ class SemanticConfig:
                 f"need dim ≥ 8, regularisation > 0, shortlist ≥ 1, alpha ≥ 0; "
                 f"got {self.dim}, {self.regularisation}, {self.shortlist}, {self.alpha}"
             )
+        if self.previous_buckets < 0:
+            raise ValueError(f"need previous_buckets ≥ 0, got {self.previous_buckets}")
         if not 0 <= self.prior_weight <= 2 or not 0 <= self.epsilon <= 1:
             raise ValueError(f"need 0 ≤ prior_weight ≤ 2 and 0 ≤ epsilon ≤ 1, got {self.prior_weight}, {self.epsilon}")
 
 
+def previous_bucket(previous_tool: str, buckets: int) -> int:
+    """A previous tool's stable bucket (BLAKE2b, never `hash()`: the same across processes)."""
+    digest = hashlib.blake2b(f"prev={previous_tool}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % buckets
+
+
 class SemanticUCB:
     name: ClassVar[str] = "semantic"
-    SCHEMA: ClassVar[int] = 1
+    SCHEMA: ClassVar[int] = 2  # 2 added the previous-tool block; a schema-1 state loads with it empty
     uses_next_context: ClassVar[bool] = False
 
     def __init__(self, config: SemanticConfig | None = None) -> None:
@@ -74,8 +93,11 @@ class SemanticUCB:
         self.theta = np.zeros((16, c.dim))
         self.a_inv = np.repeat(self._identity[None], 16, 0)  # packed upper triangles of A_t⁻¹
         self.inv_diag = np.full((16, c.dim), 1.0 / c.regularisation)
+        self.after = np.zeros((c.previous_buckets, 16))  # φ: bucket-major, (buckets, tools)
+        self.after_inv = np.full((c.previous_buckets, 16), 1.0 / c.regularisation)  # its 1/precision
         self.intercept = 0.0
         self.observed = 0
+        self._buckets: dict[str, int] = {}
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -92,6 +114,19 @@ class SemanticUCB:
         norm = math.sqrt(float(x @ x))
         return x / norm if norm else x
 
+    def bucket(self, context: Context) -> int | None:
+        """The previous tool's bucket; None on a session's first call (or with the block off)."""
+        if context.previous_tool is None or not self.config.previous_buckets:
+            return None
+        found = self._buckets.get(context.previous_tool)
+        if found is None:
+            if len(self._buckets) >= 4096:  # bounded: emptied when full
+                self._buckets.clear()
+            found = self._buckets[context.previous_tool] = previous_bucket(
+                context.previous_tool, self.config.previous_buckets
+            )
+        return found
+
     def _ensure(self, arm: int) -> None:
         rows = self.theta.shape[0]
         if arm < rows:
@@ -101,33 +136,42 @@ class SemanticUCB:
         self.theta = np.concatenate([self.theta, np.zeros((grow, c.dim))])
         self.a_inv = np.concatenate([self.a_inv, np.repeat(self._identity[None], grow, 0)])
         self.inv_diag = np.concatenate([self.inv_diag, np.full((grow, c.dim), 1.0 / c.regularisation)])
+        self.after = np.concatenate([self.after, np.zeros((c.previous_buckets, grow))], axis=1)
+        self.after_inv = np.concatenate(
+            [self.after_inv, np.full((c.previous_buckets, grow), 1.0 / c.regularisation)], axis=1
+        )
 
     # -- deciding ----------------------------------------------------------------------------------
 
     def _means(
-        self, x: NDArray[np.float64], arms: NDArray[np.int64], prior: NDArray[np.float64]
+        self, x: NDArray[np.float64], bucket: int | None, arms: NDArray[np.int64], prior: NDArray[np.float64]
     ) -> NDArray[np.float64]:
         if len(arms):
             self._ensure(int(arms.max()))
         means = (self.theta @ x).take(arms)
         means += prior * self.config.prior_weight
         means += self.intercept
+        if bucket is not None:
+            means += self.after[bucket].take(arms)
         return means
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
-        return self._means(self.features(context), arms, prior)
+        return self._means(self.features(context), self.bucket(context), arms, prior)
 
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         c = self.config
-        x = self.features(context)
-        means = self._means(x, arms, prior)
+        x, bucket = self.features(context), self.bucket(context)
+        means = self._means(x, bucket, arms, prior)
         if len(means) > c.shortlist:
             short = np.argpartition(-means, c.shortlist - 1)[: c.shortlist]
             arms, means = arms.take(short), means.take(short)
-        # Width from diag(A⁻¹): cheap, and shrinking as a tool is tried on such queries.
-        width = np.sqrt(self.inv_diag.take(arms, 0) @ (x * x))
+        # Width from diag(A⁻¹): cheap, and shrinking as a tool is tried on such queries (after such a tool).
+        variance = self.inv_diag.take(arms, 0) @ (x * x)
+        if bucket is not None:
+            variance += self.after_inv[bucket].take(arms)
+        width = np.sqrt(variance)
         ucb = width * c.alpha
         ucb += means
         order, best, ties = rank(ucb, rng)
@@ -140,22 +184,29 @@ class SemanticUCB:
     # -- learning ----------------------------------------------------------------------------------
 
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        """Ridge step for `arm` towards the residual reward − β·prior (centred by the running intercept)."""
+        """Ridge step for `arm` towards the residual reward − β·prior (centred by the running intercept),
+        shared between the query block and, after a previous tool, its bucket."""
         self._ensure(arm)
-        x = self.features(context)
+        x, bucket = self.features(context), self.bucket(context)
         target = reward - self.config.prior_weight * prior
         theta = self.theta[arm]
-        error = target - self.intercept - float((theta * x).sum())
+        after = float(self.after[bucket, arm]) if bucket is not None else 0.0
+        error = target - self.intercept - float((theta * x).sum()) - after
         self.observed += 1
         self.intercept += (target - self.intercept) / self.observed
-        residual = target - self.intercept - float((theta * x).sum())  # against the updated intercept
+        residual = target - self.intercept - float((theta * x).sum()) - after  # against the updated intercept
         packed = self.a_inv[arm]
         u = (packed.take(self._unpack) * x).sum(axis=1)  # A⁻¹x (elementwise: no BLAS)
-        denominator = 1.0 + float((x * u).sum())
+        spread = float((x * u).sum())  # xᵀA⁻¹x
+        own = float(self.after_inv[bucket, arm]) if bucket is not None else 0.0
+        denominator = 1.0 + spread + own
         rows, cols = self._upper
-        packed -= ((u.take(rows) * u.take(cols)) / denominator).astype(np.float32)
+        packed -= ((u.take(rows) * u.take(cols)) / (1.0 + spread)).astype(np.float32)
         self.inv_diag[arm] = packed.take(self._diagonal)
         theta += u * (residual / denominator)
+        if bucket is not None:
+            self.after[bucket, arm] += own * residual / denominator
+            self.after_inv[bucket, arm] = own / (1.0 + own)
         return Update(error, None)
 
     def replay(self, batch: Batch) -> NDArray[np.float64]:
@@ -170,20 +221,36 @@ class SemanticUCB:
             "config": asdict(self.config),
             "theta": self.theta.copy(),
             "a_inv": self.a_inv.copy(),
+            "after": self.after.copy(),
+            "after_inv": self.after_inv.copy(),
             "intercept": self.intercept,
             "observed": self.observed,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        check_state(state, self.name, self.SCHEMA)
+        """A schema-1 state (before the previous-tool block) is migrated: its query block is kept and
+        the block starts empty, as if the session context had never been seen."""
+        check_state(state, self.name, 1 if state.get("schema") == 1 else self.SCHEMA)
         a_inv = np.asarray(state["a_inv"], dtype=np.float32)
         if a_inv.shape[1:] != (len(self._upper[0]),):
             learned = state["config"]["dim"]
             raise ValueError(f"state learned over {learned} components, this policy uses {self.config.dim}")
+        tools, buckets = len(a_inv), self.config.previous_buckets
+        if state["schema"] == 1:
+            after, after_inv = np.zeros((buckets, tools)), np.full((buckets, tools), 1.0 / self.config.regularisation)
+        else:
+            after = np.asarray(state["after"], dtype=np.float64)
+            after_inv = np.asarray(state["after_inv"], dtype=np.float64)
+            if after.shape != (buckets, tools) or after_inv.shape != (buckets, tools):
+                raise ValueError(
+                    f"state's previous-tool block is {after.shape}, this policy uses ({buckets}, {tools}) "
+                    "(previous_buckets, tools)"
+                )
         self.a_inv = a_inv.copy()
         self.inv_diag = a_inv[:, self._diagonal].astype(np.float64)
         self.theta = np.asarray(state["theta"], dtype=np.float64).copy()
+        self.after, self.after_inv = after.copy(), after_inv.copy()
         self.intercept, self.observed = float(state["intercept"]), int(state["observed"])
 
     def nbytes(self) -> int:
-        return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes
+        return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes + self.after.nbytes + self.after_inv.nbytes
