@@ -56,6 +56,7 @@ from toolwise.server.naming import assign
 
 log = logging.getLogger(__name__)
 
+UNSUBSCRIBE_S = 5.0  # longest a closed listen stream waits for its downstream unsubscriptions
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for a resource no server has
 TOOLWISE_META_PREFIX = "toolwise/"
 ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
@@ -283,9 +284,13 @@ class Passthrough:
                 subscribed.append(uri)
             return await self.listeners(ctx, params)
         finally:
-            with anyio.CancelScope(shield=True):  # a client's disconnect cancels the stream, not this
+            # A client's disconnect cancels the stream, not this; but a downstream that no longer answers
+            # (it is shutting down, or stuck) holds it up for UNSUBSCRIBE_S at most, never for ever.
+            with anyio.move_on_after(UNSUBSCRIBE_S, shield=True) as cleanup:
                 for uri in subscribed:
                     await self._unsubscribe(uri, listener)
+            if cleanup.cancelled_caught:
+                log.warning("%s: downstream unsubscriptions unanswered after %.0f s", listener, UNSUBSCRIBE_S)
 
     async def _subscribe(self, uri: str, client: str, session: ServerSession | None) -> None:
         """`client` (its session, when told directly; None when the bus tells it) hears of `uri`."""
