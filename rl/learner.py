@@ -7,7 +7,7 @@ the reward's speed bonus), the policy, the replay buffer and the sequence model.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -291,11 +291,33 @@ class Learner:
             self.config.reward, success=step.success, latency_s=step.latency_s, rating=step.rating, mean_latency_s=mean
         )
 
+    def learn(self, step: Step, rng: np.random.Generator, *, update: bool = True) -> Observation:
+        """The server's one entry per step: the step's reward and context hash (what its record keeps),
+        computed once, and with `update` the policy, replay, sequences and running latency learn from
+        it (without, nothing changes: learning switched off still records rewards)."""
+        context = self.encode(step.query, step.previous_tool, step.session_length)
+        reward = self.reward_of(step)
+        if not update:
+            return Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
+        return self._observe(step, reward, rng, context)
+
+    def end_episode(self, step: Step, reward: float, rng: np.random.Generator) -> Observation | None:
+        """The session ended after `step` (already learned, with `reward` as it stands now): a TD policy
+        learns its transition again as terminal, so ending there is not valued by a next context that
+        never came; a bandit has no future term to drop and learns nothing (None)."""
+        if not self.policy.uses_next_context:
+            return None
+        context = self.encode(step.query, step.previous_tool, step.session_length)
+        return self._learn(replace(step, terminal=True), reward, rng, context)
+
     def observe(self, step: Step, rng: np.random.Generator, reward: float | None = None) -> Observation:
         """Learn from one execution: reward (computed unless given), policy update, replay, sequences,
         running latency."""
         reward = self.reward_of(step) if reward is None else reward
-        observation = self._learn(step, reward, rng)
+        return self._observe(step, reward, rng, self.encode(step.query, step.previous_tool, step.session_length))
+
+    def _observe(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
+        observation = self._learn(step, reward, rng, context)
         arm = self.tools.intern(step.tool)
         self._grow(len(self.tools))
         self.latency_count[arm] += 1
@@ -312,15 +334,15 @@ class Learner:
         follow-up users rate badly stops counting as a successful sequence. Latency is not recounted."""
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
-        observation = self._learn(step, self.reward_of(step), rng)
+        context = self.encode(step.query, step.previous_tool, step.session_length)
+        observation = self._learn(step, self.reward_of(step), rng, context)
         if step.history and self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
             self.sequences.revise(step.history, step.tool, observation.reward - previous_reward, success_delta)
         return observation
 
-    def _learn(self, step: Step, reward: float, rng: np.random.Generator) -> Observation:
+    def _learn(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         arm = self.tools.intern(step.tool)
-        context = self.encode(step.query, step.previous_tool, step.session_length)
         future = self.policy.uses_next_context and not step.terminal
         next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
         prior_all = self.prior(step.query, step.previous_tool)

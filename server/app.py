@@ -34,7 +34,7 @@ from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableEr
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import Decision, UnknownToolError
-from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError, Route
+from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError, Route, outcome_of
 from toolwise.server.clients import client_key, connection_of
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.discovery import (
@@ -45,7 +45,7 @@ from toolwise.server.discovery import (
     call_tool_definition,
     search_tool,
 )
-from toolwise.server.learning import LearningService, outcome_of
+from toolwise.server.learning import LearningService
 from toolwise.server.metrics import Metrics
 from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
 from toolwise.server.sessions import EXECUTION_META_KEY
@@ -397,7 +397,7 @@ def build_server(app: Toolwise) -> Server[Any]:
         started_at, start = utcnow(), time.perf_counter()
         result, error = await app.call_downstream(route, arguments, ctx)
         latency_s = time.perf_counter() - start
-        execution_id = app.learning.record(
+        execution_id = app.learning.note(
             session,
             tool=name,
             server=route.server,

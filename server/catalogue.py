@@ -389,6 +389,19 @@ class Downstream:
         return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
 
 
+def outcome_of(result: types.CallToolResult | None, error: BaseException | None) -> tuple[str | None, str | None, int]:
+    """What a call's answer (or why there is none) says for its record: (error type, error message,
+    result size in characters of text); no error type means the call succeeded."""
+    if error is not None:
+        return type(error).__name__, str(error), 0
+    assert result is not None
+    size = sum(len(block.text) for block in result.content if isinstance(block, types.TextContent))
+    if result.is_error:
+        message = next((b.text for b in result.content if isinstance(b, types.TextContent)), "")
+        return "ToolError", message[:2000], size
+    return None, None, size
+
+
 class Catalogue:
     """All downstreams and the public tool names that route to them."""
 

@@ -21,9 +21,9 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -68,27 +68,6 @@ def _log_failure(task: asyncio.Future[Any]) -> None:
         log.error("rating work whose caller went away failed", exc_info=task.exception())
 
 
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """What a proxied call produced, as the learning side needs it."""
-
-    success: bool
-    error_type: str | None
-    error_message: str | None
-    result_size: int
-
-
-def outcome_of(result: types.CallToolResult | None, error: BaseException | None) -> CallOutcome:
-    if error is not None:
-        return CallOutcome(False, type(error).__name__, str(error), 0)
-    assert result is not None
-    size = sum(len(block.text) for block in result.content if isinstance(block, types.TextContent))
-    if result.is_error:
-        message = next((b.text for b in result.content if isinstance(b, types.TextContent)), "")
-        return CallOutcome(False, "ToolError", message[:2000], size)
-    return CallOutcome(True, None, None, size)
-
-
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
@@ -96,21 +75,6 @@ STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much lat
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
 REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A call noted by `record`, waiting for `drain`."""
-
-    call: Call
-    session_id: str
-    step: Step
-    server: str
-    arguments: dict[str, Any] | None
-    outcome: CallOutcome
-    started_at: datetime
-    finished_at: datetime
-    decision: Decision | None
 
 
 class LearningService:
@@ -149,7 +113,7 @@ class LearningService:
         self._live: set[str] = set()  # own executions learned live, not yet seen in the log
         self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
         self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
-        self._pending: deque[_Pending] = deque()
+        self._pending: deque[Call] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
@@ -226,41 +190,53 @@ class LearningService:
         )
         return self.sessions.get(opened.session_id if opened is not None else fallback), opened
 
-    def record(
+    @property
+    def history_n(self) -> int:
+        """How many tools before a call the sequence model takes as its prefix (n-grams up to `sequence_n`)."""
+        return self.learner.config.sequence_n - 1
+
+    def note(
         self,
         session: Session,
         *,
         tool: str,
         server: str,
         arguments: dict[str, Any] | None,
-        outcome: CallOutcome,
+        outcome: tuple[str | None, str | None, int],
         started_at: datetime,
         latency_s: float,
         opened: OpenDecision | None = None,
     ) -> str:
         """Note one proxied call (session history now; record and learning at the next `drain`);
-        returns the execution id. A call following `opened` is learned with that decision's query; any
-        other, with its session's last query and recommendation."""
+        `outcome` is `catalogue.outcome_of`'s; returns the execution id. A call following `opened` is
+        learned with that decision's query; any other, with its session's last query and recommendation."""
         if opened is not None:
             decision, query = opened.decision, opened.query
             if session.decision is decision:
                 session.decision = None
         else:
             decision, session.decision, query = session.decision, None, session.query
-        step = Step(
+        error_type, error_message, result_size = outcome
+        call = Call(
+            new_id(),
             tool,
-            outcome.success,
+            server,
+            session.id,
+            started_at,
+            utcnow(),
             latency_s,
-            query=query,
-            previous_tool=session.previous_tool,
-            session_length=session.length,
-            history=tuple(session.tools[-2:]),
+            error_type,
+            error_message,
+            result_size,
+            query,
+            session.previous_tool,
+            session.length,
+            session.recent(session.length, self.history_n),
+            decision,
+            arguments,
         )
-        position = session.length
-        call = Call(new_id(), tool, outcome.success, latency_s, None, step.query, step.previous_tool, position)
         session.add(call)
-        noted = _Pending(call, session.id, step, server, arguments, outcome, started_at, utcnow(), decision)
-        self._pending.append(noted)
+        self._pending.append(call)
         self.calls += 1
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
@@ -289,45 +265,29 @@ class LearningService:
                 if chunk is not None and done % chunk == 0:
                     await asyncio.sleep(0)
 
-    async def _complete(self, item: _Pending) -> None:
-        step, call = item.step, item.call
-        reward = self.learner.reward_of(step)
-        call.reward = reward
-        decision = item.decision
-        followed = decision is not None and decision.chosen == step.tool
-        execution = Execution(
-            id=call.execution_id,
-            tool=step.tool,
-            server=item.server,
-            session_id=item.session_id,
-            success=step.success,
-            latency_ms=step.latency_s * 1000,
-            started_at=item.started_at,
-            finished_at=item.finished_at,
-            arguments=item.arguments,
-            namespace=self.namespace,
-            context_hash=self.learner.encode(step.query, step.previous_tool, step.session_length).hash,
-            query=step.query if decision is not None else None,  # stored once: later calls share it
-            previous_tool=step.previous_tool,
-            position=step.session_length,
-            decision_id=None if decision is None else decision.decision_id,
-            propensity=decision.propensity if followed else None,  # type: ignore[union-attr]
-            error_type=item.outcome.error_type,
-            error_message=item.outcome.error_message,
-            result_size=item.outcome.result_size,
-            reward=reward,
-            instance=self.instance_id,
-            explored=decision.explored if followed else None,  # type: ignore[union-attr]
-        )
+    async def _complete(self, call: Call) -> None:
+        if call.context_hash is None:  # learned once, even when the store refuses the record and it is retried
+            self._learn(call)
+        execution = call.execution(self.namespace, self.instance_id)
         await self.feedback.record_execution(execution, force=self._closing)
-        if (session := self.sessions.find(item.session_id)) is not None:
-            session.reward_total += reward
+        call.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
+        if (session := self.sessions.find(call.session_id)) is not None:
+            session.reward_total += call.reward or 0.0
         self._live.add(execution.id)
         self.unsnapshotted += 1
-        self._observe(step, reward)
         self._shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
+
+    def _learn(self, call: Call) -> None:
+        """Ask the learner once: it learns the call's step and returns what the record keeps."""
+        step = call.step()
+        try:
+            learned = self.learner.learn(step, self.rng, update=self.settings.learning)
+        except Exception:
+            log.exception("learning from a call of %s failed; the execution is recorded", call.tool)
+            learned = self.learner.learn(step, self.rng, update=False)
+        call.reward, call.context_hash = learned.reward, learned.context_hash
 
     def _drain_when_idle(self) -> None:
         self._idle = None
@@ -355,11 +315,11 @@ class LearningService:
         await self.drain()
         await self._draining.wait()
 
-    def _observe(self, step: Step, reward: float | None) -> None:
+    def _observe(self, step: Step) -> None:
         if not self.settings.learning:
             return
         try:
-            self.learner.observe(step, self.rng, reward)
+            self.learner.learn(step, self.rng)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", step.tool)
 
@@ -392,26 +352,18 @@ class LearningService:
         event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
         self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
         execution = await self.with_query(event.execution)
-        step = self._step_of(execution, self._history_before(session, execution), rating)
+        history = session.recent(execution.position, self.history_n) if execution.session_id == session.id else ()
+        step = self._step_of(execution, history, rating)
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
         if self.settings.learning:
             reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
         else:
             reward = self.learner.reward_of(step)
         await self.feedback.set_reward(execution.id, reward)
-        for call in session.calls:
-            if call.execution_id == execution.id:
-                session.reward_total += reward - (call.reward or 0.0)
-                call.reward = reward
+        if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
+            session.reward_total += reward - (call.reward or 0.0)
+            call.reward = reward
         return execution, reward
-
-    @staticmethod
-    def _history_before(session: Session, execution: Execution) -> list[str]:
-        """The tools called before `execution` in its session, when this session still knows them."""
-        end = execution.position - session.dropped
-        if execution.session_id == session.id and 0 <= end <= len(session.calls):
-            return session.tools[max(end - 2, 0) : end]
-        return []
 
     async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
         if outcome not in OUTCOMES:
@@ -531,15 +483,15 @@ class LearningService:
             if len(self._logged) > LOGGED_SESSIONS:
                 self._logged.popitem(last=False)
         position = entry.position
-        before = tools[max(position - 2, 0) : position] if len(tools) >= position else []
+        before = tools[max(position - self.history_n, 0) : position] if len(tools) >= position else []
         if len(tools) == position:
             tools.append(entry.tool)
         return before
 
-    def _step_of(self, execution: Execution, history: list[str], rating: int | None = None) -> Step:
+    def _step_of(self, execution: Execution, history: Sequence[str], rating: int | None = None) -> Step:
         """The learner's view of a recorded execution; `history` falls back to the previous tool."""
         if not history and execution.previous_tool:
-            history = [execution.previous_tool]
+            history = (execution.previous_tool,)
         return Step(
             execution.tool,
             execution.success,
@@ -547,13 +499,13 @@ class LearningService:
             query=execution.query,
             previous_tool=execution.previous_tool,
             session_length=execution.position,
-            history=tuple(history[-2:]),
+            history=tuple(history[max(len(history) - self.history_n, 0) :]),
             rating=rating,
         )
 
     def _learn_logged(self, execution: Execution, history: list[str]) -> None:
         self.unsnapshotted += 1
-        self._observe(self._step_of(execution, history), None)
+        self._observe(self._step_of(execution, history))
         self._shield(execution)
 
     def _shield(self, execution: Execution) -> None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from toolwise.feedback import utcnow
-from toolwise.rl import Decision
+from toolwise.feedback import Execution, utcnow
+from toolwise.rl import Decision, Step
 
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
@@ -22,14 +22,74 @@ REQUEST_PREFIX = "request-"  # the session of a request that came on no connecti
 
 @dataclass(slots=True)
 class Call:
+    """One proxied tools/call: the one record it carries from handler to store. Its session keeps it
+    (the steps it made, with execution id and reward), the learner learns its `step()`, the store
+    records its `execution()`."""
+
     execution_id: str
     tool: str
-    success: bool
+    server: str
+    session_id: str
+    started_at: datetime
+    finished_at: datetime
     latency_s: float
-    reward: float | None  # None until the deferred learning has run (LearningService.drain)
-    query: str | None
+    error_type: str | None  # None: the call succeeded
+    error_message: str | None
+    result_size: int  # characters of text the result carried
+    query: str | None  # the context it is learned in: its decision's query, else the session's last one
     previous_tool: str | None
     position: int  # session length before this call
+    history: tuple[str, ...]  # the tools called just before it (the sequence model's prefix)
+    decision: Decision | None  # the recommendation it followed (dropped once recorded)
+    arguments: dict[str, Any] | None = None  # as called (dropped once recorded)
+    reward: float | None = None  # None until learned (LearningService.drain); a rating replaces it
+    context_hash: str | None = None  # set with the reward
+
+    @property
+    def success(self) -> bool:
+        return self.error_type is None
+
+    def step(self, rating: int | None = None) -> Step:
+        """The learner's view of this call."""
+        return Step(
+            self.tool,
+            self.success,
+            self.latency_s,
+            query=self.query,
+            previous_tool=self.previous_tool,
+            session_length=self.position,
+            history=self.history,
+            rating=rating,
+        )
+
+    def execution(self, namespace: str, instance: str) -> Execution:
+        """The store's view of this call (once learned: it carries the reward and context hash)."""
+        decision = self.decision
+        followed = decision if decision is not None and decision.chosen == self.tool else None
+        return Execution(
+            id=self.execution_id,
+            tool=self.tool,
+            server=self.server,
+            session_id=self.session_id,
+            success=self.success,
+            latency_ms=self.latency_s * 1000,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            arguments=self.arguments,
+            namespace=namespace,
+            context_hash=self.context_hash,
+            query=self.query if decision is not None else None,  # stored once: later calls share it
+            previous_tool=self.previous_tool,
+            position=self.position,
+            decision_id=None if decision is None else decision.decision_id,
+            propensity=None if followed is None else followed.propensity,
+            error_type=self.error_type,
+            error_message=self.error_message,
+            result_size=self.result_size,
+            reward=self.reward,
+            instance=instance,
+            explored=None if followed is None else followed.explored,
+        )
 
 
 @dataclass(slots=True)
@@ -65,6 +125,18 @@ class Session:
     @property
     def previous_tool(self) -> str | None:
         return self.calls[-1].tool if self.calls else None
+
+    def recent(self, end: int, n: int) -> tuple[str, ...]:
+        """The (up to) `n` tools called before position `end`, while this session still holds them."""
+        end -= self.dropped
+        return tuple(self.tools[max(end - n, 0) : end]) if 0 <= end <= len(self.tools) else ()
+
+    def find(self, execution_id: str) -> Call | None:
+        """The recent call with this execution id."""
+        for call in reversed(self.calls):
+            if call.execution_id == execution_id:
+                return call
+        return None
 
     def latest(self, tool: str | None) -> Call | None:
         """The session's latest call (of `tool`, when given)."""

@@ -12,16 +12,16 @@ import pytest
 from tests.server.test_persistence import QUERIES, service
 from toolwise.feedback import utcnow
 from toolwise.rl import Step
-from toolwise.server.learning import CallOutcome, LearningService
+from toolwise.server.learning import LearningService
 
 
 def proxied(learning: LearningService, session_id: str, tool: str) -> str:
-    return learning.record(
+    return learning.note(
         learning.sessions.get(session_id),
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
         arguments=None,
-        outcome=CallOutcome(True, None, None, 10),
+        outcome=(None, None, 10),
         started_at=utcnow(),
         latency_s=0.02,
     )
@@ -79,7 +79,7 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
     feedback, second = await service(url)
     learned: list[tuple[str | None, int | None]] = []
-    for name in ("observe", "observe_rating"):
+    for name in ("learn", "observe_rating"):
         original = getattr(second.learner, name)
 
         def spy(step: Step, *args: object, _original: object = original) -> object:

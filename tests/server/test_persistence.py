@@ -21,7 +21,7 @@ from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision
 from toolwise.server import snapshots
 from toolwise.server.config import Settings
-from toolwise.server.learning import CallOutcome, LearningService
+from toolwise.server.learning import LearningService
 from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Watermark
 
@@ -57,12 +57,12 @@ def url(tmp_path: Path) -> str:
 async def call(learning: LearningService, session_id: str, query: str, tool: str, ok: bool = True) -> str:
     session = learning.sessions.get(session_id)
     learning.recommend(session, query, 3, None)
-    execution_id = learning.record(
+    execution_id = learning.note(
         session,
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
         arguments=None,
-        outcome=CallOutcome(ok, None if ok else "ToolError", None if ok else "boom", 10),
+        outcome=(None, None, 10) if ok else ("ToolError", "boom", 10),
         started_at=utcnow(),
         latency_s=0.02,
     )
