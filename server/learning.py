@@ -373,6 +373,7 @@ class LearningService:
         self.open_decisions.forget_session(session_id)
         if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
+        self._end_episode(session.calls[-1])
         episode = Episode(
             session_id=session.id,
             tools=session.tools,
@@ -383,6 +384,16 @@ class LearningService:
             namespace=self.namespace,
         )
         return await self.feedback.record_episode(episode)
+
+    def _end_episode(self, last: Call) -> None:
+        """The session's last step was learned before anyone knew it was the last: a TD learner learns
+        it again as terminal (no future term)."""
+        if not self.settings.learning or last.reward is None:
+            return
+        try:
+            self.learner.end_episode(last.step(), last.reward, self.rng)
+        except Exception:
+            log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
 
     # -- the shared log: restarts and other instances ------------------------------------------------
 

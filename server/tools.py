@@ -163,7 +163,9 @@ class LearningStatsOutput(Output):
     tools: int
     decisions: int
     calls: int
-    updates: int = Field(description="Learner updates: one per call learned, one more per rating.")
+    updates: int = Field(
+        description="Learner updates: one per call learned, one more per rating (and per ended session, TD policies)."
+    )
     mean_reward: float | None = Field(
         description="Mean reward per call recorded in the namespace: each call's current reward, after its "
         "ratings (the figure submit_feedback reports for one call)."
