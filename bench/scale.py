@@ -34,7 +34,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
+from toolwise.server.services import Services
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -240,12 +240,12 @@ async def idle_tick(db: Path) -> InProcess:
     of its newest snapshot plus the log after it (in-process: no interpreter or downstream start-up)."""
     settings = Settings(database_url=sqlite_url(db), seed=0)
     async with FeedbackService(settings.database_url) as feedback:
-        learning = LearningService(settings, feedback)
+        services = Services.open(settings, feedback)
         begin = time.perf_counter()
-        await learning.restore_latest()
+        await services.snapshots.restore_latest()
         restored = time.perf_counter() - begin
-        await learning.sync()
-        ticks = await timed(30, lambda i: learning.sync())
+        await services.sharing.sync()
+        ticks = await timed(30, lambda i: services.sharing.sync())
         high, _ = await feedback.high_water()
 
         async def one_log_batch(i: int) -> None:
@@ -321,9 +321,9 @@ async def ensure_snapshot(db: Path) -> None:
     """A snapshot to start from, when the shutdown did not leave one (as the issue reports)."""
     settings = Settings(database_url=sqlite_url(db), seed=0)
     async with FeedbackService(settings.database_url) as feedback:
-        learning = LearningService(settings, feedback)
-        await learning.restore_latest()
-        await learning.save_snapshot("manual")
+        snapshots = Services.open(settings, feedback).snapshots
+        await snapshots.restore_latest()
+        await snapshots.save("manual")
 
 
 def p(values: np.ndarray | None, q: float) -> float:

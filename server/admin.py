@@ -23,8 +23,8 @@ from toolwise.server import snapshots
 from toolwise.server.app import STALE_AFTER_S
 from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
 from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
-from toolwise.server.tools import choose_snapshot
+from toolwise.server.learning import with_session_query
+from toolwise.server.services import Services
 
 console = Console()
 snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
@@ -48,11 +48,12 @@ def run(
         raise typer.Exit(1) from exc
 
 
-async def _current(settings: Settings, feedback: FeedbackService) -> LearningService:
-    """A learner in the state of the newest usable snapshot, with the log after it replayed."""
-    learning = LearningService(settings, feedback)
-    await learning.restore_latest()
-    return learning
+async def _current(settings: Settings, feedback: FeedbackService) -> Services:
+    """The services with a learner in the state of the newest usable snapshot, with the log after it
+    replayed."""
+    services = Services.open(settings, feedback)
+    await services.snapshots.restore_latest()
+    return services
 
 
 # -- snapshot ------------------------------------------------------------------------------------------
@@ -72,8 +73,7 @@ def snapshot_dump(
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if snapshot_id is None:
-            learning = await _current(settings, feedback)
-            record = learning.snapshot("manual")
+            record = (await _current(settings, feedback)).snapshots.snapshot("manual")
         else:
             found = await feedback.get_snapshot(snapshot_id, namespace=settings.namespace)
             if found is None:
@@ -110,10 +110,10 @@ def snapshot_restore(
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if verify_key is not None:
             settings = settings.model_copy(update={"snapshot_verify_key": verify_key})
-        learning = LearningService(settings, feedback)
+        restoring = Services.open(settings, feedback).snapshots
         path = str(input_path) if input_path is not None else None
-        record = await choose_snapshot(learning, feedback, snapshot_id, path, previous)
-        adopted = await learning.adopt(record, "rollback" if previous else "restore")
+        record = await restoring.choose(snapshot_id, path, previous)
+        adopted = await restoring.adopt(record, "rollback" if previous else "restore")
         console.print(
             f"restored snapshot as #{adopted.id} ({adopted.source}): version {adopted.version}, "
             f"{adopted.sample_count} samples, sha256 {adopted.sha256[:16]}…"
@@ -172,11 +172,11 @@ def inspect_qvalues(
     """Learned values (expected normalised reward, 0..1) per context seen in the log, best first."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        learning = await _current(settings, feedback)
+        learning = (await _current(settings, feedback)).learning
         recent = await feedback.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
-            e = await learning.with_query(e)  # noqa: PLW2901 - a query is stored once per session decision
+            e = await with_session_query(feedback, e, settings.namespace)  # noqa: PLW2901 - a query is stored once per session decision
             key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
             entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
             entry[3][e.tool] = entry[3].get(e.tool, 0) + 1

@@ -45,9 +45,9 @@ from toolwise.server.discovery import (
     call_tool_definition,
     search_tool,
 )
-from toolwise.server.learning import LearningService
 from toolwise.server.metrics import Metrics
 from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
+from toolwise.server.services import Services
 from toolwise.server.sessions import EXECUTION_META_KEY
 from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
@@ -86,10 +86,15 @@ class Toolwise:
             store_timeout_s=settings.store_timeout_s,
         )
         self.metrics = Metrics()
-        self.learning = LearningService(settings, self.feedback, self.metrics)
         self.catalogue = Catalogue(config.enabled_servers, settings, on_change=self._tools_changed)
+        self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
+        self.learning, self.sharing, self.snapshots = (
+            self.services.learning,
+            self.services.sharing,
+            self.services.snapshots,
+        )
         self.own: dict[str, OwnTool] = own_tools(
-            self.learning, self.feedback, self.catalogue, admin=settings.admin_tools, snapshots=settings.snapshot_tools
+            self.services, admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
         if settings.exposure != "all":
             self.own[SEARCH_TOOLS] = search_tool(self.learning, self.catalogue)
@@ -113,7 +118,7 @@ class Toolwise:
         await self.catalogue.start()
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
-        loaded = await self.learning.load_latest()
+        loaded = await self.snapshots.load_latest()
         log.info("learned state: %s; serving %s once the log after it is learned", loaded, self.learning.serving)
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
@@ -132,11 +137,11 @@ class Toolwise:
             # saves the next start from reading them again.
             await self.learning.aclose()
             try:
-                await self.learning.save_snapshot("shutdown")
+                await self.snapshots.save("shutdown")
                 await self._heartbeat(stopped=True)
                 if self.learning.unmarked >= UNMARKED_RESNAPSHOT:
-                    await self.learning.sync()
-                    await self.learning.save_snapshot("shutdown")
+                    await self.sharing.sync()
+                    await self.snapshots.save("shutdown")
             except (FeedbackError, SQLAlchemyError, OSError) as failure:
                 log.error(  # noqa: TRY400 - one line: the writer has logged the failure in full
                     "no shutdown snapshot, the database is failing (%s); the next start replays the log",
@@ -153,22 +158,22 @@ class Toolwise:
         settings = self.config.toolwise
         tick = settings.sync_interval_s or 5.0
         try:  # start-up: learn the log after the loaded snapshot while tools/list and calls are served
-            await self.learning.catch_up(settings.snapshot_rows)
+            await self.snapshots.catch_up(settings.snapshot_rows)
         except Exception:
             log.exception("catching up with the log failed (the next sync resumes it)")
         last_snapshot = last_heartbeat = time.monotonic()
         while True:
             await asyncio.sleep(tick)
             try:
-                await self.learning.follow_restores()
+                await self.snapshots.follow_restores()
                 if settings.sync_interval_s:
-                    await self.learning.sync()
+                    await self.sharing.sync()
                 interval = settings.snapshot_interval_s
                 by_time = interval and time.monotonic() - last_snapshot >= interval
                 by_rows = settings.snapshot_rows and self.learning.unsnapshotted >= settings.snapshot_rows
                 if by_time or by_rows:
                     last_snapshot = time.monotonic()
-                    await self.learning.save_snapshot("periodic")
+                    await self.snapshots.save("periodic")
                     await self.prune()
                 if time.monotonic() - last_heartbeat >= HEARTBEAT_S:
                     last_heartbeat = time.monotonic()
@@ -203,8 +208,8 @@ class Toolwise:
             "calls": learning.calls,
             "decisions": learning.decisions,
             "updates": learner.updates,
-            "synced": learning.synced,
-            "snapshot": learning.snapshot_id,
+            "synced": self.sharing.synced,
+            "snapshot": self.snapshots.snapshot_id,
             "store": self.feedback.stats.health(),
         }
 

@@ -1,12 +1,14 @@
-"""Wiring what happened (feedback) to how to learn (rl): one object per running toolwise.
+"""Learning from calls: recommend, note each proxied call (then record and learn it), rate, end a
+session. Sharing the log with other instances is `server/sharing.py`'s job; the snapshot lifecycle,
+`server/snapshotting.py`'s; this service holds the learned state both of them read and replace.
 
 Every proxied call becomes an execution record (queued for group commit) and a learner update; a
 rating recomputes that execution's reward and teaches the learner again; ending a session stores
-its episode. The learner runs on the event loop (it is pure and fast); the database never sits on
-the path of a call.
+its episode (and teaches a TD learner that its last step was terminal). The learner runs on the
+event loop (it is pure and fast); the database never sits on the path of a call.
 
 What a call leaves to do (build the record, compute the reward, queue the record, update the policy)
-is deferred: `record` only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks
+is deferred: `note` only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks
 between which the event loop serves calls, and always before anything reads what was learned or
 recorded (every own tool drains first; so does shutdown). Drained in call order, by one drainer at a
 time, so learning is the same as if each call had been learned from on the spot. Doing it while the
@@ -20,9 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
-from contextlib import aclosing
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -41,10 +42,8 @@ from toolwise.feedback import (
     StoreUnavailableError,
     utcnow,
 )
-from toolwise.feedback.records import LogEntry, RatingEvent, SnapshotRecord, new_id
+from toolwise.feedback.records import RatingEvent, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
-from toolwise.rl.state import pack, unpack
-from toolwise.server import snapshots
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import InvalidArgumentsError
@@ -53,7 +52,7 @@ from toolwise.server.embedding import load_embedder, tool_document
 from toolwise.server.metrics import Metrics
 from toolwise.server.sessions import SESSION_META_KEY, Call, Session, Sessions
 from toolwise.server.shields import Budget, Shields
-from toolwise.server.watermark import Watermark
+from toolwise.server.watermark import Covered
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +71,6 @@ CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downs
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
-_UNKNOWN: Any = object()  # a session whose query has not been looked up
-REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
-LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
 class LearningService:
@@ -83,9 +79,9 @@ class LearningService:
         self.feedback = feedback
         self.metrics = metrics
         self.instance_id = new_id()
-        self._tools: list[ToolDoc] = []
+        self.tool_docs: list[ToolDoc] = []
         self.embedder = load_embedder(settings.embedding)
-        self.learner = self._new_learner()
+        self.learner = self.new_learner()
         self.rng = np.random.default_rng(settings.seed)
         self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
         self.open_decisions = OpenDecisions()
@@ -99,32 +95,21 @@ class LearningService:
                 settings.shield_retry_s,
             )
         )
-        self.sign_key = snapshots.load_private_key(settings.snapshot_sign_key) if settings.snapshot_sign_key else None
-        self.verify_key = (
-            snapshots.load_public_key(settings.snapshot_verify_key) if settings.snapshot_verify_key else None
-        )
         self.decisions = 0
         self.calls = 0
         self.explored = 0
-        self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
-        self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
-        self.executions_mark = Watermark()
-        self.ratings_mark = Watermark()
-        self._live: set[str] = set()  # own executions learned live, not yet seen in the log
-        self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
-        self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
+        self.covered = Covered()  # what of the shared log the state includes (server/sharing.py)
         self._pending: deque[Call] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
-        self._restores_seen = 0  # newest restore/rollback snapshot id already followed
         self._closing = False
         self.unsnapshotted = 0  # executions learned since the newest snapshot (snapshots by row count)
         self.catching_up = False  # replaying the log after start-up: recommendations come from the prior
-        self.replay_done = self.replay_total = 0  # log entries replayed / to replay
-        self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
+        self.replay_done = self.replay_total = 0  # log entries replayed / to replay (server/sharing.py)
 
-    def _new_learner(self) -> Learner:
+    def new_learner(self) -> Learner:
+        """A learner as configured, knowing the running catalogue, that has learned nothing."""
         s = self.settings
         config = LearnerConfig(
             policy=s.policy,
@@ -132,7 +117,7 @@ class LearningService:
             replay_enabled=s.replay,
             sequences_enabled=s.sequences,
         )
-        return Learner(config, self._tools, self.embedder)
+        return Learner(config, self.tool_docs, self.embedder)
 
     @property
     def serving(self) -> str:
@@ -142,7 +127,7 @@ class LearningService:
         return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
 
     def set_tools(self, tools: list[types.Tool]) -> None:
-        self._tools = [
+        self.tool_docs = [
             ToolDoc(
                 t.name,
                 f"{t.title or ''} {t.description or ''}",
@@ -150,7 +135,7 @@ class LearningService:
             )
             for t in tools
         ]
-        self.learner.set_tools(self._tools)
+        self.learner.set_tools(self.tool_docs)
 
     def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
         # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
@@ -245,7 +230,7 @@ class LearningService:
     @property
     def unmarked(self) -> int:
         """Own executions learned live whose place in the log no sync has seen yet."""
-        return len(self._live)
+        return len(self.covered.live)
 
     @property
     def pending(self) -> int:
@@ -273,9 +258,9 @@ class LearningService:
         call.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
         if (session := self.sessions.find(call.session_id)) is not None:
             session.reward_total += call.reward or 0.0
-        self._live.add(execution.id)
+        self.covered.live.add(execution.id)
         self.unsnapshotted += 1
-        self._shield(execution)
+        self.shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
 
@@ -350,10 +335,11 @@ class LearningService:
         self, session: Session, execution_id: str, rating: int, comment: str | None
     ) -> tuple[Execution, float]:
         event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
-        self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
-        execution = await self.with_query(event.execution)
+        assert event.rating.id is not None  # committed
+        self.covered.ratings.add(event.rating.id)
+        execution = await with_session_query(self.feedback, event.execution, self.namespace)
         history = session.recent(execution.position, self.history_n) if execution.session_id == session.id else ()
-        step = self._step_of(execution, history, rating)
+        step = step_of(execution, history, self.history_n, rating)
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
         if self.settings.learning:
             reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
@@ -395,315 +381,53 @@ class LearningService:
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
 
-    # -- the shared log: restarts and other instances ------------------------------------------------
+    # -- learning what the shared log holds (server/sharing.py decides what and in which context) ------
 
-    async def sync(self, progress: Callable[[int], None] | None = None) -> int:
-        """Learn every execution and rating in the log not learned yet (another instance's, or an
-        earlier run's after the snapshot it left); returns how many. Own live entries are only marked.
-        Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
-        await self.drain()
-        learned = 0
-        mark, rmark = self.executions_mark, self.ratings_mark
-        seq_head, rating_head = await self.feedback.log_heads(self.namespace)
-        if seq_head > mark.floor:
-            learned += (await self._sync_executions(progress))[0]
-        if rating_head > rmark.floor:
-            learned += await self._sync_ratings()
-        now = time.monotonic()
-        mark.advance(now, self.settings.sync_gap_grace_s)
-        rmark.advance(now, self.settings.sync_gap_grace_s)
-        self.synced += learned
-        return learned
-
-    async def _sync_executions(
-        self, progress: Callable[[int], None] | None = None, *, after_seq: int = 0, limit: int | None = None
-    ) -> tuple[int, int, bool]:
-        """Learn the log's executions after the watermark's floor (or `after_seq`, if later), stopping
-        after about `limit` entries; returns (learned, last seq read, whether the log's end was reached)."""
-        learned = 0
-        mark = self.executions_mark
-        last = max(after_seq, mark.floor)
-        read = 0
-        async with aclosing(self.feedback.iter_log(namespace=self.namespace, after_seq=last)) as batches:
-            async for entries in batches:
-                fresh = [entry for entry in entries if mark.fresh(entry.seq)]
-                history = {entry.seq: self._log_history(entry) for entry in fresh}
-                own = self.instance_id
-                foreign = [e.seq for e in fresh if e.instance != own and e.id not in self._live]
-                for entry in fresh:
-                    if entry.instance == own or entry.id in self._live:
-                        self._queries.pop(entry.session_id, None)  # it may have changed the session's query
-                executions = [
-                    await self.with_query(execution, remember=True)
-                    for execution in await self.feedback.executions_by_seq(foreign)
-                ]
-                # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                for execution in executions:
-                    self._learn_logged(execution, history[execution.seq])  # type: ignore[index]
-                for entry in fresh:
-                    mark.add(entry.seq)
-                    self._live.discard(entry.id)
-                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-                learned += len(executions)
-                last, read = entries[-1].seq, read + len(entries)
-                if progress is not None:
-                    progress(len(entries))
-                await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
-                if limit is not None and read >= limit:
-                    return learned, last, False
-        return learned, last, True
-
-    async def _sync_ratings(self) -> int:
-        learned = 0
-        rmark = self.ratings_mark
-        async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
-            for event in events:
-                if not rmark.fresh(event.rating.id):  # type: ignore[arg-type]
-                    continue
-                rmark.add(event.rating.id)  # type: ignore[arg-type]
-                if event.rating.instance == self.instance_id:  # learned live by `rate`
-                    continue
-                self._learn_logged_rating(replace(event, execution=await self.with_query(event.execution)))
-                learned += 1
-        return learned
-
-    async def with_query(self, execution: Execution, *, remember: bool = False) -> Execution:
-        """`execution` with the recommend_tool query that was its context. A query is stored once, on
-        the call that followed the recommendation; the session's later calls inherit it (from the
-        calls learned just before, in log order, when `remember`; else from the log)."""
-        if execution.query is None and execution.position > 0:
-            found = self._queries.get(execution.session_id, _UNKNOWN) if remember else _UNKNOWN
-            if found is _UNKNOWN:
-                found = await self.feedback.session_query(
-                    execution.session_id, namespace=self.namespace, before_seq=execution.seq
-                )
-            execution = replace(execution, query=found)
-        if remember:  # a session without any query is remembered too: one look-up per session
-            self._queries[execution.session_id] = execution.query
-            self._queries.move_to_end(execution.session_id)
-            if len(self._queries) > LOGGED_SESSIONS:
-                self._queries.popitem(last=False)
-        return execution
-
-    def _log_history(self, entry: LogEntry) -> list[str]:
-        """The (up to two) tools the session called before `entry`, as the log tells them; remembers
-        this call too."""
-        tools = self._logged.get(entry.session_id)
-        if tools is None:
-            tools = self._logged[entry.session_id] = []
-            if len(self._logged) > LOGGED_SESSIONS:
-                self._logged.popitem(last=False)
-        position = entry.position
-        before = tools[max(position - self.history_n, 0) : position] if len(tools) >= position else []
-        if len(tools) == position:
-            tools.append(entry.tool)
-        return before
-
-    def _step_of(self, execution: Execution, history: Sequence[str], rating: int | None = None) -> Step:
-        """The learner's view of a recorded execution; `history` falls back to the previous tool."""
-        if not history and execution.previous_tool:
-            history = (execution.previous_tool,)
-        return Step(
-            execution.tool,
-            execution.success,
-            execution.latency_ms / 1000,
-            query=execution.query,
-            previous_tool=execution.previous_tool,
-            session_length=execution.position,
-            history=tuple(history[max(len(history) - self.history_n, 0) :]),
-            rating=rating,
-        )
-
-    def _learn_logged(self, execution: Execution, history: list[str]) -> None:
+    def learn_logged(self, execution: Execution, history: Sequence[str]) -> None:
+        """Learn an execution of the shared log (another instance's, or an earlier run's)."""
         self.unsnapshotted += 1
-        self._observe(self._step_of(execution, history))
-        self._shield(execution)
+        self._observe(step_of(execution, history, self.history_n))
+        self.shield(execution)
 
-    def _shield(self, execution: Execution) -> None:
-        """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments)."""
-        if execution.error_type != CALLERS_FAULT:
-            self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
-
-    def _learn_logged_rating(self, event: RatingEvent) -> None:
+    def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
+        """Learn a rating of the shared log (another instance's, or an earlier run's)."""
         if not self.settings.learning:
             return
         execution = event.execution
-        tools = self._logged.get(execution.session_id, [])
-        step = self._step_of(execution, tools[: execution.position], event.rating.rating)
+        step = step_of(execution, history, self.history_n, event.rating.rating)
         previous_reward = self.learner.reward_of(replace(step, rating=event.previous))
         try:
             self.learner.observe_rating(step, self.rng, previous_reward, event.previous)
         except Exception:
             log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
 
-    # -- snapshots -----------------------------------------------------------------------------------
+    def shield(self, execution: Execution) -> None:
+        """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments)."""
+        if execution.error_type != CALLERS_FAULT:
+            self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
 
-    def snapshot(self, source: str) -> SnapshotRecord:
-        """The learned state as it is now (call after `drain`), with what of the log it covers."""
-        state = {
-            "learner": self.learner.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "counters": {"decisions": self.decisions, "calls": self.calls, "explored": self.explored},
-        }
-        payload = pack(state)
-        record = SnapshotRecord(
-            namespace=self.namespace,
-            version=snapshots.VERSION,
-            policy=self.learner.policy.name,
-            source=source,
-            created_at=utcnow(),
-            sample_count=self.learner.updates,
-            covered={
-                "executions": self.executions_mark.state(),
-                "ratings": self.ratings_mark.state(),
-                "live": sorted(self._live),
-            },
-            sha256=snapshots.checksum(payload),
-            payload=payload,
-        )
-        return snapshots.sign(record, self.sign_key) if self.sign_key is not None else record
 
-    async def save_snapshot(self, source: str) -> SnapshotRecord:
-        """Take a snapshot and store it (keeping the newest `snapshot_keep`)."""
-        await self.drain()
-        record = self.snapshot(source)
-        learned = self.unsnapshotted
-        self.snapshot_id = await self.feedback.save_snapshot(record, keep=self.settings.snapshot_keep)
-        self.unsnapshotted -= learned  # what was learned while the snapshot was being stored is not in it
-        log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
-        return replace(record, id=self.snapshot_id)
+def step_of(execution: Execution, history: Sequence[str], n: int, rating: int | None = None) -> Step:
+    """The learner's view of a recorded execution, with (up to) `n` tools before it; `history` falls
+    back to the previous tool."""
+    if not history and execution.previous_tool:
+        history = (execution.previous_tool,)
+    return Step(
+        execution.tool,
+        execution.success,
+        execution.latency_ms / 1000,
+        query=execution.query,
+        previous_tool=execution.previous_tool,
+        session_length=execution.position,
+        history=tuple(history[max(len(history) - n, 0) :]),
+        rating=rating,
+    )
 
-    def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
-        """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first,
-        so a refused snapshot leaves the current state untouched. `covered` overrides what of the
-        log the state counts as including (a restore or rollback takes it "as of now")."""
-        snapshots.verify(record, self.verify_key)
-        if record.policy != self.learner.policy.name:
-            raise snapshots.SnapshotError(
-                f"snapshot was learned by policy {record.policy!r}; this toolwise runs {self.learner.policy.name!r}"
-            )
-        try:
-            state = unpack(record.payload)
-            learner = self._new_learner()
-            learner.load_state(state["learner"])
-            rng = np.random.default_rng()
-            rng.bit_generator.state = state["rng"]
-        except (KeyError, ValueError, TypeError) as exc:
-            raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
-        if self._tools:
-            learner.set_tools(self._tools)  # the catalogue is what is running now
-        covered = record.covered if covered is None else covered
-        self.learner, self.rng = learner, rng
-        counters = state.get("counters", {})
-        self.decisions = int(counters.get("decisions", 0))
-        self.calls = int(counters.get("calls", 0))
-        self.explored = int(counters.get("explored", 0))
-        self.executions_mark = Watermark.of(covered["executions"])
-        self.ratings_mark = Watermark.of(covered["ratings"])
-        self._live = set(covered.get("live", ()))
-        self.snapshot_id = record.id
 
-    async def restore_latest(self) -> str:
-        """Load the newest usable snapshot and learn the log recorded after it (admin commands; a
-        server catches up in the background instead). Returns what happened, for the log."""
-        loaded = await self.load_latest()
-        replayed = await self.catch_up()
-        return f"{loaded} + {replayed} log entries replayed"
-
-    async def load_latest(self) -> str:
-        """Load the newest usable snapshot; one that cannot be used is reported and the next older one
-        tried. Until `catch_up` has learned the log after it, the state lags: recommendations come from
-        the prior. Returns what was loaded, for the log."""
-        self.catching_up = True
-        listing = await self.feedback.list_snapshots(self.namespace)
-        self._restores_seen = max((r.id or 0 for r in listing), default=0)
-        for listed in listing:
-            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
-            if record is None:
-                continue
-            try:
-                self.load(record)
-            except snapshots.SnapshotError as exc:
-                log.warning("snapshot %s not used: %s", listed.id, exc)
-                continue
-            return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
-        return "no snapshot"
-
-    async def catch_up(self, snapshot_rows: int = 0) -> int:
-        """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
-        progress; with `snapshot_rows`, a snapshot is stored every that many rows learned, so a start
-        cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns how
-        many entries were learned."""
-        mark = self.executions_mark
-        self.replay_done = self.replay_total = 0
-        self.catching_up = True
-        began = self._replay_reported = time.monotonic()
-        learned, cursor = 0, mark.floor
-        try:
-            self.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
-            while True:
-                n, cursor, done = await self._sync_executions(
-                    self._replayed, after_seq=cursor, limit=snapshot_rows or None
-                )
-                learned += n
-                self.synced += n
-                if done:
-                    break
-                if self.unsnapshotted >= snapshot_rows:
-                    await self.save_snapshot("periodic")
-            learned += await self.sync()
-        finally:
-            self.catching_up = False
-        if self.replay_total:
-            log.info("caught up with the log: %d entries learned in %.1f s", learned, time.monotonic() - began)
-        return learned
-
-    def _replayed(self, entries: int) -> None:
-        """Count a batch of replayed log entries; say how far the replay is every REPLAY_REPORT_S."""
-        self.replay_done += entries
-        now = time.monotonic()
-        if now - self._replay_reported >= REPLAY_REPORT_S:
-            self._replay_reported = now
-            share = 100 * self.replay_done / max(self.replay_total, 1)
-            log.info("replaying the log: %d of %d entries (%.0f%%)", self.replay_done, self.replay_total, share)
-
-    async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
-        """Restore: make `record` the current state as of now (the log so far counts as covered, so it
-        is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
-        await self.drain()
-        seq, rating_id = await self.feedback.high_water(self.namespace)
-        covered: dict[str, Any] = {
-            "executions": {"floor": seq, "seen": []},
-            "ratings": {"floor": rating_id, "seen": []},
-            "live": [],
-        }
-        if record.id is not None:
-            covered["origin"] = record.covered.get("origin") or record.id  # a stored one: where it comes from
-        self.load(record, covered=covered)
-        stored = replace(record, source=source, covered=covered, id=None, created_at=utcnow())
-        if self.sign_key is not None:
-            stored = snapshots.sign(stored, self.sign_key)
-        elif stored.signature is not None:
-            stored = replace(stored, signature=None)  # the covered marks changed: the old signature no longer fits
-        self.snapshot_id = self._restores_seen = await self.feedback.save_snapshot(
-            stored, keep=self.settings.snapshot_keep
-        )
-        log.warning("learned state replaced by a %s (%d samples)", source, record.sample_count)
-        return replace(stored, id=self.snapshot_id)
-
-    async def follow_restores(self) -> None:
-        """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
-        for listed in await self.feedback.list_snapshots(self.namespace):
-            if (listed.id or 0) <= self._restores_seen:
-                return
-            if listed.source not in ("restore", "rollback"):
-                continue
-            self._restores_seen = listed.id or 0
-            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
-            if record is not None:
-                try:
-                    self.load(record)
-                    log.warning("adopted snapshot %s (%s by another process)", listed.id, listed.source)
-                except snapshots.SnapshotError as exc:
-                    log.warning("restored snapshot %s not adopted: %s", listed.id, exc)
-            return
+async def with_session_query(feedback: FeedbackService, execution: Execution, namespace: str) -> Execution:
+    """`execution` with the recommend_tool query that was its context: stored once, on the call that
+    followed the recommendation, the session's later calls find it in the log."""
+    if execution.query is not None or execution.position == 0:
+        return execution
+    found = await feedback.session_query(execution.session_id, namespace=namespace, before_seq=execution.seq)
+    return replace(execution, query=found)

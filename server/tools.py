@@ -7,18 +7,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolwise.feedback import FeedbackService, StoreUnavailableError, ToolMetrics
+from toolwise.feedback import StoreUnavailableError, ToolMetrics
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl import Decision, Ranked, UnknownToolError
 from toolwise.server import snapshots as snapshot_files
-from toolwise.server.catalogue import Catalogue, Health
-from toolwise.server.learning import LearningService
+from toolwise.server.catalogue import Health
+from toolwise.server.services import Services
 from toolwise.server.sessions import Session
 
 log = logging.getLogger(__name__)
@@ -334,11 +333,10 @@ class OwnTool:
         )
 
 
-def own_tools(
-    learning: LearningService, feedback: FeedbackService, catalogue: Catalogue, *, admin: bool, snapshots: bool = False
-) -> dict[str, OwnTool]:
+def own_tools(services: Services, *, admin: bool, snapshots: bool = False) -> dict[str, OwnTool]:
     """Our tools by name, their handlers closing over the running services (the learner is looked
     up on every call: restoring a snapshot replaces it)."""
+    learning, feedback, catalogue = services.learning, services.feedback, services.catalogue
 
     def known(names: list[str]) -> None:
         unknown = [n for n in names if n not in learning.learner.tools]
@@ -434,8 +432,8 @@ def own_tools(
             failed_batches=w.failed_batches,
             dead_lettered=w.dead_lettered,
             store=w.health(),
-            synced=learning.synced,
-            snapshot_id=learning.snapshot_id,
+            synced=services.sharing.synced,
+            snapshot_id=services.snapshots.snapshot_id,
             open_circuits=[h.server for h in health if h.circuit != "closed"],
             shielded_tools=learning.shields.blocked(time.monotonic()),
             downstreams=health,
@@ -462,11 +460,13 @@ def own_tools(
     async def snapshot_list(args: NoInput, session: Session | None) -> SnapshotListOutput:
         listed = await feedback.list_snapshots(learning.namespace)
         return SnapshotListOutput(
-            namespace=learning.namespace, current=learning.snapshot_id, snapshots=[snapshot_info(r) for r in listed]
+            namespace=learning.namespace,
+            current=services.snapshots.snapshot_id,
+            snapshots=[snapshot_info(r) for r in listed],
         )
 
     async def snapshot_dump(args: SnapshotDumpInput, session: Session | None) -> SnapshotOutput:
-        record = await learning.save_snapshot("manual")
+        record = await services.snapshots.save("manual")
         if args.output:
             path = snapshot_files.confined(learning.settings.snapshot_dir, args.output)
             snapshot_files.write_file(record, path, overwrite=args.overwrite)
@@ -474,8 +474,8 @@ def own_tools(
 
     async def snapshot_restore(args: SnapshotRestoreInput, session: Session | None) -> SnapshotOutput:
         path = None if args.input is None else str(snapshot_files.confined(learning.settings.snapshot_dir, args.input))
-        record = await choose_snapshot(learning, feedback, args.snapshot_id, path, args.previous)
-        adopted = await learning.adopt(record, "rollback" if args.previous else "restore")
+        record = await services.snapshots.choose(args.snapshot_id, path, args.previous)
+        adopted = await services.snapshots.adopt(record, "rollback" if args.previous else "restore")
         return SnapshotOutput(snapshot=snapshot_info(adopted), path=args.input)
 
     tools = [
@@ -576,26 +576,3 @@ def own_tools(
             ),
         ]
     return {t.name: t for t in tools if admin or not t.admin}
-
-
-async def choose_snapshot(
-    learning: LearningService, feedback: FeedbackService, snapshot_id: int | None, path: str | None, previous: bool
-) -> SnapshotRecord:
-    """The snapshot a restore asks for: exactly one of an id, a file, or the one before the current."""
-    if sum((snapshot_id is not None, path is not None, previous)) != 1:
-        raise ValueError("give exactly one of snapshot_id, input (a file) or previous")
-    if path is not None:
-        return snapshot_files.read_file(Path(path))
-    if previous:
-        # The newest snapshot's lineage: a rollback row stands for the snapshot it rolled back to, so
-        # rolling back twice goes two steps back rather than undoing the first rollback.
-        listed = await feedback.list_snapshots(learning.namespace)
-        origin = (listed[0].covered.get("origin") or listed[0].id) if listed else 0
-        older = [r for r in listed if (r.id or 0) < origin]
-        if not older:
-            raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
-        snapshot_id = older[0].id
-    record = await feedback.get_snapshot(snapshot_id, namespace=learning.namespace)
-    if record is None:
-        raise ValueError(f"no snapshot {snapshot_id} in namespace {learning.namespace!r}")
-    return record

@@ -45,3 +45,21 @@ class Watermark:
     @classmethod
     def of(cls, state: dict[str, Any]) -> Watermark:
         return cls(int(state["floor"]), {int(n) for n in state["seen"]})
+
+
+@dataclass(slots=True)
+class Covered:
+    """What of the shared log a learned state includes: executions and ratings by watermark, and this
+    instance's own executions learned live that no sync has seen in the log yet (a snapshot keeps all
+    three, so a restart learns each entry exactly once)."""
+
+    executions: Watermark = field(default_factory=Watermark)
+    ratings: Watermark = field(default_factory=Watermark)
+    live: set[str] = field(default_factory=set)
+
+    def state(self) -> dict[str, Any]:
+        return {"executions": self.executions.state(), "ratings": self.ratings.state(), "live": sorted(self.live)}
+
+    @classmethod
+    def of(cls, state: dict[str, Any]) -> Covered:
+        return cls(Watermark.of(state["executions"]), Watermark.of(state["ratings"]), set(state.get("live", ())))

@@ -13,12 +13,12 @@ from toolwise.feedback.records import RatingEvent
 
 
 async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward_stored(tmp_path: Path) -> None:
-    feedback, learning = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
-    session = learning.sessions.get("s")
-    execution_id = proxied(learning, "s", "git__git_log")
-    await learning.drain()
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    session = services.learning.sessions.get("s")
+    execution_id = proxied(services, "s", "git__git_log")
+    await services.learning.drain()
     before = (await feedback.get_execution(execution_id)).reward
-    updates = learning.learner.updates
+    updates = services.learning.learner.updates
     original = feedback.add_rating
 
     async def add_rating(*args: object, **kwargs: object) -> RatingEvent:
@@ -27,11 +27,11 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
         return event
 
     feedback.add_rating = add_rating  # type: ignore[method-assign]
-    rating = asyncio.create_task(learning.rate(session, 1, execution_id, None, None))
+    rating = asyncio.create_task(services.learning.rate(session, 1, execution_id, None, None))
     with pytest.raises(asyncio.CancelledError):
         await rating
     await asyncio.sleep(0.5)
     after = (await feedback.get_execution(execution_id)).reward
     assert after is not None and after < before  # the low rating's reward is stored
-    assert learning.learner.updates > updates  # and learned
+    assert services.learning.learner.updates > updates  # and learned
     await feedback.aclose()

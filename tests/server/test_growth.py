@@ -12,12 +12,12 @@ import pytest
 from tests.server.test_persistence import QUERIES, service
 from toolwise.feedback import utcnow
 from toolwise.rl import Step
-from toolwise.server.learning import LearningService
+from toolwise.server.services import Services
 
 
-def proxied(learning: LearningService, session_id: str, tool: str) -> str:
-    return learning.note(
-        learning.sessions.get(session_id),
+def proxied(services: Services, session_id: str, tool: str) -> str:
+    return services.learning.note(
+        services.learning.sessions.get(session_id),
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
         arguments=None,
@@ -33,16 +33,16 @@ def url(tmp_path: Path) -> str:
 
 
 async def test_a_long_session_keeps_a_bounded_window_of_calls(url: str) -> None:
-    feedback, learning = await service(url, session_window=8)
+    feedback, services = await service(url, session_window=8)
     tools = ["git__git_status", "git__git_log", "git__git_diff"]
-    ids = [proxied(learning, "long", tools[i % 3]) for i in range(1000)]
-    await learning.drain()
-    session = learning.sessions.get("long")
+    ids = [proxied(services, "long", tools[i % 3]) for i in range(1000)]
+    await services.learning.drain()
+    session = services.learning.sessions.get("long")
     assert len(session.calls) <= 16 and session.length == 1000
     assert (await feedback.get_execution(ids[-1])).position == 999  # positions go on counting
-    _, reward = await learning.rate(session, 5, None, "git__git_log", None)  # recent calls rate by name
+    _, reward = await services.learning.rate(session, 5, None, "git__git_log", None)  # recent calls rate by name
     assert reward > 10
-    episode = await learning.end_session("long", "success")
+    episode = await services.learning.end_session("long", "success")
     assert episode.total_reward == pytest.approx(sum(e.reward for e in await _all(feedback)))
     await feedback.aclose()
 
@@ -52,9 +52,9 @@ async def _all(feedback: object) -> list:  # type: ignore[type-arg]
 
 
 async def test_an_over_long_query_is_cut_to_the_limit(url: str) -> None:
-    feedback, learning = await service(url, max_query_chars=100)
-    session = learning.sessions.get("s")
-    decision = learning.recommend(session, "show the git log " + "x" * 500, 3, None)
+    feedback, services = await service(url, max_query_chars=100)
+    session = services.learning.sessions.get("s")
+    decision = services.learning.recommend(session, "show the git log " + "x" * 500, 3, None)
     assert decision.ranked, "a long request still gets recommendations"
     assert session.query == ("show the git log " + "x" * 500)[:100]
     await feedback.aclose()
@@ -66,13 +66,13 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
     feedback, first = await service(url)
     asked = {}
     for s in range(6):
-        session = first.sessions.get(f"s{s}")
+        session = first.learning.sessions.get(f"s{s}")
         asked[session.id] = QUERIES[s % 3] + " please, in detail" * 20
-        first.recommend(session, asked[session.id], 3, None)
+        first.learning.recommend(session, asked[session.id], 3, None)
         for tool in ("git__git_log", "git__git_status", "git__git_diff", "git__git_log"):
             proxied(first, session.id, tool)
-        await first.drain()
-        await first.rate(session, 5 if s % 2 else 1, None, "git__git_status", None)
+        await first.learning.drain()
+        await first.learning.rate(session, 5 if s % 2 else 1, None, "git__git_status", None)
     await feedback.aclose()
     with sqlite3.connect(tmp_path / "toolwise.db") as conn:
         assert conn.execute("SELECT count(*), count(query) FROM executions").fetchone() == (24, 6)
@@ -80,14 +80,14 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
     feedback, second = await service(url)
     learned: list[tuple[str | None, int | None]] = []
     for name in ("learn", "observe_rating"):
-        original = getattr(second.learner, name)
+        original = getattr(second.learning.learner, name)
 
         def spy(step: Step, *args: object, _original: object = original) -> object:
             learned.append((step.query, step.rating))
             return _original(step, *args)  # type: ignore[operator]
 
-        monkeypatch.setattr(second.learner, name, spy)
-    await second.restore_latest()  # no snapshot: the whole log is replayed, each call in its context
+        monkeypatch.setattr(second.learning.learner, name, spy)
+    await second.snapshots.restore_latest()  # no snapshot: the whole log is replayed, each call in its context
     expected = [asked[f"s{s}"] for s in range(6) for _ in range(4)] + [asked[f"s{s}"] for s in range(6)]
     assert [query for query, _ in learned] == expected
     assert [rating for _, rating in learned][24:] == [5 if s % 2 else 1 for s in range(6)]

@@ -1,7 +1,7 @@
 """Learned state that lasts and travels: snapshots, restarts, the shared log, shadow mode, shields.
 
 In-process against a real SQLite file (and a real PostgreSQL server when TOOLWISE_TEST_PG_URL is
-set): the LearningService as the server runs it, without the MCP surface."""
+set): the services as the server runs them, without the MCP surface."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision
 from toolwise.server import snapshots
 from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
+from toolwise.server.services import Services
 from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Watermark
 
@@ -41,12 +41,12 @@ def settings(url: str, **overrides: Any) -> Settings:
     return Settings(database_url=url, seed=5, sync_interval_s=0, **overrides)
 
 
-async def service(url: str, **overrides: Any) -> tuple[FeedbackService, LearningService]:
+async def service(url: str, **overrides: Any) -> tuple[FeedbackService, Services]:
     feedback = FeedbackService(url, flush_interval_ms=1)
     await feedback.start()
-    learning = LearningService(settings(url, **overrides), feedback)
-    learning.set_tools(TOOLS)
-    return feedback, learning
+    services = Services.open(settings(url, **overrides), feedback)
+    services.learning.set_tools(TOOLS)
+    return feedback, services
 
 
 @pytest.fixture
@@ -54,10 +54,10 @@ def url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
 
 
-async def call(learning: LearningService, session_id: str, query: str, tool: str, ok: bool = True) -> str:
-    session = learning.sessions.get(session_id)
-    learning.recommend(session, query, 3, None)
-    execution_id = learning.note(
+async def call(services: Services, session_id: str, query: str, tool: str, ok: bool = True) -> str:
+    session = services.learning.sessions.get(session_id)
+    services.learning.recommend(session, query, 3, None)
+    execution_id = services.learning.note(
         session,
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
@@ -66,38 +66,38 @@ async def call(learning: LearningService, session_id: str, query: str, tool: str
         started_at=utcnow(),
         latency_s=0.02,
     )
-    await learning.drain()
+    await services.learning.drain()
     return execution_id
 
 
-async def teach(learning: LearningService, rounds: int = 12, prefix: str = "s") -> None:
+async def teach(services: Services, rounds: int = 12, prefix: str = "s") -> None:
     """A user who wants git_log for history questions and rates it well (and other picks badly)."""
     for i in range(rounds):
         session = f"{prefix}{i}"
-        await call(learning, session, QUERIES[1], "git__git_log")
-        await learning.rate(learning.sessions.get(session), 5, None, "git__git_log", None)
-        await call(learning, session, QUERIES[0], "git__git_status")
-        await call(learning, session, QUERIES[0], "git__git_diff", ok=i % 3 != 0)
-        await learning.rate(learning.sessions.get(session), 2, None, "git__git_diff", None)
+        await call(services, session, QUERIES[1], "git__git_log")
+        await services.learning.rate(services.learning.sessions.get(session), 5, None, "git__git_log", None)
+        await call(services, session, QUERIES[0], "git__git_status")
+        await call(services, session, QUERIES[0], "git__git_diff", ok=i % 3 != 0)
+        await services.learning.rate(services.learning.sessions.get(session), 2, None, "git__git_diff", None)
 
 
-def ranking(learning: LearningService, query: str) -> list[tuple[str, float]]:
-    decision = learning.learner.recommend(query, learning.rng, top_k=4)
+def ranking(services: Services, query: str) -> list[tuple[str, float]]:
+    decision = services.learning.learner.recommend(query, services.learning.rng, top_k=4)
     return [(r.tool, round(r.score, 9)) for r in decision.ranked]
 
 
 async def test_restart_keeps_recommendations_identical(url: str) -> None:
     feedback, first = await service(url)
     await teach(first)
-    await first.save_snapshot("shutdown")
-    rng_state = first.rng.bit_generator.state
+    await first.snapshots.save("shutdown")
+    rng_state = first.learning.rng.bit_generator.state
     before = [ranking(first, q) for q in QUERIES]
     await feedback.aclose()
 
     feedback, second = await service(url)
-    report = await second.restore_latest()
+    report = await second.snapshots.restore_latest()
     assert "snapshot 1" in report and "+ 0 log entries replayed" in report
-    assert second.rng.bit_generator.state == rng_state  # the rng goes on where it stopped
+    assert second.learning.rng.bit_generator.state == rng_state  # the rng goes on where it stopped
     assert [ranking(second, q) for q in QUERIES] == before
     await feedback.aclose()
 
@@ -105,16 +105,16 @@ async def test_restart_keeps_recommendations_identical(url: str) -> None:
 async def test_after_a_crash_the_log_after_the_newest_snapshot_is_replayed(url: str) -> None:
     feedback, first = await service(url)
     await teach(first, rounds=4, prefix="early")
-    await first.save_snapshot("periodic")
-    at_snapshot = first.learner.updates
+    await first.snapshots.save("periodic")
+    at_snapshot = first.learning.learner.updates
     await teach(first, rounds=5, prefix="late")  # never snapshotted: the "crash" loses only memory
     await feedback.flush()
-    learned = first.learner.updates
+    learned = first.learning.learner.updates
     await feedback.aclose()
 
     feedback, second = await service(url)
-    report = await second.restore_latest()
-    assert second.learner.updates == learned > at_snapshot
+    report = await second.snapshots.restore_latest()
+    assert second.learning.learner.updates == learned > at_snapshot
     assert f"+ {learned - at_snapshot} log entries replayed" in report
     await feedback.aclose()
 
@@ -122,28 +122,28 @@ async def test_after_a_crash_the_log_after_the_newest_snapshot_is_replayed(url: 
 async def test_without_any_snapshot_the_whole_log_is_replayed(url: str) -> None:
     feedback, first = await service(url)
     await teach(first, rounds=6)
-    learned = first.learner.updates
+    learned = first.learning.learner.updates
     await feedback.aclose()
     feedback, second = await service(url)
-    await second.restore_latest()
-    assert second.learner.updates == learned
+    await second.snapshots.restore_latest()
+    assert second.learning.learner.updates == learned
     await feedback.aclose()
 
 
 async def test_snapshot_file_round_trip_and_refusals(url: str, tmp_path: Path) -> None:
-    feedback, learning = await service(url)
-    await teach(learning, rounds=3)
+    feedback, services = await service(url)
+    await teach(services, rounds=3)
     private, public = tmp_path / "key.pem", tmp_path / "key.pub"
     snapshots.generate_keys(private, public)
-    record = snapshots.sign(learning.snapshot("manual"), snapshots.load_private_key(private))
+    record = snapshots.sign(services.snapshots.snapshot("manual"), snapshots.load_private_key(private))
     path = tmp_path / "state.snapshot"
     snapshots.write_file(record, path)
     loaded = snapshots.read_file(path)
     snapshots.verify(loaded, snapshots.load_public_key(public))
     assert loaded.payload == record.payload and loaded.sha256 == snapshots.checksum(record.payload)
 
-    before = ranking(learning, QUERIES[1])
-    updates = learning.learner.updates
+    before = ranking(services, QUERIES[1])
+    updates = services.learning.learner.updates
     other_private, other_public = tmp_path / "other.pem", tmp_path / "other.pub"
     snapshots.generate_keys(other_private, other_public)
     tampered = replace(loaded, payload=loaded.payload[:-1] + bytes([loaded.payload[-1] ^ 1]))
@@ -152,64 +152,65 @@ async def test_snapshot_file_round_trip_and_refusals(url: str, tmp_path: Path) -
         "does not verify": loaded,  # checked with the wrong key below
         "major 2": replace(loaded, version="2.0.0"),
     }
-    learning.verify_key = snapshots.load_public_key(other_public)
+    services.snapshots.verify_key = snapshots.load_public_key(other_public)
     for reason, bad in refusals.items():
         with pytest.raises(snapshots.SnapshotError, match=reason):
-            await learning.adopt(bad, "restore")
-        assert learning.learner.updates == updates and ranking(learning, QUERIES[1]) == before
+            await services.snapshots.adopt(bad, "restore")
+        assert services.learning.learner.updates == updates and ranking(services, QUERIES[1]) == before
     assert len(await feedback.list_snapshots()) == 0  # nothing stored by a refused restore
 
-    learning.verify_key = snapshots.load_public_key(public)
+    services.snapshots.verify_key = snapshots.load_public_key(public)
     fresh_feedback, fresh = await service(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}")
-    fresh.verify_key = learning.verify_key
-    await fresh.adopt(loaded, "restore")
+    fresh.snapshots.verify_key = services.snapshots.verify_key
+    await fresh.snapshots.adopt(loaded, "restore")
     assert ranking(fresh, QUERIES[1]) == before
     await fresh_feedback.aclose()
     await feedback.aclose()
 
 
 async def test_rollback_goes_back_one_snapshot_at_a_time(url: str) -> None:
-    from toolwise.server.tools import choose_snapshot
-
-    feedback, learning = await service(url)
+    feedback, services = await service(url)
     samples = []
     for i in range(3):
-        await teach(learning, rounds=2, prefix=f"r{i}-")
-        samples.append((await learning.save_snapshot("periodic")).sample_count)
-    first = await learning.adopt(await choose_snapshot(learning, feedback, None, None, True), "rollback")
-    assert first.sample_count == samples[1] and learning.learner.updates == samples[1]
-    second = await learning.adopt(await choose_snapshot(learning, feedback, None, None, True), "rollback")
-    assert second.sample_count == samples[0] and learning.learner.updates == samples[0]
+        await teach(services, rounds=2, prefix=f"r{i}-")
+        samples.append((await services.snapshots.save("periodic")).sample_count)
+    first = await services.snapshots.adopt(await services.snapshots.choose(None, None, True), "rollback")
+    assert first.sample_count == samples[1] and services.learning.learner.updates == samples[1]
+    second = await services.snapshots.adopt(await services.snapshots.choose(None, None, True), "rollback")
+    assert second.sample_count == samples[0] and services.learning.learner.updates == samples[0]
     await feedback.aclose()
 
 
 async def test_snapshots_beyond_keep_are_dropped(url: str) -> None:
-    feedback, learning = await service(url, snapshot_keep=2)
+    feedback, services = await service(url, snapshot_keep=2)
     for _ in range(4):
-        await learning.save_snapshot("periodic")
+        await services.snapshots.save("periodic")
     assert [s.id for s in await feedback.list_snapshots()] == [4, 3]
     await feedback.aclose()
 
 
 async def test_shadow_mode_serves_the_lexical_baseline_while_learning(url: str) -> None:
     feedback, shadow = await service(url, shadow=True)
-    baseline = shadow.learner.recommend(QUERIES[1], shadow.rng, baseline=True, top_k=4)
+    baseline = shadow.learning.learner.recommend(QUERIES[1], shadow.learning.rng, baseline=True, top_k=4)
     await teach(shadow, rounds=10)
-    assert shadow.learner.updates > 0 and shadow.serving == "baseline (shadow mode)"
-    served = shadow.recommend(shadow.sessions.get("x"), QUERIES[1], 4, None)
+    assert shadow.learning.learner.updates > 0 and shadow.learning.serving == "baseline (shadow mode)"
+    served = shadow.learning.recommend(shadow.learning.sessions.get("x"), QUERIES[1], 4, None)
     assert served.policy == "baseline" and not served.explored
     assert [r.tool for r in served.ranked] == [r.tool for r in baseline.ranked]
     await feedback.aclose()
 
 
 async def test_shields_drop_a_failing_tool_from_recommendations(url: str) -> None:
-    feedback, learning = await service(url, shield_min_calls=3, shield_failure_rate=0.5)
+    feedback, services = await service(url, shield_min_calls=3, shield_failure_rate=0.5)
     for i in range(4):
-        await call(learning, f"f{i}", QUERIES[0], "git__git_diff", ok=False)
-    assert "git__git_diff" in learning.shields.blocked(0.0)
-    tools = [r.tool for r in learning.recommend(learning.sessions.get("y"), "show differences", 4, None).ranked]
+        await call(services, f"f{i}", QUERIES[0], "git__git_diff", ok=False)
+    assert "git__git_diff" in services.learning.shields.blocked(0.0)
+    tools = [
+        r.tool
+        for r in services.learning.recommend(services.learning.sessions.get("y"), "show differences", 4, None).ranked
+    ]
     assert "git__git_diff" not in tools and tools
-    only = learning.recommend(learning.sessions.get("y"), "show differences", 4, ["git__git_diff"])
+    only = services.learning.recommend(services.learning.sessions.get("y"), "show differences", 4, ["git__git_diff"])
     assert only.chosen == "git__git_diff"  # asked for by name and nothing else: still answered
     await feedback.aclose()
 
@@ -228,14 +229,17 @@ def test_shield_windows_slide_and_judge_p95_latency() -> None:
 
 
 async def test_capability_flags_turn_learning_parts_off(url: str) -> None:
-    feedback, learning = await service(url, learning=False)
-    await teach(learning, rounds=2)
-    assert learning.learner.updates == 0 and await feedback.count_executions() == 6
+    feedback, services = await service(url, learning=False)
+    await teach(services, rounds=2)
+    assert services.learning.learner.updates == 0 and await feedback.count_executions() == 6
     await feedback.aclose()
-    feedback, learning = await service(url, sequences=False, policy="ucb", replay=False)
-    await teach(learning, rounds=4)
-    assert learning.learner.updates > 0 and len(learning.learner.replay) == 0
-    assert learning.learner.recommend_next(["git__git_log"]) == [] and not learning.learner.sequences.table
+    feedback, services = await service(url, sequences=False, policy="ucb", replay=False)
+    await teach(services, rounds=4)
+    assert services.learning.learner.updates > 0 and len(services.learning.learner.replay) == 0
+    assert (
+        services.learning.learner.recommend_next(["git__git_log"]) == []
+        and not services.learning.learner.sequences.table
+    )
     await feedback.aclose()
 
 
@@ -279,10 +283,10 @@ async def test_a_database_made_before_migrations_is_stamped_and_upgraded(tmp_pat
             """
         )
     url = f"sqlite+aiosqlite:///{db}"
-    feedback, learning = await service(url)
+    feedback, services = await service(url)
     assert await revision(feedback.engine) == head()
-    await learning.restore_latest()
-    assert learning.learner.updates == 1  # the old log is learned from
+    await services.snapshots.restore_latest()
+    assert services.learning.learner.updates == 1  # the old log is learned from
     [old] = await feedback.get_recent_executions()
     assert old.id == "e1" and old.instance is None
     await feedback.aclose()
@@ -299,30 +303,30 @@ async def test_two_instances_on_postgresql_learn_together(pg_namespace: str) -> 
     assert PG_URL
     feedback_a, a = await service(PG_URL, namespace=pg_namespace)
     feedback_b, b = await service(PG_URL, namespace=pg_namespace)
-    await a.restore_latest()
-    await b.restore_latest()
+    await a.snapshots.restore_latest()
+    await b.snapshots.restore_latest()
     await teach(a, rounds=8)
     await feedback_a.flush()
-    learned = await b.sync()
-    assert learned == a.learner.updates  # every execution and rating of A, once
-    assert await b.sync() == 0
-    assert b.learner.sequences.table == a.learner.sequences.table
+    learned = await b.sharing.sync()
+    assert learned == a.learning.learner.updates  # every execution and rating of A, once
+    assert await b.sharing.sync() == 0
+    assert b.learning.learner.sequences.table == a.learning.learner.sequences.table
     await teach(b, rounds=2, prefix="from-b")
     await feedback_b.flush()
-    assert await a.sync() == b.learner.updates - learned
-    assert a.learner.updates == b.learner.updates
+    assert await a.sharing.sync() == b.learning.learner.updates - learned
+    assert a.learning.learner.updates == b.learning.learner.updates
     await feedback_a.aclose()
     await feedback_b.aclose()
 
 
 async def test_retention_prunes_only_what_a_snapshot_holds_and_loses_nothing_learned(url: str) -> None:
-    feedback, learning = await service(url)
-    await teach(learning, rounds=4, prefix="old")
+    feedback, services = await service(url)
+    await teach(services, rounds=4, prefix="old")
     await feedback.flush()
-    await learning.sync()  # own rows seen in the log: the snapshot's watermark covers them
-    snapshot = await learning.save_snapshot("periodic")
-    await teach(learning, rounds=2, prefix="new")
-    learned = learning.learner.updates
+    await services.sharing.sync()  # own rows seen in the log: the snapshot's watermark covers them
+    snapshot = await services.snapshots.save("periodic")
+    await teach(services, rounds=2, prefix="new")
+    learned = services.learning.learner.updates
     floor = snapshot.covered["executions"]["floor"]
     assert floor == 12
     deleted = await feedback.prune(utcnow() + timedelta(seconds=1), max_seq=floor, batch=5)
@@ -330,16 +334,16 @@ async def test_retention_prunes_only_what_a_snapshot_holds_and_loses_nothing_lea
     await feedback.aclose()
 
     feedback, restarted = await service(url)
-    await restarted.restore_latest()
-    assert restarted.learner.updates == learned  # the pruned part lives on in the snapshot
+    await restarted.snapshots.restore_latest()
+    assert restarted.learning.learner.updates == learned  # the pruned part lives on in the snapshot
     await feedback.aclose()
 
 
 async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
     feedback, first = await service(url)
     await teach(first, rounds=6, prefix="early")
-    await first.sync()  # as a server's upkeep does: its own entries now sit below the watermark
-    await first.save_snapshot("periodic")
+    await first.sharing.sync()  # as a server's upkeep does: its own entries now sit below the watermark
+    await first.snapshots.save("periodic")
     await teach(first, rounds=2, prefix="late")  # 6 executions and 4 ratings after the snapshot
     await feedback.flush()
     await feedback.aclose()
@@ -354,12 +358,12 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
             yield entries
 
     feedback.iter_log = counted  # type: ignore[method-assign]
-    await second.load_latest()
-    assert second.catching_up and "catching up" in second.serving
-    decision = second.recommend(second.sessions.get("meanwhile"), QUERIES[1], 3, None)
+    await second.snapshots.load_latest()
+    assert second.learning.catching_up and "catching up" in second.learning.serving
+    decision = second.learning.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)
     assert not decision.explored  # while catching up, the prior answers (no exploration on a lagging state)
-    learned = await second.catch_up()
-    assert not second.catching_up and second.replay_total == 6 and len(read) == 6
+    learned = await second.sharing.catch_up()
+    assert not second.learning.catching_up and second.learning.replay_total == 6 and len(read) == 6
     assert learned == 6 + 4
     await feedback.aclose()
 
@@ -369,12 +373,12 @@ async def test_a_long_replay_stores_snapshots_by_row_count(url: str) -> None:
     await teach(first, rounds=10)  # 30 executions, never snapshotted
     await feedback.aclose()
     feedback, second = await service(url)
-    await second.load_latest()
-    await second.catch_up(snapshot_rows=8)  # checked after each batch read (here: the whole log)
+    await second.snapshots.load_latest()
+    await second.snapshots.catch_up(snapshot_rows=8)  # checked after each batch read (here: the whole log)
     assert [s.source for s in await feedback.list_snapshots()] == ["periodic"]
     await feedback.aclose()
     feedback, third = await service(url)
-    await third.load_latest()
-    assert await third.catch_up() == 20  # a start cut short now would begin after the snapshot: ratings only
-    assert third.replay_total == 0
+    await third.snapshots.load_latest()
+    assert await third.sharing.catch_up() == 20  # a start cut short now would begin after the snapshot: ratings only
+    assert third.learning.replay_total == 0
     await feedback.aclose()

@@ -9,10 +9,9 @@ from typer.testing import CliRunner
 
 from toolwise.feedback import FeedbackService
 from toolwise.server import snapshots
-from toolwise.server.catalogue import Catalogue
 from toolwise.server.cli import app as cli
 from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
+from toolwise.server.services import Services
 from toolwise.server.tools import OwnTool, SnapshotDumpInput, SnapshotRestoreInput, own_tools
 
 
@@ -21,8 +20,7 @@ async def tools(tmp_path: Path) -> dict[str, OwnTool]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
     settings = Settings(database_url=url, seed=1, sync_interval_s=0, snapshot_dir=tmp_path / "snapshots")
     async with FeedbackService(url, flush_interval_ms=1) as feedback:
-        learning = LearningService(settings, feedback)
-        yield own_tools(learning, feedback, Catalogue({}, settings), admin=True, snapshots=True)
+        yield own_tools(Services.open(settings, feedback), admin=True, snapshots=True)
 
 
 async def test_snapshot_tools_read_and_write_only_inside_the_snapshot_directory(

@@ -17,15 +17,15 @@ def url(tmp_path: Path) -> str:
 
 
 async def test_ending_a_session_learns_its_last_call_as_a_terminal_transition(url: str) -> None:
-    feedback, learning = await service(url, policy="ucb")
+    feedback, services = await service(url, policy="ucb")
     for tool in ("git__git_status", "git__git_log"):
-        proxied(learning, "s", tool)
-    await learning.drain()
-    learner = learning.learner
+        proxied(services, "s", tool)
+    await services.learning.drain()
+    learner = services.learning.learner
     terminal = [t for t in learner.replay.items if t is not None and t.next_context < 0]
     assert terminal == []  # both calls were learned with a future term
     updates = learner.updates
-    await learning.end_session("s", "success")
+    await services.learning.end_session("s", "success")
     terminal = [t for t in learner.replay.items if t is not None and t.next_context < 0]
     assert [learner.tools.names[t.tool] for t in terminal] == ["git__git_log"]
     assert learner.updates == updates + 1
@@ -33,10 +33,10 @@ async def test_ending_a_session_learns_its_last_call_as_a_terminal_transition(ur
 
 
 async def test_ending_a_session_adds_nothing_for_a_bandit(url: str) -> None:
-    feedback, learning = await service(url)  # the default policy, a contextual bandit
-    proxied(learning, "s", "git__git_log")
-    await learning.drain()
-    updates = learning.learner.updates
-    await learning.end_session("s", "success")
-    assert learning.learner.updates == updates
+    feedback, services = await service(url)  # the default policy, a contextual bandit
+    proxied(services, "s", "git__git_log")
+    await services.learning.drain()
+    updates = services.learning.learner.updates
+    await services.learning.end_session("s", "success")
+    assert services.learning.learner.updates == updates
     await feedback.aclose()

@@ -1,0 +1,194 @@
+"""Sharing the log: what other instances (and earlier runs) recorded, learned exactly once.
+
+Instances sharing one database learn together: `sync` reads the log after the watermarks (the log's
+heads first, so nothing new costs one probe) and teaches the learner each execution and rating it has
+not learned yet, in the context it was made in (the session's query and recent tools, rebuilt from
+the log); `catch_up` does the same for the log after the snapshot a start loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import replace
+from typing import Any
+
+from toolwise.feedback import Execution, FeedbackService
+from toolwise.feedback.records import LogEntry
+from toolwise.server.config import Settings
+from toolwise.server.learning import LearningService, with_session_query
+from toolwise.server.watermark import Covered
+
+log = logging.getLogger(__name__)
+
+_UNKNOWN: Any = object()  # a session whose query has not been looked up
+REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
+LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
+
+
+class Sharing:
+    def __init__(self, settings: Settings, feedback: FeedbackService, learning: LearningService) -> None:
+        self.settings = settings
+        self.feedback = feedback
+        self.learning = learning
+        self.namespace = settings.namespace
+        self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
+        self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
+        self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
+        self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
+
+    @property
+    def covered(self) -> Covered:
+        """The learned state's marks (a snapshot load replaces them with the state)."""
+        return self.learning.covered
+
+    async def sync(self, progress: Callable[[int], None] | None = None) -> int:
+        """Learn every execution and rating in the log not learned yet (another instance's, or an
+        earlier run's after the snapshot it left); returns how many. Own live entries are only marked.
+        Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
+        await self.learning.drain()
+        learned = 0
+        mark, rmark = self.covered.executions, self.covered.ratings
+        seq_head, rating_head = await self.feedback.log_heads(self.namespace)
+        if seq_head > mark.floor:
+            learned += (await self._sync_executions(progress))[0]
+        if rating_head > rmark.floor:
+            learned += await self._sync_ratings()
+        now = time.monotonic()
+        mark.advance(now, self.settings.sync_gap_grace_s)
+        rmark.advance(now, self.settings.sync_gap_grace_s)
+        self.synced += learned
+        return learned
+
+    async def _sync_executions(
+        self, progress: Callable[[int], None] | None = None, *, after_seq: int = 0, limit: int | None = None
+    ) -> tuple[int, int, bool]:
+        """Learn the log's executions after the watermark's floor (or `after_seq`, if later), stopping
+        after about `limit` entries; returns (learned, last seq read, whether the log's end was reached)."""
+        learned = 0
+        covered = self.covered
+        mark, live = covered.executions, covered.live
+        last = max(after_seq, mark.floor)
+        read = 0
+        async with aclosing(self.feedback.iter_log(namespace=self.namespace, after_seq=last)) as batches:
+            async for entries in batches:
+                fresh = [entry for entry in entries if mark.fresh(entry.seq)]
+                history = {entry.seq: self._log_history(entry) for entry in fresh}
+                own = self.learning.instance_id
+                foreign = [e.seq for e in fresh if e.instance != own and e.id not in live]
+                for entry in fresh:
+                    if entry.instance == own or entry.id in live:
+                        self._queries.pop(entry.session_id, None)  # it may have changed the session's query
+                executions = [
+                    await self.with_query(execution, remember=True)
+                    for execution in await self.feedback.executions_by_seq(foreign)
+                ]
+                # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
+                for execution in executions:
+                    assert execution.seq is not None  # read from the log
+                    self.learning.learn_logged(execution, history[execution.seq])
+                for entry in fresh:
+                    mark.add(entry.seq)
+                    live.discard(entry.id)
+                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
+                learned += len(executions)
+                last, read = entries[-1].seq, read + len(entries)
+                if progress is not None:
+                    progress(len(entries))
+                await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
+                if limit is not None and read >= limit:
+                    return learned, last, False
+        return learned, last, True
+
+    async def _sync_ratings(self) -> int:
+        learned = 0
+        rmark = self.covered.ratings
+        async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+            for event in events:
+                rating_id = event.rating.id
+                assert rating_id is not None  # read from the log
+                if not rmark.fresh(rating_id):
+                    continue
+                rmark.add(rating_id)
+                if event.rating.instance == self.learning.instance_id:  # learned live by `rate`
+                    continue
+                execution = await self.with_query(event.execution)
+                tools = self._logged.get(execution.session_id, [])
+                self.learning.learn_logged_rating(replace(event, execution=execution), tools[: execution.position])
+                learned += 1
+        return learned
+
+    async def with_query(self, execution: Execution, *, remember: bool = False) -> Execution:
+        """`execution` with the recommend_tool query that was its context. A query is stored once, on
+        the call that followed the recommendation; the session's later calls inherit it (from the
+        calls learned just before, in log order, when `remember`; else from the log)."""
+        if execution.query is None and execution.position > 0:
+            found = self._queries.get(execution.session_id, _UNKNOWN) if remember else _UNKNOWN
+            if found is _UNKNOWN:
+                execution = await with_session_query(self.feedback, execution, self.namespace)
+            else:
+                execution = replace(execution, query=found)
+        if remember:  # a session without any query is remembered too: one look-up per session
+            self._queries[execution.session_id] = execution.query
+            self._queries.move_to_end(execution.session_id)
+            if len(self._queries) > LOGGED_SESSIONS:
+                self._queries.popitem(last=False)
+        return execution
+
+    def _log_history(self, entry: LogEntry) -> list[str]:
+        """The tools the session called just before `entry` (the sequence model's prefix), as the log
+        tells them; remembers this call too."""
+        tools = self._logged.get(entry.session_id)
+        if tools is None:
+            tools = self._logged[entry.session_id] = []
+            if len(self._logged) > LOGGED_SESSIONS:
+                self._logged.popitem(last=False)
+        position = entry.position
+        before = tools[max(position - self.learning.history_n, 0) : position] if len(tools) >= position else []
+        if len(tools) == position:
+            tools.append(entry.tool)
+        return before
+
+    async def catch_up(self, snapshot_rows: int = 0, checkpoint: Callable[[], Awaitable[object]] | None = None) -> int:
+        """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
+        progress; with `snapshot_rows`, `checkpoint` (a snapshot) runs every that many rows learned, so a
+        start cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns
+        how many entries were learned."""
+        learning = self.learning
+        mark = self.covered.executions
+        learning.replay_done = learning.replay_total = 0
+        learning.catching_up = True
+        began = self._replay_reported = time.monotonic()
+        learned, cursor = 0, mark.floor
+        try:
+            learning.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
+            while True:
+                n, cursor, done = await self._sync_executions(
+                    self._replayed, after_seq=cursor, limit=snapshot_rows or None
+                )
+                learned += n
+                self.synced += n
+                if done:
+                    break
+                if checkpoint is not None and learning.unsnapshotted >= snapshot_rows:
+                    await checkpoint()
+            learned += await self.sync()
+        finally:
+            learning.catching_up = False
+        if learning.replay_total:
+            log.info("caught up with the log: %d entries learned in %.1f s", learned, time.monotonic() - began)
+        return learned
+
+    def _replayed(self, entries: int) -> None:
+        """Count a batch of replayed log entries; say how far the replay is every REPLAY_REPORT_S."""
+        learning = self.learning
+        learning.replay_done += entries
+        now = time.monotonic()
+        if now - self._replay_reported >= REPLAY_REPORT_S:
+            self._replay_reported = now
+            share = 100 * learning.replay_done / max(learning.replay_total, 1)
+            log.info("replaying the log: %d of %d entries (%.0f%%)", learning.replay_done, learning.replay_total, share)

@@ -1,0 +1,194 @@
+"""The learned state's lifecycle: snapshot it, store it, load the newest at start, restore or roll back
+to another (and follow a restore another process made), choose which one a restore asks for.
+
+A snapshot holds the learner, the RNG, the counters and what of the shared log the state covers
+(`watermark.Covered`); the file format, checksum and signatures are `server/snapshots.py`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.records import SnapshotRecord
+from toolwise.rl.state import pack, unpack
+from toolwise.server import snapshots
+from toolwise.server.config import Settings
+from toolwise.server.learning import LearningService
+from toolwise.server.sharing import Sharing
+from toolwise.server.watermark import Covered
+
+log = logging.getLogger(__name__)
+
+
+class Snapshotting:
+    def __init__(
+        self, settings: Settings, feedback: FeedbackService, learning: LearningService, sharing: Sharing
+    ) -> None:
+        self.settings = settings
+        self.feedback = feedback
+        self.learning = learning
+        self.sharing = sharing
+        self.namespace = settings.namespace
+        self.sign_key = snapshots.load_private_key(settings.snapshot_sign_key) if settings.snapshot_sign_key else None
+        self.verify_key = (
+            snapshots.load_public_key(settings.snapshot_verify_key) if settings.snapshot_verify_key else None
+        )
+        self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
+        self._restores_seen = 0  # newest restore/rollback snapshot id already followed
+
+    def snapshot(self, source: str) -> SnapshotRecord:
+        """The learned state as it is now (call after `drain`), with what of the log it covers."""
+        learning = self.learning
+        state = {
+            "learner": learning.learner.state_dict(),
+            "rng": learning.rng.bit_generator.state,
+            "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
+        }
+        payload = pack(state)
+        record = SnapshotRecord(
+            namespace=self.namespace,
+            version=snapshots.VERSION,
+            policy=learning.learner.policy.name,
+            source=source,
+            created_at=utcnow(),
+            sample_count=learning.learner.updates,
+            covered=learning.covered.state(),
+            sha256=snapshots.checksum(payload),
+            payload=payload,
+        )
+        return snapshots.sign(record, self.sign_key) if self.sign_key is not None else record
+
+    async def save(self, source: str) -> SnapshotRecord:
+        """Take a snapshot and store it (keeping the newest `snapshot_keep`)."""
+        await self.learning.drain()
+        record = self.snapshot(source)
+        learned = self.learning.unsnapshotted
+        self.snapshot_id = await self.feedback.save_snapshot(record, keep=self.settings.snapshot_keep)
+        self.learning.unsnapshotted -= learned  # what was learned while it was being stored is not in it
+        log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
+        return replace(record, id=self.snapshot_id)
+
+    def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
+        """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first,
+        so a refused snapshot leaves the current state untouched. `covered` overrides what of the
+        log the state counts as including (a restore or rollback takes it "as of now")."""
+        learning = self.learning
+        snapshots.verify(record, self.verify_key)
+        if record.policy != learning.learner.policy.name:
+            raise snapshots.SnapshotError(
+                f"snapshot was learned by policy {record.policy!r}; this toolwise runs {learning.learner.policy.name!r}"
+            )
+        try:
+            state = unpack(record.payload)
+            learner = learning.new_learner()
+            learner.load_state(state["learner"])
+            rng = np.random.default_rng()
+            rng.bit_generator.state = state["rng"]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
+        if learning.tool_docs:
+            learner.set_tools(learning.tool_docs)  # the catalogue is what is running now
+        learning.learner, learning.rng = learner, rng
+        counters = state.get("counters", {})
+        learning.decisions = int(counters.get("decisions", 0))
+        learning.calls = int(counters.get("calls", 0))
+        learning.explored = int(counters.get("explored", 0))
+        learning.covered = Covered.of(record.covered if covered is None else covered)
+        self.snapshot_id = record.id
+
+    async def restore_latest(self) -> str:
+        """Load the newest usable snapshot and learn the log recorded after it (admin commands; a
+        server catches up in the background instead). Returns what happened, for the log."""
+        loaded = await self.load_latest()
+        replayed = await self.sharing.catch_up()
+        return f"{loaded} + {replayed} log entries replayed"
+
+    async def catch_up(self, snapshot_rows: int = 0) -> int:
+        """`Sharing.catch_up`, storing a snapshot every `snapshot_rows` rows learned (0: none)."""
+        return await self.sharing.catch_up(snapshot_rows, checkpoint=lambda: self.save("periodic"))
+
+    async def load_latest(self) -> str:
+        """Load the newest usable snapshot; one that cannot be used is reported and the next older one
+        tried. Until `Sharing.catch_up` has learned the log after it, the state lags: recommendations
+        come from the prior. Returns what was loaded, for the log."""
+        self.learning.catching_up = True
+        listing = await self.feedback.list_snapshots(self.namespace)
+        self._restores_seen = max((r.id or 0 for r in listing), default=0)
+        for listed in listing:
+            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            if record is None:
+                continue
+            try:
+                self.load(record)
+            except snapshots.SnapshotError as exc:
+                log.warning("snapshot %s not used: %s", listed.id, exc)
+                continue
+            return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
+        return "no snapshot"
+
+    async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
+        """Restore: make `record` the current state as of now (the log so far counts as covered, so it
+        is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
+        await self.learning.drain()
+        seq, rating_id = await self.feedback.high_water(self.namespace)
+        covered: dict[str, Any] = {
+            "executions": {"floor": seq, "seen": []},
+            "ratings": {"floor": rating_id, "seen": []},
+            "live": [],
+        }
+        if record.id is not None:
+            covered["origin"] = record.covered.get("origin") or record.id  # a stored one: where it comes from
+        self.load(record, covered=covered)
+        stored = replace(record, source=source, covered=covered, id=None, created_at=utcnow())
+        if self.sign_key is not None:
+            stored = snapshots.sign(stored, self.sign_key)
+        elif stored.signature is not None:
+            stored = replace(stored, signature=None)  # the covered marks changed: the old signature no longer fits
+        self.snapshot_id = self._restores_seen = await self.feedback.save_snapshot(
+            stored, keep=self.settings.snapshot_keep
+        )
+        log.warning("learned state replaced by a %s (%d samples)", source, record.sample_count)
+        return replace(stored, id=self.snapshot_id)
+
+    async def follow_restores(self) -> None:
+        """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
+        for listed in await self.feedback.list_snapshots(self.namespace):
+            if (listed.id or 0) <= self._restores_seen:
+                return
+            if listed.source not in ("restore", "rollback"):
+                continue
+            self._restores_seen = listed.id or 0
+            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            if record is not None:
+                try:
+                    self.load(record)
+                    log.warning("adopted snapshot %s (%s by another process)", listed.id, listed.source)
+                except snapshots.SnapshotError as exc:
+                    log.warning("restored snapshot %s not adopted: %s", listed.id, exc)
+            return
+
+    async def choose(self, snapshot_id: int | None, path: str | None, previous: bool) -> SnapshotRecord:
+        """The snapshot a restore asks for: exactly one of an id, a file, or the one before the current."""
+        if sum((snapshot_id is not None, path is not None, previous)) != 1:
+            raise ValueError("give exactly one of snapshot_id, input (a file) or previous")
+        if path is not None:
+            return snapshots.read_file(Path(path))
+        if previous:
+            # The newest snapshot's lineage: a rollback row stands for the snapshot it rolled back to, so
+            # rolling back twice goes two steps back rather than undoing the first rollback.
+            listed = await self.feedback.list_snapshots(self.namespace)
+            origin = (listed[0].covered.get("origin") or listed[0].id) if listed else 0
+            older = [r for r in listed if (r.id or 0) < origin]
+            if not older:
+                raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
+            snapshot_id = older[0].id
+        record = await self.feedback.get_snapshot(snapshot_id, namespace=self.namespace)
+        if record is None:
+            raise ValueError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
+        return record
