@@ -1,10 +1,10 @@
 """The composition root: the running services and the MCP `Server` with every handler named here.
 
-`Toolwise` owns the services (feedback store, downstream catalogue, learning); `build_server` hands
-the low-level `Server` two handlers (`tools/list`, `tools/call`) plus the `subscriptions/listen`
-handler through which 2026-era clients hear of tool-list changes. Errors become `is_error` results
-in one place: `on_call_tool`.
-"""
+`Toolwise` owns the services (feedback store, downstream catalogue, learning, sharing, snapshots);
+`build_server` hands the low-level `Server` two handlers of ours (`tools/list`, `tools/call`: plain
+module-level functions that reach the running app as their lifespan context, so a test can drive
+them through `Client(build_server(app))`) plus the pass-through ones. Errors become `is_error`
+results in one place: `on_call_tool`."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from toolwise.server.discovery import (
 from toolwise.server.metrics import Metrics
 from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
 from toolwise.server.services import Services
-from toolwise.server.sessions import EXECUTION_META_KEY
+from toolwise.server.sessions import EXECUTION_META_KEY, Session
 from toolwise.server.snapshots import SnapshotError
 from toolwise.server.tools import OwnTool, own_tools
 
@@ -93,11 +93,11 @@ class Toolwise:
             self.services.sharing,
             self.services.snapshots,
         )
-        self.own: dict[str, OwnTool] = own_tools(
-            self.services, admin=settings.admin_tools, snapshots=settings.snapshot_tools
+        self.own: dict[str, OwnTool[Any, Any]] = own_tools(
+            admin=settings.admin_tools, snapshots=settings.snapshot_tools
         )
         if settings.exposure != "all":
-            self.own[SEARCH_TOOLS] = search_tool(self.learning, self.catalogue)
+            self.own[SEARCH_TOOLS] = search_tool()
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
         if settings.exposure != "all":
             self._own_definitions.append(call_tool_definition())
@@ -340,85 +340,111 @@ def _meta_dict(meta: Any) -> dict[str, Any] | None:
     return meta.model_dump(by_alias=True, exclude_none=True)
 
 
-def build_server(app: Toolwise) -> Server[Any]:
-    async def on_list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        app.watch_connection(ctx)
-        app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
-        return types.ListToolsResult(tools=app.list_tools(client_key(ctx)))
+# -- the handlers: plain functions of the request context, whose lifespan context is the running app --
 
-    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        meta = _meta_dict(params.meta)
-        app.watch_connection(ctx)
-        try:
-            name, arguments = app.target(params.name, params.arguments)
-            own = app.own.get(name)
-            if own is not None:
-                return await call_own(own, arguments or {}, meta, ctx)
-            return await forward(name, arguments, meta, ctx)
-        except ValidationError as exc:
-            return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
-        except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
-            return error_result(f"{params.name}: {exc}")
-        except (SQLAlchemyError, OSError) as exc:
-            log.exception("%s: the database failed", params.name)
-            return error_result(f"{params.name}: the database is failing: {describe_database_error(exc)}")
 
-    async def call_own(
-        tool: OwnTool, arguments: dict[str, Any], meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
-    ) -> types.CallToolResult:
-        args = tool.input.model_validate(arguments)
-        try:
-            await app.learning.drain()  # what our tools report or change includes every call made so far
-        except StoreUnavailableError as exc:
-            if tool.uses_store:
-                raise
-            log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
-        session = None
-        if tool.takes_session:
-            key = app.learning.sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
-            session = app.learning.sessions.get(key)
-            session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
-        output = await tool.handler(args, session)
-        if tool.name in DECIDING and session is not None and session.decision is not None:
-            await app.decided(ctx, client_key(ctx), session.decision)
-        return types.CallToolResult(
-            content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
+async def on_list_tools(
+    ctx: ServerRequestContext[Toolwise], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    app = ctx.lifespan_context
+    app.watch_connection(ctx)
+    app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
+    return types.ListToolsResult(tools=app.list_tools(client_key(ctx)))
+
+
+async def on_call_tool(
+    ctx: ServerRequestContext[Toolwise], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    """Every tools/call: one of our tools, or a proxied one. Errors become `is_error` results here."""
+    app = ctx.lifespan_context
+    meta = _meta_dict(params.meta)
+    app.watch_connection(ctx)
+    try:
+        name, arguments = app.target(params.name, params.arguments)
+        own = app.own.get(name)
+        if own is not None:
+            return await call_own(app, own, arguments or {}, meta, ctx)
+        return await forward(app, name, arguments, meta, ctx)
+    except ValidationError as exc:
+        return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
+    except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
+        return error_result(f"{params.name}: {exc}")
+    except (SQLAlchemyError, OSError) as exc:
+        log.exception("%s: the database failed", params.name)
+        return error_result(f"{params.name}: the database is failing: {describe_database_error(exc)}")
+
+
+async def call_own(
+    app: Toolwise,
+    tool: OwnTool[Any, Any],
+    arguments: dict[str, Any],
+    meta: dict[str, Any] | None,
+    ctx: ServerRequestContext[Toolwise],
+) -> types.CallToolResult:
+    args = tool.input.model_validate(arguments)
+    try:
+        await app.learning.drain()  # what our tools report or change includes every call made so far
+    except StoreUnavailableError as exc:
+        if tool.uses_store:
+            raise
+        log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
+    sessions = app.learning.sessions
+    key = sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
+    if tool.takes_session:
+        session = sessions.get(key)
+        session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
+    else:
+        session = Session(key)  # a tool that takes no session is given one of its own, never kept
+    output = await tool.handler(app.services, args, session)
+    if tool.name in DECIDING and session.decision is not None:
+        await app.decided(ctx, client_key(ctx), session.decision)
+    return types.CallToolResult(
+        content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
+    )
+
+
+async def forward(
+    app: Toolwise,
+    name: str,
+    arguments: dict[str, Any] | None,
+    meta: dict[str, Any] | None,
+    ctx: ServerRequestContext[Toolwise],
+) -> types.CallToolResult:
+    """A proxied call: attributed to a session (and the decision it follows), forwarded, noted for
+    recording and learning (`LearningService.note`), its result tagged with the execution id."""
+    route = app.catalogue.resolve(name)
+    if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
         )
+    client = client_key(ctx)
+    fallback = app.learning.sessions.resolve(None, meta, client)
+    session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
+    started_at, start = utcnow(), time.perf_counter()
+    result, error = await app.call_downstream(route, arguments, ctx)
+    latency_s = time.perf_counter() - start
+    execution_id = app.learning.note(
+        session,
+        tool=name,
+        server=route.server,
+        arguments=arguments,
+        outcome=outcome_of(result, error),
+        started_at=started_at,
+        latency_s=latency_s,
+        opened=opened,
+    )
+    if result is None:
+        log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)
+        return error_result(str(error), execution_id)
+    # The result was parsed from the downstream's answer for this call alone: tag it in place.
+    result.meta = {**(result.meta or {}), EXECUTION_META_KEY: execution_id}
+    return result
 
-    async def forward(
-        name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None, ctx: ServerRequestContext[Any]
-    ) -> types.CallToolResult:
-        route = app.catalogue.resolve(name)
-        if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
-            raise MCPError(
-                INVALID_PARAMS,
-                f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
-            )
-        client = client_key(ctx)
-        fallback = app.learning.sessions.resolve(None, meta, client)
-        session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
-        started_at, start = utcnow(), time.perf_counter()
-        result, error = await app.call_downstream(route, arguments, ctx)
-        latency_s = time.perf_counter() - start
-        execution_id = app.learning.note(
-            session,
-            tool=name,
-            server=route.server,
-            arguments=arguments,
-            outcome=outcome_of(result, error),
-            started_at=started_at,
-            latency_s=latency_s,
-            opened=opened,
-        )
-        if result is None:
-            log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)
-            return error_result(str(error), execution_id)
-        # The result was parsed from the downstream's answer for this call alone: tag it in place.
-        result.meta = {**(result.meta or {}), EXECUTION_META_KEY: execution_id}
-        return result
 
+def build_server(app: Toolwise) -> Server[Toolwise]:
+    """The composition root: the MCP server with every handler named (the handlers reach the running
+    app as their lifespan context)."""
     passthrough = app.passthrough
     with warnings.catch_warnings():  # logging/setLevel is the handshake era's, still served to it
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -426,6 +452,7 @@ def build_server(app: Toolwise) -> Server[Any]:
             "toolwise",
             version=VERSION,
             instructions=INSTRUCTIONS if app.exposure.mode == "all" else INSTRUCTIONS + SEARCH_INSTRUCTIONS,
+            lifespan=lambda _server: contextlib.nullcontext(app),
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
             on_subscriptions_listen=passthrough.listen,
@@ -443,7 +470,7 @@ def build_server(app: Toolwise) -> Server[Any]:
     return server
 
 
-class _Server(Server[Any]):
+class _Server(Server[Toolwise]):
     """Announces `tools.listChanged` to handshake-era clients on every transport (the HTTP session
     manager builds its initialization options itself, without notification options), and besides
     tools only what its downstreams offer (`offered`: the union of their capabilities)."""

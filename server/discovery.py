@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from toolwise.rl import Decision
 from toolwise.server.catalogue import Catalogue
 from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
+from toolwise.server.services import Services
 from toolwise.server.sessions import Session
 from toolwise.server.tools import SESSION_FIELD, Input, Output, OwnTool, reason_of
 
@@ -95,31 +95,31 @@ def call_tool_definition() -> types.Tool:
     )
 
 
-def search_tool(learning: LearningService, catalogue: Catalogue) -> OwnTool:
+async def search_tools(services: Services, args: SearchToolsInput, session: Session) -> SearchToolsOutput:
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes) with each tool's full definition."""
-
-    async def search_tools(args: SearchToolsInput, session: Session) -> SearchToolsOutput:
-        d = learning.recommend(session, args.query, args.top_k, None)
-        found = []
-        for r in d.ranked:
-            route = catalogue.resolve(r.tool)
-            if route is None:  # left the catalogue since the learner was told
-                continue
-            tool = route.public
-            found.append(
-                FoundTool(
-                    name=tool.name,
-                    description=tool.description or "",
-                    input_schema=tool.input_schema,
-                    score=r.score,
-                    reason=reason_of(d, r),
-                )
+    d = services.learning.recommend(session, args.query, args.top_k, None)
+    found = []
+    for r in d.ranked:
+        route = services.catalogue.resolve(r.tool)
+        if route is None:  # left the catalogue since the learner was told
+            continue
+        tool = route.public
+        found.append(
+            FoundTool(
+                name=tool.name,
+                description=tool.description or "",
+                input_schema=tool.input_schema,
+                score=r.score,
+                reason=reason_of(d, r),
             )
-        return SearchToolsOutput(
-            decision_id=d.decision_id, session_id=session.id, policy=d.policy, format=args.format, tools=found
         )
+    return SearchToolsOutput(
+        decision_id=d.decision_id, session_id=session.id, policy=d.policy, format=args.format, tools=found
+    )
 
+
+def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
     return OwnTool(
         SEARCH_TOOLS,
         "Find the tools for a task described in words: full definitions, best first, ranked by what "

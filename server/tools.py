@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
@@ -235,9 +235,122 @@ class SequencesOutput(Output):
         return "\n".join(s.description for s in self.sequences) or "No sequence seen twice yet."
 
 
-# -- the registry -----------------------------------------------------------------------------------
+# -- the handlers: plain functions of the running services, the validated input and the session ------
 
-Handler = Callable[[BaseModel, Session | None], Awaitable[Output]]
+
+def _known(services: Services, names: list[str]) -> None:
+    unknown = [n for n in names if n not in services.learning.learner.tools]
+    if unknown:
+        raise UnknownToolError(unknown)
+
+
+async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
+    d = services.learning.recommend(session, args.query, args.top_k, args.candidates)
+    recs = [
+        Recommendation(
+            tool=r.tool,
+            score=r.score,
+            confidence=min(1.0, max(0.0, r.expected)),
+            relevance=r.prior,
+            reason=reason_of(d, r),
+            explored=d.explored and r.tool == d.chosen,
+        )
+        for r in d.ranked
+    ]
+    return RecommendToolOutput(
+        decision_id=d.decision_id,
+        context_hash=d.context_hash,
+        policy=d.policy,
+        explored=d.explored,
+        propensity=d.propensity,
+        session_id=session.id,
+        recommendations=recs,
+    )
+
+
+async def recommend_next_tools(services: Services, args: RecommendNextInput, session: Session) -> RecommendNextOutput:
+    learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
+    recent = session.tools if args.recent_tools is None else args.recent_tools
+    _known(services, recent)
+    found = learner.recommend_next(recent, learner.active_names, args.top_k)
+    return RecommendNextOutput(
+        session_id=session.id,
+        recent_tools=recent,
+        recommendations=[NextRecommendation.model_validate(n, from_attributes=True) for n in found],
+    )
+
+
+async def submit_feedback(services: Services, args: SubmitFeedbackInput, session: Session) -> SubmitFeedbackOutput:
+    if args.tool is not None:
+        _known(services, [args.tool])
+    execution, reward = await services.learning.rate(session, args.rating, args.execution_id, args.tool, args.comment)
+    return SubmitFeedbackOutput(execution_id=execution.id, tool=execution.tool, rating=args.rating, reward=reward)
+
+
+async def end_session(services: Services, args: EndSessionInput, session: Session) -> EndSessionOutput:
+    episode = await services.learning.end_session(session.id, args.outcome)
+    return EndSessionOutput.model_validate(episode, from_attributes=True)
+
+
+async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:
+    learning, feedback, catalogue = services.learning, services.feedback, services.catalogue
+    w = feedback.stats
+    health = catalogue.health()
+    try:
+        actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
+    except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
+        log.warning("get_learning_stats: no mean reward per call while %s", exc)
+        actions = []
+    rewarded = sum(a.calls for a in actions)
+    return LearningStatsOutput(
+        policy=learning.learner.policy.name,
+        serving=learning.serving,
+        namespace=learning.namespace,
+        instance=learning.instance_id,
+        tools=len(learning.learner.active),
+        decisions=learning.decisions,
+        calls=learning.calls,
+        updates=learning.learner.updates,
+        mean_reward=sum(a.calls * (a.mean_reward or 0.0) for a in actions) / rewarded if rewarded else None,
+        mean_update_reward=(
+            learning.learner.reward_sum / learning.learner.updates if learning.learner.updates else None
+        ),
+        exploration_rate=learning.explored / learning.decisions if learning.decisions else None,
+        replay_size=len(learning.learner.replay),
+        sequences=sum(len(v) for v in learning.learner.sequences.table.values()),
+        open_sessions=len(learning.sessions),
+        queued_records=w.queue_depth,
+        committed_records=w.committed,
+        failed_batches=w.failed_batches,
+        dead_lettered=w.dead_lettered,
+        store=w.health(),
+        synced=services.sharing.synced,
+        snapshot_id=services.snapshots.snapshot_id,
+        open_circuits=[h.server for h in health if h.circuit != "closed"],
+        shielded_tools=learning.shields.blocked(time.monotonic()),
+        downstreams=health,
+    )
+
+
+async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: Session) -> ToolMetricsOutput:
+    namespace = services.learning.namespace
+    return ToolMetricsOutput(metrics=await services.feedback.get_tool_metrics(args.tool, namespace=namespace))
+
+
+async def get_successful_sequences(services: Services, args: SequencesInput, session: Session) -> SequencesOutput:
+    rows = services.learning.learner.sequences.top_sequences(args.tool, args.limit)
+    return SequencesOutput(
+        sequences=[
+            SequenceItem(
+                sequence=[*r.prefix, r.tool],
+                count=r.count,
+                success_rate=r.success_rate,
+                mean_reward=r.mean_reward,
+                description=r.reason,
+            )
+            for r in rows
+        ]
+    )
 
 
 # -- snapshots (admin, off unless `snapshot_tools`) ---------------------------------------------------
@@ -303,13 +416,49 @@ class SnapshotRestoreInput(Input):
     previous: bool = Field(default=False, description="Roll back to the snapshot before the current one.")
 
 
+async def snapshot_list(services: Services, args: NoInput, session: Session) -> SnapshotListOutput:
+    namespace = services.learning.namespace
+    listed = await services.feedback.list_snapshots(namespace)
+    return SnapshotListOutput(
+        namespace=namespace,
+        current=services.snapshots.snapshot_id,
+        snapshots=[snapshot_info(r) for r in listed],
+    )
+
+
+async def snapshot_dump(services: Services, args: SnapshotDumpInput, session: Session) -> SnapshotOutput:
+    record = await services.snapshots.save("manual")
+    if args.output:
+        path = snapshot_files.confined(services.settings.snapshot_dir, args.output)
+        snapshot_files.write_file(record, path, overwrite=args.overwrite)
+    return SnapshotOutput(snapshot=snapshot_info(record), path=args.output)
+
+
+async def snapshot_restore(services: Services, args: SnapshotRestoreInput, session: Session) -> SnapshotOutput:
+    directory = services.settings.snapshot_dir
+    path = None if args.input is None else str(snapshot_files.confined(directory, args.input))
+    record = await services.snapshots.choose(args.snapshot_id, path, args.previous)
+    adopted = await services.snapshots.adopt(record, "rollback" if args.previous else "restore")
+    return SnapshotOutput(snapshot=snapshot_info(adopted), path=args.input)
+
+
+# -- the registry -----------------------------------------------------------------------------------
+
+In = TypeVar("In", bound=Input)
+Out = TypeVar("Out", bound=Output)
+
+# A handler gets the running services, its validated input and the caller's session (a transient one
+# for tools that take no session_id); what it raises becomes an `is_error` result in app.py.
+Handler = Callable[[Services, In, Session], Awaitable[Out]]
+
+
 @dataclass(frozen=True, slots=True)
-class OwnTool:
+class OwnTool(Generic[In, Out]):
     name: str
     description: str
-    input: type[Input]
-    output: type[Output]
-    handler: Handler
+    input: type[In]
+    output: type[Out]
+    handler: Handler[In, Out]
     read_only: bool
     admin: bool = False
     uses_store: bool = True  # False: answers from memory, so it still answers while the database fails
@@ -333,246 +482,105 @@ class OwnTool:
         )
 
 
-def own_tools(services: Services, *, admin: bool, snapshots: bool = False) -> dict[str, OwnTool]:
-    """Our tools by name, their handlers closing over the running services (the learner is looked
-    up on every call: restoring a snapshot replaces it)."""
-    learning, feedback, catalogue = services.learning, services.feedback, services.catalogue
+TOOLS: list[OwnTool[Any, Any]] = [
+    OwnTool(
+        "recommend_tool",
+        "Rank the available tools for a task described in words; learns from every call and rating that follows.",
+        RecommendToolInput,
+        RecommendToolOutput,
+        recommend_tool,
+        False,
+        uses_store=False,
+    ),
+    OwnTool(
+        "recommend_next_tools",
+        "Suggest the tools that usually come next after the recent ones, from learned tool sequences.",
+        RecommendNextInput,
+        RecommendNextOutput,
+        recommend_next_tools,
+        True,
+        uses_store=False,
+    ),
+    OwnTool(
+        "submit_feedback",
+        "Rate a tool execution 1..5 (by execution id, or the session's latest call of "
+        "a tool); the rating changes its reward and what is learned.",
+        SubmitFeedbackInput,
+        SubmitFeedbackOutput,
+        submit_feedback,
+        False,
+    ),
+    OwnTool(
+        "end_session",
+        "Close the session's episode with its outcome (success, partial, failure).",
+        EndSessionInput,
+        EndSessionOutput,
+        end_session,
+        False,
+    ),
+    OwnTool(
+        "get_learning_stats",
+        "Admin: what the learner knows, the policy serving, downstream health.",
+        NoInput,
+        LearningStatsOutput,
+        get_learning_stats,
+        True,
+        admin=True,
+        uses_store=False,
+    ),
+    OwnTool(
+        "get_tool_metrics",
+        "Admin: calls, success rate, latency (mean, p95) and ratings per tool.",
+        ToolMetricsInput,
+        ToolMetricsOutput,
+        get_tool_metrics,
+        True,
+        admin=True,
+    ),
+    OwnTool(
+        "get_successful_sequences",
+        "Admin: the most frequent successful tool sequences.",
+        SequencesInput,
+        SequencesOutput,
+        get_successful_sequences,
+        True,
+        admin=True,
+        uses_store=False,
+    ),
+]
+SNAPSHOT_TOOLS: list[OwnTool[Any, Any]] = [
+    OwnTool(
+        "snapshot_list",
+        "Admin: the stored snapshots of the learned state, newest first.",
+        NoInput,
+        SnapshotListOutput,
+        snapshot_list,
+        True,
+        admin=True,
+    ),
+    OwnTool(
+        "snapshot_dump",
+        "Admin: take a snapshot of the learned state now (stored; optionally also written to a file).",
+        SnapshotDumpInput,
+        SnapshotOutput,
+        snapshot_dump,
+        False,
+        admin=True,
+    ),
+    OwnTool(
+        "snapshot_restore",
+        "Admin: replace the learned state by a stored snapshot, a snapshot file, or the previous "
+        "snapshot (rollback). A wrong checksum, bad signature or other major version is refused.",
+        SnapshotRestoreInput,
+        SnapshotOutput,
+        snapshot_restore,
+        False,
+        admin=True,
+    ),
+]
 
-    def known(names: list[str]) -> None:
-        unknown = [n for n in names if n not in learning.learner.tools]
-        if unknown:
-            raise UnknownToolError(unknown)
 
-    async def recommend_tool(args: RecommendToolInput, session: Session) -> RecommendToolOutput:
-        d = learning.recommend(session, args.query, args.top_k, args.candidates)
-        recs = [
-            Recommendation(
-                tool=r.tool,
-                score=r.score,
-                confidence=min(1.0, max(0.0, r.expected)),
-                relevance=r.prior,
-                reason=reason_of(d, r),
-                explored=d.explored and r.tool == d.chosen,
-            )
-            for r in d.ranked
-        ]
-        return RecommendToolOutput(
-            decision_id=d.decision_id,
-            context_hash=d.context_hash,
-            policy=d.policy,
-            explored=d.explored,
-            propensity=d.propensity,
-            session_id=session.id,
-            recommendations=recs,
-        )
-
-    async def recommend_next_tools(args: RecommendNextInput, session: Session) -> RecommendNextOutput:
-        recent = session.tools if args.recent_tools is None else args.recent_tools
-        known(recent)
-        found = learning.learner.recommend_next(recent, learning.learner.active_names, args.top_k)
-        return RecommendNextOutput(
-            session_id=session.id,
-            recent_tools=recent,
-            recommendations=[
-                NextRecommendation(
-                    tool=n.tool,
-                    score=n.score,
-                    count=n.count,
-                    success_rate=n.success_rate,
-                    mean_reward=n.mean_reward,
-                    reason=n.reason,
-                )
-                for n in found
-            ],
-        )
-
-    async def submit_feedback(args: SubmitFeedbackInput, session: Session) -> SubmitFeedbackOutput:
-        if args.tool is not None:
-            known([args.tool])
-        execution, reward = await learning.rate(session, args.rating, args.execution_id, args.tool, args.comment)
-        return SubmitFeedbackOutput(execution_id=execution.id, tool=execution.tool, rating=args.rating, reward=reward)
-
-    async def end_session(args: EndSessionInput, session: Session) -> EndSessionOutput:
-        episode = await learning.end_session(session.id, args.outcome)
-        return EndSessionOutput(
-            session_id=episode.session_id,
-            outcome=episode.outcome,
-            tools=episode.tools,
-            total_reward=episode.total_reward,
-        )
-
-    async def get_learning_stats(args: NoInput, session: Session | None) -> LearningStatsOutput:
-        w = feedback.stats
-        health = catalogue.health()
-        try:
-            actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
-        except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
-            log.warning("get_learning_stats: no mean reward per call while %s", exc)
-            actions = []
-        rewarded = sum(a.calls for a in actions)
-        return LearningStatsOutput(
-            policy=learning.learner.policy.name,
-            serving=learning.serving,
-            namespace=learning.namespace,
-            instance=learning.instance_id,
-            tools=len(learning.learner.active),
-            decisions=learning.decisions,
-            calls=learning.calls,
-            updates=learning.learner.updates,
-            mean_reward=sum(a.calls * (a.mean_reward or 0.0) for a in actions) / rewarded if rewarded else None,
-            mean_update_reward=(
-                learning.learner.reward_sum / learning.learner.updates if learning.learner.updates else None
-            ),
-            exploration_rate=learning.explored / learning.decisions if learning.decisions else None,
-            replay_size=len(learning.learner.replay),
-            sequences=sum(len(v) for v in learning.learner.sequences.table.values()),
-            open_sessions=len(learning.sessions),
-            queued_records=w.queue_depth,
-            committed_records=w.committed,
-            failed_batches=w.failed_batches,
-            dead_lettered=w.dead_lettered,
-            store=w.health(),
-            synced=services.sharing.synced,
-            snapshot_id=services.snapshots.snapshot_id,
-            open_circuits=[h.server for h in health if h.circuit != "closed"],
-            shielded_tools=learning.shields.blocked(time.monotonic()),
-            downstreams=health,
-        )
-
-    async def get_tool_metrics(args: ToolMetricsInput, session: Session | None) -> ToolMetricsOutput:
-        return ToolMetricsOutput(metrics=await feedback.get_tool_metrics(args.tool, namespace=learning.namespace))
-
-    async def get_successful_sequences(args: SequencesInput, session: Session | None) -> SequencesOutput:
-        rows = learning.learner.sequences.top_sequences(args.tool, args.limit)
-        return SequencesOutput(
-            sequences=[
-                SequenceItem(
-                    sequence=[*r.prefix, r.tool],
-                    count=r.count,
-                    success_rate=r.success_rate,
-                    mean_reward=r.mean_reward,
-                    description=r.reason,
-                )
-                for r in rows
-            ]
-        )
-
-    async def snapshot_list(args: NoInput, session: Session | None) -> SnapshotListOutput:
-        listed = await feedback.list_snapshots(learning.namespace)
-        return SnapshotListOutput(
-            namespace=learning.namespace,
-            current=services.snapshots.snapshot_id,
-            snapshots=[snapshot_info(r) for r in listed],
-        )
-
-    async def snapshot_dump(args: SnapshotDumpInput, session: Session | None) -> SnapshotOutput:
-        record = await services.snapshots.save("manual")
-        if args.output:
-            path = snapshot_files.confined(learning.settings.snapshot_dir, args.output)
-            snapshot_files.write_file(record, path, overwrite=args.overwrite)
-        return SnapshotOutput(snapshot=snapshot_info(record), path=args.output)
-
-    async def snapshot_restore(args: SnapshotRestoreInput, session: Session | None) -> SnapshotOutput:
-        path = None if args.input is None else str(snapshot_files.confined(learning.settings.snapshot_dir, args.input))
-        record = await services.snapshots.choose(args.snapshot_id, path, args.previous)
-        adopted = await services.snapshots.adopt(record, "rollback" if args.previous else "restore")
-        return SnapshotOutput(snapshot=snapshot_info(adopted), path=args.input)
-
-    tools = [
-        OwnTool(
-            "recommend_tool",
-            "Rank the available tools for a task described in words; learns from every call and rating that follows.",
-            RecommendToolInput,
-            RecommendToolOutput,
-            recommend_tool,
-            False,
-            uses_store=False,
-        ),
-        OwnTool(
-            "recommend_next_tools",
-            "Suggest the tools that usually come next after the recent ones, from learned tool sequences.",
-            RecommendNextInput,
-            RecommendNextOutput,
-            recommend_next_tools,
-            True,
-            uses_store=False,
-        ),
-        OwnTool(
-            "submit_feedback",
-            "Rate a tool execution 1..5 (by execution id, or the session's latest call of "
-            "a tool); the rating changes its reward and what is learned.",
-            SubmitFeedbackInput,
-            SubmitFeedbackOutput,
-            submit_feedback,
-            False,
-        ),
-        OwnTool(
-            "end_session",
-            "Close the session's episode with its outcome (success, partial, failure).",
-            EndSessionInput,
-            EndSessionOutput,
-            end_session,
-            False,
-        ),
-        OwnTool(
-            "get_learning_stats",
-            "Admin: what the learner knows, the policy serving, downstream health.",
-            NoInput,
-            LearningStatsOutput,
-            get_learning_stats,
-            True,
-            admin=True,
-            uses_store=False,
-        ),
-        OwnTool(
-            "get_tool_metrics",
-            "Admin: calls, success rate, latency (mean, p95) and ratings per tool.",
-            ToolMetricsInput,
-            ToolMetricsOutput,
-            get_tool_metrics,
-            True,
-            admin=True,
-        ),
-        OwnTool(
-            "get_successful_sequences",
-            "Admin: the most frequent successful tool sequences.",
-            SequencesInput,
-            SequencesOutput,
-            get_successful_sequences,
-            True,
-            admin=True,
-            uses_store=False,
-        ),
-    ]
-    if snapshots:
-        tools += [
-            OwnTool(
-                "snapshot_list",
-                "Admin: the stored snapshots of the learned state, newest first.",
-                NoInput,
-                SnapshotListOutput,
-                snapshot_list,
-                True,
-                admin=True,
-            ),
-            OwnTool(
-                "snapshot_dump",
-                "Admin: take a snapshot of the learned state now (stored; optionally also written to a file).",
-                SnapshotDumpInput,
-                SnapshotOutput,
-                snapshot_dump,
-                False,
-                admin=True,
-            ),
-            OwnTool(
-                "snapshot_restore",
-                "Admin: replace the learned state by a stored snapshot, a snapshot file, or the previous "
-                "snapshot (rollback). A wrong checksum, bad signature or other major version is refused.",
-                SnapshotRestoreInput,
-                SnapshotOutput,
-                snapshot_restore,
-                False,
-                admin=True,
-            ),
-        ]
+def own_tools(*, admin: bool, snapshots: bool = False) -> dict[str, OwnTool[Any, Any]]:
+    """Our tools by name: the admin ones only with `admin`, the snapshot ones only with `snapshots`."""
+    tools = TOOLS + (SNAPSHOT_TOOLS if snapshots else [])
     return {t.name: t for t in tools if admin or not t.admin}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,21 +13,30 @@ from toolwise.server import snapshots
 from toolwise.server.cli import app as cli
 from toolwise.server.config import Settings
 from toolwise.server.services import Services
-from toolwise.server.tools import OwnTool, SnapshotDumpInput, SnapshotRestoreInput, own_tools
+from toolwise.server.sessions import Session
+from toolwise.server.tools import SnapshotDumpInput, SnapshotOutput, SnapshotRestoreInput, own_tools
 
 
 @pytest.fixture
-async def tools(tmp_path: Path) -> dict[str, OwnTool]:
+async def services(tmp_path: Path) -> AsyncIterator[Services]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
     settings = Settings(database_url=url, seed=1, sync_interval_s=0, snapshot_dir=tmp_path / "snapshots")
     async with FeedbackService(url, flush_interval_ms=1) as feedback:
-        yield own_tools(Services.open(settings, feedback), admin=True, snapshots=True)
+        yield Services.open(settings, feedback)
 
 
 async def test_snapshot_tools_read_and_write_only_inside_the_snapshot_directory(
-    tools: dict[str, OwnTool], tmp_path: Path
+    services: Services, tmp_path: Path
 ) -> None:
-    dump, restore = tools["snapshot_dump"].handler, tools["snapshot_restore"].handler
+    tools = own_tools(admin=True, snapshots=True)
+    session = Session("admin")
+
+    async def dump(args: SnapshotDumpInput, _: None) -> SnapshotOutput:
+        return await tools["snapshot_dump"].handler(services, args, session)
+
+    async def restore(args: SnapshotRestoreInput, _: None) -> SnapshotOutput:
+        return await tools["snapshot_restore"].handler(services, args, session)
+
     outside = tmp_path / "precious.txt"
     outside.write_text("keep me")
     for name in (str(outside), "../precious.txt", "a/../../precious.txt"):
