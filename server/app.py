@@ -50,6 +50,7 @@ from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_re
 from toolwise.server.services import Services
 from toolwise.server.sessions import EXECUTION_META_KEY, Session
 from toolwise.server.snapshots import SnapshotError
+from toolwise.server.stats import learning_stats
 from toolwise.server.tools import OwnTool, own_tools
 
 log = logging.getLogger(__name__)
@@ -196,21 +197,21 @@ class Toolwise:
 
     def status(self) -> dict[str, Any]:
         """What this instance reports about itself (heartbeat, `toolwise inspect status`)."""
-        learning, learner = self.learning, self.learning.learner
+        stats = learning_stats(self.services)
         return {
-            "policy": learner.policy.name,
-            "serving": learning.serving,
-            "flags": {k: getattr(self.config.toolwise, k) for k in ("shadow", "learning", "replay", "sequences")},
-            "downstreams": [asdict(h) for h in self.catalogue.health()],
-            "open_circuits": [h.server for h in self.catalogue.health() if h.circuit != "closed"],
-            "shielded_tools": learning.shields.blocked(time.monotonic()),
-            "tools": len(learner.active),
-            "calls": learning.calls,
-            "decisions": learning.decisions,
-            "updates": learner.updates,
-            "synced": self.sharing.synced,
-            "snapshot": self.snapshots.snapshot_id,
-            "store": self.feedback.stats.health(),
+            "policy": stats.policy,
+            "serving": stats.serving,
+            "flags": stats.flags,
+            "downstreams": [asdict(h) for h in stats.downstreams],
+            "open_circuits": stats.open_circuits,
+            "shielded_tools": stats.shielded_tools,
+            "tools": stats.tools,
+            "calls": stats.calls,
+            "decisions": stats.decisions,
+            "updates": stats.updates,
+            "synced": stats.synced,
+            "snapshot": stats.snapshot_id,
+            "store": stats.store,
         }
 
     async def _heartbeat(self, *, stopped: bool = False) -> None:
@@ -229,25 +230,18 @@ class Toolwise:
         )
 
     def _gauges(self) -> dict[str, tuple[str, float]]:
-        learning, writer = self.learning, self.feedback.stats
-        health = self.catalogue.health()
+        stats = learning_stats(self.services)
         return {
-            "exploration_rate": (
-                "Share of recommendations that explored.",
-                learning.explored / learning.decisions if learning.decisions else 0.0,
-            ),
-            "decisions": ("Recommendations made since start.", learning.decisions),
-            "learner_updates": ("Updates the learner has made.", learning.learner.updates),
-            "queue_depth": ("Execution records waiting for group commit.", writer.queue_depth + learning.pending),
-            "flush_failures": ("Group-commit batches the database refused.", writer.failed_batches),
-            "dead_lettered": ("Records written to the dead-letter file.", writer.dead_lettered),
-            "store_failing": ("1 while the database refuses writes (see the log for why).", writer.failing is not None),
-            "open_circuits": ("Downstreams whose circuit is open.", sum(h.circuit != "closed" for h in health)),
-            "downstreams_ready": ("Downstreams serving.", sum(h.state == "ready" for h in health)),
-            "shielded_tools": (
-                "Tools dropped from recommendations by the shields.",
-                len(learning.shields.blocked(time.monotonic())),
-            ),
+            "exploration_rate": ("Share of recommendations that explored.", stats.exploration_rate or 0.0),
+            "decisions": ("Recommendations made since start.", stats.decisions),
+            "learner_updates": ("Updates the learner has made.", stats.updates),
+            "queue_depth": ("Execution records waiting for group commit.", stats.queued_records + stats.pending),
+            "flush_failures": ("Group-commit batches the database refused.", stats.failed_batches),
+            "dead_lettered": ("Records written to the dead-letter file.", stats.dead_lettered),
+            "store_failing": ("1 while the database refuses writes (see the log for why).", stats.store_failing),
+            "open_circuits": ("Downstreams whose circuit is open.", len(stats.open_circuits)),
+            "downstreams_ready": ("Downstreams serving.", sum(h.state == "ready" for h in stats.downstreams)),
+            "shielded_tools": ("Tools dropped from recommendations by the shields.", len(stats.shielded_tools)),
         }
 
     def list_tools(self, client: str | None = None) -> list[types.Tool]:

@@ -4,9 +4,8 @@ generated from them, inputs are validated by them, and each output renders a sho
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
 import mcp_types as types
@@ -19,6 +18,7 @@ from toolwise.server import snapshots as snapshot_files
 from toolwise.server.catalogue import Health
 from toolwise.server.services import Services
 from toolwise.server.sessions import Session
+from toolwise.server.stats import learning_stats
 
 log = logging.getLogger(__name__)
 
@@ -293,43 +293,16 @@ async def end_session(services: Services, args: EndSessionInput, session: Sessio
 
 
 async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:
-    learning, feedback, catalogue = services.learning, services.feedback, services.catalogue
-    w = feedback.stats
-    health = catalogue.health()
+    stats = learning_stats(services)
     try:
-        actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
+        actions = await services.feedback.action_summary(stats.namespace)
     except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
         log.warning("get_learning_stats: no mean reward per call while %s", exc)
         actions = []
-    rewarded = sum(a.calls for a in actions)
-    return LearningStatsOutput(
-        policy=learning.learner.policy.name,
-        serving=learning.serving,
-        namespace=learning.namespace,
-        instance=learning.instance_id,
-        tools=len(learning.learner.active),
-        decisions=learning.decisions,
-        calls=learning.calls,
-        updates=learning.learner.updates,
-        mean_reward=sum(a.calls * (a.mean_reward or 0.0) for a in actions) / rewarded if rewarded else None,
-        mean_update_reward=(
-            learning.learner.reward_sum / learning.learner.updates if learning.learner.updates else None
-        ),
-        exploration_rate=learning.explored / learning.decisions if learning.decisions else None,
-        replay_size=len(learning.learner.replay),
-        sequences=sum(len(v) for v in learning.learner.sequences.table.values()),
-        open_sessions=len(learning.sessions),
-        queued_records=w.queue_depth,
-        committed_records=w.committed,
-        failed_batches=w.failed_batches,
-        dead_lettered=w.dead_lettered,
-        store=w.health(),
-        synced=services.sharing.synced,
-        snapshot_id=services.snapshots.snapshot_id,
-        open_circuits=[h.server for h in health if h.circuit != "closed"],
-        shielded_tools=learning.shields.blocked(time.monotonic()),
-        downstreams=health,
-    )
+    rewarded = [a for a in actions if a.mean_reward is not None]
+    calls = sum(a.calls for a in rewarded)
+    mean = sum(a.calls * (a.mean_reward or 0.0) for a in rewarded) / calls if calls else None
+    return LearningStatsOutput.model_validate(replace(stats, mean_reward=mean), from_attributes=True)
 
 
 async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: Session) -> ToolMetricsOutput:

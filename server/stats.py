@@ -1,0 +1,81 @@
+"""What a running toolwise knows about itself, assembled once: the `get_learning_stats` tool, the
+instance's heartbeat status (`toolwise inspect status`) and the Prometheus gauges all read it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from toolwise.server.catalogue import Health
+from toolwise.server.services import Services
+
+FLAGS = ("shadow", "learning", "replay", "sequences")  # capability settings the status reports
+
+
+@dataclass(frozen=True, slots=True)
+class LearningStats:
+    policy: str
+    serving: str  # what answers recommend_tool: the policy, the baseline (shadow mode) or the prior (catching up)
+    namespace: str
+    instance: str
+    flags: dict[str, bool]
+    tools: int
+    decisions: int
+    explored: int
+    calls: int
+    updates: int
+    mean_update_reward: float | None
+    replay_size: int
+    sequences: int
+    open_sessions: int
+    pending: int  # calls noted, not yet recorded and learned
+    queued_records: int  # records waiting for group commit
+    committed_records: int
+    failed_batches: int
+    dead_lettered: int
+    store: str  # `ok`, or since when and why the database refuses records
+    store_failing: bool
+    synced: int
+    snapshot_id: int | None
+    downstreams: list[Health]
+    shielded_tools: dict[str, str]
+    open_circuits: list[str] = field(default_factory=list)
+    mean_reward: float | None = None  # per recorded call: read from the store, only by the tool that reports it
+
+    @property
+    def exploration_rate(self) -> float | None:
+        return self.explored / self.decisions if self.decisions else None
+
+
+def learning_stats(services: Services) -> LearningStats:
+    """The statistics as they are now, from memory (no database query)."""
+    learning, learner, writer = services.learning, services.learning.learner, services.feedback.stats
+    health = services.catalogue.health()
+    return LearningStats(
+        policy=learner.policy.name,
+        serving=learning.serving,
+        namespace=learning.namespace,
+        instance=learning.instance_id,
+        flags={name: getattr(services.settings, name) for name in FLAGS},
+        tools=len(learner.active),
+        decisions=learning.decisions,
+        explored=learning.explored,
+        calls=learning.calls,
+        updates=learner.updates,
+        mean_update_reward=learner.reward_sum / learner.updates if learner.updates else None,
+        replay_size=len(learner.replay),
+        sequences=sum(len(v) for v in learner.sequences.table.values()),
+        open_sessions=len(learning.sessions),
+        pending=learning.pending,
+        queued_records=writer.queue_depth,
+        committed_records=writer.committed,
+        failed_batches=writer.failed_batches,
+        dead_lettered=writer.dead_lettered,
+        store=writer.health(),
+        store_failing=writer.failing is not None,
+        synced=services.sharing.synced,
+        snapshot_id=services.snapshots.snapshot_id,
+        downstreams=health,
+        shielded_tools=learning.shields.blocked(time.monotonic()),
+        open_circuits=[h.server for h in health if h.circuit != "closed"],
+    )
