@@ -197,7 +197,7 @@ async def serve(config: Path, tools: int, calls: int = 0) -> Run:
     """Start toolwise, time it to its first answers and until it has caught up with the log, measure
     calls (when `calls`), then close stdin as a client does and time the shutdown."""
     begin = time.perf_counter()
-    client = Client(params(config), read_timeout_seconds=900)  # type: ignore[arg-type]
+    client = Client(params(config), read_timeout_seconds=900)  # type: ignore[arg-type]  # the SDK types it as a timedelta; seconds work
     await client.__aenter__()
     run = Run(0.0, 0.0, 0.0, 0.0, 0.0)
     try:

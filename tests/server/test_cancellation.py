@@ -22,11 +22,11 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
     original = feedback.add_rating
 
     async def add_rating(*args: object, **kwargs: object) -> RatingEvent:
-        event = await original(*args, **kwargs)  # type: ignore[arg-type]
+        event = await original(*args, **kwargs)  # type: ignore[arg-type]  # forwarded as the caller gave them
         rating.cancel()  # the client gives up just as its rating is committed
         return event
 
-    feedback.add_rating = add_rating  # type: ignore[method-assign]
+    feedback.add_rating = add_rating  # type: ignore[method-assign]  # a spy in its place
     rating = asyncio.create_task(services.learning.rate(session, 1, execution_id, None, None))
     with pytest.raises(asyncio.CancelledError):
         await rating

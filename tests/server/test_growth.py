@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.test_persistence import QUERIES, service
-from toolwise.feedback import utcnow
+from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.rl import Step
 from toolwise.server.services import Services
 
@@ -47,8 +47,8 @@ async def test_a_long_session_keeps_a_bounded_window_of_calls(url: str) -> None:
     await feedback.aclose()
 
 
-async def _all(feedback: object) -> list:  # type: ignore[type-arg]
-    return [e async for batch in feedback.iter_executions() for e in batch]  # type: ignore[attr-defined]
+async def _all(feedback: FeedbackService) -> list[Execution]:
+    return [e async for batch in feedback.iter_executions() for e in batch]
 
 
 async def test_an_over_long_query_is_cut_to_the_limit(url: str) -> None:
@@ -84,7 +84,7 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
         def spy(step: Step, *args: object, _original: object = original) -> object:
             learned.append((step.query, step.rating))
-            return _original(step, *args)  # type: ignore[operator]
+            return _original(step, *args)  # type: ignore[operator]  # the method the spy replaced
 
         monkeypatch.setattr(second.learning.learner, name, spy)
     await second.snapshots.restore_latest()  # no snapshot: the whole log is replayed, each call in its context
