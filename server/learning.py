@@ -319,7 +319,7 @@ class LearningService:
             instance=self.instance_id,
             explored=decision.explored if followed else None,  # type: ignore[union-attr]
         )
-        await self.feedback.record_execution(execution, force=self._closing)
+        await self.feedback.log.record_execution(execution, force=self._closing)
         if (session := self.sessions.find(item.session_id)) is not None:
             session.reward_total += reward
         self._live.add(execution.id)
@@ -389,7 +389,7 @@ class LearningService:
     async def _rate(
         self, session: Session, execution_id: str, rating: int, comment: str | None
     ) -> tuple[Execution, float]:
-        event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
+        event = await self.feedback.log.add_rating(execution_id, rating, comment, instance=self.instance_id)
         self.ratings_mark.add(event.rating.id)  # type: ignore[arg-type]
         execution = await self.with_query(event.execution)
         step = self._step_of(execution, self._history_before(session, execution), rating)
@@ -398,7 +398,7 @@ class LearningService:
             reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
         else:
             reward = self.learner.reward_of(step)
-        await self.feedback.set_reward(execution.id, reward)
+        await self.feedback.log.set_reward(execution.id, reward)
         for call in session.calls:
             if call.execution_id == execution.id:
                 session.reward_total += reward - (call.reward or 0.0)
@@ -430,7 +430,7 @@ class LearningService:
             ended_at=utcnow(),
             namespace=self.namespace,
         )
-        return await self.feedback.record_episode(episode)
+        return await self.feedback.log.record_episode(episode)
 
     # -- the shared log: restarts and other instances ------------------------------------------------
 
@@ -441,7 +441,7 @@ class LearningService:
         await self.drain()
         learned = 0
         mark, rmark = self.executions_mark, self.ratings_mark
-        seq_head, rating_head = await self.feedback.log_heads(self.namespace)
+        seq_head, rating_head = await self.feedback.log.heads(self.namespace)
         if seq_head > mark.floor:
             learned += (await self._sync_executions(progress))[0]
         if rating_head > rmark.floor:
@@ -461,7 +461,7 @@ class LearningService:
         mark = self.executions_mark
         last = max(after_seq, mark.floor)
         read = 0
-        async with aclosing(self.feedback.iter_log(namespace=self.namespace, after_seq=last)) as batches:
+        async with aclosing(self.feedback.log.iter_log(namespace=self.namespace, after_seq=last)) as batches:
             async for entries in batches:
                 fresh = [entry for entry in entries if mark.fresh(entry.seq)]
                 history = {entry.seq: self._log_history(entry) for entry in fresh}
@@ -472,7 +472,7 @@ class LearningService:
                         self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                 executions = [
                     await self.with_query(execution, remember=True)
-                    for execution in await self.feedback.executions_by_seq(foreign)
+                    for execution in await self.feedback.log.executions_by_seq(foreign)
                 ]
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
                 for execution in executions:
@@ -493,7 +493,7 @@ class LearningService:
     async def _sync_ratings(self) -> int:
         learned = 0
         rmark = self.ratings_mark
-        async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+        async for events in self.feedback.log.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
                 if not rmark.fresh(event.rating.id):  # type: ignore[arg-type]
                     continue
@@ -511,7 +511,7 @@ class LearningService:
         if execution.query is None and execution.position > 0:
             found = self._queries.get(execution.session_id, _UNKNOWN) if remember else _UNKNOWN
             if found is _UNKNOWN:
-                found = await self.feedback.session_query(
+                found = await self.feedback.log.session_query(
                     execution.session_id, namespace=self.namespace, before_seq=execution.seq
                 )
             execution = replace(execution, query=found)
@@ -605,7 +605,7 @@ class LearningService:
         await self.drain()
         record = self.snapshot(source)
         learned = self.unsnapshotted
-        self.snapshot_id = await self.feedback.save_snapshot(record, keep=self.settings.snapshot_keep)
+        self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
         self.unsnapshotted -= learned  # what was learned while the snapshot was being stored is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
@@ -652,10 +652,10 @@ class LearningService:
         tried. Until `catch_up` has learned the log after it, the state lags: recommendations come from
         the prior. Returns what was loaded, for the log."""
         self.catching_up = True
-        listing = await self.feedback.list_snapshots(self.namespace)
+        listing = await self.feedback.snapshots.list(self.namespace)
         self._restores_seen = max((r.id or 0 for r in listing), default=0)
         for listed in listing:
-            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is None:
                 continue
             try:
@@ -677,7 +677,7 @@ class LearningService:
         began = self._replay_reported = time.monotonic()
         learned, cursor = 0, mark.floor
         try:
-            self.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
+            self.replay_total = await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor)
             while True:
                 n, cursor, done = await self._sync_executions(
                     self._replayed, after_seq=cursor, limit=snapshot_rows or None
@@ -708,7 +708,7 @@ class LearningService:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it
         is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
         await self.drain()
-        seq, rating_id = await self.feedback.high_water(self.namespace)
+        seq, rating_id = await self.feedback.log.high_water(self.namespace)
         covered: dict[str, Any] = {
             "executions": {"floor": seq, "seen": []},
             "ratings": {"floor": rating_id, "seen": []},
@@ -722,7 +722,7 @@ class LearningService:
             stored = snapshots.sign(stored, self.sign_key)
         elif stored.signature is not None:
             stored = replace(stored, signature=None)  # the covered marks changed: the old signature no longer fits
-        self.snapshot_id = self._restores_seen = await self.feedback.save_snapshot(
+        self.snapshot_id = self._restores_seen = await self.feedback.snapshots.save(
             stored, keep=self.settings.snapshot_keep
         )
         log.warning("learned state replaced by a %s (%d samples)", source, record.sample_count)
@@ -730,13 +730,13 @@ class LearningService:
 
     async def follow_restores(self) -> None:
         """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
-        for listed in await self.feedback.list_snapshots(self.namespace):
+        for listed in await self.feedback.snapshots.list(self.namespace):
             if (listed.id or 0) <= self._restores_seen:
                 return
             if listed.source not in ("restore", "rollback"):
                 continue
             self._restores_seen = listed.id or 0
-            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is not None:
                 try:
                     self.load(record)

@@ -405,7 +405,7 @@ def own_tools(
         w = feedback.stats
         health = catalogue.health()
         try:
-            actions = [a for a in await feedback.action_summary(learning.namespace) if a.mean_reward is not None]
+            actions = [a for a in await feedback.log.action_summary(learning.namespace) if a.mean_reward is not None]
         except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
             log.warning("get_learning_stats: no mean reward per call while %s", exc)
             actions = []
@@ -440,7 +440,7 @@ def own_tools(
         )
 
     async def get_tool_metrics(args: ToolMetricsInput, session: Session | None) -> ToolMetricsOutput:
-        return ToolMetricsOutput(metrics=await feedback.get_tool_metrics(args.tool, namespace=learning.namespace))
+        return ToolMetricsOutput(metrics=await feedback.log.get_tool_metrics(args.tool, namespace=learning.namespace))
 
     async def get_successful_sequences(args: SequencesInput, session: Session | None) -> SequencesOutput:
         rows = learning.learner.sequences.top_sequences(args.tool, args.limit)
@@ -458,7 +458,7 @@ def own_tools(
         )
 
     async def snapshot_list(args: NoInput, session: Session | None) -> SnapshotListOutput:
-        listed = await feedback.list_snapshots(learning.namespace)
+        listed = await feedback.snapshots.list(learning.namespace)
         return SnapshotListOutput(
             namespace=learning.namespace, current=learning.snapshot_id, snapshots=[snapshot_info(r) for r in listed]
         )
@@ -587,13 +587,13 @@ async def choose_snapshot(
     if previous:
         # The newest snapshot's lineage: a rollback row stands for the snapshot it rolled back to, so
         # rolling back twice goes two steps back rather than undoing the first rollback.
-        listed = await feedback.list_snapshots(learning.namespace)
+        listed = await feedback.snapshots.list(learning.namespace)
         origin = (listed[0].covered.get("origin") or listed[0].id) if listed else 0
         older = [r for r in listed if (r.id or 0) < origin]
         if not older:
             raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
         snapshot_id = older[0].id
-    record = await feedback.get_snapshot(snapshot_id, namespace=learning.namespace)
+    record = await feedback.snapshots.get(snapshot_id, namespace=learning.namespace)
     if record is None:
         raise ValueError(f"no snapshot {snapshot_id} in namespace {learning.namespace!r}")
     return record
