@@ -2,10 +2,10 @@
 
 On an SQLite file, every write goes through one `SQLiteWriteThread`: a sync engine on one dedicated
 thread, so a batch of executions costs the event loop one thread hop, and no two connections of ours
-wait on each other's write lock. Through aiosqlite every statement of a
-transaction (begin, execute, commit, the pool's reset) is a hop of its own, each waking the loop and
-switching greenlets: four times the event-loop work per commit, and that work sits between proxied
-calls (bench/overhead.py). PostgreSQL (asyncpg) is natively async and keeps the async engine.
+wait on each other's write lock. Through aiosqlite every statement of a transaction (begin, execute,
+commit, the pool's reset) is a hop of its own, each waking the loop and switching greenlets, work that
+sits between proxied calls (its cost: the README's "Recording executions"). PostgreSQL (asyncpg) is
+natively async and keeps the async engine.
 """
 
 from __future__ import annotations

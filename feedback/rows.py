@@ -35,8 +35,9 @@ Prepared = tuple[list[Any], list[Summary]]
 
 
 class ExecutionRows:
-    """Turns executions into stored rows: the digest salted with the database's salt, secrets
-    redacted, free text dropped when `store_queries` is off, arguments kept only with `store_arguments`."""
+    """Turns executions into stored rows: the arguments' digest keyed by the database's salt (whatever
+    digest the record carries is replaced), secrets redacted, free text dropped when `store_queries` is
+    off, arguments kept only with `store_arguments`."""
 
     def __init__(self, *, salt: bytes, store_arguments: bool, store_queries: bool, redact_pattern: str) -> None:
         self.salt = salt
@@ -57,7 +58,7 @@ class ExecutionRows:
         values = list(_values(e))
         keep = self._store_arguments and e.arguments is not None
         values[_ARGUMENTS] = redact(e.arguments, self._redact) if keep else None
-        values[_DIGEST] = e.argument_digest or self.digest(e.arguments)
+        values[_DIGEST] = self.digest(e.arguments)
         values[_QUERY] = self.free_text(e.query)
         values[_ERROR] = None if e.error_message is None else redact_text(e.error_message)
         return tuple(values)
