@@ -138,18 +138,9 @@ class ExecutionLog:
         limit: int = 50,
         *,
         namespace: str = "default",
-        tool: str | None = None,
-        session_id: str | None = None,
-        after_seq: int | None = None,
     ) -> list[Execution]:
-        """Newest first; `after_seq` limits to executions logged after that sequence number."""
+        """The newest `limit` executions of a namespace, newest first."""
         query = select(ExecutionRow).where(ExecutionRow.namespace == namespace)
-        if tool is not None:
-            query = query.where(ExecutionRow.tool == tool)
-        if session_id is not None:
-            query = query.where(ExecutionRow.session_id == session_id)
-        if after_seq is not None:
-            query = query.where(ExecutionRow.seq > after_seq)
         return await self._executions(query.order_by(ExecutionRow.seq.desc()).limit(limit))
 
     async def _executions(self, query: Select[ExecutionRow]) -> list[Execution]:
@@ -157,13 +148,6 @@ class ExecutionLog:
         async with self._service.engine.connect() as conn:
             result = await conn.execute(query)
             return [execution_from_row(row._mapping) for row in result]
-
-    async def get_ratings(self, execution_id: str) -> list[Rating]:
-        async with self._service.engine.connect() as conn:
-            result = await conn.execute(
-                select(RatingRow).where(RatingRow.execution_id == execution_id).order_by(RatingRow.id)
-            )
-            return [rating_from_row(r._mapping) for r in result]
 
     async def get_episodes(self, *, namespace: str = "default", limit: int = 100) -> list[Episode]:
         async with self._service.engine.connect() as conn:
@@ -411,11 +395,10 @@ class ExecutionLog:
             row = (await conn.execute(select(seq, rating))).one()
         return int(row[0] or 0), int(row[1] or 0)
 
-    async def count_executions(self, namespace: str | None = "default", *, after_seq: int = 0) -> int:
+    async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
+        """Executions of a namespace (after `after_seq`)."""
         await self._service.flush()
-        query = select(func.count()).select_from(ExecutionRow)
-        if namespace is not None:
-            query = query.where(ExecutionRow.namespace == namespace)
+        query = select(func.count()).select_from(ExecutionRow).where(ExecutionRow.namespace == namespace)
         if after_seq:
             query = query.where(ExecutionRow.seq > after_seq)
         async with self._service.engine.connect() as conn:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import Connection, select
@@ -176,10 +176,6 @@ class FeedbackService:
             return await self._thread.run(work)
         async with self.engine.begin() as conn:
             return await conn.run_sync(work)
-
-    def argument_digest(self, arguments: Mapping[str, Any] | None) -> str:
-        """The digest stored for these arguments in this database (salted with its own salt)."""
-        return self.rows.digest(arguments)
 
     async def _write_batch(self, prepared: Prepared) -> None:
         """Insert a batch of executions and fold it into its tools' summaries, in one transaction."""

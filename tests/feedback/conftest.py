@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolwise.feedback import Execution, FeedbackService, utcnow
+from toolwise.feedback import Execution, FeedbackService, Rating, utcnow
 from toolwise.feedback.engine import SQLiteWriteThread
 
 
@@ -29,6 +29,13 @@ def make_execution(
         finished_at=finished,
         **fields,  # type: ignore[arg-type]
     )
+
+
+async def ratings_of(service: FeedbackService, execution_id: str) -> list[Rating]:
+    """An execution's ratings, oldest first, as the log hands them to learners."""
+    return [
+        e.rating async for batch in service.log.iter_rating_events() for e in batch if e.execution.id == execution_id
+    ]
 
 
 @pytest.fixture

@@ -68,12 +68,12 @@ async def test_digest_is_salted_per_database(tmp_path: Path) -> None:
         async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / name}", flush_interval_ms=1) as svc:
             execution_id = await svc.log.record_execution(make_execution(arguments=args))
             got = await svc.log.get_execution(execution_id)
-            assert got is not None and got.argument_digest == svc.argument_digest(args)
+            assert got is not None and got.argument_digest == svc.rows.digest(args)
             digests.append(got.argument_digest)
     unsalted = hashlib.sha256(canonical_json(args).encode()).hexdigest()
     assert digests[0] != digests[1] and unsalted not in digests
     async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}") as again:
-        assert again.argument_digest(args) == digests[0], "the salt is kept in the database"
+        assert again.rows.digest(args) == digests[0], "the salt is kept in the database"
 
 
 async def test_store_queries_off_stores_no_query_or_comment_and_values_are_redacted(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.feedback.conftest import make_execution
+from tests.feedback.conftest import make_execution, ratings_of
 from toolwise.feedback import (
     Episode,
     FeedbackService,
@@ -64,7 +64,7 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
         "finished_at",
     ):
         assert getattr(got, field) == getattr(sent, field), field
-    assert got.argument_digest == service.argument_digest({"repo_path": "/tmp/r"})
+    assert got.argument_digest == service.rows.digest({"repo_path": "/tmp/r"})
     assert got.arguments is None, "raw arguments are not stored unless configured"
     assert got.seq is not None
 
@@ -76,7 +76,7 @@ async def test_stored_arguments_are_redacted(db_url: str) -> None:
         got = await svc.log.get_execution(execution_id)
     assert got is not None
     assert got.arguments == {"url": "https://x", "api_key": "***", "nested": {"Password": "***", "n": 1}}
-    assert got.argument_digest == svc.argument_digest(args), "the digest is of the real arguments"
+    assert got.argument_digest == svc.rows.digest(args), "the digest is of the real arguments"
 
 
 async def test_digest_ignores_key_order() -> None:
@@ -89,7 +89,7 @@ async def test_rating_outside_one_to_five_is_refused(service: FeedbackService, b
     execution_id = await service.log.record_execution(make_execution())
     with pytest.raises(InvalidRatingError, match="rating must be an integer from 1 to 5"):
         await service.log.add_rating(execution_id, bad)  # type: ignore[arg-type]
-    assert await service.log.get_ratings(execution_id) == []
+    assert await ratings_of(service, execution_id) == []
 
 
 async def test_rating_of_unknown_execution_is_refused(service: FeedbackService) -> None:
@@ -101,7 +101,7 @@ async def test_rating_is_committed_for_a_just_recorded_execution(service: Feedba
     execution_id = await service.log.record_execution(make_execution())
     rated = await service.log.add_rating(execution_id, 5, "spot on")
     assert rated.execution.id == execution_id and rated.previous is None
-    [rating] = await service.log.get_ratings(execution_id)
+    [rating] = await ratings_of(service, execution_id)
     assert (rating.rating, rating.comment) == (5, "spot on")
     assert rating == rated.rating
     again = await service.log.add_rating(execution_id, 2)
@@ -144,7 +144,7 @@ async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService
 async def test_reads_see_executions_recorded_just_before(service: FeedbackService) -> None:
     await service.log.record_execution(make_execution("s__a", session_id="x"))
     await service.log.record_execution(make_execution("s__b", session_id="x"))
-    recent = await service.log.get_recent_executions(session_id="x")
+    recent = await service.log.get_recent_executions()
     assert [e.tool for e in recent] == ["s__b", "s__a"]
 
 
