@@ -1,6 +1,6 @@
 """What redaction costs per recorded execution, against what building the row costs without it.
 
-Both figures time `FeedbackService._rows` (what the writer task does for a batch while the previous
+Both figures time `ExecutionInsert.prepare` (what the writer task does for a batch while the previous
 one commits; never on the path of a call) over the same executions (typical arguments and a query),
 with `store_arguments` off (the default: the query and error message are scanned) and on (the
 arguments too). The reference run swaps the redaction functions for identities.
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from toolwise.feedback import Execution, FeedbackService, utcnow
-from toolwise.feedback import service as service_module
+from toolwise.feedback import rows as rows_module
+from toolwise.feedback.rows import ExecutionInsert
 
 QUERIES = ["what changed in my repository since yesterday", "current time in Tokyo", "show the last 5 commits"]
 
@@ -41,26 +42,27 @@ def execution(i: int) -> Execution:
 
 
 def per_row_us(svc: FeedbackService, batch: list[Execution]) -> float:
+    insert = ExecutionInsert(svc.rows, svc.engine.dialect)
     start = time.perf_counter()
-    svc._rows(batch)
+    insert.prepare(batch)
     return (time.perf_counter() - start) / len(batch) * 1e6
 
 
 async def measure(batch: list[Execution], repeat: int, store_arguments: bool) -> tuple[float, float]:
     """Medians of passes with and without redaction, alternated so machine drift weighs on both alike."""
     identity: Any = lambda value, *_: value  # noqa: E731
-    real = service_module.redact, service_module.redact_text
+    real = rows_module.redact, rows_module.redact_text
     with_it, without = [], []
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite+aiosqlite:///{Path(folder) / 'b.db'}"
         async with FeedbackService(url, store_arguments=store_arguments) as svc:
             for _ in range(repeat):
                 with_it.append(per_row_us(svc, batch))
-                service_module.redact = service_module.redact_text = identity
+                rows_module.redact = rows_module.redact_text = identity
                 try:
                     without.append(per_row_us(svc, batch))
                 finally:
-                    service_module.redact, service_module.redact_text = real
+                    rows_module.redact, rows_module.redact_text = real
     return statistics.median(with_it), statistics.median(without)
 
 

@@ -2,7 +2,7 @@
 
     python bench/scale.py [--executions 100000] [--tools 500] [--reference 10000] [--catalogue 50,500,2000]
 
-Fills an SQLite database with the project's own insert path (`FeedbackService.record_execution`, ~1%
+Fills an SQLite database with the project's own insert path (`FeedbackService.log.record_execution`, ~1%
 of executions rated through `add_rating`, a year of timestamps, sessions of ~8 calls), then starts
 `toolwise serve` on it through the SDK's stdio client with a downstream of `--tools` tools and prints
 start-up (no snapshot, then with the snapshot the first run left), the idle sync tick, one log batch,
@@ -101,7 +101,7 @@ async def fill(db: Path, n: int, tools: int, seed: int = 0) -> float:
                 error_type=None if successes[i] else "ToolError",
                 error_message=None if successes[i] else "simulated failure",
             )
-            await feedback.record_execution(e)
+            await feedback.log.record_execution(e)
             if i in rated:
                 rated_ids.append(e.id)
             session_prev = tool
@@ -109,7 +109,7 @@ async def fill(db: Path, n: int, tools: int, seed: int = 0) -> float:
             previous = session_prev
         await feedback.flush()
         for k, execution_id in enumerate(rated_ids):
-            await feedback.add_rating(execution_id, int(1 + k % 5))
+            await feedback.log.add_rating(execution_id, int(1 + k % 5))
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return time.perf_counter() - begin
@@ -246,19 +246,19 @@ async def idle_tick(db: Path) -> InProcess:
         restored = time.perf_counter() - begin
         await services.sharing.sync()
         ticks = await timed(30, lambda i: services.sharing.sync())
-        high, _ = await feedback.high_water()
+        high, _ = await feedback.log.high_water()
 
         async def one_log_batch(i: int) -> None:
-            async for _ in feedback.iter_log(after_seq=high // 2):
+            async for _ in feedback.log.iter_log(after_seq=high // 2):
                 return
 
         async def one_since_batch(i: int) -> None:
-            async for _ in feedback.iter_executions(since=utcnow() - timedelta(days=180)):
+            async for _ in feedback.log.iter_executions(since=utcnow() - timedelta(days=180)):
                 return
 
         log_batch = await timed(3, one_log_batch)
         since_batch = await timed(3, one_since_batch)
-        metrics = await timed(5, lambda i: feedback.get_tool_metrics())
+        metrics = await timed(5, lambda i: feedback.log.get_tool_metrics())
         exported = await export_rows(feedback)
     return InProcess(
         float(np.median(ticks)),
@@ -286,11 +286,11 @@ async def export_rows(feedback: FeedbackService) -> float:
     begin, n = time.perf_counter(), 0
     with open(os.devnull, "w") as out:  # noqa: ASYNC230 - a sink, never blocks
         if hasattr(feedback, "iter_execution_lines"):
-            async for lines in feedback.iter_execution_lines():
+            async for lines in feedback.log.iter_execution_lines():
                 out.write("".join(line + "\n" for line in lines))
                 n += len(lines)
         else:
-            async for batch in feedback.iter_executions():
+            async for batch in feedback.log.iter_executions():
                 out.write("".join(json.dumps({k: getattr(e, k) for k in e.__slots__}, default=str) for e in batch))
                 n += len(batch)
     return n / (time.perf_counter() - begin)

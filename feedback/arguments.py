@@ -6,8 +6,8 @@ keys whose name says "secret" (`password`, `pwd`, `bearer`, `otp`, `card_number`
 masked whatever their value, and every string value is scanned for secrets by their shape (credentials
 in URLs, `Bearer …`/`Basic …`, `password=…` pairs, JWTs, PEM private keys, the token formats of the
 big providers, card numbers that pass the Luhn check). The shapes follow the regex plugins of Yelp's
-detect-secrets; detect-secrets itself was measured at ~570 µs per string value (its default plugins
-with entropy scanning, which flags ordinary words), too slow to run per execution.
+detect-secrets, whose own scanner is too slow to run per execution (its cost and ours: the README's
+"Recording executions").
 """
 
 from __future__ import annotations

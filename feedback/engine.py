@@ -1,10 +1,11 @@
 """Engine creation: the database URL decides the backend; SQLite gets WAL and a busy timeout.
 
-On an SQLite file, the group-commit writer gets its own `BatchWriter`: a sync engine on one dedicated
-thread, so a batch costs the event loop one thread hop. Through aiosqlite every statement of a
-transaction (begin, execute, commit, the pool's reset) is a hop of its own, each waking the loop and
-switching greenlets: four times the event-loop work per commit, and that work sits between proxied
-calls (bench/overhead.py). PostgreSQL (asyncpg) is natively async and keeps the async engine.
+On an SQLite file, every write goes through one `SQLiteWriteThread`: a sync engine on one dedicated
+thread, so a batch of executions costs the event loop one thread hop, and no two connections of ours
+wait on each other's write lock. Through aiosqlite every statement of a transaction (begin, execute,
+commit, the pool's reset) is a hop of its own, each waking the loop and switching greenlets, work that
+sits between proxied calls (its cost: the README's "Recording executions"). PostgreSQL (asyncpg) is
+natively async and keeps the async engine.
 """
 
 from __future__ import annotations
@@ -95,9 +96,9 @@ def _sqlite_pragmas(engine: Engine, synchronous: str) -> None:
         cursor.close()
 
 
-class BatchWriter:
-    """Executes one statement with many parameter rows, in its own transaction, on a sync SQLite
-    engine owned by one thread (the group-commit writer keeps one batch in flight at a time)."""
+class SQLiteWriteThread:
+    """The one thread (and sync engine) that writes an SQLite file: batches of executions (the
+    group-commit writer keeps one in flight at a time) and every other write, each in its own transaction."""
 
     def __init__(self, url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL") -> None:
         self.engine = sqlalchemy.create_engine(
@@ -113,7 +114,7 @@ class BatchWriter:
 
     def _execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None) -> None:
         with self.engine.begin() as conn:
-            conn.exec_driver_sql(sql, params)  # type: ignore[arg-type]
+            conn.exec_driver_sql(sql, params)
             if then is not None:
                 then(conn)
 

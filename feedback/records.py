@@ -23,7 +23,9 @@ def utcnow() -> datetime:
 @dataclass(slots=True)
 class Execution:
     """One tool execution. `arguments` is the raw input on the write side; on the read side it is the
-    redacted copy when arguments are stored, else None. `argument_digest` is filled in by the writer."""
+    redacted copy when arguments are stored, else None. `argument_digest` is only read back: the writer
+    stores the HMAC of the arguments keyed by the database's own salt (migration 0003), not whatever the
+    record carries, and never sets it on the record it was given."""
 
     tool: str
     server: str

@@ -75,7 +75,7 @@ def snapshot_dump(
         if snapshot_id is None:
             record = (await _current(settings, feedback)).snapshots.snapshot("manual")
         else:
-            found = await feedback.get_snapshot(snapshot_id, namespace=settings.namespace)
+            found = await feedback.snapshots.get(snapshot_id, namespace=settings.namespace)
             if found is None:
                 raise ValueError(f"no snapshot {snapshot_id} in namespace {settings.namespace!r}")
             record = found
@@ -128,7 +128,7 @@ def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption =
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         table = Table("id", "created", "source", "version", "policy", "samples", "sha256", "signed")
-        for r in await feedback.list_snapshots(settings.namespace):
+        for r in await feedback.snapshots.list(settings.namespace):
             table.add_row(
                 str(r.id),
                 f"{r.created_at:%Y-%m-%d %H:%M:%S}",
@@ -173,7 +173,7 @@ def inspect_qvalues(
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         learning = (await _current(settings, feedback)).learning
-        recent = await feedback.get_recent_executions(2000, namespace=settings.namespace)
+        recent = await feedback.log.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
             e = await with_session_query(feedback, e, settings.namespace)  # noqa: PLW2901 - a query is stored once per session decision
@@ -196,11 +196,11 @@ def inspect_qvalues(
 
 
 async def _executions(feedback: FeedbackService, namespace: str, since: datetime | None = None) -> list[Execution]:
-    total = await feedback.count_executions(namespace)
+    total = await feedback.log.count_executions(namespace)
     found: list[Execution] = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("reading the execution log", total=total)
-        async for batch in feedback.iter_executions(namespace=namespace, since=since):
+        async for batch in feedback.log.iter_executions(namespace=namespace, since=since):
             found.extend(batch)
             progress.advance(task, len(batch))
     return found
@@ -219,7 +219,7 @@ def inspect_progress(
         with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
             since = utcnow() - timedelta(hours=hours)
-            trend = await feedback.trend(namespace=settings.namespace, since=since, buckets=buckets)
+            trend = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=buckets)
         # Slices split the span the executions cover (not the whole look-back), so each row is labelled
         # with the span it covers and the title says how long that is.
         width = trend[0].end - trend[0].start if trend else timedelta(0)
@@ -252,7 +252,7 @@ def inspect_top_actions(
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         table = Table("tool", "calls", "mean reward", "success", "explored", title="top actions")
-        for a in (await feedback.action_summary(settings.namespace))[:limit]:
+        for a in (await feedback.log.action_summary(settings.namespace))[:limit]:
             reward = "-" if a.mean_reward is None else f"{a.mean_reward:.2f}"
             table.add_row(a.tool, str(a.calls), reward, f"{a.success_rate:.0%}", str(a.explored))
         console.print(table)
@@ -265,11 +265,11 @@ def inspect_compare(ns1: str, ns2: str, config: ConfigOption = None, database_ur
     """Two namespaces side by side: calls and mean reward per tool."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        left = {a.tool: a for a in await feedback.action_summary(ns1)}
-        right = {a.tool: a for a in await feedback.action_summary(ns2)}
+        left = {a.tool: a for a in await feedback.log.action_summary(ns1)}
+        right = {a.tool: a for a in await feedback.log.action_summary(ns2)}
         for name, found in ((ns1, left), (ns2, right)):
             if not found:
-                known = ", ".join(repr(n) for n in await feedback.namespaces()) or "none"
+                known = ", ".join(repr(n) for n in await feedback.log.namespaces()) or "none"
                 console.print(
                     f"[yellow]warning: no executions in namespace {name!r} of {_shown(settings.database_url)} "
                     f"(namespaces there: {known})[/yellow]"
@@ -299,7 +299,7 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         now = utcnow()
         table = Table("instance", "host/pid", "state", "serving", "downstreams", "circuits", "calls", title="instances")
-        for i in await feedback.get_instances(settings.namespace):
+        for i in await feedback.instances.list(settings.namespace):
             s = i.status
             age = (now - i.heartbeat_at).total_seconds()
             if i.stopped_at:
@@ -322,11 +322,11 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
                 str(s.get("calls", 0)),
             )
         console.print(table)
-        listed = await feedback.list_snapshots(settings.namespace)
+        listed = await feedback.snapshots.list(settings.namespace)
         newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
         console.print(
             f"namespace {settings.namespace!r} of {_shown(settings.database_url)}: policy {settings.policy}, "
-            f"{await feedback.count_executions(settings.namespace)} executions, newest snapshot {newest}"
+            f"{await feedback.log.count_executions(settings.namespace)} executions, newest snapshot {newest}"
         )
 
     run(config, work, database_url)
@@ -354,22 +354,22 @@ def inspect_export(
         with output.open("w", encoding="utf-8") as out, Progress(console=console, transient=True) as progress:
             header = {"type": "export", "namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(json.dumps(header, default=str) + "\n")
-            task = progress.add_task("exporting executions", total=await feedback.count_executions(ns))
-            async for lines in feedback.iter_execution_lines(namespace=ns, since=start, until=end):
+            task = progress.add_task("exporting executions", total=await feedback.log.count_executions(ns))
+            async for lines in feedback.log.iter_execution_lines(namespace=ns, since=start, until=end):
                 out.write("".join(f'{{"type":"execution",{line[1:]}\n' for line in lines))
                 written += len(lines)
                 progress.advance(task, len(lines))
-            async for events in feedback.iter_rating_events(namespace=ns):
+            async for events in feedback.log.iter_rating_events(namespace=ns):
                 for e in events:
                     if within(e.rating.created_at):
                         out.write(_line("rating", {**_plain(e.rating), "previous": e.previous}))
                         ratings += 1
-            for episode in await feedback.get_episodes(namespace=ns, limit=1_000_000):
+            for episode in await feedback.log.get_episodes(namespace=ns, limit=1_000_000):
                 if within(episode.ended_at):
                     out.write(_line("episode", _plain(episode)))
-            for action in await feedback.action_summary(ns):
+            for action in await feedback.log.action_summary(ns):
                 out.write(_line("action", _plain(action)))
-            for snapshot in await feedback.list_snapshots(ns):
+            for snapshot in await feedback.snapshots.list(ns):
                 out.write(_line("snapshot", _plain(snapshot)))
         console.print(f"wrote {output}: {written} executions, {ratings} ratings")
 

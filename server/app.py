@@ -185,12 +185,12 @@ class Toolwise:
     async def prune(self) -> int:
         """Retention: delete executions older than the TTL whose effect the newest snapshot holds."""
         days = self.config.toolwise.retention_days
-        newest = await self.feedback.get_snapshot(namespace=self.learning.namespace) if days else None
+        newest = await self.feedback.snapshots.get(namespace=self.learning.namespace) if days else None
         if days is None or newest is None:
             return 0
         before = utcnow() - timedelta(days=days)
         floor = int(newest.covered["executions"]["floor"])
-        deleted = await self.feedback.prune(before, namespace=self.learning.namespace, max_seq=floor)
+        deleted = await self.feedback.log.prune(before, namespace=self.learning.namespace, max_seq=floor)
         if deleted:
             log.info("retention: pruned %d executions older than %s", deleted, before.isoformat())
         return deleted
@@ -216,7 +216,7 @@ class Toolwise:
 
     async def _heartbeat(self, *, stopped: bool = False) -> None:
         now = utcnow()
-        await self.feedback.heartbeat(
+        await self.feedback.instances.heartbeat(
             InstanceStatus(
                 id=self.learning.instance_id,
                 namespace=self.learning.namespace,

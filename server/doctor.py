@@ -84,7 +84,7 @@ async def check_database(config: AppConfig) -> Check:
     shown = make_url(url).render_as_string(hide_password=True)
     try:
         async with FeedbackService(url) as feedback:
-            count = await feedback.count_executions(config.toolwise.namespace)
+            count = await feedback.log.count_executions(config.toolwise.namespace)
     except Exception as exc:  # noqa: BLE001 - any failure to open is what this check reports
         return Check("database", False, f"{shown}: {type(exc).__name__}: {exc}", "fix database_url (or the server)")
     return Check("database", True, f"{shown}: {count} executions in namespace {config.toolwise.namespace!r}")

@@ -254,7 +254,7 @@ class LearningService:
         if call.context_hash is None:  # learned once, even when the store refuses the record and it is retried
             self._learn(call)
         execution = call.execution(self.namespace, self.instance_id)
-        await self.feedback.record_execution(execution, force=self._closing)
+        await self.feedback.log.record_execution(execution, force=self._closing)
         call.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
         if (session := self.sessions.find(call.session_id)) is not None:
             session.reward_total += call.reward or 0.0
@@ -334,7 +334,7 @@ class LearningService:
     async def _rate(
         self, session: Session, execution_id: str, rating: int, comment: str | None
     ) -> tuple[Execution, float]:
-        event = await self.feedback.add_rating(execution_id, rating, comment, instance=self.instance_id)
+        event = await self.feedback.log.add_rating(execution_id, rating, comment, instance=self.instance_id)
         assert event.rating.id is not None  # committed
         self.covered.ratings.add(event.rating.id)
         execution = await with_session_query(self.feedback, event.execution, self.namespace)
@@ -345,7 +345,7 @@ class LearningService:
             reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
         else:
             reward = self.learner.reward_of(step)
-        await self.feedback.set_reward(execution.id, reward)
+        await self.feedback.log.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.reward_total += reward - (call.reward or 0.0)
             call.reward = reward
@@ -369,7 +369,7 @@ class LearningService:
             ended_at=utcnow(),
             namespace=self.namespace,
         )
-        return await self.feedback.record_episode(episode)
+        return await self.feedback.log.record_episode(episode)
 
     def _end_episode(self, last: Call) -> None:
         """The session's last step was learned before anyone knew it was the last: a TD learner learns
@@ -429,5 +429,5 @@ async def with_session_query(feedback: FeedbackService, execution: Execution, na
     followed the recommendation, the session's later calls find it in the log."""
     if execution.query is not None or execution.position == 0:
         return execution
-    found = await feedback.session_query(execution.session_id, namespace=namespace, before_seq=execution.seq)
+    found = await feedback.log.session_query(execution.session_id, namespace=namespace, before_seq=execution.seq)
     return replace(execution, query=found)

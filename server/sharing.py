@@ -53,7 +53,7 @@ class Sharing:
         await self.learning.drain()
         learned = 0
         mark, rmark = self.covered.executions, self.covered.ratings
-        seq_head, rating_head = await self.feedback.log_heads(self.namespace)
+        seq_head, rating_head = await self.feedback.log.heads(self.namespace)
         if seq_head > mark.floor:
             learned += (await self._sync_executions(progress))[0]
         if rating_head > rmark.floor:
@@ -74,7 +74,7 @@ class Sharing:
         mark, live = covered.executions, covered.live
         last = max(after_seq, mark.floor)
         read = 0
-        async with aclosing(self.feedback.iter_log(namespace=self.namespace, after_seq=last)) as batches:
+        async with aclosing(self.feedback.log.iter_log(namespace=self.namespace, after_seq=last)) as batches:
             async for entries in batches:
                 fresh = [entry for entry in entries if mark.fresh(entry.seq)]
                 history = {entry.seq: self._log_history(entry) for entry in fresh}
@@ -85,7 +85,7 @@ class Sharing:
                         self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                 executions = [
                     await self.with_query(execution, remember=True)
-                    for execution in await self.feedback.executions_by_seq(foreign)
+                    for execution in await self.feedback.log.executions_by_seq(foreign)
                 ]
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
                 for execution in executions:
@@ -107,7 +107,7 @@ class Sharing:
     async def _sync_ratings(self) -> int:
         learned = 0
         rmark = self.covered.ratings
-        async for events in self.feedback.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+        async for events in self.feedback.log.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
@@ -165,7 +165,7 @@ class Sharing:
         began = self._replay_reported = time.monotonic()
         learned, cursor = 0, mark.floor
         try:
-            learning.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
+            learning.replay_total = await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor)
             while True:
                 n, cursor, done = await self._sync_executions(
                     self._replayed, after_seq=cursor, limit=snapshot_rows or None

@@ -69,7 +69,7 @@ class Snapshotting:
         await self.learning.drain()
         record = self.snapshot(source)
         learned = self.learning.unsnapshotted
-        self.snapshot_id = await self.feedback.save_snapshot(record, keep=self.settings.snapshot_keep)
+        self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
         self.learning.unsnapshotted -= learned  # what was learned while it was being stored is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
@@ -118,10 +118,10 @@ class Snapshotting:
         tried. Until `Sharing.catch_up` has learned the log after it, the state lags: recommendations
         come from the prior. Returns what was loaded, for the log."""
         self.learning.catching_up = True
-        listing = await self.feedback.list_snapshots(self.namespace)
+        listing = await self.feedback.snapshots.list(self.namespace)
         self._restores_seen = max((r.id or 0 for r in listing), default=0)
         for listed in listing:
-            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is None:
                 continue
             try:
@@ -136,7 +136,7 @@ class Snapshotting:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it
         is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
         await self.learning.drain()
-        seq, rating_id = await self.feedback.high_water(self.namespace)
+        seq, rating_id = await self.feedback.log.high_water(self.namespace)
         covered: dict[str, Any] = {
             "executions": {"floor": seq, "seen": []},
             "ratings": {"floor": rating_id, "seen": []},
@@ -150,7 +150,7 @@ class Snapshotting:
             stored = snapshots.sign(stored, self.sign_key)
         elif stored.signature is not None:
             stored = replace(stored, signature=None)  # the covered marks changed: the old signature no longer fits
-        self.snapshot_id = self._restores_seen = await self.feedback.save_snapshot(
+        self.snapshot_id = self._restores_seen = await self.feedback.snapshots.save(
             stored, keep=self.settings.snapshot_keep
         )
         log.warning("learned state replaced by a %s (%d samples)", source, record.sample_count)
@@ -158,13 +158,13 @@ class Snapshotting:
 
     async def follow_restores(self) -> None:
         """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
-        for listed in await self.feedback.list_snapshots(self.namespace):
+        for listed in await self.feedback.snapshots.list(self.namespace):
             if (listed.id or 0) <= self._restores_seen:
                 return
             if listed.source not in ("restore", "rollback"):
                 continue
             self._restores_seen = listed.id or 0
-            record = await self.feedback.get_snapshot(listed.id, namespace=self.namespace)
+            record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is not None:
                 try:
                     self.load(record)
@@ -182,13 +182,13 @@ class Snapshotting:
         if previous:
             # The newest snapshot's lineage: a rollback row stands for the snapshot it rolled back to, so
             # rolling back twice goes two steps back rather than undoing the first rollback.
-            listed = await self.feedback.list_snapshots(self.namespace)
+            listed = await self.feedback.snapshots.list(self.namespace)
             origin = (listed[0].covered.get("origin") or listed[0].id) if listed else 0
             older = [r for r in listed if (r.id or 0) < origin]
             if not older:
                 raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
             snapshot_id = older[0].id
-        record = await self.feedback.get_snapshot(snapshot_id, namespace=self.namespace)
+        record = await self.feedback.snapshots.get(snapshot_id, namespace=self.namespace)
         if record is None:
             raise ValueError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
         return record

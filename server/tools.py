@@ -295,7 +295,7 @@ async def end_session(services: Services, args: EndSessionInput, session: Sessio
 async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:
     stats = learning_stats(services)
     try:
-        actions = await services.feedback.action_summary(stats.namespace)
+        actions = await services.feedback.log.action_summary(stats.namespace)
     except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
         log.warning("get_learning_stats: no mean reward per call while %s", exc)
         actions = []
@@ -307,7 +307,7 @@ async def get_learning_stats(services: Services, args: NoInput, session: Session
 
 async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: Session) -> ToolMetricsOutput:
     namespace = services.learning.namespace
-    return ToolMetricsOutput(metrics=await services.feedback.get_tool_metrics(args.tool, namespace=namespace))
+    return ToolMetricsOutput(metrics=await services.feedback.log.get_tool_metrics(args.tool, namespace=namespace))
 
 
 async def get_successful_sequences(services: Services, args: SequencesInput, session: Session) -> SequencesOutput:
@@ -391,7 +391,7 @@ class SnapshotRestoreInput(Input):
 
 async def snapshot_list(services: Services, args: NoInput, session: Session) -> SnapshotListOutput:
     namespace = services.learning.namespace
-    listed = await services.feedback.list_snapshots(namespace)
+    listed = await services.feedback.snapshots.list(namespace)
     return SnapshotListOutput(
         namespace=namespace,
         current=services.snapshots.snapshot_id,

@@ -21,7 +21,7 @@ async def fill(db: Path, n: int) -> None:
     async with FeedbackService(f"sqlite+aiosqlite:///{db}", synchronous="OFF") as feedback:
         for i in range(n):
             finished = start + timedelta(seconds=i)
-            await feedback.record_execution(
+            await feedback.log.record_execution(
                 Execution(
                     tool="time__get_current_time" if i % 3 else "time__convert_time",
                     server="time",

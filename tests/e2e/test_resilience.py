@@ -130,7 +130,7 @@ async def test_inspect_status_calls_an_instance_without_heartbeat_stale(
     async with FeedbackService(url) as feedback:
         for name, beat in (("aaaaaaaa", now), ("bbbbbbbb", now - timedelta(seconds=5 * HEARTBEAT_S))):
             status = {"serving": "linucb", "store": "ok"}
-            await feedback.heartbeat(InstanceStatus(name, "default", "h", 1, beat, beat, status))
+            await feedback.instances.heartbeat(InstanceStatus(name, "default", "h", 1, beat, beat, status))
     proc = run_cli("inspect", "status", "--config", str(config))
     assert proc.returncode == 0, proc.stderr
     alive = next(line for line in proc.stdout.splitlines() if "aaaaaaaa" in line)

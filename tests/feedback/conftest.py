@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from toolwise.feedback import Execution, FeedbackService, utcnow
-from toolwise.feedback.engine import BatchWriter
+from toolwise.feedback import Execution, FeedbackService, Rating, utcnow
+from toolwise.feedback.engine import SQLiteWriteThread
 
 
 def make_execution(
@@ -31,6 +31,13 @@ def make_execution(
     )
 
 
+async def ratings_of(service: FeedbackService, execution_id: str) -> list[Rating]:
+    """An execution's ratings, oldest first, as the log hands them to learners."""
+    return [
+        e.rating async for batch in service.log.iter_rating_events() for e in batch if e.execution.id == execution_id
+    ]
+
+
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
@@ -46,12 +53,12 @@ async def service(db_url: str) -> AsyncIterator[FeedbackService]:
 def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """While the flag is up, every batch commit fails as on a full disk."""
     full = [True]
-    original = BatchWriter._execute
+    original = SQLiteWriteThread._execute
 
-    def execute(self: BatchWriter, sql: str, params: object, then: object = None) -> None:
+    def execute(self: SQLiteWriteThread, sql: str, params: object, then: object = None) -> None:
         if full[0]:
             raise OSError(28, "No space left on device")
         original(self, sql, params, then)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(BatchWriter, "_execute", execute)
+    monkeypatch.setattr(SQLiteWriteThread, "_execute", execute)
     return full

@@ -15,6 +15,7 @@ from alembic import command
 from sqlalchemy import event, text
 
 from tests.feedback.conftest import make_execution
+from tests.feedback.exact_metrics import recompute_tool_metrics
 from toolwise.feedback import FeedbackService, ToolMetrics, utcnow
 from toolwise.feedback.migrate import alembic_config
 from toolwise.feedback.toolstats import RELATIVE_ACCURACY
@@ -42,24 +43,24 @@ async def fill(service: FeedbackService, n: int, *, namespace: str = "default", 
         execution = make_execution(tool, latency_ms=latency, success=bool(rng.random() < 0.8), namespace=namespace)
         if i % 4 == 0:
             execution.finished_at -= timedelta(days=60)
-        ids.append(await service.record_execution(execution))
+        ids.append(await service.log.record_execution(execution))
     for execution_id in ids[::10]:
-        await service.add_rating(execution_id, int(rng.integers(1, 6)))
+        await service.log.add_rating(execution_id, int(rng.integers(1, 6)))
     return ids
 
 
 async def test_maintained_metrics_equal_the_sql_recomputation(service: FeedbackService) -> None:
     await fill(service, 400)
     await fill(service, 50, namespace="elsewhere", seed=1)
-    assert_same(await service.get_tool_metrics(), await service.recompute_tool_metrics())
-    assert_same(await service.get_tool_metrics("s__t3"), await service.recompute_tool_metrics("s__t3"))
-    seq, _ = await service.high_water()
-    pruned = await service.prune(utcnow() - timedelta(days=30), max_seq=seq)
+    assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
+    assert_same(await service.log.get_tool_metrics("s__t3"), await recompute_tool_metrics(service, "s__t3"))
+    seq, _ = await service.log.high_water()
+    pruned = await service.log.prune(utcnow() - timedelta(days=30), max_seq=seq)
     assert pruned == 100  # every fourth execution was old: retention takes it out of the summaries too
-    assert_same(await service.get_tool_metrics(), await service.recompute_tool_metrics())
+    assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
     assert_same(
-        await service.get_tool_metrics(namespace="elsewhere"),
-        await service.recompute_tool_metrics(namespace="elsewhere"),
+        await service.log.get_tool_metrics(namespace="elsewhere"),
+        await recompute_tool_metrics(service, namespace="elsewhere"),
     )
 
 
@@ -69,7 +70,7 @@ async def test_a_migrated_log_gets_its_summaries(db_url: str) -> None:
         async with service.engine.begin() as conn:  # back to the schema before this revision, log kept
             await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0002"))
     async with FeedbackService(db_url) as service:  # start-up upgrades and summarises what is there
-        assert_same(await service.get_tool_metrics(), await service.recompute_tool_metrics())
+        assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
 
 
 class Statements:
@@ -94,12 +95,12 @@ class Statements:
 async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[str, Any]]:
     """Every log read a sync, a replay and an export make, as sent to the database."""
     with Statements(service) as heard:
-        await service.log_heads(namespace)
-        async for _ in service.iter_log(namespace=namespace, after_seq=10, batch=50):
+        await service.log.heads(namespace)
+        async for _ in service.log.iter_log(namespace=namespace, after_seq=10, batch=50):
             pass
-        async for _ in service.iter_executions(namespace=namespace, after_seq=10, batch=50):
+        async for _ in service.log.iter_executions(namespace=namespace, after_seq=10, batch=50):
             pass
-        async for _ in service.iter_execution_lines(namespace=namespace, batch=50):
+        async for _ in service.log.iter_execution_lines(namespace=namespace, batch=50):
             pass
     return heard.seen
 

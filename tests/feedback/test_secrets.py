@@ -66,27 +66,27 @@ async def test_digest_is_salted_per_database(tmp_path: Path) -> None:
     digests = []
     for name in ("a.db", "b.db"):
         async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / name}", flush_interval_ms=1) as svc:
-            execution_id = await svc.record_execution(make_execution(arguments=args))
-            got = await svc.get_execution(execution_id)
-            assert got is not None and got.argument_digest == svc.argument_digest(args)
+            execution_id = await svc.log.record_execution(make_execution(arguments=args))
+            got = await svc.log.get_execution(execution_id)
+            assert got is not None and got.argument_digest == svc.rows.digest(args)
             digests.append(got.argument_digest)
     unsalted = hashlib.sha256(canonical_json(args).encode()).hexdigest()
     assert digests[0] != digests[1] and unsalted not in digests
     async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}") as again:
-        assert again.argument_digest(args) == digests[0], "the salt is kept in the database"
+        assert again.rows.digest(args) == digests[0], "the salt is kept in the database"
 
 
 async def test_store_queries_off_stores_no_query_or_comment_and_values_are_redacted(tmp_path: Path) -> None:
     db = tmp_path / "toolwise.db"
     url = f"sqlite+aiosqlite:///{db}"
     async with FeedbackService(url, store_queries=False, flush_interval_ms=1) as svc:
-        quiet = await svc.record_execution(make_execution(query="my password is hunter2"))
-        await svc.add_rating(quiet, 5, "nice, my otp was 123456")
+        quiet = await svc.log.record_execution(make_execution(query="my password is hunter2"))
+        await svc.log.add_rating(quiet, 5, "nice, my otp was 123456")
     async with FeedbackService(url, flush_interval_ms=1) as svc:
-        loud = await svc.record_execution(
+        loud = await svc.log.record_execution(
             make_execution(query="clone https://bob:hunter2@git.example/r", error_message="token=abcdef123456 refused")
         )
-        await svc.add_rating(loud, 4, "with Bearer abcdefgh12345678")
+        await svc.log.add_rating(loud, 4, "with Bearer abcdefgh12345678")
     with sqlite3.connect(db) as conn:
         executions = conn.execute("SELECT query, error_message FROM executions ORDER BY seq").fetchall()
         comments = conn.execute("SELECT comment FROM ratings ORDER BY id").fetchall()
@@ -97,7 +97,7 @@ async def test_store_queries_off_stores_no_query_or_comment_and_values_are_redac
 async def test_database_and_dead_letter_files_are_the_owners_alone(tmp_path: Path) -> None:
     db = tmp_path / "toolwise.db"
     async with FeedbackService(f"sqlite+aiosqlite:///{db}", flush_interval_ms=1) as svc:
-        await svc.record_execution(make_execution())
+        await svc.log.record_execution(make_execution())
         await svc.flush()
         svc._dead_letter(make_execution(), RuntimeError("refused"))  # the writer's last resort, called directly
         files = [db, db.with_name("toolwise.db-wal"), db.with_name("toolwise.db-shm"), svc.dead_letter_path]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.feedback.conftest import make_execution
+from tests.feedback.conftest import make_execution, ratings_of
 from toolwise.feedback import (
     Episode,
     FeedbackService,
@@ -41,8 +41,8 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
         result_size=42,
         reward=-5.2,
     )
-    execution_id = await service.record_execution(sent)
-    got = await service.get_execution(execution_id)
+    execution_id = await service.log.record_execution(sent)
+    got = await service.log.get_execution(execution_id)
     assert got is not None
     for field in (
         "tool",
@@ -64,7 +64,7 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
         "finished_at",
     ):
         assert getattr(got, field) == getattr(sent, field), field
-    assert got.argument_digest == service.argument_digest({"repo_path": "/tmp/r"})
+    assert got.argument_digest == service.rows.digest({"repo_path": "/tmp/r"})
     assert got.arguments is None, "raw arguments are not stored unless configured"
     assert got.seq is not None
 
@@ -72,11 +72,11 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
 async def test_stored_arguments_are_redacted(db_url: str) -> None:
     async with FeedbackService(db_url, store_arguments=True) as svc:
         args = {"url": "https://x", "api_key": "abc", "nested": {"Password": "p", "n": 1}}
-        execution_id = await svc.record_execution(make_execution(arguments=args))
-        got = await svc.get_execution(execution_id)
+        execution_id = await svc.log.record_execution(make_execution(arguments=args))
+        got = await svc.log.get_execution(execution_id)
     assert got is not None
     assert got.arguments == {"url": "https://x", "api_key": "***", "nested": {"Password": "***", "n": 1}}
-    assert got.argument_digest == svc.argument_digest(args), "the digest is of the real arguments"
+    assert got.argument_digest == svc.rows.digest(args), "the digest is of the real arguments"
 
 
 async def test_digest_ignores_key_order() -> None:
@@ -86,47 +86,49 @@ async def test_digest_ignores_key_order() -> None:
 
 @pytest.mark.parametrize("bad", [0, 6, -1, 3.5, True, "4", None])
 async def test_rating_outside_one_to_five_is_refused(service: FeedbackService, bad: object) -> None:
-    execution_id = await service.record_execution(make_execution())
+    execution_id = await service.log.record_execution(make_execution())
     with pytest.raises(InvalidRatingError, match="rating must be an integer from 1 to 5"):
-        await service.add_rating(execution_id, bad)  # type: ignore[arg-type]
-    assert await service.get_ratings(execution_id) == []
+        await service.log.add_rating(execution_id, bad)  # type: ignore[arg-type]
+    assert await ratings_of(service, execution_id) == []
 
 
 async def test_rating_of_unknown_execution_is_refused(service: FeedbackService) -> None:
     with pytest.raises(UnknownExecutionError, match="no-such-id"):
-        await service.add_rating("no-such-id", 4)
+        await service.log.add_rating("no-such-id", 4)
 
 
 async def test_rating_is_committed_for_a_just_recorded_execution(service: FeedbackService) -> None:
-    execution_id = await service.record_execution(make_execution())
-    rated = await service.add_rating(execution_id, 5, "spot on")
+    execution_id = await service.log.record_execution(make_execution())
+    rated = await service.log.add_rating(execution_id, 5, "spot on")
     assert rated.execution.id == execution_id and rated.previous is None
-    [rating] = await service.get_ratings(execution_id)
+    [rating] = await ratings_of(service, execution_id)
     assert (rating.rating, rating.comment) == (5, "spot on")
     assert rating == rated.rating
-    again = await service.add_rating(execution_id, 2)
+    again = await service.log.add_rating(execution_id, 2)
     assert again.previous == 5 and again.rating.id > rated.rating.id  # type: ignore[operator]
 
 
 async def test_reward_update_is_persisted(service: FeedbackService) -> None:
-    execution_id = await service.record_execution(make_execution(reward=9.9))
-    await service.set_reward(execution_id, 13.9)
-    got = await service.get_execution(execution_id)
+    execution_id = await service.log.record_execution(make_execution(reward=9.9))
+    await service.log.set_reward(execution_id, 13.9)
+    got = await service.log.get_execution(execution_id)
     assert got is not None and got.reward == pytest.approx(13.9)
     with pytest.raises(UnknownExecutionError):
-        await service.set_reward("missing", 1.0)
+        await service.log.set_reward("missing", 1.0)
 
 
 async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService) -> None:
     # tool a: latencies 10, 20, …, 200 ms; 15 of 20 succeed; ratings 4 and 2 on two calls.
     ids = []
     for i in range(20):
-        ids.append(await service.record_execution(make_execution("s__a", latency_ms=10.0 * (i + 1), success=i < 15)))
-    await service.add_rating(ids[0], 4)
-    await service.add_rating(ids[1], 2)
-    await service.record_execution(make_execution("s__b", latency_ms=7.0))
+        ids.append(
+            await service.log.record_execution(make_execution("s__a", latency_ms=10.0 * (i + 1), success=i < 15))
+        )
+    await service.log.add_rating(ids[0], 4)
+    await service.log.add_rating(ids[1], 2)
+    await service.log.record_execution(make_execution("s__b", latency_ms=7.0))
 
-    metrics = {m.tool: m for m in await service.get_tool_metrics()}
+    metrics = {m.tool: m for m in await service.log.get_tool_metrics()}
     a, b = metrics["s__a"], metrics["s__b"]
     assert a.calls == 20
     assert a.success_rate == pytest.approx(0.75)
@@ -136,25 +138,25 @@ async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService
     assert (b.calls, b.success_rate, b.avg_rating, b.ratings) == (1, 1.0, None, 0)
     assert b.p95_latency_ms == pytest.approx(7.0, rel=0.01)
     assert a.last_used.tzinfo is not None
-    assert [m.tool for m in await service.get_tool_metrics("s__b")] == ["s__b"]
+    assert [m.tool for m in await service.log.get_tool_metrics("s__b")] == ["s__b"]
 
 
 async def test_reads_see_executions_recorded_just_before(service: FeedbackService) -> None:
-    await service.record_execution(make_execution("s__a", session_id="x"))
-    await service.record_execution(make_execution("s__b", session_id="x"))
-    recent = await service.get_recent_executions(session_id="x")
+    await service.log.record_execution(make_execution("s__a", session_id="x"))
+    await service.log.record_execution(make_execution("s__b", session_id="x"))
+    recent = await service.log.get_recent_executions()
     assert [e.tool for e in recent] == ["s__b", "s__a"]
 
 
 @pytest.mark.parametrize("count", [20, 21])  # the last batch part-full, and exactly full
 async def test_the_log_is_read_in_batches_each_entry_once_in_order(service: FeedbackService, count: int) -> None:
-    ids = [await service.record_execution(make_execution(session_id="s", position=i)) for i in range(count)]
-    entries = [e async for batch in service.iter_log(batch=7) for e in batch]
+    ids = [await service.log.record_execution(make_execution(session_id="s", position=i)) for i in range(count)]
+    entries = [e async for batch in service.log.iter_log(batch=7) for e in batch]
     assert [e.id for e in entries] == ids and [e.position for e in entries] == list(range(count))
     assert [e.seq for e in entries] == sorted({e.seq for e in entries})
-    full = [x async for batch in service.iter_executions(after_seq=entries[9].seq, batch=7) for x in batch]
+    full = [x async for batch in service.log.iter_executions(after_seq=entries[9].seq, batch=7) for x in batch]
     assert [x.id for x in full] == ids[10:]
-    picked = await service.executions_by_seq([entries[12].seq, entries[3].seq])
+    picked = await service.log.executions_by_seq([entries[12].seq, entries[3].seq])
     assert [x.id for x in picked] == [ids[3], ids[12]]
 
 
@@ -162,7 +164,7 @@ async def test_ten_thousand_concurrent_executions_from_fifty_tasks_are_all_kept(
     async with FeedbackService(db_url, max_queue=500) as svc:
 
         async def producer(worker: int) -> list[str]:
-            return [await svc.record_execution(make_execution(session_id=f"w{worker}")) for _ in range(200)]
+            return [await svc.log.record_execution(make_execution(session_id=f"w{worker}")) for _ in range(200)]
 
         ids = [i for batch in await asyncio.gather(*(producer(w) for w in range(50))) for i in batch]
         await svc.flush()
@@ -175,7 +177,7 @@ async def test_shutdown_writes_everything_queued(db_url: str) -> None:
     svc = FeedbackService(db_url, flush_interval_ms=10_000, batch_size=4096)
     await svc.start()
     for _ in range(1_000):
-        await svc.record_execution(make_execution())
+        await svc.log.record_execution(make_execution())
     assert count_rows(db_url) == 0, "nothing was due yet: the writer waits for a full batch or the interval"
     await svc.aclose()
     assert count_rows(db_url) == 1_000
@@ -183,14 +185,14 @@ async def test_shutdown_writes_everything_queued(db_url: str) -> None:
 
 async def test_locked_database_loses_nothing_once_it_recovers(db_url: str) -> None:
     async with FeedbackService(db_url, busy_timeout_s=0.01, max_queue=50, batch_size=20) as svc:
-        await svc.record_execution(make_execution())
+        await svc.log.record_execution(make_execution())
         await svc.flush()
         blocker = sqlite3.connect(db_url.split("///", 1)[1], isolation_level=None)
         blocker.execute("BEGIN EXCLUSIVE")
 
         async def produce() -> None:
             for _ in range(300):
-                await svc.record_execution(make_execution())
+                await svc.log.record_execution(make_execution())
 
         producer = asyncio.create_task(produce())
         while svc.stats.failed_batches < 3:
@@ -209,12 +211,12 @@ async def test_record_the_database_refuses_is_dead_lettered_not_dropped(db_url: 
     dead = tmp_path / "dead.jsonl"
     async with FeedbackService(db_url, dead_letter_path=dead, flush_interval_ms=1_000) as svc:
         for _ in range(50):
-            await svc.record_execution(make_execution())
+            await svc.log.record_execution(make_execution())
         poison = make_execution()
         poison.tool = None  # type: ignore[assignment]  # violates NOT NULL: never transient
-        await svc.record_execution(poison)
+        await svc.log.record_execution(poison)
         for _ in range(50):
-            await svc.record_execution(make_execution())
+            await svc.log.record_execution(make_execution())
         await svc.flush()
         assert svc.stats.dead_lettered == 1
     assert count_rows(db_url) == 100
@@ -224,16 +226,16 @@ async def test_record_the_database_refuses_is_dead_lettered_not_dropped(db_url: 
 
 async def test_episode_round_trips_and_outcome_is_validated(service: FeedbackService) -> None:
     now = utcnow()
-    await service.record_episode(Episode("s1", ["a", "b"], 12.5, "success", now, now))
-    [episode] = await service.get_episodes()
+    await service.log.record_episode(Episode("s1", ["a", "b"], 12.5, "success", now, now))
+    [episode] = await service.log.get_episodes()
     assert (episode.tools, episode.total_reward, episode.outcome) == (["a", "b"], 12.5, "success")
     with pytest.raises(InvalidOutcomeError, match="'great'"):
-        await service.record_episode(Episode("s1", [], 0.0, "great", now, now))  # type: ignore[arg-type]
+        await service.log.record_episode(Episode("s1", [], 0.0, "great", now, now))  # type: ignore[arg-type]
 
 
 async def test_default_database_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'from-env.db'}"
     monkeypatch.setenv("TOOLWISE_DATABASE_URL", url)
     async with FeedbackService() as svc:
-        await svc.record_execution(make_execution())
+        await svc.log.record_execution(make_execution())
     assert svc.url == url and count_rows(url) == 1

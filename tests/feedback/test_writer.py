@@ -16,13 +16,13 @@ from toolwise.feedback import FeedbackService, StoreUnavailableError
 
 async def test_a_cancelled_flush_leaves_the_writer_running(service: FeedbackService) -> None:
     for _ in range(20):
-        await service.record_execution(make_execution())
+        await service.log.record_execution(make_execution())
         flush = asyncio.create_task(service.flush())
         await asyncio.sleep(0)
         flush.cancel()  # the request that wanted fresh figures went away
         with contextlib.suppress(asyncio.CancelledError):
             await flush
-    [metrics] = await service.get_tool_metrics()
+    [metrics] = await service.log.get_tool_metrics()
     assert metrics.calls == 20
 
 
@@ -31,7 +31,7 @@ async def test_a_full_disk_is_reported_bounded_and_loses_nothing_once_it_recover
 ) -> None:
     async with FeedbackService(db_url, max_queue=10, batch_size=5, store_timeout_s=0.3) as svc:
         for _ in range(10):
-            await svc.record_execution(make_execution())
+            await svc.log.record_execution(make_execution())
         while svc.stats.failing is None:
             await asyncio.sleep(0.01)
         assert "No space left on device" in svc.stats.failing
@@ -40,7 +40,7 @@ async def test_a_full_disk_is_reported_bounded_and_loses_nothing_once_it_recover
             await svc.flush()  # a reader gets a readable error, not a hang
         with pytest.raises(StoreUnavailableError, match="queue is full"):
             for _ in range(100):  # no waiting forever for room: an error once the queue (10) is full
-                await svc.record_execution(make_execution())
+                await svc.log.record_execution(make_execution())
         full_disk[0] = False
         await svc.flush()
         assert svc.stats.failing is None and svc.stats.health() == "ok"
@@ -53,7 +53,7 @@ async def test_shutdown_on_a_failing_database_dead_letters_the_rest(
     dead = tmp_path / "dead.jsonl"
     svc = FeedbackService(db_url, dead_letter_path=dead, store_timeout_s=0.3)
     await svc.start()
-    ids = [await svc.record_execution(make_execution()) for _ in range(30)]
+    ids = [await svc.log.record_execution(make_execution()) for _ in range(30)]
     await asyncio.wait_for(svc.aclose(), 10)  # bounded: it does not retry for ever
     kept = [json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()]
     assert sorted(kept) == sorted(ids)

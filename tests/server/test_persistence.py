@@ -157,7 +157,7 @@ async def test_snapshot_file_round_trip_and_refusals(url: str, tmp_path: Path) -
         with pytest.raises(snapshots.SnapshotError, match=reason):
             await services.snapshots.adopt(bad, "restore")
         assert services.learning.learner.updates == updates and ranking(services, QUERIES[1]) == before
-    assert len(await feedback.list_snapshots()) == 0  # nothing stored by a refused restore
+    assert len(await feedback.snapshots.list()) == 0  # nothing stored by a refused restore
 
     services.snapshots.verify_key = snapshots.load_public_key(public)
     fresh_feedback, fresh = await service(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}")
@@ -185,7 +185,7 @@ async def test_snapshots_beyond_keep_are_dropped(url: str) -> None:
     feedback, services = await service(url, snapshot_keep=2)
     for _ in range(4):
         await services.snapshots.save("periodic")
-    assert [s.id for s in await feedback.list_snapshots()] == [4, 3]
+    assert [s.id for s in await feedback.snapshots.list()] == [4, 3]
     await feedback.aclose()
 
 
@@ -231,7 +231,7 @@ def test_shield_windows_slide_and_judge_p95_latency() -> None:
 async def test_capability_flags_turn_learning_parts_off(url: str) -> None:
     feedback, services = await service(url, learning=False)
     await teach(services, rounds=2)
-    assert services.learning.learner.updates == 0 and await feedback.count_executions() == 6
+    assert services.learning.learner.updates == 0 and await feedback.log.count_executions() == 6
     await feedback.aclose()
     feedback, services = await service(url, sequences=False, policy="ucb", replay=False)
     await teach(services, rounds=4)
@@ -287,7 +287,7 @@ async def test_a_database_made_before_migrations_is_stamped_and_upgraded(tmp_pat
     assert await revision(feedback.engine) == head()
     await services.snapshots.restore_latest()
     assert services.learning.learner.updates == 1  # the old log is learned from
-    [old] = await feedback.get_recent_executions()
+    [old] = await feedback.log.get_recent_executions()
     assert old.id == "e1" and old.instance is None
     await feedback.aclose()
 
@@ -329,8 +329,8 @@ async def test_retention_prunes_only_what_a_snapshot_holds_and_loses_nothing_lea
     learned = services.learning.learner.updates
     floor = snapshot.covered["executions"]["floor"]
     assert floor == 12
-    deleted = await feedback.prune(utcnow() + timedelta(seconds=1), max_seq=floor, batch=5)
-    assert deleted == 12 and await feedback.count_executions() == 6
+    deleted = await feedback.log.prune(utcnow() + timedelta(seconds=1), max_seq=floor, batch=5)
+    assert deleted == 12 and await feedback.log.count_executions() == 6
     await feedback.aclose()
 
     feedback, restarted = await service(url)
@@ -350,14 +350,14 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
 
     feedback, second = await service(url)
     read: list[int] = []
-    iter_log = feedback.iter_log
+    iter_log = feedback.log.iter_log
 
     async def counted(**kwargs: Any) -> AsyncIterator[Any]:
         async for entries in iter_log(**kwargs):
             read.extend(e.seq for e in entries)
             yield entries
 
-    feedback.iter_log = counted  # type: ignore[method-assign]  # a counting spy in its place
+    feedback.log.iter_log = counted  # type: ignore[method-assign]  # a counting spy in its place
     await second.snapshots.load_latest()
     assert second.learning.catching_up and "catching up" in second.learning.serving
     decision = second.learning.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)
@@ -375,7 +375,7 @@ async def test_a_long_replay_stores_snapshots_by_row_count(url: str) -> None:
     feedback, second = await service(url)
     await second.snapshots.load_latest()
     await second.snapshots.catch_up(snapshot_rows=8)  # checked after each batch read (here: the whole log)
-    assert [s.source for s in await feedback.list_snapshots()] == ["periodic"]
+    assert [s.source for s in await feedback.snapshots.list()] == ["periodic"]
     await feedback.aclose()
     feedback, third = await service(url)
     await third.snapshots.load_latest()

@@ -1,13 +1,49 @@
-"""Per-tool metrics as one SQL statement: aggregation happens in the database, for every tool at once."""
+"""Per-tool metrics recomputed from every execution in one SQL statement (O(executions), exact p95): the
+check the maintained summaries of `feedback/toolstats.py` are tested against; nothing in toolwise
+needs it at run time."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import Float, Integer, Select, cast, func, select
 
-from toolwise.feedback.schema import ExecutionRow, RatingRow
+from toolwise.feedback import FeedbackService, ToolMetrics
+from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 
 
-def tool_metrics_query(namespace: str, tool: str | None = None) -> Select[tuple]:  # type: ignore[type-arg]
+async def recompute_tool_metrics(
+    service: FeedbackService, tool: str | None = None, *, namespace: str = "default"
+) -> list[ToolMetrics]:
+    """What `service.log.get_tool_metrics` answers, computed from the log itself."""
+    await service.flush()
+    async with service.engine.connect() as conn:
+        result = await conn.execute(tool_metrics_query(namespace, tool))
+        return [
+            ToolMetrics(
+                tool=name,
+                calls=calls,
+                success_rate=float(success_rate),
+                avg_latency_ms=float(avg_latency),
+                p95_latency_ms=float(p95),
+                avg_rating=None if avg_rating is None else float(avg_rating),
+                ratings=int(ratings),
+                last_used=_as_utc(last_used),
+            )
+            for name, calls, success_rate, avg_latency, p95, avg_rating, ratings, last_used in result
+        ]
+
+
+def _as_utc(value: datetime | str) -> datetime:
+    """max() over a UTCDateTime column loses the type on SQLite; parse and mark it UTC again."""
+    parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
+    result = UTCDateTime().process_result_value(parsed, None)  # type: ignore[arg-type]  # the dialect is unused
+    assert result is not None
+    return result
+
+
+def tool_metrics_query(namespace: str, tool: str | None = None) -> Select[tuple[Any, ...]]:
     """calls, success rate, mean and p95 latency (nearest rank), mean rating and last use per tool.
 
     p95 uses window functions only (no percentile aggregate exists on SQLite): the nearest-rank p95 is

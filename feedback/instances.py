@@ -1,0 +1,42 @@
+"""The instance registry: every running toolwise sharing the database, with its heartbeat and what it
+reports about itself (downstreams, circuits, policy)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, insert, select, update
+
+from toolwise.feedback.records import InstanceStatus
+from toolwise.feedback.schema import InstanceRow
+
+if TYPE_CHECKING:
+    from toolwise.feedback.service import FeedbackService
+
+
+class InstanceRegistry:
+    """`FeedbackService.instances`: writes go through the service's write path."""
+
+    def __init__(self, service: FeedbackService) -> None:
+        self._service = service
+
+    async def heartbeat(self, status: InstanceStatus) -> None:
+        """Insert or refresh a running instance's row."""
+        values = {c.key: getattr(status, c.key) for c in InstanceRow.__table__.columns if c.key != "id"}
+
+        def write(conn: Connection) -> None:
+            result = conn.execute(update(InstanceRow).where(InstanceRow.id == status.id).values(**values))
+            if result.rowcount == 0:
+                conn.execute(insert(InstanceRow).values(id=status.id, **values))
+
+        await self._service.write(write)
+
+    async def list(self, namespace: str | None = None) -> builtins.list[InstanceStatus]:
+        """Instances, the most recently heard from first (of one namespace, or all)."""
+        query = select(InstanceRow.__table__).order_by(InstanceRow.heartbeat_at.desc())
+        if namespace is not None:
+            query = query.where(InstanceRow.namespace == namespace)
+        async with self._service.engine.connect() as conn:
+            result = await conn.execute(query)
+            return [InstanceStatus(**{**row._mapping, "status": dict(row.status)}) for row in result]

@@ -1,0 +1,490 @@
+"""The execution log: every recorded tool execution, its ratings, the sessions' episodes, and the
+per-tool summaries kept with them (`toolstats`). Reads walk `(namespace, seq)`; every read flushes
+first, so it sees everything recorded before it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ColumnElement,
+    Connection,
+    Float,
+    Integer,
+    Select,
+    Text,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
+
+from toolwise.feedback import toolstats
+from toolwise.feedback.errors import InvalidOutcomeError, InvalidRatingError, UnknownExecutionError
+from toolwise.feedback.records import (
+    OUTCOMES,
+    ActionSummary,
+    Episode,
+    Execution,
+    LogEntry,
+    Rating,
+    RatingEvent,
+    ToolMetrics,
+    TrendBucket,
+    utcnow,
+)
+from toolwise.feedback.rows import execution_from_row, rating_from_row
+from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow, UTCDateTime
+
+if TYPE_CHECKING:
+    from toolwise.feedback.service import FeedbackService
+
+
+class ExecutionLog:
+    """`FeedbackService.log`: executions go through the service's group commit (the hot path);
+    ratings, rewards and episodes are committed on its write path before the call returns."""
+
+    def __init__(self, service: FeedbackService) -> None:
+        self._service = service
+
+    async def record_execution(self, execution: Execution, *, force: bool = False) -> str:
+        """Queue one execution for group commit and return its id; waits only when the queue is full
+        (at most `store_timeout_s`, then `StoreUnavailableError`; `force`: never, for shutdown).
+        The service takes ownership of `execution` (and its arguments): do not mutate it afterwards."""
+        await self._service.writer.put(execution, force=force)
+        return execution.id
+
+    async def add_rating(
+        self, execution_id: str, rating: int, comment: str | None = None, *, instance: str | None = None
+    ) -> RatingEvent:
+        """Commit a 1..5 rating of a recorded execution; returns it with the execution and the rating
+        it replaces (the execution's latest earlier rating, if any)."""
+        if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
+            raise InvalidRatingError(rating)
+        execution = await self.get_execution(execution_id)
+        if execution is None:
+            raise UnknownExecutionError(execution_id)
+        created_at, comment = utcnow(), self._service.rows.free_text(comment)
+
+        def write(conn: Connection) -> tuple[int | None, int]:
+            previous = conn.scalar(
+                select(RatingRow.rating)
+                .where(RatingRow.execution_id == execution_id)
+                .order_by(RatingRow.id.desc())
+                .limit(1)
+            )
+            rating_id = conn.execute(
+                insert(RatingRow)
+                .values(
+                    execution_id=execution_id, rating=rating, comment=comment, created_at=created_at, instance=instance
+                )
+                .returning(RatingRow.id)
+            ).scalar_one()
+            toolstats.add_ratings(conn, [(execution.namespace, execution.tool, rating)])
+            return previous, rating_id
+
+        previous, rating_id = await self._service.write(write)
+        stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
+        return RatingEvent(stored, execution, previous)
+
+    async def set_reward(self, execution_id: str, reward: float) -> None:
+        """Commit the reward of an execution (recomputed after a rating)."""
+        await self._service.flush()
+        rowcount = await self._service.write(
+            lambda conn: (
+                conn.execute(update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)).rowcount
+            )
+        )
+        if rowcount == 0:
+            raise UnknownExecutionError(execution_id)
+
+    async def record_episode(self, episode: Episode) -> Episode:
+        """Commit a finished episode (a session's ordered tool sequence and its outcome)."""
+        if episode.outcome not in OUTCOMES:
+            raise InvalidOutcomeError(episode.outcome)
+        await self._service.write(
+            lambda conn: conn.execute(
+                insert(EpisodeRow).values(
+                    id=episode.id,
+                    namespace=episode.namespace,
+                    session_id=episode.session_id,
+                    tools=list(episode.tools),
+                    total_reward=episode.total_reward,
+                    outcome=episode.outcome,
+                    started_at=episode.started_at,
+                    ended_at=episode.ended_at,
+                )
+            )
+        )
+        return episode
+
+    # -- read path ---------------------------------------------------------------------------------
+
+    async def get_execution(self, execution_id: str) -> Execution | None:
+        rows = await self._executions(select(ExecutionRow).where(ExecutionRow.id == execution_id))
+        return rows[0] if rows else None
+
+    async def get_recent_executions(
+        self,
+        limit: int = 50,
+        *,
+        namespace: str = "default",
+    ) -> list[Execution]:
+        """The newest `limit` executions of a namespace, newest first."""
+        query = select(ExecutionRow).where(ExecutionRow.namespace == namespace)
+        return await self._executions(query.order_by(ExecutionRow.seq.desc()).limit(limit))
+
+    async def _executions(self, query: Select[ExecutionRow]) -> list[Execution]:
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            result = await conn.execute(query)
+            return [execution_from_row(row._mapping) for row in result]
+
+    async def get_episodes(self, *, namespace: str = "default", limit: int = 100) -> list[Episode]:
+        async with self._service.engine.connect() as conn:
+            result = await conn.execute(
+                select(EpisodeRow)
+                .where(EpisodeRow.namespace == namespace)
+                .order_by(EpisodeRow.ended_at.desc())
+                .limit(limit)
+            )
+            return [
+                Episode(
+                    r.session_id,
+                    list(r.tools),
+                    r.total_reward,
+                    r.outcome,
+                    r.started_at,
+                    r.ended_at,
+                    r.namespace,
+                    r.id,
+                )
+                for r in result
+            ]
+
+    async def iter_executions(
+        self, *, namespace: str = "default", after_seq: int = 0, since: datetime | None = None, batch: int = 1000
+    ) -> AsyncIterator[list[Execution]]:
+        """Every execution after `after_seq` (and finished since `since`), oldest first, in batches
+        (replay, sync, export, inspection)."""
+        scope = [ExecutionRow.namespace == namespace]
+        if since is not None:
+            scope.append(ExecutionRow.finished_at >= since)
+        while True:
+            rows = await self._executions(
+                select(ExecutionRow).where(*scope, ExecutionRow.seq > after_seq).order_by(ExecutionRow.seq).limit(batch)
+            )
+            if rows:
+                yield rows
+            if len(rows) < batch:  # the log's end (as of now)
+                return
+            after_seq = rows[-1].seq  # type: ignore[assignment]  # a record read back always has its seq
+
+    async def iter_execution_lines(
+        self,
+        *,
+        namespace: str = "default",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        batch: int = 5000,
+    ) -> AsyncIterator[list[str]]:
+        """Executions finished in [since, until) as JSON objects (one string each, built by the database),
+        oldest first, in batches walking (namespace, seq): an export in bounded memory."""
+        e = ExecutionRow
+        scope = [e.namespace == namespace]
+        if since is not None:
+            scope.append(e.finished_at >= since)
+        if until is not None:
+            scope.append(e.finished_at < until)
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            line = _json_object(conn.dialect.name)
+            after = 0
+            if since is not None:  # no execution finished since `since` has a lower seq than this one
+                after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
+        while True:
+            async with self._service.engine.connect() as conn:
+                rows = (
+                    await conn.execute(select(e.seq, line).where(*scope, e.seq > after).order_by(e.seq).limit(batch))
+                ).all()
+            if rows:
+                yield [text for _, text in rows]
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    async def trend(
+        self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12
+    ) -> list[TrendBucket]:
+        """Calls, mean reward, success rate and exploration rate (among calls that followed a
+        recommendation) per equal slice of time between the first and last execution since `since`,
+        aggregated by the database (one grouped query)."""
+        e = ExecutionRow
+        scope = [e.namespace == namespace] + ([e.finished_at >= since] if since is not None else [])
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            span = select(func.min(e.finished_at), func.max(e.finished_at)).where(*scope)
+            first, last = (await conn.execute(span)).one()
+            if first is None:
+                return []
+            first, last = _as_utc(first), _as_utc(last)
+            width = max((last - first).total_seconds(), 1e-3) * (1 + 1e-9) / buckets
+            index: ColumnElement[int]
+            offset: ColumnElement[Any]  # seconds since `first`
+            if conn.dialect.name == "postgresql":
+                offset = func.extract("epoch", e.finished_at - first)
+                index = func.least(cast(func.floor(offset / width), Integer), buckets - 1)
+            else:  # SQLite keeps naive UTC text; CAST truncates (offsets are ≥ 0)
+                start = func.julianday(first.strftime("%Y-%m-%d %H:%M:%S.%f"))
+                offset = (func.julianday(e.finished_at) - start) * 86400
+                index = func.min(cast(offset / width, Integer), buckets - 1)
+            bucket = index.label("bucket")
+            query = (
+                select(
+                    bucket,
+                    func.count(),
+                    func.avg(e.reward),
+                    func.avg(cast(e.success, Float)),
+                    func.avg(cast(e.explored, Float)),
+                )
+                .where(*scope)
+                .group_by(bucket)
+                .order_by(bucket)
+            )
+            rows = (await conn.execute(query)).all()
+        return [
+            TrendBucket(
+                first + timedelta(seconds=width * b),
+                first + timedelta(seconds=width * (b + 1)),
+                int(n),
+                _float(reward),
+                float(success),
+                _float(explored),
+            )
+            for b, n, reward, success, explored in rows
+        ]
+
+    async def iter_log(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncIterator[list[LogEntry]]:
+        """The log's entries after `after_seq`, oldest first, in batches (syncing: whole records of the
+        entries that need them come from `executions_by_seq`)."""
+        await self._service.flush()
+        columns = [getattr(ExecutionRow, f.name) for f in fields(LogEntry)]
+        while True:
+            async with self._service.engine.connect() as conn:
+                result = await conn.execute(
+                    select(*columns)
+                    .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                    .order_by(ExecutionRow.seq)
+                    .limit(batch)
+                )
+                entries = [LogEntry(*row) for row in result]
+            if entries:
+                yield entries
+            if len(entries) < batch:
+                return
+            after_seq = entries[-1].seq
+
+    async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
+        """The newest query recorded in a session before `before_seq` (a query is stored once, on the
+        call that followed its recommendation; the session's later calls share it)."""
+        e = ExecutionRow
+        query = select(e.query).where(e.namespace == namespace, e.session_id == session_id, e.query.is_not(None))
+        if before_seq is not None:
+            query = query.where(e.seq < before_seq)
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            return await conn.scalar(query.order_by(e.seq.desc()).limit(1))
+
+    async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
+        """Whole records of the given log positions, oldest first (at most a batch of `iter_log`)."""
+        if not seqs:
+            return []
+        return await self._executions(select(ExecutionRow).where(ExecutionRow.seq.in_(seqs)).order_by(ExecutionRow.seq))
+
+    async def iter_rating_events(
+        self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
+    ) -> AsyncIterator[list[RatingEvent]]:
+        """Every rating after `after_id`, oldest first, with its execution and the rating it replaced."""
+        earlier = RatingRow.__table__.alias("earlier")
+        previous = (
+            select(earlier.c.rating)
+            .where(earlier.c.execution_id == RatingRow.execution_id, earlier.c.id < RatingRow.id)
+            .order_by(earlier.c.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        while True:
+            query = (
+                select(
+                    ExecutionRow.__table__,
+                    *(c.label(f"rating_{c.key}") for c in RatingRow.__table__.columns),
+                    previous.label("previous_rating"),
+                )
+                .join(ExecutionRow, ExecutionRow.id == RatingRow.execution_id)
+                .where(ExecutionRow.namespace == namespace, RatingRow.id > after_id)
+                .order_by(RatingRow.id)
+                .limit(batch)
+            )
+            async with self._service.engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+            if not rows:
+                return
+            events = []
+            for row in rows:
+                values = row._mapping
+                rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in RatingRow.__table__.columns})
+                events.append(RatingEvent(rating, execution_from_row(values), values["previous_rating"]))
+            yield events
+            if len(rows) < batch:
+                return
+            after_id = events[-1].rating.id  # type: ignore[assignment]  # a stored rating always has its id
+
+    async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
+        """Per tool: calls, mean reward, success rate and calls that followed an exploratory
+        recommendation, most called first (one grouped query)."""
+        e = ExecutionRow
+        query = (
+            select(
+                e.tool,
+                func.count().label("calls"),
+                func.avg(e.reward).label("mean_reward"),
+                func.avg(cast(cast(e.success, Integer), Float)).label("success_rate"),
+                func.sum(cast(e.explored, Integer)).label("explored"),
+            )
+            .where(e.namespace == namespace)
+            .group_by(e.tool)
+            .order_by(func.count().desc(), e.tool)
+        )
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            return [
+                ActionSummary(r.tool, r.calls, _float(r.mean_reward), float(r.success_rate), int(r.explored or 0))
+                for r in await conn.execute(query)
+            ]
+
+    async def high_water(self, namespace: str = "default") -> tuple[int, int]:
+        """The newest execution seq and rating id of a namespace (0 when there are none)."""
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            seq = await conn.scalar(select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace))
+            rating = await conn.scalar(
+                select(func.max(RatingRow.id))
+                .join(ExecutionRow, ExecutionRow.id == RatingRow.execution_id)
+                .where(ExecutionRow.namespace == namespace)
+            )
+        return int(seq or 0), int(rating or 0)
+
+    async def heads(self, namespace: str = "default") -> tuple[int, int]:
+        """The newest execution seq of a namespace and the newest rating id of any namespace (0 when
+        none): one statement of two index probes, so a sync that finds nothing new costs O(log n)."""
+        await self._service.flush()
+        seq = select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace).scalar_subquery()
+        rating = select(func.max(RatingRow.id)).scalar_subquery()
+        async with self._service.engine.connect() as conn:
+            row = (await conn.execute(select(seq, rating))).one()
+        return int(row[0] or 0), int(row[1] or 0)
+
+    async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
+        """Executions of a namespace (after `after_seq`)."""
+        await self._service.flush()
+        query = select(func.count()).select_from(ExecutionRow).where(ExecutionRow.namespace == namespace)
+        if after_seq:
+            query = query.where(ExecutionRow.seq > after_seq)
+        async with self._service.engine.connect() as conn:
+            return int(await conn.scalar(query) or 0)
+
+    async def namespaces(self) -> list[str]:
+        async with self._service.engine.connect() as conn:
+            result = await conn.execute(select(ExecutionRow.namespace).distinct().order_by(ExecutionRow.namespace))
+            return [name for (name,) in result]
+
+    async def prune(self, before: datetime, *, namespace: str = "default", max_seq: int, batch: int = 1000) -> int:
+        """Delete executions (and their ratings) finished before `before` whose seq is at most `max_seq`
+        (their effect is kept in a snapshot), `batch` at a time; returns how many were deleted."""
+        e = ExecutionRow
+        doomed = (
+            select(e.id)
+            .where(e.namespace == namespace, e.finished_at < before, e.seq <= max_seq)
+            .order_by(e.seq)
+            .limit(batch)
+        )
+
+        def prune_batch(conn: Connection) -> int:
+            ids = list(conn.scalars(doomed).all())
+            if ids:
+                _forget(conn, ids)
+                conn.execute(delete(RatingRow).where(RatingRow.execution_id.in_(ids)))
+                conn.execute(delete(ExecutionRow).where(ExecutionRow.id.in_(ids)))
+            return len(ids)
+
+        await self._service.flush()
+        deleted = 0
+        while pruned := await self._service.write(prune_batch):
+            deleted += pruned
+        return deleted
+
+    async def get_tool_metrics(self, tool: str | None = None, *, namespace: str = "default") -> list[ToolMetrics]:
+        """Metrics for every tool (or one), from the summaries maintained with the log: O(tools), not
+        O(executions); p95 within `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value."""
+        await self._service.flush()
+        columns = [c for c in ToolStatsRow.__table__.columns if c.key != "latency_counts"]
+        query = select(*columns).where(ToolStatsRow.namespace == namespace).order_by(ToolStatsRow.tool)
+        if tool is not None:
+            query = query.where(ToolStatsRow.tool == tool)
+        async with self._service.engine.connect() as conn:
+            return toolstats.metrics(await conn.execute(query))
+
+
+def _forget(conn: Connection, ids: list[str]) -> None:
+    """Take executions about to be pruned (and their ratings) out of their tools' summaries."""
+    e = ExecutionRow
+    done = select(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at).where(e.id.in_(ids))
+    toolstats.apply(conn, toolstats.deltas(conn.execute(done).all()), sign=-1)
+    rated = conn.execute(
+        select(e.namespace, e.tool, RatingRow.rating)
+        .join(RatingRow, RatingRow.execution_id == e.id)
+        .where(e.id.in_(ids))
+    ).all()
+    toolstats.add_ratings(conn, rated, sign=-1)
+
+
+def _json_object(dialect: str) -> ColumnElement[str]:
+    """An execution row as one JSON object built by the database (an export never decodes a row in
+    Python): booleans as true/false, times as ISO 8601 UTC, stored arguments as JSON. SQLite keeps JSON
+    as text, booleans as 0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
+    items: list[Any] = []
+    for column in ExecutionRow.__table__.columns:
+        value: Any = column
+        if dialect != "postgresql":
+            if isinstance(column.type, JSON):
+                value = func.json(column)
+            elif isinstance(column.type, Boolean):
+                value = func.json(case((column.is_(None), None), (column == 1, "true"), else_="false"))
+            elif isinstance(column.type, UTCDateTime):
+                iso = func.replace(column, " ", "T")
+                value = case((func.substr(column, -6) == "+00:00", iso), else_=iso + "+00:00")
+        items += [literal(column.key), value]
+    if dialect == "postgresql":
+        return cast(func.json_build_object(*items), Text)
+    return func.json_object(*items)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _as_utc(value: datetime | str) -> datetime:
+    """max() over a UTCDateTime column loses the type on SQLite; parse and mark it UTC again."""
+    parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -1,0 +1,59 @@
+"""The snapshot store: learner snapshots, kept per namespace, newest `keep` at most."""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, delete, insert, select
+
+from toolwise.feedback.records import SnapshotRecord
+from toolwise.feedback.schema import SnapshotRow
+
+if TYPE_CHECKING:
+    from toolwise.feedback.service import FeedbackService
+
+
+class SnapshotStore:
+    """`FeedbackService.snapshots`: writes go through the service's write path."""
+
+    def __init__(self, service: FeedbackService) -> None:
+        self._service = service
+
+    async def save(self, snapshot: SnapshotRecord, *, keep: int) -> int:
+        """Store a snapshot and drop all but the newest `keep` of its namespace; returns its id."""
+        if keep < 1:
+            raise ValueError(f"keep must be ≥ 1, got {keep}")
+        values = {c.key: getattr(snapshot, c.key) for c in SnapshotRow.__table__.columns if c.key != "id"}
+        kept = (
+            select(SnapshotRow.id)
+            .where(SnapshotRow.namespace == snapshot.namespace)
+            .order_by(SnapshotRow.id.desc())
+            .limit(keep)
+        )
+
+        def write(conn: Connection) -> int:
+            snapshot_id = conn.execute(insert(SnapshotRow).values(**values).returning(SnapshotRow.id)).scalar_one()
+            conn.execute(
+                delete(SnapshotRow).where(SnapshotRow.namespace == snapshot.namespace, SnapshotRow.id.not_in(kept))
+            )
+            return snapshot_id
+
+        return await self._service.write(write)
+
+    async def list(self, namespace: str = "default") -> builtins.list[SnapshotRecord]:
+        """Stored snapshots of a namespace, newest first, without their payloads."""
+        columns = [c for c in SnapshotRow.__table__.columns if c.key != "payload"]
+        async with self._service.engine.connect() as conn:
+            result = await conn.execute(
+                select(*columns).where(SnapshotRow.namespace == namespace).order_by(SnapshotRow.id.desc())
+            )
+            return [SnapshotRecord(**row._mapping) for row in result]
+
+    async def get(self, snapshot_id: int | None = None, *, namespace: str = "default") -> SnapshotRecord | None:
+        """One snapshot with its payload: by id, or the newest of the namespace."""
+        query = select(SnapshotRow.__table__).where(SnapshotRow.namespace == namespace)
+        query = query.where(SnapshotRow.id == snapshot_id) if snapshot_id is not None else query
+        async with self._service.engine.connect() as conn:
+            row = (await conn.execute(query.order_by(SnapshotRow.id.desc()).limit(1))).first()
+        return None if row is None else SnapshotRecord(**row._mapping)
