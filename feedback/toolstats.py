@@ -108,10 +108,10 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
         return
     keys = sorted(changes)
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    # executemany of one statement: compiled once and cached, where a multi-row VALUES compiles anew
+    # for every batch size
     conn.execute(
-        dialect.insert(ToolStatsRow)
-        .values([{"namespace": ns, "tool": tool} for ns, tool in keys])
-        .on_conflict_do_nothing()
+        dialect.insert(ToolStatsRow).on_conflict_do_nothing(), [{"namespace": ns, "tool": tool} for ns, tool in keys]
     )
     t = ToolStatsRow
     current = {}
