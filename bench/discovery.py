@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 SERVER = "cat"
 TOP_K = 5
 VERBS = ["archive", "audit", "clone", "compress", "export", "import", "merge", "publish", "rename", "schedule",
-         "snapshot", "sync", "tag", "transcode", "validate", "watermark"]  # fmt: skip
+         "snapshot", "sync", "tag", "transcode", "validate", "watermark", "migrate", "restore"]  # fmt: skip
 OBJECTS = ["asset", "backup", "bucket", "campaign", "certificate", "changelog", "cluster", "coupon", "dataset",
            "dashboard", "firmware", "invoice", "ledger", "manifest", "newsletter", "pipeline", "playlist", "policy",
            "queue", "receipt", "replica", "roster", "shipment", "sitemap", "template", "ticket", "volume",
@@ -134,10 +134,11 @@ async def listing(tools_file: Path, tmp: Path, exposure: str, queries: list[str]
 
 
 async def recall_run(
-    tools_file: Path, tmp: Path, requests: list[tuple[str, frozenset[str]]], schemas: dict[str, dict[str, Any]], *,
-    learn: bool, passes: int, seed: int,
+    tools_file: Path, tmp: Path, requests: list[tuple[str, frozenset[str]]], schemas: dict[str, dict[str, Any]],
+    own_names: dict[str, str], *, learn: bool, passes: int, seed: int,
 ) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
-    """Per pass: hit@1 and hit@5 of search_tools per request (each pass reshuffled)."""
+    """Per pass: hit@1 and hit@5 of search_tools per request (each pass reshuffled). `own_names` maps
+    a public name to the downstream's own (`cat__uber_ride` → `uber.ride`): requests name the latter."""
     rng = np.random.default_rng(seed)
     out = []
     refused = 0
@@ -152,7 +153,7 @@ async def recall_run(
                 found = await client.call_tool("search_tools", {"query": query, "top_k": TOP_K, "session_id": session})
                 if found.is_error:
                     raise RuntimeError(f"search_tools failed: {found.content[0].text}")
-                names = [t["name"].removeprefix(f"{SERVER}__") for t in found.structured_content["tools"]]
+                names = [own_names[t["name"]] for t in found.structured_content["tools"]]
                 at1.append(names[0] in right)
                 at5.append(any(n in right for n in names))
                 if not learn:
@@ -218,8 +219,10 @@ async def main() -> None:
         lists = {mode: await listing(tools_file, tmp, mode, sample) for mode in ("all", "search", "learned")}
         async with Toolwise(config(tools_file, tmp / "schemas.db", 0)) as app:
             schemas = {t.name: t.input_schema for t in app.catalogue.tools()}
-        zero = await recall_run(tools_file, tmp, requests, schemas, learn=False, passes=1, seed=args.seed)
-        online = await recall_run(tools_file, tmp, requests, schemas, learn=True, passes=args.passes, seed=args.seed)
+            own_names = {name: route.tool for name, route in app.catalogue.routes.items()}
+        run = (tools_file, tmp, requests, schemas, own_names)
+        zero = await recall_run(*run, learn=False, passes=1, seed=args.seed)
+        online = await recall_run(*run, learn=True, passes=args.passes, seed=args.seed)
     bm25 = bm25_recall(tools, requests)
 
     full = tokens(lists["all"][0])
