@@ -137,6 +137,8 @@ async def listing(tools_file: Path, tmp: Path, exposure: str, queries: list[str]
             for q in queries:
                 for fmt, texts in answers.items():
                     found = await client.call_tool("search_tools", {"query": q, "top_k": TOP_K, "format": fmt})
+                    if found.is_error:
+                        raise RuntimeError(f"search_tools failed: {found.content[0].text}")
                     texts.append(found.content[0].text)
         tools = (await client.list_tools(cache_mode="refresh")).tools
     return listed_json(tools), "\n".join(answers["json"]), "\n".join(answers["markdown"])

@@ -12,7 +12,7 @@ NAMES = ["cat__uber_ride", "cat__uber_eat_order", "fs__read_file", "git__read_fi
 
 def test_a_name_is_found_with_or_without_its_prefix_in_any_case_or_separator_style() -> None:
     index = NameIndex(NAMES)
-    for query in ("uber.ride", "Uber Ride", "cat__uber_ride", "  UBER-RIDE "):
+    for query in ("uber.ride", "Uber Ride", "cat__uber_ride", "  UBER-RIDE ", "uber: {ride}"):
         assert index.named(query) == [0], query
     assert index.named("get weather") == [4]
     assert index.named("read_file") == [2, 3]  # two servers' tool of the same name: both
