@@ -34,7 +34,7 @@ SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
 CLIENTS = 10_000  # clients whose learned set is remembered (least recently used forgotten)
 RECENT = 8  # decisions per client the learned set is drawn from
-_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]'\"])\.\s+(?=[A-Z])")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]'\"])(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z])")  # not after e.g, i.e
 
 
 class SearchToolsInput(Input):
