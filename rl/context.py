@@ -170,8 +170,8 @@ class ContextEncoder:
             if len(fixed_slots) >= self.memo_size:
                 fixed_slots.clear()
             names = (f"prev={previous_tool or '<start>'}", f"len={bucket}", f"pos={position}", "bias")
-            indices, signs = zip(*(_slot(name, self.dim) for name in names), strict=True)
-            fixed = fixed_slots[(previous_tool, bucket, position)] = (indices, signs)
+            slots, signs = zip(*(_slot(name, self.dim) for name in names), strict=True)
+            fixed = fixed_slots[(previous_tool, bucket, position)] = (slots, signs)
         index_of.extend(fixed[0])
         sign_of.extend(fixed[1])
         if len(set(index_of)) == len(index_of):  # the usual case: every feature has a slot of its own

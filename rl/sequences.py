@@ -162,7 +162,7 @@ class SequenceModel:
     def load_state(self, state: dict[str, Any]) -> None:
         if state["schema"] not in (1, self.SCHEMA):
             raise ValueError(f"sequence state schema {state['schema']} is not {self.SCHEMA}")
-        self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]
+        self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]  # reset to the loaded size: __init__ sets every field
         if state["schema"] == 1:  # rows of [prefix, tool, count, reward_sum, successes]
             for prefix, tool, count, reward_sum, successes in state["ngrams"]:
                 self.table.setdefault(tuple(prefix), {})[tool] = NgramStats(count, reward_sum, successes)
