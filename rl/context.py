@@ -68,11 +68,6 @@ class Context:
     squares: NDArray[np.float64] = field(repr=False, compare=False)  # values², for confidence widths
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)  # the query's, when known
 
-    def dense(self, dim: int) -> NDArray[np.float64]:
-        vector = np.zeros(dim)
-        np.add.at(vector, self.indices, self.values)
-        return vector
-
 
 def _slot(feature: str, dim: int) -> tuple[int, float]:
     """Stable bucket and sign of one feature (the hashing trick with a sign bit against collisions)."""

@@ -65,10 +65,6 @@ class SequenceModel:
                 stats.reward_sum += reward_delta
                 stats.successes = min(stats.count, max(0, stats.successes + success_delta))
 
-    def observe_sequence(self, tools: Sequence[str], rewards: Sequence[float], successes: Sequence[bool]) -> None:
-        for i in range(1, len(tools)):
-            self.observe_step(tools[:i], tools[i], rewards[i], successes[i])
-
     def follow_scores(self, previous_tool: str) -> dict[str, float]:
         """Evidence that each tool works right after `previous_tool`: success rate shrunk by count
         (rate·n/(n+1)), for tools seen there at least `min_count` times."""
