@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
+from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.server import toy_server
 from tests.server.surface import ok, rows, serving, text
@@ -40,29 +40,36 @@ async def test_a_bare_tool_named_like_one_of_ours_gets_a_suffix_and_ours_keeps_i
     assert rows(tmp_path, "SELECT tool, server FROM executions") == [("recommend_tool-2", "toy")]
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_downstreams_new_tool_is_announced_listed_callable_and_recommendable(tmp_path: Path, mode: str) -> None:
+async def test_a_downstreams_new_tool_is_announced_listed_callable_and_recommendable(tmp_path: Path) -> None:
     heard: list[Any] = []
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             heard.append(message)
 
-    async with serving(tmp_path, mode=mode, heard=on_message) as client:
+    async with serving(tmp_path, mode="legacy", heard=on_message) as client:
         before = {t.name for t in (await client.list_tools()).tools}
         await client.call_tool("toy__add_tool", {"name": "translate"})
         with anyio.fail_after(10):
-            while "toy__translate" not in {t.name for t in (await client.list_tools()).tools}:
+            while not heard:
                 await anyio.sleep(0.05)
+        after = {t.name for t in (await client.list_tools()).tools}
         called = await client.call_tool("toy__translate", {})
         recommended = ok(
             await client.call_tool("recommend_tool", {"query": "translate", "candidates": ["toy__translate"]})
         )
-    assert "toy__translate" not in before
-    if mode == "legacy":  # a 2026-era client hears of it on subscriptions/listen, which it did not open here
-        assert heard
+    assert "toy__translate" not in before and "toy__translate" in after
     assert text(called) == "the toy server's translate"
     assert [r["tool"] for r in recommended["recommendations"]] == ["toy__translate"]
+
+
+async def test_a_2026_era_client_listening_hears_a_downstreams_new_tool(tmp_path: Path) -> None:
+    async with serving(tmp_path, mode="auto") as client, client.listen(tools_list_changed=True) as changes:
+        await client.call_tool("toy__add_tool", {"name": "translate"})
+        with anyio.fail_after(10):
+            event = await anext(aiter(changes))
+        assert isinstance(event, ToolsListChanged)
+        assert "toy__translate" in {t.name for t in (await client.list_tools()).tools}
 
 
 async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_path: Path) -> None:

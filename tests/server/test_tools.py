@@ -83,6 +83,7 @@ async def test_submit_feedback_rates_the_sessions_latest_call_of_a_tool_and_chan
         ({"rating": 3, "execution_id": "no-such-call"}, "no-such-call"),
         ({"rating": 3, "tool": "toy__ghost"}, "toy__ghost"),
     ],
+    ids=["rating-below-1", "rating-not-an-integer", "unknown-execution", "unknown-tool"],
 )
 async def test_submit_feedback_refuses_bad_input_naming_what_was_wrong(
     tmp_path: Path, arguments: dict[str, object], named: str
