@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,17 +119,6 @@ class Paraphrase:
     def query(self, rng: np.random.Generator, tool: int) -> str:
         picked = list(rng.choice(self.user_words[tool], 3, replace=False)) + list(rng.choice(self.noise, 2))
         return " ".join(rng.permutation(picked))
-
-
-Chooser = Callable[[str, str | None, int, np.ndarray], int]
-
-
-def learner_chooser(learner: Learner, rng: np.random.Generator) -> Chooser:
-    def choose(query: str, previous: str | None, length: int, _best: np.ndarray) -> int:
-        d = learner.recommend(query, rng, previous_tool=previous, session_length=length)
-        return learner.tools.get(d.chosen)  # type: ignore[return-value]
-
-    return choose
 
 
 def run_multistep(env: MultiStep, policy: str, seed: int, steps: int) -> float:

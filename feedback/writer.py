@@ -125,8 +125,9 @@ class GroupCommitWriter(Generic[T, P]):
             if self._failing is not None or left <= 0:
                 raise self._unavailable(f"the queue is full ({self._waiting()} records waiting)")
             self._space.clear()
-            try:
-                await asyncio.wait_for(self._space.wait(), left)
+            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation that meets the result
+                async with asyncio.timeout(left):
+                    await self._space.wait()
             except TimeoutError:
                 continue
             self._check_alive()
@@ -142,7 +143,8 @@ class GroupCommitWriter(Generic[T, P]):
         `StoreUnavailableError` if that takes longer than `wait_s`."""
         marker = self._marker(stop=False)
         try:
-            await asyncio.wait_for(asyncio.shield(marker.done), self._wait_s)
+            async with asyncio.timeout(self._wait_s):  # not wait_for, which on 3.11 can drop our cancellation
+                await asyncio.shield(marker.done)
         except TimeoutError:
             raise self._unavailable(f"{self._waiting()} records are waiting to be committed") from None
 

@@ -68,11 +68,6 @@ class Context:
     squares: NDArray[np.float64] = field(repr=False, compare=False)  # values², for confidence widths
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)  # the query's, when known
 
-    def dense(self, dim: int) -> NDArray[np.float64]:
-        vector = np.zeros(dim)
-        np.add.at(vector, self.indices, self.values)
-        return vector
-
 
 def _slot(feature: str, dim: int) -> tuple[int, float]:
     """Stable bucket and sign of one feature (the hashing trick with a sign bit against collisions)."""
@@ -170,8 +165,8 @@ class ContextEncoder:
             if len(fixed_slots) >= self.memo_size:
                 fixed_slots.clear()
             names = (f"prev={previous_tool or '<start>'}", f"len={bucket}", f"pos={position}", "bias")
-            indices, signs = zip(*(_slot(name, self.dim) for name in names), strict=True)
-            fixed = fixed_slots[(previous_tool, bucket, position)] = (indices, signs)
+            slots, signs = zip(*(_slot(name, self.dim) for name in names), strict=True)
+            fixed = fixed_slots[(previous_tool, bucket, position)] = (slots, signs)
         index_of.extend(fixed[0])
         sign_of.extend(fixed[1])
         if len(set(index_of)) == len(index_of):  # the usual case: every feature has a slot of its own

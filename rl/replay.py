@@ -152,7 +152,7 @@ class PrioritizedReplay:
         if state["schema"] != self.SCHEMA:
             raise ValueError(f"replay state schema {state['schema']} is not {self.SCHEMA}")
         alpha, beta0, beta_steps, epsilon, capacity = state["config"]
-        self.__init__(int(capacity), alpha, beta0, int(beta_steps), epsilon)  # type: ignore[misc]
+        self.__init__(int(capacity), alpha, beta0, int(beta_steps), epsilon)  # type: ignore[misc]  # reset to the loaded size: __init__ sets every field
         self.cursor, self.size, self.sampled = int(state["cursor"]), int(state["size"]), int(state["sampled"])
         self.max_priority = float(state["max_priority"])
         for i, (leaf, row) in enumerate(zip(state["leaves"], state["items"], strict=True)):

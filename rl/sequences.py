@@ -65,10 +65,6 @@ class SequenceModel:
                 stats.reward_sum += reward_delta
                 stats.successes = min(stats.count, max(0, stats.successes + success_delta))
 
-    def observe_sequence(self, tools: Sequence[str], rewards: Sequence[float], successes: Sequence[bool]) -> None:
-        for i in range(1, len(tools)):
-            self.observe_step(tools[:i], tools[i], rewards[i], successes[i])
-
     def follow_scores(self, previous_tool: str) -> dict[str, float]:
         """Evidence that each tool works right after `previous_tool`: success rate shrunk by count
         (rate·n/(n+1)), for tools seen there at least `min_count` times."""
@@ -162,7 +158,7 @@ class SequenceModel:
     def load_state(self, state: dict[str, Any]) -> None:
         if state["schema"] not in (1, self.SCHEMA):
             raise ValueError(f"sequence state schema {state['schema']} is not {self.SCHEMA}")
-        self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]
+        self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]  # reset to the loaded size: __init__ sets every field
         if state["schema"] == 1:  # rows of [prefix, tool, count, reward_sum, successes]
             for prefix, tool, count, reward_sum, successes in state["ngrams"]:
                 self.table.setdefault(tuple(prefix), {})[tool] = NgramStats(count, reward_sum, successes)

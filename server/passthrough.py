@@ -61,17 +61,6 @@ RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for a resource no se
 TOOLWISE_META_PREFIX = "toolwise/"
 ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 PROGRESS_TOKEN = "progressToken"
-# syslog order (RFC 5424), as the protocol's LoggingLevel
-LEVELS: tuple[types.LoggingLevel, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
 _PY_LEVEL = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40}
 
 

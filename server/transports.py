@@ -45,7 +45,7 @@ async def serve_stdio(config: AppConfig) -> None:
         server = build_server(app)
         stdin = await _stdin_lines()
         with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
-            async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
+            async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]  # _Lines offers the async line iteration the SDK reads, not all of AsyncFile
                 log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
                 await server.run(read, write, server.create_initialization_options())
         log.info("toolwise shutting down: recording what is left and saving a snapshot")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from toolwise.rl.policies.base import Policy, Selection, Update
 from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
 from toolwise.rl.policies.ridge import RidgeConfig
@@ -11,7 +14,7 @@ from toolwise.rl.policies.ucb import TabularUCB, UCBConfig
 
 PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig | SemanticConfig
 
-POLICIES: dict[str, tuple[type, type]] = {
+POLICIES: dict[str, tuple[Callable[[Any], Policy], type]] = {
     TabularUCB.name: (TabularUCB, UCBConfig),
     TabularThompson.name: (TabularThompson, ThompsonConfig),
     LinUCB.name: (LinUCB, LinUCBConfig),
@@ -27,7 +30,7 @@ def make_policy(name: str, config: PolicyConfig | None = None) -> Policy:
     cls, config_type = POLICIES[name]
     if config is not None and not isinstance(config, config_type):
         raise TypeError(f"policy {name!r} takes a {config_type.__name__}, got {type(config).__name__}")
-    return cls(config)  # type: ignore[no-any-return]
+    return cls(config)
 
 
 __all__ = [

@@ -59,6 +59,10 @@ class Policy(Protocol):
 
     def load_state(self, state: dict[str, Any]) -> None: ...
 
+    def nbytes(self) -> int:
+        """Memory of the learned arrays, in bytes."""
+        ...
+
 
 def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray[np.int64], int, int]:
     """Indices by score, best first (stable), the index of a maximum with ties broken uniformly by

@@ -97,6 +97,8 @@ class _Linear:
 class LinUCB(_Linear):
     name: ClassVar[str] = "linucb"
 
+    config: LinUCBConfig
+
     def __init__(self, config: LinUCBConfig | None = None) -> None:
         self.config = config or LinUCBConfig()
         super().__init__()
@@ -118,6 +120,8 @@ class LinUCB(_Linear):
 
 class LinTS(_Linear):
     name: ClassVar[str] = "lints"
+
+    config: LinTSConfig
 
     def __init__(self, config: LinTSConfig | None = None) -> None:
         self.config = config or LinTSConfig()

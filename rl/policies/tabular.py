@@ -73,7 +73,7 @@ class Table:
     def load_state(self, state: dict[str, Any]) -> None:
         values = np.asarray(state["values"], dtype=np.float32)
         n, cols = values.shape if values.ndim == 2 else (0, 16)
-        self.__init__(max(64, 2 * n), max(cols, 16))  # type: ignore[misc]
+        self.__init__(max(64, 2 * n), max(cols, 16))  # type: ignore[misc]  # reset to the loaded size: __init__ sets every field
         for name in state["contexts"]:
             self.contexts.intern(name)
         self.values[:n, :cols] = values

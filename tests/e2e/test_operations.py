@@ -81,10 +81,8 @@ async def test_a_failing_downstream_opens_its_circuit_and_closes_after_recovery(
         for _ in range(2):
             result = await client.call_tool("flaky__work", {})
             assert result.is_error and "did not answer within" in result.content[0].text
-        start = time.perf_counter()
         fast = await client.call_tool("flaky__work", {})
         assert fast.is_error and "circuit is open" in fast.content[0].text
-        assert time.perf_counter() - start < 0.3  # failed fast, not after the timeout
         assert (await stats(client))["open_circuits"] == ["flaky"]
         flag.unlink()
         await asyncio.sleep(1.1)
@@ -92,7 +90,9 @@ async def test_a_failing_downstream_opens_its_circuit_and_closes_after_recovery(
         assert not probe.is_error
         assert (await stats(client))["open_circuits"] == []
         assert (await stats(client))["downstreams"][0]["circuit"] == "closed"
-    assert rows(tmp_path / "toolwise.db", "SELECT count(*), sum(success) FROM executions") == [(5, 2)]
+    # The open circuit refused the third failing call itself: it never waited on the hanging downstream.
+    errors = rows(tmp_path / "toolwise.db", "SELECT error_type FROM executions ORDER BY seq")
+    assert errors == [(None,), ("DownstreamError",), ("DownstreamError",), ("CircuitOpenError",), (None,)]
 
 
 @pytest.mark.skipif(not PG_URL, reason="TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from tests.feedback.conftest import make_execution, ratings_of
 from toolwise.feedback import (
     Episode,
+    Execution,
     FeedbackService,
     InvalidOutcomeError,
     InvalidRatingError,
@@ -29,6 +31,7 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
     sent = make_execution(
         "git__git_status",
         arguments={"repo_path": "/tmp/r"},
+        namespace="team-a",
         context_hash="c" * 64,
         query="what changed",
         previous_tool="git__git_log",
@@ -40,29 +43,15 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
         error_message="slow",
         result_size=42,
         reward=-5.2,
+        instance="instance-1",
+        explored=True,
     )
     execution_id = await service.log.record_execution(sent)
     got = await service.log.get_execution(execution_id)
     assert got is not None
-    for field in (
-        "tool",
-        "server",
-        "session_id",
-        "success",
-        "latency_ms",
-        "context_hash",
-        "query",
-        "previous_tool",
-        "position",
-        "decision_id",
-        "propensity",
-        "error_type",
-        "error_message",
-        "result_size",
-        "reward",
-        "started_at",
-        "finished_at",
-    ):
+    # Every field of the record, a new one included, unless the store transforms it (checked below).
+    transformed = {"arguments", "argument_digest", "seq"}
+    for field in (f.name for f in dataclasses.fields(Execution) if f.name not in transformed):
         assert getattr(got, field) == getattr(sent, field), field
     assert got.argument_digest == service.rows.digest({"repo_path": "/tmp/r"})
     assert got.arguments is None, "raw arguments are not stored unless configured"

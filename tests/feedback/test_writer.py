@@ -57,3 +57,26 @@ async def test_shutdown_on_a_failing_database_dead_letters_the_rest(
     await asyncio.wait_for(svc.aclose(), 10)  # bounded: it does not retry for ever
     kept = [json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()]
     assert sorted(kept) == sorted(ids)
+
+
+async def test_a_flush_cancelled_just_as_its_records_commit_ends_cancelled(service: FeedbackService) -> None:
+    # On Python 3.11, asyncio.wait_for returned the result when the cancellation and the result met,
+    # dropping the cancellation: a task stopped that way (shutdown cancelling the upkeep) ran on for ever.
+    dropped = cancelled = 0
+    for attempt in range(60):
+        await service.log.record_execution(make_execution())
+        committed = service.stats.committed
+        flush = asyncio.create_task(service.flush())
+        while service.stats.committed == committed:  # cancel a few loop steps after its records commit
+            await asyncio.sleep(0)
+        for _ in range(attempt % 6):
+            await asyncio.sleep(0)
+        if not flush.cancel():
+            continue
+        try:
+            await flush
+        except asyncio.CancelledError:
+            cancelled += 1
+        else:
+            dropped += 1
+    assert (dropped, cancelled > 0) == (0, True)

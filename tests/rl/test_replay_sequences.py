@@ -6,6 +6,12 @@ import pytest
 from toolwise.rl import PrioritizedReplay, SequenceModel, SumTree, Transition
 
 
+def observe(model: SequenceModel, tools: list[str], rewards: list[float], successes: list[bool]) -> None:
+    """A whole session's steps, one after the other, as the learner observes them."""
+    for i in range(1, len(tools)):
+        model.observe_step(tools[:i], tools[i], rewards[i], successes[i])
+
+
 def test_sum_tree_keeps_totals_and_finds_leaves_by_mass() -> None:
     tree = SumTree(5)
     for i, v in enumerate([1.0, 2.0, 3.0, 4.0, 0.0]):
@@ -56,10 +62,10 @@ def test_new_transitions_get_the_maximum_priority_and_beta_anneals() -> None:
 def test_ngrams_back_off_from_the_longest_prefix_and_need_two_occurrences() -> None:
     model = SequenceModel()
     for _ in range(2):
-        model.observe_sequence(["git_status", "git_diff", "git_commit"], [1, 1, 1], [True, True, True])
+        observe(model, ["git_status", "git_diff", "git_commit"], [1, 1, 1], [True, True, True])
     for _ in range(3):
-        model.observe_sequence(["git_log", "git_diff", "git_show"], [1, 1, 0], [True, True, False])
-    model.observe_sequence(["git_status", "git_diff", "git_add"], [1, 1, 1], [True, True, True])
+        observe(model, ["git_log", "git_diff", "git_show"], [1, 1, 0], [True, True, False])
+    observe(model, ["git_status", "git_diff", "git_add"], [1, 1, 1], [True, True, True])
 
     longest = model.recommend_next(["git_status", "git_diff"])
     assert [r.tool for r in longest] == ["git_commit", "git_show"]
@@ -80,7 +86,7 @@ def test_replay_and_sequence_state_round_trip() -> None:
     assert a.slots.tolist() == b.slots.tolist() and a.transitions == b.transitions
 
     model = SequenceModel()
-    model.observe_sequence(["a", "b", "c"], [1, 2, 3], [True, True, False])
+    observe(model, ["a", "b", "c"], [1, 2, 3], [True, True, False])
     clone = SequenceModel()
     clone.load_state(model.state_dict())
     assert clone.table == model.table
@@ -101,7 +107,7 @@ def test_a_revised_step_stops_counting_as_a_successful_sequence() -> None:
 
 def test_sequence_state_round_trips_and_the_row_format_still_loads() -> None:
     model = SequenceModel()
-    model.observe_sequence(["a", "b", "c", "b", "c"], [0, 1, 2, 3, 4], [True, True, False, True, True])
+    observe(model, ["a", "b", "c", "b", "c"], [0, 1, 2, 3, 4], [True, True, False, True, True])
     clone = SequenceModel()
     clone.load_state(model.state_dict())
     assert clone.table == model.table

@@ -1,0 +1,58 @@
+"""toolwise in-process behind `mcp.Client(server)`, as the SDK's own tests drive a server: real
+downstream processes (tests/server/toy_server.py, mcp-server-time), a real SQLite file read once
+toolwise has shut down (everything recorded is committed by then)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+
+from tests.server import toy_server
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig
+
+
+@asynccontextmanager
+async def serving(
+    tmp_path: Path, servers: dict[str, Any] | None = None, *, mode: str = "legacy", heard: Any = None, **settings: Any
+) -> AsyncIterator[Client]:
+    """A client of toolwise in front of `servers` (default: one toy server named `toy`); `heard` gets
+    every notification the client receives."""
+    config = AppConfig.model_validate(
+        {
+            "mcpServers": servers if servers is not None else {"toy": toy_server.spec(log=tmp_path / "toy.log")},
+            "toolwise": {
+                "database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}",
+                "seed": 7,
+                "snapshot_interval_s": 0,
+                "sync_interval_s": 0,
+                **settings,
+            },
+        }
+    )
+    async with Toolwise(config) as app, Client(build_server(app), mode=mode, message_handler=heard) as client:
+        yield client
+
+
+def rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(tmp_path / "toolwise.db") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def text(result: types.CallToolResult) -> str:
+    """The text of a result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent), block
+    return block.text
+
+
+def ok(result: types.CallToolResult) -> dict[str, Any]:
+    """The structured answer of a call that must have succeeded."""
+    assert not result.is_error, text(result)
+    return dict(result.structured_content or {})

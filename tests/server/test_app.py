@@ -1,0 +1,125 @@
+"""The MCP surface of `build_server`: tools/list, a proxied tools/call and what it records, errors as
+`is_error` results, cancellation. In-process through `Client(server)`, real downstream processes."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
+
+from tests.server import toy_server
+from tests.server.surface import ok, rows, serving, text
+
+OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session"}
+ADMIN = {"get_learning_stats", "get_tool_metrics", "get_successful_sequences"}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_tools_list_offers_our_tools_and_each_downstream_tool_as_server__tool(tmp_path: Path, mode: str) -> None:
+    async with serving(tmp_path, mode=mode) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(listed) >= OWN | ADMIN
+    assert {"toy__echo", "toy__fail", "toy__crash", "toy__sleep", "toy__add_tool"} <= set(listed)
+    echo = listed["toy__echo"]
+    assert echo.description == "Answer the text unchanged, and say which server answered."
+    assert echo.input_schema["required"] == ["text"]  # the downstream's schema, unchanged
+    assert listed["recommend_tool"].output_schema is not None  # ours declare what they answer
+
+
+async def test_a_proxied_call_answers_what_the_downstream_answered_with_its_execution_id(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        result = await client.call_tool("toy__echo", {"text": "hello"})
+    assert not result.is_error and text(result) == "hello"
+    assert result.structured_content == {"server": "toy"}
+    execution_id = result.meta["toolwise/execution_id"]
+    assert uuid.UUID(execution_id)
+    recorded = rows(tmp_path, "SELECT id, tool, server, success, error_type, latency_ms FROM executions")
+    assert len(recorded) == 1
+    [(row_id, tool, server, success, error_type, latency_ms)] = recorded
+    assert (row_id, tool, server, success, error_type) == (execution_id, "toy__echo", "toy", 1, None)
+    assert latency_ms > 0
+
+
+async def test_a_downstream_tool_error_passes_through_unchanged_and_is_recorded_as_a_failure(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        result = await client.call_tool("toy__fail", {"reason": "disk on fire"})
+    assert result.is_error and text(result) == "failed: disk on fire"
+    assert rows(tmp_path, "SELECT id, success, error_type FROM executions") == [
+        (result.meta["toolwise/execution_id"], 0, "ToolError")
+    ]
+
+
+async def test_a_downstream_protocol_error_becomes_an_is_error_result_naming_server_and_tool(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        result = await client.call_tool("toy__crash", {})
+        after = await client.call_tool("toy__echo", {"text": "still here"})
+    assert result.is_error
+    assert "'toy' refused the call to 'crash'" in text(result) and "crashed on purpose" in text(result)
+    assert text(after) == "still here"
+    assert rows(tmp_path, "SELECT tool, success, error_type FROM executions ORDER BY seq") == [
+        ("toy__crash", 0, "DownstreamError"),
+        ("toy__echo", 1, None),
+    ]
+
+
+async def test_arguments_against_the_tools_schema_are_refused_without_reaching_the_downstream(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        result = await client.call_tool("toy__echo", {"text": 5})
+    assert result.is_error
+    assert text(result).startswith("invalid arguments for toy__echo") and "not forwarded to 'toy'" in text(result)
+    assert rows(tmp_path, "SELECT success, error_type FROM executions") == [(0, "InvalidArgumentsError")]
+
+
+async def test_an_unknown_tool_is_a_protocol_error_and_is_not_recorded(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("toy__nothing", {})
+    assert refused.value.code == INVALID_PARAMS and "Unknown tool: 'toy__nothing'" in str(refused.value)
+    assert rows(tmp_path, "SELECT count(*) FROM executions") == [(0,)]
+
+
+async def test_bad_arguments_to_our_own_tools_are_an_is_error_result_naming_the_field(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        empty = await client.call_tool("recommend_tool", {"query": ""})
+        extra = await client.call_tool("recommend_tool", {"query": "echo", "colour": "red"})
+    assert empty.is_error and text(empty).startswith("invalid arguments for recommend_tool") and "query" in text(empty)
+    assert extra.is_error and "colour" in text(extra)
+
+
+async def test_a_call_slower_than_call_timeout_s_fails_naming_the_setting(tmp_path: Path) -> None:
+    async with serving(tmp_path, call_timeout_s=2) as client:  # room for the echo on a loaded machine
+        slow = await client.call_tool("toy__sleep", {"seconds": 30})
+        assert slow.is_error and "did not answer within 2s (call_timeout_s)" in text(slow)
+        assert text(await client.call_tool("toy__echo", {"text": "next"})) == "next"
+    assert (tmp_path / "toy.log").read_text() == "sleep cancelled"  # the downstream was told to stop
+    assert rows(tmp_path, "SELECT tool, success FROM executions ORDER BY seq") == [("toy__sleep", 0), ("toy__echo", 1)]
+
+
+async def test_a_call_the_client_cancels_is_cancelled_downstream_and_toolwise_keeps_serving(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        with anyio.move_on_after(1):  # the client gives up on the call
+            await client.call_tool("toy__sleep", {"seconds": 30})
+        with anyio.fail_after(10):
+            while not (tmp_path / "toy.log").exists():
+                await anyio.sleep(0.05)
+        assert (tmp_path / "toy.log").read_text() == "sleep cancelled"
+        after = await client.call_tool("toy__echo", {"text": "after"})
+        assert text(after) == "after"
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+    assert stats["store"] == "ok"
+    assert ("toy__echo", 1) in rows(tmp_path, "SELECT tool, success FROM executions")  # its recording works on
+
+
+async def test_a_second_downstream_is_served_beside_the_first(tmp_path: Path) -> None:
+    time_server = {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
+    servers = {"toy": toy_server.spec("toy"), "time": time_server}
+    async with serving(tmp_path, servers) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        now = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+    assert {"toy__echo", "time__get_current_time", "time__convert_time"} <= names
+    assert not now.is_error and '"timezone": "UTC"' in text(now)
+    assert rows(tmp_path, "SELECT tool, server FROM executions") == [("time__get_current_time", "time")]

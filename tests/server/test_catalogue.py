@@ -1,0 +1,85 @@
+"""The downstream catalogue as a client sees it: each server's tools under its own prefix, collisions
+resolved without taking our tools' names, a downstream's new tool listed and announced, a downstream
+that cannot start reported while the others serve. In-process through `Client(server)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.subscriptions import ToolsListChanged
+
+from tests.server import toy_server
+from tests.server.surface import ok, rows, serving, text
+
+
+async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path: Path) -> None:
+    servers = {"left": toy_server.spec("left"), "right": toy_server.spec("right", prefix="r")}
+    async with serving(tmp_path, servers) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        left = await client.call_tool("left__echo", {"text": "a"})
+        right = await client.call_tool("r__echo", {"text": "b"})
+    assert {"left__echo", "r__echo"} <= names and "right__echo" not in names
+    assert left.structured_content == {"server": "left"} and right.structured_content == {"server": "right"}
+    assert rows(tmp_path, "SELECT tool, server FROM executions ORDER BY seq") == [
+        ("left__echo", "left"),
+        ("r__echo", "right"),
+    ]
+
+
+async def test_a_bare_tool_named_like_one_of_ours_gets_a_suffix_and_ours_keeps_its_name(tmp_path: Path) -> None:
+    async with serving(tmp_path, {"toy": toy_server.spec(prefix="")}) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        theirs = await client.call_tool("recommend_tool-2", {})
+        ours = await client.call_tool("recommend_tool", {"query": "echo some text"})
+    assert {"echo", "recommend_tool", "recommend_tool-2"} <= names
+    assert text(theirs) == "the toy server's recommend_tool"
+    assert ok(ours)["recommendations"]  # toolwise's own answered
+    assert rows(tmp_path, "SELECT tool, server FROM executions") == [("recommend_tool-2", "toy")]
+
+
+async def test_a_downstreams_new_tool_is_announced_listed_callable_and_recommendable(tmp_path: Path) -> None:
+    heard: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append(message)
+
+    async with serving(tmp_path, mode="legacy", heard=on_message) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        await client.call_tool("toy__add_tool", {"name": "translate"})
+        with anyio.fail_after(10):
+            while not heard:
+                await anyio.sleep(0.05)
+        after = {t.name for t in (await client.list_tools()).tools}
+        called = await client.call_tool("toy__translate", {})
+        recommended = ok(
+            await client.call_tool("recommend_tool", {"query": "translate", "candidates": ["toy__translate"]})
+        )
+    assert "toy__translate" not in before and "toy__translate" in after
+    assert text(called) == "the toy server's translate"
+    assert [r["tool"] for r in recommended["recommendations"]] == ["toy__translate"]
+
+
+async def test_a_2026_era_client_listening_hears_a_downstreams_new_tool(tmp_path: Path) -> None:
+    async with serving(tmp_path, mode="auto") as client, client.listen(tools_list_changed=True) as changes:
+        await client.call_tool("toy__add_tool", {"name": "translate"})
+        with anyio.fail_after(10):
+            event = await anext(aiter(changes))
+        assert isinstance(event, ToolsListChanged)
+        assert "toy__translate" in {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_path: Path) -> None:
+    servers = {"toy": toy_server.spec(), "broken": {"command": str(tmp_path / "no-such-server")}}
+    async with serving(tmp_path, servers, start_wait_s=10) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        echoed = await client.call_tool("toy__echo", {"text": "fine"})
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+    assert "toy__echo" in names and not any(n.startswith("broken__") for n in names)
+    assert text(echoed) == "fine"
+    health = {d["server"]: d for d in stats["downstreams"]}
+    assert health["toy"]["state"] == "ready"
+    assert health["broken"]["state"] == "failed" and "no-such-server" in health["broken"]["error"]

@@ -1,0 +1,172 @@
+"""toolwise's own tools through the MCP surface: what each answers, what it records, how it refuses
+bad input. In-process through `Client(server)` (handshake era: one connection, one session), the toy
+downstream in a real process, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from tests.server.surface import ok, rows, serving, text
+
+ECHO, FAIL = "toy__echo", "toy__fail"
+
+
+async def test_recommend_tool_ranks_only_the_candidates_and_returns_a_decision(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        answer = ok(
+            await client.call_tool(
+                "recommend_tool", {"query": "echo this text back", "candidates": [ECHO, FAIL], "top_k": 2}
+            )
+        )
+        top = ok(await client.call_tool("recommend_tool", {"query": "echo this text back", "top_k": 1}))
+    assert {r["tool"] for r in answer["recommendations"]} == {ECHO, FAIL}
+    assert len(answer["context_hash"]) == 64 and answer["decision_id"] and answer["policy"]
+    for r in answer["recommendations"]:
+        assert 0 <= r["confidence"] <= 1 and 0 <= r["relevance"] <= 1 and r["reason"].startswith("relevance")
+    assert len(top["recommendations"]) == 1
+
+
+async def test_recommend_tool_refuses_a_candidate_it_does_not_know_by_name(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        result = await client.call_tool("recommend_tool", {"query": "echo", "candidates": [ECHO, "toy__nope"]})
+    assert result.is_error and text(result) == "recommend_tool: unknown tool(s): toy__nope"
+
+
+async def test_a_call_after_a_recommendation_is_recorded_with_its_decision_and_query(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        decision = ok(await client.call_tool("recommend_tool", {"query": "say hello", "candidates": [ECHO]}))
+        await client.call_tool(ECHO, {"text": "hello"})
+    assert rows(tmp_path, "SELECT decision_id, query, context_hash FROM executions") == [
+        (decision["decision_id"], "say hello", decision["context_hash"])
+    ]
+
+
+async def test_recommend_next_tools_suggests_what_followed_twice_in_the_session(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        for _ in range(2):
+            await client.call_tool(FAIL, {"reason": "first"})
+            await client.call_tool(ECHO, {"text": "then"})
+        after_fail = ok(await client.call_tool("recommend_next_tools", {"recent_tools": [FAIL]}))
+        own = ok(await client.call_tool("recommend_next_tools", {}))  # the session's own calls
+        sequences = ok(await client.call_tool("get_successful_sequences", {"tool": ECHO}))
+    assert [(r["tool"], r["count"]) for r in after_fail["recommendations"]][:1] == [(ECHO, 2)]
+    assert own["recent_tools"] == [FAIL, ECHO, FAIL, ECHO]
+    assert [FAIL, ECHO] in [s["sequence"] for s in sequences["sequences"]]
+
+
+async def test_recommend_next_tools_names_the_recent_tools_it_does_not_know(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        result = await client.call_tool("recommend_next_tools", {"recent_tools": [ECHO, "toy__ghost"]})
+    assert result.is_error and text(result) == "recommend_next_tools: unknown tool(s): toy__ghost"
+
+
+async def test_submit_feedback_rates_the_sessions_latest_call_of_a_tool_and_changes_its_reward(tmp_path: Path) -> None:
+    weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
+    async with serving(tmp_path, reward=weights) as client:
+        await client.call_tool(ECHO, {"text": "first"})
+        latest = (await client.call_tool(ECHO, {"text": "second"})).meta["toolwise/execution_id"]
+        rated = ok(await client.call_tool("submit_feedback", {"rating": 5, "tool": ECHO, "comment": "spot on"}))
+    assert rated == {"execution_id": latest, "tool": ECHO, "rating": 5, "reward": pytest.approx(14)}
+    assert rows(tmp_path, "SELECT execution_id, rating, comment FROM ratings") == [(latest, 5, "spot on")]
+    assert dict(rows(tmp_path, "SELECT id, reward FROM executions"))[latest] == pytest.approx(14)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"rating": 0}, "rating"),
+        ({"rating": 4.5}, "rating"),
+        ({"rating": 3, "execution_id": "no-such-call"}, "no-such-call"),
+        ({"rating": 3, "tool": "toy__ghost"}, "toy__ghost"),
+    ],
+    ids=["rating-below-1", "rating-not-an-integer", "unknown-execution", "unknown-tool"],
+)
+async def test_submit_feedback_refuses_bad_input_naming_what_was_wrong(
+    tmp_path: Path, arguments: dict[str, object], named: str
+) -> None:
+    async with serving(tmp_path) as client:
+        await client.call_tool(ECHO, {"text": "something to rate"})
+        result = await client.call_tool("submit_feedback", arguments)
+    assert result.is_error and named in text(result)
+    assert rows(tmp_path, "SELECT count(*) FROM ratings") == [(0,)]
+
+
+async def test_end_session_records_the_episode_with_its_tools_and_total_reward(tmp_path: Path) -> None:
+    weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
+    async with serving(tmp_path, reward=weights) as client:
+        await client.call_tool(ECHO, {"text": "one"})
+        await client.call_tool(FAIL, {"reason": "two"})
+        ended = ok(await client.call_tool("end_session", {"outcome": "partial"}))
+        refused = await client.call_tool("end_session", {"outcome": "meh"})
+    assert ended["tools"] == [ECHO, FAIL] and ended["outcome"] == "partial"
+    assert ended["total_reward"] == pytest.approx(5)
+    assert refused.is_error and "outcome" in text(refused)
+    [(session, tools, total, outcome)] = rows(tmp_path, "SELECT session_id, tools, total_reward, outcome FROM episodes")
+    assert (session, json.loads(tools), outcome) == (ended["session_id"], [ECHO, FAIL], "partial")
+    assert total == pytest.approx(5)
+
+
+async def test_get_learning_stats_counts_calls_decisions_and_reports_the_store(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        await client.call_tool("recommend_tool", {"query": "echo", "candidates": [ECHO]})
+        for word in ("a", "b", "c"):
+            await client.call_tool(ECHO, {"text": word})
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+        rendered = text(await client.call_tool("get_learning_stats", {}))
+    assert (stats["calls"], stats["decisions"], stats["store"]) == (3, 1, "ok")
+    assert stats["tools"] == 6 and stats["open_circuits"] == []
+    assert [d["server"] for d in stats["downstreams"]] == ["toy"]
+    assert "3 calls" in rendered and "toy: ready" in rendered
+
+
+async def test_get_tool_metrics_counts_calls_successes_and_ratings_per_tool(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        for _ in range(3):
+            await client.call_tool(ECHO, {"text": "x"})
+        await client.call_tool(FAIL, {"reason": "y"})
+        await client.call_tool("submit_feedback", {"rating": 2, "tool": ECHO})
+        metrics = {m["tool"]: m for m in ok(await client.call_tool("get_tool_metrics", {}))["metrics"]}
+        only = ok(await client.call_tool("get_tool_metrics", {"tool": FAIL}))["metrics"]
+    assert (metrics[ECHO]["calls"], metrics[ECHO]["success_rate"], metrics[ECHO]["avg_rating"]) == (3, 1.0, 2.0)
+    assert (metrics[FAIL]["calls"], metrics[FAIL]["success_rate"], metrics[FAIL]["avg_rating"]) == (1, 0.0, None)
+    assert [m["tool"] for m in only] == [FAIL]
+
+
+async def test_admin_tools_are_neither_listed_nor_callable_when_admin_tools_is_off(tmp_path: Path) -> None:
+    async with serving(tmp_path, admin_tools=False) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        with pytest.raises(MCPError, match="Unknown tool: 'get_learning_stats'"):
+            await client.call_tool("get_learning_stats", {})
+    assert "recommend_tool" in names
+    assert not names & {"get_learning_stats", "get_tool_metrics", "get_successful_sequences", "snapshot_list"}
+
+
+async def test_snapshot_tools_are_listed_only_when_snapshot_tools_is_on(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        off = {t.name for t in (await client.list_tools()).tools}
+    async with serving(tmp_path, snapshot_tools=True) as client:
+        on = {t.name for t in (await client.list_tools()).tools}
+    snapshot = {"snapshot_list", "snapshot_dump", "snapshot_restore"}
+    assert not off & snapshot and snapshot <= on
+
+
+async def test_snapshot_dump_list_and_restore_previous_roll_the_learned_state_back(tmp_path: Path) -> None:
+    async with serving(tmp_path, snapshot_tools=True, snapshot_dir=str(tmp_path / "snapshots")) as client:
+        first = ok(await client.call_tool("snapshot_dump", {}))["snapshot"]
+        await client.call_tool(ECHO, {"text": "learn this"})
+        second = ok(await client.call_tool("snapshot_dump", {"output": "second.snapshot"}))
+        listed = ok(await client.call_tool("snapshot_list", {}))
+        rolled = ok(await client.call_tool("snapshot_restore", {"previous": True}))["snapshot"]
+        current = ok(await client.call_tool("snapshot_list", {}))["current"]
+        both = await client.call_tool("snapshot_restore", {"previous": True, "snapshot_id": first["id"]})
+    assert second["path"] == "second.snapshot" and (tmp_path / "snapshots" / "second.snapshot").exists()
+    assert second["snapshot"]["sample_count"] == first["sample_count"] + 1
+    assert [s["id"] for s in listed["snapshots"]][:2] == [second["snapshot"]["id"], first["id"]]
+    assert listed["current"] == second["snapshot"]["id"]
+    assert rolled["source"] == "rollback" and rolled["sample_count"] == first["sample_count"]
+    assert current == rolled["id"]
+    assert both.is_error and "exactly one of" in text(both)

@@ -1,0 +1,94 @@
+"""A real MCP server (stdio, both eras) with one tool per behaviour a proxy must carry: `echo` answers
+(its text and the server's TOY_NAME), `fail` answers a tool error, `crash` answers a JSON-RPC error,
+`sleep` waits (and notes in TOY_LOG that it was cancelled, if it was), `add_tool` adds a tool and
+announces it as the client's era expects, and `recommend_tool` has the name of one of toolwise's own.
+The downstream for the in-process tests of the MCP surface (tests/server/test_app.py and siblings)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INTERNAL_ERROR
+
+
+def _tool(tool: str, description: str, **properties: str) -> types.Tool:
+    schema: dict[str, Any] = {"type": "object"}
+    if properties:
+        schema["properties"] = {key: {"type": kind} for key, kind in properties.items()}
+        schema["required"] = list(properties)
+    return types.Tool(name=tool, description=description, input_schema=schema)
+
+
+tools = [
+    _tool("echo", "Answer the text unchanged, and say which server answered.", text="string"),
+    _tool("fail", "Answer a tool error with the reason given.", reason="string"),
+    _tool("crash", "Answer a JSON-RPC internal error instead of a result."),
+    _tool("sleep", "Wait this many seconds, then answer.", seconds="number"),
+    _tool("add_tool", "Add a tool with this name to the server.", name="string"),
+    _tool("recommend_tool", "A downstream tool with the name of one of toolwise's own."),
+]
+bus = InMemorySubscriptionBus()
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=tools)
+
+
+async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    args = params.arguments or {}
+    if params.name == "echo":
+        name = os.environ.get("TOY_NAME", "toy")
+        return types.CallToolResult(
+            content=[types.TextContent(text=str(args["text"]))], structured_content={"server": name}
+        )
+    if params.name == "fail":
+        return _text(f"failed: {args['reason']}", error=True)
+    if params.name == "crash":
+        raise MCPError(INTERNAL_ERROR, "the toy server crashed on purpose")
+    if params.name == "sleep":
+        try:
+            await anyio.sleep(float(args["seconds"]))
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # the scope stays cancelled: only a shielded write runs
+                await anyio.Path(os.environ["TOY_LOG"]).write_text("sleep cancelled")
+            raise
+        return _text("slept")
+    if params.name == "add_tool":
+        tools.append(_tool(str(args["name"]), "Added at run time."))
+        await bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
+        await ctx.session.send_tool_list_changed()  # handshake era: a notification on the connection
+        return _text(f"added {args['name']}")
+    return _text(f"the toy server's {params.name}")
+
+
+async def main() -> None:
+    server = Server(
+        "toy", version="1", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(bus)
+    )
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options(NotificationOptions(tools_changed=True)))
+
+
+def spec(name: str = "toy", log: Path | None = None, **extra: Any) -> dict[str, Any]:
+    """The mcpServers entry that starts this server under `name` (`log`: where `sleep` notes a cancel)."""
+    env = {"TOY_NAME": name, **({"TOY_LOG": str(log)} if log is not None else {})}
+    return {"command": sys.executable, "args": [__file__], "env": env, **extra}
+
+
+if __name__ == "__main__":
+    anyio.run(main)
