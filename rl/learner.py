@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.batch import learn_batch
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
@@ -335,6 +336,17 @@ class Learner:
                 batch = self.replay.sample(self.config.replay_batch, rng)
                 self.replay.update_priorities(batch.slots, self.policy.replay(batch))
         return Observation(reward, scaled, update.td_error, context.hash)
+
+    def learn_batch(self, steps: Sequence[Step], rng: np.random.Generator) -> int:
+        """Learn a run of logged executions in order, as `observe` one by one would, in a fraction of
+        the time (see `rl/batch.py`); the policy may settle what it learned when its state is next read."""
+        return learn_batch(self, steps, rng)
+
+    def settle(self) -> None:
+        """Finish what `learn_batch` left pending (a policy settles by itself when read; this does it now)."""
+        settle = getattr(self.policy, "settle", None)
+        if settle is not None:
+            settle()
 
     def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:
         """Replay an execution log in order (same log and seed → same state); returns steps applied."""

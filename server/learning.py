@@ -475,8 +475,11 @@ class LearningService:
                     for execution in await self.feedback.executions_by_seq(foreign)
                 ]
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                for execution in executions:
-                    self._learn_logged(execution, history[execution.seq])  # type: ignore[index]
+                if self.catching_up:  # a replay: the batch at once (rl's batched path)
+                    self._learn_logged_batch(executions, history)
+                else:
+                    for execution in executions:
+                        self._learn_logged(execution, history[execution.seq])  # type: ignore[index]
                 for entry in fresh:
                     mark.add(entry.seq)
                     self._live.discard(entry.id)
@@ -555,6 +558,17 @@ class LearningService:
         self.unsnapshotted += 1
         self._observe(self._step_of(execution, history), None)
         self._shield(execution)
+
+    def _learn_logged_batch(self, executions: list[Execution], history: dict[int, list[str]]) -> None:
+        self.unsnapshotted += len(executions)
+        if self.settings.learning:
+            steps = [self._step_of(e, history[e.seq]) for e in executions]  # type: ignore[index]
+            try:
+                self.learner.learn_batch(steps, self.rng)
+            except Exception:
+                log.exception("learning from %d logged executions failed; they are recorded", len(steps))
+        for execution in executions:
+            self._shield(execution)
 
     def _shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments)."""
@@ -675,7 +689,7 @@ class LearningService:
         self.replay_done = self.replay_total = 0
         self.catching_up = True
         began = self._replay_reported = time.monotonic()
-        learned, cursor = 0, mark.floor
+        learned, cursor, next_snapshot = 0, mark.floor, 0.0
         try:
             self.replay_total = await self.feedback.count_executions(self.namespace, after_seq=mark.floor)
             while True:
@@ -686,9 +700,13 @@ class LearningService:
                 self.synced += n
                 if done:
                     break
-                if self.unsnapshotted >= snapshot_rows:
+                if self.unsnapshotted >= snapshot_rows and time.monotonic() >= next_snapshot:
+                    taken = time.monotonic()
                     await self.save_snapshot("periodic")
+                    # a year's state takes seconds to store: at most a fifth of the replay goes to snapshots
+                    next_snapshot = time.monotonic() + 4 * (time.monotonic() - taken)
             learned += await self.sync()
+            self.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:
             self.catching_up = False
         if self.replay_total:
