@@ -39,7 +39,9 @@ def pack(state: Any) -> bytes:
 
     tree = json.dumps(strip(state), sort_keys=True, separators=(",", ":")).encode()
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    # Level 1: a year's state (tens of MB of floats that deflate little) packs ~4× faster than at the
+    # default 6, for a few percent more bytes; the format is the same, so any snapshot loads.
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         archive.writestr(zipfile.ZipInfo("tree.json", _EPOCH), tree, zipfile.ZIP_DEFLATED)
         for i, array in enumerate(arrays):
             data = io.BytesIO()
