@@ -34,6 +34,11 @@ from mcp.client.stdio import StdioServerParameters
 
 from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.server.config import Settings
+
+try:
+    from toolwise.feedback.export import execution_chunks
+except ImportError:  # before the export built its JSON Lines in chunks
+    execution_chunks = None  # type: ignore[assignment]
 from toolwise.server.learning import LearningService
 
 HERE = Path(__file__).resolve().parent
@@ -285,7 +290,11 @@ async def export_rows(feedback: FeedbackService) -> float:
     lines where the service builds them, else records encoded one by one as the JSON export did."""
     begin, n = time.perf_counter(), 0
     with open(os.devnull, "w") as out:  # noqa: ASYNC230 - a sink, never blocks
-        if hasattr(feedback, "iter_execution_lines"):
+        if execution_chunks is not None:
+            async for rows, text in execution_chunks(feedback.engine):
+                out.write(text)
+                n += rows
+        elif hasattr(feedback, "iter_execution_lines"):
             async for lines in feedback.iter_execution_lines():
                 out.write("".join(line + "\n" for line in lines))
                 n += len(lines)

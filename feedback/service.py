@@ -20,20 +20,15 @@ from typing import Any, Self, TypeVar
 
 from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import (
-    JSON,
-    Boolean,
     ColumnElement,
     Connection,
     Float,
     Integer,
     Select,
-    Text,
-    case,
     cast,
     delete,
     func,
     insert,
-    literal,
     select,
     update,
 )
@@ -61,6 +56,7 @@ from toolwise.feedback.errors import (
     UnknownExecutionError,
     describe_database_error,
 )
+from toolwise.feedback.export import execution_chunks
 from toolwise.feedback.metrics import tool_metrics_query
 from toolwise.feedback.migrate import upgrade
 from toolwise.feedback.records import (
@@ -443,28 +439,9 @@ class FeedbackService:
     ) -> AsyncIterator[list[str]]:
         """Executions finished in [since, until) as JSON objects (one string each, built by the database),
         oldest first, in batches walking (namespace, seq): an export in bounded memory."""
-        e = ExecutionRow
-        scope = [e.namespace == namespace]
-        if since is not None:
-            scope.append(e.finished_at >= since)
-        if until is not None:
-            scope.append(e.finished_at < until)
         await self.flush()
-        async with self.engine.connect() as conn:
-            line = _json_object(conn.dialect.name)
-            after = 0
-            if since is not None:  # no execution finished since `since` has a lower seq than this one
-                after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
-        while True:
-            async with self.engine.connect() as conn:
-                rows = (
-                    await conn.execute(select(e.seq, line).where(*scope, e.seq > after).order_by(e.seq).limit(batch))
-                ).all()
-            if rows:
-                yield [text for _, text in rows]
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+        async for _, text in execution_chunks(self.engine, namespace=namespace, since=since, until=until, batch=batch):
+            yield text.splitlines()
 
     async def trend(
         self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12
@@ -813,27 +790,6 @@ def _forget(conn: Connection, ids: list[str]) -> None:
         .where(e.id.in_(ids))
     ).all()
     toolstats.add_ratings(conn, [tuple(r) for r in rated], sign=-1)
-
-
-def _json_object(dialect: str) -> ColumnElement[str]:
-    """An execution row as one JSON object built by the database (an export never decodes a row in
-    Python): booleans as true/false, times as ISO 8601 UTC, stored arguments as JSON. SQLite keeps JSON
-    as text, booleans as 0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
-    items: list[Any] = []
-    for column in ExecutionRow.__table__.columns:
-        value: Any = column
-        if dialect != "postgresql":
-            if isinstance(column.type, JSON):
-                value = func.json(column)
-            elif isinstance(column.type, Boolean):
-                value = func.json(case((column.is_(None), None), (column == 1, "true"), else_="false"))
-            elif isinstance(column.type, UTCDateTime):
-                iso = func.replace(column, " ", "T")
-                value = case((func.substr(column, -6) == "+00:00", iso), else_=iso + "+00:00")
-        items += [literal(column.key), value]
-    if dialect == "postgresql":
-        return cast(func.json_build_object(*items), Text)
-    return func.json_object(*items)
 
 
 def _execution(row: Mapping[str, Any]) -> Execution:
