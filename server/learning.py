@@ -682,8 +682,8 @@ class LearningService:
 
     async def catch_up(self, snapshot_rows: int = 0) -> int:
         """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
-        progress; with `snapshot_rows`, a snapshot is stored every that many rows learned, so a start
-        cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns how
+        progress; with `snapshot_rows`, a snapshot is stored every that many rows learned (and no sooner
+        than four times the last one's cost after it), so a start cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns how
         many entries were learned."""
         mark = self.executions_mark
         self.replay_done = self.replay_total = 0
