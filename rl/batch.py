@@ -65,7 +65,6 @@ def _ordered_part(
     count: dict[int, int] = {}
     rewards = np.empty(len(steps))
     follow = np.full(len(steps), -1.0)
-    table, min_count = sequences.table, sequences.min_count
     total = learner.reward_sum
     for i, (step, arm) in enumerate(zip(steps, arms, strict=True)):
         if arm not in count:
@@ -81,9 +80,9 @@ def _ordered_part(
         rewards[i] = reward
         total += reward
         if step.previous_tool is not None and arm < known:
-            stats = table.get((step.previous_tool,), {}).get(step.tool)
-            if stats is not None and stats.count >= min_count:
-                follow[i] = stats.success_rate * stats.count / (stats.count + 1)
+            score = sequences.follow_score(step.previous_tool, step.tool)
+            if score is not None:
+                follow[i] = score
         count[arm] = n + 1
         mean[arm] += (step.latency_s - mean[arm]) / (n + 1)
         if step.history and observe_ngrams:

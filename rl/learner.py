@@ -212,6 +212,23 @@ class Learner:
                     scores[arm] = max(scores[arm], score)
         return scores
 
+    def prior_of(self, query: str | None, previous_tool: str | None, arm: int) -> float:
+        """`prior(query, previous_tool)[arm]` (0 for a tool the catalogue does not list), without
+        scoring every tool: what learning from one step needs."""
+        scores = self.index.scores(query or "") if self.semantic is None or not query else None
+        if scores is None:
+            assert self.semantic is not None and query
+            if arm >= len(self.semantic):
+                return 0.0
+            w = self.config.lexical_weight
+            score = (float(self.semantic.scores(query)[arm]) + w * float(self.index.scores(query)[arm])) / (1 + w)
+        elif arm >= len(scores):
+            return 0.0
+        else:
+            score = float(scores[arm])
+        follow = self.sequences.follow_score(previous_tool, self.tools.names[arm]) if previous_tool else None
+        return score if follow is None else max(score, follow)
+
     def recommend(
         self,
         query: str | None,
@@ -324,8 +341,7 @@ class Learner:
         context = self.encode(step.query, step.previous_tool, step.session_length)
         future = self.policy.uses_next_context and not step.terminal
         next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
-        prior_all = self.prior(step.query, step.previous_tool)
-        prior = float(prior_all[arm]) if arm < len(prior_all) else 0.0
+        prior = self.prior_of(step.query, step.previous_tool, arm)
         scaled = normalise(self.config.reward, reward)
         update = self.policy.update(context, arm, scaled, next_context, prior)
         self.updates += 1

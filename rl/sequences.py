@@ -78,6 +78,11 @@ class SequenceModel:
             if s.count >= self.min_count
         }
 
+    def follow_score(self, previous_tool: str, tool: str) -> float | None:
+        """`follow_scores(previous_tool).get(tool)`, one look-up."""
+        s = self.table.get((previous_tool,), {}).get(tool)
+        return s.success_rate * s.count / (s.count + 1) if s is not None and s.count >= self.min_count else None
+
     def recommend_next(
         self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
     ) -> list[NextTool]:

@@ -683,8 +683,8 @@ class LearningService:
     async def catch_up(self, snapshot_rows: int = 0) -> int:
         """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
         progress; with `snapshot_rows`, a snapshot is stored every that many rows learned (and no sooner
-        than four times the last one's cost after it), so a start cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns how
-        many entries were learned."""
+        than nine times the last one's cost after it), so a start cut short resumes where it stopped.
+        Recommendations come from the prior meanwhile. Returns how many entries were learned."""
         mark = self.executions_mark
         self.replay_done = self.replay_total = 0
         self.catching_up = True
@@ -703,8 +703,8 @@ class LearningService:
                 if self.unsnapshotted >= snapshot_rows and time.monotonic() >= next_snapshot:
                     taken = time.monotonic()
                     await self.save_snapshot("periodic")
-                    # a year's state takes seconds to store: at most a fifth of the replay goes to snapshots
-                    next_snapshot = time.monotonic() + 4 * (time.monotonic() - taken)
+                    # a year's state takes seconds to store: at most a tenth of the replay goes to snapshots
+                    next_snapshot = time.monotonic() + 9 * (time.monotonic() - taken)
             learned += await self.sync()
             self.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:
