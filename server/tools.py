@@ -425,7 +425,7 @@ def own_tools(
             ),
             exploration_rate=learning.explored / learning.decisions if learning.decisions else None,
             replay_size=len(learning.learner.replay),
-            sequences=sum(len(v) for v in learning.learner.sequences.table.values()),
+            sequences=len(learning.learner.sequences),
             open_sessions=len(learning.sessions),
             queued_records=w.queue_depth,
             committed_records=w.committed,
