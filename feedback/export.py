@@ -17,14 +17,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from toolwise.feedback.schema import ExecutionRow, UTCDateTime
 
-CHUNK_ROWS = 20_000  # rows a chunk: ~14 MB of text at ~700 bytes a line
+CHUNK_ROWS = 5_000  # rows a chunk: ~3.5 MB of text at ~700 bytes a line
 
 
-def json_object(dialect: str) -> ColumnElement[str]:
+def json_object(dialect: str, kind: str | None = None) -> ColumnElement[str]:
     """An execution row as one JSON object built by the database (an export never decodes a row in
-    Python): booleans as true/false, times as ISO 8601 UTC, stored arguments as JSON. SQLite keeps JSON
-    as text, booleans as 0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
-    items: list[Any] = []
+    Python), first `"type": kind` when given: booleans as true/false, times as ISO 8601 UTC, stored
+    arguments as JSON. SQLite keeps JSON as text, booleans as 0/1 and times as
+    "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
+    items: list[Any] = [literal("type"), literal(kind)] if kind is not None else []
     for column in ExecutionRow.__table__.columns:
         value: Any = column
         if dialect != "postgresql":
@@ -48,9 +49,11 @@ async def execution_chunks(
     since: datetime | None = None,
     until: datetime | None = None,
     batch: int = CHUNK_ROWS,
+    kind: str | None = None,
 ) -> AsyncIterator[tuple[int, str]]:
     """(rows, text) per batch of executions finished in [since, until), oldest first, walking
-    (namespace, seq): `text` is the batch's JSON objects, one a line, each line ending in a newline."""
+    (namespace, seq): `text` is the batch's JSON objects (led by `"type": kind` when given), one a
+    line, each line ending in a newline."""
     if batch < 1:
         raise ValueError(f"batch must be ≥ 1, got {batch}")
     e = ExecutionRow
@@ -64,7 +67,7 @@ async def execution_chunks(
         after = 0
         if since is not None:  # no execution finished since `since` has a lower seq than this one
             after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
-    line = json_object(dialect).label("line")
+    line = json_object(dialect, kind).label("line")
     while True:
         page = select(e.seq, line).where(*scope, e.seq > after).order_by(e.seq).limit(batch).subquery()
         # SQLite feeds an aggregate from an ordered, limited subquery in its order (the subquery runs

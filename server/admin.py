@@ -357,8 +357,9 @@ def inspect_export(
             out.write(json.dumps(header, default=str) + "\n")
             task = progress.add_task("exporting executions", total=await feedback.count_executions(ns))
             await feedback.flush()
-            async for rows, text in execution_chunks(feedback.engine, namespace=ns, since=start, until=end):
-                out.write('{"type":"execution",' + text[1:-1].replace("\n{", '\n{"type":"execution",') + "\n")
+            chunks = execution_chunks(feedback.engine, namespace=ns, since=start, until=end, kind="execution")
+            async for rows, text in chunks:
+                out.write(text)
                 written += rows
                 progress.advance(task, rows)
             async for events in feedback.iter_rating_events(namespace=ns):

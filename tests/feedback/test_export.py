@@ -48,6 +48,8 @@ async def check_export(service: FeedbackService, namespace: str) -> None:
     assert first["success"] is True and lines[4]["success"] is False and first["explored"] is None
     assert lines[4]["explored"] is True and lines[6]["explored"] is False
     assert datetime.fromisoformat(str(first["finished_at"])) == records[5].finished_at
+    async for _, text in execution_chunks(service.engine, namespace=namespace, kind="execution"):
+        assert all(json.loads(line) == {"type": "execution", **lines[i]} for i, line in enumerate(text.splitlines()))
     since, until = now - timedelta(hours=20, minutes=30), now - timedelta(hours=5, minutes=30)
     window = await exported(service, namespace, since=since, until=until)
     assert [line["seq"] for line in window] == [e.seq for e in records if since <= e.finished_at < until]
