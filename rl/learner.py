@@ -359,10 +359,12 @@ class Learner:
         return learn_batch(self, steps, rng)
 
     def settle(self) -> None:
-        """Finish what `learn_batch` left pending (a policy settles by itself when read; this does it now)."""
+        """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
+        read; this does it now) and compact the n-grams the run built."""
         settle = getattr(self.policy, "settle", None)
         if settle is not None:
             settle()
+        self.sequences.compact()
 
     def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:
         """Replay an execution log in order (same log and seed → same state); returns steps applied."""

@@ -62,6 +62,11 @@ class SequenceModel:
             self._cold = None
         return self._table
 
+    def compact(self) -> None:
+        """Fold every n-gram back into sorted columns (prefixes become dicts again when used): after a
+        replay built a year of them as objects, a third of the memory and a snapshot in milliseconds."""
+        self.load_state(self.state_dict())
+
     def _nexts(self, prefix: tuple[str, ...]) -> dict[str, NgramStats] | None:
         """The tools seen after `prefix`, built from the loaded columns on first use."""
         found = self._table.get(prefix)
