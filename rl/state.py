@@ -18,7 +18,9 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 _REF = "__ndarray__"
 
 
-def pack(state: Any) -> bytes:
+def pack(state: Any, *, deflate: bool = True) -> bytes:
+    """The state as bytes; `deflate=False` stores every array as it is (a stopping server, short of
+    time: a 1M-execution state packs in ~0.1 s instead of ~0.8 s, at about twice the bytes)."""
     arrays: list[np.ndarray] = []
 
     def strip(value: Any) -> Any:
@@ -47,7 +49,7 @@ def pack(state: Any) -> bytes:
         for i, array in enumerate(arrays):
             data = io.BytesIO()
             np.lib.format.write_array(data, np.ascontiguousarray(array), allow_pickle=False)
-            method = zipfile.ZIP_STORED if array.dtype.kind in "fc" else zipfile.ZIP_DEFLATED
+            method = zipfile.ZIP_STORED if array.dtype.kind in "fc" or not deflate else zipfile.ZIP_DEFLATED
             archive.writestr(zipfile.ZipInfo(f"{i}.npy", _EPOCH), data.getvalue(), method)
     return buffer.getvalue()
 

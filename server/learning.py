@@ -596,7 +596,7 @@ class LearningService:
             "rng": self.rng.bit_generator.state,
             "counters": {"decisions": self.decisions, "calls": self.calls, "explored": self.explored},
         }
-        payload = pack(state)
+        payload = pack(state, deflate=source != "shutdown")  # shutdown: within the time a client gives
         record = SnapshotRecord(
             namespace=self.namespace,
             version=snapshots.VERSION,
