@@ -266,7 +266,8 @@ class SemanticUCB:
         width = min(dim, embeddings.shape[1]) if embeddings.ndim == 2 else 0
         x[:, :width] = embeddings[:, :width]
         norms = np.sqrt((x * x).sum(axis=1))
-        return np.divide(x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0)
+        unit: NDArray[np.float64] = np.divide(x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0)
+        return unit
 
     def settle(self) -> None:
         """Fold the pending batched rows into the state, tool by tool (see the module's docstring)."""
