@@ -1,6 +1,7 @@
 """A year of history: what toolwise costs on a large log and a large catalogue, next to the targets.
 
     python bench/scale.py [--executions 100000] [--tools 500] [--reference 10000] [--catalogue 50,500,2000]
+                          [--keep DIR [--reuse]]
 
 Fills an SQLite database with the project's own insert path (`FeedbackService.log.record_execution`, ~1%
 of executions rated through `add_rating`, a year of timestamps, sessions of ~8 calls), then starts
@@ -33,6 +34,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from toolwise.feedback import Execution, FeedbackService, utcnow
+from toolwise.feedback.export import execution_chunks
 from toolwise.server.config import Settings
 from toolwise.server.services import Services
 
@@ -113,6 +115,14 @@ async def fill(db: Path, n: int, tools: int, seed: int = 0) -> float:
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return time.perf_counter() - begin
+
+
+def filled(db: Path) -> int:
+    """Executions in a database a run kept (0 if there is none)."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM executions").fetchone()[0])
 
 
 def write_config(path: Path, db: Path, tools: int) -> Path:
@@ -281,18 +291,13 @@ class InProcess:
 
 
 async def export_rows(feedback: FeedbackService) -> float:
-    """Rows/s of the export's read-and-encode path alone (no interpreter start-up): the database's JSON
-    lines where the service builds them, else records encoded one by one as the JSON export did."""
+    """Rows/s of the export's read-and-encode path alone (no interpreter start-up): JSON Lines built and
+    joined by the database in chunks, as `inspect export` writes them."""
     begin, n = time.perf_counter(), 0
     with open(os.devnull, "w") as out:  # noqa: ASYNC230 - a sink, never blocks
-        if hasattr(feedback, "iter_execution_lines"):
-            async for lines in feedback.log.iter_execution_lines():
-                out.write("".join(line + "\n" for line in lines))
-                n += len(lines)
-        else:
-            async for batch in feedback.log.iter_executions():
-                out.write("".join(json.dumps({k: getattr(e, k) for k in e.__slots__}, default=str) for e in batch))
-                n += len(batch)
+        async for rows, text in execution_chunks(feedback.engine):
+            out.write(text)
+            n += rows
     return n / (time.perf_counter() - begin)
 
 
@@ -338,6 +343,9 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="proxied calls measured per run")
     parser.add_argument("--catalogue", default="50,500,2000", help="catalogue sizes for tools/list and RSS ('' skips)")
     parser.add_argument("--keep", type=Path, help="keep the databases in this folder")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --keep: start from the databases kept there (snapshots dropped)"
+    )
     args = parser.parse_args()
     n, report = args.executions, Report()
     with tempfile.TemporaryDirectory() as tmp:
@@ -345,12 +353,18 @@ async def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         print(f"filling {args.reference:,} and {n:,} executions…", file=sys.stderr, flush=True)
         ref_db, db = work / "reference.db", work / "scale.db"
-        for path in (ref_db, db):
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)  # noqa: ASYNC240 - before anything runs
-        await fill(ref_db, args.reference, args.tools)
-        fill_s = await fill(db, n, args.tools, seed=1)
-        report.add("fill (record_execution + add_rating)", f"{fill_s:.1f} s ({n / fill_s:,.0f} rows/s)")
+        if args.reuse and args.keep and all(filled(path) >= rows for path, rows in ((ref_db, args.reference), (db, n))):
+            for path in (ref_db, db):  # the cold start must replay the whole log
+                with sqlite3.connect(path) as conn:
+                    conn.execute("DELETE FROM snapshots")
+            report.add("fill (record_execution + add_rating)", f"reused the databases in {work}")
+        else:
+            for path in (ref_db, db):
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)  # noqa: ASYNC240 - before anything runs
+            await fill(ref_db, args.reference, args.tools)
+            fill_s = await fill(db, n, args.tools, seed=1)
+            report.add("fill (record_execution + add_rating)", f"{fill_s:.1f} s ({n / fill_s:,.0f} rows/s)")
         report.add("database size", f"{db.stat().st_size / 1e6:.0f} MB, {db.stat().st_size / n:.0f} bytes an execution")
 
         ref = await serve(write_config(work / "ref.json", ref_db, args.tools), args.tools, args.calls)

@@ -10,26 +10,22 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
-    JSON,
-    Boolean,
     ColumnElement,
     Connection,
     Float,
     Integer,
     Select,
-    Text,
-    case,
     cast,
     delete,
     func,
     insert,
-    literal,
     select,
     update,
 )
 
 from toolwise.feedback import toolstats
 from toolwise.feedback.errors import InvalidOutcomeError, InvalidRatingError, UnknownExecutionError
+from toolwise.feedback.export import execution_chunks
 from toolwise.feedback.records import (
     OUTCOMES,
     ActionSummary,
@@ -43,7 +39,7 @@ from toolwise.feedback.records import (
     utcnow,
 )
 from toolwise.feedback.rows import execution_from_row, rating_from_row
-from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow, UTCDateTime
+from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow
 
 if TYPE_CHECKING:
     from toolwise.feedback.service import FeedbackService
@@ -199,28 +195,10 @@ class ExecutionLog:
     ) -> AsyncIterator[list[str]]:
         """Executions finished in [since, until) as JSON objects (one string each, built by the database),
         oldest first, in batches walking (namespace, seq): an export in bounded memory."""
-        e = ExecutionRow
-        scope = [e.namespace == namespace]
-        if since is not None:
-            scope.append(e.finished_at >= since)
-        if until is not None:
-            scope.append(e.finished_at < until)
         await self._service.flush()
-        async with self._service.engine.connect() as conn:
-            line = _json_object(conn.dialect.name)
-            after = 0
-            if since is not None:  # no execution finished since `since` has a lower seq than this one
-                after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
-        while True:
-            async with self._service.engine.connect() as conn:
-                rows = (
-                    await conn.execute(select(e.seq, line).where(*scope, e.seq > after).order_by(e.seq).limit(batch))
-                ).all()
-            if rows:
-                yield [text for _, text in rows]
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+        chunks = execution_chunks(self._service.engine, namespace=namespace, since=since, until=until, batch=batch)
+        async for _, text in chunks:
+            yield text.splitlines()
 
     async def trend(
         self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12
@@ -457,27 +435,6 @@ def _forget(conn: Connection, ids: list[str]) -> None:
         .where(e.id.in_(ids))
     ).all()
     toolstats.add_ratings(conn, rated, sign=-1)
-
-
-def _json_object(dialect: str) -> ColumnElement[str]:
-    """An execution row as one JSON object built by the database (an export never decodes a row in
-    Python): booleans as true/false, times as ISO 8601 UTC, stored arguments as JSON. SQLite keeps JSON
-    as text, booleans as 0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
-    items: list[Any] = []
-    for column in ExecutionRow.__table__.columns:
-        value: Any = column
-        if dialect != "postgresql":
-            if isinstance(column.type, JSON):
-                value = func.json(column)
-            elif isinstance(column.type, Boolean):
-                value = func.json(case((column.is_(None), None), (column == 1, "true"), else_="false"))
-            elif isinstance(column.type, UTCDateTime):
-                iso = func.replace(column, " ", "T")
-                value = case((func.substr(column, -6) == "+00:00", iso), else_=iso + "+00:00")
-        items += [literal(column.key), value]
-    if dialect == "postgresql":
-        return cast(func.json_build_object(*items), Text)
-    return func.json_object(*items)
 
 
 def _float(value: Any) -> float | None:

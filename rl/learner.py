@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.batch import learn_batch
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
@@ -213,6 +214,23 @@ class Learner:
                     scores[arm] = max(scores[arm], score)
         return scores
 
+    def prior_of(self, query: str | None, previous_tool: str | None, arm: int) -> float:
+        """`prior(query, previous_tool)[arm]` (0 for a tool the catalogue does not list), without
+        scoring every tool: what learning from one step needs."""
+        scores = self.index.scores(query or "") if self.semantic is None or not query else None
+        if scores is None:
+            assert self.semantic is not None and query
+            if arm >= len(self.semantic):
+                return 0.0
+            w = self.config.lexical_weight
+            score = (float(self.semantic.scores(query)[arm]) + w * float(self.index.scores(query)[arm])) / (1 + w)
+        elif arm >= len(scores):
+            return 0.0
+        else:
+            score = float(scores[arm])
+        follow = self.sequences.follow_score(previous_tool, self.tools.names[arm]) if previous_tool else None
+        return score if follow is None else max(score, follow)
+
     def recommend(
         self,
         query: str | None,
@@ -354,8 +372,7 @@ class Learner:
         arm = self.tools.intern(step.tool)
         future = self.policy.uses_next_context and not step.terminal
         next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
-        prior_all = self.prior(step.query, step.previous_tool)
-        prior = float(prior_all[arm]) if arm < len(prior_all) else 0.0
+        prior = self.prior_of(step.query, step.previous_tool, arm)
         scaled = normalise(self.config.reward, reward)
         update = self.policy.update(context, arm, scaled, next_context, prior)
         self.updates += 1
@@ -366,6 +383,19 @@ class Learner:
                 batch = self.replay.sample(self.config.replay_batch, rng)
                 self.replay.update_priorities(batch.slots, self.policy.replay(batch))
         return Observation(reward, scaled, update.td_error, context.hash)
+
+    def learn_batch(self, steps: Sequence[Step], rng: np.random.Generator) -> int:
+        """Learn a run of logged executions in order, as `observe` one by one would, in a fraction of
+        the time (see `rl/batch.py`); the policy may settle what it learned when its state is next read."""
+        return learn_batch(self, steps, rng)
+
+    def settle(self) -> None:
+        """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
+        read; this does it now) and compact the n-grams the run built."""
+        settle = getattr(self.policy, "settle", None)
+        if settle is not None:
+            settle()
+        self.sequences.compact()
 
     def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:
         """Replay an execution log in order (same log and seed → same state); returns steps applied."""

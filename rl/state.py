@@ -18,7 +18,9 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 _REF = "__ndarray__"
 
 
-def pack(state: Any) -> bytes:
+def pack(state: Any, *, deflate: bool = True) -> bytes:
+    """The state as bytes; `deflate=False` stores every array as it is (a stopping server, short of
+    time: a 1M-execution state packs in ~0.1 s instead of ~0.8 s, at about twice the bytes)."""
     arrays: list[np.ndarray] = []
 
     def strip(value: Any) -> Any:
@@ -39,12 +41,16 @@ def pack(state: Any) -> bytes:
 
     tree = json.dumps(strip(state), sort_keys=True, separators=(",", ":")).encode()
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    # Float arrays are stored as they are: they deflate by a quarter at most, and deflating a year's
+    # state (~30 MB of floats) took ~1.5 s of the 2 s a client gives a stopping server. Integer arrays
+    # (n-gram ids and counts) deflate to a fraction, fast at level 1. Any snapshot loads either way.
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         archive.writestr(zipfile.ZipInfo("tree.json", _EPOCH), tree, zipfile.ZIP_DEFLATED)
         for i, array in enumerate(arrays):
             data = io.BytesIO()
             np.lib.format.write_array(data, np.ascontiguousarray(array), allow_pickle=False)
-            archive.writestr(zipfile.ZipInfo(f"{i}.npy", _EPOCH), data.getvalue(), zipfile.ZIP_DEFLATED)
+            method = zipfile.ZIP_STORED if array.dtype.kind in "fc" or not deflate else zipfile.ZIP_DEFLATED
+            archive.writestr(zipfile.ZipInfo(f"{i}.npy", _EPOCH), data.getvalue(), method)
     return buffer.getvalue()
 
 

@@ -18,6 +18,7 @@ from rich.table import Table
 from sqlalchemy.engine import make_url
 
 from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.export import execution_chunks
 from toolwise.feedback.records import Execution
 from toolwise.server import snapshots
 from toolwise.server.app import STALE_AFTER_S
@@ -355,10 +356,12 @@ def inspect_export(
             header = {"type": "export", "namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(json.dumps(header, default=str) + "\n")
             task = progress.add_task("exporting executions", total=await feedback.log.count_executions(ns))
-            async for lines in feedback.log.iter_execution_lines(namespace=ns, since=start, until=end):
-                out.write("".join(f'{{"type":"execution",{line[1:]}\n' for line in lines))
-                written += len(lines)
-                progress.advance(task, len(lines))
+            await feedback.flush()
+            chunks = execution_chunks(feedback.engine, namespace=ns, since=start, until=end, kind="execution")
+            async for rows, text in chunks:
+                out.write(text)
+                written += rows
+                progress.advance(task, rows)
             async for events in feedback.log.iter_rating_events(namespace=ns):
                 for e in events:
                     if within(e.rating.created_at):

@@ -116,10 +116,10 @@ class Toolwise:
 
     async def __aenter__(self) -> Toolwise:
         await self.feedback.start()
-        await self.catalogue.start()
+        # The downstreams start (their own processes) while the snapshot is decoded here.
+        _, loaded = await asyncio.gather(self.catalogue.start(), self.snapshots.load_latest())
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
-        loaded = await self.snapshots.load_latest()
         log.info("learned state: %s; serving %s once the log after it is learned", loaded, self.learning.serving)
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")

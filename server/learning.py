@@ -392,6 +392,19 @@ class LearningService:
         self._observe(step_of(execution, history, self.history_n))
         self.shield(execution)
 
+    def learn_logged_batch(self, executions: list[Execution], history: dict[int, list[str]]) -> None:
+        """Learn a replayed batch of the shared log at once (rl's batched path: one embedding pass,
+        per-tool sufficient statistics)."""
+        self.unsnapshotted += len(executions)
+        if self.settings.learning:
+            steps = [step_of(e, history[e.seq], self.history_n) for e in executions if e.seq is not None]
+            try:
+                self.learner.learn_batch(steps, self.rng)
+            except Exception:
+                log.exception("learning from %d logged executions failed; they are recorded", len(steps))
+        for execution in executions:
+            self.shield(execution)
+
     def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
         """Learn a rating of the shared log (another instance's, or an earlier run's)."""
         if not self.settings.learning:

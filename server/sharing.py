@@ -88,9 +88,12 @@ class Sharing:
                     for execution in await self.feedback.log.executions_by_seq(foreign)
                 ]
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                for execution in executions:
-                    assert execution.seq is not None  # read from the log
-                    self.learning.learn_logged(execution, history[execution.seq])
+                if self.learning.catching_up:  # a replay: the batch at once (rl's batched path)
+                    self.learning.learn_logged_batch(executions, history)
+                else:
+                    for execution in executions:
+                        assert execution.seq is not None  # read from the log
+                        self.learning.learn_logged(execution, history[execution.seq])
                 for entry in fresh:
                     mark.add(entry.seq)
                     live.discard(entry.id)
@@ -155,15 +158,15 @@ class Sharing:
 
     async def catch_up(self, snapshot_rows: int = 0, checkpoint: Callable[[], Awaitable[object]] | None = None) -> int:
         """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
-        progress; with `snapshot_rows`, `checkpoint` (a snapshot) runs every that many rows learned, so a
-        start cut short resumes where it stopped. Recommendations come from the prior meanwhile. Returns
-        how many entries were learned."""
+        progress; with `snapshot_rows`, `checkpoint` (a snapshot) runs every that many rows learned (and
+        no sooner than nine times the last one's cost after it), so a start cut short resumes where it
+        stopped. Recommendations come from the prior meanwhile. Returns how many entries were learned."""
         learning = self.learning
         mark = self.covered.executions
         learning.replay_done = learning.replay_total = 0
         learning.catching_up = True
         began = self._replay_reported = time.monotonic()
-        learned, cursor = 0, mark.floor
+        learned, cursor, next_checkpoint = 0, mark.floor, 0.0
         try:
             learning.replay_total = await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor)
             while True:
@@ -174,9 +177,14 @@ class Sharing:
                 self.synced += n
                 if done:
                     break
-                if checkpoint is not None and learning.unsnapshotted >= snapshot_rows:
+                due = learning.unsnapshotted >= snapshot_rows and time.monotonic() >= next_checkpoint
+                if checkpoint is not None and due:
+                    taken = time.monotonic()
                     await checkpoint()
+                    # a year's state takes seconds to store: at most a tenth of the replay goes to it
+                    next_checkpoint = time.monotonic() + 9 * (time.monotonic() - taken)
             learned += await self.sync()
+            learning.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:
             learning.catching_up = False
         if learning.replay_total:

@@ -50,7 +50,7 @@ class Snapshotting:
             "rng": learning.rng.bit_generator.state,
             "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
         }
-        payload = pack(state)
+        payload = pack(state, deflate=source != "shutdown")  # shutdown: within the time a client gives
         record = SnapshotRecord(
             namespace=self.namespace,
             version=snapshots.VERSION,

@@ -64,7 +64,7 @@ def learning_stats(services: Services) -> LearningStats:
         updates=learner.updates,
         mean_update_reward=learner.reward_sum / learner.updates if learner.updates else None,
         replay_size=len(learner.replay),
-        sequences=sum(len(v) for v in learner.sequences.table.values()),
+        sequences=len(learner.sequences),
         open_sessions=len(learning.sessions),
         pending=learning.pending,
         queued_records=writer.queue_depth,

@@ -30,6 +30,12 @@ failures of t on first calls still only say "not t for this kind of request"), a
 prev says "not t right after prev". The two blocks are fitted jointly with a block-diagonal precision
 (A_t⁻¹ for x, a scalar per (bucket, tool) for the one-hot): one shared error split by each block's
 uncertainty. φ and its precisions are stored bucket-major, (buckets, tools): 4 MB at 1,000 tools.
+
+Catch-up (a log replayed at start-up) learns in batches (`update_batch`): rows are kept as they come
+and settled together, per tool, from sufficient statistics (A += XᵀX, b += Xᵀy and the bucket sums):
+the same A⁻¹, intercept and bucket precisions as one row at a time, and for (θ, φ) the exact joint
+ridge posterior given the state before the batch (which the row-by-row step approximates by keeping
+the two blocks' precisions apart). Every read of the state settles what is pending first.
 """
 
 from __future__ import annotations
@@ -41,10 +47,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from toolwise.rl.context import Context
 from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
 from toolwise.rl.replay import Batch
+
+SETTLE_ROWS = 200_000  # batched rows kept before they are settled (~20 bytes a row, plus their queries' features)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +107,11 @@ class SemanticUCB:
         self.intercept = 0.0
         self.observed = 0
         self._buckets: dict[str, int] = {}
+        self._pending: list[
+            tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]
+        ] = []
+        self._pending_rows = 0
+        self._precision: dict[int, NDArray[np.float64]] = {}  # A_t (float64) from the last settle, while batching
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -116,15 +130,16 @@ class SemanticUCB:
 
     def bucket(self, context: Context) -> int | None:
         """The previous tool's bucket; None on a session's first call (or with the block off)."""
-        if context.previous_tool is None or not self.config.previous_buckets:
+        return self._bucket_of(context.previous_tool)
+
+    def _bucket_of(self, previous_tool: str | None) -> int | None:
+        if previous_tool is None or not self.config.previous_buckets:
             return None
-        found = self._buckets.get(context.previous_tool)
+        found = self._buckets.get(previous_tool)
         if found is None:
             if len(self._buckets) >= 4096:  # bounded: emptied when full
                 self._buckets.clear()
-            found = self._buckets[context.previous_tool] = previous_bucket(
-                context.previous_tool, self.config.previous_buckets
-            )
+            found = self._buckets[previous_tool] = previous_bucket(previous_tool, self.config.previous_buckets)
         return found
 
     def _ensure(self, arm: int) -> None:
@@ -156,11 +171,15 @@ class SemanticUCB:
         return means
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+        self.settle()
         return self._means(self.features(context), self.bucket(context), arms, prior)
 
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
+        if self._pending or self._precision:  # batches are over: learned and their caches freed
+            self.settle()
+            self._precision.clear()
         c = self.config
         x, bucket = self.features(context), self.bucket(context)
         means = self._means(x, bucket, arms, prior)
@@ -186,7 +205,9 @@ class SemanticUCB:
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         """Ridge step for `arm` towards the residual reward − β·prior (centred by the running intercept),
         shared between the query block and, after a previous tool, its bucket."""
+        self.settle()
         self._ensure(arm)
+        self._precision.pop(arm, None)
         x, bucket = self.features(context), self.bucket(context)
         target = reward - self.config.prior_weight * prior
         theta = self.theta[arm]
@@ -209,12 +230,110 @@ class SemanticUCB:
             self.after_inv[bucket, arm] = own / (1.0 + own)
         return Update(error, None)
 
+    def update_batch(
+        self,
+        embeddings: NDArray[np.float32],
+        rows: NDArray[np.int64],
+        arms: NDArray[np.int64],
+        previous: list[str | None],
+        rewards: NDArray[np.float64],
+        priors: NDArray[np.float64],
+    ) -> None:
+        """Learn a run of steps in order: step i chose `arms[i]` for the query whose embedding is
+        `embeddings[rows[i]]` after `previous[i]`, with normalised reward `rewards[i]` and prior
+        `priors[i]`. The running intercept moves now (it is order-dependent and cheap); the ridge
+        statistics are kept and settled later (`settle`), at the latest when the state is read."""
+        if not len(arms):
+            return
+        self._ensure(int(arms.max()))
+        targets = rewards - self.config.prior_weight * priors
+        counts = self.observed + np.arange(1, len(targets) + 1)
+        intercepts = (self.intercept * self.observed + np.cumsum(targets)) / counts  # after each step
+        self.intercept, self.observed = float(intercepts[-1]), int(counts[-1])
+        features = self._features_of(embeddings)
+        buckets = np.array([-1 if (b := self._bucket_of(p)) is None else b for p in previous])
+        self._pending.append(
+            (features, np.asarray(rows, np.int64), np.asarray(arms, np.int64), buckets, targets - intercepts)
+        )
+        self._pending_rows += len(arms)
+        if self._pending_rows >= SETTLE_ROWS:
+            self.settle()
+
+    def _features_of(self, embeddings: NDArray[np.float32]) -> NDArray[np.float64]:
+        """x(q) of each embedding row, as `features` computes it for one."""
+        dim = self.config.dim
+        x = np.zeros((len(embeddings), dim))
+        width = min(dim, embeddings.shape[1]) if embeddings.ndim == 2 else 0
+        x[:, :width] = embeddings[:, :width]
+        norms = np.sqrt((x * x).sum(axis=1))
+        unit: NDArray[np.float64] = np.divide(x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0)
+        return unit
+
+    def settle(self) -> None:
+        """Fold the pending batched rows into the state, tool by tool (see the module's docstring)."""
+        if not self._pending:
+            return
+        offsets = np.cumsum([0] + [len(f) for f, *_ in self._pending[:-1]])
+        features = np.concatenate([f for f, *_ in self._pending])
+        rows = np.concatenate([r + o for (_, r, *_), o in zip(self._pending, offsets, strict=True)])
+        arms, buckets, y = (np.concatenate([p[i] for p in self._pending]) for i in (2, 3, 4))
+        self._pending, self._pending_rows = [], 0
+        order = np.argsort(arms, kind="stable")
+        tools, starts = np.unique(arms[order], return_index=True)
+        # One thread: a multi-threaded BLAS on 128×128 systems is ~10× slower on a loaded machine.
+        with threadpool_limits(limits=1, user_api="blas"):
+            for tool, part in zip(tools.tolist(), np.split(order, starts[1:]), strict=True):
+                self._settle_tool(tool, features, rows[part], buckets[part], y[part])
+
+    def _settle_tool(
+        self,
+        tool: int,
+        features: NDArray[np.float64],
+        rows: NDArray[np.int64],
+        buckets: NDArray[np.int64],
+        y: NDArray[np.float64],
+    ) -> None:
+        """Joint ridge posterior of (θ_t, φ_t) given the state as a prior with precision
+        blockdiag(A_t, 1/s_t) and the rows (residual targets y over x = features[rows], bucket or −1):
+        the bucket block is diagonal, so it is eliminated (Schur complement) and one d×d system solved."""
+        distinct, inverse = np.unique(rows, return_inverse=True)
+        x = features[distinct]
+        weight = np.bincount(inverse, minlength=len(distinct)).astype(np.float64)
+        gram = (x.T * weight) @ x
+        xy = x.T @ np.bincount(inverse, weights=y, minlength=len(distinct))
+        before = self._precision.get(tool)
+        if before is None:
+            before = np.linalg.inv(self.a_inv[tool].take(self._unpack).astype(np.float64))
+        after = before + gram
+        rhs = before @ self.theta[tool] + xy
+        system = after
+        has = buckets >= 0
+        if has.any():
+            used, slot = np.unique(buckets[has], return_inverse=True)
+            counts = np.zeros((len(used), len(distinct)))
+            np.add.at(counts, (slot, inverse[has]), 1.0)
+            cross = counts @ x  # (buckets used, dim): Σ x over each bucket's rows
+            prior_precision = 1.0 / self.after_inv[used, tool]
+            precision = prior_precision + counts.sum(axis=1)
+            phi_rhs = prior_precision * self.after[used, tool] + np.bincount(slot, weights=y[has], minlength=len(used))
+            system = after - (cross.T / precision) @ cross
+            rhs = rhs - cross.T @ (phi_rhs / precision)
+        theta = np.linalg.solve(system, rhs)
+        if has.any():
+            self.after[used, tool] = (phi_rhs - cross @ theta) / precision
+            self.after_inv[used, tool] = 1.0 / precision
+        self.theta[tool] = theta
+        self.a_inv[tool] = np.linalg.inv(after)[self._upper].astype(np.float32)
+        self.inv_diag[tool] = self.a_inv[tool].take(self._diagonal)
+        self._precision[tool] = after
+
     def replay(self, batch: Batch) -> NDArray[np.float64]:
         raise NotImplementedError(f"{self.name} keeps exact sufficient statistics; replaying would double-count")
 
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
+        self.settle()
         return {
             "policy": self.name,
             "schema": self.SCHEMA,
@@ -251,6 +370,8 @@ class SemanticUCB:
         self.theta = np.asarray(state["theta"], dtype=np.float64).copy()
         self.after, self.after_inv = after.copy(), after_inv.copy()
         self.intercept, self.observed = float(state["intercept"]), int(state["observed"])
+        self._pending, self._pending_rows = [], 0
+        self._precision.clear()
 
     def nbytes(self) -> int:
         return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes + self.after.nbytes + self.after_inv.nbytes

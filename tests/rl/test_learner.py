@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from toolwise.rl import POLICIES, Learner, LearnerConfig, Step, ToolDoc, UnknownToolError
+from toolwise.rl.state import pack, unpack
 
 TOOLS = [
     ToolDoc("time__get_current_time", "Get the current time in a specific timezone"),
@@ -59,12 +60,13 @@ def test_feedback_shifts_the_recommendation(policy: str) -> None:
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_state_round_trip_gives_identical_decisions(policy: str) -> None:
+@pytest.mark.parametrize("deflate", [True, False])
+def test_state_round_trip_gives_identical_decisions(policy: str, deflate: bool) -> None:
     learner = trained(policy)
     state = learner.state_dict()
     json.dumps(state, default=lambda a: a.tolist())  # plain data plus numpy arrays
     copy = Learner(LearnerConfig(policy=policy), [])
-    copy.load_state(state)
+    copy.load_state(unpack(pack(state, deflate=deflate)))  # a shutdown snapshot is not deflated
     rng_a, rng_b = np.random.default_rng(7), np.random.default_rng(7)
     for query in ["what changed", "time in tokyo", "git log please", ""]:
         a, b = (

@@ -115,3 +115,25 @@ def test_sequence_state_round_trips_and_the_row_format_still_loads() -> None:
     old = SequenceModel()
     old.load_state({"schema": 1, "max_n": 3, "min_count": 2, "ngrams": rows})  # snapshots taken before
     assert old.table == model.table
+
+
+def test_a_loaded_state_learns_on_as_the_original_whichever_prefixes_it_touches() -> None:
+    rng = np.random.default_rng(4)
+    tools = [f"t{i}" for i in range(12)]
+    model = SequenceModel()
+    for _ in range(60):
+        session = [tools[i] for i in rng.integers(len(tools), size=6)]
+        model.observe_sequence(session, rng.random(6).tolist(), (rng.random(6) < 0.8).tolist())
+    clone = SequenceModel()
+    clone.load_state(model.state_dict())  # loaded as columns: a prefix is built when first used
+    assert len(clone) == len(model)
+    for m in (model, clone):
+        m.observe_step(["t1", "t2"], "t3", 5.0, True)
+        m.observe_step(["new"], "t1", 1.0, False)
+        m.revise(["t4"], "t5", -2.0, -1)
+    assert clone.follow_scores("t6") == model.follow_scores("t6")
+    assert clone.recommend_next(["t7", "t8"]) == model.recommend_next(["t7", "t8"])
+    again = SequenceModel()
+    again.load_state(clone.state_dict())  # what was used and what was not, both kept
+    model.compact()
+    assert again.table == clone.table == model.table and len(again) == len(model)

@@ -79,12 +79,12 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
     feedback, second = await service(url)
     learned: list[tuple[str | None, int | None]] = []
-    for name in ("learn", "observe_rating"):
+    for name in ("learn_batch", "learn", "observe_rating"):  # a replay learns in batches
         original = getattr(second.learning.learner, name)
 
-        def spy(step: Step, *args: object, _original: object = original) -> object:
-            learned.append((step.query, step.rating))
-            return _original(step, *args)  # type: ignore[operator]  # the method the spy replaced
+        def spy(steps: Step | list[Step], *args: object, _original: object = original) -> object:
+            learned.extend((step.query, step.rating) for step in (steps if isinstance(steps, list) else [steps]))
+            return _original(steps, *args)  # type: ignore[operator]  # the method the spy replaced
 
         monkeypatch.setattr(second.learning.learner, name, spy)
     await second.snapshots.restore_latest()  # no snapshot: the whole log is replayed, each call in its context

@@ -1,0 +1,137 @@
+"""Catch-up in batches learns what learning step by step learns: the same state where the update is
+order-independent (ridge statistics, counts, n-grams, latency, intercept), and the same recommendations
+where the batch solves exactly what the step-by-step update approximates (the previous-tool block)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl.policies import SemanticConfig
+from toolwise.server.embedding import load_embedder, tool_document
+
+BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
+
+
+@pytest.fixture(scope="module")
+def embedder():  # type: ignore[no-untyped-def]
+    return load_embedder("wordllama")
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> list[ToolDoc]:
+    tools = [json.loads(line) for line in (BFCL / "tools.jsonl").read_text().splitlines()][:60]
+    return [ToolDoc(t["name"], t["description"], tool_document(t["name"], None, t["description"], None)) for t in tools]
+
+
+def a_log(catalogue: list[ToolDoc], n: int, seed: int = 0) -> tuple[list[Step], list[str]]:
+    """Sessions of five calls on real requests: mostly the request's own tool, some failures, some
+    ratings, a few calls with no query and one tool the catalogue does not list."""
+    rng = np.random.default_rng(seed)
+    queries = [json.loads(line)["query"] for line in (BFCL / "queries.jsonl").read_text().splitlines()][:40]
+    names = [t.name for t in catalogue]
+    steps: list[Step] = []
+    history: list[str] = []
+    for k in range(n):
+        if k % 5 == 0:
+            history = []
+        q = int(rng.integers(len(queries)))
+        tool = names[q % len(names)] if rng.random() < 0.7 else names[int(rng.integers(len(names)))]
+        tool = "unlisted__tool" if k == n // 2 else tool
+        steps.append(
+            Step(
+                tool,
+                bool(rng.random() < 0.8),
+                float(rng.lognormal(-3, 0.5)),
+                query=queries[q] if rng.random() < 0.9 else None,
+                previous_tool=history[-1] if history else None,
+                session_length=len(history),
+                history=tuple(history[-2:]),
+                rating=int(rng.integers(1, 6)) if rng.random() < 0.05 else None,
+            )
+        )
+        history.append(tool)
+    return steps, queries
+
+
+def learned(catalogue: list[ToolDoc], embedder, steps: list[Step], config: LearnerConfig, batch: int | None):  # type: ignore[no-untyped-def]
+    learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
+    if batch is None:
+        for step in steps:
+            learner.observe(step, rng)
+    else:
+        for i in range(0, len(steps), batch):
+            learner.learn_batch(steps[i : i + batch], rng)
+    return learner
+
+
+def assert_same_counts(one: dict, other: dict) -> None:  # type: ignore[type-arg]
+    assert one["tools"] == other["tools"] and one["updates"] == other["updates"]
+    assert one["reward_sum"] == pytest.approx(other["reward_sum"], rel=1e-12)
+    np.testing.assert_array_equal(one["latency_count"], other["latency_count"])
+    np.testing.assert_allclose(one["latency_mean"], other["latency_mean"], rtol=1e-12)
+    for key in ("names", "prefix", "tool", "count", "successes"):
+        np.testing.assert_array_equal(one["sequences"][key], other["sequences"][key])
+    np.testing.assert_allclose(one["sequences"]["reward_sum"], other["sequences"]["reward_sum"], rtol=1e-12)
+    a, b = one["policy"], other["policy"]
+    assert a["observed"] == b["observed"] and a["intercept"] == pytest.approx(b["intercept"], abs=1e-9)
+    tools = len(one["tools"])
+    np.testing.assert_allclose(a["a_inv"][:tools], b["a_inv"][:tools], atol=1e-5)
+    np.testing.assert_allclose(a["after_inv"][:, :tools], b["after_inv"][:, :tools], rtol=1e-9)
+
+
+def test_a_batch_learns_the_same_state_as_steps_without_the_session_block(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    steps, queries = a_log(catalogue, 600)
+    config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=0))
+    stepwise = learned(catalogue, embedder, steps, config, None)
+    batched = learned(catalogue, embedder, steps, config, 128)
+    one, other = stepwise.state_dict(), batched.state_dict()
+    assert_same_counts(one, other)
+    tools = len(one["tools"])
+    np.testing.assert_allclose(one["policy"]["theta"][:tools], other["policy"]["theta"][:tools], atol=1e-6)
+    for query in queries:
+        one_top, other_top = stepwise.estimates(query, None, 0)[:5], batched.estimates(query, None, 0)[:5]
+        assert [t for t, *_ in one_top] == [t for t, *_ in other_top]
+        assert [e for _, e, _ in one_top] == pytest.approx([e for _, e, _ in other_top], abs=1e-6)
+
+
+def test_a_batch_with_the_session_block_recommends_as_steps_do(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    steps, queries = a_log(catalogue, 600, seed=1)
+    stepwise = learned(catalogue, embedder, steps, LearnerConfig(), None)
+    batched = learned(catalogue, embedder, steps, LearnerConfig(), 200)
+    assert_same_counts(stepwise.state_dict(), batched.state_dict())
+    previous = [None, *(t.name for t in catalogue[:5])]
+    same = [stepwise.estimates(q, p, 1)[0][0] == batched.estimates(q, p, 1)[0][0] for q in queries for p in previous]
+    assert np.mean(same) >= 0.9, np.mean(same)
+
+
+def test_a_batch_leaves_nothing_pending_to_whoever_reads_the_state(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    steps, _ = a_log(catalogue, 300, seed=2)
+    states = []
+    for settle in (False, True):
+        learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(1)
+        learner.learn_batch(steps[:200], rng)
+        learner.learn_batch(steps[200:], rng)
+        if settle:
+            learner.settle()
+        learner.observe(steps[0], rng)  # a live step after a batch learns on top of all of it
+        states.append(learner.state_dict())
+    unsettled, settled = (state["policy"] for state in states)
+    assert states[0]["updates"] == 301
+    for key in ("theta", "a_inv", "after", "after_inv"):
+        np.testing.assert_array_equal(unsettled[key], settled[key])
+    assert np.abs(settled["theta"]).max() > 0
+
+
+@pytest.mark.parametrize("policy", ["ucb", "linucb"])
+def test_a_policy_without_a_batch_update_learns_step_by_step(catalogue, policy: str) -> None:  # type: ignore[no-untyped-def]
+    steps, queries = a_log(catalogue, 200, seed=3)
+    one, other = Learner(LearnerConfig(policy=policy), catalogue), Learner(LearnerConfig(policy=policy), catalogue)
+    for step in steps:
+        one.observe(step, np.random.default_rng(5))
+    other.learn_batch(steps, np.random.default_rng(5))
+    assert one.estimates(queries[0], None, 0) == other.estimates(queries[0], None, 0)
