@@ -123,7 +123,7 @@ def test_a_loaded_state_learns_on_as_the_original_whichever_prefixes_it_touches(
     model = SequenceModel()
     for _ in range(60):
         session = [tools[i] for i in rng.integers(len(tools), size=6)]
-        model.observe_sequence(session, rng.random(6).tolist(), (rng.random(6) < 0.8).tolist())
+        observe(model, session, rng.random(6).tolist(), (rng.random(6) < 0.8).tolist())
     clone = SequenceModel()
     clone.load_state(model.state_dict())  # loaded as columns: a prefix is built when first used
     assert len(clone) == len(model)
