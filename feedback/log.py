@@ -95,12 +95,17 @@ class ExecutionLog:
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""
         await self._service.flush()
-        rowcount = await self._service.write(
-            lambda conn: (
-                conn.execute(update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=reward)).rowcount
-            )
-        )
-        if rowcount == 0:
+
+        def write(conn: Connection) -> bool:
+            e = ExecutionRow
+            row = conn.execute(select(e.namespace, e.tool, e.reward).where(e.id == execution_id)).first()
+            if row is None:
+                return False
+            conn.execute(update(e).where(e.id == execution_id).values(reward=reward))
+            toolstats.change_reward(conn, row.namespace, row.tool, row.reward, reward)
+            return True
+
+        if not await self._service.write(write):
             raise UnknownExecutionError(execution_id)
 
     async def record_episode(self, episode: Episode) -> Episode:
@@ -423,11 +428,20 @@ class ExecutionLog:
         async with self._service.engine.connect() as conn:
             return toolstats.metrics(await conn.execute(query))
 
+    async def mean_reward(self, namespace: str = "default") -> float | None:
+        """The mean reward per recorded call that has one, from the per-tool summaries: O(tools)."""
+        t = ToolStatsRow
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            return toolstats.mean_reward(
+                await conn.execute(select(t.reward_sum, t.rewarded).where(t.namespace == namespace))
+            )
+
 
 def _forget(conn: Connection, ids: list[str]) -> None:
     """Take executions about to be pruned (and their ratings) out of their tools' summaries."""
     e = ExecutionRow
-    done = select(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at).where(e.id.in_(ids))
+    done = select(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at, e.reward).where(e.id.in_(ids))
     toolstats.apply(conn, toolstats.deltas(conn.execute(done).all()), sign=-1)
     rated = conn.execute(
         select(e.namespace, e.tool, RatingRow.rating)

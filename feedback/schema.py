@@ -84,6 +84,8 @@ class ToolStatsRow(Base):
     last_used: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     ratings: Mapped[int] = mapped_column(Integer, default=0)
     rating_sum: Mapped[int] = mapped_column(Integer, default=0)
+    reward_sum: Mapped[float] = mapped_column(Float, default=0.0)  # over the calls with a reward
+    rewarded: Mapped[int] = mapped_column(Integer, default=0)  # calls with a reward (null until learned)
     p95_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)  # from the histogram, kept with it
     latency_offset: Mapped[int] = mapped_column(Integer, default=0)  # bucket of latency_counts[0]
     latency_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # little-endian int64 per bucket

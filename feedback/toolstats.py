@@ -54,6 +54,8 @@ class Delta:
     calls: int = 0
     successes: int = 0
     latency_sum_ms: float = 0.0
+    reward_sum: float = 0.0
+    rewarded: int = 0
     last_used: datetime | None = None
     buckets: dict[int, int] = field(default_factory=dict)
 
@@ -61,16 +63,19 @@ class Delta:
 Key = tuple[str, str]  # (namespace, tool)
 
 
-def deltas(rows: Iterable[tuple[str, str, bool, float, datetime]]) -> dict[Key, Delta]:
-    """Per (namespace, tool), what rows of (namespace, tool, success, latency ms, finished at) add."""
+def deltas(rows: Iterable[tuple[str, str, bool, float, datetime, float | None]]) -> dict[Key, Delta]:
+    """Per (namespace, tool), what rows of (namespace, tool, success, latency ms, finished at, reward) add."""
     out: dict[Key, Delta] = {}
-    for namespace, tool, success, latency_ms, finished_at in rows:
+    for namespace, tool, success, latency_ms, finished_at, reward in rows:
         d = out.get((namespace, tool))
         if d is None:
             d = out[(namespace, tool)] = Delta()
         d.calls += 1
         d.successes += bool(success)
         d.latency_sum_ms += latency_ms
+        if reward is not None:
+            d.reward_sum += reward
+            d.rewarded += 1
         if d.last_used is None or finished_at > d.last_used:
             d.last_used = finished_at
         bucket = bucket_of(latency_ms)
@@ -118,7 +123,7 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
     for namespace in sorted({ns for ns, _ in keys}):
         tools = [tool for ns, tool in keys if ns == namespace]
         query = (
-            select(t.namespace, t.tool, t.calls, t.successes, t.latency_sum_ms, t.last_used)
+            select(t.namespace, t.tool, t.calls, t.successes, t.latency_sum_ms, t.reward_sum, t.rewarded, t.last_used)
             .add_columns(t.latency_offset, t.latency_counts)
             .where(t.namespace == namespace, t.tool.in_(tools))
             .order_by(t.tool)
@@ -137,6 +142,8 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
                 "calls": row.calls + sign * d.calls,
                 "successes": row.successes + sign * d.successes,
                 "latency_sum_ms": row.latency_sum_ms + sign * d.latency_sum_ms,
+                "reward_sum": row.reward_sum + sign * d.reward_sum,
+                "rewarded": row.rewarded + sign * d.rewarded,
                 "last_used": last,
                 "p95_latency_ms": quantile(offset, counts, 0.95),
                 "latency_offset": offset,
@@ -149,6 +156,24 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
         .values({c: bindparam(c) for c in updates[0] if not c.startswith("k_")}),
         updates,
     )
+
+
+def change_reward(conn: Connection, namespace: str, tool: str, old: float | None, new: float) -> None:
+    """An execution's reward was revised (a rating): its tool's reward sum follows."""
+    t = ToolStatsRow
+    conn.execute(
+        update(t)
+        .where(t.namespace == namespace, t.tool == tool)
+        .values(reward_sum=t.reward_sum + (new - (old or 0.0)), rewarded=t.rewarded + int(old is None))
+    )
+
+
+def mean_reward(rows: Iterable[Any]) -> float | None:
+    """The mean reward per rewarded call over `tool_stats` rows of (reward_sum, rewarded)."""
+    total, n = 0.0, 0
+    for reward_sum, rewarded in rows:
+        total, n = total + reward_sum, n + rewarded
+    return total / n if n else None
 
 
 def add_ratings(conn: Connection, ratings: Sequence[tuple[str, str, int]], sign: int = 1) -> None:

@@ -295,13 +295,10 @@ async def end_session(services: Services, args: EndSessionInput, session: Sessio
 async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:
     stats = learning_stats(services)
     try:
-        actions = await services.feedback.log.action_summary(stats.namespace)
+        mean = await services.feedback.log.mean_reward(stats.namespace)
     except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
         log.warning("get_learning_stats: no mean reward per call while %s", exc)
-        actions = []
-    rewarded = [a for a in actions if a.mean_reward is not None]
-    calls = sum(a.calls for a in rewarded)
-    mean = sum(a.calls * (a.mean_reward or 0.0) for a in rewarded) / calls if calls else None
+        mean = None
     return LearningStatsOutput.model_validate(replace(stats, mean_reward=mean), from_attributes=True)
 
 

@@ -40,7 +40,9 @@ async def fill(service: FeedbackService, n: int, *, namespace: str = "default", 
     for i in range(n):
         tool = f"s__t{rng.integers(5)}"
         latency = float(rng.lognormal(np.log(30), 1.2))
-        execution = make_execution(tool, latency_ms=latency, success=bool(rng.random() < 0.8), namespace=namespace)
+        reward = None if i % 7 == 0 else float(rng.normal(5, 6))  # some calls not learned (yet)
+        success = bool(rng.random() < 0.8)
+        execution = make_execution(tool, latency_ms=latency, success=success, namespace=namespace, reward=reward)
         if i % 4 == 0:
             execution.finished_at -= timedelta(days=60)
         ids.append(await service.log.record_execution(execution))
@@ -64,13 +66,38 @@ async def test_maintained_metrics_equal_the_sql_recomputation(service: FeedbackS
     )
 
 
-async def test_a_migrated_log_gets_its_summaries(db_url: str) -> None:
+async def logged_mean_reward(service: FeedbackService, namespace: str = "default") -> float | None:
+    """The mean reward per call that has one, averaged by the database over the whole log."""
+    async with service.engine.connect() as conn:
+        query = text("SELECT avg(reward) FROM executions WHERE namespace = :ns AND reward IS NOT NULL")
+        value = (await conn.execute(query, {"ns": namespace})).scalar()
+    return None if value is None else float(value)
+
+
+async def test_the_mean_reward_from_the_summaries_equals_the_logs_average(service: FeedbackService) -> None:
+    assert await service.log.mean_reward() is None  # nothing logged: no mean, not 0
+    ids = await fill(service, 300)
+    await fill(service, 40, namespace="elsewhere", seed=1)
+    assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
+    await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
+    await service.log.set_reward(ids[1], -9.0)  # ... and one it had
+    assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
+    seq, _ = await service.log.high_water()
+    await service.log.prune(utcnow() - timedelta(days=30), max_seq=seq)
+    assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
+    elsewhere = await service.log.mean_reward("elsewhere")
+    assert elsewhere == pytest.approx(await logged_mean_reward(service, "elsewhere"))
+
+
+@pytest.mark.parametrize("revision", ["0002", "0004"])
+async def test_a_migrated_log_gets_its_summaries(db_url: str, revision: str) -> None:
     async with FeedbackService(db_url) as service:
         await fill(service, 120)
-        async with service.engine.begin() as conn:  # back to the schema before this revision, log kept
-            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0002"))
+        async with service.engine.begin() as conn:  # back to an earlier schema, log kept
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), revision))
     async with FeedbackService(db_url) as service:  # start-up upgrades and summarises what is there
         assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
+        assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
 
 
 class Statements:

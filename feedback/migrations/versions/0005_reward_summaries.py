@@ -1,0 +1,108 @@
+"""Per-tool reward sums beside the other running summaries, so the mean reward per call is O(tools).
+
+`get_learning_stats` averaged the reward over every execution of the namespace (a grouped scan of the
+whole log, seconds at a million rows, on every call). `tool_stats` now keeps the sum of the rewards and
+the number of calls that have one; they are filled here from what is already logged (one grouped
+query), then maintained with the log (inserts, revised rewards, pruning). A database coming from
+before 0004 gets its whole `tool_stats` filled here, from the executions and ratings logged.
+
+Revision ID: 0005
+Revises: 0004
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+from toolwise.feedback import toolstats
+from toolwise.feedback.schema import UTCDateTime
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+_BACKFILL_BATCH = 20_000
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("tool_stats") as batch:
+        batch.add_column(sa.Column("reward_sum", sa.Float, nullable=False, server_default="0"))
+        batch.add_column(sa.Column("rewarded", sa.Integer, nullable=False, server_default="0"))
+    conn = op.get_bind()
+    filled = conn.execute(sa.text("SELECT count(*) FROM tool_stats")).scalar_one()
+    if filled:  # summarised by an earlier toolwise (0004's filling): the rewards alone
+        _backfill_rewards(conn)
+    else:
+        _backfill(conn)
+
+
+def _backfill_rewards(conn: sa.Connection) -> None:
+    e = sa.table(
+        "executions", sa.column("namespace", sa.String), sa.column("tool", sa.String), sa.column("reward", sa.Float)
+    )
+    t = sa.table(
+        "tool_stats",
+        sa.column("namespace", sa.String),
+        sa.column("tool", sa.String),
+        sa.column("reward_sum", sa.Float),
+        sa.column("rewarded", sa.Integer),
+    )
+    totals = conn.execute(
+        sa.select(
+            e.c.namespace, e.c.tool, sa.func.coalesce(sa.func.sum(e.c.reward), 0.0), sa.func.count(e.c.reward)
+        ).group_by(e.c.namespace, e.c.tool)
+    ).all()
+    for namespace, tool, total, count in totals:
+        conn.execute(
+            sa.update(t).where(t.c.namespace == namespace, t.c.tool == tool).values(reward_sum=total, rewarded=count)
+        )
+
+
+def _backfill(conn: sa.Connection) -> None:
+    """Summarise what is already logged, a batch of executions at a time (bounded memory)."""
+    e = sa.table(
+        "executions",
+        sa.column("seq", sa.Integer),
+        sa.column("namespace", sa.String),
+        sa.column("tool", sa.String),
+        sa.column("success", sa.Boolean),
+        sa.column("latency_ms", sa.Float),
+        sa.column("finished_at", UTCDateTime),
+        sa.column("reward", sa.Float),
+        sa.column("id", sa.String),
+    )
+    after = 0
+    while True:
+        rows = conn.execute(
+            sa.select(e.c.seq, e.c.namespace, e.c.tool, e.c.success, e.c.latency_ms, e.c.finished_at, e.c.reward)
+            .where(e.c.seq > after)
+            .order_by(e.c.seq)
+            .limit(_BACKFILL_BATCH)
+        ).all()
+        if not rows:
+            break
+        toolstats.apply(conn, toolstats.deltas(r[1:] for r in rows))
+        after = rows[-1][0]
+    r = sa.table("ratings", sa.column("execution_id", sa.String), sa.column("rating", sa.Integer))
+    rated = conn.execute(
+        sa.select(e.c.namespace, e.c.tool, sa.func.count(), sa.func.sum(r.c.rating))
+        .join(r, r.c.execution_id == e.c.id)
+        .group_by(e.c.namespace, e.c.tool)
+    ).all()
+    t = sa.table(
+        "tool_stats",
+        sa.column("namespace", sa.String),
+        sa.column("tool", sa.String),
+        sa.column("ratings", sa.Integer),
+        sa.column("rating_sum", sa.Integer),
+    )
+    for namespace, tool, count, total in rated:
+        conn.execute(
+            sa.update(t).where(t.c.namespace == namespace, t.c.tool == tool).values(ratings=count, rating_sum=total)
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("tool_stats") as batch:
+        batch.drop_column("rewarded")
+        batch.drop_column("reward_sum")
