@@ -298,40 +298,44 @@ class ExecutionLog:
     async def iter_rating_events(
         self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
     ) -> AsyncIterator[list[RatingEvent]]:
-        """Every rating after `after_id`, oldest first, with its execution and the rating it replaced."""
-        earlier = RatingRow.__table__.alias("earlier")
-        previous = (
-            select(earlier.c.rating)
-            .where(earlier.c.execution_id == RatingRow.execution_id, earlier.c.id < RatingRow.id)
-            .order_by(earlier.c.id.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
+        """Every rating after `after_id`, oldest first, with its execution and the rating it replaced.
+        Each batch is a range of rating ids read first and joined to its executions by key: a join
+        driven from the executions side walks the whole namespace for every batch."""
+        r = RatingRow.__table__
+        earlier = r.alias("earlier")
         while True:
+            page = select(r).where(r.c.id > after_id).order_by(r.c.id).limit(batch).subquery("page")
+            previous = (
+                select(earlier.c.rating)
+                .where(earlier.c.execution_id == page.c.execution_id, earlier.c.id < page.c.id)
+                .order_by(earlier.c.id.desc())
+                .limit(1)
+                .scalar_subquery()
+            )
             query = (
                 select(
                     ExecutionRow.__table__,
-                    *(c.label(f"rating_{c.key}") for c in RatingRow.__table__.columns),
+                    *(c.label(f"rating_{c.key}") for c in page.c),
                     previous.label("previous_rating"),
                 )
-                .join(ExecutionRow, ExecutionRow.id == RatingRow.execution_id)
-                .where(ExecutionRow.namespace == namespace, RatingRow.id > after_id)
-                .order_by(RatingRow.id)
-                .limit(batch)
+                .select_from(page)
+                .join(ExecutionRow, ExecutionRow.id == page.c.execution_id)
+                .where(ExecutionRow.namespace == namespace)
+                .order_by(page.c.id)
             )
             async with self._service.engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
-            if not rows:
+                last = await conn.scalar(select(func.max(page.c.id)))  # the range read, other namespaces' too
+            if rows:
+                events = []
+                for row in rows:
+                    values = row._mapping
+                    rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in r.columns})
+                    events.append(RatingEvent(rating, execution_from_row(values), values["previous_rating"]))
+                yield events
+            if last is None:
                 return
-            events = []
-            for row in rows:
-                values = row._mapping
-                rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in RatingRow.__table__.columns})
-                events.append(RatingEvent(rating, execution_from_row(values), values["previous_rating"]))
-            yield events
-            if len(rows) < batch:
-                return
-            after_id = events[-1].rating.id  # type: ignore[assignment]  # a stored rating always has its id
+            after_id = last
 
     async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
         """Per tool: calls, mean reward, success rate and calls that followed an exploratory
