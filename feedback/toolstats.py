@@ -105,6 +105,38 @@ def _merge(offset: int, counts: NDArray[np.int64], add: dict[int, int], sign: in
     return low + int(nonzero[0]), merged[nonzero[0] : nonzero[-1] + 1]
 
 
+_t = ToolStatsRow
+# Built once: a batch binds its values to these (compiled once per dialect and cached), where statements
+# built per batch cost the writer thread, which holds the GIL meanwhile, more than the inserts themselves.
+_CREATE = {  # executemany of one statement; a multi-row VALUES would compile anew for every batch size
+    "postgresql": postgresql.insert(_t).on_conflict_do_nothing(),
+    "sqlite": sqlite.insert(_t).on_conflict_do_nothing(),
+}
+_CURRENT = (
+    select(_t.namespace, _t.tool, _t.calls, _t.successes, _t.latency_sum_ms, _t.reward_sum, _t.rewarded, _t.last_used)
+    .add_columns(_t.latency_offset, _t.latency_counts)
+    .where(_t.namespace == bindparam("namespace"), _t.tool.in_(bindparam("tools", expanding=True)))
+    .order_by(_t.tool)
+    .with_for_update()
+)
+_UPDATED = (
+    "calls",
+    "successes",
+    "latency_sum_ms",
+    "reward_sum",
+    "rewarded",
+    "last_used",
+    "p95_latency_ms",
+    "latency_offset",
+    "latency_counts",
+)
+_UPDATE = (
+    update(_t)
+    .where(_t.namespace == bindparam("k_namespace"), _t.tool == bindparam("k_tool"))
+    .values({c: bindparam(c) for c in _UPDATED})
+)
+
+
 def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
     """Fold executions into (sign +1) or out of (−1, retention) their tools' rows, in the caller's
     transaction. Rows are created if missing and locked in key order on PostgreSQL (instances that
@@ -112,24 +144,14 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
     if not changes:
         return
     keys = sorted(changes)
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    # executemany of one statement: compiled once and cached, where a multi-row VALUES compiles anew
-    # for every batch size
-    conn.execute(
-        dialect.insert(ToolStatsRow).on_conflict_do_nothing(), [{"namespace": ns, "tool": tool} for ns, tool in keys]
-    )
-    t = ToolStatsRow
+    create = _CREATE["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    conn.execute(create, [{"namespace": ns, "tool": tool} for ns, tool in keys])
     current = {}
     for namespace in sorted({ns for ns, _ in keys}):
         tools = [tool for ns, tool in keys if ns == namespace]
-        query = (
-            select(t.namespace, t.tool, t.calls, t.successes, t.latency_sum_ms, t.reward_sum, t.rewarded, t.last_used)
-            .add_columns(t.latency_offset, t.latency_counts)
-            .where(t.namespace == namespace, t.tool.in_(tools))
-            .order_by(t.tool)
-            .with_for_update()
+        current.update(
+            {(r.namespace, r.tool): r for r in conn.execute(_CURRENT, {"namespace": namespace, "tools": tools})}
         )
-        current.update({(r.namespace, r.tool): r for r in conn.execute(query)})
     updates = []
     for key in keys:
         d, row = changes[key], current[key]
@@ -150,12 +172,7 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
                 "latency_counts": counts.astype("<i8").tobytes(),
             }
         )
-    conn.execute(
-        update(t)
-        .where(t.namespace == bindparam("k_namespace"), t.tool == bindparam("k_tool"))
-        .values({c: bindparam(c) for c in updates[0] if not c.startswith("k_")}),
-        updates,
-    )
+    conn.execute(_UPDATE, updates)
 
 
 def change_reward(conn: Connection, namespace: str, tool: str, old: float | None, new: float) -> None:
