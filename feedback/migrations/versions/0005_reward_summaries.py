@@ -23,6 +23,29 @@ depends_on = None
 
 _BACKFILL_BATCH = 20_000
 
+# The tables as this revision sees them (not the live schema, which later revisions may change).
+_executions = sa.table(
+    "executions",
+    sa.column("seq", sa.Integer),
+    sa.column("namespace", sa.String),
+    sa.column("tool", sa.String),
+    sa.column("success", sa.Boolean),
+    sa.column("latency_ms", sa.Float),
+    sa.column("finished_at", UTCDateTime),
+    sa.column("reward", sa.Float),
+    sa.column("id", sa.String),
+)
+_ratings = sa.table("ratings", sa.column("execution_id", sa.String), sa.column("rating", sa.Integer))
+_tool_stats = sa.table(
+    "tool_stats",
+    sa.column("namespace", sa.String),
+    sa.column("tool", sa.String),
+    sa.column("reward_sum", sa.Float),
+    sa.column("rewarded", sa.Integer),
+    sa.column("ratings", sa.Integer),
+    sa.column("rating_sum", sa.Integer),
+)
+
 
 def upgrade() -> None:
     with op.batch_alter_table("tool_stats") as batch:
@@ -37,16 +60,7 @@ def upgrade() -> None:
 
 
 def _backfill_rewards(conn: sa.Connection) -> None:
-    e = sa.table(
-        "executions", sa.column("namespace", sa.String), sa.column("tool", sa.String), sa.column("reward", sa.Float)
-    )
-    t = sa.table(
-        "tool_stats",
-        sa.column("namespace", sa.String),
-        sa.column("tool", sa.String),
-        sa.column("reward_sum", sa.Float),
-        sa.column("rewarded", sa.Integer),
-    )
+    e, t = _executions, _tool_stats
     totals = conn.execute(
         sa.select(
             e.c.namespace, e.c.tool, sa.func.coalesce(sa.func.sum(e.c.reward), 0.0), sa.func.count(e.c.reward)
@@ -60,17 +74,7 @@ def _backfill_rewards(conn: sa.Connection) -> None:
 
 def _backfill(conn: sa.Connection) -> None:
     """Summarise what is already logged, a batch of executions at a time (bounded memory)."""
-    e = sa.table(
-        "executions",
-        sa.column("seq", sa.Integer),
-        sa.column("namespace", sa.String),
-        sa.column("tool", sa.String),
-        sa.column("success", sa.Boolean),
-        sa.column("latency_ms", sa.Float),
-        sa.column("finished_at", UTCDateTime),
-        sa.column("reward", sa.Float),
-        sa.column("id", sa.String),
-    )
+    e, r, t = _executions, _ratings, _tool_stats
     after = 0
     while True:
         rows = conn.execute(
@@ -83,19 +87,11 @@ def _backfill(conn: sa.Connection) -> None:
             break
         toolstats.apply(conn, toolstats.deltas(r[1:] for r in rows))
         after = rows[-1][0]
-    r = sa.table("ratings", sa.column("execution_id", sa.String), sa.column("rating", sa.Integer))
     rated = conn.execute(
         sa.select(e.c.namespace, e.c.tool, sa.func.count(), sa.func.sum(r.c.rating))
         .join(r, r.c.execution_id == e.c.id)
         .group_by(e.c.namespace, e.c.tool)
     ).all()
-    t = sa.table(
-        "tool_stats",
-        sa.column("namespace", sa.String),
-        sa.column("tool", sa.String),
-        sa.column("ratings", sa.Integer),
-        sa.column("rating_sum", sa.Integer),
-    )
     for namespace, tool, count, total in rated:
         conn.execute(
             sa.update(t).where(t.c.namespace == namespace, t.c.tool == tool).values(ratings=count, rating_sum=total)
