@@ -397,7 +397,7 @@ class LearningService:
         per-tool sufficient statistics)."""
         self.unsnapshotted += len(executions)
         if self.settings.learning:
-            steps = [step_of(e, history[e.seq], self.history_n) for e in executions if e.seq is not None]
+            steps = [step_of(e, history[e.seq], self.history_n) for e in executions]  # type: ignore[index]  # read from the log: seq is set
             try:
                 self.learner.learn_batch(steps, self.rng)
             except Exception:
