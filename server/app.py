@@ -34,7 +34,14 @@ from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableEr
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import Decision, UnknownToolError
-from toolwise.server.catalogue import Catalogue, DownstreamError, InvalidArgumentsError, Route, outcome_of
+from toolwise.server.catalogue import (
+    CallCancelledError,
+    Catalogue,
+    DownstreamError,
+    InvalidArgumentsError,
+    Route,
+    outcome_of,
+)
 from toolwise.server.clients import client_key, connection_of
 from toolwise.server.config import AppConfig, describe
 from toolwise.server.discovery import (
@@ -405,7 +412,9 @@ async def forward(
     ctx: ServerRequestContext[Toolwise],
 ) -> types.CallToolResult:
     """A proxied call: attributed to a session (and the decision it follows), forwarded, noted for
-    recording and learning (`LearningService.note`), its result tagged with the execution id."""
+    recording and learning (`LearningService.note`), its result tagged with the execution id. A call
+    cancelled on its way (by the client, or its connection closing) is noted as cancelled, then the
+    cancellation propagates: nothing recorded is lost, and the drain that records it is not this task."""
     route = app.catalogue.resolve(name)
     if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
         raise MCPError(
@@ -416,8 +425,17 @@ async def forward(
     fallback = app.learning.sessions.resolve(None, meta, client)
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
     started_at, start = utcnow(), time.perf_counter()
-    result, error = await app.call_downstream(route, arguments, ctx)
+    stopped: asyncio.CancelledError | None = None
+    try:
+        result, error = await app.call_downstream(route, arguments, ctx)
+    except asyncio.CancelledError as cancelled:  # the SDK has told the downstream to stop (a courtesy cancel)
+        result, error, stopped = None, None, cancelled
     latency_s = time.perf_counter() - start
+    if stopped is not None:  # recorded as cancelled (nothing awaited on the way), then the cancellation goes on
+        error = CallCancelledError(
+            f"call to {name} cancelled after {latency_s * 1000:.0f} ms, before {route.server!r} answered "
+            "(the client cancelled the request or its connection closed)"
+        )
     execution_id = app.learning.note(
         session,
         tool=name,
@@ -428,6 +446,9 @@ async def forward(
         latency_s=latency_s,
         opened=opened,
     )
+    if stopped is not None:
+        log.info("%s", error)
+        raise stopped
     if result is None:
         log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)
         return error_result(str(error), execution_id)

@@ -55,6 +55,12 @@ class InvalidArgumentsError(DownstreamError):
     so neither its circuit nor the tool's shield counts it."""
 
 
+class CallCancelledError(Exception):
+    """The client cancelled a proxied call (notifications/cancelled) or its connection closed before the
+    downstream answered: recorded as a failed call of this type (`outcome_of`), never raised. Not a
+    DownstreamError: the downstream did nothing wrong, so no circuit or shield counts it."""
+
+
 class CircuitOpenError(DownstreamError):
     """The downstream failed repeatedly; calls fail fast until a probe after the cool-down succeeds."""
 

@@ -46,7 +46,7 @@ from toolwise.feedback.records import RatingEvent, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
-from toolwise.server.catalogue import InvalidArgumentsError
+from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
 from toolwise.server.config import Settings
 from toolwise.server.embedding import load_embedder, tool_document
 from toolwise.server.metrics import Metrics
@@ -61,6 +61,16 @@ class NothingToRateError(FeedbackError):
     pass
 
 
+def learned_from(error_type: str | None) -> bool:
+    """Whether a call with this outcome teaches the learner. Not a cancelled one: cancelling is the
+    user's choice (a stop, a client timeout, a closed window), not the tool failing. Its elapsed time is
+    cut short and whether it would have worked is unknown, so learning it as a failure would steer away
+    from tools users happen to stop, and its latency would skew the tool's running mean (the reward's
+    speed bonus). It is recorded (success False, its real elapsed latency) with no reward; a rating of
+    it is still learned, being the user's word on the tool. Live and replayed learners skip it alike."""
+    return error_type != CANCELLED
+
+
 def _log_failure(task: asyncio.Future[Any]) -> None:
     """For work that outlived its caller: its failure is logged, not lost."""
     if not task.cancelled() and task.exception() is not None:
@@ -68,6 +78,7 @@ def _log_failure(task: asyncio.Future[Any]) -> None:
 
 
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
+CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
@@ -268,14 +279,16 @@ class LearningService:
             self.metrics.observe_call(execution)
 
     def _learn(self, call: Call) -> None:
-        """Ask the learner once: it learns the call's step and returns what the record keeps."""
+        """Ask the learner once: it learns the call's step and returns what the record keeps (a call
+        it must not learn from, see `learned_from`, keeps its context hash and no reward)."""
         step = call.step()
+        learnable = learned_from(call.error_type)
         try:
-            learned = self.learner.learn(step, self.rng, update=self.settings.learning)
+            learned = self.learner.learn(step, self.rng, update=self.settings.learning and learnable)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", call.tool)
             learned = self.learner.learn(step, self.rng, update=False)
-        call.reward, call.context_hash = learned.reward, learned.context_hash
+        call.reward, call.context_hash = learned.reward if learnable else None, learned.context_hash
 
     def _drain_when_idle(self) -> None:
         self._idle = None
@@ -389,7 +402,8 @@ class LearningService:
     def learn_logged(self, execution: Execution, history: Sequence[str]) -> None:
         """Learn an execution of the shared log (another instance's, or an earlier run's)."""
         self.unsnapshotted += 1
-        self._observe(step_of(execution, history, self.history_n))
+        if learned_from(execution.error_type):
+            self._observe(step_of(execution, history, self.history_n))
         self.shield(execution)
 
     def learn_logged_batch(self, executions: list[Execution], history: dict[int, list[str]]) -> None:
@@ -397,7 +411,11 @@ class LearningService:
         per-tool sufficient statistics)."""
         self.unsnapshotted += len(executions)
         if self.settings.learning:
-            steps = [step_of(e, history[e.seq], self.history_n) for e in executions]  # type: ignore[index]  # read from the log: seq is set
+            steps = [
+                step_of(e, history[e.seq], self.history_n)  # type: ignore[index]  # read from the log: seq is set
+                for e in executions
+                if learned_from(e.error_type)
+            ]
             try:
                 self.learner.learn_batch(steps, self.rng)
             except Exception:
@@ -418,8 +436,9 @@ class LearningService:
             log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
 
     def shield(self, execution: Execution) -> None:
-        """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments)."""
-        if execution.error_type != CALLERS_FAULT:
+        """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,
+        a cancel)."""
+        if execution.error_type != CALLERS_FAULT and learned_from(execution.error_type):
             self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
+from tests.server.surface import ok, rows, serving, text
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import service
 from toolwise.feedback.records import RatingEvent
@@ -35,3 +40,38 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
     assert after is not None and after < before  # the low rating's reward is stored
     assert services.learning.learner.updates > updates  # and learned
     await feedback.aclose()
+
+
+async def test_a_proxied_call_the_client_cancels_is_recorded_as_cancelled_and_not_learned_as_a_failure(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path) as client:
+        with anyio.move_on_after(1):  # the user stops the call
+            await client.call_tool("toy__sleep", {"seconds": 30})
+        before = ok(await client.call_tool("get_learning_stats", {}))
+        after = await client.call_tool("toy__echo", {"text": "after"})  # the next call is served and recorded
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+    assert text(after) == "after"
+    assert (tmp_path / "toy.log").read_text() == "sleep cancelled"  # the downstream was told to stop
+    assert before["calls"] == 1 and before["updates"] == 0  # noted, but nothing learned from it
+    assert stats["calls"] == 2 and stats["updates"] == 1  # the echo is learned: learning goes on
+    recorded = rows(tmp_path, "SELECT tool, success, error_type, error_message, latency_ms, reward FROM executions")
+    [sleep, echo] = recorded
+    tool, success, error_type, message, latency_ms, reward = sleep
+    assert (tool, success, error_type, reward) == ("toy__sleep", 0, "CallCancelledError", None)
+    assert "cancelled" in message and "'toy'" in message
+    assert latency_ms >= 500  # its real elapsed time (the client waited 1 s), not zero
+    assert echo[:3] == ("toy__echo", 1, None) and echo[5] is not None
+
+
+async def test_a_proxied_call_cut_off_by_its_connection_closing_is_recorded_as_cancelled(tmp_path: Path) -> None:
+    async def call_until_cut_off(client: Client) -> None:
+        with contextlib.suppress(MCPError):  # the client's side of a connection closed mid-call
+            await client.call_tool("toy__sleep", {"seconds": 30})
+
+    async with anyio.create_task_group() as group, serving(tmp_path) as client:
+        group.start_soon(call_until_cut_off, client)
+        await anyio.sleep(1)  # the call is with the downstream; then the client goes away
+    assert rows(tmp_path, "SELECT tool, success, error_type, reward FROM executions") == [
+        ("toy__sleep", 0, "CallCancelledError", None)
+    ]
