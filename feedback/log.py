@@ -5,7 +5,7 @@ first, so it sees everything recorded before it."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from toolwise.feedback.records import (
     OUTCOMES,
     ActionSummary,
     Episode,
+    EpisodeEnd,
     Execution,
     LogEntry,
     Rating,
@@ -109,12 +110,16 @@ class ExecutionLog:
             raise UnknownExecutionError(execution_id)
 
     async def record_episode(self, episode: Episode) -> Episode:
-        """Commit a finished episode (a session's ordered tool sequence and its outcome)."""
+        """Commit a finished episode (a session's ordered tool sequence and its outcome) after every
+        execution queued before it, its last call's included: a sync that reads the end finds its step.
+        Returns it with its place among the log's episode ends."""
         if episode.outcome not in OUTCOMES:
             raise InvalidOutcomeError(episode.outcome)
-        await self._service.write(
+        await self._service.flush()
+        seq = await self._service.write(
             lambda conn: conn.execute(
-                insert(EpisodeRow).values(
+                insert(EpisodeRow)
+                .values(
                     id=episode.id,
                     namespace=episode.namespace,
                     session_id=episode.session_id,
@@ -123,10 +128,13 @@ class ExecutionLog:
                     outcome=episode.outcome,
                     started_at=episode.started_at,
                     ended_at=episode.ended_at,
+                    instance=episode.instance,
+                    last_execution=episode.last_execution,
                 )
-            )
+                .returning(EpisodeRow.seq)
+            ).scalar_one()
         )
-        return episode
+        return replace(episode, seq=seq)
 
     # -- read path ---------------------------------------------------------------------------------
 
@@ -168,9 +176,52 @@ class ExecutionLog:
                     r.ended_at,
                     r.namespace,
                     r.id,
+                    r.instance,
+                    r.last_execution,
+                    r.seq,
                 )
                 for r in result
             ]
+
+    async def iter_episode_ends(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncIterator[list[EpisodeEnd]]:
+        """The episode ends after `after_seq`, oldest first, each with its last call's whole record (a
+        sync learns it as terminal), in batches walking (namespace, seq)."""
+        while True:
+            ends = await self._episode_ends(EpisodeRow.namespace == namespace, EpisodeRow.seq > after_seq, limit=batch)
+            if ends:
+                yield ends
+            if len(ends) < batch:
+                return
+            after_seq = ends[-1].seq
+
+    async def episode_ends_after(self, execution_ids: list[str], *, namespace: str = "default") -> list[EpisodeEnd]:
+        """The episode ends whose last call is one of these executions (at most a batch of `iter_log`),
+        oldest first: a replay learns each right after its step."""
+        if not execution_ids:
+            return []
+        return await self._episode_ends(EpisodeRow.namespace == namespace, EpisodeRow.last_execution.in_(execution_ids))
+
+    async def _episode_ends(self, *where: ColumnElement[bool], limit: int | None = None) -> list[EpisodeEnd]:
+        p = EpisodeRow
+        end = [p.seq.label("end_seq"), p.id.label("end_id"), p.instance.label("end_instance")]
+        columns = [*end, *ExecutionRow.__table__.columns]
+        query = (
+            select(*columns)
+            .outerjoin(ExecutionRow, ExecutionRow.id == p.last_execution)
+            .where(*where)
+            .order_by(p.seq)
+            .limit(limit)
+        )
+        async with self._service.engine.connect() as conn:
+            rows = [row._mapping for row in await conn.execute(query)]
+        return [
+            EpisodeEnd(
+                r["end_seq"], r["end_id"], r["end_instance"], execution_from_row(r) if r["id"] is not None else None
+            )
+            for r in rows
+        ]
 
     async def iter_executions(
         self, *, namespace: str = "default", after_seq: int = 0, since: datetime | None = None, batch: int = 1000
@@ -372,15 +423,17 @@ class ExecutionLog:
             )
         return int(seq or 0), int(rating or 0)
 
-    async def heads(self, namespace: str = "default") -> tuple[int, int]:
-        """The newest execution seq of a namespace and the newest rating id of any namespace (0 when
-        none): one statement of two index probes, so a sync that finds nothing new costs O(log n)."""
+    async def heads(self, namespace: str = "default") -> tuple[int, int, int]:
+        """The newest execution seq of a namespace, the newest rating id of any namespace and the newest
+        episode end of the namespace (0 when none): one statement of three index probes, so a sync that
+        finds nothing new costs O(log n)."""
         await self._service.flush()
         seq = select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace).scalar_subquery()
         rating = select(func.max(RatingRow.id)).scalar_subquery()
+        episode = select(func.max(EpisodeRow.seq)).where(EpisodeRow.namespace == namespace).scalar_subquery()
         async with self._service.engine.connect() as conn:
-            row = (await conn.execute(select(seq, rating))).one()
-        return int(row[0] or 0), int(row[1] or 0)
+            row = (await conn.execute(select(seq, rating, episode))).one()
+        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
 
     async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
         """Executions of a namespace (after `after_seq`)."""

@@ -115,6 +115,9 @@ class Episode:
     ended_at: datetime
     namespace: str = "default"
     id: str = field(default_factory=new_id)
+    instance: str | None = None  # the toolwise instance that ended it (and learned its end live)
+    last_execution: str | None = None  # the id of the session's last call: the step learned as terminal
+    seq: int | None = None  # its place among the log's episode ends (set once stored)
 
 
 @dataclass(slots=True, frozen=True)
@@ -143,6 +146,17 @@ class LogEntry:
     session_id: str
     position: int
     tool: str
+
+
+@dataclass(slots=True, frozen=True)
+class EpisodeEnd:
+    """Where the shared log says an episode ended: after `execution`, its session's last call (None
+    when that record is gone, e.g. pruned), as `instance` ended it."""
+
+    seq: int
+    id: str
+    instance: str | None
+    execution: Execution | None
 
 
 @dataclass(slots=True, frozen=True)

@@ -105,7 +105,8 @@ class RatingRow(Base):
 class EpisodeRow(Base):
     __tablename__ = "episodes"
 
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)  # the order syncs learn ends in
+    id: Mapped[str] = mapped_column(String(36), unique=True)
     namespace: Mapped[str] = mapped_column(String(64), default="default")
     session_id: Mapped[str] = mapped_column(String(128), index=True)
     tools: Mapped[list[str]] = mapped_column(JSON)
@@ -113,6 +114,13 @@ class EpisodeRow(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    instance: Mapped[str | None] = mapped_column(String(36), nullable=True)  # who ended it (and learned it live)
+    last_execution: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the step learned as terminal
+
+    __table_args__ = (
+        Index("ix_episodes_ns_seq", "namespace", "seq"),  # the order syncs walk
+        Index("ix_episodes_last_execution", "last_execution"),  # a replayed step finds the end that follows it
+    )
 
 
 class SnapshotRow(Base):

@@ -375,7 +375,8 @@ class LearningService:
         self.open_decisions.forget_session(session_id)
         if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
-        self._end_episode(session.calls[-1])
+        last = session.calls[-1]
+        self._end_episode(last)
         episode = Episode(
             session_id=session.id,
             tools=session.tools,
@@ -384,8 +385,15 @@ class LearningService:
             started_at=session.started_at,
             ended_at=utcnow(),
             namespace=self.namespace,
+            instance=self.instance_id,
+            last_execution=last.execution_id,
         )
-        return await self.feedback.log.record_episode(episode)
+        self.covered.live.add(episode.id)  # learned live: a later run's sync must not learn it again
+        try:
+            return await self.feedback.log.record_episode(episode)
+        except Exception:
+            self.covered.live.discard(episode.id)  # not in the log: nothing for a sync to skip
+            raise
 
     def _end_episode(self, last: Call) -> None:
         """The session's last step was learned before anyone knew it was the last: a TD learner learns
@@ -422,6 +430,23 @@ class LearningService:
                 log.exception("learning from %d logged executions failed; they are recorded", len(steps))
         for execution in executions:
             self.shield(execution)
+
+    @property
+    def learns_ends(self) -> bool:
+        """Whether the end of an episode teaches the learner anything (a TD policy, learning on)."""
+        return self.settings.learning and self.learner.policy.uses_next_context
+
+    def learn_logged_end(self, execution: Execution) -> None:
+        """An episode of the shared log (another instance's, or an earlier run's) ended after
+        `execution`: learned as terminal as `end_session` does live, with the reward the log holds for
+        it (a rating made after the end is in it; live, the end was learned before it). A call never
+        learned (cancelled: no reward) has no transition to end."""
+        if not self.learns_ends or execution.reward is None:
+            return
+        try:
+            self.learner.end_episode(step_of(execution, (), self.history_n), execution.reward, self.rng)
+        except Exception:
+            log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
 
     def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
         """Learn a rating of the shared log (another instance's, or an earlier run's)."""

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
@@ -21,7 +21,7 @@ from toolwise.feedback import Execution, FeedbackService
 from toolwise.feedback.records import LogEntry
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService, with_session_query
-from toolwise.server.watermark import Covered
+from toolwise.server.watermark import Covered, Watermark
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +53,17 @@ class Sharing:
         await self.learning.drain()
         learned = 0
         mark, rmark = self.covered.executions, self.covered.ratings
-        seq_head, rating_head = await self.feedback.log.heads(self.namespace)
+        seq_head, rating_head, episode_head = await self.feedback.log.heads(self.namespace)
         if seq_head > mark.floor:
             learned += (await self._sync_executions(progress))[0]
         if rating_head > rmark.floor:
             learned += await self._sync_ratings()
+        await self._sync_episode_ends(episode_head)
         now = time.monotonic()
         mark.advance(now, self.settings.sync_gap_grace_s)
         rmark.advance(now, self.settings.sync_gap_grace_s)
+        if self.covered.episodes is not None:
+            self.covered.episodes.advance(now, self.settings.sync_gap_grace_s)
         self.synced += learned
         return learned
 
@@ -87,13 +90,17 @@ class Sharing:
                     await self.with_query(execution, remember=True)
                     for execution in await self.feedback.log.executions_by_seq(foreign)
                 ]
+                ends = await self._ends_after(executions)
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                if self.learning.catching_up:  # a replay: the batch at once (rl's batched path)
+                if self.learning.catching_up and not ends:  # a replay: the batch at once (rl's batched path)
                     self.learning.learn_logged_batch(executions, history)
                 else:
                     for execution in executions:
                         assert execution.seq is not None  # read from the log
                         self.learning.learn_logged(execution, history[execution.seq])
+                        if execution.id in ends:
+                            self.learning.learn_logged_end(execution)
+                self._mark_ends(ends.values())
                 for entry in fresh:
                     mark.add(entry.seq)
                     live.discard(entry.id)
@@ -124,6 +131,57 @@ class Sharing:
                 self.learning.learn_logged_rating(replace(event, execution=execution), tools[: execution.position])
                 learned += 1
         return learned
+
+    async def _ends_after(self, executions: list[Execution]) -> dict[str, int]:
+        """The episode ends (by seq, keyed by the execution they follow) logged right after these
+        executions and not learned yet: learned right after their step, in the order a live learner
+        learned them. Only for a learner that learns ends (a TD policy: it learns step by step anyway);
+        a state from before ends were shared leaves them to the episode walk of `sync`."""
+        emark, live = self.covered.episodes, self.covered.live
+        if emark is None or not executions or not self.learning.learns_ends:
+            return {}
+        own = self.learning.instance_id
+        ends = await self.feedback.log.episode_ends_after([e.id for e in executions], namespace=self.namespace)
+        return {
+            end.execution.id: end.seq
+            for end in ends
+            if end.execution is not None and emark.fresh(end.seq) and end.instance != own and end.id not in live
+        }
+
+    def _mark_ends(self, seqs: Iterable[int]) -> None:
+        emark = self.covered.episodes
+        if emark is not None:
+            for seq in seqs:
+                emark.add(seq)
+
+    async def _sync_episode_ends(self, head: int) -> None:
+        """Learn the episode ends logged since the watermark (another instance's, or an earlier run's)
+        as `end_session` did live: the episode's last step again, as terminal. After the executions, so
+        the step is learned first; an end whose step is not learned yet (committed after this sync read
+        the executions) waits for the next sync, and the ends after it with it, in order. O(new ends).
+        Own ends (learned live) are only marked; with a bandit policy, ends are marked and not learned."""
+        covered = self.covered
+        if covered.episodes is None:  # a state from before ends were shared: learn those to come
+            covered.episodes = Watermark(head)
+        emark, live = covered.episodes, covered.live
+        if head <= emark.floor:
+            return
+        own = self.learning.instance_id
+        batches = self.feedback.log.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
+        async with aclosing(batches) as ends:
+            async for batch in ends:
+                for end in batch:
+                    execution = end.execution
+                    if not emark.fresh(end.seq):
+                        continue
+                    if end.instance != own and end.id not in live and execution is not None:
+                        assert execution.seq is not None  # read from the log
+                        if covered.executions.fresh(execution.seq):
+                            return
+                        if self.learning.learns_ends:
+                            self.learning.learn_logged_end(await self.with_query(execution, remember=True))
+                    emark.add(end.seq)
+                    live.discard(end.id)
 
     async def with_query(self, execution: Execution, *, remember: bool = False) -> Execution:
         """`execution` with the recommend_tool query that was its context. A query is stored once, on

@@ -1,4 +1,4 @@
-"""Which log entries (execution seqs, rating ids) have been learned, so each is learned exactly once.
+"""Which log entries (execution seqs, rating ids, episode ends) have been learned, so each is learned exactly once.
 
 Ids are handed out in order but may commit out of order (two instances writing to PostgreSQL), and
 a rolled-back write leaves a hole for ever. So: everything up to `floor` is learned, `seen` holds the
@@ -49,17 +49,24 @@ class Watermark:
 
 @dataclass(slots=True)
 class Covered:
-    """What of the shared log a learned state includes: executions and ratings by watermark, and this
-    instance's own executions learned live that no sync has seen in the log yet (a snapshot keeps all
-    three, so a restart learns each entry exactly once)."""
+    """What of the shared log a learned state includes: executions, ratings and episode ends by
+    watermark, and this instance's own executions and episode ends learned live that no sync has seen
+    in the log yet (by id; a snapshot keeps them all, so a restart learns each entry exactly once).
+    `episodes` is None for a state saved before episode ends were shared: its next sync starts at the
+    log's newest end (what the state learned of earlier ones is unknown; none is learned twice)."""
 
     executions: Watermark = field(default_factory=Watermark)
     ratings: Watermark = field(default_factory=Watermark)
     live: set[str] = field(default_factory=set)
+    episodes: Watermark | None = field(default_factory=Watermark)
 
     def state(self) -> dict[str, Any]:
-        return {"executions": self.executions.state(), "ratings": self.ratings.state(), "live": sorted(self.live)}
+        state = {"executions": self.executions.state(), "ratings": self.ratings.state(), "live": sorted(self.live)}
+        return state if self.episodes is None else {**state, "episodes": self.episodes.state()}
 
     @classmethod
     def of(cls, state: dict[str, Any]) -> Covered:
-        return cls(Watermark.of(state["executions"]), Watermark.of(state["ratings"]), set(state.get("live", ())))
+        episodes = Watermark.of(state["episodes"]) if "episodes" in state else None
+        return cls(
+            Watermark.of(state["executions"]), Watermark.of(state["ratings"]), set(state.get("live", ())), episodes
+        )
