@@ -1,4 +1,5 @@
-"""Which log entries (execution seqs, rating ids, episode ends) have been learned, so each is learned exactly once.
+"""Which log entries (execution seqs, rating ids, episode ends) have been learned, so each is learned
+exactly once.
 
 Ids are handed out in order but may commit out of order (two instances writing to PostgreSQL), and
 a rolled-back write leaves a hole for ever. So: everything up to `floor` is learned, `seen` holds the

@@ -16,6 +16,7 @@ from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import alembic_config
 from toolwise.server.catalogue import CallCancelledError, outcome_of
 from toolwise.server.services import Services
+from toolwise.server.watermark import Covered
 
 
 @pytest.fixture
@@ -171,3 +172,20 @@ async def test_episodes_logged_before_ends_were_shared_are_learned_from_their_mi
     assert terminal_tools(replayed) == terminal_tools(live)
     assert_same_q_values(replayed, live)
     await feedback.aclose()
+
+
+async def test_a_state_saved_before_ends_were_shared_learns_the_ends_logged_from_its_first_sync_on(
+    log: dict[str, str],
+) -> None:
+    feedback_a, a = await ucb(log)
+    feedback_b, b = await ucb(log)
+    await work(a, SESSIONS[:1])
+    old = {key: value for key, value in b.learning.covered.state().items() if key != "episodes"}
+    b.learning.covered = Covered.of(old)  # b's state as loaded from a snapshot that predates episode ends
+    await b.sharing.sync()
+    assert terminal_tools(b) == []  # whether the old state had learned it is unknown: not learned twice
+    await work(a, SESSIONS[1:2])
+    await b.sharing.sync()
+    assert terminal_tools(b) == ["git__git_log"]  # the end a logged after b synced once
+    await feedback_a.aclose()
+    await feedback_b.aclose()
