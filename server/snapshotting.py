@@ -7,8 +7,10 @@ A snapshot holds the learner, the RNG, the counters and what of the shared log t
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,18 @@ from toolwise.server.watermark import Covered
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class _Captured:
+    """The learned state as copied at one moment, and what a snapshot record says about it."""
+
+    source: str
+    state: dict[str, Any]
+    policy: str
+    sample_count: int
+    covered: dict[str, Any]
+    created_at: datetime
+
+
 class Snapshotting:
     def __init__(
         self, settings: Settings, feedback: FeedbackService, learning: LearningService, sharing: Sharing
@@ -41,36 +55,58 @@ class Snapshotting:
         )
         self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
+        self._saving = asyncio.Lock()  # a save or restore from capture to stored, one at a time
 
     def snapshot(self, source: str) -> SnapshotRecord:
         """The learned state as it is now (call after `drain`), with what of the log it covers."""
+        return self._record(self._capture(source))
+
+    def _capture(self, source: str) -> _Captured:
+        """A consistent copy of the learned state, taken on the event loop: every `state_dict` builds
+        new arrays and lists, so learning that goes on while it is packed elsewhere cannot reach it."""
         learning = self.learning
-        state = {
-            "learner": learning.learner.state_dict(),
-            "rng": learning.rng.bit_generator.state,
-            "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
-        }
-        payload = pack(state, deflate=source != "shutdown")  # shutdown: within the time a client gives
+        return _Captured(
+            source=source,
+            state={
+                "learner": learning.learner.state_dict(),
+                "rng": learning.rng.bit_generator.state,
+                "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
+            },
+            policy=learning.learner.policy.name,
+            sample_count=learning.learner.updates,
+            covered=learning.covered.state(),
+            created_at=utcnow(),
+        )
+
+    def _record(self, captured: _Captured) -> SnapshotRecord:
+        """The captured state packed, checksummed and signed: pure CPU over data nothing else holds, so
+        it can run in a worker thread while the event loop serves calls."""
+        # shutdown: undeflated, to fit in the time a client gives
+        payload = pack(captured.state, deflate=captured.source != "shutdown")
         record = SnapshotRecord(
             namespace=self.namespace,
             version=snapshots.VERSION,
-            policy=learning.learner.policy.name,
-            source=source,
-            created_at=utcnow(),
-            sample_count=learning.learner.updates,
-            covered=learning.covered.state(),
+            policy=captured.policy,
+            source=captured.source,
+            created_at=captured.created_at,
+            sample_count=captured.sample_count,
+            covered=captured.covered,
             sha256=snapshots.checksum(payload),
             payload=payload,
         )
         return snapshots.sign(record, self.sign_key) if self.sign_key is not None else record
 
     async def save(self, source: str) -> SnapshotRecord:
-        """Take a snapshot and store it (keeping the newest `snapshot_keep`)."""
-        await self.learning.drain()
-        record = self.snapshot(source)
-        learned = self.learning.unsnapshotted
-        self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
-        self.learning.unsnapshotted -= learned  # what was learned while it was being stored is not in it
+        """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied on the
+        event loop and packed in a worker thread (a year's state takes ~1 s to pack: proxied calls must
+        not wait on it); one save (or restore) at a time, so the newest stored is the newest taken."""
+        async with self._saving:
+            await self.learning.drain()
+            captured = self._capture(source)
+            learned = self.learning.unsnapshotted
+            record = await asyncio.to_thread(self._record, captured)
+            self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
+            self.learning.unsnapshotted -= learned  # what was learned since it was taken is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
 
@@ -135,6 +171,10 @@ class Snapshotting:
     async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it
         is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
+        async with self._saving:  # not overtaken by a periodic snapshot of the state it replaces
+            return await self._adopt(record, source)
+
+    async def _adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         await self.learning.drain()
         seq, rating_id = await self.feedback.log.high_water(self.namespace)
         covered: dict[str, Any] = {
