@@ -18,6 +18,7 @@ import numpy as np
 
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import SnapshotRecord
+from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
 from toolwise.server.config import Settings
@@ -26,6 +27,16 @@ from toolwise.server.sharing import Sharing
 from toolwise.server.watermark import Covered
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A snapshot decoded into a fresh learner, not yet the current state."""
+
+    learner: Learner
+    rng: np.random.Generator
+    counters: dict[str, Any]
+    docs: list[ToolDoc]  # the catalogue it was prepared for
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +112,7 @@ class Snapshotting:
         event loop and packed in a worker thread (a year's state takes ~1 s to pack: proxied calls must
         not wait on it); one save (or restore) at a time, so the newest stored is the newest taken."""
         async with self._saving:
+            await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
             await self.learning.drain()
             captured = self._capture(source)
             learned = self.learning.unsnapshotted
@@ -114,12 +126,18 @@ class Snapshotting:
         """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first,
         so a refused snapshot leaves the current state untouched. `covered` overrides what of the
         log the state counts as including (a restore or rollback takes it "as of now")."""
+        self._install(self._prepare(record), record, covered)
+
+    def _prepare(self, record: SnapshotRecord) -> _Prepared:
+        """The snapshot verified and decoded into a fresh learner that nothing else holds yet (so it can
+        run in a worker thread while the event loop serves). Raises SnapshotError."""
         learning = self.learning
         snapshots.verify(record, self.verify_key)
         if record.policy != learning.learner.policy.name:
             raise snapshots.SnapshotError(
                 f"snapshot was learned by policy {record.policy!r}; this toolwise runs {learning.learner.policy.name!r}"
             )
+        docs = learning.tool_docs
         try:
             state = unpack(record.payload)
             learner = learning.new_learner()
@@ -128,10 +146,18 @@ class Snapshotting:
             rng.bit_generator.state = state["rng"]
         except (KeyError, ValueError, TypeError) as exc:
             raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
-        if learning.tool_docs:
-            learner.set_tools(learning.tool_docs)  # the catalogue is what is running now
-        learning.learner, learning.rng = learner, rng
-        counters = state.get("counters", {})
+        if docs:
+            learner.set_tools(docs)  # the catalogue is what is running now
+        return _Prepared(learner, rng, state.get("counters", {}), docs)
+
+    def _install(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> None:
+        """Make a prepared state the current one (on the event loop, between two calls)."""
+        learning = self.learning
+        learner = prepared.learner
+        if learning.tool_docs is not prepared.docs:  # the catalogue changed while it was prepared
+            learner.set_tools(learning.tool_docs)
+        learning.learner, learning.rng = learner, prepared.rng
+        counters = prepared.counters
         learning.decisions = int(counters.get("decisions", 0))
         learning.calls = int(counters.get("calls", 0))
         learning.explored = int(counters.get("explored", 0))
@@ -153,18 +179,24 @@ class Snapshotting:
         """Load the newest usable snapshot; one that cannot be used is reported and the next older one
         tried. Until `Sharing.catch_up` has learned the log after it, the state lags: recommendations
         come from the prior. Returns what was loaded, for the log."""
-        self.learning.catching_up = True
+        learning = self.learning
+        learning.catching_up = True
         listing = await self.feedback.snapshots.list(self.namespace)
         self._restores_seen = max((r.id or 0 for r in listing), default=0)
         for listed in listing:
             record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is None:
                 continue
-            try:
-                self.load(record)
+            try:  # decoded in a worker thread (~0.7 s at 1M): a server answers meanwhile, from the prior
+                prepared = await asyncio.to_thread(self._prepare, record)
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
                 continue
+            decisions, calls, explored = learning.decisions, learning.calls, learning.explored  # while it loaded
+            self._install(prepared, record, None)
+            learning.decisions += decisions
+            learning.calls += calls
+            learning.explored += explored
             return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
         return "no snapshot"
 
@@ -175,6 +207,7 @@ class Snapshotting:
             return await self._adopt(record, source)
 
     async def _adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
+        await self.learning.until_loaded()  # else the start-up's load would replace it
         await self.learning.drain()
         seq, rating_id = await self.feedback.log.high_water(self.namespace)
         covered: dict[str, Any] = {
