@@ -1,13 +1,15 @@
 """Start-up with a snapshot: how long from launching `toolwise serve` until the first tools/list answers,
 next to a bare proxy (interpreter, the SDK, the same downstream, nothing else) started the same way.
 
-    python bench/startup.py --db /tmp/x/scale.db [--tools 500] [--runs 7]
+    python bench/startup.py --db /tmp/x/scale.db [--tools 500] [--runs 7] [--before DIR]
 
 Launches each server `--runs` times through the SDK's stdio client, alternating toolwise and the
 reference (bench/bare_proxy.py over the same downstream), and prints the median (min–max) time to the
 answered `initialize`, the first tools/list and, for toolwise, the first recommend_tool and the moment
 `get_learning_stats` no longer says "catching up". The database must hold a snapshot (a `bench/scale.py
---keep` run leaves one). Load average is printed before and after: the machine is shared.
+--keep` run leaves one). Load average is printed before and after: the machine is shared. `--before DIR`
+adds an older toolwise to each round, its folders shadowing the installed ones (DIR made with
+`mkdir -p DIR/toolwise && git archive COMMIT server rl feedback | tar -x -C DIR/toolwise`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ async def main() -> None:
     parser.add_argument("--db", type=Path, required=True, help="an SQLite toolwise database holding a snapshot")
     parser.add_argument("--tools", type=int, default=500, help="tools of the downstream")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--before", type=Path, help="an older checkout's toolwise/ folders, run in each round too")
     args = parser.parse_args()
     if not has_snapshot(args.db):
         raise SystemExit(f"{args.db} holds no snapshot: start toolwise on it once (its shutdown stores one)")
@@ -90,11 +93,18 @@ async def main() -> None:
     print(f"load average before: {os.getloadavg()}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         config = write_config(Path(tmp) / "toolwise.json", args.db, args.tools)
-        ours = StdioServerParameters(
-            command=str(BIN / "toolwise"), args=["serve", "--config", str(config), "--log-level", "warning"]
-        )
+        serve = ["serve", "--config", str(config), "--log-level", "warning"]
+        servers = [
+            ("toolwise", StdioServerParameters(command=str(BIN / "toolwise"), args=serve), True),
+            ("bare proxy (reference)", bare, False),
+        ]
+        if args.before is not None:
+            env = {"PYTHONPATH": str(args.before.resolve())}
+            older = StdioServerParameters(command=str(BIN / "toolwise"), args=serve, env=env)
+            servers.insert(1, ("toolwise before", older, True))
+            results["toolwise before"] = {}
         for run in range(args.runs):
-            for name, server, toolwise in (("toolwise", ours, True), ("bare proxy (reference)", bare, False)):
+            for name, server, toolwise in servers:
                 times = await first_answers(server, toolwise)
                 for figure, seconds in times.items():
                     results[name].setdefault(figure, []).append(seconds)

@@ -115,12 +115,19 @@ class Toolwise:
         self.metrics.watch(self._gauges)
 
     async def __aenter__(self) -> Toolwise:
-        await self.feedback.start()
-        # Serving starts once the downstreams are up; the learned state loads after that, in the upkeep
-        # task (decoding a year's state is ~0.5 s of CPU that the first answers need not wait for):
-        # meanwhile recommendations come from the prior and calls wait to be learned into it.
+        # The downstreams' processes boot while the database opens. Serving starts once they are up; the
+        # learned state loads after that, in the upkeep task (decoding a year's state is ~0.5 s of CPU
+        # the first answers need not wait for): meanwhile recommendations come from the prior and calls
+        # wait to be learned into it.
         self.learning.begin_loading()
-        await self.catalogue.start()
+        starting = asyncio.ensure_future(self.catalogue.start())
+        try:
+            await self.feedback.start()
+        except BaseException:
+            starting.cancel()
+            await self.catalogue.aclose()
+            raise
+        await starting
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
         await self._heartbeat()
