@@ -120,14 +120,13 @@ class Toolwise:
         # the first answers need not wait for): meanwhile recommendations come from the prior and calls
         # wait to be learned into it.
         self.learning.begin_loading()
-        starting = asyncio.ensure_future(self.catalogue.start())
+        await self.catalogue.launch()
         try:
             await self.feedback.start()
         except BaseException:
-            starting.cancel()
             await self.catalogue.aclose()
             raise
-        await starting
+        await self.catalogue.start()
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
         await self._heartbeat()
