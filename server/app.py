@@ -121,8 +121,12 @@ class Toolwise:
         # wait to be learned into it.
         self.learning.begin_loading()
         await self.catalogue.launch()
+        embedder = self.learning.embedder  # loaded in a worker thread while they boot and the database opens
+        warming = asyncio.ensure_future(asyncio.to_thread(embedder.load)) if embedder is not None else None
         try:
             await self.feedback.start()
+            if warming is not None:
+                await warming
         except BaseException:
             await self.catalogue.aclose()
             raise
