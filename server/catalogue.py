@@ -144,6 +144,8 @@ class Downstream:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
+        if isinstance(self.spec, HttpServer):
+            self._launched.set()  # no process to spawn: it is up or not, whatever else starts meanwhile
 
     async def wait_first_attempt(self) -> None:
         await self._attempted.wait()
