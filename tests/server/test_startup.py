@@ -67,6 +67,16 @@ class HeldDecode:
         return self.prepare(snapshotting, record)
 
 
+def hold_decoding(monkeypatch: pytest.MonkeyPatch) -> HeldDecode:
+    held = HeldDecode(Snapshotting._prepare)
+
+    def prepare(snapshotting: Snapshotting, record: Any) -> Any:
+        return held(snapshotting, record)
+
+    monkeypatch.setattr(Snapshotting, "_prepare", prepare)
+    return held
+
+
 async def serving_policy(client: Client) -> str:
     """What answers recommend_tool once the learned state is loaded and the log after it learned."""
     for _ in range(400):
@@ -81,8 +91,7 @@ async def test_a_start_with_a_snapshot_answers_from_the_prior_while_the_state_lo
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await first_run(tmp_path, calls=3)
-    held = HeldDecode(Snapshotting._prepare)
-    monkeypatch.setattr(Snapshotting, "_prepare", lambda snapshotting, record: held(snapshotting, record))
+    held = hold_decoding(monkeypatch)
     async with running(tmp_path) as (app, client):
         await asyncio.to_thread(held.started.wait, HOLD_S)
         listed = {t.name for t in (await client.list_tools()).tools}
@@ -116,8 +125,7 @@ async def test_a_server_stopped_before_its_state_loaded_keeps_the_snapshot_it_ha
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await first_run(tmp_path, calls=2)
-    held = HeldDecode(Snapshotting._prepare)
-    monkeypatch.setattr(Snapshotting, "_prepare", lambda snapshotting, record: held(snapshotting, record))
+    held = hold_decoding(monkeypatch)
     async with running(tmp_path) as (_app, client):
         await asyncio.to_thread(held.started.wait, HOLD_S)
         ok(await client.call_tool("toy__echo", {"text": "before it loaded"}))
