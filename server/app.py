@@ -122,12 +122,24 @@ class Toolwise:
         self.metrics.watch(self._gauges)
 
     async def __aenter__(self) -> Toolwise:
-        await self.feedback.start()
-        # The downstreams start (their own processes) while the snapshot is decoded here.
-        _, loaded = await asyncio.gather(self.catalogue.start(), self.snapshots.load_latest())
+        # The downstreams' processes boot while the database opens. Serving starts once they are up; the
+        # learned state loads after that, in the upkeep task (decoding a year's state is ~0.5 s of CPU
+        # the first answers need not wait for): meanwhile recommendations come from the prior and calls
+        # wait to be learned into it.
+        self.learning.begin_loading()
+        await self.catalogue.launch()
+        embedder = self.learning.embedder  # loaded in a worker thread while they boot and the database opens
+        warming = asyncio.ensure_future(asyncio.to_thread(embedder.load)) if embedder is not None else None
+        try:
+            await self.feedback.start()
+            if warming is not None:
+                await warming
+        except BaseException:
+            await self.catalogue.aclose()
+            raise
+        await self.catalogue.start()
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
-        log.info("learned state: %s; serving %s once the log after it is learned", loaded, self.learning.serving)
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
         return self
@@ -143,11 +155,19 @@ class Toolwise:
             # own executions not yet seen in the log, for the next start to skip; when they are many
             # (no periodic sync ran), a sync moves the watermark over them and a second snapshot
             # saves the next start from reading them again.
+            cut_short = self.learning.loading
+            self.learning.end_loading()  # the calls noted meanwhile are recorded all the same
             await self.learning.aclose()
             try:
-                await self.snapshots.save("shutdown")
+                # A load cut short leaves the empty state: stored as the newest, it would hide the snapshot
+                # it was loading (the next start loads that one and learns this run's calls from the log).
+                keep = cut_short and bool(await self.feedback.snapshots.list(self.learning.namespace))
+                if keep:
+                    log.warning("no shutdown snapshot: stopped before the learned state was loaded")
+                else:
+                    await self.snapshots.save("shutdown")
                 await self._heartbeat(stopped=True)
-                if self.learning.unmarked >= UNMARKED_RESNAPSHOT:
+                if not keep and self.learning.unmarked >= UNMARKED_RESNAPSHOT:
                     await self.sharing.sync()
                     await self.snapshots.save("shutdown")
             except (FeedbackError, SQLAlchemyError, OSError) as failure:
@@ -165,7 +185,13 @@ class Toolwise:
     async def _upkeep_loop(self) -> None:
         settings = self.config.toolwise
         tick = settings.sync_interval_s or 5.0
-        try:  # start-up: learn the log after the loaded snapshot while tools/list and calls are served
+        try:  # start-up: load the newest snapshot, while tools/list and calls are served
+            loaded = await self.snapshots.load_latest()
+            log.info("learned state: %s; serving the policy once the log after it is learned", loaded)
+        except Exception:
+            log.exception("loading the newest snapshot failed: learning the whole log instead")
+        self.learning.end_loading()
+        try:  # then learn the log after it, likewise
             await self.snapshots.catch_up(settings.snapshot_rows)
         except Exception:
             log.exception("catching up with the log failed (the next sync resumes it)")

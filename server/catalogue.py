@@ -136,6 +136,7 @@ class Downstream:
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
+    _launched: asyncio.Event = field(default_factory=asyncio.Event)  # its process spawned (or attempt over)
     _task: asyncio.Task[None] | None = None
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     relay: Relay | None = None
@@ -147,10 +148,16 @@ class Downstream:
         self.junk = JunkReport(self.name)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
+        if isinstance(self.spec, HttpServer):
+            self._launched.set()  # no process to spawn: it is up or not, whatever else starts meanwhile
 
     async def wait_first_attempt(self) -> None:
         await self._attempted.wait()
+
+    async def wait_launched(self) -> None:
+        await self._launched.wait()
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -205,6 +212,7 @@ class Downstream:
                 self._client = None
                 self._ready.clear()
                 self._attempted.set()
+                self._launched.set()
             if self.state == "ready":  # it had come up: start the backoff afresh
                 backoff = self.settings.restart_backoff_s
             self.state = "restarting" if self.tools else "failed"
@@ -218,7 +226,7 @@ class Downstream:
         exited by then (None: still running, or not a process)."""
         self._process = None
         async with contextlib.AsyncExitStack() as stack:
-            with recording_spawns() as spawned:
+            with recording_spawns(self._launched) as spawned:
                 try:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         hooks = self.relay.client_callbacks(self.name) if self.relay is not None else {}
@@ -233,6 +241,7 @@ class Downstream:
             self._client, self.state, self.error = client, "ready", None
             self._ready.set()
             self._attempted.set()
+            self._launched.set()
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
             helpers = [t for t in (self._listen(client), self._watch()) if t is not None]
             try:
@@ -424,6 +433,17 @@ class Catalogue:
         self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
         self._on_change = on_change
         self._announcing = Background()
+
+    async def launch(self) -> None:
+        """Start every downstream and return once each has spawned its process (or ended its first
+        attempt, or after `start_wait_s`): what else a start does can run while they boot."""
+        for downstream in self.downstreams.values():
+            downstream.start()
+        launched = [asyncio.create_task(d.wait_launched()) for d in self.downstreams.values()]
+        if launched:
+            _, waiting = await asyncio.wait(launched, timeout=self.settings.start_wait_s)
+            for task in waiting:
+                task.cancel()
 
     async def start(self) -> None:
         """Start every downstream concurrently; return once each is up or has failed once, or after

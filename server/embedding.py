@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,20 +28,35 @@ EMBEDDINGS = ("wordllama", "none")
 
 
 class WordLlamaEmbedder:
-    """`Embedder` over a WordLlama model loaded from the installed package's own files."""
+    """`Embedder` over a WordLlama model loaded from the installed package's own files, at first use or
+    by `load` ahead of it (a server loads it in a worker thread while its downstreams boot: importing
+    and loading it is 0.2-0.5 s that the first answers need not wait for)."""
 
     name = "wordllama"
 
     def __init__(self, dim: int = 256) -> None:
-        root_logger = logging.getLogger()
-        handlers, level = list(root_logger.handlers), root_logger.level
-        import wordllama  # its import calls logging.basicConfig(INFO): undone below
-
-        root_logger.handlers[:], root_logger.level = handlers, level
-        logging.getLogger("wordllama").setLevel(logging.WARNING)
-        package = Path(wordllama.__file__).parent
-        self.model = wordllama.WordLlama.load(cache_dir=package, disable_download=True, dim=dim)
         self.dim = dim
+        self._model: Any = None
+        self._loading = threading.Lock()
+
+    def load(self) -> Any:
+        """The model, loaded once (thread-safe)."""
+        with self._loading:
+            if self._model is None:
+                root_logger = logging.getLogger()
+                handlers, level = list(root_logger.handlers), root_logger.level
+                import wordllama  # its import calls logging.basicConfig(INFO): undone below
+
+                root_logger.handlers[:], root_logger.level = handlers, level
+                logging.getLogger("wordllama").setLevel(logging.WARNING)
+                package = Path(wordllama.__file__).parent
+                self._model = wordllama.WordLlama.load(cache_dir=package, disable_download=True, dim=self.dim)
+        return self._model
+
+    @property
+    def model(self) -> Any:
+        model = self._model
+        return model if model is not None else self.load()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """The mean of each text's token vectors, unit length (what `WordLlamaInference.embed` computes,

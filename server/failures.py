@@ -29,7 +29,16 @@ log = logging.getLogger(__name__)
 JUNK_REPORT_EVERY_S = 30.0  # at most one log line per downstream this often about junk on its stdout
 _SDK_PARSE_ERROR = "Failed to parse JSONRPC message from server"
 
-_spawned: ContextVar[list[Any] | None] = ContextVar("toolwise_spawned", default=None)
+
+class _Spawns(list[Any]):
+    """The processes spawned in a `recording_spawns` block, and the event it sets at each."""
+
+    def __init__(self, spawned: asyncio.Event | None) -> None:
+        super().__init__()
+        self.spawned = spawned
+
+
+_spawned: ContextVar[_Spawns | None] = ContextVar("toolwise_spawned", default=None)
 
 
 def _install_spawn_hook() -> bool:
@@ -43,6 +52,8 @@ def _install_spawn_hook() -> bool:
         holder = _spawned.get()
         if holder is not None:
             holder.append(process)
+            if holder.spawned is not None:
+                holder.spawned.set()
         return process
 
     sdk_stdio._create_platform_compatible_process = spawn  # type: ignore[attr-defined]  # see the module doc
@@ -53,9 +64,10 @@ _install_spawn_hook()
 
 
 @contextlib.contextmanager
-def recording_spawns() -> Iterator[list[Any]]:
-    """Within this block (and tasks started in it), processes the SDK spawns are appended to the list."""
-    holder: list[Any] = []
+def recording_spawns(spawned: asyncio.Event | None = None) -> Iterator[list[Any]]:
+    """Within this block (and tasks started in it), processes the SDK spawns are appended to the list
+    (and `spawned` is set)."""
+    holder = _Spawns(spawned)
     token = _spawned.set(holder)
     try:
         yield holder

@@ -117,6 +117,8 @@ class LearningService:
         self._closing = False
         self.unsnapshotted = 0  # executions learned since the newest snapshot (snapshots by row count)
         self.catching_up = False  # replaying the log after start-up: recommendations come from the prior
+        self._loaded = asyncio.Event()  # cleared while a server loads its learned state (`begin_loading`)
+        self._loaded.set()
         self.replay_done = self.replay_total = 0  # log entries replayed / to replay (server/sharing.py)
 
     def new_learner(self) -> Learner:
@@ -133,9 +135,29 @@ class LearningService:
     @property
     def serving(self) -> str:
         """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
+        if self.loading:
+            return "prior (catching up: loading the learned state from the newest snapshot)"
         if self.catching_up:
             return f"prior (catching up: {self.replay_done:,} of {self.replay_total:,} log entries replayed)"
         return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
+
+    def begin_loading(self) -> None:
+        """A server answers before its learned state is loaded: until `end_loading`, recommendations
+        come from the prior and calls wait (noted, in order) to be learned into the loaded state, not
+        into the empty one it replaces."""
+        self.catching_up = True
+        self._loaded.clear()
+
+    def end_loading(self) -> None:
+        self._loaded.set()
+
+    @property
+    def loading(self) -> bool:
+        return not self._loaded.is_set()
+
+    async def until_loaded(self) -> None:
+        """Return once the learned state is loaded (at once outside a server's start-up)."""
+        await self._loaded.wait()
 
     def set_tools(self, tools: list[types.Tool]) -> None:
         self.tool_docs = [
@@ -252,7 +274,9 @@ class LearningService:
 
     async def drain(self, chunk: int | None = None) -> None:
         """Record and learn from every call noted so far, in order; with `chunk`, let the event loop
-        run after every `chunk` calls."""
+        run after every `chunk` calls. Calls noted while the learned state loads wait for it."""
+        if self._pending:
+            await self.until_loaded()
         async with self._order:
             done = 0
             while self._pending:

@@ -7,8 +7,10 @@ A snapshot holds the learner, the RNG, the counters and what of the shared log t
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import SnapshotRecord
+from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
 from toolwise.server.config import Settings
@@ -24,6 +27,28 @@ from toolwise.server.sharing import Sharing
 from toolwise.server.watermark import Covered
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A snapshot decoded into a fresh learner, not yet the current state."""
+
+    learner: Learner
+    rng: np.random.Generator
+    counters: dict[str, Any]
+    docs: list[ToolDoc]  # the catalogue it was prepared for
+
+
+@dataclass(frozen=True, slots=True)
+class _Captured:
+    """The learned state as copied at one moment, and what a snapshot record says about it."""
+
+    source: str
+    state: dict[str, Any]
+    policy: str
+    sample_count: int
+    covered: dict[str, Any]
+    created_at: datetime
 
 
 class Snapshotting:
@@ -41,36 +66,59 @@ class Snapshotting:
         )
         self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
+        self._saving = asyncio.Lock()  # a save or restore from capture to stored, one at a time
 
     def snapshot(self, source: str) -> SnapshotRecord:
         """The learned state as it is now (call after `drain`), with what of the log it covers."""
+        return self._record(self._capture(source))
+
+    def _capture(self, source: str) -> _Captured:
+        """A consistent copy of the learned state, taken on the event loop: every `state_dict` builds
+        new arrays and lists, so learning that goes on while it is packed elsewhere cannot reach it."""
         learning = self.learning
-        state = {
-            "learner": learning.learner.state_dict(),
-            "rng": learning.rng.bit_generator.state,
-            "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
-        }
-        payload = pack(state, deflate=source != "shutdown")  # shutdown: within the time a client gives
+        return _Captured(
+            source=source,
+            state={
+                "learner": learning.learner.state_dict(),
+                "rng": learning.rng.bit_generator.state,
+                "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
+            },
+            policy=learning.learner.policy.name,
+            sample_count=learning.learner.updates,
+            covered=learning.covered.state(),
+            created_at=utcnow(),
+        )
+
+    def _record(self, captured: _Captured) -> SnapshotRecord:
+        """The captured state packed, checksummed and signed: pure CPU over data nothing else holds, so
+        it can run in a worker thread while the event loop serves calls."""
+        # shutdown: undeflated, to fit in the time a client gives
+        payload = pack(captured.state, deflate=captured.source != "shutdown")
         record = SnapshotRecord(
             namespace=self.namespace,
             version=snapshots.VERSION,
-            policy=learning.learner.policy.name,
-            source=source,
-            created_at=utcnow(),
-            sample_count=learning.learner.updates,
-            covered=learning.covered.state(),
+            policy=captured.policy,
+            source=captured.source,
+            created_at=captured.created_at,
+            sample_count=captured.sample_count,
+            covered=captured.covered,
             sha256=snapshots.checksum(payload),
             payload=payload,
         )
         return snapshots.sign(record, self.sign_key) if self.sign_key is not None else record
 
     async def save(self, source: str) -> SnapshotRecord:
-        """Take a snapshot and store it (keeping the newest `snapshot_keep`)."""
-        await self.learning.drain()
-        record = self.snapshot(source)
-        learned = self.learning.unsnapshotted
-        self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
-        self.learning.unsnapshotted -= learned  # what was learned while it was being stored is not in it
+        """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied on the
+        event loop and packed in a worker thread (a year's state takes ~1 s to pack: proxied calls must
+        not wait on it); one save (or restore) at a time, so the newest stored is the newest taken."""
+        async with self._saving:
+            await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
+            await self.learning.drain()
+            captured = self._capture(source)
+            learned = self.learning.unsnapshotted
+            record = await asyncio.to_thread(self._record, captured)
+            self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
+            self.learning.unsnapshotted -= learned  # what was learned since it was taken is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
 
@@ -78,12 +126,18 @@ class Snapshotting:
         """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first,
         so a refused snapshot leaves the current state untouched. `covered` overrides what of the
         log the state counts as including (a restore or rollback takes it "as of now")."""
+        self._install(self._prepare(record), record, covered)
+
+    def _prepare(self, record: SnapshotRecord) -> _Prepared:
+        """The snapshot verified and decoded into a fresh learner that nothing else holds yet (so it can
+        run in a worker thread while the event loop serves). Raises SnapshotError."""
         learning = self.learning
         snapshots.verify(record, self.verify_key)
         if record.policy != learning.learner.policy.name:
             raise snapshots.SnapshotError(
                 f"snapshot was learned by policy {record.policy!r}; this toolwise runs {learning.learner.policy.name!r}"
             )
+        docs = learning.tool_docs
         try:
             state = unpack(record.payload)
             learner = learning.new_learner()
@@ -92,10 +146,18 @@ class Snapshotting:
             rng.bit_generator.state = state["rng"]
         except (KeyError, ValueError, TypeError) as exc:
             raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
-        if learning.tool_docs:
-            learner.set_tools(learning.tool_docs)  # the catalogue is what is running now
-        learning.learner, learning.rng = learner, rng
-        counters = state.get("counters", {})
+        if docs:
+            learner.set_tools(docs)  # the catalogue is what is running now
+        return _Prepared(learner, rng, state.get("counters", {}), docs)
+
+    def _install(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> None:
+        """Make a prepared state the current one (on the event loop, between two calls)."""
+        learning = self.learning
+        learner = prepared.learner
+        if learning.tool_docs is not prepared.docs:  # the catalogue changed while it was prepared
+            learner.set_tools(learning.tool_docs)
+        learning.learner, learning.rng = learner, prepared.rng
+        counters = prepared.counters
         learning.decisions = int(counters.get("decisions", 0))
         learning.calls = int(counters.get("calls", 0))
         learning.explored = int(counters.get("explored", 0))
@@ -117,24 +179,35 @@ class Snapshotting:
         """Load the newest usable snapshot; one that cannot be used is reported and the next older one
         tried. Until `Sharing.catch_up` has learned the log after it, the state lags: recommendations
         come from the prior. Returns what was loaded, for the log."""
-        self.learning.catching_up = True
+        learning = self.learning
+        learning.catching_up = True
         listing = await self.feedback.snapshots.list(self.namespace)
         self._restores_seen = max((r.id or 0 for r in listing), default=0)
         for listed in listing:
             record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is None:
                 continue
-            try:
-                self.load(record)
+            try:  # decoded in a worker thread (~0.7 s at 1M): a server answers meanwhile, from the prior
+                prepared = await asyncio.to_thread(self._prepare, record)
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
                 continue
+            decisions, calls, explored = learning.decisions, learning.calls, learning.explored  # while it loaded
+            self._install(prepared, record, None)
+            learning.decisions += decisions
+            learning.calls += calls
+            learning.explored += explored
             return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
         return "no snapshot"
 
     async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it
         is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
+        async with self._saving:  # not overtaken by a periodic snapshot of the state it replaces
+            return await self._adopt(record, source)
+
+    async def _adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
+        await self.learning.until_loaded()  # else the start-up's load would replace it
         await self.learning.drain()
         seq, rating_id = await self.feedback.log.high_water(self.namespace)
         covered: dict[str, Any] = {
