@@ -422,13 +422,18 @@ async def main() -> None:
         )
         report.add("server RSS after the calls", f"{cold.rss_mb:.0f} MB")
         sizes = [int(s) for s in args.catalogue.split(",") if s.strip()]
+        rss = []
         for size in sizes:
             empty = work / f"catalogue-{size}.db"
             empty.unlink(missing_ok=True)
             run = await serve(write_config(work / f"catalogue-{size}.json", empty, size), size)
+            rss.append(run.rss_mb)
             report.add(
                 f"catalogue of {size:,} tools: tools/list / RSS", f"{run.tools_list_ms:.1f} ms / {run.rss_mb:.0f} MB"
             )
+        if len(sizes) > 1:
+            per_tool = (rss[-1] - rss[0]) * 1024 / (sizes[-1] - sizes[0])
+            report.add(f"RSS growth per tool ({sizes[0]:,} → {sizes[-1]:,} tools)", f"{per_tool:.0f} KB")
     print(f"\nbench/scale.py --executions {n} --tools {args.tools} (2-core shared machine)\n")
     print(report.table())
 

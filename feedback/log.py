@@ -474,14 +474,18 @@ class ExecutionLog:
             deleted += pruned
         return deleted
 
-    async def get_tool_metrics(self, tool: str | None = None, *, namespace: str = "default") -> list[ToolMetrics]:
-        """Metrics for every tool (or one), from the summaries maintained with the log: O(tools), not
-        O(executions); p95 within `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value."""
+    async def get_tool_metrics(
+        self, tool: str | None = None, *, namespace: str = "default", limit: int | None = None
+    ) -> list[ToolMetrics]:
+        """Metrics for every tool (or one) by name, or (`limit`) the `limit` most-called, most called
+        first; from the summaries maintained with the log: O(tools), not O(executions); p95 within
+        `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value."""
         await self._service.flush()
-        columns = [c for c in ToolStatsRow.__table__.columns if c.key != "latency_counts"]
-        query = select(*columns).where(ToolStatsRow.namespace == namespace).order_by(ToolStatsRow.tool)
+        t = ToolStatsRow
+        query = select(*toolstats.METRICS_COLUMNS).where(t.namespace == namespace, t.calls > 0)
         if tool is not None:
-            query = query.where(ToolStatsRow.tool == tool)
+            query = query.where(t.tool == tool)
+        query = query.order_by(t.tool) if limit is None else query.order_by(t.calls.desc(), t.tool).limit(limit)
         async with self._service.engine.connect() as conn:
             return toolstats.metrics(await conn.execute(query))
 

@@ -204,23 +204,35 @@ def add_ratings(conn: Connection, ratings: Sequence[tuple[str, str, int]], sign:
         )
 
 
+_T = ToolStatsRow
+METRICS_COLUMNS = (
+    _T.tool,
+    _T.calls,
+    _T.successes,
+    _T.latency_sum_ms,
+    _T.p95_latency_ms,
+    _T.rating_sum,
+    _T.ratings,
+    _T.last_used,
+)  # what `metrics` reads, in the order it unpacks them
+
+
 def metrics(rows: Iterable[Any]) -> list[ToolMetrics]:
-    """ToolMetrics from `tool_stats` rows (tools with no calls left out); p95 was computed from the
-    histogram when the row was written, so reading needs no histogram."""
-    out = []
-    for r in rows:
-        if r.calls <= 0:
-            continue
-        out.append(
-            ToolMetrics(
-                tool=r.tool,
-                calls=r.calls,
-                success_rate=r.successes / r.calls,
-                avg_latency_ms=r.latency_sum_ms / r.calls,
-                p95_latency_ms=r.p95_latency_ms,
-                avg_rating=r.rating_sum / r.ratings if r.ratings else None,
-                ratings=r.ratings,
-                last_used=r.last_used,
-            )
+    """ToolMetrics from `tool_stats` rows of `METRICS_COLUMNS` (tools with no calls left out); p95 was
+    computed from the histogram when the row was written, so reading needs no histogram. Rows are
+    unpacked by position: reading a SQLAlchemy row's columns by name cost ~4x as much (500 tools:
+    2.6 ms of CPU against 0.6 ms), most of get_tool_metrics' read."""
+    return [
+        ToolMetrics(
+            tool=tool,
+            calls=calls,
+            success_rate=successes / calls,
+            avg_latency_ms=latency_sum_ms / calls,
+            p95_latency_ms=p95_latency_ms,
+            avg_rating=rating_sum / ratings if ratings else None,
+            ratings=ratings,
+            last_used=last_used,
         )
-    return out
+        for tool, calls, successes, latency_sum_ms, p95_latency_ms, rating_sum, ratings, last_used in rows
+        if calls > 0
+    ]

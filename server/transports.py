@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -43,12 +44,22 @@ async def serve_stdio(config: AppConfig) -> None:
     the ordinary shutdown runs, snapshot first."""
     async with Toolwise(config) as app:
         server = build_server(app)
+        settle_heap()
         stdin = await _stdin_lines()
         with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
             async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]  # _Lines offers the async line iteration the SDK reads, not all of AsyncFile
                 log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
                 await server.run(read, write, server.create_initialization_options())
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
+
+
+def settle_heap() -> None:
+    """Take what start-up built (modules, classes, pydantic validators, the catalogue) out of the cyclic
+    garbage collector's walks before serving. A full collection visits every tracked object: ~200k
+    after start-up, 0.2–0.3 s on a loaded 2-core machine, and serving a 2,000-tool tools/list allocates
+    enough to set one off every third list or so. Frozen objects are still freed by reference
+    counting; only a reference cycle among them would outlive its use (start-up leaves few)."""
+    gc.freeze()
 
 
 @contextlib.contextmanager
@@ -108,6 +119,7 @@ async def serve_http(config: AppConfig, host: str, port: int) -> None:
     access = http_access(host, config.toolwise)
     async with Toolwise(config) as app:
         server = build_server(app)
+        settle_heap()
         starlette = server.streamable_http_app(
             host=host, transport_security=access.security, event_store=MemoryEventStore(), retry_interval=RETRY_MS
         )

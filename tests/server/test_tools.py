@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.server.surface import ok, rows, serving, text
+from toolwise.feedback import FeedbackService
+from toolwise.server.tools import ToolMetricsOutput
 
 ECHO, FAIL = "toy__echo", "toy__fail"
 
@@ -134,6 +137,27 @@ async def test_get_tool_metrics_counts_calls_successes_and_ratings_per_tool(tmp_
     assert (metrics[ECHO]["calls"], metrics[ECHO]["success_rate"], metrics[ECHO]["avg_rating"]) == (3, 1.0, 2.0)
     assert (metrics[FAIL]["calls"], metrics[FAIL]["success_rate"], metrics[FAIL]["avg_rating"]) == (1, 0.0, None)
     assert [m["tool"] for m in only] == [FAIL]
+
+
+async def test_get_tool_metrics_answers_what_feedback_holds_valid_against_its_output_schema(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        for _ in range(3):
+            await client.call_tool(ECHO, {"text": "x"})
+        await client.call_tool(FAIL, {"reason": "y"})
+        await client.call_tool("submit_feedback", {"rating": 4, "tool": ECHO})
+        [tool] = [t for t in (await client.list_tools()).tools if t.name == "get_tool_metrics"]
+        answer = await client.call_tool("get_tool_metrics", {})
+        top = ok(await client.call_tool("get_tool_metrics", {"limit": 1}))["metrics"]
+        refused = await client.call_tool("get_tool_metrics", {"limit": 0})
+    async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as feedback:
+        held = await feedback.log.get_tool_metrics()
+    schema = Draft202012Validator(tool.output_schema)
+    assert schema.is_valid(ok(answer))
+    assert not schema.is_valid({"metrics": [{"tool": ECHO, "calls": 3}]})  # a row missing fields is refused
+    assert ToolMetricsOutput.model_validate(answer.structured_content).metrics == held  # every figure, exactly
+    assert [m.tool for m in held] == [ECHO, FAIL] and text(answer).splitlines()[0].startswith(f"{ECHO}: 3 calls")
+    assert [m["tool"] for m in top] == [ECHO]  # the most called
+    assert refused.is_error and "limit" in text(refused)
 
 
 async def test_admin_tools_are_neither_listed_nor_callable_when_admin_tools_is_off(tmp_path: Path) -> None:

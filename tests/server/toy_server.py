@@ -36,6 +36,10 @@ tools = [
     _tool("add_tool", "Add a tool with this name to the server.", name="string"),
     _tool("recommend_tool", "A downstream tool with the name of one of toolwise's own."),
 ]
+tools += [  # a large catalogue on demand (TOY_BULK tools more)
+    _tool(f"bulk_{i:04d}", f"Bulk tool number {i} of a large catalogue.", text="string")
+    for i in range(int(os.environ.get("TOY_BULK", "0")))
+]
 bus = InMemorySubscriptionBus()
 
 
@@ -84,9 +88,10 @@ async def main() -> None:
         await server.run(read, write, server.create_initialization_options(NotificationOptions(tools_changed=True)))
 
 
-def spec(name: str = "toy", log: Path | None = None, **extra: Any) -> dict[str, Any]:
-    """The mcpServers entry that starts this server under `name` (`log`: where `sleep` notes a cancel)."""
-    env = {"TOY_NAME": name, **({"TOY_LOG": str(log)} if log is not None else {})}
+def spec(name: str = "toy", log: Path | None = None, bulk: int = 0, **extra: Any) -> dict[str, Any]:
+    """The mcpServers entry that starts this server under `name` (`log`: where `sleep` notes a cancel;
+    `bulk`: that many more tools, `bulk_0000` …)."""
+    env = {"TOY_NAME": name, "TOY_BULK": str(bulk), **({"TOY_LOG": str(log)} if log is not None else {})}
     return {"command": sys.executable, "args": [__file__], "env": env, **extra}
 
 

@@ -1,0 +1,62 @@
+"""A catalogue of thousands of tools through the MCP surface (in-process `Client(server)`, the toy
+downstream with 2,000 more tools): tools/list holds every tool exactly once, list after list, and
+the pinned tools follow the catalogue's changes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from tests.server import toy_server
+from tests.server.surface import ok, serving
+
+BULK = 2000
+TOY = {"echo", "fail", "crash", "sleep", "add_tool", "recommend_tool"}
+
+
+async def test_tools_list_of_a_2000_tool_catalogue_holds_every_tool_once(tmp_path: Path) -> None:
+    async with serving(tmp_path, {"toy": toy_server.spec(bulk=BULK)}) as client:
+        first = [t.name for t in (await client.list_tools()).tools]
+        again = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
+        own = {t for t in first if "__" not in t}
+    assert max(Counter(first).values()) == 1 and len(first) == len(own) + len(TOY) + BULK
+    assert {f"toy__bulk_{i:04d}" for i in range(BULK)} | {f"toy__{t}" for t in TOY} == set(first) - own
+    assert "recommend_tool" in own and again == first
+
+
+async def test_learned_exposure_lists_the_pinned_and_the_learned_tools_of_a_large_catalogue_once(
+    tmp_path: Path,
+) -> None:
+    settings = {"exposure": "learned", "exposure_k": 3, "exposure_interval_s": 0, "pinned_tools": ["toy__bulk_1*"]}
+    async with serving(tmp_path, {"toy": toy_server.spec(bulk=BULK)}, **settings) as client:
+        before = [t.name for t in (await client.list_tools()).tools]
+        found = ok(await client.call_tool("search_tools", {"query": "bulk tool number 42", "top_k": 5}))
+        after = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
+    pinned = {f"toy__bulk_{i:04d}" for i in range(1000, 2000)}
+    assert max(Counter(before).values()) == 1 and pinned <= set(before)
+    assert not {n for n in before if n.startswith("toy__")} - pinned  # nothing else of the catalogue yet
+    learned = [n for n in after if n not in before]
+    assert max(Counter(after).values()) == 1 and len(learned) == 3  # exposure_k, each once
+    assert set(learned) <= {t["name"] for t in found["tools"]} and not set(learned) & pinned
+
+
+async def test_a_pinned_tool_a_downstream_adds_later_is_listed_once(tmp_path: Path) -> None:
+    heard: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append(message)
+
+    settings = {"exposure": "search", "pinned_tools": ["toy__late_*"]}
+    async with serving(tmp_path, mode="legacy", heard=on_message, **settings) as client:
+        before = [t.name for t in (await client.list_tools()).tools]
+        await client.call_tool("toy__add_tool", {"name": "late_one"})
+        with anyio.fail_after(10):
+            while not heard:
+                await anyio.sleep(0.05)
+        after = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
+    assert "toy__late_one" not in before and after.count("toy__late_one") == 1
