@@ -402,9 +402,11 @@ class ExecutionLog:
             return int(await conn.scalar(query) or 0)
 
     async def namespaces(self) -> list[str]:
+        """The namespaces that have executions, from the per-tool summaries (O(tools))."""
+        t = ToolStatsRow
+        query = select(t.namespace).where(t.calls > 0).distinct().order_by(t.namespace)
         async with self._service.engine.connect() as conn:
-            result = await conn.execute(select(ExecutionRow.namespace).distinct().order_by(ExecutionRow.namespace))
-            return [name for (name,) in result]
+            return [name for (name,) in await conn.execute(query)]
 
     async def prune(self, before: datetime, *, namespace: str = "default", max_seq: int, batch: int = 1000) -> int:
         """Delete executions (and their ratings) finished before `before` whose seq is at most `max_seq`

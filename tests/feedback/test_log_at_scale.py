@@ -228,6 +228,18 @@ async def test_log_reads_walk_the_seq_index_on_postgresql(pg_service: tuple[Feed
             assert "Sort" not in plan, plan
 
 
+async def test_summaries_views_read_no_execution(service: FeedbackService) -> None:
+    """`inspect top-actions`, `compare`, `status` and the export's summaries and progress bar: O(tools)."""
+    await fill(service, 50)
+    with Statements(service) as heard:
+        assert [a.calls for a in await service.log.action_summary()] == sorted(
+            (a.calls for a in await service.log.action_summary()), reverse=True
+        )
+        assert await service.log.count_executions() == 50
+        assert await service.log.namespaces() == ["default"]
+    assert heard.seen == []
+
+
 async def test_rating_reads_look_executions_up_by_key_on_sqlite(service: FeedbackService) -> None:
     """A sync or export reads ratings by id and fetches each one's execution by key: driven from the
     executions side, every batch walked the whole namespace (9 s for 10k ratings at 1M executions)."""
