@@ -1,7 +1,7 @@
 """`toolwise snapshot …` and `toolwise inspect …`: the admin's view of what was learned, from the
 database (and its newest snapshot) alone; no running server is needed. The views that read only the
-log (status, top-actions, compare, progress, export, plot) import no learner or server: they start
-in the time the interpreter, SQLAlchemy and the CLI take."""
+log (status, top-actions, compare, progress, export, plot) import neither the MCP server nor the
+learning services: they start in the time the interpreter, SQLAlchemy and the CLI take."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def run(
 async def _current(settings: Settings, feedback: FeedbackService) -> Services:
     """The services with a learner in the state of the newest usable snapshot, with the log after it
     replayed."""
-    from toolwise.server.services import Services  # the learner and the server: only what needs them
+    from toolwise.server.services import Services  # the learning services and the server: only here
 
     services = Services.open(settings, feedback)
     await services.snapshots.restore_latest()
@@ -408,7 +408,7 @@ def inspect_plot(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     hours: Annotated[float | None, typer.Option(help="How far back to look (default: the whole log).")] = None,
-    buckets: Annotated[int, typer.Option(help="Slices of time: the points of each curve.")] = 100,
+    buckets: Annotated[int, typer.Option(min=1, help="Slices of time: the points of each curve.")] = 100,
 ) -> None:
     """Learning curves as a picture: mean reward, success rate and exploration rate per slice of time,
     aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
