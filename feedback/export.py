@@ -95,16 +95,20 @@ async def execution_chunks(
         return rows, text
 
     pending: deque[asyncio.Task[tuple[int, str]]] = deque()
+
+    async def read_ahead() -> None:
+        nonlocal after
+        while after is not None and len(pending) < readers:
+            async with engine.connect() as conn:  # None: what is left fits one batch
+                end = await conn.scalar(bound, {"after": after})
+            pending.append(asyncio.create_task(encode(after, end)))
+            after = end
+
     try:
-        while True:
-            while after is not None and len(pending) < readers:
-                async with engine.connect() as conn:  # None: what is left fits one batch
-                    end = await conn.scalar(bound, {"after": after})
-                pending.append(asyncio.create_task(encode(after, end)))
-                after = end
-            if not pending:
-                return
+        await read_ahead()
+        while pending:
             rows, text = await pending.popleft()
+            await read_ahead()  # the next batches are encoded while the caller writes this one
             if rows:
                 yield rows, text + "\n"
     finally:
