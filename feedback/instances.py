@@ -14,6 +14,9 @@ from toolwise.feedback.schema import InstanceRow
 if TYPE_CHECKING:
     from toolwise.feedback.service import FeedbackService
 
+HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
+STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
+
 
 class InstanceRegistry:
     """`FeedbackService.instances`: writes go through the service's write path."""

@@ -14,12 +14,14 @@ from sqlalchemy import (
     Connection,
     Float,
     Integer,
+    Row,
     Select,
     cast,
     delete,
     func,
     insert,
     select,
+    tuple_,
     update,
 )
 
@@ -166,22 +168,34 @@ class ExecutionLog:
                 .order_by(EpisodeRow.ended_at.desc())
                 .limit(limit)
             )
-            return [
-                Episode(
-                    r.session_id,
-                    list(r.tools),
-                    r.total_reward,
-                    r.outcome,
-                    r.started_at,
-                    r.ended_at,
-                    r.namespace,
-                    r.id,
-                    r.instance,
-                    r.last_execution,
-                    r.seq,
-                )
-                for r in result
-            ]
+            return [_episode(r) for r in result]
+
+    async def iter_episodes(
+        self,
+        *,
+        namespace: str = "default",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        batch: int = 1000,
+    ) -> AsyncIterator[list[Episode]]:
+        """Episodes that ended in [since, until), newest first, in batches walking (namespace, ended_at,
+        id) backwards: an export in bounded memory however many sessions the log holds."""
+        e = EpisodeRow
+        scope = [e.namespace == namespace]
+        if since is not None:
+            scope.append(e.ended_at >= since)
+        if until is not None:
+            scope.append(e.ended_at < until)
+        query = select(e).where(*scope).order_by(e.ended_at.desc(), e.id.desc()).limit(batch)
+        page = query
+        while True:
+            async with self._service.engine.connect() as conn:
+                rows = (await conn.execute(page)).all()
+            if rows:
+                yield [_episode(r) for r in rows]
+            if len(rows) < batch:
+                return
+            page = query.where(tuple_(e.ended_at, e.id) < tuple_(rows[-1].ended_at, rows[-1].id))
 
     async def iter_episode_ends(
         self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
@@ -390,26 +404,16 @@ class ExecutionLog:
 
     async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
         """Per tool: calls, mean reward, success rate and calls that followed an exploratory
-        recommendation, most called first (one grouped query)."""
-        e = ExecutionRow
+        recommendation, most called first, from the summaries maintained with the log: O(tools)."""
+        t = ToolStatsRow
         query = (
-            select(
-                e.tool,
-                func.count().label("calls"),
-                func.avg(e.reward).label("mean_reward"),
-                func.avg(cast(cast(e.success, Integer), Float)).label("success_rate"),
-                func.sum(cast(e.explored, Integer)).label("explored"),
-            )
-            .where(e.namespace == namespace)
-            .group_by(e.tool)
-            .order_by(func.count().desc(), e.tool)
+            select(t.tool, t.calls, t.successes, t.reward_sum, t.rewarded, t.explored)
+            .where(t.namespace == namespace)
+            .order_by(t.calls.desc(), t.tool)
         )
         await self._service.flush()
         async with self._service.engine.connect() as conn:
-            return [
-                ActionSummary(r.tool, r.calls, _float(r.mean_reward), float(r.success_rate), int(r.explored or 0))
-                for r in await conn.execute(query)
-            ]
+            return toolstats.actions(await conn.execute(query))
 
     async def high_water(self, namespace: str = "default") -> tuple[int, int]:
         """The newest execution seq and rating id of a namespace (0 when there are none)."""
@@ -436,18 +440,23 @@ class ExecutionLog:
         return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
 
     async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
-        """Executions of a namespace (after `after_seq`)."""
+        """Executions of a namespace: the sum of its per-tool summaries (O(tools)), or with `after_seq`
+        a count of the index range after it."""
         await self._service.flush()
-        query = select(func.count()).select_from(ExecutionRow).where(ExecutionRow.namespace == namespace)
         if after_seq:
-            query = query.where(ExecutionRow.seq > after_seq)
+            e = ExecutionRow
+            query = select(func.count()).select_from(e).where(e.namespace == namespace, e.seq > after_seq)
+        else:
+            query = select(func.sum(ToolStatsRow.calls)).where(ToolStatsRow.namespace == namespace)
         async with self._service.engine.connect() as conn:
             return int(await conn.scalar(query) or 0)
 
     async def namespaces(self) -> list[str]:
+        """The namespaces that have executions, from the per-tool summaries (O(tools))."""
+        t = ToolStatsRow
+        query = select(t.namespace).where(t.calls > 0).distinct().order_by(t.namespace)
         async with self._service.engine.connect() as conn:
-            result = await conn.execute(select(ExecutionRow.namespace).distinct().order_by(ExecutionRow.namespace))
-            return [name for (name,) in result]
+            return [name for (name,) in await conn.execute(query)]
 
     async def prune(self, before: datetime, *, namespace: str = "default", max_seq: int, batch: int = 1000) -> int:
         """Delete executions (and their ratings) finished before `before` whose seq is at most `max_seq`
@@ -502,7 +511,8 @@ class ExecutionLog:
 def _forget(conn: Connection, ids: list[str]) -> None:
     """Take executions about to be pruned (and their ratings) out of their tools' summaries."""
     e = ExecutionRow
-    done = select(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at, e.reward).where(e.id.in_(ids))
+    done = select(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at, e.reward, e.explored)
+    done = done.where(e.id.in_(ids))
     toolstats.apply(conn, toolstats.deltas(conn.execute(done).all()), sign=-1)
     rated = conn.execute(
         select(e.namespace, e.tool, RatingRow.rating)
@@ -510,6 +520,22 @@ def _forget(conn: Connection, ids: list[str]) -> None:
         .where(e.id.in_(ids))
     ).all()
     toolstats.add_ratings(conn, rated, sign=-1)
+
+
+def _episode(r: Row[Any]) -> Episode:
+    return Episode(
+        r.session_id,
+        list(r.tools),
+        r.total_reward,
+        r.outcome,
+        r.started_at,
+        r.ended_at,
+        r.namespace,
+        r.id,
+        r.instance,
+        r.last_execution,
+        r.seq,
+    )
 
 
 def _float(value: Any) -> float | None:

@@ -25,9 +25,9 @@ EXECUTION_COLUMNS: tuple[str, ...] = tuple(c.key for c in ExecutionRow.__table__
 
 _DERIVED = ("argument_digest", "arguments", "query", "error_message")  # stored as computed, not as given
 
-Summary = tuple[str, str, bool, float, datetime, float | None]
+Summary = tuple[str, str, bool, float, datetime, float | None, bool | None]
 """What a tool's running summary needs of one execution: namespace, tool, success, latency (ms), finish,
-reward."""
+reward, explored."""
 Prepared = tuple[list[Any], list[Summary]]
 """A batch ready for the database: driver parameters of the insert, and its tools' summary inputs."""
 
@@ -84,7 +84,7 @@ class ExecutionInsert:
     def prepare(self, batch: list[Execution]) -> Prepared:
         """Parameters for a batch and what its tools' summaries need (runs on the event loop while the
         previous batch commits; the summaries are folded in on the database's side)."""
-        summary = [(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at, e.reward) for e in batch]
+        summary = [(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at, e.reward, e.explored) for e in batch]
         return self.compiled.params([self._row(e) for e in batch]), summary
 
 

@@ -86,6 +86,7 @@ class ToolStatsRow(Base):
     rating_sum: Mapped[int] = mapped_column(Integer, default=0)
     reward_sum: Mapped[float] = mapped_column(Float, default=0.0)  # over the calls with a reward
     rewarded: Mapped[int] = mapped_column(Integer, default=0)  # calls with a reward (null until learned)
+    explored: Mapped[int] = mapped_column(Integer, default=0)  # calls that followed an exploratory recommendation
     p95_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)  # from the histogram, kept with it
     latency_offset: Mapped[int] = mapped_column(Integer, default=0)  # bucket of latency_counts[0]
     latency_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # little-endian int64 per bucket
@@ -120,6 +121,7 @@ class EpisodeRow(Base):
     __table_args__ = (
         Index("ix_episodes_ns_seq", "namespace", "seq"),  # the order syncs walk
         Index("ix_episodes_last_execution", "last_execution"),  # a replayed step finds the end that follows it
+        Index("ix_episodes_ns_ended", "namespace", "ended_at", "id"),  # newest first, in pages (exports)
     )
 
 

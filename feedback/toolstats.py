@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from toolwise.feedback.records import ToolMetrics
+from toolwise.feedback.records import ActionSummary, ToolMetrics
 from toolwise.feedback.schema import ToolStatsRow
 
 RELATIVE_ACCURACY = 0.01  # α: a quantile is within ±1% of the exact nearest-rank latency
@@ -56,6 +56,7 @@ class Delta:
     latency_sum_ms: float = 0.0
     reward_sum: float = 0.0
     rewarded: int = 0
+    explored: int = 0
     last_used: datetime | None = None
     buckets: dict[int, int] = field(default_factory=dict)
 
@@ -63,10 +64,13 @@ class Delta:
 Key = tuple[str, str]  # (namespace, tool)
 
 
-def deltas(rows: Iterable[tuple[str, str, bool, float, datetime, float | None]]) -> dict[Key, Delta]:
-    """Per (namespace, tool), what rows of (namespace, tool, success, latency ms, finished at, reward) add."""
+def deltas(
+    rows: Iterable[tuple[str, str, bool, float, datetime, float | None, bool | None]],
+) -> dict[Key, Delta]:
+    """Per (namespace, tool), what rows of (namespace, tool, success, latency ms, finished at, reward,
+    explored) add."""
     out: dict[Key, Delta] = {}
-    for namespace, tool, success, latency_ms, finished_at, reward in rows:
+    for namespace, tool, success, latency_ms, finished_at, reward, explored in rows:
         d = out.get((namespace, tool))
         if d is None:
             d = out[(namespace, tool)] = Delta()
@@ -76,6 +80,7 @@ def deltas(rows: Iterable[tuple[str, str, bool, float, datetime, float | None]])
         if reward is not None:
             d.reward_sum += reward
             d.rewarded += 1
+        d.explored += bool(explored)
         if d.last_used is None or finished_at > d.last_used:
             d.last_used = finished_at
         bucket = bucket_of(latency_ms)
@@ -114,7 +119,7 @@ _CREATE = {  # executemany of one statement; a multi-row VALUES would compile an
 }
 _CURRENT = (
     select(_t.namespace, _t.tool, _t.calls, _t.successes, _t.latency_sum_ms, _t.reward_sum, _t.rewarded, _t.last_used)
-    .add_columns(_t.latency_offset, _t.latency_counts)
+    .add_columns(_t.explored, _t.latency_offset, _t.latency_counts)
     .where(_t.namespace == bindparam("namespace"), _t.tool.in_(bindparam("tools", expanding=True)))
     .order_by(_t.tool)
     .with_for_update()
@@ -125,6 +130,7 @@ _UPDATED = (
     "latency_sum_ms",
     "reward_sum",
     "rewarded",
+    "explored",
     "last_used",
     "p95_latency_ms",
     "latency_offset",
@@ -166,6 +172,7 @@ def apply(conn: Connection, changes: dict[Key, Delta], sign: int = 1) -> None:
                 "latency_sum_ms": row.latency_sum_ms + sign * d.latency_sum_ms,
                 "reward_sum": row.reward_sum + sign * d.reward_sum,
                 "rewarded": row.rewarded + sign * d.rewarded,
+                "explored": row.explored + sign * d.explored,
                 "last_used": last,
                 "p95_latency_ms": quantile(offset, counts, 0.95),
                 "latency_offset": offset,
@@ -235,4 +242,16 @@ def metrics(rows: Iterable[Any]) -> list[ToolMetrics]:
         )
         for tool, calls, successes, latency_sum_ms, p95_latency_ms, rating_sum, ratings, last_used in rows
         if calls > 0
+    ]
+
+
+def actions(rows: Iterable[Any]) -> list[ActionSummary]:
+    """ActionSummary from `tool_stats` rows, in the order given (tools with no calls left out): the
+    mean reward is over the calls that have one, as the log's average is."""
+    return [
+        ActionSummary(
+            r.tool, r.calls, r.reward_sum / r.rewarded if r.rewarded else None, r.successes / r.calls, r.explored
+        )
+        for r in rows
+        if r.calls > 0
     ]

@@ -1,5 +1,7 @@
 """`toolwise snapshot …` and `toolwise inspect …`: the admin's view of what was learned, from the
-database (and its newest snapshot) alone; no running server is needed."""
+database (and its newest snapshot) alone; no running server is needed. The views that read only the
+log (status, top-actions, compare, progress, export, plot) import neither the MCP server nor the
+learning services: they start in the time the interpreter, SQLAlchemy and the CLI take."""
 
 from __future__ import annotations
 
@@ -8,9 +10,8 @@ import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import Progress
@@ -19,13 +20,13 @@ from sqlalchemy.engine import make_url
 
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks
-from toolwise.feedback.records import Execution
+from toolwise.feedback.instances import STALE_AFTER_S
 from toolwise.server import snapshots
-from toolwise.server.app import STALE_AFTER_S
 from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
 from toolwise.server.config import Settings
-from toolwise.server.learning import with_session_query
-from toolwise.server.services import Services
+
+if TYPE_CHECKING:
+    from toolwise.server.services import Services
 
 console = Console()
 snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
@@ -52,6 +53,8 @@ def run(
 async def _current(settings: Settings, feedback: FeedbackService) -> Services:
     """The services with a learner in the state of the newest usable snapshot, with the log after it
     replayed."""
+    from toolwise.server.services import Services  # the learning services and the server: only here
+
     services = Services.open(settings, feedback)
     await services.snapshots.restore_latest()
     return services
@@ -111,6 +114,8 @@ def snapshot_restore(
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if verify_key is not None:
             settings = settings.model_copy(update={"snapshot_verify_key": verify_key})
+        from toolwise.server.services import Services
+
         restoring = Services.open(settings, feedback).snapshots
         path = str(input_path) if input_path is not None else None
         record = await restoring.choose(snapshot_id, path, previous)
@@ -173,6 +178,8 @@ def inspect_qvalues(
     """Learned values (expected normalised reward, 0..1) per context seen in the log, best first."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.server.learning import with_session_query
+
         learning = (await _current(settings, feedback)).learning
         recent = await feedback.log.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
@@ -194,17 +201,6 @@ def inspect_qvalues(
         console.print(f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts")
 
     run(config, work, database_url)
-
-
-async def _executions(feedback: FeedbackService, namespace: str, since: datetime | None = None) -> list[Execution]:
-    total = await feedback.log.count_executions(namespace)
-    found: list[Execution] = []
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("reading the execution log", total=total)
-        async for batch in feedback.log.iter_executions(namespace=namespace, since=since):
-            found.extend(batch)
-            progress.advance(task, len(batch))
-    return found
 
 
 @inspect_app.command("progress")
@@ -343,7 +339,7 @@ def inspect_export(
 ) -> None:
     """Everything recorded in the namespace as JSON Lines, one record a line, each with its "type":
     an "export" header, then every "execution", "rating", "episode", "action" (per-tool summary) and
-    "snapshot". Written row by row: memory stays flat however long the log."""
+    "snapshot". Written in chunks the database encodes: memory stays flat however long the log."""
     start, end = _utc(since), _utc(until)
 
     def within(moment: datetime) -> bool:
@@ -355,6 +351,7 @@ def inspect_export(
         with output.open("w", encoding="utf-8") as out, Progress(console=console, transient=True) as progress:
             header = {"type": "export", "namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(json.dumps(header, default=str) + "\n")
+            # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan
             task = progress.add_task("exporting executions", total=await feedback.log.count_executions(ns))
             await feedback.flush()
             chunks = execution_chunks(feedback.engine, namespace=ns, since=start, until=end, kind="execution")
@@ -367,9 +364,8 @@ def inspect_export(
                     if within(e.rating.created_at):
                         out.write(_line("rating", {**_plain(e.rating), "previous": e.previous}))
                         ratings += 1
-            for episode in await feedback.log.get_episodes(namespace=ns, limit=1_000_000):
-                if within(episode.ended_at):
-                    out.write(_line("episode", _plain(episode)))
+            async for episodes in feedback.log.iter_episodes(namespace=ns, since=start, until=end):
+                out.writelines(_line("episode", _plain(episode)) for episode in episodes)
             for action in await feedback.log.action_summary(ns):
                 out.write(_line("action", _plain(action)))
             for snapshot in await feedback.snapshots.list(ns):
@@ -411,9 +407,11 @@ def inspect_plot(
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")],
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
-    window: Annotated[int, typer.Option(help="Moving-average window (calls).")] = 50,
+    hours: Annotated[float | None, typer.Option(help="How far back to look (default: the whole log).")] = None,
+    buckets: Annotated[int, typer.Option(min=1, help="Slices of time: the points of each curve.")] = 100,
 ) -> None:
-    """Learning curves as a picture: moving average reward, success rate and exploration rate."""
+    """Learning curves as a picture: mean reward, success rate and exploration rate per slice of time,
+    aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
     try:
         import matplotlib
 
@@ -424,38 +422,30 @@ def inspect_plot(
         raise typer.Exit(1) from exc
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        executions = await _executions(feedback, settings.namespace)
-        if not executions:
+        since = None if hours is None else utcnow() - timedelta(hours=hours)
+        with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
+            progress.add_task("aggregating the execution log", total=None)
+            trend = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=buckets)
+        if not trend:
             raise ValueError(f"no executions in namespace {settings.namespace!r} to plot")
-        x = np.arange(1, len(executions) + 1)
-        reward = np.array([e.reward if e.reward is not None else np.nan for e in executions])
-        success = np.array([e.success for e in executions], dtype=np.float64)
-        explored = np.array([np.nan if e.explored is None else float(e.explored) for e in executions])
+        middle = [b.start + (b.end - b.start) / 2 for b in trend]
+        nan = float("nan")
         fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
         for ax, values, label in (
-            (axes[0], reward, "reward"),
-            (axes[1], success, "success rate"),
-            (axes[2], explored, "exploration rate"),
+            (axes[0], [nan if b.mean_reward is None else b.mean_reward for b in trend], "mean reward"),
+            (axes[1], [b.success_rate for b in trend], "success rate"),
+            (axes[2], [nan if b.exploration_rate is None else b.exploration_rate for b in trend], "exploration rate"),
         ):
-            ax.plot(x, _moving(values, window), linewidth=1.5)
+            ax.plot(middle, values, linewidth=1.5, marker="." if len(trend) < 50 else None)
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
-        axes[0].set_title(f"toolwise learning curves — {settings.namespace} (moving average of {window} calls)")
-        axes[2].set_xlabel("calls")
+        width = _span(trend[0].end - trend[0].start)
+        axes[0].set_title(f"toolwise learning curves — {settings.namespace} (per slice of {width})")
+        axes[2].set_xlabel("time (UTC)")
+        fig.autofmt_xdate()
         fig.tight_layout()
         fig.savefig(output, dpi=100)
         plt.close(fig)
-        console.print(f"wrote {output}: {len(executions)} calls")
+        console.print(f"wrote {output}: {sum(b.calls for b in trend)} calls in {len(trend)} slices of {width}")
 
     run(config, work, database_url)
-
-
-def _moving(values: np.ndarray, window: int) -> np.ndarray:
-    """Moving average ignoring NaN (calls with no value), NaN until a value exists."""
-    valid = ~np.isnan(values)
-    sums = np.cumsum(np.where(valid, values, 0.0))
-    counts = np.cumsum(valid)
-    sums[window:] = sums[window:] - sums[:-window]
-    counts[window:] = counts[window:] - counts[:-window]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)

@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback.instances import HEARTBEAT_S
 from toolwise.feedback.records import InstanceStatus
 from toolwise.rl import Decision, UnknownToolError
 from toolwise.server.catalogue import (
@@ -64,9 +65,7 @@ log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 UNMARKED_RESNAPSHOT = 10_000  # own executions unseen in the log that make a shutdown sync and snapshot again
-HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 _WATCHED = "toolwise/watched"  # marks a connection whose end frees its session
-STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
 DECIDING = ("recommend_tool", SEARCH_TOOLS)  # own tools whose answer is a decision (learned exposure)
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "

@@ -24,7 +24,6 @@ import platformdirs
 from pydantic import TypeAdapter, ValidationError
 
 from toolwise.feedback import utcnow
-from toolwise.server.catalogue import resolve_command
 from toolwise.server.config import Downstream, describe
 
 ENTRY = "toolwise"
@@ -149,6 +148,8 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
     """PATH for toolwise's entry: the folders of the servers' commands as found now, then this shell's
     PATH (GUI apps such as Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing);
     also the commands found nowhere."""
+    from toolwise.server.catalogue import resolve_command  # the MCP client: not for every CLI command
+
     folders: list[str] = []
     missing: list[str] = []
     for name, spec in servers.items():

@@ -155,7 +155,7 @@ async def test_admin_commands_report_a_populated_database(write_config: Callable
     toolwise_cli("inspect", "export", *c, "--output", str(export), "--since", "2000-01-01", "--until", "2001-01-01")
     assert [json.loads(line)["type"] for line in export.read_text().splitlines()].count("execution") == 0
     plot = tmp_path / "curves.png"
-    toolwise_cli("inspect", "plot", *c, "--output", str(plot), "--window", "3")
+    toolwise_cli("inspect", "plot", *c, "--output", str(plot), "--buckets", "3")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     snapshot = tmp_path / "state.snapshot"

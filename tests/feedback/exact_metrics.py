@@ -1,6 +1,6 @@
-"""Per-tool metrics recomputed from every execution in one SQL statement (O(executions), exact p95): the
-check the maintained summaries of `feedback/toolstats.py` are tested against; nothing in toolwise
-needs it at run time."""
+"""Per-tool metrics and action summaries recomputed from every execution in one SQL statement
+(O(executions), exact p95): the check the maintained summaries of `feedback/toolstats.py` are tested
+against; nothing in toolwise needs it at run time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Float, Integer, Select, cast, func, select
 
 from toolwise.feedback import FeedbackService, ToolMetrics
+from toolwise.feedback.records import ActionSummary
 from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 
 
@@ -106,3 +107,32 @@ def tool_metrics_query(namespace: str, tool: str | None = None) -> Select[tuple[
         .outerjoin(ratings, ratings.c.tool == totals.c.tool)
         .order_by(totals.c.tool)
     )
+
+
+async def recompute_action_summary(service: FeedbackService, namespace: str = "default") -> list[ActionSummary]:
+    """What `service.log.action_summary` answers, grouped from the log itself."""
+    e = ExecutionRow
+    query = (
+        select(
+            e.tool,
+            func.count().label("calls"),
+            func.avg(e.reward).label("mean_reward"),
+            func.avg(cast(cast(e.success, Integer), Float)).label("success_rate"),
+            func.sum(cast(e.explored, Integer)).label("explored"),
+        )
+        .where(e.namespace == namespace)
+        .group_by(e.tool)
+        .order_by(func.count().desc(), e.tool)
+    )
+    await service.flush()
+    async with service.engine.connect() as conn:
+        return [
+            ActionSummary(
+                r.tool,
+                r.calls,
+                None if r.mean_reward is None else float(r.mean_reward),
+                float(r.success_rate),
+                int(r.explored or 0),
+            )
+            for r in await conn.execute(query)
+        ]

@@ -3,6 +3,7 @@ the log splits into chunks (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -64,3 +65,17 @@ async def test_export_chunks_hold_every_execution_in_order_on_postgresql() -> No
         pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
     async with FeedbackService(PG_URL) as service:
         await check_export(service, f"test-{uuid.uuid4().hex[:8]}")
+
+
+async def test_an_export_stopped_early_leaves_no_chunk_being_read(service: FeedbackService) -> None:
+    for i in range(40):
+        await service.log.record_execution(make_execution(f"s__t{i % 3}"))
+    await service.flush()
+    chunks = execution_chunks(service.engine, batch=5, readers=3)
+    async for rows, _ in chunks:
+        assert rows == 5
+        break
+    await chunks.aclose()  # the two chunks read ahead are cancelled, not left running
+    assert [t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("encode")] == []
+    with pytest.raises(ValueError, match="readers must be ≥ 1, got 0"):
+        await anext(execution_chunks(service.engine, readers=0))

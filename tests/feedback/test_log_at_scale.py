@@ -1,5 +1,6 @@
 """The log at scale: reads walk (namespace, seq) on both backends, per-tool summaries maintained with
-the log equal the SQL recomputation (after ratings, retention and a migration of an existing log)."""
+the log equal the SQL recomputation (after ratings, retention and a migration of an existing log, on
+SQLite and PostgreSQL), episodes are read in pages."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from alembic import command
 from sqlalchemy import event, text
 
 from tests.feedback.conftest import make_execution
-from tests.feedback.exact_metrics import recompute_tool_metrics
-from toolwise.feedback import FeedbackService, ToolMetrics, utcnow
+from tests.feedback.exact_metrics import recompute_action_summary, recompute_tool_metrics
+from toolwise.feedback import Episode, FeedbackService, ToolMetrics, utcnow
 from toolwise.feedback.migrate import alembic_config
+from toolwise.feedback.records import ActionSummary
 from toolwise.feedback.toolstats import RELATIVE_ACCURACY
 
 PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
@@ -33,6 +35,23 @@ def assert_same(maintained: list[ToolMetrics], recomputed: list[ToolMetrics]) ->
         assert m.p95_latency_ms == pytest.approx(r.p95_latency_ms, rel=RELATIVE_ACCURACY)
 
 
+def assert_same_actions(maintained: list[ActionSummary], recomputed: list[ActionSummary]) -> None:
+    assert [(a.tool, a.calls, a.explored) for a in maintained] == [(a.tool, a.calls, a.explored) for a in recomputed]
+    for m, r in zip(maintained, recomputed, strict=True):
+        assert m.success_rate == pytest.approx(r.success_rate)
+        assert m.mean_reward == pytest.approx(r.mean_reward)
+
+
+async def assert_summaries_equal_the_log(service: FeedbackService, namespace: str) -> None:
+    """Metrics, action summaries and the count of a namespace, maintained against recomputed."""
+    recomputed = await recompute_tool_metrics(service, namespace=namespace)
+    assert_same(await service.log.get_tool_metrics(namespace=namespace), recomputed)
+    assert_same_actions(await service.log.action_summary(namespace), await recompute_action_summary(service, namespace))
+    async with service.engine.connect() as conn:
+        query = text("SELECT count(*) FROM executions WHERE namespace = :ns")
+        assert await service.log.count_executions(namespace) == (await conn.execute(query, {"ns": namespace})).scalar()
+
+
 async def fill(service: FeedbackService, n: int, *, namespace: str = "default", seed: int = 0) -> list[str]:
     """n executions of five tools with spread-out latencies (some old), a tenth of them rated."""
     rng = np.random.default_rng(seed)
@@ -42,7 +61,10 @@ async def fill(service: FeedbackService, n: int, *, namespace: str = "default", 
         latency = float(rng.lognormal(np.log(30), 1.2))
         reward = None if i % 7 == 0 else float(rng.normal(5, 6))  # some calls not learned (yet)
         success = bool(rng.random() < 0.8)
-        execution = make_execution(tool, latency_ms=latency, success=success, namespace=namespace, reward=reward)
+        explored = None if i % 3 == 0 else bool(rng.random() < 0.3)  # not every call followed a recommendation
+        execution = make_execution(
+            tool, latency_ms=latency, success=success, namespace=namespace, reward=reward, explored=explored
+        )
         if i % 4 == 0:
             execution.finished_at -= timedelta(days=60)
         ids.append(await service.log.record_execution(execution))
@@ -51,19 +73,53 @@ async def fill(service: FeedbackService, n: int, *, namespace: str = "default", 
     return ids
 
 
-async def test_maintained_metrics_equal_the_sql_recomputation(service: FeedbackService) -> None:
-    await fill(service, 400)
-    await fill(service, 50, namespace="elsewhere", seed=1)
-    assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
-    assert_same(await service.log.get_tool_metrics("s__t3"), await recompute_tool_metrics(service, "s__t3"))
-    seq, _ = await service.log.high_water()
-    pruned = await service.log.prune(utcnow() - timedelta(days=30), max_seq=seq)
-    assert pruned == 100  # every fourth execution was old: retention takes it out of the summaries too
-    assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def backend(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[tuple[FeedbackService, str]]:
+    """A service on a real SQLite file or the real PostgreSQL server, and a namespace of its own."""
+    if request.param == "postgresql" and not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    async with FeedbackService(db_url if request.param == "sqlite" else str(PG_URL)) as svc:
+        yield svc, f"test-{uuid.uuid4().hex[:8]}"
+
+
+async def test_maintained_summaries_equal_the_sql_recomputation(backend: tuple[FeedbackService, str]) -> None:
+    service, namespace = backend
+    elsewhere = f"{namespace}-elsewhere"
+    ids = await fill(service, 400, namespace=namespace)
+    await fill(service, 50, namespace=elsewhere, seed=1)
+    await assert_summaries_equal_the_log(service, namespace)
     assert_same(
-        await service.log.get_tool_metrics(namespace="elsewhere"),
-        await recompute_tool_metrics(service, namespace="elsewhere"),
+        await service.log.get_tool_metrics("s__t3", namespace=namespace),
+        await recompute_tool_metrics(service, "s__t3", namespace=namespace),
     )
+    await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
+    await service.log.set_reward(ids[1], -9.0)  # ... and one it had
+    await assert_summaries_equal_the_log(service, namespace)
+    seq, _ = await service.log.high_water(namespace)
+    pruned = await service.log.prune(utcnow() - timedelta(days=30), namespace=namespace, max_seq=seq)
+    assert pruned == 100  # every fourth execution was old: retention takes it out of the summaries too
+    await assert_summaries_equal_the_log(service, namespace)
+    await assert_summaries_equal_the_log(service, elsewhere)
+    everything_old = utcnow() + timedelta(days=1)  # a tool whose calls are all pruned leaves the summary
+    await service.log.prune(everything_old, namespace=elsewhere, max_seq=(await service.log.heads(elsewhere))[0])
+    assert await service.log.action_summary(elsewhere) == [] and await service.log.count_executions(elsewhere) == 0
+
+
+async def test_episodes_are_read_in_pages_newest_first(backend: tuple[FeedbackService, str]) -> None:
+    service, namespace = backend
+    now = utcnow()
+    for i in range(11):  # pairs ending at the same moment: the page boundary falls between equals
+        ended = now - timedelta(hours=i // 2)
+        episode = Episode(f"s{i}", ["a", "b"], float(i), "success", ended - timedelta(minutes=5), ended, namespace)
+        await service.log.record_episode(episode)
+    await service.log.record_episode(Episode("other", ["a"], 0.0, "success", now, now, f"{namespace}-other"))
+    paged = [e async for batch in service.log.iter_episodes(namespace=namespace, batch=3) for e in batch]
+    assert sorted(e.id for e in paged) == sorted(e.id for e in await service.log.get_episodes(namespace=namespace))
+    assert len(paged) == 11 and [e.ended_at for e in paged] == sorted((e.ended_at for e in paged), reverse=True)
+    since, until = now - timedelta(hours=3, minutes=30), now - timedelta(minutes=30)
+    pages = service.log.iter_episodes(namespace=namespace, since=since, until=until, batch=2)
+    window = [e async for batch in pages for e in batch]
+    assert sorted(e.session_id for e in window) == ["s2", "s3", "s4", "s5", "s6", "s7"]
 
 
 async def logged_mean_reward(service: FeedbackService, namespace: str = "default") -> float | None:
@@ -89,14 +145,14 @@ async def test_the_mean_reward_from_the_summaries_equals_the_logs_average(servic
     assert elsewhere == pytest.approx(await logged_mean_reward(service, "elsewhere"))
 
 
-@pytest.mark.parametrize("revision", ["0002", "0004"])
+@pytest.mark.parametrize("revision", ["0002", "0004", "0005", "0006"])
 async def test_a_migrated_log_gets_its_summaries(db_url: str, revision: str) -> None:
     async with FeedbackService(db_url) as service:
         await fill(service, 120)
         async with service.engine.begin() as conn:  # back to an earlier schema, log kept
             await conn.run_sync(lambda c: command.downgrade(alembic_config(c), revision))
     async with FeedbackService(db_url) as service:  # start-up upgrades and summarises what is there
-        assert_same(await service.log.get_tool_metrics(), await recompute_tool_metrics(service))
+        await assert_summaries_equal_the_log(service, "default")
         assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
 
 
@@ -160,6 +216,7 @@ async def test_log_reads_walk_the_seq_index_on_postgresql(pg_service: tuple[Feed
     async with service.engine.connect() as conn:
         await conn.execute(text("ANALYZE executions"))
         await conn.execute(text("SET enable_seqscan = off"))  # a small table: the planner would just scan it
+        await conn.execute(text("SET enable_bitmapscan = off"))  # ... or, for a last page of ~50 rows, sort them
         for statement, parameters in await read_the_log(service, namespace):
             literal = statement
             for i, value in reversed(list(enumerate(parameters, start=1))):
@@ -170,6 +227,18 @@ async def test_log_reads_walk_the_seq_index_on_postgresql(pg_service: tuple[Feed
                 # seq in order: (namespace, seq), or the seq key itself while one namespace fills the table
                 assert "using ix_executions_ns_seq" in plan or "using executions_pkey" in plan, plan
             assert "Sort" not in plan, plan
+
+
+async def test_summaries_views_read_no_execution(service: FeedbackService) -> None:
+    """`inspect top-actions`, `compare`, `status` and the export's summaries and progress bar: O(tools)."""
+    await fill(service, 50)
+    with Statements(service) as heard:
+        assert [a.calls for a in await service.log.action_summary()] == sorted(
+            (a.calls for a in await service.log.action_summary()), reverse=True
+        )
+        assert await service.log.count_executions() == 50
+        assert await service.log.namespaces() == ["default"]
+    assert heard.seen == []
 
 
 async def test_rating_reads_look_executions_up_by_key_on_sqlite(service: FeedbackService) -> None:

@@ -2,7 +2,7 @@
 
 `ix_executions_ns_seq` lets every log read (replay, sync, export) walk (namespace, seq) in order
 instead of sorting the namespace per batch. `tool_stats` holds running per-tool summaries
-(`toolwise.feedback.toolstats`), filled from the executions and ratings already logged by 0005.
+(`toolwise.feedback.toolstats`), filled from the executions and ratings already logged by 0006.
 
 Revision ID: 0004
 Revises: 0003
@@ -35,7 +35,7 @@ def upgrade() -> None:
         sa.Column("latency_offset", sa.Integer, nullable=False, server_default="0"),
         sa.Column("latency_counts", sa.LargeBinary, nullable=True),
     )
-    # filled from the executions already logged by 0005, once the table has all its columns (the
+    # filled from the executions already logged by 0006, once the table has all its columns (the
     # filling uses the live `toolstats` code, which writes every column of today's table)
 
 

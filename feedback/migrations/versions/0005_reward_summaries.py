@@ -4,7 +4,7 @@
 whole log, seconds at a million rows, on every call). `tool_stats` now keeps the sum of the rewards and
 the number of calls that have one; they are filled here from what is already logged (one grouped
 query), then maintained with the log (inserts, revised rewards, pruning). A database coming from
-before 0004 gets its whole `tool_stats` filled here, from the executions and ratings logged.
+before 0004 gets its whole `tool_stats` filled by 0007, once the table has all its columns.
 
 Revision ID: 0005
 Revises: 0004
@@ -13,37 +13,21 @@ Revises: 0004
 import sqlalchemy as sa
 from alembic import op
 
-from toolwise.feedback import toolstats
-from toolwise.feedback.schema import UTCDateTime
-
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
 
-_BACKFILL_BATCH = 20_000
-
 # The tables as this revision sees them (not the live schema, which later revisions may change).
 _executions = sa.table(
-    "executions",
-    sa.column("seq", sa.Integer),
-    sa.column("namespace", sa.String),
-    sa.column("tool", sa.String),
-    sa.column("success", sa.Boolean),
-    sa.column("latency_ms", sa.Float),
-    sa.column("finished_at", UTCDateTime),
-    sa.column("reward", sa.Float),
-    sa.column("id", sa.String),
+    "executions", sa.column("namespace", sa.String), sa.column("tool", sa.String), sa.column("reward", sa.Float)
 )
-_ratings = sa.table("ratings", sa.column("execution_id", sa.String), sa.column("rating", sa.Integer))
 _tool_stats = sa.table(
     "tool_stats",
     sa.column("namespace", sa.String),
     sa.column("tool", sa.String),
     sa.column("reward_sum", sa.Float),
     sa.column("rewarded", sa.Integer),
-    sa.column("ratings", sa.Integer),
-    sa.column("rating_sum", sa.Integer),
 )
 
 
@@ -55,8 +39,8 @@ def upgrade() -> None:
     filled = conn.execute(sa.text("SELECT count(*) FROM tool_stats")).scalar_one()
     if filled:  # summarised by an earlier toolwise (0004's filling): the rewards alone
         _backfill_rewards(conn)
-    else:
-        _backfill(conn)
+    # an empty table is filled whole by 0007 (the filling uses the live `toolstats` code, which writes
+    # every column of today's table)
 
 
 def _backfill_rewards(conn: sa.Connection) -> None:
@@ -69,32 +53,6 @@ def _backfill_rewards(conn: sa.Connection) -> None:
     for namespace, tool, total, count in totals:
         conn.execute(
             sa.update(t).where(t.c.namespace == namespace, t.c.tool == tool).values(reward_sum=total, rewarded=count)
-        )
-
-
-def _backfill(conn: sa.Connection) -> None:
-    """Summarise what is already logged, a batch of executions at a time (bounded memory)."""
-    e, r, t = _executions, _ratings, _tool_stats
-    after = 0
-    while True:
-        rows = conn.execute(
-            sa.select(e.c.seq, e.c.namespace, e.c.tool, e.c.success, e.c.latency_ms, e.c.finished_at, e.c.reward)
-            .where(e.c.seq > after)
-            .order_by(e.c.seq)
-            .limit(_BACKFILL_BATCH)
-        ).all()
-        if not rows:
-            break
-        toolstats.apply(conn, toolstats.deltas(r[1:] for r in rows))
-        after = rows[-1][0]
-    rated = conn.execute(
-        sa.select(e.c.namespace, e.c.tool, sa.func.count(), sa.func.sum(r.c.rating))
-        .join(r, r.c.execution_id == e.c.id)
-        .group_by(e.c.namespace, e.c.tool)
-    ).all()
-    for namespace, tool, count, total in rated:
-        conn.execute(
-            sa.update(t).where(t.c.namespace == namespace, t.c.tool == tool).values(ratings=count, rating_sum=total)
         )
 
 

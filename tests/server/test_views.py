@@ -1,0 +1,75 @@
+"""The log's views from the command line, on a real SQLite file: the plot is drawn from time slices the
+database aggregates, the export writes the episodes and per-tool summaries of its window."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.feedback.conftest import make_execution
+from toolwise.feedback import Episode, FeedbackService, utcnow
+from toolwise.server.cli import app as cli
+
+HOURS = 10
+
+
+def fill(url: str, now: datetime) -> None:
+    """40 executions of two tools spread evenly over HOURS, the first half failing and unrewarded; one
+    episode ending each hour."""
+
+    async def work() -> None:
+        async with FeedbackService(url) as feedback:
+            for i in range(40):
+                execution = make_execution(f"s__t{i % 2}", success=i >= 20, reward=10.0 if i >= 20 else None)
+                execution.finished_at = now - timedelta(hours=HOURS) + timedelta(hours=HOURS * i / 39)
+                await feedback.log.record_execution(execution)
+            for h in range(HOURS):
+                ended = now - timedelta(hours=h, minutes=30)
+                episode = Episode(f"s{h}", ["s__t0"], 1.0, "success", ended - timedelta(minutes=1), ended)
+                await feedback.log.record_episode(episode)
+
+    asyncio.run(work())
+
+
+def cli_config(tmp_path: Path) -> tuple[str, list[str]]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    config = tmp_path / "toolwise.json"
+    config.write_text(json.dumps({"mcpServers": {}, "toolwise": {"database_url": url}}))
+    return url, ["--config", str(config)]
+
+
+def test_plot_draws_the_curves_from_slices_of_time(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    url, config = cli_config(tmp_path)
+    fill(url, utcnow())
+    plot = tmp_path / "curves.png"
+    result = CliRunner().invoke(cli, ["inspect", "plot", *config, "--output", str(plot), "--buckets", "5"])
+    assert result.exit_code == 0, result.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "40 calls in 5 slices of 2 h" in result.output
+    nothing = CliRunner().invoke(cli, ["inspect", "plot", *config, "-o", str(plot), "--database-url", f"{url}-empty"])
+    assert nothing.exit_code == 1 and "no executions in namespace 'default' to plot" in nothing.output
+
+
+def test_export_writes_the_episodes_and_summaries_of_its_window(tmp_path: Path) -> None:
+    url, config = cli_config(tmp_path)
+    now = utcnow().replace(microsecond=0)
+    fill(url, now)
+    out = tmp_path / "export.jsonl"
+    since, until = (now - timedelta(hours=4)).isoformat(), (now - timedelta(hours=1)).isoformat()
+    result = CliRunner().invoke(cli, ["inspect", "export", *config, "-o", str(out), "--since", since, "--until", until])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    episodes = [line["session_id"] for line in lines if line["type"] == "episode"]
+    assert episodes == ["s1", "s2", "s3"]  # ended 1.5, 2.5 and 3.5 hours ago: newest first
+    executions = [line for line in lines if line["type"] == "execution"]
+    finished = [datetime.fromisoformat(e["finished_at"]) for e in executions]
+    assert len(executions) == 12 and all(now - timedelta(hours=4) <= f < now - timedelta(hours=1) for f in finished)
+    actions = {line["tool"]: line for line in lines if line["type"] == "action"}  # the whole namespace
+    assert actions["s__t0"]["calls"] == 20 and actions["s__t0"]["success_rate"] == 0.5
+    assert actions["s__t1"]["mean_reward"] == 10.0 and actions["s__t1"]["explored"] == 0
