@@ -19,11 +19,11 @@ from toolwise.server.config import AppConfig
 
 
 @asynccontextmanager
-async def serving(
+async def running(
     tmp_path: Path, servers: dict[str, Any] | None = None, *, mode: str = "legacy", heard: Any = None, **settings: Any
-) -> AsyncIterator[Client]:
-    """A client of toolwise in front of `servers` (default: one toy server named `toy`); `heard` gets
-    every notification the client receives."""
+) -> AsyncIterator[tuple[Toolwise, Client]]:
+    """toolwise in front of `servers` (default: one toy server named `toy`) and a client of it; `heard`
+    gets every notification the client receives."""
     config = AppConfig.model_validate(
         {
             "mcpServers": servers if servers is not None else {"toy": toy_server.spec(log=tmp_path / "toy.log")},
@@ -37,6 +37,15 @@ async def serving(
         }
     )
     async with Toolwise(config) as app, Client(build_server(app), mode=mode, message_handler=heard) as client:
+        yield app, client
+
+
+@asynccontextmanager
+async def serving(
+    tmp_path: Path, servers: dict[str, Any] | None = None, *, mode: str = "legacy", heard: Any = None, **settings: Any
+) -> AsyncIterator[Client]:
+    """A client of toolwise (see `running`), when the test needs only the client."""
+    async with running(tmp_path, servers, mode=mode, heard=heard, **settings) as (_, client):
         yield client
 
 

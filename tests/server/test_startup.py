@@ -7,38 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from tests.server import toy_server
-from tests.server.surface import ok, rows
-from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
+from tests.server.surface import ok, rows, running
 from toolwise.server.snapshotting import Snapshotting
 
 HOLD_S = 20.0  # the longest the snapshot's decoding is held: a start that waits for it fails the test
-
-
-@asynccontextmanager
-async def running(tmp_path: Path) -> AsyncIterator[tuple[Toolwise, Client]]:
-    config = AppConfig.model_validate(
-        {
-            "mcpServers": {"toy": toy_server.spec(log=tmp_path / "toy.log")},
-            "toolwise": {
-                "database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}",
-                "seed": 7,
-                "snapshot_interval_s": 0,
-                "sync_interval_s": 0,
-            },
-        }
-    )
-    async with Toolwise(config) as app, Client(build_server(app), mode="legacy") as client:
-        yield app, client
 
 
 async def first_run(tmp_path: Path, calls: int) -> None:
