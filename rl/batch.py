@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.reward import compute_reward
-
 if TYPE_CHECKING:
     from toolwise.rl.learner import Learner, Step
 
@@ -57,41 +55,66 @@ def _ordered_part(
     step, follow evidence from the n-grams before it, then latency and n-grams updated."""
     from toolwise.rl.learner import worked
 
-    weights, sequences = learner.config.reward, learner.sequences
-    observe_ngrams = learner.config.sequences_enabled
+    rewards = _rewards(learner, steps, arms)
+    sequences, observe_ngrams = learner.sequences, learner.config.sequences_enabled
     known = len(learner.index)  # tools the prior scores (the catalogue at the last set_tools)
-    means, counts = learner.latency_mean, learner.latency_count
-    mean: dict[int, float] = {}
-    count: dict[int, int] = {}
-    rewards = np.empty(len(steps))
     follow = np.full(len(steps), -1.0)
-    total = learner.reward_sum
-    for i, (step, arm) in enumerate(zip(steps, arms, strict=True)):
-        if arm not in count:
-            count[arm], mean[arm] = int(counts[arm]), float(means[arm])
-        n = count[arm]
-        reward = compute_reward(
-            weights,
-            success=step.success,
-            latency_s=step.latency_s,
-            rating=step.rating,
-            mean_latency_s=mean[arm] if n > 0 else None,
-        )
-        rewards[i] = reward
-        total += reward
+    for i, (step, arm, reward) in enumerate(zip(steps, arms, rewards.tolist(), strict=True)):
         if step.previous_tool is not None and arm < known:
             score = sequences.follow_score(step.previous_tool, step.tool)
             if score is not None:
                 follow[i] = score
-        count[arm] = n + 1
-        mean[arm] += (step.latency_s - mean[arm]) / (n + 1)
         if step.history and observe_ngrams:
             sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
-    learner.reward_sum = total
+    return rewards, follow
+
+
+def _rewards(learner: Learner, steps: Sequence[Step], arms: list[int]) -> NDArray[np.float64]:
+    """`compute_reward` of each step with its tool's running mean latency before it (the running
+    means move on: the same recurrence as one step at a time), the arithmetic over arrays in the same
+    order, so each reward is the same number. The batch is checked first: a bad step learns nothing."""
+    n, weights = len(steps), learner.config.reward
+    latency = np.fromiter((step.latency_s for step in steps), dtype=np.float64, count=n)
+    bad = ~np.isfinite(latency) | (latency < 0)
+    if bad.any():
+        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {latency[bad][0]!r}")
+    ratings = [step.rating for step in steps]
+    for rating in ratings:
+        if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):
+            raise ValueError(f"rating must be an integer from 1 to 5, got {rating!r}")
+    before = _running_latency(learner, arms, latency.tolist())
+    success = np.fromiter((step.success for step in steps), dtype=bool, count=n)
+    rewards = np.where(success, weights.success, weights.failure)
+    rated = [i for i, rating in enumerate(ratings) if rating is not None]
+    if rated:
+        rewards[rated] += (np.array([ratings[i] for i in rated], dtype=np.float64) - 3) * weights.rating_per_point
+    rewards -= weights.latency_per_second * np.minimum(latency, weights.max_latency_s)
+    rewards[latency < weights.fast_fraction * before] += weights.fast_bonus  # NaN (no mean yet): never fast
+    learner.reward_sum = float(np.cumsum(np.concatenate([[learner.reward_sum], rewards]))[-1])
+    return rewards
+
+
+def _running_latency(learner: Learner, arms: list[int], latency: list[float]) -> NDArray[np.float64]:
+    """Each step's tool's mean latency before it (NaN before its first call), updating the learner's
+    running means and counts past the batch."""
+    means, counts = learner.latency_mean, learner.latency_count
+    mean: dict[int, float] = {}
+    count: dict[int, int] = {}
+    before = np.full(len(arms), np.nan)
+    for i, (arm, seconds) in enumerate(zip(arms, latency, strict=True)):
+        n = count.get(arm)
+        if n is None:
+            n, m = int(counts[arm]), float(means[arm])
+        else:
+            m = mean[arm]
+        if n:
+            before[i] = m
+        count[arm] = n + 1
+        mean[arm] = m + (seconds - m) / (n + 1)
     touched = np.fromiter(count, dtype=np.int64, count=len(count))
     counts[touched] = list(count.values())
     means[touched] = list(mean.values())
-    return rewards, follow
+    return before
 
 
 def _query_part(
@@ -102,7 +125,7 @@ def _query_part(
     semantic = learner.semantic
     assert semantic is not None
     index, weight = learner.index, learner.config.lexical_weight
-    vectors = semantic.embedder.embed(queries) if queries else np.zeros((0, 1), np.float32)
+    vectors = semantic.queries(queries) if queries else np.zeros((0, len(semantic.no_query)), np.float32)
     embeddings = np.concatenate([vectors, np.zeros((1, vectors.shape[1]), np.float32)])  # + no query: x = 0
     known = len(semantic)
     inside = arms < known

@@ -391,10 +391,11 @@ class Learner:
 
     def settle(self) -> None:
         """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
-        read; this does it now) and compact the n-grams the run built."""
-        settle = getattr(self.policy, "settle", None)
-        if settle is not None:
-            settle()
+        read; this does it now, and frees what it kept between batches) and compact the n-grams the run
+        built."""
+        finish = getattr(self.policy, "finish_batches", None)
+        if finish is not None:
+            finish()
         self.sequences.compact()
 
     def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:

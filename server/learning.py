@@ -42,7 +42,7 @@ from toolwise.feedback import (
     StoreUnavailableError,
     utcnow,
 )
-from toolwise.feedback.records import RatingEvent, new_id
+from toolwise.feedback.records import LogColumns, RatingEvent, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
@@ -404,6 +404,43 @@ class LearningService:
                 log.exception("learning from %d logged executions failed; they are recorded", len(steps))
         for execution in executions:
             self.shield(execution)
+
+    def learn_logged_columns(
+        self, batch: LogColumns, rows: list[int], histories: list[list[str]], queries: list[str | None]
+    ) -> None:
+        """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
+        its session and its query (`learn_logged_batch` without an object a row)."""
+        self.unsnapshotted += len(rows)
+        n = self.history_n
+        tool, success, latency, previous, position, error = (
+            batch.tool,
+            batch.success,
+            batch.latency_ms,
+            batch.previous_tool,
+            batch.position,
+            batch.error_type,
+        )
+        if self.settings.learning:
+            steps = [
+                Step(
+                    tool[i],
+                    success[i],
+                    latency[i] / 1000,
+                    query=query,
+                    previous_tool=previous[i],
+                    session_length=position[i],
+                    history=tuple(history[-n:]) if history else (previous[i],) if previous[i] else (),
+                )
+                for i, history, query in zip(rows, histories, queries, strict=True)
+            ]
+            try:
+                self.learner.learn_batch(steps, self.rng)
+            except Exception:
+                log.exception("learning from %d logged executions failed; they are recorded", len(steps))
+        now, observe = time.monotonic(), self.shields.observe
+        for i in rows:
+            if error[i] != CALLERS_FAULT:
+                observe(tool[i], success[i], latency[i], now)
 
     def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
         """Learn a rating of the shared log (another instance's, or an earlier run's)."""

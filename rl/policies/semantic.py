@@ -177,9 +177,7 @@ class SemanticUCB:
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
-        if self._pending or self._precision:  # batches are over: learned and their caches freed
-            self.settle()
-            self._precision.clear()
+        self.finish_batches()
         c = self.config
         x, bucket = self.features(context), self.bucket(context)
         means = self._means(x, bucket, arms, prior)
@@ -284,6 +282,13 @@ class SemanticUCB:
         with threadpool_limits(limits=1, user_api="blas"):
             for tool, part in zip(tools.tolist(), np.split(order, starts[1:]), strict=True):
                 self._settle_tool(tool, features, rows[part], buckets[part], y[part])
+
+    def finish_batches(self) -> None:
+        """Batches are over: settle what they left and free their caches (each tool's A_t in float64,
+        128 KB a tool, kept between settles so a replay never inverts the float32 A_t⁻¹ back)."""
+        if self._pending or self._precision:
+            self.settle()
+            self._precision.clear()
 
     def _settle_tool(
         self,
