@@ -56,16 +56,11 @@ def _ordered_part(
     from toolwise.rl.learner import worked
 
     rewards = _rewards(learner, steps, arms)
-    sequences, observe_ngrams = learner.sequences, learner.config.sequences_enabled
     known = len(learner.index)  # tools the prior scores (the catalogue at the last set_tools)
-    follow = np.full(len(steps), -1.0)
-    for i, (step, arm, reward) in enumerate(zip(steps, arms, rewards.tolist(), strict=True)):
-        if step.previous_tool is not None and arm < known:
-            score = sequences.follow_score(step.previous_tool, step.tool)
-            if score is not None:
-                follow[i] = score
-        if step.history and observe_ngrams:
-            sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
+    previous = [step.previous_tool if arm < known else None for step, arm in zip(steps, arms, strict=True)]
+    histories = [step.history for step in steps] if learner.config.sequences_enabled else None
+    success = np.fromiter((worked(step.success, step.rating) for step in steps), dtype=bool, count=len(steps))
+    follow = learner.sequences.observe_batch(previous, [step.tool for step in steps], histories, rewards, success)
     return rewards, follow
 
 
