@@ -110,34 +110,37 @@ class SequenceModel:
         columns = self._columns_for_batch(tools, previous, histories)
         if columns is None:  # more tool names than the keys hold: one step at a time
             return self._observe_steps(previous, tools, histories, rewards, worked)
-        ids = columns.intern
-        tool_ids = np.fromiter((ids(t) for t in tools), dtype=np.int32, count=len(tools))
-        looked = [i for i, p in enumerate(previous) if p is not None]
+        ids = columns.ids  # every name of the batch is interned by now
+        tool_ids = np.array([ids[t] for t in tools], dtype=np.int32)
+        looked = np.array([i for i, p in enumerate(previous) if p is not None], dtype=np.int64)
         look_prefix = np.full((len(looked), width), -1, dtype=np.int32)
-        look_prefix[:, 0] = [ids(previous[i]) for i in looked]  # type: ignore[arg-type]  # not None: filtered
+        look_prefix[:, 0] = [ids[p] for p in previous if p is not None]
         look_keys = columns._keys(look_prefix, tool_ids[looked])
-        steps: list[int] = []
-        prefixes: list[list[int]] = []
-        for i, history in enumerate(histories or ()):
-            for length in range(1, min(width, len(history)) + 1):
-                steps.append(i)
-                prefixes.append([ids(t) for t in history[-length:]] + [-1] * (width - length))
-        seen_prefix = np.array(prefixes, dtype=np.int32).reshape(-1, width)
-        seen_step = np.array(steps, dtype=np.int64)
+        # last[k - 1, i]: the id of the k-th tool back in step i's history (−1: the history is shorter)
+        last = np.full((width, len(tools)), -1, dtype=np.int32)
+        for k in range(1, width + 1):
+            last[k - 1] = [ids[h[-k]] if len(h) >= k else -1 for h in histories or ()] if histories else -1
+        seen_steps, seen_prefixes = [], []
+        for length in range(1, width + 1):  # a step's n-grams: its tool after each suffix of its history
+            at = np.flatnonzero(last[length - 1] >= 0)
+            prefix = np.full((len(at), width), -1, dtype=np.int32)
+            for j in range(length):
+                prefix[:, j] = last[length - 1 - j, at]
+            seen_steps.append(at)
+            seen_prefixes.append(prefix)
+        seen_step, seen_prefix = np.concatenate(seen_steps), np.concatenate(seen_prefixes)
         seen_keys = columns._keys(seen_prefix, tool_ids[seen_step])
-        count, successes = columns.lookup(look_keys)
-        earlier_count, earlier_successes = _earlier(
-            look_keys, np.array(looked, dtype=np.int64), seen_keys, seen_step, worked[seen_step].astype(np.int64)
+        seen_worked = worked[seen_step].astype(np.int64)
+        count, successes, new = columns.count_batch(
+            look_keys, seen_keys, seen_prefix, tool_ids[seen_step], rewards[seen_step], seen_worked
         )
+        earlier_count, earlier_successes = _earlier(look_keys, looked, seen_keys, seen_step, seen_worked)
         count, successes = count + earlier_count, successes + earlier_successes
+        self._size += new
         follow = np.full(len(tools), -1.0)
         enough = count >= self.min_count
         rate = successes[enough] / count[enough]
-        follow[np.array(looked, dtype=np.int64)[enough]] = rate * count[enough] / (count[enough] + 1)
-        if histories is not None and len(seen_keys):
-            self._size += columns.add(
-                seen_keys, seen_prefix, tool_ids[seen_step], rewards[seen_step], worked[seen_step].astype(np.int64)
-            )
+        follow[looked[enough]] = rate * count[enough] / (count[enough] + 1)
         return follow
 
     def _columns_for_batch(
@@ -150,11 +153,15 @@ class SequenceModel:
             empty = {k: np.zeros((0, width) if k == "prefix" else 0) for k in _Columns.COLUMNS}
             self._cold = _Columns([], width, empty)
         cold = self._cold
-        names = set(tools) | {p for p in previous if p is not None}
-        names.update(t for history in histories or () for t in history)
-        names.update(t for prefix, nexts in self._table.items() for t in (*prefix, *nexts))
-        if not _Columns.fits(len(cold.ids) + len(names - cold.ids.keys()), width):
+        names = dict.fromkeys(tools)  # in order of appearance: the same ids whatever the hash seed
+        names.update(dict.fromkeys(p for p in previous if p is not None))
+        names.update(dict.fromkeys(t for history in histories or () for t in history))
+        names.update(dict.fromkeys(t for prefix, nexts in self._table.items() for t in (*prefix, *nexts)))
+        missing = [name for name in names if name not in cold.ids]
+        if not _Columns.fits(len(cold.ids) + len(missing), width):
             return None
+        for name in missing:
+            cold.intern(name)
         for prefix, nexts in self._table.items():
             cold.put(prefix, nexts)
         self._table.clear()
@@ -378,14 +385,25 @@ class _Columns:
 
     # -- a replay's batches ------------------------------------------------------------------------
 
-    def lookup(self, keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Count and successes of each n-gram key (0 where it was never seen)."""
-        count, successes = np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=np.int64)
+    def count_batch(
+        self,
+        look_keys: NDArray[np.int64],
+        keys: NDArray[np.int64],
+        prefix: NDArray[np.int32],
+        tool: NDArray[np.int32],
+        rewards: NDArray[np.float64],
+        successes: NDArray[np.int64],
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+        """Count and successes of each of `look_keys` as they stand (0 where never seen), then `add`
+        the observed n-grams `keys`. Returns both and how many n-grams were new."""
+        both, where = np.unique(np.concatenate([look_keys, keys]), return_inverse=True)
+        count, worked = np.zeros(len(both), dtype=np.int64), np.zeros(len(both), dtype=np.int64)
         for part, columns in ((self.keys, self.columns), (self.pending_keys, self.pending)):
-            at, hit = self._find(part, keys)
+            at, hit = self._find(part, both)
             count[hit] += columns["count"][at[hit]]
-            successes[hit] += columns["successes"][at[hit]]
-        return count, successes
+            worked[hit] += columns["successes"][at[hit]]
+        looked = where[: len(look_keys)]
+        return count[looked], worked[looked], self.add(keys, prefix, tool, rewards, successes)
 
     def add(
         self,
@@ -397,25 +415,28 @@ class _Columns:
     ) -> int:
         """Count each observed n-gram (key, its prefix ids and tool id, its step's reward and success),
         in order: each sum moves as one step at a time moves it. Returns how many n-grams are new."""
-        new_keys, first = np.unique(keys, return_index=True)
-        known = self._find(self.keys, new_keys)[1] | self._find(self.pending_keys, new_keys)[1]
-        fresh, first = new_keys[~known], first[~known]
-        if len(fresh):
-            at = np.searchsorted(self.pending_keys, fresh)
-            self.pending_keys = np.insert(self.pending_keys, at, fresh)
-            rows = {"prefix": prefix[first], "tool": tool[first]}
+        unique, first, where = np.unique(keys, return_index=True, return_inverse=True)
+        at, hit = self._find(self.keys, unique)
+        pending_at, pending_hit = self._find(self.pending_keys, unique)
+        fresh = ~hit & ~pending_hit
+        if fresh.any():
+            into = np.searchsorted(self.pending_keys, unique[fresh])
+            self.pending_keys = np.insert(self.pending_keys, into, unique[fresh])
+            rows = {"prefix": prefix[first[fresh]], "tool": tool[first[fresh]]}
             for k, v in self.pending.items():
-                self.pending[k] = np.insert(v, at, rows[k] if k in rows else np.zeros(len(fresh), v.dtype), axis=0)
-        for part, columns in ((self.keys, self.columns), (self.pending_keys, self.pending)):
-            at, hit = self._find(part, keys)
-            if hit.any():
-                rows = at[hit]
-                np.add.at(columns["count"], rows, 1)
-                np.add.at(columns["reward_sum"], rows, rewards[hit])
-                np.add.at(columns["successes"], rows, successes[hit])
+                added = rows[k] if k in rows else np.zeros(int(fresh.sum()), v.dtype)
+                self.pending[k] = np.insert(v, into, added, axis=0)
+            pending_at, pending_hit = self._find(self.pending_keys, unique)
+        for rows_at, found, columns in ((at, hit, self.columns), (pending_at, pending_hit, self.pending)):
+            mine = found[where]
+            if mine.any():
+                rows_of = rows_at[where[mine]]
+                np.add.at(columns["count"], rows_of, 1)
+                np.add.at(columns["reward_sum"], rows_of, rewards[mine])
+                np.add.at(columns["successes"], rows_of, successes[mine])
         if len(self.pending_keys) > max(4096, len(self.keys) // 8):
             self.flush()
-        return len(fresh)
+        return int(fresh.sum())
 
     @staticmethod
     def _find(part: NDArray[np.int64], keys: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
