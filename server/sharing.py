@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
 REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
+REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (the event loop serves between batches)
+CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its periodic snapshots
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
@@ -113,7 +115,7 @@ class Sharing:
         covered = self.covered
         mark, live = covered.executions, covered.live
         own, last = self.learning.instance_id, max(after_seq, mark.floor)
-        log_columns = self.feedback.log.iter_log_columns(namespace=self.namespace, after_seq=last)
+        log_columns = self.feedback.log.iter_log_columns(namespace=self.namespace, after_seq=last, batch=REPLAY_BATCH)
         async with aclosing(log_columns) as batches:
             async for batch in batches:
                 fresh: list[int] = []
@@ -209,7 +211,7 @@ class Sharing:
     async def catch_up(self, snapshot_rows: int = 0, checkpoint: Callable[[], Awaitable[object]] | None = None) -> int:
         """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
         progress; with `snapshot_rows`, `checkpoint` (a snapshot) runs every that many rows learned (and
-        no sooner than nine times the last one's cost after it), so a start cut short resumes where it
+        no sooner than the last one's cost over `CHECKPOINT_SHARE` after it), so a start cut short resumes where it
         stopped. Recommendations come from the prior meanwhile. Returns how many entries were learned."""
         learning = self.learning
         mark = self.covered.executions
@@ -229,8 +231,8 @@ class Sharing:
                 if checkpoint is not None and due:
                     taken = time.monotonic()
                     await checkpoint()
-                    # a year's state takes seconds to store: at most a tenth of the replay goes to it
-                    next_checkpoint = time.monotonic() + 9 * (time.monotonic() - taken)
+                    # a year's state takes seconds to store: at most CHECKPOINT_SHARE of the replay goes to it
+                    next_checkpoint = time.monotonic() + (1 / CHECKPOINT_SHARE - 1) * (time.monotonic() - taken)
             learned += await self.sync()
             learning.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:
