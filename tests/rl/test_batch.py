@@ -149,3 +149,38 @@ def test_a_policy_without_a_batch_update_learns_step_by_step(catalogue, policy: 
         one.observe(step, np.random.default_rng(5))
     other.learn_batch(steps, np.random.default_rng(5))
     assert one.estimates(queries[0], None, 0) == other.estimates(queries[0], None, 0)
+
+
+def test_batched_rows_wait_within_a_memory_bound_and_learn_the_same(catalogue, embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A replay of distinct queries keeps their features until settled: bounded in bytes (folded
+    sooner), and folding often learns what folding once does."""
+    from toolwise.rl.policies import semantic
+
+    monkeypatch.setattr(semantic, "SETTLE_BYTES", 60_000)
+    steps, queries = a_log(catalogue, 600, seed=4)
+    config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=0))
+    stepwise = learned(catalogue, embedder, steps, config, None)
+    learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
+    waiting = []
+    for i in range(0, len(steps), 50):
+        learner.learn_batch(steps[i : i + 50], rng)
+        waiting.append(learner.policy._pending_bytes)  # type: ignore[attr-defined]
+    assert 0 < max(waiting) < 60_000 and waiting.count(0) >= 3  # folded several times, never over the bound
+    one, other = stepwise.state_dict(), learner.state_dict()
+    assert_same_counts(one, other)
+    tools = len(one["tools"])
+    np.testing.assert_allclose(one["policy"]["theta"][:tools], other["policy"]["theta"][:tools], atol=1e-6)
+
+
+def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    from toolwise.rl.embedding import QUERY_MEMO
+
+    semantic = Learner(LearnerConfig(), catalogue, embedder).semantic
+    assert semantic is not None
+    queries = [f"find the {k}th report" for k in range(QUERY_MEMO + 200)]
+    vectors = semantic.queries(queries[:100] + queries[:100])  # repeated within and across calls
+    vectors = np.concatenate([vectors[:100], semantic.queries(queries[100:])])
+    assert len(semantic._queries) <= QUERY_MEMO
+    for k in (0, 99, 500, len(queries) - 1):
+        np.testing.assert_array_equal(vectors[k], embedder.embed([queries[k]])[0])
+        np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])
