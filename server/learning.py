@@ -43,7 +43,7 @@ from toolwise.feedback import (
     utcnow,
 )
 from toolwise.feedback.records import LogColumns, RatingEvent, new_id
-from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import InvalidArgumentsError
@@ -412,32 +412,31 @@ class LearningService:
         its session and its query (`learn_logged_batch` without an object a row)."""
         self.unsnapshotted += len(rows)
         n = self.history_n
-        tool, success, latency, previous, position, error = (
+        tool, success, latency, previous, position = (
             batch.tool,
             batch.success,
             batch.latency_ms,
             batch.previous_tool,
             batch.position,
-            batch.error_type,
         )
         if self.settings.learning:
-            steps = [
-                Step(
-                    tool[i],
-                    success[i],
-                    latency[i] / 1000,
-                    query=query,
-                    previous_tool=previous[i],
-                    session_length=position[i],
-                    history=tuple(history[-n:]) if history else (previous[i],) if previous[i] else (),
-                )
-                for i, history, query in zip(rows, histories, queries, strict=True)
-            ]
+            steps = StepColumns(
+                [tool[i] for i in rows],
+                [success[i] for i in rows],
+                [latency[i] / 1000 for i in rows],
+                queries,
+                [previous[i] for i in rows],
+                [  # the session's tools before the call; without them, the previous tool the record names
+                    tuple(history[-n:]) if history else (previous[i],) if previous[i] else ()
+                    for i, history in zip(rows, histories, strict=True)
+                ],
+                [position[i] for i in rows],
+            )
             try:
-                self.learner.learn_batch(steps, self.rng)
+                self.learner.learn_columns(steps, self.rng)
             except Exception:
-                log.exception("learning from %d logged executions failed; they are recorded", len(steps))
-        now, observe = time.monotonic(), self.shields.observe
+                log.exception("learning from %d logged executions failed; they are recorded", len(rows))
+        now, observe, error = time.monotonic(), self.shields.observe, batch.error_type
         for i in rows:
             if error[i] != CALLERS_FAULT:
                 observe(tool[i], success[i], latency[i], now)

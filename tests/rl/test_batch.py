@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.policies import SemanticConfig
 from toolwise.server.embedding import load_embedder, tool_document
 
@@ -157,7 +157,7 @@ def test_batched_rows_wait_within_a_memory_bound_and_learn_the_same(catalogue, e
     from toolwise.rl.policies import semantic
 
     monkeypatch.setattr(semantic, "SETTLE_BYTES", 60_000)
-    steps, queries = a_log(catalogue, 600, seed=4)
+    steps, _ = a_log(catalogue, 600, seed=4)
     config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=0))
     stepwise = learned(catalogue, embedder, steps, config, None)
     learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
@@ -184,3 +184,17 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
     for k in (0, 99, 500, len(queries) - 1):
         np.testing.assert_array_equal(vectors[k], embedder.embed([queries[k]])[0])
         np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])
+
+
+@pytest.mark.parametrize("policy", ["semantic", "ucb"])
+def test_steps_given_as_columns_learn_what_the_steps_do(catalogue, embedder, policy: str) -> None:  # type: ignore[no-untyped-def]
+    """A replay hands the log's columns over without building a `Step` each: the same learning."""
+    steps, queries = a_log(catalogue, 300, seed=5)
+    config = LearnerConfig(policy=policy)
+    one, other = Learner(config, catalogue, embedder), Learner(config, catalogue, embedder)
+    one.learn_batch(steps, np.random.default_rng(5))
+    other.learn_columns(StepColumns.of(steps), np.random.default_rng(5))
+    assert [one.estimates(q, None, 0) for q in queries] == [other.estimates(q, None, 0) for q in queries]
+    mine, theirs = one.state_dict(), other.state_dict()
+    assert mine["updates"] == theirs["updates"] == len(steps) and mine["reward_sum"] == theirs["reward_sum"]
+    assert ngrams(mine["sequences"]) == ngrams(theirs["sequences"])
