@@ -78,6 +78,14 @@ def held(services: Services) -> None:
     print(f"n-gram dicts: {len(learner.sequences._table):,} prefixes")
     sharing = services.sharing
     print(f"sharing: {len(sharing._logged):,} sessions' tools, {len(sharing._queries):,} sessions' queries")
+    large: Counter[str] = Counter()
+    for owner in gc.get_objects():
+        for held_object in gc.get_referents(owner):
+            size = held_object.nbytes if isinstance(held_object, np.ndarray) else 0
+            size = len(held_object) if isinstance(held_object, bytes) else size
+            if size >= 1_000_000:
+                large[f"{type(held_object).__name__} held by a {type(owner).__name__}"] += size
+    print("large buffers:", ", ".join(f"{what} {size / 1e6:.1f} MB" for what, size in large.most_common(8)))
     sys._debugmallocstats()  # pymalloc's arenas (to stderr): small objects freed but their arenas still held
 
 
