@@ -9,6 +9,7 @@ the log); `catch_up` does the same for the log after the snapshot a start loaded
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections import OrderedDict
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
 REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
 REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (the event loop serves between batches)
+FREEZE_ROWS = 50_000  # a replay this long first freezes what start-up left alive (see `catch_up`)
 CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its periodic snapshots
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
@@ -221,6 +223,12 @@ class Sharing:
         learned, cursor, next_checkpoint = 0, mark.floor, 0.0
         try:
             learning.replay_total = await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor)
+            if learning.replay_total >= FREEZE_ROWS:
+                # A long replay allocates millions of short-lived objects, and each of the collections they
+                # trigger walked everything alive since start-up (modules, catalogue, learner): moved out of
+                # the collector's sight for good (gunicorn's trick; a third of the replay's reading time).
+                gc.collect()
+                gc.freeze()
             while True:
                 n, cursor, done = await self._replay_executions(cursor, snapshot_rows or None)
                 learned += n
