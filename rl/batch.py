@@ -138,7 +138,7 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
     latency = np.array(steps.latency_s, dtype=np.float64)
     bad = ~np.isfinite(latency) | (latency < 0)
     if bad.any():
-        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {latency[bad][0]!r}")
+        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {float(latency[bad][0])!r}")
     ratings = steps.rating or ()
     for rating in ratings:
         if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):

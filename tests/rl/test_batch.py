@@ -198,3 +198,15 @@ def test_steps_given_as_columns_learn_what_the_steps_do(catalogue, embedder, pol
     mine, theirs = one.state_dict(), other.state_dict()
     assert mine["updates"] == theirs["updates"] == len(steps) and mine["reward_sum"] == theirs["reward_sum"]
     assert ngrams(mine["sequences"]) == ngrams(theirs["sequences"])
+
+
+def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Checked before anything is learned: no half-learned batch (counts, n-grams) is left behind."""
+    steps, _ = a_log(catalogue, 100, seed=6)
+    learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(1)
+    bad = [*steps[:50], Step(steps[50].tool, True, -0.5), *steps[51:]]
+    with pytest.raises(ValueError, match=r"latency must be a finite number of seconds ≥ 0, got -0\.5"):
+        learner.learn_batch(bad, rng)
+    after = learner.state_dict()
+    assert after["updates"] == 0 and after["reward_sum"] == 0 and len(learner.sequences) == 0
+    assert not after["latency_count"].any() and after["policy"]["observed"] == 0
