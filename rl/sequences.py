@@ -331,7 +331,7 @@ class _Columns:
     """N-grams as columns sorted by an int64 key of (prefix, next tool) over interned names: a loaded
     state sorts arrays instead of building a million objects (a prefix's tools become dicts the
     first time something asks for them, `take`), and a replay's batches count into them over arrays
-    (`lookup`, `add`): no object an n-gram. New n-grams wait in a small sorted `pending` part, merged
+    (`count_batch`): no object an n-gram. New n-grams wait in a small sorted `pending` part, merged
     into the main one when it grows past an eighth of it (or before anything reads the columns)."""
 
     COLUMNS = ("prefix", "tool", "count", "reward_sum", "successes")
@@ -460,6 +460,8 @@ class _Columns:
 
     def put(self, prefix: tuple[str, ...], nexts: dict[str, NgramStats]) -> None:
         """A prefix's tools back from a dict (see `take`) into the columns, as they are now."""
+        if not nexts:
+            return
         ids = [self.intern(name) for name in prefix] + [-1] * (self.width - len(prefix))
         tools = np.array([self.intern(t) for t in nexts], dtype=np.int32)
         rows = np.array([ids] * len(tools), dtype=np.int32).reshape(-1, self.width)
