@@ -67,6 +67,7 @@ def top1(services: Services, tools: int) -> dict[str, str]:
 
 def held(services: Services) -> None:
     """Python objects alive after the replay, by type, and the learned state's arrays."""
+    gc.unfreeze()  # a long replay froze what start-up left alive: listed here too
     counts: Counter[str] = Counter()
     for obj in gc.get_objects():
         counts[type(obj).__name__] += 1
