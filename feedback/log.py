@@ -34,6 +34,7 @@ from toolwise.feedback.records import (
     Episode,
     EpisodeEnd,
     Execution,
+    LogColumns,
     LogEntry,
     Rating,
     RatingEvent,
@@ -342,6 +343,30 @@ class ExecutionLog:
             if len(entries) < batch:
                 return
             after_seq = entries[-1].seq
+
+    async def iter_log_columns(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncIterator[LogColumns]:
+        """The log's entries after `after_seq` with what learning them needs, oldest first, in batches
+        of columns (a replay: one read a batch, where `iter_log` then `executions_by_seq` take two and
+        build an object a row)."""
+        await self._service.flush()
+        columns = [getattr(ExecutionRow, f.name) for f in fields(LogColumns)]
+        while True:
+            async with self._service.engine.connect() as conn:
+                rows = (
+                    await conn.execute(
+                        select(*columns)
+                        .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                        .order_by(ExecutionRow.seq)
+                        .limit(batch)
+                    )
+                ).all()
+            if rows:
+                yield LogColumns(*zip(*rows, strict=True))
+            if len(rows) < batch:
+                return
+            after_seq = rows[-1][0]
 
     async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
         """The newest query recorded in a session before `before_seq` (a query is stored once, on the

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -157,6 +157,28 @@ class EpisodeEnd:
     id: str
     instance: str | None
     execution: Execution | None
+
+
+@dataclass(slots=True, frozen=True)
+class LogColumns:
+    """A run of the shared log as columns (row i of each is one execution, oldest first), with what
+    learning an execution needs: a replay learns every entry, so it reads these once instead of the
+    entries and then whole records (no timestamps, arguments or messages decoded, no object a row)."""
+
+    seq: Sequence[int]
+    id: Sequence[str]
+    instance: Sequence[str | None]
+    session_id: Sequence[str]
+    position: Sequence[int]
+    tool: Sequence[str]
+    success: Sequence[bool]
+    latency_ms: Sequence[float]
+    query: Sequence[str | None]
+    previous_tool: Sequence[str | None]
+    error_type: Sequence[str | None]
+
+    def __len__(self) -> int:
+        return len(self.seq)
 
 
 @dataclass(slots=True, frozen=True)

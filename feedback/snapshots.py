@@ -33,7 +33,9 @@ class SnapshotStore:
         )
 
         def write(conn: Connection) -> int:
-            snapshot_id = conn.execute(insert(SnapshotRow).values(**values).returning(SnapshotRow.id)).scalar_one()
+            # Values bound at execution, not in the statement: SQLAlchemy's statement cache keeps the first
+            # statement it compiled, and with it a payload (tens of MB) for as long as the process runs.
+            snapshot_id = conn.execute(insert(SnapshotRow).returning(SnapshotRow.id), values).scalar_one()
             conn.execute(
                 delete(SnapshotRow).where(SnapshotRow.namespace == snapshot.namespace, SnapshotRow.id.not_in(kept))
             )

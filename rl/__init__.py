@@ -1,6 +1,7 @@
 """How to learn: rewards, contexts, policies, replay and tool sequences. Pure computation: no I/O,
 no clock, no global random state (every decision takes a `numpy.random.Generator`)."""
 
+from toolwise.rl.batch import StepColumns
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.learner import (
     Decision,
@@ -33,6 +34,7 @@ __all__ = [
     "RewardWeights",
     "SequenceModel",
     "Step",
+    "StepColumns",
     "SumTree",
     "ToolDoc",
     "Transition",

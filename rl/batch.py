@@ -12,15 +12,66 @@ without an embedder, learns step by step as `Learner.observe` does.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.reward import compute_reward
-
 if TYPE_CHECKING:
     from toolwise.rl.learner import Learner, Step
+
+
+@dataclass(frozen=True, slots=True)
+class StepColumns:
+    """A run of steps as columns (row i of each is step i), what a batch reads of each `Step`: a
+    replay builds these from the log's columns without an object a step."""
+
+    tool: Sequence[str]
+    success: Sequence[bool]
+    latency_s: Sequence[float]
+    query: Sequence[str | None]
+    previous_tool: Sequence[str | None]
+    history: Sequence[Sequence[str]]
+    session_length: Sequence[int]
+    rating: Sequence[int | None] | None = None  # None: no step is rated
+
+    @classmethod
+    def of(cls, steps: Sequence[Step]) -> StepColumns:
+        return cls(
+            [s.tool for s in steps],
+            [s.success for s in steps],
+            [s.latency_s for s in steps],
+            [s.query for s in steps],
+            [s.previous_tool for s in steps],
+            [s.history for s in steps],
+            [s.session_length for s in steps],
+            [s.rating for s in steps],
+        )
+
+    def steps(self) -> list[Step]:
+        from toolwise.rl.learner import Step
+
+        ratings = self.rating if self.rating is not None else [None] * len(self)
+        columns = (self.tool, self.success, self.latency_s, self.query, self.previous_tool, self.session_length)
+        return [
+            Step(
+                tool,
+                success,
+                latency,
+                query=query,
+                previous_tool=previous,
+                session_length=length,
+                history=history,
+                rating=rating,
+            )
+            for (tool, success, latency, query, previous, length), history, rating in zip(
+                zip(*columns, strict=True), self.history, ratings, strict=True
+            )
+        ]
+
+    def __len__(self) -> int:
+        return len(self.tool)
 
 
 def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generator) -> int:
@@ -30,68 +81,103 @@ def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generato
         for step in steps:
             learner.observe(step, rng)
         return len(steps)
-    if not steps:
+    return _learn_columns(learner, StepColumns.of(steps))
+
+
+def learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
+    """`learn_batch` of steps given as columns (a replay: no object a step unless the policy learns
+    step by step)."""
+    if getattr(learner.policy, "update_batch", None) is None or learner.semantic is None:
+        return learn_batch(learner, steps.steps(), rng)
+    return _learn_columns(learner, steps)
+
+
+def _learn_columns(learner: Learner, steps: StepColumns) -> int:
+    n = len(steps)
+    if not n:
         return 0
-    arms = np.fromiter((learner.tools.intern(step.tool) for step in steps), dtype=np.int64, count=len(steps))
+    intern = learner.tools.intern
+    arm_list = [intern(tool) for tool in steps.tool]
+    arms = np.array(arm_list, dtype=np.int64)
     learner._grow(len(learner.tools))
-    rewards, follow = _ordered_part(learner, steps, arms.tolist())
-    queries = list(dict.fromkeys(step.query for step in steps if step.query))
+    rewards, follow = _ordered_part(learner, steps, arm_list)
+    queries = list(dict.fromkeys(q for q in steps.query if q))
     index = {query: i for i, query in enumerate(queries)}
-    rows = np.fromiter(
-        (index[step.query] if step.query else len(queries) for step in steps), dtype=np.int64, count=len(steps)
-    )
+    rows = np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64)
     embeddings, base = _query_part(learner, queries, rows, arms)
     priors = np.maximum(base, follow)
     low, high = learner.config.reward.bounds
     scaled = np.clip((rewards - low) / (high - low), 0.0, 1.0)
-    update_batch(embeddings, rows, arms, [step.previous_tool for step in steps], scaled, priors)
-    learner.updates += len(steps)
-    return len(steps)
+    learner.policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)  # type: ignore[attr-defined]  # checked by the callers
+    learner.updates += n
+    return n
 
 
 def _ordered_part(
-    learner: Learner, steps: Sequence[Step], arms: list[int]
+    learner: Learner, steps: StepColumns, arms: list[int]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The steps' rewards and the prior's follow evidence (−1 where there is none), walking the
-    batch in order as the step-by-step path does: reward from the tool's running latency before the
-    step, follow evidence from the n-grams before it, then latency and n-grams updated."""
-    from toolwise.rl.learner import worked
-
-    weights, sequences = learner.config.reward, learner.sequences
-    observe_ngrams = learner.config.sequences_enabled
+    """The steps' rewards and the prior's follow evidence (−1 where there is none), as the step-by-
+    step path has them: reward from the tool's running latency before the step, follow evidence from
+    the n-grams before it, then latency and n-grams updated."""
+    rewards, success = _rewards(learner, steps, arms)
     known = len(learner.index)  # tools the prior scores (the catalogue at the last set_tools)
+    previous = [p if arm < known else None for p, arm in zip(steps.previous_tool, arms, strict=True)]
+    histories = steps.history if learner.config.sequences_enabled else None
+    if steps.rating is not None:  # worked: succeeded and not rated 1 or 2 (see `learner.worked`)
+        success = success & np.array([r is None or r >= 3 for r in steps.rating], dtype=bool)
+    follow = learner.sequences.observe_batch(previous, steps.tool, histories, rewards, success)
+    return rewards, follow
+
+
+def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """`compute_reward` of each step with its tool's running mean latency before it (the running
+    means move on: the same recurrence as one step at a time), the arithmetic over arrays in the same
+    order, so each reward is the same number; and which steps succeeded. The batch is checked first:
+    a bad step learns nothing."""
+    weights = learner.config.reward
+    latency = np.array(steps.latency_s, dtype=np.float64)
+    bad = ~np.isfinite(latency) | (latency < 0)
+    if bad.any():
+        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {float(latency[bad][0])!r}")
+    ratings = steps.rating or ()
+    for rating in ratings:
+        if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):
+            raise ValueError(f"rating must be an integer from 1 to 5, got {rating!r}")
+    before = _running_latency(learner, arms, latency.tolist())
+    success = np.array(steps.success, dtype=bool)
+    rewards = np.where(success, weights.success, weights.failure)
+    rated = [i for i, rating in enumerate(ratings) if rating is not None]
+    if rated:
+        points = np.array([ratings[i] for i in rated], dtype=np.float64)
+        rewards[rated] += (points - 3) * weights.rating_per_point
+    rewards -= weights.latency_per_second * np.minimum(latency, weights.max_latency_s)
+    rewards[latency < weights.fast_fraction * before] += weights.fast_bonus  # NaN (no mean yet): never fast
+    # the running sum, added one reward after the other as step by step (cumsum is sequential)
+    learner.reward_sum = float(np.cumsum(np.concatenate([[learner.reward_sum], rewards]))[-1])
+    return rewards, success
+
+
+def _running_latency(learner: Learner, arms: list[int], latency: list[float]) -> NDArray[np.float64]:
+    """Each step's tool's mean latency before it (NaN before its first call), updating the learner's
+    running means and counts past the batch."""
     means, counts = learner.latency_mean, learner.latency_count
     mean: dict[int, float] = {}
     count: dict[int, int] = {}
-    rewards = np.empty(len(steps))
-    follow = np.full(len(steps), -1.0)
-    total = learner.reward_sum
-    for i, (step, arm) in enumerate(zip(steps, arms, strict=True)):
-        if arm not in count:
-            count[arm], mean[arm] = int(counts[arm]), float(means[arm])
-        n = count[arm]
-        reward = compute_reward(
-            weights,
-            success=step.success,
-            latency_s=step.latency_s,
-            rating=step.rating,
-            mean_latency_s=mean[arm] if n > 0 else None,
-        )
-        rewards[i] = reward
-        total += reward
-        if step.previous_tool is not None and arm < known:
-            score = sequences.follow_score(step.previous_tool, step.tool)
-            if score is not None:
-                follow[i] = score
+    before = np.full(len(arms), np.nan)
+    for i, (arm, seconds) in enumerate(zip(arms, latency, strict=True)):
+        n = count.get(arm)
+        if n is None:
+            n, m = int(counts[arm]), float(means[arm])
+        else:
+            m = mean[arm]
+        if n:
+            before[i] = m
         count[arm] = n + 1
-        mean[arm] += (step.latency_s - mean[arm]) / (n + 1)
-        if step.history and observe_ngrams:
-            sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
-    learner.reward_sum = total
+        mean[arm] = m + (seconds - m) / (n + 1)
     touched = np.fromiter(count, dtype=np.int64, count=len(count))
     counts[touched] = list(count.values())
     means[touched] = list(mean.values())
-    return rewards, follow
+    return before
 
 
 def _query_part(
@@ -102,7 +188,7 @@ def _query_part(
     semantic = learner.semantic
     assert semantic is not None
     index, weight = learner.index, learner.config.lexical_weight
-    vectors = semantic.embedder.embed(queries) if queries else np.zeros((0, 1), np.float32)
+    vectors = semantic.queries(queries) if queries else np.zeros((0, len(semantic.no_query)), np.float32)
     embeddings = np.concatenate([vectors, np.zeros((1, vectors.shape[1]), np.float32)])  # + no query: x = 0
     known = len(semantic)
     inside = arms < known

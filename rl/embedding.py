@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEPARATORS = re.compile(r"[_.\-/:]+")
+QUERY_MEMO = 1024  # query vectors (and their scores) memoised: 1 KB + 8 bytes a tool each
 
 
 class Embedder(Protocol):
@@ -46,29 +47,48 @@ class SemanticIndex:
         self.vectors = (
             np.stack([known[d] for d in documents]).astype(np.float32) if documents else np.zeros((0, 1), np.float32)
         )
-        self._queries: dict[str, tuple[NDArray[np.float32], NDArray[np.float64]]] = {}
+        self._queries: dict[str, list[Any]] = {}  # query → [vector, scores (None until asked for)]
         self.no_query = np.zeros(self.vectors.shape[1], dtype=np.float32)
         self.no_query.setflags(write=False)
 
     def __len__(self) -> int:
         return len(self.vectors)
 
-    def _entry(self, query: str) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+    def _entry(self, query: str) -> list[Any]:
+        """[vector, scores or None until asked for] of a query, memoised."""
         found = self._queries.get(query)
         if found is None:
-            if len(self._queries) >= 1024:  # bounded: emptied when full (a decision and its update share one)
-                self._queries.clear()
-            vector = self.embedder.embed([query])[0]
-            scores = np.clip(self.vectors @ vector, 0.0, 1.0).astype(np.float64) if len(self.vectors) else np.zeros(0)
-            vector.setflags(write=False)
-            scores.setflags(write=False)
-            found = self._queries[query] = (vector, scores)
+            found = self._remember(query, self.embedder.embed([query])[0])
         return found
+
+    def _remember(self, query: str, vector: NDArray[np.float32]) -> list[Any]:
+        if len(self._queries) >= QUERY_MEMO:  # bounded: emptied when full (a decision and its update share one)
+            self._queries.clear()
+        vector.setflags(write=False)
+        found = self._queries[query] = [vector, None]
+        return found
+
+    def queries(self, queries: Sequence[str]) -> NDArray[np.float32]:
+        """The queries' unit vectors, one row each: those memoised looked up, the others embedded in
+        one call and memoised (a replay's batches repeat a log's queries)."""
+        missing = [q for q in dict.fromkeys(queries) if q not in self._queries]
+        fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
+        out = np.stack([fresh[q] if q in fresh else self._queries[q][0] for q in queries])
+        for query, vector in fresh.items():
+            self._remember(query, vector)
+        return out
 
     def query(self, query: str) -> NDArray[np.float32]:
         """The query's unit vector (read-only, memoised)."""
-        return self._entry(query)[0]
+        vector: NDArray[np.float32] = self._entry(query)[0]
+        return vector
 
     def scores(self, query: str) -> NDArray[np.float64]:
         """Cosine similarity of the query with every tool document, clipped to [0, 1] (read-only)."""
-        return self._entry(query)[1]
+        entry = self._entry(query)
+        if entry[1] is None:
+            scores = np.clip(self.vectors @ entry[0], 0.0, 1.0).astype(np.float64) if len(self.vectors) else np.zeros(0)
+            scores.setflags(write=False)
+            entry[1] = scores
+        found: NDArray[np.float64] = entry[1]
+        return found

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.batch import learn_batch
+from toolwise.rl.batch import StepColumns, learn_batch, learn_columns
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
@@ -389,12 +389,17 @@ class Learner:
         the time (see `rl/batch.py`); the policy may settle what it learned when its state is next read."""
         return learn_batch(self, steps, rng)
 
+    def learn_columns(self, steps: StepColumns, rng: np.random.Generator) -> int:
+        """`learn_batch` of steps given as columns (a replay builds them from the log's columns)."""
+        return learn_columns(self, steps, rng)
+
     def settle(self) -> None:
         """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
-        read; this does it now) and compact the n-grams the run built."""
-        settle = getattr(self.policy, "settle", None)
-        if settle is not None:
-            settle()
+        read; this does it now, and frees what it kept between batches) and compact the n-grams the run
+        built."""
+        finish = getattr(self.policy, "finish_batches", None)
+        if finish is not None:
+            finish()
         self.sequences.compact()
 
     def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:

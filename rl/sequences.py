@@ -65,7 +65,10 @@ class SequenceModel:
     def compact(self) -> None:
         """Fold every n-gram back into sorted columns (prefixes become dicts again when used): after a
         replay built a year of them as objects, a third of the memory and a snapshot in milliseconds."""
-        self.load_state(self.state_dict())
+        if self._table or self._cold is None:
+            self.load_state(self.state_dict())
+        else:
+            self._cold.flush()
 
     def _nexts(self, prefix: tuple[str, ...]) -> dict[str, NgramStats] | None:
         """The tools seen after `prefix`, built from the loaded columns on first use."""
@@ -91,6 +94,96 @@ class SequenceModel:
             stats.count += 1
             stats.reward_sum += reward
             stats.successes += int(success)
+
+    def observe_batch(
+        self,
+        previous: Sequence[str | None],
+        tools: Sequence[str],
+        histories: Sequence[Sequence[str]] | None,
+        rewards: NDArray[np.float64],
+        worked: NDArray[np.bool_],
+    ) -> NDArray[np.float64]:
+        """A run of steps at once, over columns: each step's `follow_score(previous[i], tools[i])`
+        before it (−1 where None or `previous[i]` is None), then, with `histories`, `observe_step` of
+        each (the same counts and sums as one step at a time, without an object an n-gram)."""
+        width = self.max_n - 1
+        columns = self._columns_for_batch(tools, previous, histories)
+        if columns is None:  # more tool names than the keys hold: one step at a time
+            return self._observe_steps(previous, tools, histories, rewards, worked)
+        ids = columns.ids  # every name of the batch is interned by now
+        tool_ids = np.array([ids[t] for t in tools], dtype=np.int32)
+        looked = np.array([i for i, p in enumerate(previous) if p is not None], dtype=np.int64)
+        look_prefix = np.full((len(looked), width), -1, dtype=np.int32)
+        look_prefix[:, 0] = [ids[p] for p in previous if p is not None]
+        look_keys = columns._keys(look_prefix, tool_ids[looked])
+        # last[k - 1, i]: the id of the k-th tool back in step i's history (−1: the history is shorter)
+        last = np.full((width, len(tools)), -1, dtype=np.int32)
+        for k in range(1, width + 1):
+            last[k - 1] = [ids[h[-k]] if len(h) >= k else -1 for h in histories or ()] if histories else -1
+        seen_steps, seen_prefixes = [], []
+        for length in range(1, width + 1):  # a step's n-grams: its tool after each suffix of its history
+            at = np.flatnonzero(last[length - 1] >= 0)
+            prefix = np.full((len(at), width), -1, dtype=np.int32)
+            for j in range(length):
+                prefix[:, j] = last[length - 1 - j, at]
+            seen_steps.append(at)
+            seen_prefixes.append(prefix)
+        seen_step, seen_prefix = np.concatenate(seen_steps), np.concatenate(seen_prefixes)
+        seen_keys = columns._keys(seen_prefix, tool_ids[seen_step])
+        seen_worked = worked[seen_step].astype(np.int64)
+        count, successes, new = columns.count_batch(
+            look_keys, seen_keys, seen_prefix, tool_ids[seen_step], rewards[seen_step], seen_worked
+        )
+        earlier_count, earlier_successes = _earlier(look_keys, looked, seen_keys, seen_step, seen_worked)
+        count, successes = count + earlier_count, successes + earlier_successes
+        self._size += new
+        follow = np.full(len(tools), -1.0)
+        enough = count >= self.min_count
+        rate = successes[enough] / count[enough]
+        follow[looked[enough]] = rate * count[enough] / (count[enough] + 1)
+        return follow
+
+    def _columns_for_batch(
+        self, tools: Sequence[str], previous: Sequence[str | None], histories: Sequence[Sequence[str]] | None
+    ) -> _Columns | None:
+        """Every n-gram in the columns (the prefixes taken into dicts put back), with room for the
+        batch's names; None if they do not fit."""
+        width = self.max_n - 1
+        if self._cold is None:
+            empty = {k: np.zeros((0, width) if k == "prefix" else 0) for k in _Columns.COLUMNS}
+            self._cold = _Columns([], width, empty)
+        cold = self._cold
+        names = dict.fromkeys(tools)  # in order of appearance: the same ids whatever the hash seed
+        names.update(dict.fromkeys(p for p in previous if p is not None))
+        names.update(dict.fromkeys(t for history in histories or () for t in history))
+        names.update(dict.fromkeys(t for prefix, nexts in self._table.items() for t in (*prefix, *nexts)))
+        missing = [name for name in names if name not in cold.ids]
+        if not _Columns.fits(len(cold.ids) + len(missing), width):
+            return None
+        for name in missing:
+            cold.intern(name)
+        for prefix, nexts in self._table.items():
+            cold.put(prefix, nexts)
+        self._table.clear()
+        return cold
+
+    def _observe_steps(
+        self,
+        previous: Sequence[str | None],
+        tools: Sequence[str],
+        histories: Sequence[Sequence[str]] | None,
+        rewards: NDArray[np.float64],
+        worked: NDArray[np.bool_],
+    ) -> NDArray[np.float64]:
+        follow = np.full(len(tools), -1.0)
+        for i, (before, tool, reward, success) in enumerate(
+            zip(previous, tools, rewards.tolist(), worked.tolist(), strict=True)
+        ):
+            if before is not None and (score := self.follow_score(before, tool)) is not None:
+                follow[i] = score
+            if histories is not None and histories[i]:
+                self.observe_step(histories[i], tool, reward, success)
+        return follow
 
     def revise(self, history: Sequence[str], tool: str, reward_delta: float, success_delta: int) -> None:
         """Correct an observed step after the fact (a rating changed its reward and whether it worked)."""
@@ -169,6 +262,8 @@ class SequenceModel:
         """Columnar (interned tool names, numpy columns): a year of n-grams packs and loads in a
         fraction of a second, so a snapshot fits in the time a client gives a stopping server."""
         cold = self._cold
+        if cold is not None:
+            cold.flush()
         names: dict[str, int] = dict(cold.ids) if cold is not None else {}
         width = self.max_n - 1
         prefix: list[int] = []
@@ -208,8 +303,8 @@ class SequenceModel:
             return
         self._size = len(state["tool"])
         width = self.max_n - 1
-        if len(state["names"]) + 1 < (1 << (62 // max(width, 1))):  # prefix keys fit in an int64
-            self._cold = _Columns(state, width)
+        if _Columns.fits(len(state["names"]), width):
+            self._cold = _Columns(state["names"], width, state)
             return
         table, names = self._table, state["names"]
         keys: dict[tuple[int, ...], dict[str, NgramStats]] = {}
@@ -228,38 +323,175 @@ class SequenceModel:
             nexts[names[tool]] = NgramStats(count, reward_sum, successes)
 
 
+DTYPES = {"prefix": np.int32, "tool": np.int32, "count": np.int64, "reward_sum": np.float64, "successes": np.int64}
+KEY_BITS = 20  # bits of a tool id in an n-gram key: about a million tool names (fewer for longer prefixes)
+
+
 class _Columns:
-    """A loaded state's n-grams kept as its columns, sorted by prefix (an int64 key of the prefix's
-    name ids): loading a year of n-grams sorts arrays instead of building a million objects, and a
-    prefix's tools become dicts the first time something asks for them."""
+    """N-grams as columns sorted by an int64 key of (prefix, next tool) over interned names: a loaded
+    state sorts arrays instead of building a million objects (a prefix's tools become dicts the
+    first time something asks for them, `take`), and a replay's batches count into them over arrays
+    (`count_batch`): no object an n-gram. New n-grams wait in a small sorted `pending` part, merged
+    into the main one when it grows past an eighth of it (or before anything reads the columns)."""
 
-    def __init__(self, state: dict[str, Any], width: int) -> None:
-        self.names: list[str] = list(state["names"])
+    COLUMNS = ("prefix", "tool", "count", "reward_sum", "successes")
+
+    def __init__(self, names: list[str], width: int, columns: dict[str, NDArray[Any]]) -> None:
+        self.names = list(names)
         self.ids = {name: i for i, name in enumerate(self.names)}
-        self.base = len(self.names) + 1
-        prefix = np.asarray(state["prefix"], dtype=np.int64).reshape(-1, width)
-        keys = self._key(prefix)
+        self.width, self.bits = width, key_bits(width)
+        prefix = np.asarray(columns["prefix"], dtype=np.int32).reshape(-1, width)
+        keys = self._keys(prefix, np.asarray(columns["tool"], dtype=np.int64))
         order = np.argsort(keys, kind="stable")
-        self.columns = {k: np.asarray(state[k])[order] for k in ("tool", "count", "reward_sum", "successes")}
-        self.columns["prefix"] = np.asarray(state["prefix"]).reshape(-1, width)[order]
-        self.keys, self.starts = np.unique(keys[order], return_index=True)
-        self.ends = np.append(self.starts[1:], len(order)) if len(order) else self.starts.copy()
-        self.used = np.zeros(len(self.keys), dtype=bool)
+        self.keys = keys[order]
+        self.columns = {k: np.asarray(columns[k], dtype=DTYPES[k])[order] for k in self.COLUMNS if k != "prefix"}
+        self.columns["prefix"] = prefix[order]
+        self.pending_keys = np.zeros(0, dtype=np.int64)
+        self.pending = {k: v[:0].copy() for k, v in self.columns.items()}
+        self._groups(np.zeros(0, dtype=np.int64))
 
-    def _key(self, ids: NDArray[np.int64]) -> NDArray[np.int64]:
-        """One int64 per prefix row: Σ (id + 1)·base^j (−1 padding adds 0)."""
-        weights = self.base ** np.arange(ids.shape[1], dtype=np.int64)
-        return (ids + 1) @ weights
+    @staticmethod
+    def fits(names: int, width: int) -> bool:
+        """Whether `names` tool names fit in the keys (ids up to 2^bits − 2, one key in an int64)."""
+        return names + 2 <= 1 << key_bits(width)
+
+    def _prefix_keys(self, prefix: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
+        """One int64 per prefix row: Σ (id + 1)·2^(bits·j) (−1 padding adds 0)."""
+        weights = np.left_shift(np.int64(1), self.bits * np.arange(self.width, dtype=np.int64))
+        keys: NDArray[np.int64] = (prefix.astype(np.int64) + 1) @ weights
+        return keys
+
+    def _keys(self, prefix: NDArray[np.integer[Any]], tool: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
+        """One int64 per n-gram: its prefix's key, then its tool's id + 1 in the low bits (sorting by
+        it sorts by prefix, then tool)."""
+        keys: NDArray[np.int64] = (self._prefix_keys(prefix) << self.bits) + tool.astype(np.int64) + 1
+        return keys
+
+    def _groups(self, used_keys: NDArray[np.int64]) -> None:
+        """Where each prefix's rows are; `used_keys` are the prefixes taken into dicts."""
+        self.prefixes, self.starts = np.unique(self.keys >> self.bits, return_index=True)
+        self.ends = np.append(self.starts[1:], len(self.keys)) if len(self.keys) else self.starts.copy()
+        self.used = np.isin(self.prefixes, used_keys)
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.pending_keys)
+
+    def intern(self, name: str) -> int:
+        found = self.ids.get(name)
+        if found is None:
+            found = self.ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    # -- a replay's batches ------------------------------------------------------------------------
+
+    def count_batch(
+        self,
+        look_keys: NDArray[np.int64],
+        keys: NDArray[np.int64],
+        prefix: NDArray[np.int32],
+        tool: NDArray[np.int32],
+        rewards: NDArray[np.float64],
+        successes: NDArray[np.int64],
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+        """Count and successes of each of `look_keys` as they stand (0 where never seen), then `add`
+        the observed n-grams `keys`. Returns both and how many n-grams were new."""
+        both, where = np.unique(np.concatenate([look_keys, keys]), return_inverse=True)
+        count, worked = np.zeros(len(both), dtype=np.int64), np.zeros(len(both), dtype=np.int64)
+        for part, columns in ((self.keys, self.columns), (self.pending_keys, self.pending)):
+            at, hit = self._find(part, both)
+            count[hit] += columns["count"][at[hit]]
+            worked[hit] += columns["successes"][at[hit]]
+        looked = where[: len(look_keys)]
+        return count[looked], worked[looked], self.add(keys, prefix, tool, rewards, successes)
+
+    def add(
+        self,
+        keys: NDArray[np.int64],
+        prefix: NDArray[np.int32],
+        tool: NDArray[np.int32],
+        rewards: NDArray[np.float64],
+        successes: NDArray[np.int64],
+    ) -> int:
+        """Count each observed n-gram (key, its prefix ids and tool id, its step's reward and success),
+        in order: each sum moves as one step at a time moves it. Returns how many n-grams are new."""
+        unique, first, where = np.unique(keys, return_index=True, return_inverse=True)
+        at, hit = self._find(self.keys, unique)
+        pending_at, pending_hit = self._find(self.pending_keys, unique)
+        fresh = ~hit & ~pending_hit
+        if fresh.any():
+            into = np.searchsorted(self.pending_keys, unique[fresh])
+            self.pending_keys = np.insert(self.pending_keys, into, unique[fresh])
+            rows = {"prefix": prefix[first[fresh]], "tool": tool[first[fresh]]}
+            for k, v in self.pending.items():
+                added = rows[k] if k in rows else np.zeros(int(fresh.sum()), v.dtype)
+                self.pending[k] = np.insert(v, into, added, axis=0)
+            pending_at, pending_hit = self._find(self.pending_keys, unique)
+        for rows_at, found, columns in ((at, hit, self.columns), (pending_at, pending_hit, self.pending)):
+            mine = found[where]
+            if mine.any():
+                rows_of = rows_at[where[mine]]
+                np.add.at(columns["count"], rows_of, 1)
+                np.add.at(columns["reward_sum"], rows_of, rewards[mine])
+                np.add.at(columns["successes"], rows_of, successes[mine])
+        if len(self.pending_keys) > max(4096, len(self.keys) // 8):
+            self.flush()
+        return int(fresh.sum())
+
+    @staticmethod
+    def _find(part: NDArray[np.int64], keys: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        if not len(part):
+            return np.zeros(len(keys), dtype=np.intp), np.zeros(len(keys), dtype=bool)
+        at = np.minimum(np.searchsorted(part, keys), len(part) - 1)
+        return at, part[at] == keys
+
+    def flush(self) -> None:
+        """Merge the pending n-grams into the main columns."""
+        if not len(self.pending_keys):
+            return
+        used_keys = self.prefixes[self.used]
+        at = np.searchsorted(self.keys, self.pending_keys)
+        self.keys = np.insert(self.keys, at, self.pending_keys)
+        for k, v in self.columns.items():
+            self.columns[k] = np.insert(v, at, self.pending[k], axis=0)
+        self.pending_keys = self.pending_keys[:0]
+        self.pending = {k: v[:0] for k, v in self.pending.items()}
+        self._groups(used_keys)
+
+    def put(self, prefix: tuple[str, ...], nexts: dict[str, NgramStats]) -> None:
+        """A prefix's tools back from a dict (see `take`) into the columns, as they are now."""
+        if not nexts:
+            return
+        ids = [self.intern(name) for name in prefix] + [-1] * (self.width - len(prefix))
+        tools = np.array([self.intern(t) for t in nexts], dtype=np.int32)
+        rows = np.array([ids] * len(tools), dtype=np.int32).reshape(-1, self.width)
+        keys = self._keys(rows, tools)
+        stats = list(nexts.values())
+        values = {
+            "count": np.array([s.count for s in stats], dtype=np.int64),
+            "reward_sum": np.array([s.reward_sum for s in stats], dtype=np.float64),
+            "successes": np.array([s.successes for s in stats], dtype=np.int64),
+        }
+        self.add(keys, rows, tools, np.zeros(len(keys)), np.zeros(len(keys), dtype=np.int64))  # rows for new ones
+        for part, columns in ((self.keys, self.columns), (self.pending_keys, self.pending)):
+            at, hit = self._find(part, keys)
+            for k, v in values.items():
+                columns[k][at[hit]] = v[hit]
+        group = np.searchsorted(self.prefixes, int(self._prefix_keys(rows[:1])[0]))
+        if group < len(self.prefixes) and self.prefixes[group] == int(self._prefix_keys(rows[:1])[0]):
+            self.used[group] = False
+
+    # -- reading -----------------------------------------------------------------------------------
 
     def take(self, prefix: tuple[str, ...]) -> dict[str, NgramStats] | None:
         """The prefix's tools as stats, once (None if the state had none, or they were taken)."""
+        self.flush()
         ids = [self.ids.get(name) for name in prefix]
-        width = self.columns["prefix"].shape[1]
-        if None in ids or len(ids) > width:
+        if None in ids or len(ids) > self.width:
             return None
-        key = int(self._key(np.array([[*ids, *[-1] * (width - len(ids))]], dtype=np.int64))[0])
-        group = int(np.searchsorted(self.keys, key))
-        if group >= len(self.keys) or self.keys[group] != key or self.used[group]:
+        key = int(self._prefix_keys(np.array([[*ids, *[-1] * (self.width - len(ids))]], dtype=np.int64))[0])
+        group = int(np.searchsorted(self.prefixes, key))
+        if group >= len(self.prefixes) or self.prefixes[group] != key or self.used[group]:
             return None
         self.used[group] = True
         rows = slice(self.starts[group], self.ends[group])
@@ -277,6 +509,7 @@ class _Columns:
 
     def take_all(self) -> dict[tuple[str, ...], dict[str, NgramStats]]:
         """Every prefix not taken yet, with its tools (in one pass over the columns)."""
+        self.flush()
         unused, names = self.unused(), self.names
         c = {k: v[unused].tolist() for k, v in self.columns.items()}
         self.used[:] = True
@@ -292,5 +525,38 @@ class _Columns:
         return table
 
     def unused(self) -> NDArray[np.bool_]:
-        """Which rows belong to prefixes not taken yet."""
+        """Which rows belong to prefixes not taken yet (after `flush`)."""
         return np.repeat(~self.used, self.ends - self.starts)
+
+
+def _earlier(
+    look_keys: NDArray[np.int64],
+    look_step: NDArray[np.int64],
+    seen_keys: NDArray[np.int64],
+    seen_step: NDArray[np.int64],
+    seen_successes: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For each look-up (an n-gram key at a step), how often that n-gram was seen at earlier steps of
+    the batch, and how often it worked: a prefix sum within each key, look-ups sorted before the
+    step's own sightings."""
+    keys = np.concatenate([seen_keys, look_keys])
+    step = np.concatenate([seen_step, look_step])
+    is_seen = np.concatenate([np.ones(len(seen_keys), np.int64), np.zeros(len(look_keys), np.int64)])
+    worked = np.concatenate([seen_successes, np.zeros(len(look_keys), np.int64)])
+    order = np.lexsort((is_seen, step, keys))
+    out = []
+    for values in (is_seen, worked):
+        running = np.cumsum(values[order])
+        sorted_keys = keys[order]
+        first = np.searchsorted(sorted_keys, sorted_keys)  # each key's first position
+        before_group = running[first] - values[order][first]
+        inclusive = running - before_group
+        result = np.empty(len(keys), np.int64)
+        result[order] = inclusive
+        out.append(result[len(seen_keys) :])
+    return out[0], out[1]
+
+
+def key_bits(width: int) -> int:
+    """Bits of a tool id in an n-gram key of `width` prefix tools and the next tool (≤ 62 in all)."""
+    return min(KEY_BITS, 62 // (width + 1))

@@ -42,8 +42,8 @@ from toolwise.feedback import (
     StoreUnavailableError,
     utcnow,
 )
-from toolwise.feedback.records import RatingEvent, new_id
-from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+from toolwise.feedback.records import LogColumns, RatingEvent, new_id
+from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
@@ -471,6 +471,47 @@ class LearningService:
             self.learner.end_episode(step_of(execution, (), self.history_n), execution.reward, self.rng)
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
+
+    def learn_logged_columns(
+        self, batch: LogColumns, rows: list[int], histories: list[list[str]], queries: list[str | None]
+    ) -> None:
+        """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
+        its session and its query (`learn_logged_batch` without an object a row; a cancelled call is
+        left out, see `learned_from`)."""
+        self.unsnapshotted += len(rows)
+        error = batch.error_type
+        if any(not learned_from(error[i]) for i in rows):
+            kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
+            rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
+        n = self.history_n
+        tool, success, latency, previous, position = (
+            batch.tool,
+            batch.success,
+            batch.latency_ms,
+            batch.previous_tool,
+            batch.position,
+        )
+        if self.settings.learning:
+            steps = StepColumns(
+                [tool[i] for i in rows],
+                [success[i] for i in rows],
+                [latency[i] / 1000 for i in rows],
+                queries,
+                [previous[i] for i in rows],
+                [  # the session's tools before the call; without them, the previous tool the record names
+                    tuple(history[-n:]) if history else (previous[i],) if previous[i] else ()
+                    for i, history in zip(rows, histories, strict=True)
+                ],
+                [position[i] for i in rows],
+            )
+            try:
+                self.learner.learn_columns(steps, self.rng)
+            except Exception:
+                log.exception("learning from %d logged executions failed; they are recorded", len(rows))
+        now, observe = time.monotonic(), self.shields.observe
+        for i in rows:
+            if error[i] != CALLERS_FAULT:
+                observe(tool[i], success[i], latency[i], now)
 
     def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
         """Learn a rating of the shared log (another instance's, or an earlier run's)."""

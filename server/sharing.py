@@ -9,6 +9,7 @@ the log); `catch_up` does the same for the log after the snapshot a start loaded
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections import OrderedDict
@@ -18,7 +19,6 @@ from dataclasses import replace
 from typing import Any
 
 from toolwise.feedback import Execution, FeedbackService
-from toolwise.feedback.records import LogEntry
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService, with_session_query
 from toolwise.server.watermark import Covered, Watermark
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
 REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
+REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (the event loop serves between batches)
+FREEZE_ROWS = 50_000  # a replay this long first freezes what start-up left alive (see `catch_up`)
+CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its periodic snapshots
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
@@ -80,7 +83,7 @@ class Sharing:
         async with aclosing(self.feedback.log.iter_log(namespace=self.namespace, after_seq=last)) as batches:
             async for entries in batches:
                 fresh = [entry for entry in entries if mark.fresh(entry.seq)]
-                history = {entry.seq: self._log_history(entry) for entry in fresh}
+                history = {e.seq: self._log_history(e.session_id, e.position, e.tool) for e in fresh}
                 own = self.learning.instance_id
                 foreign = [e.seq for e in fresh if e.instance != own and e.id not in live]
                 for entry in fresh:
@@ -109,6 +112,47 @@ class Sharing:
                 last, read = entries[-1].seq, read + len(entries)
                 if progress is not None:
                     progress(len(entries))
+                await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
+                if limit is not None and read >= limit:
+                    return learned, last, False
+        return learned, last, True
+
+    async def _replay_executions(self, after_seq: int, limit: int | None) -> tuple[int, int, bool]:
+        """`_sync_executions` for a replay (rl's batched path): the log read as columns, one read a
+        batch, each batch learned at once."""
+        learned, read = 0, 0
+        covered = self.covered
+        mark, live = covered.executions, covered.live
+        own, last = self.learning.instance_id, max(after_seq, mark.floor)
+        log_columns = self.feedback.log.iter_log_columns(namespace=self.namespace, after_seq=last, batch=REPLAY_BATCH)
+        async with aclosing(log_columns) as batches:
+            async for batch in batches:
+                fresh: list[int] = []
+                rows: list[int] = []  # the fresh ones to learn (not learned live)
+                histories: list[list[str]] = []
+                queries: list[str | None] = []
+                for i, (seq, session_id, position) in enumerate(
+                    zip(batch.seq, batch.session_id, batch.position, strict=True)
+                ):
+                    if not mark.fresh(seq):
+                        continue
+                    fresh.append(i)
+                    history = self._log_history(session_id, position, batch.tool[i])
+                    if batch.instance[i] == own or batch.id[i] in live:  # learned live
+                        self._queries.pop(session_id, None)  # it may have changed the session's query
+                        continue
+                    rows.append(i)
+                    histories.append(history)
+                    queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
+                # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
+                self.learning.learn_logged_columns(batch, rows, histories, queries)
+                for i in fresh:
+                    mark.add(batch.seq[i])
+                    live.discard(batch.id[i])
+                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
+                learned += len(rows)
+                last, read = batch.seq[-1], read + len(batch)
+                self._replayed(len(batch))
                 await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
                 if limit is not None and read >= limit:
                     return learned, last, False
@@ -187,37 +231,47 @@ class Sharing:
         """`execution` with the recommend_tool query that was its context. A query is stored once, on
         the call that followed the recommendation; the session's later calls inherit it (from the
         calls learned just before, in log order, when `remember`; else from the log)."""
+        if remember:
+            assert execution.seq is not None  # read from the log
+            session_id, position = execution.session_id, execution.position
+            query = await self._remembered_query(session_id, position, execution.query, execution.seq)
+            return execution if query == execution.query else replace(execution, query=query)
         if execution.query is None and execution.position > 0:
-            found = self._queries.get(execution.session_id, _UNKNOWN) if remember else _UNKNOWN
-            if found is _UNKNOWN:
-                execution = await with_session_query(self.feedback, execution, self.namespace)
-            else:
-                execution = replace(execution, query=found)
-        if remember:  # a session without any query is remembered too: one look-up per session
-            self._queries[execution.session_id] = execution.query
-            self._queries.move_to_end(execution.session_id)
-            if len(self._queries) > LOGGED_SESSIONS:
-                self._queries.popitem(last=False)
+            execution = await with_session_query(self.feedback, execution, self.namespace)
         return execution
 
-    def _log_history(self, entry: LogEntry) -> list[str]:
-        """The tools the session called just before `entry` (the sequence model's prefix), as the log
-        tells them; remembers this call too."""
-        tools = self._logged.get(entry.session_id)
+    async def _remembered_query(self, session_id: str, position: int, query: str | None, seq: int) -> str | None:
+        """The query of the session's call at `position` (`seq` in the log): its own, else the one the
+        session's calls learned just before had (in log order), else the log's."""
+        if query is None and position > 0:
+            found = self._queries.get(session_id, _UNKNOWN)
+            if found is _UNKNOWN:
+                found = await self.feedback.log.session_query(session_id, namespace=self.namespace, before_seq=seq)
+            query = found
+        # a session without any query is remembered too: one look-up per session
+        self._queries[session_id] = query
+        self._queries.move_to_end(session_id)
+        if len(self._queries) > LOGGED_SESSIONS:
+            self._queries.popitem(last=False)
+        return query
+
+    def _log_history(self, session_id: str, position: int, tool: str) -> list[str]:
+        """The tools the session called just before its call at `position` (the sequence model's
+        prefix), as the log tells them; remembers this call too."""
+        tools = self._logged.get(session_id)
         if tools is None:
-            tools = self._logged[entry.session_id] = []
+            tools = self._logged[session_id] = []
             if len(self._logged) > LOGGED_SESSIONS:
                 self._logged.popitem(last=False)
-        position = entry.position
         before = tools[max(position - self.learning.history_n, 0) : position] if len(tools) >= position else []
         if len(tools) == position:
-            tools.append(entry.tool)
+            tools.append(tool)
         return before
 
     async def catch_up(self, snapshot_rows: int = 0, checkpoint: Callable[[], Awaitable[object]] | None = None) -> int:
         """Learn the log after the loaded snapshot, only that (the rows after the watermark), logging
         progress; with `snapshot_rows`, `checkpoint` (a snapshot) runs every that many rows learned (and
-        no sooner than nine times the last one's cost after it), so a start cut short resumes where it
+        no sooner than the last one's cost over `CHECKPOINT_SHARE` after it), so a start cut short resumes where it
         stopped. Recommendations come from the prior meanwhile. Returns how many entries were learned."""
         learning = self.learning
         mark = self.covered.executions
@@ -227,10 +281,19 @@ class Sharing:
         learned, cursor, next_checkpoint = 0, mark.floor, 0.0
         try:
             learning.replay_total = await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor)
+            if learning.replay_total >= FREEZE_ROWS:
+                # A long replay allocates millions of short-lived objects, and each of the collections they
+                # trigger walked everything alive since start-up (modules, catalogue, learner): moved out of
+                # the collector's sight for good (gunicorn's trick; a third of the replay's reading time).
+                gc.collect()
+                gc.freeze()
             while True:
-                n, cursor, done = await self._sync_executions(
-                    self._replayed, after_seq=cursor, limit=snapshot_rows or None
-                )
+                if learning.learns_ends:  # each end learned right after its step, as live: step by step
+                    n, cursor, done = await self._sync_executions(
+                        self._replayed, after_seq=cursor, limit=snapshot_rows or None
+                    )
+                else:
+                    n, cursor, done = await self._replay_executions(cursor, snapshot_rows or None)
                 learned += n
                 self.synced += n
                 if done:
@@ -239,8 +302,8 @@ class Sharing:
                 if checkpoint is not None and due:
                     taken = time.monotonic()
                     await checkpoint()
-                    # a year's state takes seconds to store: at most a tenth of the replay goes to it
-                    next_checkpoint = time.monotonic() + 9 * (time.monotonic() - taken)
+                    # a year's state takes seconds to store: at most CHECKPOINT_SHARE of the replay goes to it
+                    next_checkpoint = time.monotonic() + (1 / CHECKPOINT_SHARE - 1) * (time.monotonic() - taken)
             learned += await self.sync()
             learning.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:

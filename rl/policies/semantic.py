@@ -53,7 +53,8 @@ from toolwise.rl.context import Context
 from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
 from toolwise.rl.replay import Batch
 
-SETTLE_ROWS = 200_000  # batched rows kept before they are settled (~20 bytes a row, plus their queries' features)
+SETTLE_ROWS = 200_000  # batched rows kept before they are settled (32 bytes a row, plus their queries' features)
+SETTLE_BYTES = 64_000_000  # … or sooner, once they and their features take this much (a log of distinct queries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +111,9 @@ class SemanticUCB:
         self._pending: list[
             tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]
         ] = []
-        self._pending_rows = 0
+        self._pending_rows = self._pending_bytes = 0
         self._precision: dict[int, NDArray[np.float64]] = {}  # A_t (float64) from the last settle, while batching
+        self._stale: set[int] = set()  # tools whose A_t⁻¹ (and its diagonal) is yet to be inverted from A_t
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -177,9 +179,7 @@ class SemanticUCB:
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
-        if self._pending or self._precision:  # batches are over: learned and their caches freed
-            self.settle()
-            self._precision.clear()
+        self.finish_batches()
         c = self.config
         x, bucket = self.features(context), self.bucket(context)
         means = self._means(x, bucket, arms, prior)
@@ -256,8 +256,9 @@ class SemanticUCB:
             (features, np.asarray(rows, np.int64), np.asarray(arms, np.int64), buckets, targets - intercepts)
         )
         self._pending_rows += len(arms)
-        if self._pending_rows >= SETTLE_ROWS:
-            self.settle()
+        self._pending_bytes += features.nbytes + 32 * len(arms)
+        if self._pending_rows >= SETTLE_ROWS or self._pending_bytes >= SETTLE_BYTES:
+            self._fold()  # A_t⁻¹ waits until something reads it: a replay settles several times
 
     def _features_of(self, embeddings: NDArray[np.float32]) -> NDArray[np.float64]:
         """x(q) of each embedding row, as `features` computes it for one."""
@@ -270,20 +271,38 @@ class SemanticUCB:
         return unit
 
     def settle(self) -> None:
-        """Fold the pending batched rows into the state, tool by tool (see the module's docstring)."""
+        """Fold the pending batched rows into the state, tool by tool (see the module's docstring),
+        A_t⁻¹ included."""
+        self._fold()
+        if self._stale:
+            with threadpool_limits(limits=1, user_api="blas"):
+                for tool in self._stale:
+                    self.a_inv[tool] = np.linalg.inv(self._precision[tool])[self._upper].astype(np.float32)
+                    self.inv_diag[tool] = self.a_inv[tool].take(self._diagonal)
+            self._stale.clear()
+
+    def _fold(self) -> None:
+        """The pending rows into θ, φ and each tool's A_t (float64; its inverse is left stale)."""
         if not self._pending:
             return
         offsets = np.cumsum([0] + [len(f) for f, *_ in self._pending[:-1]])
         features = np.concatenate([f for f, *_ in self._pending])
         rows = np.concatenate([r + o for (_, r, *_), o in zip(self._pending, offsets, strict=True)])
         arms, buckets, y = (np.concatenate([p[i] for p in self._pending]) for i in (2, 3, 4))
-        self._pending, self._pending_rows = [], 0
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         order = np.argsort(arms, kind="stable")
         tools, starts = np.unique(arms[order], return_index=True)
         # One thread: a multi-threaded BLAS on 128×128 systems is ~10× slower on a loaded machine.
         with threadpool_limits(limits=1, user_api="blas"):
             for tool, part in zip(tools.tolist(), np.split(order, starts[1:]), strict=True):
                 self._settle_tool(tool, features, rows[part], buckets[part], y[part])
+
+    def finish_batches(self) -> None:
+        """Batches are over: settle what they left and free their caches (each tool's A_t in float64,
+        128 KB a tool, kept between settles so a replay never inverts the float32 A_t⁻¹ back)."""
+        if self._pending or self._precision:
+            self.settle()
+            self._precision.clear()
 
     def _settle_tool(
         self,
@@ -323,9 +342,8 @@ class SemanticUCB:
             self.after[used, tool] = (phi_rhs - cross @ theta) / precision
             self.after_inv[used, tool] = 1.0 / precision
         self.theta[tool] = theta
-        self.a_inv[tool] = np.linalg.inv(after)[self._upper].astype(np.float32)
-        self.inv_diag[tool] = self.a_inv[tool].take(self._diagonal)
         self._precision[tool] = after
+        self._stale.add(tool)
 
     def replay(self, batch: Batch) -> NDArray[np.float64]:
         raise NotImplementedError(f"{self.name} keeps exact sufficient statistics; replaying would double-count")
@@ -370,8 +388,9 @@ class SemanticUCB:
         self.theta = np.asarray(state["theta"], dtype=np.float64).copy()
         self.after, self.after_inv = after.copy(), after_inv.copy()
         self.intercept, self.observed = float(state["intercept"]), int(state["observed"])
-        self._pending, self._pending_rows = [], 0
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         self._precision.clear()
+        self._stale.clear()
 
     def nbytes(self) -> int:
         return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes + self.after.nbytes + self.after_inv.nbytes

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from toolwise.feedback import (
     argument_digest,
     utcnow,
 )
+from toolwise.feedback.records import SnapshotRecord
 
 
 def count_rows(url: str) -> int:
@@ -228,3 +231,17 @@ async def test_default_database_follows_the_environment(tmp_path: Path, monkeypa
     async with FeedbackService() as svc:
         await svc.log.record_execution(make_execution())
     assert svc.url == url and count_rows(url) == 1
+
+
+async def test_a_stored_snapshot_payload_is_not_kept_in_memory(service: FeedbackService) -> None:
+    """A year's snapshot is tens of MB: once stored, the store holds no reference to it (the
+    statement cache once kept the first payload for the life of the process)."""
+    payload = bytes(range(256)) * 4_000
+    snapshot = SnapshotRecord("default", "1.0.0", "semantic", "periodic", utcnow(), 1, {}, "0" * 64, payload)
+    held = sys.getrefcount(payload)
+    await service.snapshots.save(snapshot, keep=2)
+    stored = await service.snapshots.get(namespace="default")
+    assert stored is not None and stored.payload == payload
+    del snapshot, stored
+    gc.collect()
+    assert sys.getrefcount(payload) == held - 1  # this test's name alone

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.policies import SemanticConfig
 from toolwise.server.embedding import load_embedder, tool_document
 
@@ -69,14 +69,28 @@ def learned(catalogue: list[ToolDoc], embedder, steps: list[Step], config: Learn
     return learner
 
 
+def ngrams(state: dict) -> dict[tuple[str, ...], tuple[int, float, int]]:  # type: ignore[type-arg]
+    """A sequence state's n-grams, (prefix…, tool) → (count, reward sum, successes), whatever their row order."""
+    names = state["names"]
+    return {
+        (*(names[i] for i in prefix if i >= 0), names[tool]): (count, reward_sum, successes)
+        for prefix, tool, count, reward_sum, successes in zip(
+            state["prefix"].tolist(),
+            state["tool"].tolist(),
+            state["count"].tolist(),
+            state["reward_sum"].tolist(),
+            state["successes"].tolist(),
+            strict=True,
+        )
+    }
+
+
 def assert_same_counts(one: dict, other: dict) -> None:  # type: ignore[type-arg]
     assert one["tools"] == other["tools"] and one["updates"] == other["updates"]
     assert one["reward_sum"] == pytest.approx(other["reward_sum"], rel=1e-12)
     np.testing.assert_array_equal(one["latency_count"], other["latency_count"])
     np.testing.assert_allclose(one["latency_mean"], other["latency_mean"], rtol=1e-12)
-    for key in ("names", "prefix", "tool", "count", "successes"):
-        np.testing.assert_array_equal(one["sequences"][key], other["sequences"][key])
-    np.testing.assert_allclose(one["sequences"]["reward_sum"], other["sequences"]["reward_sum"], rtol=1e-12)
+    assert ngrams(one["sequences"]) == ngrams(other["sequences"])
     a, b = one["policy"], other["policy"]
     assert a["observed"] == b["observed"] and a["intercept"] == pytest.approx(b["intercept"], abs=1e-9)
     tools = len(one["tools"])
@@ -135,3 +149,64 @@ def test_a_policy_without_a_batch_update_learns_step_by_step(catalogue, policy: 
         one.observe(step, np.random.default_rng(5))
     other.learn_batch(steps, np.random.default_rng(5))
     assert one.estimates(queries[0], None, 0) == other.estimates(queries[0], None, 0)
+
+
+def test_batched_rows_wait_within_a_memory_bound_and_learn_the_same(catalogue, embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A replay of distinct queries keeps their features until settled: bounded in bytes (folded
+    sooner), and folding often learns what folding once does."""
+    from toolwise.rl.policies import semantic
+
+    monkeypatch.setattr(semantic, "SETTLE_BYTES", 60_000)
+    steps, _ = a_log(catalogue, 600, seed=4)
+    config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=0))
+    stepwise = learned(catalogue, embedder, steps, config, None)
+    learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
+    waiting = []
+    for i in range(0, len(steps), 50):
+        learner.learn_batch(steps[i : i + 50], rng)
+        waiting.append(learner.policy._pending_bytes)  # type: ignore[attr-defined]
+    assert 0 < max(waiting) < 60_000 and waiting.count(0) >= 3  # folded several times, never over the bound
+    one, other = stepwise.state_dict(), learner.state_dict()
+    assert_same_counts(one, other)
+    tools = len(one["tools"])
+    np.testing.assert_allclose(one["policy"]["theta"][:tools], other["policy"]["theta"][:tools], atol=1e-6)
+
+
+def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    from toolwise.rl.embedding import QUERY_MEMO
+
+    semantic = Learner(LearnerConfig(), catalogue, embedder).semantic
+    assert semantic is not None
+    queries = [f"find the {k}th report" for k in range(QUERY_MEMO + 200)]
+    vectors = semantic.queries(queries[:100] + queries[:100])  # repeated within and across calls
+    vectors = np.concatenate([vectors[:100], semantic.queries(queries[100:])])
+    assert len(semantic._queries) <= QUERY_MEMO
+    for k in (0, 99, 500, len(queries) - 1):
+        np.testing.assert_array_equal(vectors[k], embedder.embed([queries[k]])[0])
+        np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])
+
+
+@pytest.mark.parametrize("policy", ["semantic", "ucb"])
+def test_steps_given_as_columns_learn_what_the_steps_do(catalogue, embedder, policy: str) -> None:  # type: ignore[no-untyped-def]
+    """A replay hands the log's columns over without building a `Step` each: the same learning."""
+    steps, queries = a_log(catalogue, 300, seed=5)
+    config = LearnerConfig(policy=policy)
+    one, other = Learner(config, catalogue, embedder), Learner(config, catalogue, embedder)
+    one.learn_batch(steps, np.random.default_rng(5))
+    other.learn_columns(StepColumns.of(steps), np.random.default_rng(5))
+    assert [one.estimates(q, None, 0) for q in queries] == [other.estimates(q, None, 0) for q in queries]
+    mine, theirs = one.state_dict(), other.state_dict()
+    assert mine["updates"] == theirs["updates"] == len(steps) and mine["reward_sum"] == theirs["reward_sum"]
+    assert ngrams(mine["sequences"]) == ngrams(theirs["sequences"])
+
+
+def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Checked before anything is learned: no half-learned batch (counts, n-grams) is left behind."""
+    steps, _ = a_log(catalogue, 100, seed=6)
+    learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(1)
+    bad = [*steps[:50], Step(steps[50].tool, True, -0.5), *steps[51:]]
+    with pytest.raises(ValueError, match=r"latency must be a finite number of seconds ≥ 0, got -0\.5"):
+        learner.learn_batch(bad, rng)
+    after = learner.state_dict()
+    assert after["updates"] == 0 and after["reward_sum"] == 0 and len(learner.sequences) == 0
+    assert not after["latency_count"].any() and after["policy"]["observed"] == 0

@@ -137,3 +137,66 @@ def test_a_loaded_state_learns_on_as_the_original_whichever_prefixes_it_touches(
     again.load_state(clone.state_dict())  # what was used and what was not, both kept
     model.compact()
     assert again.table == clone.table == model.table and len(again) == len(model)
+
+
+def follow_or_none(model: SequenceModel, before: str | None, tool: str) -> float:
+    """`follow_score` as a batch reports it: −1 for none."""
+    score = model.follow_score(before, tool) if before is not None else None
+    return -1.0 if score is None else score
+
+
+def test_batches_count_as_steps_do_with_live_steps_and_a_loaded_state_between() -> None:
+    """A replay's batches (columns, no object an n-gram) give the same counts, sums and follow evidence
+    as one step at a time, across a loaded state, live steps and look-ups between batches, and enough
+    new n-grams that the pending part is merged into the main one mid-replay."""
+    rng = np.random.default_rng(7)
+    tools = [f"t{k}" for k in range(40)]
+    steps, history = [], []
+    for k in range(9_000):
+        if k % 6 == 0:
+            history = []
+        tool = tools[int(rng.integers(len(tools)))]
+        before = history[-1] if history and rng.random() < 0.95 else None  # now and then no previous tool
+        steps.append((before, tool, tuple(history[-2:]), float(rng.normal(5, 3)), bool(rng.random() < 0.8)))
+        history.append(tool)
+    one, other = SequenceModel(3, 2), SequenceModel(3, 2)
+    expected, got = [], []
+    for before, tool, prefix, reward, worked in steps:
+        expected.append(follow_or_none(one, before, tool))
+        if prefix:
+            one.observe_step(prefix, tool, reward, worked)
+    chunks = [(0, 5_000, "batch"), (5_000, 5_020, "steps"), (5_020, 6_000, "batch"), (6_000, 6_010, "load")]
+    chunks += [(6_010, 7_000, "batch"), (7_000, 8_000, "batch"), (8_000, 8_050, "steps"), (8_050, 9_000, "batch")]
+    for start, end, how in chunks:
+        part = steps[start:end]
+        if how == "batch":
+            follow = other.observe_batch(
+                [b for b, *_ in part],
+                [t for _, t, *_ in part],
+                [p for _, _, p, *_ in part],
+                np.array([r for *_, r, _ in part]),
+                np.array([w for *_, w in part]),
+            )
+            got.extend(follow.tolist())
+            continue
+        if how == "load":
+            other.load_state(other.state_dict())  # as a snapshot's load leaves it: all in columns
+        for before, tool, prefix, reward, worked in part:
+            got.append(follow_or_none(other, before, tool))
+            other.recommend_next([tool])  # a live look-up takes a prefix out of the columns
+            if prefix:
+                other.observe_step(prefix, tool, reward, worked)
+    assert got == expected
+    assert len(other) == len(one) > 5_000
+    mine, theirs = one.state_dict(), other.state_dict()
+    as_map = [
+        {
+            (*(s["names"][i] for i in p if i >= 0), s["names"][t]): (c, r, w)
+            for p, t, c, r, w in zip(
+                s["prefix"].tolist(), s["tool"], s["count"], s["reward_sum"].tolist(), s["successes"], strict=True
+            )
+        }
+        for s in (mine, theirs)
+    ]
+    assert as_map[0] == as_map[1]  # every sum the same number: added in the same order
+    assert one.recommend_next(["t1", "t2"]) == other.recommend_next(["t1", "t2"])

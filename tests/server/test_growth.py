@@ -11,7 +11,7 @@ import pytest
 
 from tests.server.test_persistence import QUERIES, service
 from toolwise.feedback import Execution, FeedbackService, utcnow
-from toolwise.rl import Step
+from toolwise.rl import Step, StepColumns
 from toolwise.server.services import Services
 
 
@@ -79,11 +79,12 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
     feedback, second = await service(url)
     learned: list[tuple[str | None, int | None]] = []
-    for name in ("learn_batch", "learn", "observe_rating"):  # a replay learns in batches
+    for name in ("learn_columns", "learn_batch", "learn", "observe_rating"):  # a replay learns in batches
         original = getattr(second.learning.learner, name)
 
-        def spy(steps: Step | list[Step], *args: object, _original: object = original) -> object:
-            learned.extend((step.query, step.rating) for step in (steps if isinstance(steps, list) else [steps]))
+        def spy(steps: Step | list[Step] | StepColumns, *args: object, _original: object = original) -> object:
+            seen = steps.steps() if isinstance(steps, StepColumns) else steps if isinstance(steps, list) else [steps]
+            learned.extend((step.query, step.rating) for step in seen)
             return _original(steps, *args)  # type: ignore[operator]  # the method the spy replaced
 
         monkeypatch.setattr(second.learning.learner, name, spy)

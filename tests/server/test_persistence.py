@@ -350,14 +350,14 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
 
     feedback, second = await service(url)
     read: list[int] = []
-    iter_log = feedback.log.iter_log
+    iter_log_columns = feedback.log.iter_log_columns
 
     async def counted(**kwargs: Any) -> AsyncIterator[Any]:
-        async for entries in iter_log(**kwargs):
-            read.extend(e.seq for e in entries)
-            yield entries
+        async for batch in iter_log_columns(**kwargs):
+            read.extend(batch.seq)
+            yield batch
 
-    feedback.log.iter_log = counted  # type: ignore[method-assign]  # a counting spy in its place
+    feedback.log.iter_log_columns = counted  # type: ignore[method-assign]  # a counting spy in its place
     await second.snapshots.load_latest()
     assert second.learning.catching_up and "catching up" in second.learning.serving
     decision = second.learning.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)

@@ -189,3 +189,16 @@ async def test_a_state_saved_before_ends_were_shared_learns_the_ends_logged_from
     assert terminal_tools(b) == ["git__git_log"]  # the end a logged after b synced once
     await feedback_a.aclose()
     await feedback_b.aclose()
+
+
+async def test_a_replay_learns_no_cancelled_call_as_the_live_learner_did_not(log: dict[str, str]) -> None:
+    settings = dict(log)
+    url = settings.pop("database_url")
+    feedback, live = await service(url, **settings)  # the default policy: a replay learns it batch by batch
+    await work(live, SESSIONS)
+    await live.learning.drain()
+    await feedback.aclose()
+    feedback, replayed = await service(url, **settings)  # a fresh start on the same log: no snapshot
+    await replayed.sharing.catch_up()
+    assert replayed.learning.learner.updates == live.learning.learner.updates == 8  # 10 calls, 2 cancelled
+    await feedback.aclose()
