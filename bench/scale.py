@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -301,11 +302,13 @@ async def export_rows(feedback: FeedbackService) -> float:
     return n / (time.perf_counter() - begin)
 
 
-def run_cli(*args: str) -> tuple[float, float]:
-    """Seconds and peak RSS (MB) of one `toolwise …` command. The peak is the child's own VmHWM, sampled
-    until it exits: a waited child's ru_maxrss on Linux starts from this (large) process's peak."""
+def run_command(command: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one command. The peak is the
+    child's own VmHWM, sampled until it exits: a waited child's ru_maxrss on Linux starts from this
+    (large) process's peak."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
-    proc = subprocess.Popen([str(BIN / "toolwise"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak_kb = 0
     while proc.poll() is None:
         try:
@@ -317,9 +320,17 @@ def run_cli(*args: str) -> tuple[float, float]:
         time.sleep(0.02)
     _, err = proc.communicate()
     seconds = time.perf_counter() - begin
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
-        raise RuntimeError(f"toolwise {' '.join(args)} failed: {err.decode()}")
-    return seconds, peak_kb / 1024
+        raise RuntimeError(f"{' '.join(command)} failed: {err.decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, peak_kb / 1024, cpu
+
+
+def run_cli(*args: str) -> tuple[float, float]:
+    """Seconds and peak RSS (MB) of one `toolwise …` command."""
+    seconds, peak_mb, _ = run_command([str(BIN / "toolwise"), *args])
+    return seconds, peak_mb
 
 
 async def ensure_snapshot(db: Path) -> None:

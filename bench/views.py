@@ -14,15 +14,14 @@ database to use (copy it twice: one for each code).
 from __future__ import annotations
 
 import argparse
-import resource
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from scale import run_command
 
 BIN = Path(sys.executable).parent / "toolwise"
 VIEWS = {
@@ -45,25 +44,9 @@ class Run:
 def run(executable: Path, database: Path, args: list[str]) -> Run:
     """One `toolwise inspect …` in a child process: wall and CPU seconds (the child's user + system) and
     its peak RSS, sampled from /proc until it exits."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    begin = time.perf_counter()
     command = [str(executable), "inspect", *args, "--database-url", f"sqlite+aiosqlite:///{database}"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak_kb = 0
-    while proc.poll() is None:
-        try:
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-        except OSError:
-            break
-        peak_kb = max([peak_kb, *(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))])
-        time.sleep(0.02)
-    _, err = proc.communicate()
-    wall = time.perf_counter() - begin
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed: {err.decode()[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(wall, cpu, peak_kb / 1024)
+    wall, peak_mb, cpu = run_command(command)
+    return Run(wall, cpu, peak_mb)
 
 
 def executions(database: Path) -> int:
