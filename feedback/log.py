@@ -14,7 +14,6 @@ from sqlalchemy import (
     Connection,
     Float,
     Integer,
-    Row,
     Select,
     cast,
     delete,
@@ -42,7 +41,7 @@ from toolwise.feedback.records import (
     TrendBucket,
     utcnow,
 )
-from toolwise.feedback.rows import execution_from_row, rating_from_row
+from toolwise.feedback.rows import episode_from_row, episode_values, execution_from_row, rating_from_row
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow
 
 if TYPE_CHECKING:
@@ -121,20 +120,7 @@ class ExecutionLog:
         await self._service.flush()
         seq = await self._service.write(
             lambda conn: conn.execute(
-                insert(EpisodeRow)
-                .values(
-                    id=episode.id,
-                    namespace=episode.namespace,
-                    session_id=episode.session_id,
-                    tools=list(episode.tools),
-                    total_reward=episode.total_reward,
-                    outcome=episode.outcome,
-                    started_at=episode.started_at,
-                    ended_at=episode.ended_at,
-                    instance=episode.instance,
-                    last_execution=episode.last_execution,
-                )
-                .returning(EpisodeRow.seq)
+                insert(EpisodeRow).values(episode_values(episode)).returning(EpisodeRow.seq)
             ).scalar_one()
         )
         return replace(episode, seq=seq)
@@ -169,7 +155,7 @@ class ExecutionLog:
                 .order_by(EpisodeRow.ended_at.desc())
                 .limit(limit)
             )
-            return [_episode(r) for r in result]
+            return [episode_from_row(r._mapping) for r in result]
 
     async def iter_episodes(
         self,
@@ -193,7 +179,7 @@ class ExecutionLog:
             async with self._service.engine.connect() as conn:
                 rows = (await conn.execute(page)).all()
             if rows:
-                yield [_episode(r) for r in rows]
+                yield [episode_from_row(r._mapping) for r in rows]
             if len(rows) < batch:
                 return
             page = query.where(tuple_(e.ended_at, e.id) < tuple_(rows[-1].ended_at, rows[-1].id))
@@ -545,22 +531,6 @@ def _forget(conn: Connection, ids: list[str]) -> None:
         .where(e.id.in_(ids))
     ).all()
     toolstats.add_ratings(conn, rated, sign=-1)
-
-
-def _episode(r: Row[Any]) -> Episode:
-    return Episode(
-        r.session_id,
-        list(r.tools),
-        r.total_reward,
-        r.outcome,
-        r.started_at,
-        r.ended_at,
-        r.namespace,
-        r.id,
-        r.instance,
-        r.last_execution,
-        r.seq,
-    )
 
 
 def _float(value: Any) -> float | None:

@@ -17,8 +17,8 @@ from sqlalchemy import Dialect, RowMapping
 
 from toolwise.feedback.arguments import argument_digest, redact, redact_text
 from toolwise.feedback.bulk import CompiledInsert
-from toolwise.feedback.records import Execution, Rating
-from toolwise.feedback.schema import ExecutionRow, RatingRow
+from toolwise.feedback.records import Episode, Execution, Rating
+from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow
 
 EXECUTION_COLUMNS: tuple[str, ...] = tuple(c.key for c in ExecutionRow.__table__.columns if c.key != "seq")
 """The columns an insert fills, in the table's order (`seq` is the database's)."""
@@ -96,3 +96,15 @@ def execution_from_row(row: RowMapping | Mapping[str, Any]) -> Execution:
 def rating_from_row(row: RowMapping | Mapping[str, Any]) -> Rating:
     """A rating read back from its row (every column by name)."""
     return Rating(**{c.key: row[c.key] for c in RatingRow.__table__.columns})
+
+
+def episode_values(episode: Episode) -> dict[str, Any]:
+    """An episode's row values, every column by name but `seq` (the database's)."""
+    values = {c.key: getattr(episode, c.key) for c in EpisodeRow.__table__.columns if c.key != "seq"}
+    return {**values, "tools": list(episode.tools)}
+
+
+def episode_from_row(row: RowMapping | Mapping[str, Any]) -> Episode:
+    """An episode read back from its row (every column by name)."""
+    values = {c.key: row[c.key] for c in EpisodeRow.__table__.columns}
+    return Episode(**{**values, "tools": list(values["tools"])})
