@@ -295,7 +295,7 @@ async def export_rows(feedback: FeedbackService) -> float:
     """Rows/s of the export's read-and-encode path alone (no interpreter start-up): JSON Lines built and
     joined by the database in chunks, as `inspect export` writes them."""
     begin, n = time.perf_counter(), 0
-    with open(os.devnull, "w") as out:  # noqa: ASYNC230 - a sink, never blocks
+    with open(os.devnull, "wb") as out:  # noqa: ASYNC230 - a sink, never blocks
         async for rows, text in execution_chunks(feedback.engine):
             out.write(text)
             n += rows

@@ -1,36 +1,65 @@
 """The execution log as JSON Lines, built by the database in large chunks: an export in bounded memory.
 
-Each batch is one query that both encodes its rows (`json_object` / `json_build_object`) and joins
-them (`group_concat` / `string_agg`) in log order, so Python handles one string per batch instead of
-one row object per execution: the read-and-encode path runs at the database's speed, on as many
-connections at once as `READERS` (the JSON building is nearly all of an export's CPU).
+Each chunk is one query that both encodes its rows (`json_object` / `json_build_object`) and joins
+them (`group_concat` / `string_agg`) in log order, so Python handles one byte string per chunk instead
+of one row object per execution: the read-and-encode path runs at the database's speed, `READERS`
+chunks at once (the JSON building is nearly all of an export's CPU). PostgreSQL encodes in its own
+server processes, one a connection; an SQLite file is encoded in worker processes of ours
+(`chunk_worker`), because connections in one process contend on SQLite's allocator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
-from sqlalchemy import JSON, Boolean, ColumnElement, Text, bindparam, case, cast, func, literal, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    LargeBinary,
+    Select,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+)
 from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from toolwise.feedback.schema import ExecutionRow, UTCDateTime
+from toolwise.feedback.engine import sqlite_path
+from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 
 CHUNK_ROWS = 5_000  # rows a chunk: ~3.5 MB of text at ~700 bytes a line
 READERS = 2  # chunks encoded at once (one core each): memory stays a few chunks
+LAST_SEQ = 2**63 - 1  # the upper bound of the log's last chunk
 
 
-def json_object(dialect: str, kind: str | None = None) -> ColumnElement[str]:
-    """An execution row as one JSON object built by the database (an export never decodes a row in
-    Python), first `"type": kind` when given: booleans as true/false, times as ISO 8601 UTC, stored
-    arguments as JSON. SQLite keeps JSON as text, booleans as 0/1 and times as
-    "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
+def json_object(
+    dialect: str,
+    kind: str | None = None,
+    columns: Iterable[ColumnElement[Any]] = ExecutionRow.__table__.columns,
+    **extra: ColumnElement[Any],
+) -> ColumnElement[str]:
+    """A row as one JSON object built by the database (an export never decodes a row in Python):
+    first `"type": kind` when given, then `columns` (an execution's by default) and `extra`. Booleans
+    as true/false, times as ISO 8601 UTC, stored JSON as JSON. SQLite keeps JSON as text, booleans as
+    0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
     items: list[Any] = [literal("type"), literal(kind)] if kind is not None else []
-    for column in ExecutionRow.__table__.columns:
+    for column in columns:
         value: Any = column
         if dialect != "postgresql":
             # the cheapest forms measured (in-process, one connection: ~7% more rows/s; the output is
@@ -44,9 +73,21 @@ def json_object(dialect: str, kind: str | None = None) -> ColumnElement[str]:
                 iso = func.replace(column, " ", "T")
                 value = case((func.instr(column, "+") > 0, iso), else_=iso + "+00:00")
         items += [literal(column.key), value]
+    for key, value in extra.items():
+        items += [literal(key), value]
     if dialect == "postgresql":
         return cast(func.json_build_object(*items), Text)
     return func.json_object(*items)
+
+
+def _joined(dialect: str, line: ColumnElement[str], order: ColumnElement[int]) -> ColumnElement[bytes]:
+    """The lines of an ordered, limited subquery joined by newlines, as bytes. SQLite feeds an
+    aggregate from such a subquery in its order (the subquery runs as a co-routine); PostgreSQL is
+    told the order. SQLite hands a BLOB over as it is; PostgreSQL's bytea is the UTF-8 encoding."""
+    if dialect == "postgresql":
+        joined = func.string_agg(line, aggregate_order_by(literal("\n"), order))
+        return func.convert_to(joined, literal("UTF8"), type_=LargeBinary)
+    return cast(func.group_concat(line, "\n"), LargeBinary)
 
 
 async def execution_chunks(
@@ -58,12 +99,13 @@ async def execution_chunks(
     batch: int = CHUNK_ROWS,
     kind: str | None = None,
     readers: int = READERS,
-) -> AsyncIterator[tuple[int, str]]:
+) -> AsyncIterator[tuple[int, bytes]]:
     """(rows, text) per batch of executions finished in [since, until), oldest first, walking
     (namespace, seq): `text` is the batch's JSON objects (led by `"type": kind` when given), one a
-    line, each line ending in a newline. Up to `readers` batches are encoded at once, each on a
-    connection of its own (the encoding is the database's CPU; a batch's bounds are found first by
-    an index walk, so each one holds `batch` rows however namespaces interleave)."""
+    line, each line ending in a newline, as UTF-8 bytes (the database's own text, never decoded into
+    Python strings and encoded back: a file takes it as it is). Up to `readers` batches are encoded
+    at once (a batch's bounds are found first by an index walk, so each one holds `batch` rows however
+    namespaces interleave)."""
     if batch < 1:
         raise ValueError(f"batch must be ≥ 1, got {batch}")
     if readers < 1:
@@ -75,29 +117,25 @@ async def execution_chunks(
     if until is not None:
         scope.append(e.finished_at < until)
     async with engine.connect() as conn:
-        dialect = conn.dialect.name
+        dialect = conn.dialect
         after: int | None = 0
         if since is not None:  # no execution finished since `since` has a lower seq than this one
             after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
-    line = json_object(dialect, kind).label("line")
     bound = select(e.seq).where(*scope, e.seq > bindparam("after")).order_by(e.seq).offset(batch - 1).limit(1)
+    query = _chunk_query(dialect.name, scope, batch, kind)
+    database = sqlite_path(engine.url.render_as_string(hide_password=False))
+    workers = _Workers(database, query, dialect, readers) if database is not None else None
 
-    async def encode(start: int, end: int | None) -> tuple[int, str]:
+    async def encode(start: int, end: int | None) -> tuple[int, bytes]:
         """The batch (start, end] (to the log's end when `end` is None) as JSON Lines."""
-        window = [e.seq > start] if end is None else [e.seq > start, e.seq <= end]
-        page = select(e.seq, line).where(*scope, *window).order_by(e.seq).limit(batch).subquery()
-        # SQLite feeds an aggregate from an ordered, limited subquery in its order (the subquery runs
-        # as a co-routine); PostgreSQL is told the order.
-        joined = (
-            func.string_agg(page.c.line, aggregate_order_by(literal("\n"), page.c.seq))
-            if dialect == "postgresql"
-            else func.group_concat(page.c.line, "\n")
-        )
+        params = {"start": start, "end": LAST_SEQ if end is None else end}
+        if workers is not None:
+            return await workers.encode(params)
         async with engine.connect() as conn:
-            rows, text = (await conn.execute(select(func.count(), joined))).one()
-        return rows, text
+            rows, text = (await conn.execute(query, params)).one()
+        return rows, text or b""
 
-    pending: deque[asyncio.Task[tuple[int, str]]] = deque()
+    pending: deque[asyncio.Task[tuple[int, bytes]]] = deque()
 
     async def read_ahead() -> None:
         nonlocal after
@@ -113,12 +151,167 @@ async def execution_chunks(
             rows, text = await pending.popleft()
             await read_ahead()  # the next batches are encoded while the caller writes this one
             if rows:
-                yield rows, text + "\n"
+                yield rows, text + b"\n"
     finally:
-        await _abandon(pending)
+        try:
+            await _abandon(pending)
+        finally:
+            if workers is not None:
+                await workers.aclose()
 
 
-async def _abandon(tasks: deque[asyncio.Task[tuple[int, str]]]) -> None:
+def _chunk_query(dialect: str, scope: list[ColumnElement[bool]], batch: int, kind: str | None) -> Select[int, bytes]:
+    """(rows, text as bytes) of the first `batch` executions in `scope` with a seq in (start, end]."""
+    e = ExecutionRow
+    window = [e.seq > bindparam("start", type_=BigInteger), e.seq <= bindparam("end", type_=BigInteger)]
+    line = json_object(dialect, kind).label("line")
+    page = select(e.seq, line).where(*scope, *window).order_by(e.seq).limit(batch).subquery()
+    return select(func.count(), _joined(dialect, page.c.line, page.c.seq))
+
+
+async def rating_chunks(
+    engine: AsyncEngine,
+    *,
+    namespace: str = "default",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    batch: int = CHUNK_ROWS,
+    kind: str | None = None,
+) -> AsyncIterator[tuple[int, bytes]]:
+    """(rows, text) per batch of the namespace's ratings created in [since, until), oldest first, as
+    `execution_chunks` gives executions, each with `previous`: the rating it replaced (null for a
+    first one). Each batch is a range of rating ids joined to their executions by key (a join driven
+    from the executions side would walk the namespace); ratings are few, one batch at a time."""
+    r = RatingRow.__table__
+    earlier = r.alias("earlier")
+    window = [r.c.created_at >= since] if since is not None else []
+    window += [r.c.created_at < until] if until is not None else []
+    page = select(r).where(r.c.id > bindparam("after"), *window).order_by(r.c.id).limit(batch).subquery("page")
+    previous = (
+        select(earlier.c.rating)
+        .where(earlier.c.execution_id == page.c.execution_id, earlier.c.id < page.c.id)
+        .order_by(earlier.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    async with engine.connect() as conn:
+        dialect = conn.dialect.name
+    line = json_object(dialect, kind, page.c, previous=previous).label("line")
+    lines = (
+        select(page.c.id, line)
+        .select_from(page)
+        .join(ExecutionRow, ExecutionRow.id == page.c.execution_id)
+        .where(ExecutionRow.namespace == namespace)
+        .order_by(page.c.id)
+        .subquery()
+    )
+    last = select(func.max(page.c.id)).scalar_subquery()  # the range read, other namespaces' too
+    query = select(last, func.count(lines.c.line), _joined(dialect, lines.c.line, lines.c.id))
+    after = 0
+    while True:
+        async with engine.connect() as conn:
+            end, rows, text = (await conn.execute(query, {"after": after})).one()
+        if end is None:
+            return
+        if rows:
+            yield rows, text + b"\n"
+        after = end
+
+
+class ExportWorkerError(RuntimeError):
+    """An export's worker process ended without answering its chunk (its stderr says why)."""
+
+
+class _Workers:
+    """Processes running `chunk_worker` on an SQLite file, one chunk at a time each. The query is
+    compiled once, its parameters bound as the engine would bind them (a time as SQLite stores it)."""
+
+    def __init__(self, database: Path, query: Select[int, bytes], dialect: Dialect, count: int) -> None:
+        compiled = query.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+        self._sql = str(compiled)
+        self._names = list(compiled.positiontup or ())
+        self._compiled = compiled
+        self._processors = {name: compiled.binds[name].type.bind_processor(dialect) for name in self._names}
+        worker = Path(__file__).with_name("chunk_worker.py")
+        self._threads = ThreadPoolExecutor(count, thread_name_prefix="toolwise-export")  # one a worker's pipes
+        self._idle: asyncio.Queue[subprocess.Popen[bytes]] = asyncio.Queue()
+        self._all: list[subprocess.Popen[bytes]] = []
+        for _ in range(count):
+            # -I: isolated (no user site, no PYTHON* variables, not the script's folder on the path)
+            process = subprocess.Popen(
+                [sys.executable, "-I", str(worker), str(database)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            self._all.append(process)
+            self._idle.put_nowait(process)
+
+    def _params(self, values: dict[str, int]) -> list[Any]:
+        bound = self._compiled.construct_params(values)
+        params = [
+            process(bound[name]) if (process := self._processors[name]) is not None else bound[name]
+            for name in self._names
+        ]
+        # a time the engine's driver is handed as a datetime is stored in sqlite3's default form
+        return [p.isoformat(" ") if isinstance(p, datetime) else p for p in params]
+
+    async def encode(self, values: dict[str, int]) -> tuple[int, bytes]:
+        """One chunk, on an idle worker. A worker whose chunk was abandoned midway is not used again
+        (its answer is still on its way): `aclose` ends it."""
+        job = (json.dumps({"sql": self._sql, "params": self._params(values)}) + "\n").encode()
+        process = await self._idle.get()
+        answer = await asyncio.get_running_loop().run_in_executor(self._threads, self._ask, process, job)
+        self._idle.put_nowait(process)
+        return answer
+
+    @staticmethod
+    def _ask(process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
+        stdin, stdout = _pipe(process.stdin), _pipe(process.stdout)
+        try:
+            stdin.write(job)
+            stdin.flush()
+        except BrokenPipeError:
+            raise ExportWorkerError(_ended(process)) from None
+        header = stdout.readline()
+        if not header:
+            raise ExportWorkerError(_ended(process))
+        rows, size = (int(x) for x in header.split())
+        text = stdout.read(size)
+        if len(text) != size:
+            raise ExportWorkerError(_ended(process))
+        return rows, text
+
+    async def aclose(self) -> None:
+        """End every worker: an idle one when its stdin closes, one still answering is killed (and
+        the thread reading it sees the end of its pipe)."""
+        idle = set()
+        while not self._idle.empty():
+            idle.add(self._idle.get_nowait().pid)
+        for process in self._all:
+            if process.pid not in idle:
+                process.kill()
+            _pipe(process.stdin).close()
+        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        for process in self._all:
+            await asyncio.to_thread(process.wait)
+            _pipe(process.stdout).close()
+            _pipe(process.stderr).close()
+
+
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    if stream is None:  # every worker is started with its three pipes
+        raise RuntimeError("an export worker's pipe is missing")
+    return stream
+
+
+def _ended(process: subprocess.Popen[bytes]) -> str:
+    code = process.wait()
+    error = _pipe(process.stderr).read().decode(errors="replace").strip()
+    return f"export worker (pid {process.pid}) ended with exit code {code} before answering: {error or 'no message'}"
+
+
+async def _abandon(tasks: deque[asyncio.Task[tuple[int, bytes]]]) -> None:
     """Cancel batches read ahead that no one will take (the export stopped early); a batch that had
     failed meanwhile still raises."""
     for task in tasks:

@@ -255,7 +255,7 @@ class ExecutionLog:
         await self._service.flush()
         chunks = execution_chunks(self._service.engine, namespace=namespace, since=since, until=until, batch=batch)
         async for _, text in chunks:
-            yield text.splitlines()
+            yield text.decode().splitlines()
 
     async def trend(
         self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12

@@ -19,7 +19,7 @@ from rich.table import Table
 from sqlalchemy.engine import make_url
 
 from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.export import execution_chunks
+from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.instances import STALE_AFTER_S
 from toolwise.server import snapshots
 from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
@@ -342,15 +342,13 @@ def inspect_export(
     "snapshot". Written in chunks the database encodes: memory stays flat however long the log."""
     start, end = _utc(since), _utc(until)
 
-    def within(moment: datetime) -> bool:
-        return (start is None or moment >= start) and (end is None or moment < end)
-
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         ns = settings.namespace
         written = ratings = 0
-        with output.open("w", encoding="utf-8") as out, Progress(console=console, transient=True) as progress:
-            header = {"type": "export", "namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
-            out.write(json.dumps(header, default=str) + "\n")
+        # binary: the executions come as the database's UTF-8 bytes, the few other lines are encoded here
+        with output.open("wb") as out, Progress(console=console, transient=True) as progress:
+            header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
+            out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan
             task = progress.add_task("exporting executions", total=await feedback.log.count_executions(ns))
             await feedback.flush()
@@ -359,11 +357,9 @@ def inspect_export(
                 out.write(text)
                 written += rows
                 progress.advance(task, rows)
-            async for events in feedback.log.iter_rating_events(namespace=ns):
-                for e in events:
-                    if within(e.rating.created_at):
-                        out.write(_line("rating", {**_plain(e.rating), "previous": e.previous}))
-                        ratings += 1
+            async for rows, text in rating_chunks(feedback.engine, namespace=ns, since=start, until=end, kind="rating"):
+                out.write(text)
+                ratings += rows
             async for episodes in feedback.log.iter_episodes(namespace=ns, since=start, until=end):
                 out.writelines(_line("episode", _plain(episode)) for episode in episodes)
             for action in await feedback.log.action_summary(ns):
@@ -394,8 +390,9 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def _line(kind: str, fields: dict[str, Any]) -> str:
-    return json.dumps({"type": kind, **fields}, default=str) + "\n"
+def _line(kind: str, fields: dict[str, Any]) -> bytes:
+    """One JSON Lines record, encoded (the export's file is written in bytes)."""
+    return (json.dumps({"type": kind, **fields}, default=str) + "\n").encode()
 
 
 def _plain(record: Any) -> dict[str, Any]:

@@ -8,12 +8,13 @@ import json
 import os
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from tests.feedback.conftest import make_execution
 from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.export import execution_chunks
+from toolwise.feedback.export import ExportWorkerError, execution_chunks, rating_chunks
 
 PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
@@ -22,8 +23,8 @@ async def exported(service: FeedbackService, namespace: str, **scope: datetime) 
     await service.flush()
     lines: list[dict[str, object]] = []
     async for rows, text in execution_chunks(service.engine, namespace=namespace, batch=7, **scope):
-        assert text.endswith("\n") and text.count("\n") == rows  # one line a row, newlines inside escaped
-        lines += [json.loads(line) for line in text.splitlines()]
+        assert text.endswith(b"\n") and text.count(b"\n") == rows  # one line a row, newlines inside escaped
+        lines += [json.loads(line) for line in text.decode().splitlines()]
     return lines
 
 
@@ -54,6 +55,37 @@ async def check_export(service: FeedbackService, namespace: str) -> None:
     since, until = now - timedelta(hours=20, minutes=30), now - timedelta(hours=5, minutes=30)
     window = await exported(service, namespace, since=since, until=until)
     assert [line["seq"] for line in window] == [e.seq for e in records if since <= e.finished_at < until]
+    await check_ratings(service, namespace, [e.id for e in records])
+
+
+async def check_ratings(service: FeedbackService, namespace: str, ids: list[str]) -> None:
+    """Every rating of the namespace once, oldest first, with the rating it replaced; a window by
+    the time it was made."""
+    other = await service.log.record_execution(make_execution(namespace=f"{namespace}-other2"))
+    await service.flush()
+    await service.log.add_rating(ids[0], 2, "meh")
+    await service.log.add_rating(other, 5)  # another namespace's, between this one's
+    middle = utcnow()
+    await service.log.add_rating(ids[0], 4)  # replaces the 2
+    await service.log.add_rating(ids[3], 1, "wrong tool — ✗")
+
+    async def rated(**scope: datetime) -> list[dict[str, object]]:
+        lines: list[dict[str, object]] = []
+        async for rows, text in rating_chunks(service.engine, namespace=namespace, batch=2, kind="rating", **scope):
+            assert text.endswith(b"\n") and text.count(b"\n") == rows
+            lines += [json.loads(line) for line in text.splitlines()]
+        return lines
+
+    lines = await rated()
+    assert [(x["execution_id"], x["rating"], x["previous"], x["comment"]) for x in lines] == [
+        (ids[0], 2, None, "meh"),
+        (ids[0], 4, 2, None),
+        (ids[3], 1, None, "wrong tool — ✗"),
+    ]
+    assert lines[0]["type"] == "rating" and lines[0]["id"] < lines[1]["id"]
+    assert datetime.fromisoformat(str(lines[1]["created_at"])) >= middle
+    assert [x["rating"] for x in await rated(since=middle)] == [4, 1]
+    assert [x["rating"] for x in await rated(until=middle)] == [2]
 
 
 async def test_export_chunks_hold_every_execution_in_order_on_sqlite(service: FeedbackService) -> None:
@@ -77,5 +109,34 @@ async def test_an_export_stopped_early_leaves_no_chunk_being_read(service: Feedb
         break
     await chunks.aclose()  # the two chunks read ahead are cancelled, not left running
     assert [t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("encode")] == []
+    assert workers_of(service) == []
     with pytest.raises(ValueError, match="readers must be ≥ 1, got 0"):
         await anext(execution_chunks(service.engine, readers=0))
+
+
+async def test_an_export_whose_worker_fails_says_why_and_leaves_no_worker(service: FeedbackService) -> None:
+    """An SQLite file is encoded in worker processes: one that cannot read the database fails the
+    export loudly, with SQLite's reason, and every worker is ended."""
+    for i in range(10):
+        await service.log.record_execution(make_execution(f"s__t{i % 3}"))
+    await service.flush()
+    async with service.engine.begin() as conn:
+        await conn.exec_driver_sql("ALTER TABLE executions RENAME COLUMN tool TO tool_renamed")
+    with pytest.raises(ExportWorkerError, match="no such column"):
+        async for _ in execution_chunks(service.engine, batch=3):
+            pass
+    assert workers_of(service) == []
+
+
+def workers_of(service: FeedbackService) -> list[str]:
+    """Processes still running an export worker on this service's database file."""
+    database = str(service.engine.url.database)
+    running = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:  # ended while we looked
+            continue
+        if any(a.endswith(b"chunk_worker.py") for a in args) and database.encode() in args:
+            running.append(cmdline.parent.name)
+    return running
