@@ -303,20 +303,21 @@ async def export_rows(feedback: FeedbackService) -> float:
 
 
 def run_command(command: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one command. The peak is the
-    child's own VmHWM, sampled until it exits: a waited child's ru_maxrss on Linux starts from this
-    (large) process's peak."""
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one command. The peak is the sum
+    of the child's own VmHWM and its descendants' (an export's worker processes), sampled until it
+    exits: a waited child's ru_maxrss on Linux starts from this (large) process's peak."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak_kb = 0
+    peaks: dict[int, int] = {}
     while proc.poll() is None:
-        try:
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-        except OSError:
-            break
-        hwm = [line for line in status.splitlines() if line.startswith("VmHWM:")]
-        peak_kb = max([peak_kb, *(int(line.split()[1]) for line in hwm)])
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            hwm = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")]
+            peaks[pid] = max([peaks.get(pid, 0), *hwm])
         time.sleep(0.02)
     _, err = proc.communicate()
     seconds = time.perf_counter() - begin
@@ -324,7 +325,24 @@ def run_command(command: list[str]) -> tuple[float, float, float]:
     if proc.returncode:
         raise RuntimeError(f"{' '.join(command)} failed: {err.decode()[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return seconds, peak_kb / 1024, cpu
+    return seconds, sum(peaks.values()) / 1024, cpu
+
+
+def descendants(root: int) -> list[int]:
+    """The processes below `root`, from each process's parent in /proc/<pid>/stat."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [root]
+    while frontier:
+        below = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += below
+        frontier = below
+    return found
 
 
 def run_cli(*args: str) -> tuple[float, float]:

@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 
-CHUNK_ROWS = 5_000  # rows a chunk: ~3.5 MB of text at ~700 bytes a line
+CHUNK_ROWS = 2_000  # rows a chunk: ~1.4 MB of text at ~700 bytes a line
 READERS = 2  # chunks encoded at once (one core each): memory stays a few chunks
 LAST_SEQ = 2**63 - 1  # the upper bound of the log's last chunk
 
