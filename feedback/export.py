@@ -27,7 +27,9 @@ from sqlalchemy import (
     Boolean,
     ColumnElement,
     LargeBinary,
+    ScalarSelect,
     Select,
+    Subquery,
     Text,
     bindparam,
     case,
@@ -169,6 +171,18 @@ def _chunk_query(dialect: str, scope: list[ColumnElement[bool]], batch: int, kin
     return select(func.count(), _joined(dialect, page.c.line, page.c.seq))
 
 
+def previous_rating(ratings: Subquery) -> ScalarSelect[int]:
+    """The rating each of `ratings` replaced: its execution's latest earlier rating (None if first)."""
+    earlier = RatingRow.__table__.alias("earlier")
+    return (
+        select(earlier.c.rating)
+        .where(earlier.c.execution_id == ratings.c.execution_id, earlier.c.id < ratings.c.id)
+        .order_by(earlier.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
 async def rating_chunks(
     engine: AsyncEngine,
     *,
@@ -183,17 +197,10 @@ async def rating_chunks(
     first one). Each batch is a range of rating ids joined to their executions by key (a join driven
     from the executions side would walk the namespace); ratings are few, one batch at a time."""
     r = RatingRow.__table__
-    earlier = r.alias("earlier")
     window = [r.c.created_at >= since] if since is not None else []
     window += [r.c.created_at < until] if until is not None else []
     page = select(r).where(r.c.id > bindparam("after"), *window).order_by(r.c.id).limit(batch).subquery("page")
-    previous = (
-        select(earlier.c.rating)
-        .where(earlier.c.execution_id == page.c.execution_id, earlier.c.id < page.c.id)
-        .order_by(earlier.c.id.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
+    previous = previous_rating(page)
     async with engine.connect() as conn:
         dialect = conn.dialect.name
     line = json_object(dialect, kind, page.c, previous=previous).label("line")

@@ -26,7 +26,7 @@ from sqlalchemy import (
 
 from toolwise.feedback import toolstats
 from toolwise.feedback.errors import InvalidOutcomeError, InvalidRatingError, UnknownExecutionError
-from toolwise.feedback.export import execution_chunks
+from toolwise.feedback.export import execution_chunks, previous_rating
 from toolwise.feedback.records import (
     OUTCOMES,
     ActionSummary,
@@ -378,16 +378,9 @@ class ExecutionLog:
         Each batch is a range of rating ids read first and joined to its executions by key: a join
         driven from the executions side walks the whole namespace for every batch."""
         r = RatingRow.__table__
-        earlier = r.alias("earlier")
         while True:
             page = select(r).where(r.c.id > after_id).order_by(r.c.id).limit(batch).subquery("page")
-            previous = (
-                select(earlier.c.rating)
-                .where(earlier.c.execution_id == page.c.execution_id, earlier.c.id < page.c.id)
-                .order_by(earlier.c.id.desc())
-                .limit(1)
-                .scalar_subquery()
-            )
+            previous = previous_rating(page)
             query = (
                 select(
                     ExecutionRow.__table__,
