@@ -187,12 +187,15 @@ class FeedbackService:
         def summarise(conn: Connection) -> None:
             toolstats.apply(conn, toolstats.deltas(summary))
 
-        if self._thread is not None:
-            await self._thread.execute(sql, params, summarise)
-            return
-        async with self.engine.begin() as conn:
-            await conn.exec_driver_sql(sql, params)
-            await conn.run_sync(summarise)
+        try:
+            if self._thread is not None:
+                await self._thread.execute(sql, params, summarise)
+                return
+            async with self.engine.begin() as conn:
+                await conn.exec_driver_sql(sql, params)
+                await conn.run_sync(summarise)
+        finally:
+            self.log.summaries_changed()
 
     def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
         """Last resort for a record the database refuses: keep it on disk, loudly."""

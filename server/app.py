@@ -424,9 +424,7 @@ async def call_own(
     output = await tool.handler(app.services, args, session)
     if tool.name in DECIDING and session.decision is not None:
         await app.decided(ctx, client_key(ctx), session.decision)
-    return types.CallToolResult(
-        content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
-    )
+    return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
 
 
 async def forward(
