@@ -29,6 +29,7 @@ from toolwise.server.cli_common import (  # noqa: E402
 from toolwise.server.config import ConfigError  # noqa: E402
 from toolwise.server.install import Client, InstallError  # noqa: E402
 
+gc.freeze()  # what they built lives on: kept out of the collections from here on (`settle_heap`)
 gc.enable()
 
 app = typer.Typer(
