@@ -269,7 +269,12 @@ async def idle_tick(db: Path) -> InProcess:
 
         log_batch = await timed(3, one_log_batch)
         since_batch = await timed(3, one_since_batch)
-        metrics = await timed(5, lambda i: feedback.log.get_tool_metrics())
+
+        async def metrics_read(i: int) -> object:
+            feedback.log.summaries_changed()  # read from the database, not the answer kept in memory
+            return await feedback.log.get_tool_metrics()
+
+        metrics = await timed(5, metrics_read)
         exported = await export_rows(feedback)
     return InProcess(
         float(np.median(ticks)),

@@ -4,12 +4,13 @@ next to a bare proxy (interpreter, the SDK, the same downstream, nothing else) s
     python bench/startup.py --db /tmp/x/scale.db [--tools 500] [--runs 7] [--before DIR]
 
 Launches each server `--runs` times through the SDK's stdio client, alternating toolwise and the
-reference (bench/bare_proxy.py over the same downstream), and prints the median (min–max) time to the
-answered `initialize`, the first tools/list and, for toolwise, the first recommend_tool and the moment
-`get_learning_stats` no longer says "catching up". The database must hold a snapshot (a `bench/scale.py
---keep` run leaves one). Load average is printed before and after: the machine is shared. `--before DIR`
-adds an older toolwise to each round, its folders shadowing the installed ones (DIR made with
-`mkdir -p DIR/toolwise && git archive COMMIT server rl feedback | tar -x -C DIR/toolwise`).
+reference (bench/bare_proxy.py over the same downstream; each first in a round in turn), and prints the
+median (min–max) time to the answered `initialize`, the first tools/list and, for toolwise, the first
+recommend_tool and the moment `get_learning_stats` no longer says "catching up". The database must hold
+a snapshot (a `bench/scale.py --keep` run leaves one). Load average is printed before and after: the
+machine is shared. `--before DIR` adds an older toolwise to each round, its folders shadowing the
+installed ones (DIR made with `mkdir -p DIR/toolwise && git archive COMMIT server rl feedback | tar -x
+-C DIR/toolwise`).
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ async def main() -> None:
             servers.insert(1, ("toolwise before", older, True))
             results["toolwise before"] = {}
         for run in range(args.runs):
-            for name, server, toolwise in servers:
+            shift = run % len(servers)  # each goes first in turn: a server starts slower right after another's exit
+            for name, server, toolwise in servers[shift:] + servers[:shift]:
                 times = await first_answers(server, toolwise)
                 for figure, seconds in times.items():
                     results[name].setdefault(figure, []).append(seconds)

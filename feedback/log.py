@@ -54,6 +54,16 @@ class ExecutionLog:
 
     def __init__(self, service: FeedbackService) -> None:
         self._service = service
+        # get_tool_metrics' answers per namespace, kept while the summaries cannot have changed: every
+        # local write that touches them bumps `_generation` once committed, and so does a `heads` probe
+        # (the sync tick's) that finds the shared log moved (another instance wrote).
+        self._generation = 0
+        self._metrics: dict[str, tuple[int, tuple[ToolMetrics, ...]]] = {}
+        self._heads: dict[str, tuple[int, int, int]] = {}
+
+    def summaries_changed(self) -> None:
+        """The per-tool summaries may have changed (a commit that touched them): cached metrics are stale."""
+        self._generation += 1
 
     async def record_execution(self, execution: Execution, *, force: bool = False) -> str:
         """Queue one execution for group commit and return its id; waits only when the queue is full
@@ -91,7 +101,10 @@ class ExecutionLog:
             toolstats.add_ratings(conn, [(execution.namespace, execution.tool, rating)])
             return previous, rating_id
 
-        previous, rating_id = await self._service.write(write)
+        try:
+            previous, rating_id = await self._service.write(write)
+        finally:
+            self.summaries_changed()
         stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
         return RatingEvent(stored, execution, previous)
 
@@ -108,7 +121,11 @@ class ExecutionLog:
             toolstats.change_reward(conn, row.namespace, row.tool, row.reward, reward)
             return True
 
-        if not await self._service.write(write):
+        try:
+            found = await self._service.write(write)
+        finally:
+            self.summaries_changed()
+        if not found:
             raise UnknownExecutionError(execution_id)
 
     async def record_episode(self, episode: Episode) -> Episode:
@@ -441,7 +458,11 @@ class ExecutionLog:
         episode = select(func.max(EpisodeRow.seq)).where(EpisodeRow.namespace == namespace).scalar_subquery()
         async with self._service.engine.connect() as conn:
             row = (await conn.execute(select(seq, rating, episode))).one()
-        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
+        heads = int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
+        if self._heads.get(namespace) != heads:  # the log moved, maybe by another instance's hand
+            self._heads[namespace] = heads
+            self.summaries_changed()
+        return heads
 
     async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
         """Executions of a namespace: the sum of its per-tool summaries (O(tools)), or with `after_seq`
@@ -483,8 +504,11 @@ class ExecutionLog:
 
         await self._service.flush()
         deleted = 0
-        while pruned := await self._service.write(prune_batch):
-            deleted += pruned
+        try:
+            while pruned := await self._service.write(prune_batch):
+                deleted += pruned
+        finally:
+            self.summaries_changed()
         return deleted
 
     async def get_tool_metrics(
@@ -492,15 +516,30 @@ class ExecutionLog:
     ) -> list[ToolMetrics]:
         """Metrics for every tool (or one) by name, or (`limit`) the `limit` most-called, most called
         first; from the summaries maintained with the log: O(tools), not O(executions); p95 within
-        `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value."""
-        await self._service.flush()
-        t = ToolStatsRow
-        query = select(*toolstats.METRICS_COLUMNS).where(t.namespace == namespace, t.calls > 0)
+        `toolstats.RELATIVE_ACCURACY` of the exact nearest-rank value. Served from memory while the
+        summaries cannot have changed (no commit here since, no movement of the log seen by `heads`):
+        another instance's writes show once a `heads` probe (the server's sync tick) has seen them."""
+        every = await self._all_metrics(namespace)
         if tool is not None:
-            query = query.where(t.tool == tool)
-        query = query.order_by(t.tool) if limit is None else query.order_by(t.calls.desc(), t.tool).limit(limit)
+            return [m for m in every if m.tool == tool]
+        if limit is None:
+            return list(every)
+        order = {m.tool: i for i, m in enumerate(every)}  # the database's order of names (its collation)
+        return sorted(every, key=lambda m: (-m.calls, order[m.tool]))[:limit]
+
+    async def _all_metrics(self, namespace: str) -> tuple[ToolMetrics, ...]:
+        """Every tool's metrics by name, read again only after the summaries may have changed."""
+        await self._service.flush()
+        generation = self._generation  # taken before the read: a commit during it makes the answer stale
+        cached = self._metrics.get(namespace)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        t = ToolStatsRow
+        query = select(*toolstats.METRICS_COLUMNS).where(t.namespace == namespace, t.calls > 0).order_by(t.tool)
         async with self._service.engine.connect() as conn:
-            return toolstats.metrics(await conn.execute(query))
+            every = tuple(toolstats.metrics(await conn.execute(query)))
+        self._metrics[namespace] = (generation, every)
+        return every
 
     async def mean_reward(self, namespace: str = "default") -> float | None:
         """The mean reward per recorded call that has one, from the per-tool summaries: O(tools)."""

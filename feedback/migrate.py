@@ -8,19 +8,22 @@ that start together migrate one after the other.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+if TYPE_CHECKING:  # Alembic is imported when a database is opened (~0.14 s), not with this module: a
+    # server imports it after spawning its downstreams, while they boot
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _LOCK_KEY = 0x746F6F6C77697365  # "toolwise"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
@@ -29,16 +32,22 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 def head() -> str:
     """The newest revision this code knows."""
+    from alembic.script import ScriptDirectory
+
     revision = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert revision is not None
     return revision
 
 
 def current(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
 def _upgrade(connection: Connection) -> None:
+    from alembic import command
+
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
     config = alembic_config(connection)

@@ -18,7 +18,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
-from alembic.util.exc import CommandError as AlembicError
 from sqlalchemy import Connection, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -92,6 +91,8 @@ class FeedbackService:
     async def start(self) -> None:
         """Open the database and bring its schema up to date; a database that cannot be used raises
         `DatabaseUnusableError` naming it and what is wrong (one message, not a driver traceback)."""
+        from alembic.util.exc import CommandError as AlembicError  # see `migrate`: imported when needed
+
         try:
             if (path := sqlite_path(self.url)) is not None:
                 check_sqlite(path)
@@ -187,12 +188,15 @@ class FeedbackService:
         def summarise(conn: Connection) -> None:
             toolstats.apply(conn, toolstats.deltas(summary))
 
-        if self._thread is not None:
-            await self._thread.execute(sql, params, summarise)
-            return
-        async with self.engine.begin() as conn:
-            await conn.exec_driver_sql(sql, params)
-            await conn.run_sync(summarise)
+        try:
+            if self._thread is not None:
+                await self._thread.execute(sql, params, summarise)
+                return
+            async with self.engine.begin() as conn:
+                await conn.exec_driver_sql(sql, params)
+                await conn.run_sync(summarise)
+        finally:
+            self.log.summaries_changed()
 
     def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
         """Last resort for a record the database refuses: keep it on disk, loudly."""

@@ -81,7 +81,8 @@ SEARCH_INSTRUCTIONS = (
 class Toolwise:
     """Everything a running toolwise holds. Use as `async with Toolwise(config) as app:`."""
 
-    def __init__(self, config: AppConfig) -> None:
+    def __init__(self, config: AppConfig, catalogue: Catalogue | None = None) -> None:
+        """`catalogue`: its downstreams already launched (`transports.launched`), else they are now."""
         settings = config.toolwise
         self.config = config
         self.feedback = FeedbackService(
@@ -93,7 +94,8 @@ class Toolwise:
             store_timeout_s=settings.store_timeout_s,
         )
         self.metrics = Metrics()
-        self.catalogue = Catalogue(config.enabled_servers, settings, on_change=self._tools_changed)
+        self.catalogue = Catalogue(config.enabled_servers, settings) if catalogue is None else catalogue
+        self.catalogue.on_change = self._tools_changed
         self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
         self.learning, self.sharing, self.snapshots = (
             self.services.learning,
@@ -424,9 +426,7 @@ async def call_own(
     output = await tool.handler(app.services, args, session)
     if tool.name in DECIDING and session.decision is not None:
         await app.decided(ctx, client_key(ctx), session.decision)
-    return types.CallToolResult(
-        content=[types.TextContent(text=output.text())], structured_content=output.model_dump(mode="json")
-    )
+    return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
 
 
 async def forward(

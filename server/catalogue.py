@@ -431,7 +431,7 @@ class Catalogue:
         self.routes: dict[str, Route] = {}
         self.prefixes = {name: prefix_of(name, spec) for name, spec in servers.items()}
         self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
-        self._on_change = on_change
+        self.on_change = on_change  # set by the app that serves the catalogue, if it was launched before it
         self._announcing = Background()
 
     async def launch(self) -> None:
@@ -512,7 +512,7 @@ class Catalogue:
         }
         changed = {n: r.public for n, r in routes.items()} != {n: r.public for n, r in self.routes.items()}
         self.routes = routes
-        if changed and self._on_change is not None:
+        if changed and self.on_change is not None:
             self._announcing.spawn(
-                self._on_change(), name="toolwise-tools-changed", failure="announcing the tool-list change failed"
+                self.on_change(), name="toolwise-tools-changed", failure="announcing the tool-list change failed"
             )

@@ -40,6 +40,8 @@ def setup_logging(level: str) -> None:
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Alembic lists its plugins at INFO when imported, which is after this now (when a database opens).
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
 
 @contextlib.contextmanager

@@ -17,19 +17,14 @@ import signal
 import stat
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import anyio
-import uvicorn
-from mcp.server.stdio import stdio_server
-from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.types import ASGIApp
 
-from toolwise.server.app import Toolwise, build_server
-from toolwise.server.auth import BearerAuth, http_access
 from toolwise.server.config import AppConfig
-from toolwise.server.events import RETRY_MS, MemoryEventStore
+
+if TYPE_CHECKING:
+    from toolwise.server.app import Toolwise
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +37,12 @@ async def serve_stdio(config: AppConfig) -> None:
     """One client on stdin/stdout (how Claude Desktop starts a server). Serving ends when the client
     closes stdin or sends SIGTERM (the SDK's stdio client does so 2 s after closing stdin); either way
     the ordinary shutdown runs, snapshot first."""
-    async with Toolwise(config) as app:
+    from mcp.server.stdio import stdio_server
+
+    app = await launched(config)
+    from toolwise.server.app import build_server
+
+    async with app:
         server = build_server(app)
         settle_heap()
         stdin = await _stdin_lines()
@@ -53,13 +53,32 @@ async def serve_stdio(config: AppConfig) -> None:
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
 
 
+async def launched(config: AppConfig) -> Toolwise:
+    """A Toolwise whose downstreams' processes were spawned before the rest of toolwise was imported:
+    a downstream takes ~1 s to boot (a Python server's own imports), which the rest of our imports and
+    the opening of the database then overlap instead of preceding. Enter it to serve."""
+    from toolwise.server.catalogue import Catalogue
+
+    catalogue = Catalogue(config.enabled_servers, config.toolwise)
+    try:
+        await catalogue.launch()
+        from toolwise.server.app import Toolwise  # imported while they boot
+
+        return Toolwise(config, catalogue)
+    except BaseException:
+        await catalogue.aclose()
+        raise
+
+
 def settle_heap() -> None:
     """Take what start-up built (modules, classes, pydantic validators, the catalogue) out of the cyclic
-    garbage collector's walks before serving. A full collection visits every tracked object: ~200k
-    after start-up, 0.2–0.3 s on a loaded 2-core machine, and serving a 2,000-tool tools/list allocates
+    garbage collector's walks before serving, and collect again from here on (the CLI turns collection
+    off while it imports: `cli.py`). A full collection visits every tracked object: ~200k after
+    start-up, 0.2–0.3 s on a loaded 2-core machine, and serving a 2,000-tool tools/list allocates
     enough to set one off every third list or so. Frozen objects are still freed by reference
     counting; only a reference cycle among them would outlive its use (start-up leaves few)."""
     gc.freeze()
+    gc.enable()
 
 
 @contextlib.contextmanager
@@ -116,8 +135,20 @@ async def serve_http(config: AppConfig, host: str, port: int) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner), Prometheus metrics at
     /metrics; both behind the bearer token, if any, and the Host/Origin checks. Raises ConfigError
     (before anything starts) for a non-loopback bind without a token."""
+    import uvicorn
+    from prometheus_client import CONTENT_TYPE_LATEST
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp
+
+    from toolwise.server.auth import BearerAuth, http_access
+    from toolwise.server.events import RETRY_MS, MemoryEventStore
+
     access = http_access(host, config.toolwise)
-    async with Toolwise(config) as app:
+    app = await launched(config)
+    from toolwise.server.app import build_server
+
+    async with app:
         server = build_server(app)
         settle_heap()
         starlette = server.streamable_http_app(

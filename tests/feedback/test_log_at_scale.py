@@ -105,6 +105,27 @@ async def test_maintained_summaries_equal_the_sql_recomputation(backend: tuple[F
     assert await service.log.action_summary(elsewhere) == [] and await service.log.count_executions(elsewhere) == 0
 
 
+async def test_metrics_from_memory_follow_every_write_here_and_another_instances_once_probed(
+    backend: tuple[FeedbackService, str],
+) -> None:
+    service, namespace = backend
+    ids = await fill(service, 60, namespace=namespace)
+    await assert_summaries_equal_the_log(service, namespace)  # the answer is kept from here on
+    before = {m.tool: m for m in await service.log.get_tool_metrics(namespace=namespace)}
+    await service.log.record_execution(make_execution("s__t1", latency_ms=5000.0, namespace=namespace))
+    await service.log.add_rating(ids[1], 5)
+    after = {m.tool: m for m in await service.log.get_tool_metrics(namespace=namespace)}
+    assert after["s__t1"].calls == before["s__t1"].calls + 1
+    assert sum(m.ratings for m in after.values()) == sum(m.ratings for m in before.values()) + 1
+    await assert_summaries_equal_the_log(service, namespace)
+    async with FeedbackService(service.url) as other:  # another instance on the same database
+        await fill(other, 30, namespace=namespace, seed=3)
+    await service.log.heads(namespace)  # the sync tick's probe of the log sees it moved
+    await assert_summaries_equal_the_log(service, namespace)
+    top = await service.log.get_tool_metrics(namespace=namespace, limit=2)
+    assert top == sorted(await service.log.get_tool_metrics(namespace=namespace), key=lambda m: -m.calls)[:2]
+
+
 async def test_episodes_are_read_in_pages_newest_first(backend: tuple[FeedbackService, str]) -> None:
     service, namespace = backend
     now = utcnow()

@@ -11,6 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
+from tests.feedback.exact_metrics import recompute_tool_metrics
 from tests.server.surface import ok, rows, serving, text
 from toolwise.feedback import FeedbackService
 from toolwise.server.tools import ToolMetricsOutput
@@ -158,6 +159,30 @@ async def test_get_tool_metrics_answers_what_feedback_holds_valid_against_its_ou
     assert [m.tool for m in held] == [ECHO, FAIL] and text(answer).splitlines()[0].startswith(f"{ECHO}: 3 calls")
     assert [m["tool"] for m in top] == [ECHO]  # the most called
     assert refused.is_error and "limit" in text(refused)
+
+
+async def test_get_tool_metrics_answers_the_calls_and_ratings_made_just_before_it(tmp_path: Path) -> None:
+    def by_tool(answer: object) -> dict[str, dict[str, object]]:
+        return {m["tool"]: m for m in ok(answer)["metrics"]}  # type: ignore[arg-type]
+
+    async with serving(tmp_path) as client:
+        await client.call_tool(ECHO, {"text": "x"})
+        first = by_tool(await client.call_tool("get_tool_metrics", {}))
+        again = by_tool(await client.call_tool("get_tool_metrics", {}))  # nothing happened in between
+        await client.call_tool(ECHO, {"text": "y"})
+        called = by_tool(await client.call_tool("get_tool_metrics", {}))
+        await client.call_tool("submit_feedback", {"rating": 5, "tool": ECHO})
+        rated = await client.call_tool("get_tool_metrics", {})
+    async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as feedback:
+        recomputed = await recompute_tool_metrics(feedback)
+    assert first[ECHO]["calls"] == 1 and again == first
+    assert (called[ECHO]["calls"], called[ECHO]["ratings"]) == (2, 0)
+    assert (by_tool(rated)[ECHO]["ratings"], by_tool(rated)[ECHO]["avg_rating"]) == (1, 5.0)
+    assert "rated 5.0" in text(rated)
+    served = ToolMetricsOutput.model_validate(rated.structured_content).metrics
+    assert [(m.tool, m.calls, m.ratings, m.avg_rating) for m in served] == [
+        (m.tool, m.calls, m.ratings, m.avg_rating) for m in recomputed
+    ]
 
 
 async def test_admin_tools_are_neither_listed_nor_callable_when_admin_tools_is_off(tmp_path: Path) -> None:
