@@ -138,10 +138,13 @@ async def execution_chunks(
         return rows, text or b""
 
     pending: deque[asyncio.Task[tuple[int, bytes]]] = deque()
+    # workers take the next chunk as soon as they are free, not when the oldest chunk is written: a
+    # worker done before the one ahead of it in the log would otherwise wait for it
+    depth = 2 * readers if workers is not None else readers
 
     async def read_ahead() -> None:
         nonlocal after
-        while after is not None and len(pending) < readers:
+        while after is not None and len(pending) < depth:
             async with engine.connect() as conn:  # None: what is left fits one batch
                 end = await conn.scalar(bound, {"after": after})
             pending.append(asyncio.create_task(encode(after, end)))
