@@ -5,8 +5,9 @@ SQLite's allocator is one per process (and Debian's build has no per-connection 
 connections of one process encoding JSON contend on it; two processes encode at ~1.25x the rows/s of
 two threads (README, "A year of history"). The parent (`toolwise.feedback.export`) writes one job a line
 on stdin, `{"sql": ..., "params": [...]}` for a query answering one row (row count, text as a BLOB);
-the worker answers each with a `b"<rows> <bytes>\\n"` header and the text's bytes on stdout. It opens the
-file read-only, and exits when stdin closes; an error ends it with its traceback on stderr.
+the worker answers each with a `b"<rows> <bytes>\\n"` header and the text's bytes on stdout, its last
+line ended by a newline as the others. It opens the file read-only, and exits when stdin closes; an
+error ends it with its traceback on stderr.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ def main(database: str) -> None:
         for line in sys.stdin.buffer:
             job = json.loads(line)
             rows, text = conn.execute(job["sql"], job["params"]).fetchone()
-            text = bytes(text or b"")
-            out.write(b"%d %d\n" % (rows, len(text)))
+            text = text or b""
+            end = b"\n" if rows else b""  # each line ends in a newline, the chunk's last too
+            out.write(b"%d %d\n" % (rows, len(text) + len(end)))
             out.write(text)
+            out.write(end)
             out.flush()
     finally:
         conn.close()

@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -47,7 +47,7 @@ from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 
 CHUNK_ROWS = 2_000  # rows a chunk: ~1.4 MB of text at ~700 bytes a line
 READERS = 2  # chunks encoded at once (one core each): memory stays a few chunks
-LAST_SEQ = 2**63 - 1  # the upper bound of the log's last chunk
+LAST_SEQ = 2**63 - 1  # the upper bound of the log's last batch
 
 
 def json_object(
@@ -114,41 +114,26 @@ async def execution_chunks(
         raise ValueError(f"readers must be ≥ 1, got {readers}")
     e = ExecutionRow
     scope = [e.namespace == namespace]
-    if since is not None:
-        scope.append(e.finished_at >= since)
-    if until is not None:
-        scope.append(e.finished_at < until)
+    scope += [e.finished_at >= since] if since is not None else []
+    scope += [e.finished_at < until] if until is not None else []
     async with engine.connect() as conn:
         dialect = conn.dialect
-        after: int | None = 0
+        after = 0
         if since is not None:  # no execution finished since `since` has a lower seq than this one
             after = int(await conn.scalar(select(func.min(e.seq)).where(*scope)) or 1) - 1
     bound = select(e.seq).where(*scope, e.seq > bindparam("after")).order_by(e.seq).offset(batch - 1).limit(1)
     query = _chunk_query(dialect.name, scope, batch, kind)
     database = sqlite_path(engine.url.render_as_string(hide_password=False))
-    workers = _Workers(database, query, dialect, readers) if database is not None else None
-
-    async def encode(start: int, end: int | None) -> tuple[int, bytes]:
-        """The batch (start, end] (to the log's end when `end` is None) as JSON Lines."""
-        params = {"start": start, "end": LAST_SEQ if end is None else end}
-        if workers is not None:
-            return await workers.encode(params)
-        async with engine.connect() as conn:
-            rows, text = (await conn.execute(query, params)).one()
-        return rows, text or b""
-
-    pending: deque[asyncio.Task[tuple[int, bytes]]] = deque()
-    # workers take the next chunk as soon as they are free, not when the oldest chunk is written: a
+    encoder = _Workers(database, query, dialect, readers) if database is not None else _Connections(engine, query)
+    # workers take the next batch as soon as they are free, not when the oldest batch is written: a
     # worker done before the one ahead of it in the log would otherwise wait for it
-    depth = 2 * readers if workers is not None else readers
+    depth = 2 * readers if database is not None else readers
+    batches = _batches(engine, bound, after)
+    pending: deque[asyncio.Task[tuple[int, bytes]]] = deque()
 
     async def read_ahead() -> None:
-        nonlocal after
-        while after is not None and len(pending) < depth:
-            async with engine.connect() as conn:  # None: what is left fits one batch
-                end = await conn.scalar(bound, {"after": after})
-            pending.append(asyncio.create_task(encode(after, end)))
-            after = end
+        while len(pending) < depth and (window := await anext(batches, None)) is not None:
+            pending.append(asyncio.create_task(encoder.encode({"start": window[0], "end": window[1]})))
 
     try:
         await read_ahead()
@@ -156,13 +141,41 @@ async def execution_chunks(
             rows, text = await pending.popleft()
             await read_ahead()  # the next batches are encoded while the caller writes this one
             if rows:
-                yield rows, text + b"\n"
+                yield rows, text
     finally:
         try:
             await _abandon(pending)
         finally:
-            if workers is not None:
-                await workers.aclose()
+            await batches.aclose()
+            await encoder.aclose()
+
+
+async def _batches(engine: AsyncEngine, bound: Select[int], after: int) -> AsyncGenerator[tuple[int, int]]:
+    """(start, end] seq windows of the batches after seq `after`, each end found by an index walk."""
+    while True:
+        async with engine.connect() as conn:
+            end = await conn.scalar(bound, {"after": after})
+        yield after, LAST_SEQ if end is None else end
+        if end is None:  # what was left fitted one batch
+            return
+        after = end
+
+
+class _Connections:
+    """Batches encoded on the engine's connections: PostgreSQL builds the JSON in its own server
+    processes, one a connection (and an in-memory SQLite database has no file for a worker)."""
+
+    def __init__(self, engine: AsyncEngine, query: Select[int, bytes]) -> None:
+        self._engine, self._query = engine, query
+
+    async def encode(self, values: dict[str, int]) -> tuple[int, bytes]:
+        """One batch, its lines each ending in a newline."""
+        async with self._engine.connect() as conn:
+            rows, text = (await conn.execute(self._query, values)).one()
+        return rows, text + b"\n" if rows else b""
+
+    async def aclose(self) -> None:
+        """Nothing to end: the connections went back to the engine's pool."""
 
 
 def _chunk_query(dialect: str, scope: list[ColumnElement[bool]], batch: int, kind: str | None) -> Select[int, bytes]:
@@ -267,8 +280,9 @@ class _Workers:
         return [p.isoformat(" ") if isinstance(p, datetime) else p for p in params]
 
     async def encode(self, values: dict[str, int]) -> tuple[int, bytes]:
-        """One chunk, on an idle worker. A worker whose chunk was abandoned midway is not used again
-        (its answer is still on its way): `aclose` ends it."""
+        """One batch, its lines each ending in a newline (the worker writes the last one), on an idle
+        worker. A worker whose batch was abandoned midway is not used again (its answer is still on
+        its way): `aclose` ends it."""
         job = (json.dumps({"sql": self._sql, "params": self._params(values)}) + "\n").encode()
         process = await self._idle.get()
         answer = await asyncio.get_running_loop().run_in_executor(self._threads, self._ask, process, job)

@@ -4,11 +4,14 @@ SQLite and PostgreSQL), episodes are read in pages."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ from sqlalchemy import event, text
 
 from tests.feedback.conftest import make_execution
 from tests.feedback.exact_metrics import recompute_action_summary, recompute_tool_metrics
-from toolwise.feedback import Episode, FeedbackService, ToolMetrics, utcnow
+from toolwise.feedback import Episode, FeedbackService, ToolMetrics, export, utcnow
 from toolwise.feedback.migrate import alembic_config
 from toolwise.feedback.records import ActionSummary
 from toolwise.feedback.toolstats import RELATIVE_ACCURACY
@@ -196,9 +199,21 @@ class Statements:
         event.remove(self.engine, "before_cursor_execute", self._hear)
 
 
+def hear_jobs(heard: Statements) -> Callable[[subprocess.Popen[bytes], bytes], tuple[int, bytes]]:
+    ask = export._Workers._ask
+
+    def asked(process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
+        sent = json.loads(job)
+        heard.seen.append((sent["sql"], tuple(sent["params"])))
+        return ask(process, job)
+
+    return asked
+
+
 async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[str, Any]]:
-    """Every log read a sync, a replay and an export make, as sent to the database."""
-    with Statements(service) as heard:
+    """Every log read a sync, a replay and an export make, as sent to the database (an SQLite file's
+    export batches as its worker processes are asked to run them)."""
+    with Statements(service) as heard, patch.object(export._Workers, "_ask", staticmethod(hear_jobs(heard))):
         await service.log.heads(namespace)
         async for _ in service.log.iter_log(namespace=namespace, after_seq=10, batch=50):
             pass
