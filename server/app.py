@@ -22,8 +22,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
-from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -81,8 +80,9 @@ SEARCH_INSTRUCTIONS = (
 class Toolwise:
     """Everything a running toolwise holds. Use as `async with Toolwise(config) as app:`."""
 
-    def __init__(self, config: AppConfig, catalogue: Catalogue | None = None) -> None:
-        """`catalogue`: its downstreams already launched (`transports.launched`), else they are now."""
+    def __init__(self, config: AppConfig, passthrough: Passthrough | None = None) -> None:
+        """`passthrough`: of a catalogue whose downstreams were already launched (`transports.launched`);
+        else the downstreams are launched when the app is entered."""
         settings = config.toolwise
         self.config = config
         self.feedback = FeedbackService(
@@ -94,7 +94,10 @@ class Toolwise:
             store_timeout_s=settings.store_timeout_s,
         )
         self.metrics = Metrics()
-        self.catalogue = Catalogue(config.enabled_servers, settings) if catalogue is None else catalogue
+        if passthrough is None:
+            passthrough = Passthrough.serving(Catalogue(config.enabled_servers, settings))
+        self.passthrough = passthrough
+        self.catalogue = passthrough.catalogue
         self.catalogue.on_change = self._tools_changed
         self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
         self.learning, self.sharing, self.snapshots = (
@@ -113,11 +116,9 @@ class Toolwise:
         self.catalogue.reserved = frozenset([*self.own, *([CALL_TOOL] if settings.exposure != "all" else [])])
         self.exposure = Exposure(settings, self.catalogue)
         self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
-        self.bus = InMemorySubscriptionBus()
-        self.listeners = ListenHandler(self.bus)
-        self._legacy_clients: dict[str, ServerSession] = {}
-        self.passthrough = Passthrough(self.catalogue, self.bus, self._legacy_clients, self.listeners)
-        self.catalogue.attach(self.passthrough)
+        self.bus = passthrough.bus
+        self.listeners = passthrough.listeners
+        self._legacy_clients = passthrough.legacy_clients
         self.started_at = utcnow()
         self._upkeep: asyncio.Task[None] | None = None
         self.metrics.watch(self._gauges)

@@ -125,6 +125,15 @@ class Passthrough:
     following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
     _background: Background = field(default_factory=Background)
 
+    @classmethod
+    def serving(cls, catalogue: Catalogue) -> Passthrough:
+        """The pass-through of `catalogue`, attached to it: before its downstreams are launched, since
+        what a downstream connection declares (sampling, elicitation, roots) is fixed when it connects."""
+        bus = InMemorySubscriptionBus()
+        passthrough = cls(catalogue, bus, {}, ListenHandler(bus))
+        catalogue.attach(passthrough)
+        return passthrough
+
     # -- which downstreams offer what ----------------------------------------------------------------
 
     def offering(self, capability: str) -> list[tuple[Downstream, Client]]:

@@ -58,13 +58,15 @@ async def launched(config: AppConfig) -> Toolwise:
     a downstream takes ~1 s to boot (a Python server's own imports), which the rest of our imports and
     the opening of the database then overlap instead of preceding. Enter it to serve."""
     from toolwise.server.catalogue import Catalogue
+    from toolwise.server.passthrough import Passthrough
 
     catalogue = Catalogue(config.enabled_servers, config.toolwise)
+    passthrough = Passthrough.serving(catalogue)  # what each connection declares, before it connects
     try:
         await catalogue.launch()
         from toolwise.server.app import Toolwise  # imported while they boot
 
-        return Toolwise(config, catalogue)
+        return Toolwise(config, passthrough)
     except BaseException:
         await catalogue.aclose()
         raise
