@@ -37,7 +37,7 @@ from toolwise.feedback.engine import (
 from toolwise.feedback.errors import DatabaseUnusableError, ServiceNotStartedError, describe_database_error
 from toolwise.feedback.instances import InstanceRegistry
 from toolwise.feedback.log import ExecutionLog
-from toolwise.feedback.migrate import upgrade
+from toolwise.feedback.migrate import MigrationError, upgrade
 from toolwise.feedback.records import Execution, WriterStats
 from toolwise.feedback.rows import ExecutionInsert, ExecutionRows, Prepared
 from toolwise.feedback.schema import SecretRow
@@ -91,8 +91,6 @@ class FeedbackService:
     async def start(self) -> None:
         """Open the database and bring its schema up to date; a database that cannot be used raises
         `DatabaseUnusableError` naming it and what is wrong (one message, not a driver traceback)."""
-        from alembic.util.exc import CommandError as AlembicError  # see `migrate`: imported when needed
-
         try:
             if (path := sqlite_path(self.url)) is not None:
                 check_sqlite(path)
@@ -102,7 +100,7 @@ class FeedbackService:
             await upgrade(engine)
             async with engine.connect() as conn:
                 salt = await conn.scalar(select(SecretRow.value).where(SecretRow.name == "argument_salt"))
-        except (SQLAlchemyError, sqlite3.Error, OSError, AlembicError) as exc:
+        except (SQLAlchemyError, sqlite3.Error, OSError, MigrationError) as exc:
             if self._engine is not None:
                 await self._engine.dispose()
                 self._engine = None

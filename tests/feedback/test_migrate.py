@@ -1,0 +1,27 @@
+"""Opening a database: one at the newest schema without running Alembic, one Alembic cannot migrate
+refused with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from toolwise.feedback import DatabaseUnusableError, FeedbackService
+from toolwise.feedback.migrate import HEAD, head
+
+
+def test_the_revision_opened_without_alembic_is_the_newest_migration() -> None:
+    assert head() == HEAD
+
+
+async def test_a_database_from_a_newer_toolwise_is_refused_naming_its_revision(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'newer.db'}"
+    async with FeedbackService(url) as service, service.engine.begin() as conn:
+        await conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(DatabaseUnusableError, match="9999"):
+        async with FeedbackService(url):
+            pass
+    async with FeedbackService(url.replace("newer", "fresh")) as fresh, fresh.engine.connect() as conn:
+        assert await conn.scalar(text("SELECT version_num FROM alembic_version")) == HEAD
