@@ -29,6 +29,7 @@ from sqlalchemy import (
     LargeBinary,
     ScalarSelect,
     Select,
+    SQLColumnExpression,
     Subquery,
     Text,
     bindparam,
@@ -92,6 +93,13 @@ def _joined(dialect: str, line: ColumnElement[str], order: ColumnElement[int]) -
     return cast(func.group_concat(line, "\n"), LargeBinary)
 
 
+def within(
+    column: SQLColumnExpression[datetime], since: datetime | None, until: datetime | None
+) -> list[ColumnElement[bool]]:
+    """The conditions that `column` falls in [since, until); none for an open end."""
+    return [*([column >= since] if since is not None else []), *([column < until] if until is not None else [])]
+
+
 async def execution_chunks(
     engine: AsyncEngine,
     *,
@@ -113,9 +121,7 @@ async def execution_chunks(
     if readers < 1:
         raise ValueError(f"readers must be ≥ 1, got {readers}")
     e = ExecutionRow
-    scope = [e.namespace == namespace]
-    scope += [e.finished_at >= since] if since is not None else []
-    scope += [e.finished_at < until] if until is not None else []
+    scope = [e.namespace == namespace, *within(e.finished_at, since, until)]
     async with engine.connect() as conn:
         dialect = conn.dialect
         after = 0
@@ -213,12 +219,10 @@ async def rating_chunks(
     first one). Each batch is a range of rating ids joined to their executions by key (a join driven
     from the executions side would walk the namespace); ratings are few, one batch at a time."""
     r = RatingRow.__table__
-    window = [r.c.created_at >= since] if since is not None else []
-    window += [r.c.created_at < until] if until is not None else []
+    window = within(r.c.created_at, since, until)
     page = select(r).where(r.c.id > bindparam("after"), *window).order_by(r.c.id).limit(batch).subquery("page")
     previous = previous_rating(page)
-    async with engine.connect() as conn:
-        dialect = conn.dialect.name
+    dialect = engine.dialect.name
     line = json_object(dialect, kind, page.c, previous=previous).label("line")
     lines = (
         select(page.c.id, line)

@@ -26,7 +26,7 @@ from sqlalchemy import (
 
 from toolwise.feedback import toolstats
 from toolwise.feedback.errors import InvalidOutcomeError, InvalidRatingError, UnknownExecutionError
-from toolwise.feedback.export import execution_chunks, previous_rating
+from toolwise.feedback.export import execution_chunks, previous_rating, within
 from toolwise.feedback.records import (
     OUTCOMES,
     ActionSummary,
@@ -185,12 +185,12 @@ class ExecutionLog:
         """Episodes that ended in [since, until), newest first, in batches walking (namespace, ended_at,
         id) backwards: an export in bounded memory however many sessions the log holds."""
         e = EpisodeRow
-        scope = [e.namespace == namespace]
-        if since is not None:
-            scope.append(e.ended_at >= since)
-        if until is not None:
-            scope.append(e.ended_at < until)
-        query = select(e).where(*scope).order_by(e.ended_at.desc(), e.id.desc()).limit(batch)
+        query = (
+            select(e)
+            .where(e.namespace == namespace, *within(e.ended_at, since, until))
+            .order_by(e.ended_at.desc(), e.id.desc())
+            .limit(batch)
+        )
         page = query
         while True:
             async with self._service.engine.connect() as conn:
@@ -524,8 +524,8 @@ class ExecutionLog:
             return [m for m in every if m.tool == tool]
         if limit is None:
             return list(every)
-        order = {m.tool: i for i, m in enumerate(every)}  # the database's order of names (its collation)
-        return sorted(every, key=lambda m: (-m.calls, order[m.tool]))[:limit]
+        # a stable sort: tools called as often keep the database's order of names (its collation)
+        return sorted(every, key=lambda m: -m.calls)[:limit]
 
     async def _all_metrics(self, namespace: str) -> tuple[ToolMetrics, ...]:
         """Every tool's metrics by name, read again only after the summaries may have changed."""
