@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -28,23 +26,7 @@ from pathlib import Path
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-
-HERE = Path(__file__).resolve().parent
-BIN = Path(sys.executable).parent
-
-
-def write_config(path: Path, db: Path, tools: int) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "mcpServers": {
-                    "many": {"command": sys.executable, "args": [str(HERE / "many_tools_server.py"), str(tools)]}
-                },
-                "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 0},
-            }
-        )
-    )
-    return path
+from scale import BIN, HERE, snapshots, write_config
 
 
 async def first_answers(server: StdioServerParameters, toolwise: bool) -> dict[str, float]:
@@ -70,11 +52,6 @@ async def first_answers(server: StdioServerParameters, toolwise: bool) -> dict[s
     return times
 
 
-def has_snapshot(db: Path) -> bool:
-    with sqlite3.connect(db) as conn:
-        return bool(conn.execute("SELECT count(*) FROM snapshots").fetchone()[0])
-
-
 def summary(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
@@ -86,7 +63,7 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--before", type=Path, help="an older checkout's toolwise/ folders, run in each round too")
     args = parser.parse_args()
-    if not has_snapshot(args.db):
+    if not snapshots(args.db):
         raise SystemExit(f"{args.db} holds no snapshot: start toolwise on it once (its shutdown stores one)")
     downstream = [str(HERE / "many_tools_server.py"), str(args.tools)]
     bare = StdioServerParameters(command=sys.executable, args=[str(HERE / "bare_proxy.py"), *downstream])

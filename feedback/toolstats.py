@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +24,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from toolwise.feedback.records import ActionSummary, ToolMetrics
 from toolwise.feedback.schema import ToolStatsRow
+
+if TYPE_CHECKING:
+    from toolwise.feedback.rows import Summary
 
 RELATIVE_ACCURACY = 0.01  # α: a quantile is within ±1% of the exact nearest-rank latency
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
@@ -64,9 +67,7 @@ class Delta:
 Key = tuple[str, str]  # (namespace, tool)
 
 
-def deltas(
-    rows: Iterable[tuple[str, str, bool, float, datetime, float | None, bool | None]],
-) -> dict[Key, Delta]:
+def deltas(rows: Iterable[Summary]) -> dict[Key, Delta]:
     """Per (namespace, tool), what rows of (namespace, tool, success, latency ms, finished at, reward,
     explored) add."""
     out: dict[Key, Delta] = {}

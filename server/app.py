@@ -116,9 +116,6 @@ class Toolwise:
         self.catalogue.reserved = frozenset([*self.own, *([CALL_TOOL] if settings.exposure != "all" else [])])
         self.exposure = Exposure(settings, self.catalogue)
         self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
-        self.bus = passthrough.bus
-        self.listeners = passthrough.listeners
-        self._legacy_clients = passthrough.legacy_clients
         self.started_at = utcnow()
         self._upkeep: asyncio.Task[None] | None = None
         self.metrics.watch(self._gauges)
@@ -178,7 +175,7 @@ class Toolwise:
                     describe_database_error(failure),
                 )
         finally:
-            self.listeners.close()
+            self.passthrough.listeners.close()
             await self.catalogue.aclose()
             await self.feedback.aclose()
 
@@ -292,7 +289,7 @@ class Toolwise:
         if not self.exposure.note(client, decision):
             return
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            await self.bus.publish(ToolsListChanged())
+            await self.passthrough.bus.publish(ToolsListChanged())
         else:
             await ctx.session.send_tool_list_changed()
 
@@ -300,13 +297,13 @@ class Toolwise:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
-        await self.bus.publish(ToolsListChanged())
-        for key, session in list(self._legacy_clients.items()):
+        await self.passthrough.bus.publish(ToolsListChanged())
+        for key, session in list(self.passthrough.legacy_clients.items()):
             try:
                 await session.send_tool_list_changed()
             except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
                 log.info("client %s no longer reachable for list_changed (%s); forgetting it", key, exc)
-                del self._legacy_clients[key]
+                del self.passthrough.legacy_clients[key]
 
     def watch_connection(self, ctx: ServerRequestContext[Any]) -> None:
         """Free a client connection's session (and its list_changed channel) when the connection ends
@@ -332,7 +329,7 @@ class Toolwise:
     def _forget(self, key: str) -> None:
         self.learning.sessions.pop(key)
         self.exposure.forget(key)
-        self._legacy_clients.pop(key, None)
+        self.passthrough.legacy_clients.pop(key, None)
 
     async def call_downstream(
         self, route: Route, arguments: dict[str, Any] | None, ctx: ServerRequestContext[Any]
@@ -353,7 +350,7 @@ class Toolwise:
     def remember_client(self, ctx: ServerRequestContext[Any], key: str) -> None:
         """Handshake-era clients hear of list changes on their connection: keep a way to reach them."""
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._legacy_clients[key] = ctx.session
+            self.passthrough.legacy_clients[key] = ctx.session
 
 
 def error_result(message: str, execution_id: str | None = None) -> types.CallToolResult:

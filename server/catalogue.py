@@ -433,29 +433,21 @@ class Catalogue:
         self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
         self.on_change = on_change  # set by the app that serves the catalogue, if it was launched before it
         self._announcing = Background()
+        self._launched = False  # `launch` has waited for the processes once
 
     async def launch(self) -> None:
         """Start every downstream and return once each has spawned its process (or ended its first
-        attempt, or after `start_wait_s`): what else a start does can run while they boot."""
-        for downstream in self.downstreams.values():
-            downstream.start()
-        launched = [asyncio.create_task(d.wait_launched()) for d in self.downstreams.values()]
-        if launched:
-            _, waiting = await asyncio.wait(launched, timeout=self.settings.start_wait_s)
-            for task in waiting:
-                task.cancel()
+        attempt, or after `start_wait_s`): what else a start does can run while they boot. Waits once:
+        a catalogue launched before its app (`transports.launched`) is not waited for again."""
+        if not self._launched:
+            self._launched = True
+            await self._start_each(Downstream.wait_launched)
 
     async def start(self) -> None:
         """Start every downstream concurrently; return once each is up or has failed once, or after
         `start_wait_s`: one that hangs at start delays nobody, its tools are added (and announced as a
         tool-list change) when it comes up."""
-        for downstream in self.downstreams.values():
-            downstream.start()
-        first = [asyncio.create_task(d.wait_first_attempt()) for d in self.downstreams.values()]
-        if first:
-            _, waiting = await asyncio.wait(first, timeout=self.settings.start_wait_s)
-            for task in waiting:
-                task.cancel()
+        await self._start_each(Downstream.wait_first_attempt)
         for h in self.health():
             if h.state == "starting":
                 log.warning(
@@ -465,6 +457,17 @@ class Catalogue:
                 )
             elif h.state != "ready":
                 log.error("downstream %s did not start: %s (the others serve; retrying)", h.server, h.error)
+
+    async def _start_each(self, ready: Callable[[Downstream], Coroutine[Any, Any, None]]) -> None:
+        """Start every downstream (a started one is left as it is) and wait until each is `ready`, at
+        most `start_wait_s`."""
+        for downstream in self.downstreams.values():
+            downstream.start()
+        waits = [asyncio.create_task(ready(d)) for d in self.downstreams.values()]
+        if waits:
+            _, waiting = await asyncio.wait(waits, timeout=self.settings.start_wait_s)
+            for task in waiting:
+                task.cancel()
 
     async def aclose(self) -> None:
         await asyncio.gather(*(d.aclose() for d in self.downstreams.values()))

@@ -16,7 +16,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -24,6 +24,8 @@ import anyio
 from toolwise.server.config import AppConfig
 
 if TYPE_CHECKING:
+    from mcp.server import Server
+
     from toolwise.server.app import Toolwise
 
 log = logging.getLogger(__name__)
@@ -39,18 +41,26 @@ async def serve_stdio(config: AppConfig) -> None:
     the ordinary shutdown runs, snapshot first."""
     from mcp.server.stdio import stdio_server
 
-    app = await launched(config)
-    from toolwise.server.app import build_server
-
-    async with app:
-        server = build_server(app)
-        settle_heap()
+    async with ready_to_serve(config) as (app, server):
         stdin = await _stdin_lines()
         with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
             async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]  # _Lines offers the async line iteration the SDK reads, not all of AsyncFile
                 log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
                 await server.run(read, write, server.create_initialization_options())
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
+
+
+@contextlib.asynccontextmanager
+async def ready_to_serve(config: AppConfig) -> AsyncIterator[tuple[Toolwise, Server[Toolwise]]]:
+    """The app entered and its MCP server built, ready to serve on any transport: its downstreams
+    spawned first (`launched`), what start-up built settled out of the collector's way (`settle_heap`)."""
+    app = await launched(config)
+    from toolwise.server.app import build_server
+
+    async with app:
+        server = build_server(app)
+        settle_heap()
+        yield app, server
 
 
 async def launched(config: AppConfig) -> Toolwise:
@@ -147,12 +157,7 @@ async def serve_http(config: AppConfig, host: str, port: int) -> None:
     from toolwise.server.events import RETRY_MS, MemoryEventStore
 
     access = http_access(host, config.toolwise)
-    app = await launched(config)
-    from toolwise.server.app import build_server
-
-    async with app:
-        server = build_server(app)
-        settle_heap()
+    async with ready_to_serve(config) as (app, server):
         starlette = server.streamable_http_app(
             host=host, transport_security=access.security, event_store=MemoryEventStore(), retry_interval=RETRY_MS
         )
