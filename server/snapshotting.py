@@ -210,9 +210,11 @@ class Snapshotting:
         await self.learning.until_loaded()  # else the start-up's load would replace it
         await self.learning.drain()
         seq, rating_id = await self.feedback.log.high_water(self.namespace)
-        covered: dict[str, Any] = {
+        _, _, episode = await self.feedback.log.heads(self.namespace)
+        covered: dict[str, Any] = {  # the episode ends too: without a mark, the ends until the next sync are skipped
             "executions": {"floor": seq, "seen": []},
             "ratings": {"floor": rating_id, "seen": []},
+            "episodes": {"floor": episode, "seen": []},
             "live": [],
         }
         if record.id is not None:

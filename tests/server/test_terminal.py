@@ -158,6 +158,19 @@ async def test_an_end_learned_live_is_not_learned_again_after_a_restart_from_its
     await feedback.aclose()
 
 
+async def test_an_instance_that_adopted_a_snapshot_learns_the_ends_logged_after_it(log: dict[str, str]) -> None:
+    feedback_a, a = await ucb(log)
+    feedback_b, b = await ucb(log)
+    await work(a, SESSIONS[:1])
+    await b.sharing.sync()
+    await b.snapshots.adopt(await b.snapshots.save("manual"), "restore")  # as `toolwise snapshot restore`
+    await work(a, SESSIONS[1:2])  # logged after the restore: b's next sync learns its end
+    await b.sharing.sync()
+    assert terminal_tools(b) == terminal_tools(a) == ["git__git_log", "git__git_log"]
+    await feedback_a.aclose()
+    await feedback_b.aclose()
+
+
 async def test_episodes_logged_before_ends_were_shared_are_learned_from_their_migrated_rows(
     log: dict[str, str],
 ) -> None:
