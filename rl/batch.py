@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.reward import check_latency, check_rating
+
 if TYPE_CHECKING:
     from toolwise.rl.learner import Learner, Step
 
@@ -123,8 +125,10 @@ def _ordered_part(
     known = len(learner.index)  # tools the prior scores (the catalogue at the last set_tools)
     previous = [p if arm < known else None for p, arm in zip(steps.previous_tool, arms, strict=True)]
     histories = steps.history if learner.config.sequences_enabled else None
-    if steps.rating is not None:  # worked: succeeded and not rated 1 or 2 (see `learner.worked`)
-        success = success & np.array([r is None or r >= 3 for r in steps.rating], dtype=bool)
+    if steps.rating is not None:
+        from toolwise.rl.learner import worked  # the learner imports this module
+
+        success = np.fromiter(map(worked, success.tolist(), steps.rating), dtype=bool, count=len(success))
     follow = learner.sequences.observe_batch(previous, steps.tool, histories, rewards, success)
     return rewards, follow
 
@@ -138,11 +142,10 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
     latency = np.array(steps.latency_s, dtype=np.float64)
     bad = ~np.isfinite(latency) | (latency < 0)
     if bad.any():
-        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {float(latency[bad][0])!r}")
+        check_latency(float(latency[bad][0]))  # raises, naming the first bad one
     ratings = steps.rating or ()
     for rating in ratings:
-        if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):
-            raise ValueError(f"rating must be an integer from 1 to 5, got {rating!r}")
+        check_rating(rating)
     before = _running_latency(learner, arms, latency.tolist())
     success = np.array(steps.success, dtype=bool)
     rewards = np.where(success, weights.success, weights.failure)

@@ -35,6 +35,18 @@ class RewardWeights:
         return low, high
 
 
+def check_latency(latency_s: float) -> None:
+    """A latency a reward can be computed from, or a ValueError naming it."""
+    if not math.isfinite(latency_s) or latency_s < 0:
+        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {latency_s!r}")
+
+
+def check_rating(rating: int | None) -> None:
+    """A rating (or none) a reward can be computed from, or a ValueError naming it."""
+    if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):
+        raise ValueError(f"rating must be an integer from 1 to 5, got {rating!r}")
+
+
 def compute_reward(
     weights: RewardWeights,
     *,
@@ -44,10 +56,8 @@ def compute_reward(
     mean_latency_s: float | None = None,
 ) -> float:
     """Reward of one execution. A missing rating adds nothing; the fast bonus needs a running mean."""
-    if not math.isfinite(latency_s) or latency_s < 0:
-        raise ValueError(f"latency must be a finite number of seconds ≥ 0, got {latency_s!r}")
-    if rating is not None and (isinstance(rating, bool) or rating not in (1, 2, 3, 4, 5)):
-        raise ValueError(f"rating must be an integer from 1 to 5, got {rating!r}")
+    check_latency(latency_s)
+    check_rating(rating)
     reward = weights.success if success else weights.failure
     if rating is not None:
         reward += (rating - 3) * weights.rating_per_point

@@ -373,9 +373,6 @@ class _Columns:
         self.ends = np.append(self.starts[1:], len(self.keys)) if len(self.keys) else self.starts.copy()
         self.used = np.isin(self.prefixes, used_keys)
 
-    def __len__(self) -> int:
-        return len(self.keys) + len(self.pending_keys)
-
     def intern(self, name: str) -> int:
         found = self.ids.get(name)
         if found is None:
@@ -396,14 +393,12 @@ class _Columns:
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
         """Count and successes of each of `look_keys` as they stand (0 where never seen), then `add`
         the observed n-grams `keys`. Returns both and how many n-grams were new."""
-        both, where = np.unique(np.concatenate([look_keys, keys]), return_inverse=True)
-        count, worked = np.zeros(len(both), dtype=np.int64), np.zeros(len(both), dtype=np.int64)
+        count, worked = np.zeros(len(look_keys), dtype=np.int64), np.zeros(len(look_keys), dtype=np.int64)
         for part, columns in ((self.keys, self.columns), (self.pending_keys, self.pending)):
-            at, hit = self._find(part, both)
+            at, hit = self._find(part, look_keys)
             count[hit] += columns["count"][at[hit]]
             worked[hit] += columns["successes"][at[hit]]
-        looked = where[: len(look_keys)]
-        return count[looked], worked[looked], self.add(keys, prefix, tool, rewards, successes)
+        return count, worked, self.add(keys, prefix, tool, rewards, successes)
 
     def add(
         self,
@@ -544,12 +539,13 @@ def _earlier(
     is_seen = np.concatenate([np.ones(len(seen_keys), np.int64), np.zeros(len(look_keys), np.int64)])
     worked = np.concatenate([seen_successes, np.zeros(len(look_keys), np.int64)])
     order = np.lexsort((is_seen, step, keys))
+    sorted_keys = keys[order]
+    first = np.searchsorted(sorted_keys, sorted_keys)  # each key's first position
     out = []
     for values in (is_seen, worked):
-        running = np.cumsum(values[order])
-        sorted_keys = keys[order]
-        first = np.searchsorted(sorted_keys, sorted_keys)  # each key's first position
-        before_group = running[first] - values[order][first]
+        ordered = values[order]
+        running = np.cumsum(ordered)
+        before_group = running[first] - ordered[first]
         inclusive = running - before_group
         result = np.empty(len(keys), np.int64)
         result[order] = inclusive

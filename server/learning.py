@@ -438,23 +438,6 @@ class LearningService:
             self._observe(step_of(execution, history, self.history_n))
         self.shield(execution)
 
-    def learn_logged_batch(self, executions: list[Execution], history: dict[int, list[str]]) -> None:
-        """Learn a replayed batch of the shared log at once (rl's batched path: one embedding pass,
-        per-tool sufficient statistics)."""
-        self.unsnapshotted += len(executions)
-        if self.settings.learning:
-            steps = [
-                step_of(e, history[e.seq], self.history_n)  # type: ignore[index]  # read from the log: seq is set
-                for e in executions
-                if learned_from(e.error_type)
-            ]
-            try:
-                self.learner.learn_batch(steps, self.rng)
-            except Exception:
-                log.exception("learning from %d logged executions failed; they are recorded", len(steps))
-        for execution in executions:
-            self.shield(execution)
-
     @property
     def learns_ends(self) -> bool:
         """Whether the end of an episode teaches the learner anything (a TD policy, learning on)."""
@@ -476,13 +459,12 @@ class LearningService:
         self, batch: LogColumns, rows: list[int], histories: list[list[str]], queries: list[str | None]
     ) -> None:
         """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
-        its session and its query (`learn_logged_batch` without an object a row; a cancelled call is
-        left out, see `learned_from`)."""
+        its session and its query, without an object a row (a cancelled call is left out, see
+        `learned_from`)."""
         self.unsnapshotted += len(rows)
         error = batch.error_type
-        if any(not learned_from(error[i]) for i in rows):
-            kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
-            rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
+        kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
+        rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
         n = self.history_n
         tool, success, latency, previous, position = (
             batch.tool,
@@ -498,20 +480,16 @@ class LearningService:
                 [latency[i] / 1000 for i in rows],
                 queries,
                 [previous[i] for i in rows],
-                [  # the session's tools before the call; without them, the previous tool the record names
-                    tuple(history[-n:]) if history else (previous[i],) if previous[i] else ()
-                    for i, history in zip(rows, histories, strict=True)
-                ],
+                [recent(history, previous[i], n) for i, history in zip(rows, histories, strict=True)],
                 [position[i] for i in rows],
             )
             try:
                 self.learner.learn_columns(steps, self.rng)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
-        now, observe = time.monotonic(), self.shields.observe
+        now = time.monotonic()
         for i in rows:
-            if error[i] != CALLERS_FAULT:
-                observe(tool[i], success[i], latency[i], now)
+            self._shield(tool[i], success[i], latency[i], error[i], now)
 
     def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
         """Learn a rating of the shared log (another instance's, or an earlier run's)."""
@@ -528,15 +506,19 @@ class LearningService:
     def shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,
         a cancel)."""
-        if execution.error_type != CALLERS_FAULT and learned_from(execution.error_type):
-            self.shields.observe(execution.tool, execution.success, execution.latency_ms, time.monotonic())
+        if learned_from(execution.error_type):
+            self._shield(
+                execution.tool, execution.success, execution.latency_ms, execution.error_type, time.monotonic()
+            )
+
+    def _shield(self, tool: str, success: bool, latency_ms: float, error_type: str | None, now: float) -> None:
+        """`shield` of a call learned from (see `learned_from`), given by its fields."""
+        if error_type != CALLERS_FAULT:
+            self.shields.observe(tool, success, latency_ms, now)
 
 
 def step_of(execution: Execution, history: Sequence[str], n: int, rating: int | None = None) -> Step:
-    """The learner's view of a recorded execution, with (up to) `n` tools before it; `history` falls
-    back to the previous tool."""
-    if not history and execution.previous_tool:
-        history = (execution.previous_tool,)
+    """The learner's view of a recorded execution, with (up to) `n` tools before it (`recent`)."""
     return Step(
         execution.tool,
         execution.success,
@@ -544,9 +526,16 @@ def step_of(execution: Execution, history: Sequence[str], n: int, rating: int | 
         query=execution.query,
         previous_tool=execution.previous_tool,
         session_length=execution.position,
-        history=tuple(history[max(len(history) - n, 0) :]),
+        history=recent(history, execution.previous_tool, n),
         rating=rating,
     )
+
+
+def recent(history: Sequence[str], previous_tool: str | None, n: int) -> tuple[str, ...]:
+    """The (up to) `n` tools before a call: its session's, else the previous tool its record names."""
+    if not history and previous_tool:
+        history = (previous_tool,)
+    return tuple(history[max(len(history) - n, 0) :])
 
 
 async def with_session_query(feedback: FeedbackService, execution: Execution, namespace: str) -> Execution:

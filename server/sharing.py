@@ -90,19 +90,15 @@ class Sharing:
                     if entry.instance == own or entry.id in live:
                         self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                 executions = [
-                    await self.with_query(execution, remember=True)
-                    for execution in await self.feedback.log.executions_by_seq(foreign)
+                    await self.with_query(execution) for execution in await self.feedback.log.executions_by_seq(foreign)
                 ]
                 ends = await self._ends_after(executions)
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                if self.learning.catching_up and not ends:  # a replay: the batch at once (rl's batched path)
-                    self.learning.learn_logged_batch(executions, history)
-                else:
-                    for execution in executions:
-                        assert execution.seq is not None  # read from the log
-                        self.learning.learn_logged(execution, history[execution.seq])
-                        if execution.id in ends:
-                            self.learning.learn_logged_end(execution)
+                for execution in executions:
+                    assert execution.seq is not None  # read from the log
+                    self.learning.learn_logged(execution, history[execution.seq])
+                    if execution.id in ends:
+                        self.learning.learn_logged_end(execution)
                 self._mark_ends(ends.values())
                 for entry in fresh:
                     mark.add(entry.seq)
@@ -170,7 +166,7 @@ class Sharing:
                 rmark.add(rating_id)
                 if event.rating.instance == self.learning.instance_id:  # learned live by `rate`
                     continue
-                execution = await self.with_query(event.execution)
+                execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 tools = self._logged.get(execution.session_id, [])
                 self.learning.learn_logged_rating(replace(event, execution=execution), tools[: execution.position])
                 learned += 1
@@ -223,22 +219,18 @@ class Sharing:
                         if covered.executions.fresh(execution.seq):
                             return
                         if self.learning.learns_ends:
-                            self.learning.learn_logged_end(await self.with_query(execution, remember=True))
+                            self.learning.learn_logged_end(await self.with_query(execution))
                     emark.add(end.seq)
                     live.discard(end.id)
 
-    async def with_query(self, execution: Execution, *, remember: bool = False) -> Execution:
-        """`execution` with the recommend_tool query that was its context. A query is stored once, on
-        the call that followed the recommendation; the session's later calls inherit it (from the
-        calls learned just before, in log order, when `remember`; else from the log)."""
-        if remember:
-            assert execution.seq is not None  # read from the log
-            session_id, position = execution.session_id, execution.position
-            query = await self._remembered_query(session_id, position, execution.query, execution.seq)
-            return execution if query == execution.query else replace(execution, query=query)
-        if execution.query is None and execution.position > 0:
-            execution = await with_session_query(self.feedback, execution, self.namespace)
-        return execution
+    async def with_query(self, execution: Execution) -> Execution:
+        """`execution`, learned in log order, with the recommend_tool query that was its context. A query
+        is stored once, on the call that followed the recommendation; the session's later calls inherit
+        it from the calls learned just before (`_remembered_query`)."""
+        assert execution.seq is not None  # read from the log
+        session_id, position = execution.session_id, execution.position
+        query = await self._remembered_query(session_id, position, execution.query, execution.seq)
+        return execution if query == execution.query else replace(execution, query=query)
 
     async def _remembered_query(self, session_id: str, position: int, query: str | None, seq: int) -> str | None:
         """The query of the session's call at `position` (`seq` in the log): its own, else the one the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -178,7 +179,13 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
     semantic = Learner(LearnerConfig(), catalogue, embedder).semantic
     assert semantic is not None
     queries = [f"find the {k}th report" for k in range(QUERY_MEMO + 200)]
+    embedded: list[str] = []
+    embed = semantic.embedder.embed
+    semantic.embedder = SimpleNamespace(embed=lambda texts: embedded.extend(texts) or embed(texts))
     vectors = semantic.queries(queries[:100] + queries[:100])  # repeated within and across calls
+    assert embedded == queries[:100]  # each once
+    semantic.queries(queries[:100])
+    assert embedded == queries[:100]  # memoised: nothing embedded again
     vectors = np.concatenate([vectors[:100], semantic.queries(queries[100:])])
     assert len(semantic._queries) <= QUERY_MEMO
     for k in (0, 99, 500, len(queries) - 1):
