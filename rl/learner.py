@@ -349,7 +349,7 @@ class Learner:
         self._grow(len(self.tools))
         self.latency_count[arm] += 1
         self.latency_mean[arm] += (step.latency_s - self.latency_mean[arm]) / self.latency_count[arm]
-        if step.history and self.config.sequences_enabled:
+        if self.config.sequences_enabled:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
 
@@ -363,7 +363,7 @@ class Learner:
             raise ValueError("observe_rating needs a step with a rating")
         context = self.encode(step.query, step.previous_tool, step.session_length)
         observation = self._learn(step, self.reward_of(step), rng, context)
-        if step.history and self.config.sequences_enabled:
+        if self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
             self.sequences.revise(step.history, step.tool, observation.reward - previous_reward, success_delta)
         return observation

@@ -1,4 +1,12 @@
-"""N-gram model of tool sequences: which tool tends to follow the last one or two, and how well it goes."""
+"""N-gram model of tool sequences: which tool tends to follow the last one or two, and how well it goes.
+
+What comes next is an interpolated Witten-Bell estimate over the steps that worked (Witten & Bell
+1991; Chen & Goodman 1998, §2.4): P(w | h) = (c(h, w) + T(h)·P(w | h⁻)) / (c(h) + T(h)), where h⁻ drops
+the oldest tool of h, c counts the steps that worked, T(h) is how many distinct tools worked after h,
+and the recursion ends at the unigram c(w) / N. A prefix seen once still answers, an unseen one backs
+off to the shorter one, and a session's first step (no prefix) gets the tools that work most often.
+Witten-Bell needs only the counts after each prefix, which the table already keeps.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +48,7 @@ class SequenceModel:
     """Counts every n-gram (n = 2..max_n) of session tool sequences, keyed by prefix then next tool:
     recommending is one dict lookup per prefix length, longest first (back-off)."""
 
-    SCHEMA = 2  # 1: a list of rows (still loaded)
+    SCHEMA = 3  # 1: a list of rows; 2: no unigrams (both still loaded)
 
     def __init__(self, max_n: int = 3, min_count: int = 2) -> None:
         if max_n < 2 or min_count < 1:
@@ -49,6 +57,8 @@ class SequenceModel:
         self._table: dict[tuple[str, ...], dict[str, NgramStats]] = {}
         self._cold: _Columns | None = None  # a loaded state's prefixes not used yet
         self._size = 0  # n-grams counted
+        self.unigrams: dict[str, NgramStats] = {}  # every step of every session, first steps included
+        self._unigram_p: dict[str, float] | None = None  # P(w) over the unigrams that worked, until they move
 
     def __len__(self) -> int:
         """How many distinct n-grams are counted."""
@@ -80,8 +90,9 @@ class SequenceModel:
         return found
 
     def observe_step(self, history: Sequence[str], tool: str, reward: float, success: bool) -> None:
-        """Count `tool` after each suffix (length 1..max_n-1) of the session's `history` so far.
-        Feeding a session call by call counts exactly the n-grams of its whole sequence."""
+        """Count `tool` (a unigram) and `tool` after each suffix (length 1..max_n-1) of the session's
+        `history` so far. Feeding a session call by call counts exactly the n-grams of its whole sequence."""
+        self._count_unigram(tool, 1, reward, int(success))
         for length in range(1, min(self.max_n - 1, len(history)) + 1):
             prefix = tuple(history[-length:])
             nexts = self._nexts(prefix)
@@ -94,6 +105,15 @@ class SequenceModel:
             stats.count += 1
             stats.reward_sum += reward
             stats.successes += int(success)
+
+    def _count_unigram(self, tool: str, count: int, reward_sum: float, successes: int) -> None:
+        stats = self.unigrams.get(tool)
+        if stats is None:
+            stats = self.unigrams[tool] = NgramStats()
+        stats.count += count
+        stats.reward_sum += reward_sum
+        stats.successes += successes
+        self._unigram_p = None
 
     def observe_batch(
         self,
@@ -112,6 +132,8 @@ class SequenceModel:
             return self._observe_steps(previous, tools, histories, rewards, worked)
         ids = columns.ids  # every name of the batch is interned by now
         tool_ids = np.array([ids[t] for t in tools], dtype=np.int32)
+        if histories is not None:
+            self._count_unigrams(columns.names, tool_ids, rewards, worked)
         looked = np.array([i for i, p in enumerate(previous) if p is not None], dtype=np.int64)
         look_prefix = np.full((len(looked), width), -1, dtype=np.int32)
         look_prefix[:, 0] = [ids[p] for p in previous if p is not None]
@@ -142,6 +164,20 @@ class SequenceModel:
         rate = successes[enough] / count[enough]
         follow[looked[enough]] = rate * count[enough] / (count[enough] + 1)
         return follow
+
+    def _count_unigrams(
+        self, names: list[str], tool_ids: NDArray[np.int32], rewards: NDArray[np.float64], worked: NDArray[np.bool_]
+    ) -> None:
+        """A batch's unigrams over arrays; each reward sum added in order, as one step at a time adds it."""
+        used, where = np.unique(tool_ids, return_inverse=True)
+        stats = [self.unigrams.setdefault(names[tool], NgramStats()) for tool in used.tolist()]
+        sums = np.array([s.reward_sum for s in stats])
+        np.add.at(sums, where, rewards)
+        counts = np.bincount(where, minlength=len(used)).tolist()
+        wins = np.bincount(where, weights=worked, minlength=len(used)).tolist()
+        for s, count, reward_sum, successes in zip(stats, counts, sums.tolist(), wins, strict=True):
+            s.count, s.reward_sum, s.successes = s.count + count, reward_sum, s.successes + round(successes)
+        self._unigram_p = None
 
     def _columns_for_batch(
         self, tools: Sequence[str], previous: Sequence[str | None], histories: Sequence[Sequence[str]] | None
@@ -181,12 +217,17 @@ class SequenceModel:
         ):
             if before is not None and (score := self.follow_score(before, tool)) is not None:
                 follow[i] = score
-            if histories is not None and histories[i]:
+            if histories is not None:
                 self.observe_step(histories[i], tool, reward, success)
         return follow
 
     def revise(self, history: Sequence[str], tool: str, reward_delta: float, success_delta: int) -> None:
         """Correct an observed step after the fact (a rating changed its reward and whether it worked)."""
+        stats = self.unigrams.get(tool)
+        if stats is not None:
+            stats.reward_sum += reward_delta
+            stats.successes = min(stats.count, max(0, stats.successes + success_delta))
+            self._unigram_p = None
         for length in range(1, min(self.max_n - 1, len(history)) + 1):
             stats = (self._nexts(tuple(history[-length:])) or {}).get(tool)
             if stats is not None:
@@ -207,37 +248,53 @@ class SequenceModel:
         s = (self._nexts((previous_tool,)) or {}).get(tool)
         return s.success_rate * s.count / (s.count + 1) if s is not None and s.count >= self.min_count else None
 
+    def next_distribution(self, history: Sequence[str]) -> dict[str, float]:
+        """P(next tool | the last max_n − 1 tools of `history`), interpolated Witten-Bell over the steps
+        that worked (see the module's docstring): sums to 1 over the tools that ever worked, empty
+        before any did. A tool never seen after the prefix still gets its backed-off share."""
+        probability = dict(self._unigram_probabilities())
+        for length in range(1, min(self.max_n - 1, len(history)) + 1):  # shortest prefix first
+            nexts = self._nexts(tuple(history[-length:]))
+            worked = {tool: s.successes for tool, s in (nexts or {}).items() if s.successes > 0}
+            if not worked:
+                continue  # an unseen prefix: the shorter one's estimate stands
+            total, types = sum(worked.values()), len(worked)
+            keep = types / (total + types)  # the back-off weight: how often something new followed h
+            for tool in probability:
+                probability[tool] *= keep
+            for tool, count in worked.items():
+                probability[tool] = probability.get(tool, 0.0) + count / (total + types)
+        return probability
+
+    def _unigram_probabilities(self) -> dict[str, float]:
+        if self._unigram_p is None:
+            total = sum(s.successes for s in self.unigrams.values())
+            self._unigram_p = {t: s.successes / total for t, s in self.unigrams.items() if s.successes > 0}
+        return self._unigram_p
+
     def recommend_next(
         self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
     ) -> list[NextTool]:
-        """Tools seen ≥ min_count times after the longest matching suffix of `recent_tools`, backing
-        off to shorter suffixes to fill `top_k`; ranked by success rate, then count, then mean reward."""
-        allowed = None if candidates is None else set(candidates)
-        found: dict[str, NextTool] = {}
+        """The `top_k` most probable next tools (`next_distribution`) among `candidates`, each with the
+        longest prefix of `recent_tools` it was seen after (none: it is just often used) and its
+        counts there."""
+        probability = self.next_distribution(recent_tools)
+        if candidates is not None:
+            allowed = set(candidates)
+            probability = {t: p for t, p in probability.items() if t in allowed}
+        best = sorted(probability.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+        return [self._explain(recent_tools, tool, p) for tool, p in best]
+
+    def _explain(self, recent_tools: Sequence[str], tool: str, probability: float) -> NextTool:
         for length in range(min(self.max_n - 1, len(recent_tools)), 0, -1):
             prefix = tuple(recent_tools[-length:])
-            ranked = sorted(
-                (
-                    (tool, s)
-                    for tool, s in (self._nexts(prefix) or {}).items()
-                    if s.count >= self.min_count and (allowed is None or tool in allowed) and tool not in found
-                ),
-                key=lambda item: (item[1].success_rate, item[1].count, item[1].mean_reward),
-                reverse=True,
-            )
-            for tool, s in ranked:
-                found[tool] = NextTool(
-                    tool,
-                    s.success_rate * s.count / (s.count + 1),
-                    s.count,
-                    s.success_rate,
-                    s.mean_reward,
-                    prefix,
-                    f"follows {' → '.join(prefix)} → {tool} ({s.count}×, {s.success_rate:.0%} success)",
-                )
-            if len(found) >= top_k:
-                break
-        return list(found.values())[:top_k]
+            s = (self._nexts(prefix) or {}).get(tool)
+            if s is not None and s.successes:
+                reason = f"follows {' → '.join(prefix)} → {tool} ({s.count}×, {s.success_rate:.0%} success)"
+                return NextTool(tool, probability, s.count, s.success_rate, s.mean_reward, prefix, reason)
+        s = self.unigrams[tool]
+        reason = f"often used ({s.count}×, {s.success_rate:.0%} success), never yet after these tools"
+        return NextTool(tool, probability, s.count, s.success_rate, s.mean_reward, (), reason)
 
     def top_sequences(self, tool: str | None = None, limit: int = 10) -> list[NextTool]:
         """The most frequent successful n-grams (optionally those containing `tool`)."""
@@ -290,19 +347,42 @@ class SequenceModel:
             unused = cold.unused()
             columns = {k: np.concatenate([cold.columns[k][unused], v]) for k, v in columns.items()}
         head = {"schema": self.SCHEMA, "max_n": self.max_n, "min_count": self.min_count, "names": list(names)}
-        return {**head, **columns}
+        kept = list(self.unigrams.values())
+        unigrams = {
+            "unigram_tools": list(self.unigrams),
+            "unigram_count": np.array([u.count for u in kept], dtype=np.int64),
+            "unigram_reward_sum": np.array([u.reward_sum for u in kept], dtype=np.float64),
+            "unigram_successes": np.array([u.successes for u in kept], dtype=np.int64),
+        }
+        return {**head, **columns, **unigrams}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        if state["schema"] not in (1, self.SCHEMA):
+        """Schemas 1 and 2 kept no unigrams: they are rebuilt from the bigrams (each tool's steps that
+        had a previous tool; a session's first steps were not kept)."""
+        if state["schema"] not in (1, 2, self.SCHEMA):
             raise ValueError(f"sequence state schema {state['schema']} is not {self.SCHEMA}")
         self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]  # reset to the loaded size: __init__ sets every field
+        if state["schema"] == self.SCHEMA:
+            self.unigrams = {
+                tool: NgramStats(count, reward_sum, successes)
+                for tool, count, reward_sum, successes in zip(
+                    state["unigram_tools"],
+                    np.asarray(state["unigram_count"]).tolist(),
+                    np.asarray(state["unigram_reward_sum"]).tolist(),
+                    np.asarray(state["unigram_successes"]).tolist(),
+                    strict=True,
+                )
+            }
         if state["schema"] == 1:  # rows of [prefix, tool, count, reward_sum, successes]
             for prefix, tool, count, reward_sum, successes in state["ngrams"]:
                 self._table.setdefault(tuple(prefix), {})[tool] = NgramStats(count, reward_sum, successes)
             self._size = sum(len(nexts) for nexts in self._table.values())
+            self._unigrams_from_bigrams()
             return
         self._size = len(state["tool"])
         width = self.max_n - 1
+        if state["schema"] == 2:
+            self._unigrams_from_columns(state)
         if _Columns.fits(len(state["names"]), width):
             self._cold = _Columns(state["names"], width, state)
             return
@@ -321,6 +401,24 @@ class SequenceModel:
             if nexts is None:
                 nexts = keys[ids] = table[tuple(names[i] for i in ids if i >= 0)] = {}
             nexts[names[tool]] = NgramStats(count, reward_sum, successes)
+
+    def _unigrams_from_bigrams(self) -> None:
+        for prefix, nexts in self._table.items():
+            if len(prefix) == 1:
+                for tool, stats in nexts.items():
+                    self._count_unigram(tool, stats.count, stats.reward_sum, stats.successes)
+
+    def _unigrams_from_columns(self, state: dict[str, Any]) -> None:
+        bigram = (np.asarray(state["prefix"]).reshape(len(state["tool"]), -1)[:, 1:] < 0).all(axis=1)
+        tools = np.asarray(state["tool"])[bigram]
+        used, where = np.unique(tools, return_inverse=True)
+        sums = {
+            k: np.bincount(where, weights=np.asarray(state[k])[bigram].astype(np.float64), minlength=len(used))
+            for k in ("count", "reward_sum", "successes")
+        }
+        for i, tool in enumerate(used.tolist()):
+            count, successes = round(sums["count"][i]), round(sums["successes"][i])
+            self._count_unigram(state["names"][tool], count, float(sums["reward_sum"][i]), successes)
 
 
 DTYPES = {"prefix": np.int32, "tool": np.int32, "count": np.int64, "reward_sum": np.float64, "successes": np.int64}

@@ -91,7 +91,7 @@ class RecommendNextInput(Input):
 
 class NextRecommendation(BaseModel):
     tool: str
-    score: float
+    score: float = Field(description="P(it comes next), 0..1, backing off to shorter histories (Witten-Bell)")
     count: int
     success_rate: float
     mean_reward: float
@@ -105,7 +105,7 @@ class RecommendNextOutput(Output):
 
     def text(self) -> str:
         if not self.recommendations:
-            return f"No tool has followed {' → '.join(self.recent_tools) or 'nothing'} at least twice yet."
+            return "No call has worked yet: nothing to suggest."
         return "\n".join(f"{r.tool}: {r.reason}" for r in self.recommendations)
 
 

@@ -8,8 +8,9 @@ from toolwise.rl import PrioritizedReplay, SequenceModel, SumTree, Transition
 
 
 def observe(model: SequenceModel, tools: list[str], rewards: list[float], successes: list[bool]) -> None:
-    """A whole session's steps, one after the other, as the learner observes them."""
-    for i in range(1, len(tools)):
+    """A whole session's steps, one after the other, as the learner observes them (the first one too:
+    it counts as a unigram)."""
+    for i in range(len(tools)):
         model.observe_step(tools[:i], tools[i], rewards[i], successes[i])
 
 
@@ -60,7 +61,7 @@ def test_new_transitions_get_the_maximum_priority_and_beta_anneals() -> None:
     assert replay.beta == 1.0
 
 
-def test_ngrams_back_off_from_the_longest_prefix_and_need_two_occurrences() -> None:
+def test_next_tools_are_witten_bell_estimates_that_back_off_to_shorter_prefixes() -> None:
     model = SequenceModel()
     for _ in range(2):
         observe(model, ["git_status", "git_diff", "git_commit"], [1, 1, 1], [True, True, True])
@@ -69,12 +70,20 @@ def test_ngrams_back_off_from_the_longest_prefix_and_need_two_occurrences() -> N
     observe(model, ["git_status", "git_diff", "git_add"], [1, 1, 1], [True, True, True])
 
     longest = model.recommend_next(["git_status", "git_diff"])
-    assert [r.tool for r in longest] == ["git_commit", "git_show"]
+    assert [r.tool for r in longest][:3] == ["git_commit", "git_add", "git_diff"]
+    # P(commit | diff) = 2/5 · P(commit) + 2/5, P(commit) = 2/15; P(commit | status, diff) = 2/5 · that + 2/5
+    assert longest[0].score == pytest.approx(2 / 5 * (2 / 5 * 2 / 15 + 2 / 5) + 2 / 5)
     assert longest[0].prefix == ("git_status", "git_diff")
     assert longest[0].reason == "follows git_status → git_diff → git_commit (2×, 100% success)"
-    assert longest[1].prefix == ("git_diff",), "filled by backing off to the shorter prefix"
-    assert "git_add" not in [r.tool for r in model.recommend_next(["git_diff"])], "seen once only"
-    assert [r.tool for r in model.recommend_next(["git_diff"], candidates=["git_show"])] == ["git_show"]
+    assert longest[1].prefix == ("git_status", "git_diff"), "seen once after this prefix: it still answers"
+    assert "git_show" not in [r.tool for r in longest], "every call of it failed"
+    assert sum(model.next_distribution(["git_status", "git_diff"]).values()) == pytest.approx(1.0)
+
+    [unseen] = model.recommend_next(["git_add"], top_k=1)  # never followed by anything: the unigrams answer
+    assert (unseen.tool, unseen.prefix) == ("git_diff", ())
+    assert unseen.reason == "often used (6×, 100% success), never yet after these tools"
+    assert [r.tool for r in model.recommend_next([], top_k=1)] == ["git_diff"]
+    assert [r.tool for r in model.recommend_next(["git_diff"], candidates=["git_add"])] == ["git_add"]
 
 
 def test_replay_and_sequence_state_round_trip() -> None:
@@ -116,6 +125,19 @@ def test_sequence_state_round_trips_and_the_row_format_still_loads() -> None:
     old = SequenceModel()
     old.load_state({"schema": 1, "max_n": 3, "min_count": 2, "ngrams": rows})  # snapshots taken before
     assert old.table == model.table
+
+
+def test_a_state_without_unigrams_rebuilds_them_from_its_bigrams() -> None:
+    model = SequenceModel()
+    observe(model, ["a", "b", "c", "b", "c"], [0, 1, 2, 3, 4], [True, True, False, True, True])
+    clone = SequenceModel()
+    clone.load_state(model.state_dict())
+    assert clone.unigrams == model.unigrams and clone.next_distribution(["b"]) == model.next_distribution(["b"])
+    old_state = {k: v for k, v in model.state_dict().items() if not k.startswith("unigram_")} | {"schema": 2}
+    old = SequenceModel()
+    old.load_state(old_state)  # snapshots taken before unigrams were kept: the first step "a" is not known
+    assert old.unigrams == {t: s for t, s in model.unigrams.items() if t != "a"}
+    assert old.recommend_next(["c"], top_k=1)[0].tool == "b"
 
 
 def test_a_loaded_state_learns_on_as_the_original_whichever_prefixes_it_touches() -> None:
@@ -164,8 +186,7 @@ def test_batches_count_as_steps_do_with_live_steps_and_a_loaded_state_between() 
     expected, got = [], []
     for before, tool, prefix, reward, worked in steps:
         expected.append(follow_or_none(one, before, tool))
-        if prefix:
-            one.observe_step(prefix, tool, reward, worked)
+        one.observe_step(prefix, tool, reward, worked)
     chunks = [(0, 5_000, "batch"), (5_000, 5_020, "steps"), (5_020, 6_000, "batch"), (6_000, 6_010, "load")]
     chunks += [(6_010, 7_000, "batch"), (7_000, 8_000, "batch"), (8_000, 8_050, "steps"), (8_050, 9_000, "batch")]
     for start, end, how in chunks:
@@ -185,9 +206,9 @@ def test_batches_count_as_steps_do_with_live_steps_and_a_loaded_state_between() 
         for before, tool, prefix, reward, worked in part:
             got.append(follow_or_none(other, before, tool))
             other.recommend_next([tool])  # a live look-up takes a prefix out of the columns
-            if prefix:
-                other.observe_step(prefix, tool, reward, worked)
+            other.observe_step(prefix, tool, reward, worked)
     assert got == expected
     assert len(other) == len(one) > 5_000
     assert ngrams(one.state_dict()) == ngrams(other.state_dict())  # every sum the same number: added in the same order
+    assert one.unigrams == other.unigrams
     assert one.recommend_next(["t1", "t2"]) == other.recommend_next(["t1", "t2"])

@@ -49,7 +49,7 @@ async def test_a_call_after_a_recommendation_is_recorded_with_its_decision_and_q
     ]
 
 
-async def test_recommend_next_tools_suggests_what_followed_twice_in_the_session(tmp_path: Path) -> None:
+async def test_recommend_next_tools_suggests_what_followed_in_the_session(tmp_path: Path) -> None:
     async with serving(tmp_path) as client:
         for _ in range(2):
             await client.call_tool(FAIL, {"reason": "first"})
