@@ -10,9 +10,11 @@ is known exactly.
 
 Logging policy, with known propensities: ε-greedy (ε = `--epsilon`) around toolwise's deterministic
 baseline (the lexical prior's best tool), uniform over the catalogue when exploring. A log of
-`--decisions` requests drawn uniformly from the pool. Each candidate (a toolwise policy with ε = 0,
-frozen) learns the first half of the log as toolwise's start-up replay would, then is evaluated on
-the second half. Its true value is exact: the mean over the pool of μ(x, its pick) (deterministic).
+`--decisions` requests drawn uniformly from the pool. A frozen candidate (a toolwise policy with
+ε = 0) learns the first half of the log as toolwise's start-up replay would, then is evaluated on the
+second half; its true value is exact: the mean over the pool of μ(x, its pick) (deterministic). A
+learning candidate is replayed over the whole log (Li et al. 2011, importance-weighted); its truth is
+the exact mean reward μ(x_t, pick_t) of the picks it made along that replay.
 Repeated over `--seeds` logs; printed per candidate: the truth, each estimator's mean estimate, mean
 interval half-width, mean absolute error and coverage of the truth by the 95% interval, next to the
 naive reference (the logged policy's own mean reward on the same decisions) in the same run.
@@ -29,10 +31,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from toolwise.rl import Learner, LearnerConfig, ToolDoc
+from toolwise.rl import Decision, Learner, LearnerConfig, ToolDoc
 from toolwise.rl.evaluation import Candidate, Evaluation, Logged, OffPolicyReplay, candidate_learner
 from toolwise.rl.reward import RewardWeights, compute_reward
 
@@ -43,6 +46,7 @@ CANDIDATES = [
     Candidate("linucb", epsilon=0.0, learning=False),
     Candidate("semantic", epsilon=0.0, learning=False),
     Candidate("semantic", epsilon=0.0, prior_weight=0.2, learning=False),
+    Candidate("semantic", epsilon=0.05),  # learning while replayed (Li et al.): the truth is its own picks'
 ]
 
 
@@ -105,8 +109,25 @@ def truth(w: World, replay: OffPolicyReplay) -> float:
 
 
 def run(w: World, candidate: Candidate, rows: list[tuple[int, Logged]], seed: int) -> tuple[float, Evaluation]:
+    """The candidate's estimates and its true value: frozen, the exact value of its policy after the
+    first half; learning, the exact mean reward μ(x_t, pick_t) of the picks it made along the replay
+    (E[μ(x_t, pick_t) | past] is the value of its policy at t, which is what the estimators average)."""
     rng = np.random.default_rng(seed)
     replay = OffPolicyReplay(candidate_learner(candidate, LearnerConfig(), w.tools, None), candidate, rng)
+    if candidate.learning:
+        picks: list[str] = []
+        recommend = replay.learner.recommend
+
+        def recording(*args: Any, **kwargs: Any) -> Decision:
+            decision = recommend(*args, **kwargs)
+            picks.append(decision.chosen)
+            return decision
+
+        replay.learner.recommend = recording  # type: ignore[method-assign]  # the bench watches the picks
+        for _, logged in rows:
+            replay.step(logged)
+        value = float(np.mean([w.mean(x, pick) for (x, _), pick in zip(rows, picks, strict=True)]))
+        return value, replay.result()
     half = len(rows) // 2
     for _, logged in rows[:half]:
         replay.warm(logged)

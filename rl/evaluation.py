@@ -96,6 +96,9 @@ class SupportRule:
     min_matches: int = 30  # logged decisions where the candidate picked the logged tool
     min_ess: float = 20.0  # effective sample size of the importance weights, (Σw)² / Σw²
     min_propensity: float = 1e-3  # a decision logged with a smaller propensity is left out (weight > 1000)
+    # Decisions where the logging policy was (all but) sure of its own choice and the candidate picked
+    # another tool: the log cannot say what that tool would have earned (IPS counts it as 0).
+    max_unsupported: float = 0.05  # as a fraction of the decisions evaluated
 
 
 @dataclass(slots=True)
@@ -149,6 +152,7 @@ class Counts:
     tiny_propensity: int = 0
     no_reward: int = 0
     warm_up: int = 0  # executions the frozen candidate learned before the evaluation
+    unsupported: int = 0  # evaluated decisions whose logged choice was (all but) certain and the candidate's another
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +214,12 @@ def check_support(estimates: Estimates, counts: Counts, rule: SupportRule, candi
         )
     if estimates.ess < rule.min_ess:
         problems.append(f"the effective sample size is {estimates.ess:.1f} (need ≥ {rule.min_ess:g})")
+    if counts.unsupported > rule.max_unsupported * estimates.n:
+        problems.append(
+            f"in {counts.unsupported} of {estimates.n} logged decisions the candidate picked a tool the logging "
+            f"policy could not have picked (it logged its own choice with propensity > {1 - rule.min_propensity:g}), "
+            f"{counts.unsupported / estimates.n:.0%} (allowed: {rule.max_unsupported:.0%})"
+        )
     if problems:
         left_out = (
             f"{counts.decisions} decisions logged: {counts.evaluated} evaluated, {counts.no_propensity} without a "
@@ -302,6 +312,7 @@ class OffPolicyReplay:
         cols.model_logged.append(self._predict(logged, logged.tool))
         cols.model_candidate.append(self._predict(logged, decision.chosen))
         self.counts.evaluated += 1
+        self.counts.unsupported += not match and propensity > 1 - self.rule.min_propensity
         if match and self.candidate.learning:
             learner.observe(self._step(logged), self.rng, reward=reward)
         self._fit(logged, reward)

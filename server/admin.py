@@ -385,13 +385,17 @@ def inspect_evaluate(
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999)] = 0.95,
     min_matches: Annotated[int | None, typer.Option(help="Refuse below this many matching decisions.")] = None,
     min_ess: Annotated[float | None, typer.Option(help="Refuse below this effective sample size.")] = None,
+    max_unsupported: Annotated[
+        float | None, typer.Option(help="Refuse above this fraction of certain decisions the candidate departs from.")
+    ] = None,
     seed: int = 0,
 ) -> None:
     """Would another policy (ε, prior weight) have done better? Its estimated mean reward on the logged
     decisions (IPS, SNIPS, doubly robust) next to the logged policy's own, replayed in log order."""
     from toolwise.server.evaluation import EvaluateInput, evaluate_policy
 
-    limits = {k: v for k, v in {"min_matches": min_matches, "min_ess": min_ess}.items() if v is not None}
+    given = {"min_matches": min_matches, "min_ess": min_ess, "max_unsupported": max_unsupported}
+    limits = {k: v for k, v in given.items() if v is not None}
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.server.sessions import Session
@@ -420,6 +424,8 @@ def inspect_evaluate(
             f"picked the logged tool, effective sample size {found.effective_sample_size:.1f}; "
             f"intervals: {found.interval}"
         )
+        for note in found.notes():
+            console.print(note)
 
     run(config, work, database_url)
 

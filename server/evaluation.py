@@ -44,6 +44,13 @@ class EvaluateInput(Input):
     min_matches: int = Field(default=RULE.min_matches, ge=1)
     min_ess: float = Field(default=RULE.min_ess, ge=1)
     min_propensity: float = Field(default=RULE.min_propensity, gt=0, le=1)
+    max_unsupported: float = Field(
+        default=RULE.max_unsupported,
+        ge=0,
+        le=1,
+        description="Refuse when more of the decisions than this fraction were certain (propensity ≈ 1) "
+        "and the candidate picked another tool.",
+    )
     seed: int = 0
 
 
@@ -66,7 +73,10 @@ class EvaluateOutput(Output):
     ips: Estimate
     snips: Estimate
     dr: Estimate
-    left_out: dict[str, int] = Field(description="Decisions not evaluated, by reason; executions read.")
+    left_out: dict[str, int] = Field(
+        description="Executions read and learned first; decisions not evaluated, by reason; evaluated ones the "
+        "log cannot support (unsupported)."
+    )
 
     def text(self) -> str:
         rows = [("logged policy", self.logged), ("IPS", self.ips), ("SNIPS", self.snips), ("DR", self.dr)]
@@ -77,7 +87,19 @@ class EvaluateOutput(Output):
             f"  {self.matches} matches, effective sample size {self.effective_sample_size:.1f}; intervals: "
             f"{self.interval}"
         )
+        lines += [f"  {line}" for line in self.notes()]
         return "\n".join(lines)
+
+    def notes(self) -> list[str]:
+        """What was learned first and which decisions were left out, when any."""
+        o = self.left_out
+        notes = [f"the candidate learned the first {o['warm_up']} executions first"] if o["warm_up"] else []
+        if o["no_propensity"] or o["tiny_propensity"] or o["no_reward"]:
+            notes.append(
+                f"left out: {o['no_propensity']} decisions without a propensity (another tool called than chosen), "
+                f"{o['tiny_propensity']} with a tiny one, {o['no_reward']} without a reward"
+            )
+        return notes
 
 
 def _estimate(interval: Interval) -> Estimate:
@@ -105,6 +127,7 @@ def output_of(evaluation: Evaluation, namespace: str) -> EvaluateOutput:
             "no_propensity": c.no_propensity,
             "tiny_propensity": c.tiny_propensity,
             "no_reward": c.no_reward,
+            "unsupported": c.unsupported,
         },
     )
 
@@ -176,7 +199,7 @@ async def evaluate_log(
 
 def candidate_of(args: EvaluateInput) -> tuple[Candidate, SupportRule]:
     candidate = Candidate(args.policy, args.epsilon, args.prior_weight, learning=not args.frozen)
-    return candidate, SupportRule(args.min_matches, args.min_ess, args.min_propensity)
+    return candidate, SupportRule(args.min_matches, args.min_ess, args.min_propensity, args.max_unsupported)
 
 
 async def evaluate_policy(services: Services, args: EvaluateInput, session: Session) -> EvaluateOutput:

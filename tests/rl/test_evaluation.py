@@ -134,6 +134,8 @@ def test_a_log_without_support_for_the_candidate_is_refused_naming_the_numbers()
     message = str(refused.value)
     assert "picked the logged tool in " in message and " of 80 logged decisions (need ≥ 30)" in message
     assert "80 decisions logged: 80 evaluated" in message
+    unsupported = replay.counts.unsupported  # where the candidate departed from the certain logged choice
+    assert unsupported > 40 and f"in {unsupported} of 80 logged decisions the candidate picked a tool" in message
 
 
 def test_decisions_without_propensities_are_counted_and_refused() -> None:
