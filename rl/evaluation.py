@@ -26,7 +26,7 @@ would after a switch), then is evaluated, without learning, on the rest (fixed-p
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -163,10 +163,78 @@ class Evaluation:
     rule: SupportRule
 
 
-def _interval(values: NDArray[np.float64], z: float) -> Interval:
-    mean = float(values.mean())
-    stderr = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.inf
+@dataclass(slots=True)
+class Sums:
+    """Running sums the estimators need (O(1) memory however long the log). Per decision: reward r,
+    weight w = (candidate's probability of the logged tool, or 1[its pick was it]) / logging propensity,
+    and d = q̂(x, candidate's pick) + w·(r − q̂(x, logged tool)), the DR term."""
+
+    n: int = 0
+    matches: int = 0
+    r: float = 0.0
+    r2: float = 0.0
+    w: float = 0.0
+    w2: float = 0.0
+    wr: float = 0.0
+    w2r: float = 0.0
+    w2r2: float = 0.0
+    d: float = 0.0
+    d2: float = 0.0
+
+    def add(
+        self, reward: float, propensity: float, matched: float, model_logged: float, model_candidate: float
+    ) -> None:
+        if not 0 < propensity <= 1:
+            raise ValueError(f"a propensity must be in (0, 1], got {propensity}")
+        w = matched / propensity
+        d = model_candidate + w * (reward - model_logged)
+        self.n += 1
+        self.matches += matched > 0
+        self.r += reward
+        self.r2 += reward * reward
+        self.w += w
+        self.w2 += w * w
+        self.wr += w * reward
+        self.w2r += w * w * reward
+        self.w2r2 += (w * reward) ** 2
+        self.d += d
+        self.d2 += d * d
+
+
+def _interval(total: float, squares: float, n: int, z: float) -> Interval:
+    """Mean and normal interval of n values from their sum and sum of squares."""
+    mean = total / n
+    stderr = math.sqrt(max(squares - n * mean * mean, 0.0) / (n - 1) / n) if n > 1 else math.inf
     return Interval(mean, mean - z * stderr, mean + z * stderr, stderr)
+
+
+def estimate_sums(sums: Sums, confidence: float = 0.95) -> Estimates:
+    """IPS, SNIPS and DR estimates with normal-approximation intervals, from running sums."""
+    n = sums.n
+    if n == 0:
+        raise ThinSupportError("no logged decision with a propensity and a reward to evaluate on")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    if sums.w > 0:
+        value = sums.wr / sums.w
+        # delta method: Σ w²(r − V)² / (Σw)²
+        spread = sums.w2r2 - 2 * value * sums.w2r + value * value * sums.w2
+        stderr = math.sqrt(max(spread, 0.0)) / sums.w
+        snips = Interval(value, value - z * stderr, value + z * stderr, stderr)
+    else:
+        snips = Interval(math.nan, math.nan, math.nan, math.inf)
+    ess = sums.w * sums.w / sums.w2 if sums.w2 > 0 else 0.0
+    return Estimates(
+        _interval(sums.r, sums.r2, n, z),
+        _interval(sums.wr, sums.w2r2, n, z),
+        snips,
+        _interval(sums.d, sums.d2, n, z),
+        n,
+        sums.matches,
+        ess,
+        confidence,
+    )
 
 
 def estimate(
@@ -177,31 +245,15 @@ def estimate(
     model_candidate: NDArray[np.float64],
     confidence: float = 0.95,
 ) -> Estimates:
-    """IPS, SNIPS and DR estimates with normal-approximation intervals. Row i is a logged decision:
-    its reward, the logging propensity of its tool, the candidate's probability of that tool (or the
-    indicator that its one draw picked it), and the reward model's q̂ for the logged tool and for the
-    candidate's pick (or its expectation under the candidate)."""
-    n = len(rewards)
-    if n == 0:
-        raise ThinSupportError("no logged decision with a propensity and a reward to evaluate on")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if np.any(propensities <= 0) or np.any(propensities > 1):
-        raise ValueError("propensities must be in (0, 1]")
-    z = NormalDist().inv_cdf((1 + confidence) / 2)
-    w = matched / propensities
-    ips = _interval(w * rewards, z)
-    dr = _interval(model_candidate + w * (rewards - model_logged), z)
-    total = float(w.sum())
-    if total > 0:
-        value = float((w * rewards).sum()) / total
-        stderr = float(np.sqrt(((w * (rewards - value)) ** 2).sum())) / total  # delta method
-        snips = Interval(value, value - z * stderr, value + z * stderr, stderr)
-    else:
-        snips = Interval(math.nan, math.nan, math.nan, math.inf)
-    squares = float((w * w).sum())
-    ess = total * total / squares if squares > 0 else 0.0
-    return Estimates(_interval(rewards, z), ips, snips, dr, n, int(np.count_nonzero(matched)), ess, confidence)
+    """`estimate_sums` of decisions given as arrays. Row i is a logged decision: its reward, the logging
+    propensity of its tool, the candidate's probability of that tool (or the indicator that its one
+    draw picked it), and the reward model's q̂ for the logged tool and for the candidate's pick (or its
+    expectation under the candidate)."""
+    sums = Sums()
+    columns = (rewards, propensities, matched, model_logged, model_candidate)
+    for row in zip(*(c.tolist() for c in columns), strict=True):
+        sums.add(*row)
+    return estimate_sums(sums, confidence)
 
 
 def check_support(estimates: Estimates, counts: Counts, rule: SupportRule, candidate: Candidate) -> None:
@@ -242,15 +294,6 @@ def candidate_learner(
     return Learner(config, tools, embedder)
 
 
-@dataclass(slots=True)
-class _Columns:
-    rewards: list[float] = field(default_factory=list)
-    propensities: list[float] = field(default_factory=list)
-    matched: list[float] = field(default_factory=list)
-    model_logged: list[float] = field(default_factory=list)
-    model_candidate: list[float] = field(default_factory=list)
-
-
 class OffPolicyReplay:
     """Walks a log in order (fed one execution at a time: no I/O here) and collects what `estimate`
     needs. `warm` is the frozen protocol's first part; `step` evaluates (and, learning, learns)."""
@@ -264,7 +307,7 @@ class OffPolicyReplay:
         self.rule = rule or SupportRule()
         self.model = DiagonalRidge(RidgeConfig(dim=learner.config.encoder.dim))
         self.counts = Counts()
-        self._columns = _Columns()
+        self.sums = Sums()
         low, high = learner.config.reward.bounds
         self._low, self._span = low, high - low
 
@@ -305,12 +348,8 @@ class OffPolicyReplay:
             top_k=1,
         )
         match = decision.chosen == logged.tool
-        cols = self._columns
-        cols.rewards.append(reward)
-        cols.propensities.append(propensity)
-        cols.matched.append(1.0 if match else 0.0)
-        cols.model_logged.append(self._predict(logged, logged.tool))
-        cols.model_candidate.append(self._predict(logged, decision.chosen))
+        q_logged, q_candidate = self._predict(logged, logged.tool), self._predict(logged, decision.chosen)
+        self.sums.add(reward, propensity, 1.0 if match else 0.0, q_logged, q_candidate)
         self.counts.evaluated += 1
         self.counts.unsupported += not match and propensity > 1 - self.rule.min_propensity
         if match and self.candidate.learning:
@@ -345,21 +384,13 @@ class OffPolicyReplay:
 
     def result(self, confidence: float = 0.95) -> Evaluation:
         """The estimates, or ThinSupportError naming the numbers where the log cannot support them."""
-        cols = self._columns
-        if not cols.rewards:
+        if not self.sums.n:
             c = self.counts
             raise ThinSupportError(
                 f"no logged decision to evaluate {self.candidate.describe()} on: {c.executions} executions read, "
                 f"{c.decisions} followed a recommendation, {c.no_propensity} of them without a propensity, "
                 f"{c.tiny_propensity} with one below {self.rule.min_propensity:g}, {c.no_reward} without a reward"
             )
-        estimates = estimate(
-            np.array(cols.rewards),
-            np.array(cols.propensities),
-            np.array(cols.matched),
-            np.array(cols.model_logged),
-            np.array(cols.model_candidate),
-            confidence,
-        )
+        estimates = estimate_sums(self.sums, confidence)
         check_support(estimates, self.counts, self.rule, self.candidate)
         return Evaluation(self.candidate, estimates, self.counts, self.rule)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from itertools import islice
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -27,6 +28,7 @@ from toolwise.server.sessions import Session
 from toolwise.server.tools import Input, Output, OwnTool
 
 RULE = SupportRule()
+SESSIONS_KEPT = 100_000  # sessions whose query the replay remembers for their later calls
 METHOD = "normal approximation with the empirical variance (SNIPS: delta method)"
 
 
@@ -184,6 +186,9 @@ async def evaluate_log(
             query = batch.query[i]
             if query is not None:
                 queries[batch.session_id[i]] = query
+                if len(queries) > SESSIONS_KEPT:  # the oldest sessions' queries go: memory stays bounded
+                    for session in list(islice(queries, SESSIONS_KEPT // 2)):
+                        del queries[session]
             else:
                 query = queries.get(batch.session_id[i])
             logged = _logged(batch, i, query)
