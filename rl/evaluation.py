@@ -21,6 +21,10 @@ seen), and from every call that followed no decision. The estimate is then its a
 learns, slowed to the matched decisions: a conservative figure for a learner that improves with data.
 A frozen candidate learns every execution of a first part of the log (as toolwise's start-up replay
 would after a switch), then is evaluated, without learning, on the rest (fixed-policy IPS/DR).
+
+Refused (`ThinSupportError`, naming the numbers, `SupportRule`): too few decisions where the pick
+matched, too small an effective sample size (Σw)²/Σw², or too many decisions where the logging policy
+was certain (propensity ≈ 1: no other tool could have been logged) and the candidate picked another.
 """
 
 from __future__ import annotations

@@ -398,6 +398,7 @@ def inspect_evaluate(
     limits = {k: v for k, v in given.items() if v is not None}
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.server.services import Services
         from toolwise.server.sessions import Session
 
         args = EvaluateInput(
@@ -410,7 +411,8 @@ def inspect_evaluate(
             seed=seed,
             **limits,
         )
-        services = await _current(settings, feedback)
+        services = Services.open(settings, feedback)
+        await services.snapshots.load_latest()  # for the catalogue it knew: the evaluation replays the log itself
         with Progress(console=console, transient=True) as progress:
             progress.add_task(f"replaying the log through {policy}", total=None)
             found = await evaluate_policy(services, args, Session("inspect"))
