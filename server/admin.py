@@ -371,6 +371,67 @@ def inspect_export(
     run(config, work, database_url)
 
 
+@inspect_app.command("evaluate")
+def inspect_evaluate(
+    policy: Annotated[str, typer.Argument(help="The candidate policy (ucb, thompson, linucb, lints, semantic).")],
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+    epsilon: Annotated[float | None, typer.Option(help="Another ε (default: the policy's).")] = None,
+    prior_weight: Annotated[float | None, typer.Option(help="Another prior weight (default: the policy's).")] = None,
+    frozen: Annotated[
+        bool, typer.Option("--frozen", help="Learn the first TRAIN-FRACTION of the log, evaluate the rest.")
+    ] = False,
+    train_fraction: Annotated[float, typer.Option(min=0.01, max=0.99)] = 0.5,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999)] = 0.95,
+    min_matches: Annotated[int | None, typer.Option(help="Refuse below this many matching decisions.")] = None,
+    min_ess: Annotated[float | None, typer.Option(help="Refuse below this effective sample size.")] = None,
+    max_unsupported: Annotated[
+        float | None, typer.Option(help="Refuse above this fraction of certain decisions the candidate departs from.")
+    ] = None,
+    seed: int = 0,
+) -> None:
+    """Would another policy (ε, prior weight) have done better? Its estimated mean reward on the logged
+    decisions (IPS, SNIPS, doubly robust) next to the logged policy's own, replayed in log order."""
+    from toolwise.server.evaluation import EvaluateInput, evaluate_policy
+
+    given = {"min_matches": min_matches, "min_ess": min_ess, "max_unsupported": max_unsupported}
+    limits = {k: v for k, v in given.items() if v is not None}
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.server.services import Services
+        from toolwise.server.sessions import Session
+
+        args = EvaluateInput(
+            policy=policy,
+            epsilon=epsilon,
+            prior_weight=prior_weight,
+            frozen=frozen,
+            train_fraction=train_fraction,
+            confidence=confidence,
+            seed=seed,
+            **limits,
+        )
+        services = Services.open(settings, feedback)
+        await services.snapshots.load_latest()  # for the catalogue it knew: the evaluation replays the log itself
+        with Progress(console=console, transient=True) as progress:
+            progress.add_task(f"replaying the log through {policy}", total=None)
+            found = await evaluate_policy(services, args, Session("inspect"))
+        level = f"{found.confidence:.0%} interval"
+        table = Table("estimator", "mean reward", level, "std. error", title=found.candidate)
+        for name, e in (("logged policy", found.logged), ("IPS", found.ips), ("SNIPS", found.snips), ("DR", found.dr)):
+            table.add_row(name, f"{e.mean_reward:.3f}", f"[{e.low:.3f}, {e.high:.3f}]", f"{e.stderr:.3f}")
+        console.print(table)
+        console.print(
+            f"{found.decisions} logged decisions of {found.namespace!r}, {found.matches} where the candidate "
+            f"picked the logged tool, effective sample size {found.effective_sample_size:.1f}; "
+            f"intervals: {found.interval}"
+        )
+        for note in found.notes():
+            console.print(note)
+
+    run(config, work, database_url)
+
+
 def _shown(url: str) -> str:
     """A database URL as printed: which database was read, never its password."""
     return make_url(url).render_as_string(hide_password=True)

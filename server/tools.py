@@ -615,5 +615,7 @@ SNAPSHOT_TOOLS: list[OwnTool[Any, Any]] = [
 
 def own_tools(*, admin: bool, snapshots: bool = False) -> dict[str, OwnTool[Any, Any]]:
     """Our tools by name: the admin ones only with `admin`, the snapshot ones only with `snapshots`."""
-    tools = TOOLS + (SNAPSHOT_TOOLS if snapshots else [])
+    from toolwise.server.evaluation import EVALUATE_TOOL  # it builds on this module's Input and Output
+
+    tools = [*TOOLS, EVALUATE_TOOL] + (SNAPSHOT_TOOLS if snapshots else [])
     return {t.name: t for t in tools if admin or not t.admin}

@@ -1,0 +1,61 @@
+"""The log read off-policy evaluation walks: every execution with its decision's propensity and its
+reward, oldest first, in batches of columns along `(namespace, seq)` (bounded memory however long
+the log; no object a row)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from toolwise.feedback.schema import ExecutionRow
+
+if TYPE_CHECKING:
+    from toolwise.feedback.service import FeedbackService
+
+
+@dataclass(slots=True, frozen=True)
+class DecisionColumns:
+    """A run of the log as columns (row i of each is one execution). `decision_id` is set on a call
+    that followed a recommendation; `propensity` only when the called tool was the one chosen."""
+
+    seq: Sequence[int]
+    session_id: Sequence[str]
+    position: Sequence[int]
+    tool: Sequence[str]
+    success: Sequence[bool]
+    latency_ms: Sequence[float]
+    query: Sequence[str | None]
+    previous_tool: Sequence[str | None]
+    decision_id: Sequence[str | None]
+    propensity: Sequence[float | None]
+    reward: Sequence[float | None]
+    error_type: Sequence[str | None]
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+
+async def iter_decision_columns(
+    service: FeedbackService, *, namespace: str = "default", after_seq: int = 0, batch: int = 2000
+) -> AsyncIterator[DecisionColumns]:
+    """The namespace's executions after `after_seq`, oldest first, in batches of columns."""
+    await service.flush()
+    columns = [getattr(ExecutionRow, f.name) for f in fields(DecisionColumns)]
+    while True:
+        async with service.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(*columns)
+                    .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                    .order_by(ExecutionRow.seq)
+                    .limit(batch)
+                )
+            ).all()
+        if rows:
+            yield DecisionColumns(*zip(*rows, strict=True))
+        if len(rows) < batch:
+            return
+        after_seq = rows[-1][0]
