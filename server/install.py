@@ -60,6 +60,22 @@ def installed_configs() -> list[Path]:
     return sorted(p for p in config_dir().glob("*.json") if p.name != "installs.json")
 
 
+def served_configs() -> dict[Path, Path]:
+    """The toolwise configs a client config recorded in `installs.json` serves now (its toolwise entry
+    names the file), each with that client config. A config an `--undo` left behind is not among them."""
+    served: dict[Path, Path] = {}
+    for client_path in map(Path, _load_state()):
+        try:
+            servers = json.loads(client_path.read_text(encoding="utf-8-sig")).get("mcpServers", {})
+        except (OSError, ValueError, AttributeError):
+            continue  # moved, unreadable or broken: serves nothing toolwise can tell
+        for entry in servers.values() if isinstance(servers, dict) else ():
+            config = _served_config(entry) if is_toolwise(entry) else None
+            if config is not None and config.exists():
+                served.setdefault(config, client_path)
+    return served
+
+
 def toolwise_config_path(client: Client, path: Path | None) -> Path:
     """The toolwise config of one client config: named for the client (and for the file, when --path
     names one, so a project's .mcp.json does not share the user scope's servers)."""
@@ -187,6 +203,7 @@ class Plan:
     moved: dict[str, Any] = field(default_factory=dict)  # name → the client's own entry
     kept: dict[str, str] = field(default_factory=dict)  # name → why it stays with the client
     missing: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # servers whose entry in a stale toolwise config changes
 
     @property
     def changed(self) -> bool:
@@ -238,7 +255,9 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
         if spec is None:
             plan.kept[name] = why or "?"
             continue
-        if name in downstream and downstream[name] != spec:
+        if name in downstream and downstream[name] != spec and not ours:
+            plan.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
+        elif name in downstream and downstream[name] != spec:
             raise InstallError(
                 f"server {name!r} is in {client_path} and, differently, in {toolwise_path}; rename one of "
                 "them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
@@ -464,6 +483,9 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
     if not undo_it:
         if plan.moved:
             echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
+        if plan.replaced:
+            names = ", ".join(plan.replaced)
+            echo(f"updates {names} in {plan.toolwise_path} (left by an earlier --undo) to the client's entries")
         for name, why in plan.kept.items():
             echo(f"stays with {client.value}: {name!r} ({why})")
         for what in plan.missing:

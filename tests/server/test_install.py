@@ -166,13 +166,27 @@ def test_a_missing_client_config_is_refused_with_where_it_was_looked_for(home: P
 
 
 def test_a_name_that_clashes_with_a_different_served_server_is_refused(home: Path) -> None:
-    path, original = write_sample(Client.cursor)
-    config = home / ".config" / "toolwise" / "cursor.json"
-    config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"mcpServers": {"git": {"command": "other-git"}}}))
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["git"] = {"command": "other-git"}  # beside the toolwise entry that serves another 'git'
+    path.write_text(json.dumps(doc, indent=2))
+    edited = path.read_bytes()
     with pytest.raises(InstallError, match="'git' is in"):
         install.run(Client.cursor, None, dry_run=False, undo_it=False)
-    assert path.read_bytes() == original
+    assert path.read_bytes() == edited
+
+
+def test_reinstalling_after_undo_and_an_edited_server_takes_the_clients_entry(home: Path) -> None:
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["git"] = {"command": "mcp-server-git", "args": ["--repository", "/src"]}
+    path.write_text(json.dumps(doc, indent=2))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)  # refused before: the stale toolwise config
+    served = load_config(home / ".config" / "toolwise" / "cursor.json").servers["git"]
+    assert served.model_dump(exclude_defaults=True) == {"command": "mcp-server-git", "args": ["--repository", "/src"]}
 
 
 def test_client_config_paths_per_os(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
