@@ -59,7 +59,7 @@ def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
         fix = f'did you mean {near[0]!r}? Correct "command" of {name!r} in {path}'
     else:
         fix = (
-            f"install the program that provides {spec.command!r} (its server's README names it), or give its "
+            f"install it (its server's README names the package that provides {spec.command!r}), or give its "
             f'absolute path as "command" of {name!r} in {path}'
         )
     return Check(f"server {name!r}", False, f"command {spec.command!r} not found on PATH", fix)
