@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy.engine import make_url
 
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import DatabaseUnusableError, FeedbackService
 from toolwise.server.catalogue import resolve_command
 from toolwise.server.config import AppConfig, HttpServer, StdioServer
 from toolwise.server.environment import downstream_environment
@@ -218,6 +218,8 @@ async def check_database(config: AppConfig) -> Check:
     try:
         async with FeedbackService(url) as feedback:
             count = await feedback.log.count_executions(config.toolwise.namespace)
+    except DatabaseUnusableError as exc:  # its message names the database and what to do
+        return Check("database", False, str(exc), "fix database_url, or pass --database-url")
     except Exception as exc:  # noqa: BLE001 - any failure to open is what this check reports
         return Check("database", False, f"{shown}: {type(exc).__name__}: {exc}", "fix database_url (or the server)")
     return Check("database", True, f"{shown}: {count} executions in namespace {config.toolwise.namespace!r}")
