@@ -146,10 +146,14 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
             f'folder to "PATH" in the "env" of {name!r} in {path}'
         )
     needed = await needed_variables(spec, config)
-    if needed:
-        listed = ", ".join(needed)
+    if len(needed) > 5:  # the probes ran out before narrowing them down
         return (
-            f"it needs {listed} from your shell, which toolwise does not pass to servers: add "
+            "it starts with your shell's environment, not with the one toolwise gives it: it needs some of "
+            f'{", ".join(needed[:5])}, … ({len(needed)} variables); add those to the "env" of {name!r} in {path}'
+        )
+    if needed:
+        return (
+            f"it needs {', '.join(needed)} from your shell, which toolwise does not pass to servers: add "
             + ", ".join(f'"{v}": "…"' for v in needed)
             + f' to the "env" of {name!r} in {path}'
         )
@@ -157,35 +161,36 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
     return f'run `{by_hand}` by hand to see why, then fix its "args"/"env" in {path}'
 
 
-MAX_PROBES = 10  # starts of a failing server doctor allows itself to find the variables it needs
+MAX_PROBES = 16  # starts of a failing server doctor allows itself to find the variables it needs
 
 
 async def needed_variables(spec: StdioServer, config: AppConfig) -> list[str]:
-    """The variables of this shell, not passed by toolwise, without which the server does not start:
-    [] when it does not start with all of them either (or there are none)."""
+    """The variables of this shell, not passed by toolwise, without which the server does not start
+    ([] when it does not start with all of them either): delta debugging, dropping ever smaller chunks
+    of the candidates while the server still starts without them, within MAX_PROBES starts."""
     given = downstream_environment(spec.env)
     candidates = sorted(k for k, v in os.environ.items() if given.get(k) != v and not v.startswith("()"))
-    if not candidates:
-        return []
     budget = config.toolwise.start_timeout_s
     began = asyncio.get_running_loop().time()
-    if not await _starts(spec, config, given, candidates, budget):
+    if not candidates or not await _starts(spec, config, given, candidates, budget):
         return []
-    # a probe that takes far longer than a start with everything is taken for one that hangs
+    # a probe that takes far longer than the start with everything is taken for one that hangs
     budget = min(budget, max(5.0, 3 * (asyncio.get_running_loop().time() - began)))
-    probes = 0
+    chunks, probes = 2, 0
     while len(candidates) > 1 and probes < MAX_PROBES:
-        half = candidates[: len(candidates) // 2]
-        rest = candidates[len(half) :]
-        probes += 1
-        if await _starts(spec, config, given, half, budget):
-            candidates = half
-            continue
-        probes += 1
-        if await _starts(spec, config, given, rest, budget):
-            candidates = rest
-            continue
-        break  # it needs variables of both halves: name them all
+        size = -(-len(candidates) // chunks)
+        for i in range(0, len(candidates), size):
+            rest = candidates[:i] + candidates[i + size :]
+            probes += 1
+            if await _starts(spec, config, given, rest, budget):
+                candidates, chunks = rest, max(chunks - 1, 2)
+                break
+            if probes >= MAX_PROBES:
+                break
+        else:
+            if chunks >= len(candidates):
+                break  # no single variable can go: these are what it needs
+            chunks = min(2 * chunks, len(candidates))
     return candidates
 
 

@@ -347,7 +347,8 @@ def _write(path: Path, text: str, mode: int = PRIVATE) -> None:
     tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(fd, mode)  # the umask may have narrowed it; never widened beyond `mode`
+        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
+            os.fchmod(fd, mode)
         f.write(text)
     os.replace(tmp, target)
 
