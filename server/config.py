@@ -194,6 +194,10 @@ def load_config(path: Path) -> AppConfig:
         raise ConfigError(f"{path}: {exc}") from exc
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
     if not isinstance(raw, dict):

@@ -498,7 +498,13 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
     if dry_run:
         echo("dry run: nothing was written")
         return plan
-    saved = undo(plan, used) if undo_it else apply(plan)
+    try:
+        saved = undo(plan, used) if undo_it else apply(plan)
+    except OSError as exc:  # a read-only folder, a full disk
+        folder = Path(exc.filename).parent if exc.filename else client_path.parent
+        raise InstallError(
+            f"cannot write in {folder}: {exc.strerror}; make that folder writable and run again"
+        ) from exc
     echo(f"backup of the previous {client_path.name}: {saved}")
     if undo_it:
         echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")

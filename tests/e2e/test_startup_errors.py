@@ -221,3 +221,31 @@ def test_doctor_on_an_http_server_speaks_of_its_url_not_its_command(home: dict[s
         f"""     fix: check that the server at {url} is running, and its "url" and "headers" in {path}"""
     ) in result.stdout
     assert "command" not in result.stdout
+
+
+def test_a_config_that_cannot_be_read_is_one_line(home: dict[str, str], tmp_path: Path) -> None:
+    result = cli(home, "serve", "-c", str(tmp_path))
+    assert (result.returncode, one_line(result)) == (
+        2,
+        f"toolwise: invalid config: {tmp_path}: cannot read it (Is a directory)",
+    )
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"mcpServers": {"caf\xe9": {"command": "mcp-server-time"}}}')
+    result = cli(home, "doctor", "-c", str(latin))
+    assert (result.returncode, one_line(result)) == (
+        2,
+        f"toolwise: invalid config: {latin}: not UTF-8 text (byte 20); save it as UTF-8",
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_install_into_a_folder_it_cannot_write_is_one_line(home: dict[str, str]) -> None:
+    client = Path(home["HOME"]) / ".cursor" / "mcp.json"
+    client.parent.mkdir()
+    client.write_text(json.dumps({"mcpServers": {"time": time_server()}}))
+    client.parent.chmod(0o555)  # the backup beside it cannot be made
+    result = cli(home, "install", "--client", "cursor", unprivileged=True)
+    assert (result.returncode, one_line(result)) == (
+        1,
+        f"toolwise: cannot write in {client.parent}: Permission denied; make that folder writable and run again",
+    )
