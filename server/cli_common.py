@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from toolwise.feedback import DatabaseUnusableError
 from toolwise.server.config import AppConfig, ConfigError, Settings, describe, load_config
-from toolwise.server.install import config_dir, installed_configs, served_configs
+from toolwise.server.install import InstallError, config_dir, installed_configs, served_configs
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
 # problems, install's refusals, the demo); 2 toolwise could not start because of something the user
@@ -97,7 +97,10 @@ def _this_command() -> str:
 def default_config() -> Path:
     """The config `toolwise install` wrote: the one an installed client serves, or the only file in the
     config folder. Configs an `install --undo` left behind are not "installed"."""
-    served = served_configs()
+    try:
+        served = served_configs()
+    except InstallError as exc:  # installs.json broken
+        raise ConfigError(f"{exc}; fix or delete it, or pass --config FILE") from exc
     if len(served) == 1:
         return next(iter(served))
     if len(served) > 1:

@@ -249,3 +249,15 @@ def test_install_into_a_folder_it_cannot_write_is_one_line(home: dict[str, str])
         1,
         f"toolwise: cannot write in {client.parent}: Permission denied; make that folder writable and run again",
     )
+
+
+def test_a_broken_record_of_installs_is_one_line(home: dict[str, str]) -> None:
+    record = Path(home["XDG_CONFIG_HOME"]) / "toolwise" / "installs.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("{broken")
+    result = cli(home, "serve")
+    assert (result.returncode, one_line(result)) == (
+        2,
+        f"toolwise: {record}: not valid JSON at line 1 (Expecting property name enclosed in double quotes); "
+        "fix or delete it, or pass --config FILE",
+    )
