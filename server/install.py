@@ -32,6 +32,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from toolwise.feedback import utcnow
 from toolwise.server.config import Downstream, describe
+from toolwise.server.environment import network_variables
 
 ENTRY = "toolwise"
 KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
@@ -275,7 +276,7 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
         **{k: v for k, v in previous.items() if k not in ("command", "args", "env")},
         "command": command[0],
         "args": [*command[1:], "serve", "--config", str(toolwise_path)],
-        "env": {**previous.get("env", {}), "PATH": path_env},
+        "env": {**previous.get("env", {}), **network_variables(), "PATH": path_env},
     }
     kept = {name: servers[name] for name in plan.kept}
     new_doc = {**doc, "mcpServers": {entry_name: entry, **kept}}

@@ -293,3 +293,18 @@ def test_backups_are_bounded_and_undo_still_restores_the_original(home: Path) ->
 
 def install_backups(path: Path) -> list[Path]:
     return sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+
+
+def test_the_toolwise_entry_carries_the_shells_certificate_and_proxy_variables(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client app started from the desktop has none of them: its servers (npx behind a TLS-inspecting
+    proxy) would fail where `toolwise doctor`, run from the shell, passes."""
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/corp.pem")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.delenv("NODE_EXTRA_CA_CERTS", raising=False)
+    path, _ = write_sample(Client.claude_desktop)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    env = json.loads(path.read_text())["mcpServers"]["toolwise"]["env"]
+    assert env["SSL_CERT_FILE"] == "/etc/ssl/corp.pem" and env["HTTPS_PROXY"] == "http://proxy.corp:3128"
+    assert "NODE_EXTRA_CA_CERTS" not in env
