@@ -31,7 +31,7 @@ from rich.table import Table
 
 from toolwise.feedback import FeedbackService
 from toolwise.server.config import AppConfig, StdioServer
-from toolwise.server.doctor import command_found
+from toolwise.server.doctor import command_found, near_commands
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
 REPLAYABLE = {"shield_retry_s": 1e9}
@@ -150,6 +150,10 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
     missing = missing_commands(loaded)
     if not command_found("git"):
         raise DemoError("git not found on PATH: the demo makes a scratch git repository; install git")
+    near = {command: found[0] for command in missing if (found := near_commands(command))}
+    if near:  # a misspelt command: never a package to install by that name
+        named = ", ".join(f"{command!r} (did you mean {found!r}?)" for command, found in near.items())
+        raise DemoError(f'commands not found on PATH: {named}; correct "command" in {config}')
     if missing:
         raise DemoError(
             f"{', '.join(missing)} not installed (the demo's downstream servers); "

@@ -167,23 +167,34 @@ def test_a_config_left_by_undo_is_not_installed_and_several_name_the_command_to_
 
 NEEDS = """
 import os, sys
-if not os.environ.get({name!r}):
-    sys.exit("npm ERR! code UNABLE_TO_GET_ISSUER_CERT_LOCALLY ({name} is not set)")
+for name in {names!r}:
+    if not os.environ.get(name):
+        sys.exit(f"npm ERR! code UNABLE_TO_GET_ISSUER_CERT_LOCALLY ({{name}} is not set)")
 os.execv(sys.argv[1], sys.argv[1:])
 """
 
 
-def needing(tmp_path: Path, variable: str) -> dict[str, Any]:
-    """A server that starts only when `variable` is set (as npx needs the CA bundle behind a proxy)."""
-    script = tmp_path / f"needs_{variable}.py"
-    script.write_text(NEEDS.format(name=variable))
+def needing(tmp_path: Path, *variables: str) -> dict[str, Any]:
+    """A server that starts only when `variables` are set (as npx needs the CA bundle behind a proxy)."""
+    script = tmp_path / f"needs_{'_'.join(variables)}.py"
+    script.write_text(NEEDS.format(names=variables))
     return {"command": sys.executable, "args": [str(script), str(BIN / "mcp-server-time")]}
 
 
 def test_doctor_passes_the_network_variables_and_names_one_a_server_lacks(home: dict[str, str], tmp_path: Path) -> None:
-    servers = {"npx-like": needing(tmp_path, "SSL_CERT_FILE"), "corp": needing(tmp_path, "CORP_CA_BUNDLE")}
+    servers = {
+        "npx-like": needing(tmp_path, "SSL_CERT_FILE"),
+        "corp": needing(tmp_path, "CORP_CA_BUNDLE"),
+        "two": needing(tmp_path, "CORP_TOKEN", "CORP_REGION"),
+    }
     path = config(tmp_path, servers)
-    env = {**home, "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "CORP_CA_BUNDLE": "/etc/ssl/corp.pem"}
+    env = {
+        **home,
+        "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
+        "CORP_CA_BUNDLE": "/etc/ssl/corp.pem",
+        "CORP_TOKEN": "t",
+        "CORP_REGION": "eu",
+    }
     result = cli(env, "doctor", "-c", str(path))
     assert result.returncode == 1
     assert "ok   server 'npx-like': mcp-time" in result.stdout, result.stdout
@@ -195,6 +206,7 @@ def test_doctor_passes_the_network_variables_and_names_one_a_server_lacks(home: 
         "     fix: it needs CORP_CA_BUNDLE from your shell, which toolwise does not pass to servers: add "
         f""""CORP_CA_BUNDLE": "…" to the "env" of 'corp' in {path}"""
     ) in result.stdout
+    assert "     fix: it needs CORP_REGION, CORP_TOKEN from your shell" in result.stdout
 
 
 def test_doctor_names_a_command_a_server_runs_that_is_missing(home: dict[str, str], tmp_path: Path) -> None:
@@ -260,4 +272,17 @@ def test_a_broken_record_of_installs_is_one_line(home: dict[str, str]) -> None:
         2,
         f"toolwise: {record}: not valid JSON at line 1 (Expecting property name enclosed in double quotes); "
         "fix or delete it, or pass --config FILE",
+    )
+
+
+def test_the_demo_offers_the_near_miss_of_a_misspelt_command_never_a_package_by_that_name(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-tiem"}}}))
+    result = cli(home, "demo", "--config", str(path), "--calls", "3")
+    assert (result.returncode, one_line(result)) == (
+        1,
+        "toolwise: demo: commands not found on PATH: 'mcp-server-tiem' (did you mean 'mcp-server-time'?); "
+        f'correct "command" in {path}',
     )
