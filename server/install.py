@@ -67,9 +67,10 @@ def served_configs() -> dict[Path, Path]:
     served: dict[Path, Path] = {}
     for client_path in map(Path, _load_state()):
         try:
-            servers = json.loads(client_path.read_text(encoding="utf-8-sig")).get("mcpServers", {})
-        except (OSError, ValueError, AttributeError):
-            continue  # moved, unreadable or broken: serves nothing toolwise can tell
+            doc = json.loads(client_path.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError):
+            continue  # moved, unreadable or broken: it serves nothing toolwise can tell
+        servers = doc.get("mcpServers") if isinstance(doc, dict) else None
         for entry in servers.values() if isinstance(servers, dict) else ():
             config = _served_config(entry) if is_toolwise(entry) else None
             if config is not None and config.exists():
