@@ -24,14 +24,15 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from toolwise.feedback.errors import DatabaseUnusableError
+
 R = TypeVar("R")
 
 
 def data_dir() -> Path:
-    """toolwise's folder under the user's data directory (created if missing, for its owner only)."""
-    path = Path(platformdirs.user_data_dir("toolwise", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    """toolwise's folder under the user's data directory. Not created here (a default is computed for
+    every config, even one that names another database): what writes there creates it, 0700."""
+    return Path(platformdirs.user_data_dir("toolwise", appauthor=False))
 
 
 def create_private(path: Path) -> None:
@@ -59,9 +60,17 @@ def sqlite_path(url: str) -> Path | None:
 def check_sqlite(path: Path) -> None:
     """Open the file and read its header synchronously, so that a corrupt or unopenable database fails
     here with sqlite's own message (through aiosqlite the failure leaves a worker thread behind that
-    prints a traceback when the event loop is gone)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    create_private(path)  # before sqlite3 creates it with the umask's mode
+    prints a traceback when the event loop is gone). A folder or file that cannot be made raises
+    DatabaseUnusableError saying what to do."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        create_private(path)  # before sqlite3 creates it with the umask's mode
+    except OSError as exc:
+        where = exc.filename or path
+        raise DatabaseUnusableError(
+            f"cannot create {path}: {exc.strerror} ({where}); make that folder writable, or use another "
+            "database with --database-url (or TOOLWISE_DATABASE_URL)"
+        ) from exc
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA schema_version").fetchone()
@@ -76,7 +85,7 @@ def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "
     path = sqlite_path(url)
     if path is None:
         return create_async_engine(url, pool_pre_ping=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     create_private(path)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
     _sqlite_pragmas(engine.sync_engine, synchronous)

@@ -1,10 +1,13 @@
 """Schema migrations (Alembic), run on start-up on every backend.
 
 A database made before migrations existed (tables created directly, no `alembic_version`) is stamped
-at the first revision, then upgraded like any other. On PostgreSQL an advisory lock makes instances
-that start together migrate one after the other. A database already at `HEAD` is opened without
-Alembic at all: one query instead of its import, environment and script scan (~0.1-0.2 s of every
-start and every CLI command).
+at the first revision, then upgraded like any other. Instances that start together on a fresh
+database migrate one after the other, under the database's own lock, and each checks the schema
+again once it holds it (so the later ones find it made): on PostgreSQL a transaction-scoped advisory
+lock, on SQLite the write lock, taken with `BEGIN IMMEDIATE` before the first statement (Python's
+sqlite3 would otherwise run the DDL outside any transaction, and two instances would both create
+the tables). A database already at `HEAD` is opened without Alembic at all: one query instead of its
+import, environment and script scan (~0.1-0.2 s of every start and every CLI command).
 """
 
 from __future__ import annotations
@@ -58,12 +61,22 @@ def _at_head(connection: Connection) -> bool:
     return list(connection.execute(text("SELECT version_num FROM alembic_version")).scalars()) == [HEAD]
 
 
+def _lock(connection: Connection) -> None:
+    """Hold the database's lock on the schema until this transaction ends (other instances wait)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+    elif connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")  # waits up to the busy timeout for other writers
+
+
 def _upgrade(connection: Connection) -> None:
+    """Under the lock: migrate, unless an instance that held it before has already done so."""
     from alembic import command
     from alembic.util.exc import CommandError
 
-    if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+    _lock(connection)
+    if _at_head(connection):
+        return
     config = alembic_config(connection)
     tables = set(inspect(connection).get_table_names())
     try:

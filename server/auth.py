@@ -6,6 +6,13 @@ rebinding protection) are the SDK's own `TransportSecuritySettings`, switched on
 address (the SDK does so only for the exact strings 127.0.0.1, localhost and ::1), and applied to
 /metrics too. The SDK's OAuth resource-server support does not fit a static token (it wants an issuer
 and a token verifier), so the bearer check is this small ASGI middleware.
+
+A 401 carries the challenge RFC 6750 (section 3) gives a bearer-token resource: `Bearer realm="toolwise"`,
+with `error="invalid_token"` and a description only when a wrong token was sent (a request without one
+gets no error code), and no `resource_metadata`: there is no authorization server to discover. An MCP
+client that looks for one anyway (the MCP authorization spec's fallback to the RFC 9728 and RFC 8414
+well-known URIs) gets a 404 there without a token, which ends its discovery with "no OAuth here", not
+a second 401 that sends it down an OAuth flow that cannot succeed.
 """
 
 from __future__ import annotations
@@ -91,8 +98,20 @@ def http_access(host: str, settings: Settings) -> HttpAccess:
     return HttpAccess(token, security_settings(host, settings))
 
 
+OAUTH_DISCOVERY = (  # well-known URIs of OAuth discovery (RFC 9728, RFC 8414, OpenID Connect), any suffix
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration",
+)
+NO_OAUTH = (
+    b"toolwise takes a static bearer token, not OAuth: send Authorization: Bearer <the token in"
+    b" TOOLWISE_HTTP_TOKEN or http_token_file>\n"
+)
+
+
 class BearerAuth:
-    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`, else 401."""
+    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`, else 401; OAuth
+    discovery's well-known URIs answer 404 (see the module's docstring)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
@@ -103,15 +122,20 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization")
-        if header is None or header[:7].lower() != b"bearer ":
-            response = _unauthorized('Bearer realm="toolwise"', "missing bearer token")
+        if scope["path"].startswith(OAUTH_DISCOVERY):
+            response = Response(NO_OAUTH, status_code=404, media_type="text/plain")
+        elif header is None or header[:7].lower() != b"bearer ":
+            response = _unauthorized('Bearer realm="toolwise"', b"missing bearer token: " + NO_OAUTH)
         elif not hmac.compare_digest(header[7:].strip(), self._expected):
-            response = _unauthorized('Bearer realm="toolwise", error="invalid_token"', "invalid bearer token")
+            challenge = (
+                'Bearer realm="toolwise", error="invalid_token", error_description="not the token toolwise takes"'
+            )
+            response = _unauthorized(challenge, b"invalid bearer token: " + NO_OAUTH)
         else:
             await self.app(scope, receive, send)
             return
         await response(scope, receive, send)
 
 
-def _unauthorized(challenge: str, message: str) -> Response:
-    return Response(message, status_code=401, headers={"WWW-Authenticate": challenge})
+def _unauthorized(challenge: str, message: bytes) -> Response:
+    return Response(message, status_code=401, headers={"WWW-Authenticate": challenge}, media_type="text/plain")

@@ -36,6 +36,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise.server.background import Background
 from toolwise.server.config import HttpServer, Settings, StdioServer, prefix_of
+from toolwise.server.environment import downstream_environment
 from toolwise.server.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.server.naming import assign
 from toolwise.server.schemas import compile_validator, problem
@@ -186,8 +187,9 @@ class Downstream:
             http = create_mcp_http_client(headers=self.spec.headers)
             stack.push_async_callback(http.aclose)
             return streamable_http_client(self.spec.url, http_client=http)
+        env = downstream_environment(self.spec.env)  # more than the SDK's minimum: server/environment.py
         return StdioServerParameters(
-            command=resolve_command(self.spec.command), args=self.spec.args, env=self.spec.env, cwd=self.spec.cwd
+            command=resolve_command(self.spec.command), args=self.spec.args, env=env, cwd=self.spec.cwd
         )
 
     async def _run(self) -> None:

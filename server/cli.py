@@ -19,11 +19,14 @@ import typer  # noqa: E402
 from toolwise.server.admin import inspect_app, snapshot_app  # noqa: E402
 from toolwise.server.cli_common import (  # noqa: E402
     EXAMPLE_CONFIG,
+    EXIT_FOUND,
     ConfigOption,
     DatabaseUrlOption,
     config_or_exit,
     config_path_or_exit,
     database_or_exit,
+    fail,
+    options,
     setup_logging,
 )
 from toolwise.server.config import ConfigError  # noqa: E402
@@ -42,6 +45,19 @@ app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(inspect_app, name="inspect")
 
 
+@app.callback()
+def toolwise_options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of a start-up failure, not only its one line.")
+    ] = False,
+) -> None:
+    """An MCP proxy that records every tool execution and learns which tool to call next.
+
+    A start-up failure is one line on stderr with exit code 2 (1: a command ran and found or refused
+    something); --debug adds its traceback."""
+    options.debug = debug
+
+
 @app.command()
 def serve(
     config: ConfigOption = None,
@@ -54,17 +70,17 @@ def serve(
     """Run the toolwise MCP server over the downstream servers of CONFIG (default: the installed one)."""
     gc.disable()  # until it serves: the rest of toolwise imports after the downstreams are spawned
     try:
-        from toolwise.server.transports import serve_http, serve_stdio
+        from toolwise.server.transports import BindError, listening_socket, serve_http, serve_stdio
 
         setup_logging(log_level)
         path = config_path_or_exit(config)
-        logging.getLogger(__name__).info("toolwise serving the config %s", path)
         loaded = config_or_exit(path, database_url)
+        listening = listening_socket(host, port) if http else None
+        logging.getLogger(__name__).info("toolwise serving the config %s", path)
         with database_or_exit():
-            asyncio.run(serve_http(loaded, host, port) if http else serve_stdio(loaded))
-    except ConfigError as exc:  # found before serving (e.g. a non-loopback bind without a token)
-        typer.echo(f"toolwise: {exc}", err=True)
-        raise typer.Exit(2) from exc
+            asyncio.run(serve_stdio(loaded) if listening is None else serve_http(loaded, host, listening))
+    except (ConfigError, BindError) as exc:  # found before serving (a non-loopback bind without a token, a busy port)
+        fail(str(exc), exc)
     except KeyboardInterrupt:
         # Ctrl-C (or a SIGINT re-raised by uvicorn) is how a server is stopped: asyncio.run has
         # already cancelled the server and run its shutdown, which flushed every queued record.
@@ -91,10 +107,10 @@ def demo(
     setup_logging("warning")
     loaded = config_or_exit(config)
     try:
-        asyncio.run(run_demo(config, loaded, calls, seed, database_url))
+        with database_or_exit():
+            asyncio.run(run_demo(config, loaded, calls, seed, database_url))
     except DemoError as exc:
-        typer.echo(f"toolwise demo: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(f"demo: {exc}", exc, EXIT_FOUND)
 
 
 @app.command()
@@ -118,8 +134,7 @@ def install(
     try:
         run(client, path, dry_run, undo)
     except InstallError as exc:
-        typer.echo(f"toolwise: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(str(exc), exc, EXIT_FOUND)
 
 
 @app.command()
@@ -143,7 +158,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     failed = sum(not c.ok for c in checks)
     typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FOUND)
 
 
 def main() -> None:

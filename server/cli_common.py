@@ -1,20 +1,49 @@
-"""What every command of the CLI shares: the config and database options, loading them, logging to stderr."""
+"""What every command of the CLI shares: the config and database options, loading them, logging to stderr,
+and how a start-up failure a user can cause ends a command: one line on stderr, a documented exit code
+(docs/startup-errors.md), the traceback only under `toolwise --debug`."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import sys
+import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from pydantic import ValidationError
 
 from toolwise.feedback import DatabaseUnusableError
 from toolwise.server.config import AppConfig, ConfigError, Settings, describe, load_config
-from toolwise.server.install import config_dir, installed_configs
+from toolwise.server.install import InstallError, config_dir, installed_configs, served_configs
+
+# Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
+# problems, install's refusals, the demo); 2 toolwise could not start because of something the user
+# can change (config, database, data folder, HTTP bind).
+EXIT_FOUND = 1
+EXIT_STARTUP = 2
+
+
+@dataclass
+class Options:
+    """The options of `toolwise` itself (before the command), set by its callback."""
+
+    debug: bool = False
+
+
+options = Options()
+
+
+def fail(message: str, exc: BaseException | None = None, code: int = EXIT_STARTUP) -> NoReturn:
+    """End the command with `toolwise: MESSAGE` on stderr and exit `code` (the traceback under --debug)."""
+    if exc is not None and options.debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    typer.echo(f"toolwise: {message}", err=True)
+    raise typer.Exit(code) from exc
+
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "toolwise.example.json"
 ConfigOption = Annotated[
@@ -50,12 +79,36 @@ def database_or_exit() -> Iterator[None]:
     try:
         yield
     except DatabaseUnusableError as exc:
-        typer.echo(f"toolwise: unusable database: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        fail(f"unusable database: {exc}", exc)
+
+
+def _this_command() -> str:
+    """The command being run, without its options (`toolwise inspect status`), to show how to rerun it."""
+    words = ["toolwise"]
+    for arg in sys.argv[1:]:
+        if arg.startswith("-"):
+            if len(words) > 1:
+                break
+            continue  # toolwise's own options (--debug)
+        words.append(arg)
+    return " ".join(words)
 
 
 def default_config() -> Path:
-    """The config `toolwise install` wrote, when there is exactly one."""
+    """The config `toolwise install` wrote: the one an installed client serves, or the only file in the
+    config folder. Configs an `install --undo` left behind are not "installed"."""
+    try:
+        served = served_configs()
+    except InstallError as exc:  # installs.json broken
+        raise ConfigError(f"{exc}; fix or delete it, or pass --config FILE") from exc
+    if len(served) == 1:
+        return next(iter(served))
+    if len(served) > 1:
+        listed = ", ".join(f"{p.name} (for {client})" for p, client in served.items())
+        raise ConfigError(
+            f"several toolwise configs are installed: {listed}; name one, e.g. "
+            f"`{_this_command()} --config {next(iter(served))}`"
+        )
     found = installed_configs()
     if len(found) == 1:
         return found[0]
@@ -65,7 +118,10 @@ def default_config() -> Path:
             "client's servers, or pass --config FILE"
         )
     names = ", ".join(p.name for p in found)
-    raise ConfigError(f"several toolwise configs in {config_dir()} ({names}): pass --config with one of them")
+    raise ConfigError(
+        f"no client serves a toolwise config now ({names} in {config_dir()} were left by `toolwise install "
+        f"--undo`): run `toolwise install` again, or name one, e.g. `{_this_command()} --config {found[0]}`"
+    )
 
 
 def config_path_or_exit(path: Path | None) -> Path:
@@ -75,8 +131,7 @@ def config_path_or_exit(path: Path | None) -> Path:
     try:
         return default_config()
     except ConfigError as exc:
-        typer.echo(f"toolwise: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        fail(str(exc), exc)
 
 
 def config_or_exit(path: Path | None, database_url: str | None = None) -> AppConfig:
@@ -84,21 +139,26 @@ def config_or_exit(path: Path | None, database_url: str | None = None) -> AppCon
     try:
         loaded = load_config(config_path_or_exit(path))
     except ConfigError as exc:
-        typer.echo(f"toolwise: invalid config: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        fail(f"invalid config: {exc}", exc)
     if database_url is not None:
         loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
     return loaded
 
 
 def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
-    """Settings of a command that reads the database: CONFIG's (default: the installed config, or with
-    none the environment's), with --database-url over both."""
-    if path is None and not installed_configs():
+    """Settings of a command that reads the database: CONFIG's (default: the installed config), with
+    --database-url over it. With no installed config, or several and --database-url given (which is all
+    such a command needs), the environment's."""
+    if path is None:
+        try:
+            path = default_config()
+        except ConfigError as exc:
+            if database_url is None and installed_configs():
+                fail(str(exc), exc)
+    if path is None:
         try:
             settings = Settings()
         except ValidationError as exc:
-            typer.echo(f"toolwise: invalid TOOLWISE_* environment: {describe(exc)}", err=True)
-            raise typer.Exit(2) from exc
+            fail(f"invalid TOOLWISE_* environment: {describe(exc)}", exc)
         return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
     return config_or_exit(path, database_url).toolwise

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -192,10 +194,21 @@ def load_config(path: Path) -> AppConfig:
         raise ConfigError(f"{path}: {exc}") from exc
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be an object with an 'mcpServers' field")
+    for key in raw:
+        # Other top-level keys are left alone (a Claude Desktop config may be served as it is); a near miss
+        # of ours is a typo that would otherwise drop the servers or the settings without a word.
+        if key not in TOP_LEVEL and (near := did_you_mean(key, TOP_LEVEL)):
+            raise ConfigError(f"{path}: unknown key {key!r}{near}")
+    if "mcpServers" not in raw:
+        raise ConfigError(f"{path}: no 'mcpServers' object (the servers toolwise stands in front of)")
     try:
         settings = Settings(**raw.get("toolwise", {}))
         return AppConfig.model_validate({"mcpServers": raw.get("mcpServers"), "toolwise": settings})
@@ -205,10 +218,27 @@ def load_config(path: Path) -> AppConfig:
         raise ConfigError(f"{path}: 'toolwise' must be an object ({exc})") from exc
 
 
+TOP_LEVEL = ("mcpServers", "toolwise")
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the known name closest to a misspelt `key`, or "" when none is close."""
+    near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def _field_names() -> set[str]:
+    """Every key a config may hold inside a server or the toolwise section."""
+    models: tuple[type[BaseModel], ...] = (StdioServer, HttpServer, Settings, RewardSettings)
+    return {name for model in models for name in model.model_fields}
+
+
 def describe(exc: ValidationError) -> str:
-    """Pydantic errors as `field.path: message; …` (what a person fixing the file needs)."""
+    """Pydantic errors as `field.path: message; …` (what a person fixing the file needs); an unknown key
+    that is a near miss of a known one says which."""
     parts = []
     for error in exc.errors():
         location = ".".join(str(p) for p in error["loc"] if not str(p).startswith(("function-", "union[")))
-        parts.append(f"{location or 'value'}: {error['msg']}")
+        hint = did_you_mean(str(error["loc"][-1]), _field_names()) if error["type"] == "extra_forbidden" else ""
+        parts.append(f"{location or 'value'}: {error['msg']}{hint}")
     return "; ".join(dict.fromkeys(parts))

@@ -29,8 +29,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from toolwise.feedback import FeedbackService
 from toolwise.server.config import AppConfig, StdioServer
-from toolwise.server.doctor import command_found
+from toolwise.server.doctor import command_found, near_commands
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
 REPLAYABLE = {"shield_retry_s": 1e9}
@@ -149,11 +150,18 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
     missing = missing_commands(loaded)
     if not command_found("git"):
         raise DemoError("git not found on PATH: the demo makes a scratch git repository; install git")
+    near = {command: found[0] for command in missing if (found := near_commands(command))}
+    if near:  # a misspelt command: never a package to install by that name
+        named = ", ".join(f"{command!r} (did you mean {found!r}?)" for command, found in near.items())
+        raise DemoError(f'commands not found on PATH: {named}; correct "command" in {config}')
     if missing:
         raise DemoError(
             f"{', '.join(missing)} not installed (the demo's downstream servers); "
             f"install with: {sys.executable} -m pip install {' '.join(missing)}"
         )
+    if database_url is not None:  # opened here first: an unusable one is one line, not the server's death
+        async with FeedbackService(database_url):
+            pass
     console = Console(stderr=False)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="toolwise-demo-") as tmp:
@@ -177,7 +185,12 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
         console.print(f"[bold]toolwise demo[/]: {config.name}, {calls} tool calls, seed {seed}, scratch git repo")
         async with contextlib.AsyncExitStack() as stack:
             with console.status("starting toolwise and its downstream servers…"):
-                client = await stack.enter_async_context(Client(params, read_timeout_seconds=60))
+                try:
+                    client = await stack.enter_async_context(Client(params, read_timeout_seconds=60))
+                except Exception as exc:  # whatever stopped it, the toolwise it ran printed why above
+                    raise DemoError(
+                        f"toolwise did not start ({type(exc).__name__}: {exc}); its message is above"
+                    ) from exc
                 tools = (await client.list_tools()).tools
             announce(console, loaded, [t.name for t in tools])
             canonical = {i.label: i.phrasings[0].format(city="Paris") for i in INTENTS}

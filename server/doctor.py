@@ -4,17 +4,27 @@ check says what to fix, so a server that fails inside Claude Desktop can be mend
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import difflib
+import os
+import re
 import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy.engine import make_url
 
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import DatabaseUnusableError, FeedbackService
 from toolwise.server.catalogue import resolve_command
 from toolwise.server.config import AppConfig, HttpServer, StdioServer
+from toolwise.server.environment import downstream_environment
 
 
 @dataclass(frozen=True)
@@ -31,45 +41,173 @@ def command_found(command: str) -> bool:
     return resolved != command or shutil.which(command) is not None or Path(command).is_file()
 
 
-async def check_downstream(name: str, spec: StdioServer | HttpServer, config: AppConfig, path: Path) -> Check:
-    """Start the server as toolwise would, complete the handshake, count its tools."""
-    what = f"server {name!r}"
-    if isinstance(spec, StdioServer) and not command_found(spec.command):
-        return Check(
-            what,
-            False,
-            f"command {spec.command!r} not found on PATH",
-            f"install it (e.g. `pip install {spec.command}` or `npm i -g …`), or give its absolute path as "
-            f'"command" of {name!r} in {path}',
+def near_commands(command: str) -> list[str]:
+    """Commands on PATH (or beside this interpreter) whose names are close to a misspelt `command`."""
+    folders = [*os.environ.get("PATH", "").split(os.pathsep), str(Path(sys.executable).parent)]
+    names: set[str] = set()
+    for folder in filter(None, folders):
+        with contextlib.suppress(OSError):  # a PATH entry that is missing or unreadable offers nothing
+            names.update(entry.name for entry in os.scandir(folder) if os.access(entry.path, os.X_OK))
+    return difflib.get_close_matches(Path(command).name, sorted(names), n=1, cutoff=0.8)
+
+
+def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
+    """A command found nowhere: the near miss, if there is one; never a package to install by its name
+    (a misspelt name installed from a registry is someone else's package)."""
+    near = near_commands(spec.command)
+    if near:
+        fix = f'did you mean {near[0]!r}? Correct "command" of {name!r} in {path}'
+    else:
+        fix = (
+            f"install it (its server's README names the package that provides {spec.command!r}), or give its "
+            f'absolute path as "command" of {name!r} in {path}'
         )
-    target = (
-        spec.url
-        if isinstance(spec, HttpServer)
-        else StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=spec.env, cwd=spec.cwd)
-    )
+    return Check(f"server {name!r}", False, f"command {spec.command!r} not found on PATH", fix)
+
+
+async def start(target: StdioServerParameters | HttpServer, config: AppConfig, errlog: TextIO | None) -> str:
+    """Start (or reach) a downstream, complete the handshake, list its tools; what it says about itself."""
+    async with contextlib.AsyncExitStack() as stack:
+        if isinstance(target, StdioServerParameters):
+            transport: Any = stdio_client(target, errlog=errlog or sys.stderr)
+        elif target.headers:  # sent on every request, as the catalogue sends them
+            http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers))
+            transport = streamable_http_client(target.url, http_client=http)
+        else:
+            transport = target.url
+        client = await stack.enter_async_context(Client(transport, mode=config.toolwise.mode))
+        count, cursor = 0, None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            count += len(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        info = client.server_info
+        summary = f"{info.name if info else 'no server info'} {info.version if info else ''}".rstrip()
+        protocol = client.protocol_version
+    return f"{summary}, protocol {protocol}, {count} tools"
+
+
+async def check_downstream(name: str, spec: StdioServer | HttpServer, config: AppConfig, path: Path) -> Check:
+    """Start the server as toolwise would (the same command, arguments and environment), complete the
+    handshake, count its tools; when it does not start, say what it lacks."""
+    what = f"server {name!r}"
+    if isinstance(spec, HttpServer):
+        return await _check_http(what, spec, config, path)
+    if not command_found(spec.command):
+        return missing_command(name, spec, path)
+    timeout = config.toolwise.start_timeout_s
+    params = stdio_parameters(spec, downstream_environment(spec.env))
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            async with asyncio.timeout(timeout):
+                return Check(what, True, await start(params, config, errlog))
+        except TimeoutError:
+            detail = f"no handshake within {timeout:g}s"
+        except Exception as exc:  # noqa: BLE001 - any failure to start is what this check reports
+            detail = f"failed to start: {_describe(exc)}"
+        errlog.seek(0)
+        said = [line.strip() for line in errlog.read().splitlines() if line.strip()]
+    if said:
+        detail += f"; it said: {said[-1]}"
+    return Check(what, False, detail, await _what_it_lacks(name, spec, config, path, said))
+
+
+async def _check_http(what: str, spec: HttpServer, config: AppConfig, path: Path) -> Check:
     timeout = config.toolwise.start_timeout_s
     try:
-        async with asyncio.timeout(timeout), Client(target, mode=config.toolwise.mode) as client:
-            count, cursor = 0, None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                count += len(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-            info = client.server_info
-            version = f"{info.name} {info.version}" if info else "no server info"
-            return Check(what, True, f"{version}, protocol {client.protocol_version}, {count} tools")
+        async with asyncio.timeout(timeout):
+            return Check(what, True, await start(spec, config, None))
     except TimeoutError:
-        return Check(what, False, f"no handshake within {timeout:g}s", "run its command by hand to see why it hangs")
-    except Exception as exc:  # noqa: BLE001 - any failure to start is what this check reports
-        cause = _leaf(exc)
-        return Check(
-            what,
-            False,
-            f"failed to start: {type(cause).__name__}: {cause}",
-            "run its command by hand (its error is above), or fix its args/env in " + str(path),
+        detail = f"no answer to initialize within {timeout:g}s"
+    except Exception as exc:  # noqa: BLE001 - any failure to connect is what this check reports
+        detail = f"cannot connect to {spec.url}: {_describe(exc)}"
+    return Check(
+        what, False, detail, f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}'
+    )
+
+
+def stdio_parameters(spec: StdioServer, env: dict[str, str]) -> StdioServerParameters:
+    return StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
+
+
+_NOT_FOUND = re.compile(r"'?([\w.+-]+)'?: (?:No such file or directory|command not found|not found)\s*$")
+
+
+async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: Path, said: list[str]) -> str:
+    """The fix for a server that does not start: the command its own last line says is missing, else
+    the variables of this shell it needs and toolwise does not pass (found by starting it again with
+    them, halving the candidates), else its own message."""
+    missing = _NOT_FOUND.search(said[-1]) if said else None
+    if missing and not command_found(missing.group(1)):
+        return (
+            f"it runs {missing.group(1)!r}, which is not on the PATH toolwise gives it: install it, or add its "
+            f'folder to "PATH" in the "env" of {name!r} in {path}'
         )
+    needed = await needed_variables(spec, config)
+    if len(needed) > 5:  # the probes ran out before narrowing them down
+        return (
+            "it starts with your shell's environment, not with the one toolwise gives it: it needs some of "
+            f'{", ".join(needed[:5])}, … ({len(needed)} variables); add those to the "env" of {name!r} in {path}'
+        )
+    if needed:
+        return (
+            f"it needs {', '.join(needed)} from your shell, which toolwise does not pass to servers: add "
+            + ", ".join(f'"{v}": "…"' for v in needed)
+            + f' to the "env" of {name!r} in {path}'
+        )
+    by_hand = " ".join([spec.command, *spec.args])
+    return f'run `{by_hand}` by hand to see why, then fix its "args"/"env" in {path}'
+
+
+MAX_PROBES = 16  # starts of a failing server doctor allows itself to find the variables it needs
+
+
+async def needed_variables(spec: StdioServer, config: AppConfig) -> list[str]:
+    """The variables of this shell, not passed by toolwise, without which the server does not start
+    ([] when it does not start with all of them either): delta debugging, dropping ever smaller chunks
+    of the candidates while the server still starts without them, within MAX_PROBES starts."""
+    given = downstream_environment(spec.env)
+    candidates = sorted(k for k, v in os.environ.items() if given.get(k) != v and not v.startswith("()"))
+    budget = config.toolwise.start_timeout_s
+    began = asyncio.get_running_loop().time()
+    if not candidates or not await _starts(spec, config, given, candidates, budget):
+        return []
+    # a probe that takes far longer than the start with everything is taken for one that hangs
+    budget = min(budget, max(5.0, 3 * (asyncio.get_running_loop().time() - began)))
+    chunks, probes = 2, 0
+    while len(candidates) > 1 and probes < MAX_PROBES:
+        size = -(-len(candidates) // chunks)
+        for i in range(0, len(candidates), size):
+            rest = candidates[:i] + candidates[i + size :]
+            probes += 1
+            if await _starts(spec, config, given, rest, budget):
+                candidates, chunks = rest, max(chunks - 1, 2)
+                break
+            if probes >= MAX_PROBES:
+                break
+        else:
+            if chunks >= len(candidates):
+                break  # no single variable can go: these are what it needs
+            chunks = min(2 * chunks, len(candidates))
+    return candidates
+
+
+async def _starts(spec: StdioServer, config: AppConfig, given: dict[str, str], extra: list[str], budget: float) -> bool:
+    env = given | {k: os.environ[k] for k in extra}
+    with tempfile.TemporaryFile("w+") as errlog:
+        try:
+            async with asyncio.timeout(budget):
+                await start(stdio_parameters(spec, env), config, errlog)
+        except Exception:  # noqa: BLE001 - a probe either starts or does not
+            return False
+    return True
+
+
+def _describe(exc: BaseException) -> str:
+    cause = _leaf(exc)
+    return f"{type(cause).__name__}: {cause}"
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -85,6 +223,8 @@ async def check_database(config: AppConfig) -> Check:
     try:
         async with FeedbackService(url) as feedback:
             count = await feedback.log.count_executions(config.toolwise.namespace)
+    except DatabaseUnusableError as exc:  # its message names the database and what to do
+        return Check("database", False, str(exc), "fix database_url, or pass --database-url")
     except Exception as exc:  # noqa: BLE001 - any failure to open is what this check reports
         return Check("database", False, f"{shown}: {type(exc).__name__}: {exc}", "fix database_url (or the server)")
     return Check("database", True, f"{shown}: {count} executions in namespace {config.toolwise.namespace!r}")

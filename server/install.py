@@ -6,6 +6,12 @@ so each client keeps exactly its own servers) and the client gets one entry that
 that file. Every other key of the client's file stays as it was. Before a write the file is copied
 to a timestamped backup beside it, and the write is recorded in `installs.json` (next to the toolwise
 configs) so that `--undo` can put the file back even after several installs.
+
+A server's `env` and `headers` often hold secrets (tokens, API keys), so every file written here is
+private: the toolwise configs, `installs.json` and the backups are created 0600; the client's own file
+keeps its mode (a 0600 file stays 0600; `--undo` puts back the mode it had before the install), and a
+symlinked client config is written through its link (the link stays). Backups are bounded: the newest
+`KEEP_BACKUPS` (5) of each file are kept, and any older one a recorded install still needs for `--undo`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import difflib
 import hashlib
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,8 +32,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from toolwise.feedback import utcnow
 from toolwise.server.config import Downstream, describe
+from toolwise.server.environment import network_variables
 
 ENTRY = "toolwise"
+KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
+PRIVATE = 0o600  # files that may hold a server's secrets: owner read/write only
 TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
 _DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
 
@@ -49,6 +59,23 @@ def config_dir() -> Path:
 def installed_configs() -> list[Path]:
     """The toolwise configs `install` wrote, one per client config installed."""
     return sorted(p for p in config_dir().glob("*.json") if p.name != "installs.json")
+
+
+def served_configs() -> dict[Path, Path]:
+    """The toolwise configs a client config recorded in `installs.json` serves now (its toolwise entry
+    names the file), each with that client config. A config an `--undo` left behind is not among them."""
+    served: dict[Path, Path] = {}
+    for client_path in map(Path, _load_state()):
+        try:
+            doc = json.loads(client_path.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError):
+            continue  # moved, unreadable or broken: it serves nothing toolwise can tell
+        servers = doc.get("mcpServers") if isinstance(doc, dict) else None
+        for entry in servers.values() if isinstance(servers, dict) else ():
+            config = _served_config(entry) if is_toolwise(entry) else None
+            if config is not None and config.exists():
+                served.setdefault(config, client_path)
+    return served
 
 
 def toolwise_config_path(client: Client, path: Path | None) -> Path:
@@ -178,6 +205,7 @@ class Plan:
     moved: dict[str, Any] = field(default_factory=dict)  # name → the client's own entry
     kept: dict[str, str] = field(default_factory=dict)  # name → why it stays with the client
     missing: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # servers whose entry in a stale toolwise config changes
 
     @property
     def changed(self) -> bool:
@@ -229,7 +257,9 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
         if spec is None:
             plan.kept[name] = why or "?"
             continue
-        if name in downstream and downstream[name] != spec:
+        if name in downstream and downstream[name] != spec and not ours:
+            plan.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
+        elif name in downstream and downstream[name] != spec:
             raise InstallError(
                 f"server {name!r} is in {client_path} and, differently, in {toolwise_path}; rename one of "
                 "them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
@@ -247,7 +277,7 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
         **{k: v for k, v in previous.items() if k not in ("command", "args", "env")},
         "command": command[0],
         "args": [*command[1:], "serve", "--config", str(toolwise_path)],
-        "env": {**previous.get("env", {}), "PATH": path_env},
+        "env": {**previous.get("env", {}), **network_variables(), "PATH": path_env},
     }
     kept = {name: servers[name] for name in plan.kept}
     new_doc = {**doc, "mcpServers": {entry_name: entry, **kept}}
@@ -310,16 +340,31 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _write(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a crash leaves the old file or the new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.toolwise-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def _write(path: Path, text: str, mode: int = PRIVATE) -> None:
+    """Write through a temporary file (created with `mode`, never wider) and a rename: a crash leaves
+    the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
+    target = path.resolve() if path.is_symlink() else path
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = target.with_name(f".{target.name}.toolwise-tmp")
+    tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
+            os.fchmod(fd, mode)
+        f.write(text)
+    os.replace(tmp, target)
+
+
+def file_mode(path: Path) -> int | None:
+    """The permission bits of `path` (through a symlink), or None when there is no file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
 
 
 def backup(path: Path, text: str) -> Path:
-    """A copy of `text` beside `path`, named with the time (UTC) it was taken."""
+    """A private (0600) copy of `text` beside `path`, named with the time (UTC) it was taken."""
     stamp = utcnow().strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.toolwise-backup-{stamp}")
     n = 1
@@ -330,21 +375,55 @@ def backup(path: Path, text: str) -> Path:
     return target
 
 
-def apply(plan: Plan, record: bool = True) -> Path | None:
-    """Write what the plan says (backup first); returns the backup, None when nothing changed."""
+def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> list[Path]:
+    """Delete the backups of `path` but the newest `keep` and those --undo can still restore; returns
+    the deleted ones."""
+    needed = _restorable(_load_state().get(str(path), []))
+    found = sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
+    stale = [p for p in found[: max(len(found) - keep, 0)] if p not in needed]
+    for old in stale:
+        old.unlink()
+    return stale
+
+
+def _restorable(history: list[dict[str, Any]]) -> set[Path]:
+    """The backups `plan_undo` may restore verbatim: the newest install's, and each older one's while the
+    newer backup is exactly what the older install wrote (an edit in between breaks the chain for good)."""
+    needed: set[Path] = set()
+    for i in range(len(history) - 1, -1, -1):
+        needed.add(Path(history[i]["backup"]))
+        try:
+            text = Path(history[i]["backup"]).read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            break
+        if i == 0 or _sha(text) != history[i - 1]["written_sha256"]:
+            break
+    return needed
+
+
+def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | None:
+    """Write what the plan says (backup first); returns the backup, None when nothing changed. The
+    client's file keeps its mode (or gets `mode`); the toolwise config is private."""
     if not plan.changed:
         return None
+    before_mode = file_mode(plan.client_path)
     saved = backup(plan.client_path, plan.client_before)
     if plan.toolwise_after is not None and plan.toolwise_after != plan.toolwise_before:
         _write(plan.toolwise_path, plan.toolwise_after)
     if plan.client_after != plan.client_before:
-        _write(plan.client_path, plan.client_after)
+        _write(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
     if record and plan.client_after != plan.client_before:
         state = _load_state()
         state.setdefault(str(plan.client_path), []).append(
-            {"backup": str(saved), "written_sha256": _sha(plan.client_after), "moved": plan.moved}
+            {
+                "backup": str(saved),
+                "written_sha256": _sha(plan.client_after),
+                "moved": plan.moved,
+                "mode": before_mode,
+            }
         )
         _save_state(state)
+        prune_backups(plan.client_path)
     return saved
 
 
@@ -375,14 +454,19 @@ def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
 
 
 def undo(plan: Plan, used: int) -> Path | None:
-    saved = apply(plan, record=False)
+    """Write the undo plan with the mode the file had before the first install it undoes (installs
+    recorded before modes were: the file keeps its mode), and drop the records it consumed."""
     state = _load_state()
-    records = state.get(str(plan.client_path), [])[: -used or None]
+    history = state.get(str(plan.client_path), [])
+    mode = history[-used].get("mode") if used else None
+    saved = apply(plan, record=False, mode=mode)
+    records = history[: -used or None]
     if records:
         state[str(plan.client_path)] = records
     else:
         state.pop(str(plan.client_path), None)
     _save_state(state)
+    prune_backups(plan.client_path)
     return saved
 
 
@@ -402,6 +486,9 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
     if not undo_it:
         if plan.moved:
             echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
+        if plan.replaced:
+            names = ", ".join(plan.replaced)
+            echo(f"updates {names} in {plan.toolwise_path} (left by an earlier --undo) to the client's entries")
         for name, why in plan.kept.items():
             echo(f"stays with {client.value}: {name!r} ({why})")
         for what in plan.missing:
@@ -413,7 +500,13 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
     if dry_run:
         echo("dry run: nothing was written")
         return plan
-    saved = undo(plan, used) if undo_it else apply(plan)
+    try:
+        saved = undo(plan, used) if undo_it else apply(plan)
+    except OSError as exc:  # a read-only folder, a full disk
+        folder = Path(exc.filename).parent if exc.filename else client_path.parent
+        raise InstallError(
+            f"cannot write in {folder}: {exc.strerror}; make that folder writable and run again"
+        ) from exc
     echo(f"backup of the previous {client_path.name}: {saved}")
     if undo_it:
         echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -143,10 +145,38 @@ async def _stdin_lines() -> _Lines | None:
     return _Lines(reader)
 
 
-async def serve_http(config: AppConfig, host: str, port: int) -> None:
+class BindError(Exception):
+    """The HTTP port cannot be listened on (in use, not allowed); the message names it and what to do."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """HOST:PORT bound before anything starts, so that a busy port is one line naming it rather than
+    uvicorn's error after toolwise announced it was serving. Uvicorn serves on this socket."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise BindError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; pass --host with an address of this machine"
+        ) from exc
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart reuses the port at once
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise BindError(
+                f"port {port} on {host} is already in use (another toolwise or server is listening there): "
+                "stop it, or pass --port with a free port"
+            ) from exc
+        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror}; pass another --host or --port") from exc
+    return sock
+
+
+async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner), Prometheus metrics at
     /metrics; both behind the bearer token, if any, and the Host/Origin checks. Raises ConfigError
-    (before anything starts) for a non-loopback bind without a token."""
+    (before anything starts) for a non-loopback bind without a token. `listening`: `listening_socket`'s."""
     import uvicorn
     from prometheus_client import CONTENT_TYPE_LATEST
     from starlette.requests import Request
@@ -168,6 +198,7 @@ async def serve_http(config: AppConfig, host: str, port: int) -> None:
 
         starlette.add_route("/metrics", metrics, methods=["GET"])
         asgi: ASGIApp = starlette if access.token is None else BearerAuth(starlette, access.token)
+        port = listening.getsockname()[1]
         uv = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_config=None, lifespan="on"))
         log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
-        await uv.serve()
+        await uv.serve(sockets=[listening])

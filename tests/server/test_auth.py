@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
-from toolwise.server.auth import http_access, load_token
+from toolwise.server.auth import BearerAuth, http_access, load_token
 from toolwise.server.config import ConfigError, Settings
 
 TOKEN = "0123456789abcdef-token"
@@ -37,3 +40,52 @@ def test_every_bind_address_checks_hosts_and_a_public_one_needs_a_token() -> Non
         with pytest.raises(ConfigError, match="without a token"):
             http_access(host, Settings())
     assert http_access("127.0.0.5", Settings()).token is None
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    text: str
+
+
+async def _answer(path: str, headers: dict[str, str]) -> Answer:
+    """What BearerAuth in front of an app that answers "served" answers a POST to `path`."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await Response("served")(scope, receive, send)
+
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    scope: Scope = {"type": "http", "method": "POST", "path": path, "headers": raw, "query_string": b""}
+    await BearerAuth(app, TOKEN)(scope, receive, send)
+    start = sent[0]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return Answer(start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, body.decode())
+
+
+async def test_a_401_is_the_static_bearer_challenge_and_oauth_discovery_finds_nothing_to_discover() -> None:
+    missing = await _answer("/mcp", {})
+    assert (missing.status, missing.headers["www-authenticate"]) == (401, 'Bearer realm="toolwise"')
+    wrong = await _answer("/mcp", {"Authorization": "Bearer not-" + TOKEN})
+    assert (wrong.status, wrong.headers["www-authenticate"]) == (
+        401,
+        'Bearer realm="toolwise", error="invalid_token", error_description="not the token toolwise takes"',
+    )
+    assert "Authorization: Bearer" in missing.text and "not OAuth" in missing.text
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ):
+        discovery = await _answer(path, {})
+        assert discovery.status == 404 and "www-authenticate" not in discovery.headers, path
+    assert (await _answer("/mcp", {"Authorization": f"Bearer {TOKEN}"})).text == "served"

@@ -5,7 +5,9 @@ puts the file back byte for byte, and a broken file is refused with its line."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -164,13 +166,27 @@ def test_a_missing_client_config_is_refused_with_where_it_was_looked_for(home: P
 
 
 def test_a_name_that_clashes_with_a_different_served_server_is_refused(home: Path) -> None:
-    path, original = write_sample(Client.cursor)
-    config = home / ".config" / "toolwise" / "cursor.json"
-    config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"mcpServers": {"git": {"command": "other-git"}}}))
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["git"] = {"command": "other-git"}  # beside the toolwise entry that serves another 'git'
+    path.write_text(json.dumps(doc, indent=2))
+    edited = path.read_bytes()
     with pytest.raises(InstallError, match="'git' is in"):
         install.run(Client.cursor, None, dry_run=False, undo_it=False)
-    assert path.read_bytes() == original
+    assert path.read_bytes() == edited
+
+
+def test_reinstalling_after_undo_and_an_edited_server_takes_the_clients_entry(home: Path) -> None:
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["git"] = {"command": "mcp-server-git", "args": ["--repository", "/src"]}
+    path.write_text(json.dumps(doc, indent=2))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)  # refused before: the stale toolwise config
+    served = load_config(home / ".config" / "toolwise" / "cursor.json").servers["git"]
+    assert served.model_dump(exclude_defaults=True) == {"command": "mcp-server-git", "args": ["--repository", "/src"]}
 
 
 def test_client_config_paths_per_os(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,3 +214,97 @@ def test_on_windows_the_entry_starts_the_console_script_under_scripts(
     monkeypatch.setattr(sys, "executable", str(scripts / "python.exe"))
     assert install.toolwise_command("win32") == [str(scripts / "toolwise.exe")]
     assert install.is_toolwise({"command": r"C:\Users\me\venv\Scripts\toolwise.exe", "args": ["serve"]})
+
+
+SECRET = {"mcpServers": {"api": {"command": "mcp-server-api", "env": {"API_TOKEN": "s3cret-bearer-token"}}}}
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The common umask 022: a file created without an explicit mode would come out 0644."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def test_every_file_that_may_hold_a_secret_is_private_and_the_client_config_keeps_its_mode(
+    home: Path, open_umask: None
+) -> None:
+    path = install.client_config_path(Client.claude_desktop, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(SECRET))
+    path.chmod(0o600)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    config_dir = home / ".config" / "toolwise"
+    written = [config_dir / "claude-desktop.json", config_dir / "installs.json", *install_backups(path)]
+    assert "s3cret-bearer-token" in written[0].read_text()
+    assert {str(p): mode(p) for p in written} == {str(p): 0o600 for p in written}
+    assert mode(path) == 0o600, "a 0600 client config stays 0600"
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert mode(path) == 0o600 and json.loads(path.read_text()) == SECRET
+    assert all(mode(p) == 0o600 for p in install_backups(path))
+
+
+def test_undo_puts_back_the_mode_the_client_config_had_before_the_install(home: Path, open_umask: None) -> None:
+    path, original = write_sample(Client.cursor)
+    path.chmod(0o640)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    path.chmod(0o644)  # as an older toolwise (or an editor) left it
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original and mode(path) == 0o640
+
+
+def test_a_symlinked_client_config_is_written_through_its_link(home: Path) -> None:
+    dotfiles = home / "dotfiles" / "cursor-mcp.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps(SAMPLES[Client.cursor], indent=2) + "\n")
+    original = dotfiles.read_bytes()
+    path = install.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(dotfiles)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    assert path.is_symlink() and path.resolve() == dotfiles
+    assert "toolwise" in json.loads(dotfiles.read_text())["mcpServers"]
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.is_symlink() and dotfiles.read_bytes() == original
+
+
+def test_backups_are_bounded_and_undo_still_restores_the_original(home: Path) -> None:
+    path, original = write_sample(Client.claude_desktop)
+    for _ in range(install.KEEP_BACKUPS + 3):
+        install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+        install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original
+    assert len(install_backups(path)) == install.KEEP_BACKUPS
+    for n in range(install.KEEP_BACKUPS + 3):  # a server added between installs: each install writes
+        doc = json.loads(path.read_text())
+        doc["mcpServers"][f"added-{n}"] = {"command": "mcp-server-fetch"}
+        path.write_text(json.dumps(doc, indent=2))
+        install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    assert len(install_backups(path)) == install.KEEP_BACKUPS
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    added = {f"added-{n}": {"command": "mcp-server-fetch"} for n in range(install.KEEP_BACKUPS + 3)}
+    assert json.loads(path.read_text())["mcpServers"] == {**SAMPLES[Client.claude_desktop]["mcpServers"], **added}
+
+
+def install_backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+
+
+def test_the_toolwise_entry_carries_the_shells_certificate_and_proxy_variables(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client app started from the desktop has none of them: its servers (npx behind a TLS-inspecting
+    proxy) would fail where `toolwise doctor`, run from the shell, passes."""
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/corp.pem")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.delenv("NODE_EXTRA_CA_CERTS", raising=False)
+    path, _ = write_sample(Client.claude_desktop)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    env = json.loads(path.read_text())["mcpServers"]["toolwise"]["env"]
+    assert env["SSL_CERT_FILE"] == "/etc/ssl/corp.pem" and env["HTTPS_PROXY"] == "http://proxy.corp:3128"
+    assert "NODE_EXTRA_CA_CERTS" not in env

@@ -1,0 +1,98 @@
+"""Instances started together on a fresh database all come up: the schema is made once, under the
+database's own lock, and the others find it made (before, one of them died with "table executions
+already exists"). Real processes, released at the same moment, on an SQLite file and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from toolwise.feedback import FeedbackService
+from toolwise.feedback.migrate import HEAD
+
+INSTANCES = 4
+PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
+
+# One instance: imports everything, waits for the starting gun, then opens the database.
+INSTANCE = """
+import asyncio, pathlib, sys, time
+from toolwise.feedback import FeedbackService
+url, gun = sys.argv[1], pathlib.Path(sys.argv[2])
+while not gun.exists():
+    time.sleep(0.001)
+async def main() -> None:
+    async with FeedbackService(url):
+        pass
+asyncio.run(main())
+print("up")
+"""
+
+
+def start_together(url: str, folder: Path) -> list[subprocess.CompletedProcess[str]]:
+    gun = folder / f"go-{uuid.uuid4().hex[:6]}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", INSTANCE, url, str(gun)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(INSTANCES)
+    ]
+    time.sleep(2.0)  # every interpreter has imported and waits on the gun
+    gun.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return results
+
+
+async def assert_at_head(url: str) -> None:
+    async with FeedbackService(url) as service, service.engine.connect() as conn:
+        assert await conn.scalar(text("SELECT version_num FROM alembic_version")) == HEAD
+
+
+@pytest.mark.parametrize("round_", range(2))
+async def test_instances_started_together_on_a_fresh_sqlite_file_all_come_up(tmp_path: Path, round_: int) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    results = await asyncio.to_thread(start_together, url, tmp_path)
+    assert [(r.returncode, r.stdout.strip()) for r in results] == [(0, "up")] * INSTANCES, [
+        r.stderr.strip().splitlines()[-1:] for r in results
+    ]
+    await assert_at_head(url)
+
+
+@pytest.fixture
+async def fresh_pg_database() -> AsyncIterator[str]:
+    """A database of its own on the PostgreSQL server (dropped after)."""
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    name = f"toolwise_fresh_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    async with admin.connect() as conn:
+        await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+async def test_instances_started_together_on_a_fresh_postgresql_database_all_come_up(
+    fresh_pg_database: str, tmp_path: Path
+) -> None:
+    results = await asyncio.to_thread(start_together, fresh_pg_database, tmp_path)
+    assert [(r.returncode, r.stdout.strip()) for r in results] == [(0, "up")] * INSTANCES, [
+        r.stderr.strip().splitlines()[-1:] for r in results
+    ]
+    await assert_at_head(fresh_pg_database)
