@@ -161,37 +161,45 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
     return f'run `{by_hand}` by hand to see why, then fix its "args"/"env" in {path}'
 
 
-MAX_PROBES = 16  # starts of a failing server doctor allows itself to find the variables it needs
+MAX_PROBES = 40  # starts of a failing server doctor allows itself to find the variables it needs
 
 
 async def needed_variables(spec: StdioServer, config: AppConfig) -> list[str]:
     """The variables of this shell, not passed by toolwise, without which the server does not start
-    ([] when it does not start with all of them either): delta debugging, dropping ever smaller chunks
-    of the candidates while the server still starts without them, within MAX_PROBES starts."""
+    ([] when it does not start with all of them either). Each one is found by a binary search for the
+    shortest prefix of the remaining candidates that, with those already found, starts it: its last
+    variable is needed. That costs about log2(candidates) + 1 starts a variable, however many variables
+    the shell has (CI shells have hundreds); past MAX_PROBES the undecided rest is returned with them."""
     given = downstream_environment(spec.env)
     candidates = sorted(k for k, v in os.environ.items() if given.get(k) != v and not v.startswith("()"))
     budget = config.toolwise.start_timeout_s
     began = asyncio.get_running_loop().time()
     if not candidates or not await _starts(spec, config, given, candidates, budget):
         return []
-    # a probe that takes far longer than the start with everything is taken for one that hangs
-    budget = min(budget, max(5.0, 3 * (asyncio.get_running_loop().time() - began)))
-    chunks, probes = 2, 0
-    while len(candidates) > 1 and probes < MAX_PROBES:
-        size = -(-len(candidates) // chunks)
-        for i in range(0, len(candidates), size):
-            rest = candidates[:i] + candidates[i + size :]
+    # a probe that takes far longer than the start with everything is taken for one that hangs; the
+    # floor is generous because a loaded machine (CI, several servers probed at once) starts slowly,
+    # and a probe cut short reads as "needs more" and names a variable it does not need
+    budget = min(budget, max(15.0, 5 * (asyncio.get_running_loop().time() - began)))
+    needed: list[str] = []
+    pool, probes = candidates, 0  # invariant: it starts with needed + pool
+    while pool:
+        if needed:
             probes += 1
-            if await _starts(spec, config, given, rest, budget):
-                candidates, chunks = rest, max(chunks - 1, 2)
+            if await _starts(spec, config, given, needed, budget):
                 break
+        low, high = 1, len(pool)
+        while low < high:
             if probes >= MAX_PROBES:
-                break
-        else:
-            if chunks >= len(candidates):
-                break  # no single variable can go: these are what it needs
-            chunks = min(2 * chunks, len(candidates))
-    return candidates
+                return sorted(needed + pool)
+            middle = (low + high) // 2
+            probes += 1
+            if await _starts(spec, config, given, needed + pool[:middle], budget):
+                high = middle
+            else:
+                low = middle + 1
+        needed.append(pool[high - 1])
+        pool = pool[: high - 1]
+    return sorted(needed)
 
 
 async def _starts(spec: StdioServer, config: AppConfig, given: dict[str, str], extra: list[str], budget: float) -> bool:

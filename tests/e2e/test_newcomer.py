@@ -44,7 +44,7 @@ def test_the_demo_prints_the_same_figures_and_table_twice_with_one_seed_within_8
     assert first.stdout == second.stdout
     lines = first.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
-    assert "toolwise serves 21 tools: 14 downstream (time 2, git 12) + 7 own" in first.stdout
+    assert "toolwise serves 22 tools: 14 downstream (time 2, git 12) + 8 own" in first.stdout
     table = first.stdout[first.stdout.index("top recommendation") :]
     assert table.count("✓") + table.count("✗") == 10, "a right/wrong mark per request, before and after"
     assert "time__get_current_time" in table and "…" not in table, "no tool name is cut"
