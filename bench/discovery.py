@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import tempfile
@@ -198,14 +199,11 @@ def search_tokens(listed: str, tokens: Callable[[str], int]) -> int:
 async def peer(tools_file: Path, requests: list[tuple[str, frozenset[str]]]) -> tuple[str, float, float]:
     """FastMCP's BM25 search transform over the same catalogue: (its tools/list as the model reads it,
     recall@1, recall@5 of its search_tools on `requests`)."""
-    try:
-        from fastmcp import Client as PeerClient
-        from fastmcp import FastMCP
-        from fastmcp.server.transforms.search import BM25SearchTransform
-        from fastmcp.tools.base import Tool as PeerTool
-        from fastmcp.tools.base import ToolResult
-    except ImportError as exc:
-        raise SystemExit("the peer's figures need FastMCP: pip install fastmcp") from exc
+    from fastmcp import Client as PeerClient  # not a dependency of toolwise: checked for in main()
+    from fastmcp import FastMCP
+    from fastmcp.server.transforms.search import BM25SearchTransform
+    from fastmcp.tools.base import Tool as PeerTool
+    from fastmcp.tools.base import ToolResult
 
     class Listed(PeerTool):  # a catalogue tool as FastMCP serves one: its own name, description and schema
         async def run(self, arguments: dict[str, Any]) -> ToolResult:
@@ -330,6 +328,8 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--passes", type=int, default=3, help="online passes over the requests (≥ 2)")
     args = parser.parse_args()
+    if importlib.util.find_spec("fastmcp") is None:  # before anything runs, not after a minute of it
+        raise SystemExit("bench/discovery.py measures the peer, FastMCP, in the same run: pip install fastmcp")
     sets = [DataSet.load(path) for path in args.data]  # every set present before anything runs
     tokenizer = Tokenizer.from_file(
         str(Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json")
