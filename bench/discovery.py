@@ -20,6 +20,10 @@ exactly as an agent drives it (default settings besides `exposure`, a throwaway 
    name, description and parameter names/descriptions (what FastMCP's search transform and
    mcpproxy-go's `retrieve_tools` do), computed in the same run. Then recall@1 when the query is a
    real tool's own name (`uber.ride`), search_tools zero-shot and plain BM25.
+3. The peer, measured in the same run on the same catalogue: FastMCP's `BM25SearchTransform` (the
+   `fastmcp` package, `pip install fastmcp`; 4.2.3 when this was written) over the same tools served
+   natively by a FastMCP server, through its in-process client: its tools/list tokens next to those
+   of toolwise's search exposure, and its `search_tools` recall@1/@5 on the same requests.
 
     python bench/discovery.py [--data bench/data/bfcl_live [bench/data/toollens]] [--tools 1000]
                               [--requests N] [--passes 3] [--seed 0]
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import tempfile
@@ -40,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import wordllama
+from catalogue_server import load_tools
 from mcp import Client
 from real_queries import DataSet
 from tokenizers import Tokenizer
@@ -185,6 +191,39 @@ async def recall_run(
     return out
 
 
+def search_tokens(listed: str, tokens: Callable[[str], int]) -> int:
+    """The tokens of the search tool's own entry in a tools/list as `listed_json` renders it."""
+    return tokens(json.dumps(next(t for t in json.loads(listed) if t["name"] == "search_tools")))
+
+
+async def peer(tools_file: Path, requests: list[tuple[str, frozenset[str]]]) -> tuple[str, float, float]:
+    """FastMCP's BM25 search transform over the same catalogue: (its tools/list as the model reads it,
+    recall@1, recall@5 of its search_tools on `requests`)."""
+    from fastmcp import Client as PeerClient  # not a dependency of toolwise: checked for in main()
+    from fastmcp import FastMCP
+    from fastmcp.server.transforms.search import BM25SearchTransform
+    from fastmcp.tools.base import Tool as PeerTool
+    from fastmcp.tools.base import ToolResult
+
+    class Listed(PeerTool):  # a catalogue tool as FastMCP serves one: its own name, description and schema
+        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+            return ToolResult(content="done")
+
+    server = FastMCP("peer")
+    for tool in load_tools(tools_file):
+        server.add_tool(Listed(name=tool.name, description=tool.description or "", parameters=tool.input_schema))
+    server.add_transform(BM25SearchTransform(max_results=TOP_K))
+    at1 = at5 = 0
+    async with PeerClient(server) as client:
+        listed = await client.list_tools()
+        for query, right in requests:
+            found = await client.call_tool("search_tools", {"query": query})
+            names = [t["name"] for t in json.loads(found.content[0].text)] if found.content else []
+            at1 += bool(names) and names[0] in right
+            at5 += any(n in right for n in names)
+    return listed_json(listed), at1 / len(requests), at5 / len(requests)
+
+
 def bm25_recall(tools: list[dict[str, Any]], requests: list[tuple[str, frozenset[str]]]) -> tuple[float, float]:
     index = LexicalIndex([tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools])
     names = [t["name"] for t in tools]
@@ -235,6 +274,7 @@ async def measure(data: DataSet, args: argparse.Namespace, tokens: Callable[[str
         zero = await recall_run(*run, learn=False, passes=1, seed=args.seed)
         online = await recall_run(*run, learn=True, passes=args.passes, seed=args.seed)
         by_name = await name_recall(tools_file, tmp, [t["name"] for t in real], own_names)
+        peer_list, *peer_recall = await peer(tools_file, requests)
     bm25 = bm25_recall(tools, requests)
     bm25_by_name = bm25_name_recall(tools, [t["name"] for t in real])
 
@@ -266,6 +306,15 @@ async def measure(data: DataSet, args: argparse.Namespace, tokens: Callable[[str
         print(
             f"| {label} | {100 * at1.mean():.1f}% | {100 * at5.mean():.1f}% | {100 * (at5.mean() - bm25[1]):+.1f} pt |"
         )
+    print(f"| FastMCP BM25SearchTransform (the peer, measured) | {100 * peer_recall[0]:.1f}% | "
+          f"{100 * peer_recall[1]:.1f}% | {100 * (peer_recall[1] - bm25[1]):+.1f} pt |")  # fmt: skip
+
+    ours, theirs = tokens(lists["search"][0]), tokens(peer_list)
+    print(f"\ntools/list with `exposure: search` (nothing pinned), {len(tools)} tools behind it: toolwise "
+          f"{ours:,} tokens (search_tools {search_tokens(lists['search'][0], tokens)}), FastMCP's BM25 search "
+          f"transform {theirs:,} (search_tools {search_tokens(peer_list, tokens)}): {ours / theirs:.2f}×; "
+          f"recall@5 {100 * zero[0][1].mean():.1f}% zero-shot, {100 * online[-1][1].mean():.1f}% after learning, "
+          f"vs {100 * peer_recall[1]:.1f}%")  # fmt: skip
     print(f"\na tool's own name as the query ({len(real)} real tools), recall@1: search_tools zero-shot "
           f"{100 * by_name:.1f}%, plain BM25 {100 * bm25_by_name:.1f}%")  # fmt: skip
     print(f"\n{time.perf_counter() - started:.0f} s")
@@ -279,6 +328,8 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--passes", type=int, default=3, help="online passes over the requests (≥ 2)")
     args = parser.parse_args()
+    if importlib.util.find_spec("fastmcp") is None:  # before anything runs, not after a minute of it
+        raise SystemExit("bench/discovery.py measures the peer, FastMCP, in the same run: pip install fastmcp")
     sets = [DataSet.load(path) for path in args.data]  # every set present before anything runs
     tokenizer = Tokenizer.from_file(
         str(Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json")

@@ -158,6 +158,14 @@ class ExecutionLog:
         query = select(ExecutionRow).where(ExecutionRow.namespace == namespace)
         return await self._executions(query.order_by(ExecutionRow.seq.desc()).limit(limit))
 
+    async def latest_of(self, tool: str, *, since: datetime, namespace: str = "default") -> Execution | None:
+        """The newest execution of `tool` that finished at or after `since` (rating a call by its tool's
+        name when the caller's session holds none)."""
+        e = ExecutionRow
+        query = select(e).where(e.namespace == namespace, e.tool == tool, e.finished_at >= since)
+        rows = await self._executions(query.order_by(e.seq.desc()).limit(1))
+        return rows[0] if rows else None
+
     async def _executions(self, query: Select[ExecutionRow]) -> list[Execution]:
         await self._service.flush()
         async with self._service.engine.connect() as conn:

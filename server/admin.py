@@ -24,11 +24,24 @@ from toolwise.feedback.instances import STALE_AFTER_S
 from toolwise.server import snapshots
 from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
 from toolwise.server.config import Settings
+from toolwise.server.views import Column, fitted_table, natural_width, plot_slices
 
 if TYPE_CHECKING:
     from toolwise.server.services import Services
 
 console = Console()
+WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
+
+
+def print_fitted(columns: list[Column], rows: list[list[str]], wide: bool, title: str | None = None) -> None:
+    """A table at the terminal's width (names shortened in the middle, kept distinct), or whole (`--wide`)."""
+    table = fitted_table(columns, rows, None if wide else console.width, title=title)
+    if wide:  # rich squeezes a table into its console's width: this one is as wide as the table needs
+        Console(width=max(console.width, natural_width(columns, rows))).print(table)
+    else:
+        console.print(table)
+
+
 snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
 inspect_app = typer.Typer(help="What toolwise learned, from its database.", no_args_is_help=True)
 
@@ -174,8 +187,10 @@ def inspect_qvalues(
     database_url: DatabaseUrlOption = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+    wide: WideOption = False,
 ) -> None:
-    """Learned values (expected normalised reward, 0..1) per context seen in the log, best first."""
+    """Learned values per context seen in the log, best first: Q is the expected reward rescaled to 0..1
+    by the reward's bounds, an estimate that can stray a little past them."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.server.learning import with_session_query
@@ -194,11 +209,16 @@ def inspect_qvalues(
                 if (tool is None or name == tool) and (tool is not None or name in counts):
                     rows.append((value, key, query, previous, name, prior, counts.get(name, 0)))
         rows.sort(key=lambda r: -r[0])
-        table = Table("context", "query", "previous tool", "tool", "Q", "prior", "calls", title="learned values")
-        for value, key, query, previous, name, prior, n in rows[:limit]:
-            table.add_row(key[:10], (query or "")[:40], previous or "-", name, f"{value:.3f}", f"{prior:.2f}", str(n))
-        console.print(table)
-        console.print(f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts")
+        columns = [Column("context"), Column("query", "text"), Column("previous\ntool", "name"), Column("tool", "name")]
+        shown = [
+            [key[:8], (query or "")[:40], previous or "-", name, f"{value:.3f}", f"{prior:.2f}", str(n)]
+            for value, key, query, previous, name, prior, n in rows[:limit]
+        ]
+        print_fitted([*columns, Column("Q"), Column("prior"), Column("calls")], shown, wide, "learned values")
+        console.print(
+            f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts; "
+            "Q: expected reward on 0..1 (an estimate: it can stray past 1)"
+        )
 
     run(config, work, database_url)
 
@@ -244,21 +264,26 @@ def inspect_top_actions(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+    wide: WideOption = False,
 ) -> None:
     """Tools by use, with mean reward, success rate and how often they were tried by exploration."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        table = Table("tool", "calls", "mean reward", "success", "explored", title="top actions")
-        for a in (await feedback.log.action_summary(settings.namespace))[:limit]:
-            reward = "-" if a.mean_reward is None else f"{a.mean_reward:.2f}"
-            table.add_row(a.tool, str(a.calls), reward, f"{a.success_rate:.0%}", str(a.explored))
-        console.print(table)
+        rows = [
+            [a.tool, str(a.calls), "-" if a.mean_reward is None else f"{a.mean_reward:.2f}", f"{a.success_rate:.0%}",
+             str(a.explored)]
+            for a in (await feedback.log.action_summary(settings.namespace))[:limit]
+        ]  # fmt: skip
+        figures = ["calls", "mean reward", "success", "explored"]
+        print_fitted([Column("tool", "name"), *map(Column, figures)], rows, wide, "top actions")
 
     run(config, work, database_url)
 
 
 @inspect_app.command("compare")
-def inspect_compare(ns1: str, ns2: str, config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
+def inspect_compare(
+    ns1: str, ns2: str, config: ConfigOption = None, database_url: DatabaseUrlOption = None, wide: WideOption = False
+) -> None:
     """Two namespaces side by side: calls and mean reward per tool."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
@@ -271,20 +296,23 @@ def inspect_compare(ns1: str, ns2: str, config: ConfigOption = None, database_ur
                     f"[yellow]warning: no executions in namespace {name!r} of {_shown(settings.database_url)} "
                     f"(namespaces there: {known})[/yellow]"
                 )
-        table = Table("tool", f"{ns1} calls", f"{ns1} reward", f"{ns2} calls", f"{ns2} reward", "Δ reward")
+        rows = []
         for name in sorted(left.keys() | right.keys()):
             a, b = left.get(name), right.get(name)
             ra, rb = (a.mean_reward if a else None), (b.mean_reward if b else None)
             delta = f"{rb - ra:+.2f}" if ra is not None and rb is not None else "-"
-            table.add_row(
-                name,
-                str(a.calls if a else 0),
-                "-" if ra is None else f"{ra:.2f}",
-                str(b.calls if b else 0),
-                "-" if rb is None else f"{rb:.2f}",
-                delta,
+            rows.append(
+                [
+                    name,
+                    str(a.calls if a else 0),
+                    "-" if ra is None else f"{ra:.2f}",
+                    str(b.calls if b else 0),
+                    "-" if rb is None else f"{rb:.2f}",
+                    delta,
+                ]
             )
-        console.print(table)
+        figures = [f"{ns1}\ncalls", f"{ns1}\nreward", f"{ns2}\ncalls", f"{ns2}\nreward", "Δ reward"]
+        print_fitted([Column("tool", "name"), *map(Column, figures)], rows, wide)
 
     run(config, work, database_url)
 
@@ -466,7 +494,10 @@ def inspect_plot(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     hours: Annotated[float | None, typer.Option(help="How far back to look (default: the whole log).")] = None,
-    buckets: Annotated[int, typer.Option(min=1, help="Slices of time: the points of each curve.")] = 100,
+    buckets: Annotated[
+        int | None,
+        typer.Option(min=1, help="Slices of time: the points of each curve (default: about √calls, 5 to 100)."),
+    ] = None,
 ) -> None:
     """Learning curves as a picture: mean reward, success rate and exploration rate per slice of time,
     aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
@@ -483,9 +514,11 @@ def inspect_plot(
         since = None if hours is None else utcnow() - timedelta(hours=hours)
         with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
-            trend = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=buckets)
-        if not trend:
-            raise ValueError(f"no executions in namespace {settings.namespace!r} to plot")
+            whole = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=1)
+            if not whole:
+                raise ValueError(f"no executions in namespace {settings.namespace!r} to plot")
+            slices = buckets if buckets is not None else plot_slices(whole[0].calls)
+            trend = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=slices)
         middle = [b.start + (b.end - b.start) / 2 for b in trend]
         nan = float("nan")
         fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)

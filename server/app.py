@@ -72,8 +72,8 @@ INSTRUCTIONS = (
     "with submit_feedback; recommend_next_tools suggests what usually comes next."
 )
 SEARCH_INSTRUCTIONS = (
-    " Not every tool is listed: search_tools finds the tools for a task (full definitions), call_tool "
-    "calls any of them by name."
+    " Not every tool is listed: search_tools finds the tools for a task (full definitions), the ones above "
+    "too when the query names one; call_tool calls any of them by name."
 )
 
 

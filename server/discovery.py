@@ -1,13 +1,16 @@
 """Large catalogues: what tools/list shows (`exposure`), `search_tools` and `call_tool`.
 
 With hundreds of tools, sending every schema to the model wastes its context. In `search` mode
-tools/list holds the pinned tools, toolwise's own tools, `search_tools` and `call_tool`; in `learned`
-mode also the `exposure_k` tools the policy ranked highest for this client's recent requests (its
-last `recommend_tool`/`search_tools` decisions), announced with list_changed when that set changes,
-at most once per `exposure_interval_s` per client. `search_tools` is a decision like
-`recommend_tool`'s (the same `LearningService.recommend`), returning full definitions so the model
-can call at once; `call_tool` is a proxied call like any other (validated, recorded, attributed to
-the search that listed the tool). Every tool stays callable by its own name in every mode.
+tools/list holds `search_tools`, `call_tool` and the pinned tools (`pinned_tools` globs match
+toolwise's own tools too); in `learned` mode also the `exposure_k` tools the policy ranked highest
+for this client's recent requests (its last `recommend_tool`/`search_tools` decisions), announced
+with list_changed when that set changes, at most once per `exposure_interval_s` per client. The two
+are listed with compact schemas (no titles, no null unions, a clause of description each): the list
+is what every turn pays for. `search_tools` is a decision like `recommend_tool`'s (the same
+`LearningService.recommend`), returning full definitions so the model can call at once, and finds
+toolwise's own tools when the query names one (`submit_feedback`, "end session"); `call_tool` is a
+proxied call like any other (validated, recorded, attributed to the search that listed the tool).
+Every tool stays callable by its own name in every mode.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import mcp_types as types
 from pydantic import BaseModel, Field
 
 from toolwise.rl import Decision
+from toolwise.rl.names import name_key
 from toolwise.server.catalogue import Catalogue, Route
 from toolwise.server.config import Settings
 from toolwise.server.services import Services
 from toolwise.server.sessions import Session
-from toolwise.server.tools import SESSION_FIELD, Input, Output, OwnTool, reason_of
+from toolwise.server.tools import Input, Output, OwnTool, own_tools, reason_of
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
@@ -38,12 +42,10 @@ _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]'\"])(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A
 
 
 class SearchToolsInput(Input):
-    query: str = Field(min_length=1, description="What the agent wants to do, in its own words.")
+    query: str = Field(min_length=1, description="The task, in words")
     top_k: int = Field(default=5, ge=1, le=50)
-    format: Literal["json", "markdown"] = Field(
-        default="json", description="json: full definitions; markdown: the same, compact (fewer tokens)."
-    )
-    session_id: str | None = SESSION_FIELD
+    format: Literal["json", "markdown"] = Field(default="json", description="markdown: fewer tokens")
+    session_id: str | None = None  # default: this connection's (see SESSION_FIELD)
 
 
 class FoundTool(BaseModel):
@@ -152,26 +154,67 @@ def first_sentence(text: Any) -> str:
 
 
 class CallToolInput(Input):
-    name: str = Field(min_length=1, description="The tool to call (as search_tools named it).")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, per its input schema.")
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+LISTING_DROPS = frozenset(["title", "additionalProperties", "minLength", "minimum", "maximum"])
+
+
+def compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic input schema as every turn's tools/list carries it: what a model needs to write a
+    call (names, types, allowed values, defaults, what is required), without titles, null unions
+    (an optional field's `anyOf [X, null]` with default null is plain X: absent means unset), a type an
+    enum implies, nor bounds and `additionalProperties` (checked when called, the error naming them)."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in LISTING_DROPS or (key == "type" and "enum" in schema):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: compact(spec) for name, spec in value.items()}
+        elif isinstance(value, dict):
+            out[key] = compact(value)
+        else:
+            out[key] = value
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and out.get("default") is None:
+        kept = next(o for o in options if o != {"type": "null"})
+        out = {**{k: v for k, v in out.items() if k not in ("anyOf", "default")}, **compact(kept)}
+    return out
 
 
 def call_tool_definition() -> types.Tool:
     return types.Tool(
         name=CALL_TOOL,
-        description="Call any tool by name, listed or not (e.g. one search_tools found); arguments are "
-        "checked against its input schema first.",
-        input_schema=CallToolInput.model_json_schema(),
+        description="Call a tool by name (e.g. one search_tools found), arguments per its schema.",
+        input_schema=compact(CallToolInput.model_json_schema()),
         annotations=types.ToolAnnotations(destructive_hint=True, open_world_hint=True),
     )
+
+
+def own_named(services: Services, query: str) -> list[OwnTool[Any, Any]]:
+    """toolwise's own tools (as this server offers them) that `query` names: every word of the name in
+    it, in any order or case (`submit_feedback`, "end the session"). Listing them would cost every turn."""
+    words = set(name_key(query).split())
+    offered = own_tools(admin=services.settings.admin_tools, snapshots=services.settings.snapshot_tools)
+    return [t for name, t in offered.items() if set(name_key(name).split()) <= words]
 
 
 async def search_tools(services: Services, args: SearchToolsInput, session: Session) -> SearchToolsOutput:
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes, a tool the query names outright first) with each tool's full definition."""
     d = services.learning.recommend(session, args.query, args.top_k, None, named_first=True)
-    found = []
-    for r in d.ranked:
+    found = [
+        FoundTool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input.model_json_schema(),
+            score=1.0,
+            reason="toolwise's own tool, named by the query",
+        )
+        for t in own_named(services, args.query)
+    ]
+    for r in d.ranked[: max(args.top_k - len(found), 0)]:
         route = services.catalogue.resolve(r.tool)
         if route is None:  # left the catalogue since the learner was told
             continue
@@ -190,11 +233,19 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ListedCompact(OwnTool[SearchToolsInput, SearchToolsOutput]):
+    """An own tool listed in every turn's tools/list: its input schema compact (see `compact`)."""
+
+    def definition(self) -> types.Tool:
+        full = OwnTool.definition(self)
+        return full.model_copy(update={"input_schema": compact(full.input_schema)})
+
+
 def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
-    return OwnTool(
+    return ListedCompact(
         SEARCH_TOOLS,
-        "Find the tools for a task described in words: full definitions, best first, ranked by what "
-        "toolwise learned from earlier calls. Call one with call_tool (or by its name).",
+        "Find tools for a task: full definitions, best first, ranked by what toolwise learned.",
         SearchToolsInput,
         SearchToolsOutput,
         search_tools,
@@ -227,13 +278,19 @@ class Exposure:
         return any(fnmatchcase(name, pattern) for pattern in self.pinned)
 
     def tools(self, own: list[types.Tool], client: str | None) -> list[types.Tool]:
-        """tools/list for `client` (None: a request on no connection, which has no learned set): the
-        pinned tools, found once per catalogue, then the client's learned ones, looked up by name."""
+        """tools/list for `client` (None: a request on no connection, which has no learned set):
+        `search_tools`, `call_tool` and the pinned tools (own ones, then the catalogue's, found once per
+        catalogue), then the client's learned ones, looked up by name."""
         if self.mode == "all":
             return own + self.catalogue.tools()
         learned = self._clients.get(client) if client is not None and self.mode == "learned" else None
         routes = [self.catalogue.resolve(name) for name in learned.shown] if learned is not None else []
-        return own + self._pinned() + [route.public for route in routes if route is not None]
+        return self.listed_own(own) + self._pinned() + [route.public for route in routes if route is not None]
+
+    def listed_own(self, own: list[types.Tool]) -> list[types.Tool]:
+        """Of toolwise's own tools, the ones tools/list holds outside `all`: the way to the rest, and the
+        pinned ones (the rest are found by search_tools and called by name or through call_tool)."""
+        return [t for t in own if t.name in (SEARCH_TOOLS, CALL_TOOL) or self.is_pinned(t.name)]
 
     def _pinned(self) -> list[types.Tool]:
         """The pinned tools of the current catalogue (a change of the catalogue replaces its routes):

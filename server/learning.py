@@ -137,6 +137,8 @@ class LearningService:
         """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
         if self.loading:
             return "prior (catching up: loading the learned state from the newest snapshot)"
+        if self.catching_up and not self.replay_total:  # counting what to replay, or only a sync to do
+            return "prior (catching up: reading the log after the newest snapshot)"
         if self.catching_up:
             return f"prior (catching up: {self.replay_done:,} of {self.replay_total:,} log entries replayed)"
         return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name

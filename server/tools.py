@@ -16,6 +16,7 @@ from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl import Decision, Ranked, UnknownToolError
 from toolwise.server import snapshots as snapshot_files
 from toolwise.server.catalogue import Health
+from toolwise.server.rating import call_to_rate
 from toolwise.server.services import Services
 from toolwise.server.sessions import Session
 from toolwise.server.stats import learning_stats
@@ -77,7 +78,9 @@ class RecommendToolOutput(Output):
 def reason_of(decision: Decision, ranked: Ranked) -> str:
     """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
     exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
-    return f"relevance {ranked.prior:.2f}, expected reward {ranked.expected:.2f}{exploring}"
+    # The estimate is a regression's: it can overshoot the scale it estimates, shown clipped to it.
+    expected = min(1.0, max(0.0, ranked.expected))
+    return f"relevance {ranked.prior:.2f}, expected reward {expected:.2f} of 1{exploring}"
 
 
 # -- recommend_next_tools ---------------------------------------------------------------------------
@@ -115,7 +118,11 @@ class RecommendNextOutput(Output):
 class SubmitFeedbackInput(Input):
     rating: int = Field(ge=1, le=5, strict=True, description="1 (useless) to 5 (exactly right).")
     execution_id: str | None = Field(default=None, description="From the call's _meta['toolwise/execution_id'].")
-    tool: str | None = Field(default=None, description="Rate the session's latest call of this tool instead.")
+    tool: str | None = Field(
+        default=None,
+        description="Rate the newest call of this tool instead: in session_id if given, else in this "
+        "connection, else the newest made in the last 10 minutes (not in another open session).",
+    )
     comment: str | None = Field(default=None, max_length=4000)
     session_id: str | None = SESSION_FIELD
 
@@ -343,9 +350,13 @@ async def recommend_next_tools(services: Services, args: RecommendNextInput, ses
 
 
 async def submit_feedback(services: Services, args: SubmitFeedbackInput, session: Session) -> SubmitFeedbackOutput:
+    execution_id = args.execution_id
     if args.tool is not None:
         _known(services, [args.tool])
-    execution, reward = await services.learning.rate(session, args.rating, args.execution_id, args.tool, args.comment)
+        if execution_id is None:
+            named = args.session_id is not None
+            execution_id, session = await call_to_rate(services, session, args.tool, named=named)
+    execution, reward = await services.learning.rate(session, args.rating, execution_id, None, args.comment)
     return SubmitFeedbackOutput(execution_id=execution.id, tool=execution.tool, rating=args.rating, reward=reward)
 
 
@@ -536,8 +547,8 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "submit_feedback",
-        "Rate a tool execution 1..5 (by execution id, or the session's latest call of "
-        "a tool); the rating changes its reward and what is learned.",
+        "Rate a tool call 1..5, by execution_id or by tool name (see `tool`); the rating changes its "
+        "reward and what is learned.",
         SubmitFeedbackInput,
         SubmitFeedbackOutput,
         submit_feedback,

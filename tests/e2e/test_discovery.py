@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -13,7 +14,9 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+import wordllama
 from mcp import Client
+from tokenizers import Tokenizer
 
 from tests.e2e.conftest import time_server, toolwise
 from toolwise.rl import Decision, Ranked
@@ -26,6 +29,15 @@ CONVERT = "time__convert_time"
 CONVERT_ARGS = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 PICKY = {"command": sys.executable, "args": [str(Path(__file__).with_name("picky_server.py"))]}
 OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session"}
+# tools/list of FastMCP 4.2.3's BM25SearchTransform (search_tools + call_tool) in Llama 2 tokens, as
+# bench/discovery.py measures it next to toolwise's (it needs `fastmcp`, which tests do not install).
+PEER_LIST_TOKENS = 225
+
+
+def llama2_tokens(text: str) -> int:
+    """Tokens of `text` by the Llama 2 tokenizer that ships inside the wordllama wheel (bench/discovery.py's)."""
+    vocabulary = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
+    return len(Tokenizer.from_file(str(vocabulary)).encode(text, add_special_tokens=False).ids)
 
 
 @asynccontextmanager
@@ -49,16 +61,57 @@ def executions(db: Path) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("exposure", ["all", "search", "learned"])
 async def test_tools_list_per_exposure_in_both_eras(tmp_path: Path, exposure: str) -> None:
-    async with serving(tmp_path / "t.db", exposure=exposure, pinned_tools=["time__convert_*"]) as app:
+    pinned = ["time__convert_*", "submit_*"]  # a glob pins toolwise's own tools as well as a downstream's
+    async with serving(tmp_path / "t.db", exposure=exposure, pinned_tools=pinned) as app:
         server = build_server(app)
         for era in ("auto", "legacy"):
             async with Client(server, mode=era) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
-            assert names >= OWN, era
             if exposure == "all":
-                assert {NOW, CONVERT} <= names and not {"search_tools", "call_tool"} & names, era
-            else:  # a fresh client has no learned tools yet: the pinned one, and the way to the rest
-                assert {CONVERT, "search_tools", "call_tool"} <= names and NOW not in names, era
+                assert names >= OWN and {NOW, CONVERT} <= names, era
+                assert not {"search_tools", "call_tool"} & names, era
+            else:  # a fresh client has no learned tools yet: the way to the rest and the pinned ones only
+                assert names == {"search_tools", "call_tool", CONVERT, "submit_feedback"}, era
+
+
+async def test_search_exposure_lists_compact_definitions_an_agent_can_still_use(tmp_path: Path) -> None:
+    """search_tools and call_tool are listed without titles, null unions or bounds (every turn pays for
+    the list), yet say what a call needs; the bounds are still enforced, the error naming them."""
+    async with serving(tmp_path / "t.db", exposure="search") as app, Client(build_server(app)) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        too_many = await client.call_tool("search_tools", {"query": "what time is it", "top_k": 500})
+    assert set(listed) == {"search_tools", "call_tool"}
+    search = listed["search_tools"].input_schema
+    assert search["required"] == ["query"] and set(search["properties"]) == {"query", "top_k", "format", "session_id"}
+    assert search["properties"]["format"] == {"default": "json", "description": "markdown: fewer tokens",
+                                              "enum": ["json", "markdown"]}  # fmt: skip
+    assert listed["call_tool"].input_schema == {
+        "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+        "required": ["name"],
+        "type": "object",
+    }
+    as_model_reads = json.dumps(
+        [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in listed.values()]
+    )
+    assert llama2_tokens(as_model_reads) <= PEER_LIST_TOKENS
+    assert too_many.is_error and "less than or equal to 50" in too_many.content[0].text
+
+
+async def test_search_finds_toolwises_own_tools_by_name_and_they_are_called_through_call_tool(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "t.db"
+    async with serving(db, exposure="search") as app, Client(build_server(app)) as client:
+        await client.call_tool(NOW, {"timezone": "UTC"})
+        by_name = await client.call_tool("search_tools", {"query": "submit_feedback", "top_k": 3})
+        in_words = await client.call_tool("search_tools", {"query": "end the session", "top_k": 3})
+        rating = {"rating": 5, "tool": NOW}
+        rated = await client.call_tool("call_tool", {"name": "submit_feedback", "arguments": rating})
+    found = by_name.structured_content["tools"]
+    assert found[0]["name"] == "submit_feedback" and "rating" in found[0]["input_schema"]["properties"]
+    assert len(found) == 3  # the query's own tool, then the catalogue's best
+    assert in_words.structured_content["tools"][0]["name"] == "end_session"
+    assert not rated.is_error and rated.structured_content["rating"] == 5
 
 
 async def test_a_hidden_tool_is_called_through_call_tool_and_directly(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Each client connection is its own session: one client never sees or rates another's calls."""
+"""Each client connection is its own session: one client never sees another's calls, nor rates one by
+tool name while the other's session is open; a call whose connection has gone is rated by tool name."""
 
 from __future__ import annotations
 
@@ -8,31 +9,69 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.e2e.conftest import time_server, toolwise_http
+from tests.e2e.conftest import time_server, toolwise, toolwise_http
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 
 NOW = ("time__get_current_time", {"timezone": "UTC"})
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_two_http_clients_cannot_rate_or_see_each_others_calls(
-    write_config: Callable[..., Path], mode: str
+async def test_two_open_http_connections_cannot_rate_or_see_each_others_calls(
+    write_config: Callable[..., Path],
 ) -> None:
     async with toolwise_http(write_config({"time": time_server()})) as url:  # noqa: SIM117 - the server outlives both
-        async with Client(url, mode=mode) as a, Client(url, mode=mode) as b:
+        async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
             called = await a.call_tool(*NOW)
             assert not called.is_error
             rated = await b.call_tool("submit_feedback", {"rating": 1, "tool": NOW[0]})
-            assert rated.is_error and "no call" in rated.content[0].text
+            assert rated.is_error and "still open on another connection: pass execution_id" in rated.content[0].text
             seen = await b.call_tool("recommend_next_tools", {})
             assert seen.structured_content["recent_tools"] == []
-            # A's call can still be rated by its execution id (the handle the call returned).
+            # A's call can still be rated by its execution id (the handle the call returned), by A by tool.
             execution_id = called.meta["toolwise/execution_id"]
             assert not (await a.call_tool("submit_feedback", {"rating": 5, "execution_id": execution_id})).is_error
-            if mode == "legacy":  # a handshake-era connection is a session: A finds its own call by tool
-                by_tool = await a.call_tool("submit_feedback", {"rating": 4, "tool": NOW[0]})
-                assert not by_tool.is_error
+            by_tool = await a.call_tool("submit_feedback", {"rating": 4, "tool": NOW[0]})
+            assert not by_tool.is_error
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_readmes_http_snippet_rates_by_tool_name_on_a_new_connection(
+    write_config: Callable[..., Path], mode: str
+) -> None:
+    """The README's HTTP client opens a connection per `async with` (and 2026-07-28 HTTP has none): a
+    call made on one connection is rated by its tool's name on the next."""
+    config = write_config({"time": time_server()})
+    async with toolwise_http(config) as url:
+        async with Client(url, mode=mode) as first:
+            called = await first.call_tool(*NOW)
+        async with Client(url, mode=mode) as second:
+            rated = await second.call_tool("submit_feedback", {"rating": 5, "tool": NOW[0]})
+            named = await second.call_tool("submit_feedback", {"rating": 5, "tool": NOW[0], "session_id": "s-1"})
+    assert not rated.is_error, rated.content[0].text
+    assert rated.structured_content["execution_id"] == called.meta["toolwise/execution_id"]
+    # A named session is searched alone; the error says what to pass instead.
+    assert named.is_error and named.content[0].text == (
+        "submit_feedback: no call of 'time__get_current_time' in session 's-1' (its last 256 calls): "
+        "pass execution_id (the call's _meta['toolwise/execution_id']), or leave session_id out to rate "
+        "the newest call of the tool"
+    )
+
+
+async def test_one_shot_stdio_runs_rate_the_previous_runs_call_by_tool_name(write_config: Callable[..., Path]) -> None:
+    """The Inspector CLI starts toolwise for each call: the rating's run finds the call of the run
+    before it (stopped) in the log."""
+    config = write_config({"time": time_server()})
+    async with toolwise(config) as first:
+        called = await first.call_tool(*NOW)
+    async with toolwise(config) as second:
+        rated = await second.call_tool("submit_feedback", {"rating": 2, "tool": NOW[0]})
+        nothing = await second.call_tool("submit_feedback", {"rating": 2, "tool": "time__convert_time"})
+    assert not rated.is_error, rated.content[0].text
+    assert rated.structured_content["execution_id"] == called.meta["toolwise/execution_id"]
+    assert nothing.is_error and nothing.content[0].text == (
+        "submit_feedback: no call of 'time__convert_time' in this session or in the last 10 minutes: "
+        "pass execution_id (the call's _meta['toolwise/execution_id'])"
+    )
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -47,9 +86,10 @@ async def test_two_in_process_connections_are_two_sessions(tmp_path: Path, mode:
         server = build_server(app)
         async with Client(server, mode=mode) as a, Client(server, mode=mode) as b:
             assert not (await a.call_tool(*NOW)).is_error
-            assert (await b.call_tool("submit_feedback", {"rating": 1, "tool": NOW[0]})).is_error
+            if mode == "legacy":  # each connection a session, both open (2026-07-28 in process: no connection)
+                assert (await b.call_tool("submit_feedback", {"rating": 1, "tool": NOW[0]})).is_error
             assert (await b.call_tool("recommend_next_tools", {})).structured_content["recent_tools"] == []
             if mode == "legacy":  # 2026-07-28 in process is per-request (the SDK gives no connection)
                 seen = await a.call_tool("recommend_next_tools", {})
                 assert seen.structured_content["recent_tools"] == [NOW[0]]
-                assert not (await a.call_tool("submit_feedback", {"rating": 5, "tool": NOW[0]})).is_error
+            assert not (await a.call_tool("submit_feedback", {"rating": 5, "tool": NOW[0]})).is_error
