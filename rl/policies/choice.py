@@ -1,0 +1,249 @@
+"""The choice model: which tool an agent calls in a context, learned from the calls it makes.
+
+Most calls toolwise sees are chosen by the agent (an LLM client picks the tool itself), and most of
+them succeed. A reward regression over those calls learns the wrong thing: every called tool scores
+1, so a centred residual sinks exactly the tools the prior already had right. What such a stream
+does say is *which tool was wanted here*. So the model is a conditional logit (a softmax over the
+candidate tools, McFadden's choice model, as in learning-to-rank's ListNet), with a score per tool
+
+    s_t(q, h) = w · f_t(q, h) + θ_tᵀ x(q)
+
+where f_t are the prior's features (cosine of the query and tool embeddings, BM25 over the tool
+documents, and log(1 + N·P(t | h)), P the sequence model's back-off distribution after the
+session's tools h, or the unigram one on a session's first call), w their learned weights (the
+prior's mix, learned online instead of set on one data set) and θ_t a per-tool weight vector over
+x(q), the leading components of the query embedding (unit length). There is no per-tool bias: how
+often a tool is used is the sequence features' part, and a failure of t says "not t for this kind of
+request", never "not t" everywhere.
+
+Learning, by gradient steps on the shortlist's softmax (the top `shortlist` tools by score, with the
+called one), AdaGrad-scaled per tool and per feature weight:
+
+- a call that worked (success, not rated 1–2) is a choice: ascend log p_T, weighted by the call's
+  normalised reward (fast and well rated counts more). The step raises s_T against every other
+  candidate, so learning from a success never lowers the called tool;
+- a call that failed (or was rated 1–2) is evidence against it: ascend log(1 − p_T), which lowers T
+  in this kind of context and lifts the others in proportion to their probability;
+- a recommendation the agent passed over (toolwise said R, the agent called T) is weak evidence
+  against R: the same step with weight `passed_over_weight`.
+
+Ranking is by score (the most probable tool first); `expected` is the softmax probability of each
+shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
+from toolwise.rl.replay import Batch
+
+FEATURES = ("cosine", "bm25", "sequence", "first_call")  # the columns of f_t (see the module docstring)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceConfig:
+    dim: int = 128  # leading embedding components θ learns over
+    shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
+    learning_rate: float = 8.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
+    weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
+    initial_weights: tuple[float, float, float, float] = (20.0, 5.0, 1.0, 0.5)
+    passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
+    failure_weight: float = 1.0  # a failed call's step, against a worked call's 1
+    epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
+
+    def __post_init__(self) -> None:
+        if self.dim < 8 or self.shortlist < 2:
+            raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
+        if self.learning_rate < 0 or self.weight_rate < 0 or not 0 <= self.passed_over_weight <= 1:
+            raise ValueError(
+                "need learning_rate ≥ 0, weight_rate ≥ 0, 0 ≤ passed_over_weight ≤ 1; got "
+                f"{self.learning_rate}, {self.weight_rate}, {self.passed_over_weight}"
+            )
+        if len(self.initial_weights) != len(FEATURES):
+            raise ValueError(f"initial_weights needs {len(FEATURES)} values ({', '.join(FEATURES)})")
+        if not 0 <= self.epsilon <= 1:
+            raise ValueError(f"need 0 ≤ epsilon ≤ 1, got {self.epsilon}")
+
+
+def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
+    z = np.exp(scores - scores.max())
+    p: NDArray[np.float64] = z / z.sum()
+    return p
+
+
+class ChoiceModel:
+    name: ClassVar[str] = "choice"
+    SCHEMA: ClassVar[int] = 1
+    uses_next_context: ClassVar[bool] = False
+    uses_features: ClassVar[bool] = True  # `prior` arguments are (arms, len(FEATURES)) feature rows
+
+    def __init__(self, config: ChoiceConfig | None = None) -> None:
+        self.config = c = config or ChoiceConfig()
+        self.weights = np.array(c.initial_weights, dtype=np.float64)
+        self.weight_steps = np.zeros(len(FEATURES))  # AdaGrad's Σ g² per feature weight
+        self.theta = np.zeros((16, c.dim))
+        self.steps = np.zeros(16)  # AdaGrad's Σ d² per tool (its θ and b share it: |x| = 1)
+        self.chosen = np.zeros(16, dtype=np.int64)  # worked calls learned per tool
+        self.observed = 0
+
+    # -- features ----------------------------------------------------------------------------------
+
+    def features(self, context: Context) -> NDArray[np.float64]:
+        """x(q): the leading `dim` embedding components (or the folded hashed features), unit length."""
+        dim = self.config.dim
+        if context.embedding is not None:
+            x = np.zeros(dim)
+            head = np.asarray(context.embedding[:dim], dtype=np.float64)
+            x[: len(head)] = head
+        else:
+            x = np.zeros(dim)
+            np.add.at(x, context.indices % dim, context.values)
+        norm = math.sqrt(float(x @ x))
+        return x / norm if norm else x
+
+    def _ensure(self, arm: int) -> None:
+        rows = len(self.steps)
+        if arm < rows:
+            return
+        grow = max(2 * rows, arm + 1) - rows
+        self.theta = np.concatenate([self.theta, np.zeros((grow, self.config.dim))])
+        self.steps = np.concatenate([self.steps, np.zeros(grow)])
+        self.chosen = np.concatenate([self.chosen, np.zeros(grow, dtype=np.int64)])
+
+    # -- deciding ----------------------------------------------------------------------------------
+
+    def scores(self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64]) -> NDArray[np.float64]:
+        """s_t for each of `arms`, given their feature `rows` (arms × FEATURES)."""
+        if len(arms):
+            self._ensure(int(arms.max()))
+        scores: NDArray[np.float64] = rows @ self.weights
+        scores += self.theta.take(arms, 0) @ x
+        return scores
+
+    def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each arm's choice probability among `arms` (the softmax of the scores)."""
+        return softmax(self.scores(self.features(context), arms, prior))
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        c = self.config
+        scores = self.scores(self.features(context), arms, prior)
+        if len(scores) > c.shortlist:
+            short = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
+            arms, scores = arms.take(short), scores.take(short)
+        order, best, ties = rank(scores, rng)
+        explored = bool(c.epsilon and rng.random() < c.epsilon)
+        pick = int(rng.integers(len(arms))) if explored else best
+        propensity = c.epsilon / len(arms) + ((1 - c.epsilon) / ties if scores[pick] == scores[best] else 0.0)
+        return ranked_selection(arms, scores, softmax(scores), order, pick, pick != best, propensity)
+
+    # -- learning ----------------------------------------------------------------------------------
+
+    def learn_choice(
+        self,
+        context: Context,
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        called: int,
+        *,
+        worked: bool,
+        weight: float = 1.0,
+        passed_over: int | None = None,
+    ) -> float:
+        """One observed call of `called` (an arm id) among the candidate `arms` with feature `rows`:
+        a choice if it `worked`, evidence against it if not, and `passed_over` (a recommended arm the
+        agent did not call) weakly against. Returns the called tool's probability before the step."""
+        c = self.config
+        self._ensure(max(int(arms.max()), called))
+        x = self.features(context)
+        scores = self.scores(x, arms, rows)
+        if len(arms) > c.shortlist:  # the softmax over the best candidates and the called one
+            keep = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
+            inside = np.flatnonzero(arms == called)
+            keep = np.union1d(keep, inside)
+            if passed_over is not None:
+                keep = np.union1d(keep, np.flatnonzero(arms == passed_over))
+            arms, rows, scores = arms.take(keep), rows.take(keep, 0), scores.take(keep)
+        p = softmax(scores)
+        at = np.flatnonzero(arms == called)
+        if not len(at):
+            raise ValueError(f"the called arm {called} is not among the candidates")
+        direction = _towards(p, int(at[0]), weight if worked else weight * c.failure_weight, worked)
+        if passed_over is not None and passed_over != called:
+            over = np.flatnonzero(arms == passed_over)
+            if len(over):
+                direction += _towards(p, int(over[0]), c.passed_over_weight, False)
+        self._step(x, arms, rows, direction)
+        self.observed += 1
+        if worked:
+            self.chosen[called] += 1
+        return float(p[at[0]])
+
+    def _step(
+        self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64], direction: NDArray[np.float64]
+    ) -> None:
+        """Ascend the objective whose gradient on the candidates' scores is `direction`."""
+        c = self.config
+        self.steps[arms] += direction * direction
+        rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(arms))
+        moved = rate * direction
+        self.theta[arms] += moved[:, None] * x
+        gradient = direction @ rows
+        self.weight_steps += gradient * gradient
+        self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
+
+    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
+        raise TypeError(f"{self.name} learns from choices among candidates: the learner calls learn_choice")
+
+    def replay(self, batch: Batch) -> NDArray[np.float64]:
+        raise NotImplementedError(f"{self.name} learns each call once, in order")
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.name,
+            "schema": self.SCHEMA,
+            "config": asdict(self.config),
+            "weights": self.weights.copy(),
+            "weight_steps": self.weight_steps.copy(),
+            "theta": self.theta.copy(),
+            "steps": self.steps.copy(),
+            "chosen": self.chosen.copy(),
+            "observed": self.observed,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        check_state(state, self.name, self.SCHEMA)
+        theta = np.asarray(state["theta"], dtype=np.float64)
+        if theta.shape[1] != self.config.dim:
+            raise ValueError(f"state learned over {theta.shape[1]} components, this policy uses {self.config.dim}")
+        self.theta = theta.copy()
+        self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
+        self.weight_steps = np.asarray(state["weight_steps"], dtype=np.float64).copy()
+        self.steps = np.asarray(state["steps"], dtype=np.float64).copy()
+        self.chosen = np.asarray(state["chosen"], dtype=np.int64).copy()
+        self.observed = int(state["observed"])
+
+    def nbytes(self) -> int:
+        return self.theta.nbytes + self.steps.nbytes + self.chosen.nbytes + self.weights.nbytes
+
+
+def _towards(p: NDArray[np.float64], at: int, weight: float, worked: bool) -> NDArray[np.float64]:
+    """The gradient on the scores of log p[at] (worked) or log(1 − p[at]) (not), times `weight`."""
+    if worked:
+        direction: NDArray[np.float64] = -weight * p
+        direction[at] += weight
+        return direction
+    share = p[at] / max(1.0 - p[at], 0.05)  # bounded: a near-certain wrong tool moves by a finite step
+    direction = weight * share * p
+    direction[at] = -weight * p[at]
+    return direction
