@@ -407,7 +407,7 @@ class Learner:
 
     def _learn(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         if isinstance(self.policy, ChoiceModel):
-            return self._learn_choice(self.policy, step, reward, context)
+            return self._learn_choice(self.policy, step, reward, rng, context)
         arm = self.tools.intern(step.tool)
         future = self.policy.uses_next_context and not step.terminal
         next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
@@ -423,7 +423,9 @@ class Learner:
                 self.replay.update_priorities(batch.slots, self.policy.replay(batch))
         return Observation(reward, scaled, update.td_error, context.hash)
 
-    def _learn_choice(self, policy: ChoiceModel, step: Step, reward: float, context: Context) -> Observation:
+    def _learn_choice(
+        self, policy: ChoiceModel, step: Step, reward: float, rng: np.random.Generator, context: Context
+    ) -> Observation:
         """An observed call as a choice among the catalogue (see rl/policies/choice.py), weighted by
         how well it went: the normalised reward if it worked, its shortfall if not."""
         arm = self.tools.intern(step.tool)
@@ -434,7 +436,14 @@ class Learner:
         ok = worked(step.success, step.rating)
         over = self.tools.get(step.passed_over) if step.passed_over else None
         before = policy.learn_choice(
-            context, arms, rows, arm, worked=ok, weight=0.5 + 0.5 * (scaled if ok else 1 - scaled), passed_over=over
+            context,
+            arms,
+            rows,
+            arm,
+            worked=ok,
+            weight=0.5 + 0.5 * (scaled if ok else 1 - scaled),
+            passed_over=over,
+            rng=rng,
         )
         self.updates += 1
         self.reward_sum += reward

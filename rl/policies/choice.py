@@ -55,12 +55,15 @@ class ChoiceConfig:
     weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
     initial_weights: tuple[float, float, float, float] = (20.0, 5.0, 1.0, 0.5)
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
-    failure_weight: float = 1.0  # a failed call's step, against a worked call's 1
+    replays: int = 4  # past calls learned again after each call (SGD's second look; 0: off)
+    replay_capacity: int = 4096  # the most recent calls kept for that
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
         if self.dim < 8 or self.shortlist < 2:
             raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
+        if self.replays < 0 or self.replay_capacity < 1:
+            raise ValueError(f"need replays ≥ 0 and replay_capacity ≥ 1, got {self.replays}, {self.replay_capacity}")
         if self.learning_rate < 0 or self.weight_rate < 0 or not 0 <= self.passed_over_weight <= 1:
             raise ValueError(
                 "need learning_rate ≥ 0, weight_rate ≥ 0, 0 ≤ passed_over_weight ≤ 1; got "
@@ -92,6 +95,7 @@ class ChoiceModel:
         self.steps = np.zeros(16)  # AdaGrad's Σ d² per tool (its θ and b share it: |x| = 1)
         self.chosen = np.zeros(16, dtype=np.int64)  # worked calls learned per tool
         self.observed = 0
+        self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -157,10 +161,14 @@ class ChoiceModel:
         worked: bool,
         weight: float = 1.0,
         passed_over: int | None = None,
+        rng: np.random.Generator | None = None,
     ) -> float:
         """One observed call of `called` (an arm id) among the candidate `arms` with feature `rows`:
         a choice if it `worked`, evidence against it if not, and `passed_over` (a recommended arm the
-        agent did not call) weakly against. Returns the called tool's probability before the step."""
+        agent did not call) weakly against; then, with `rng`, `replays` calls drawn from the recent
+        ones learned again (one SGD pass over a call under-learns it: replay brings the per-tool fit
+        closer to the batch optimum; measured in docs/learning.md). Returns the called tool's
+        probability before the step."""
         c = self.config
         self._ensure(max(int(arms.max()), called))
         x = self.features(context)
@@ -176,7 +184,7 @@ class ChoiceModel:
         at = np.flatnonzero(arms == called)
         if not len(at):
             raise ValueError(f"the called arm {called} is not among the candidates")
-        direction = _towards(p, int(at[0]), weight if worked else weight * c.failure_weight, worked)
+        direction = _towards(p, int(at[0]), weight, worked)
         if passed_over is not None and passed_over != called:
             over = np.flatnonzero(arms == passed_over)
             if len(over):
@@ -185,7 +193,18 @@ class ChoiceModel:
         self.observed += 1
         if worked:
             self.chosen[called] += 1
+        if c.replays and rng is not None:
+            self.memory.add(x, arms, rows, int(at[0]), worked, weight)
+            for slot in rng.integers(len(self.memory), size=c.replays).tolist():
+                self._again(slot)
         return float(p[at[0]])
+
+    def _again(self, slot: int) -> None:
+        """Learn the remembered call in `slot` again, as it was (its candidates and their features
+        then), against the current parameters."""
+        x, arms, rows, at, worked, weight = self.memory.get(slot)
+        p = softmax(self.scores(x, arms, rows))
+        self._step(x, arms, rows, _towards(p, at, weight, worked))
 
     def _step(
         self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64], direction: NDArray[np.float64]
@@ -219,6 +238,7 @@ class ChoiceModel:
             "steps": self.steps.copy(),
             "chosen": self.chosen.copy(),
             "observed": self.observed,
+            "memory": self.memory.state_dict(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -232,9 +252,10 @@ class ChoiceModel:
         self.steps = np.asarray(state["steps"], dtype=np.float64).copy()
         self.chosen = np.asarray(state["chosen"], dtype=np.int64).copy()
         self.observed = int(state["observed"])
+        self.memory.load_state(state["memory"])
 
     def nbytes(self) -> int:
-        return self.theta.nbytes + self.steps.nbytes + self.chosen.nbytes + self.weights.nbytes
+        return self.memory.nbytes() + self.theta.nbytes + self.steps.nbytes + self.chosen.nbytes + self.weights.nbytes
 
 
 def _towards(p: NDArray[np.float64], at: int, weight: float, worked: bool) -> NDArray[np.float64]:
@@ -247,3 +268,80 @@ def _towards(p: NDArray[np.float64], at: int, weight: float, worked: bool) -> ND
     direction = weight * share * p
     direction[at] = -weight * p[at]
     return direction
+
+
+class CallMemory:
+    """A ring of the most recent learned calls, each as the choice model saw it: x(q), the softmax's
+    candidates (padded with −1) and their feature rows, the called one's position, whether it worked
+    and its weight. float32 throughout: about 1 KB a call."""
+
+    def __init__(self, capacity: int, dim: int, width: int) -> None:
+        self.x = np.zeros((capacity, dim), np.float32)
+        self.arms = np.full((capacity, width), -1, np.int64)
+        self.rows = np.zeros((capacity, width, len(FEATURES)), np.float32)
+        self.at = np.zeros(capacity, np.int64)
+        self.worked = np.zeros(capacity, bool)
+        self.weight = np.zeros(capacity, np.float32)
+        self.cursor = self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        at: int,
+        worked: bool,
+        weight: float,
+    ) -> None:
+        i, n = self.cursor, min(len(arms), self.arms.shape[1])
+        if at >= n:  # the called one first: it must survive the cut to the ring's width
+            order = np.concatenate(([at], np.delete(np.arange(len(arms)), at)))[:n]
+            arms, rows, at = arms.take(order), rows.take(order, 0), 0
+        self.x[i] = x
+        self.arms[i] = -1
+        self.arms[i, :n] = arms[:n]
+        self.rows[i, :n] = rows[:n]
+        self.at[i], self.worked[i], self.weight[i] = at, worked, weight
+        self.cursor = (i + 1) % len(self.x)
+        self.size = min(self.size + 1, len(self.x))
+
+    def get(self, slot: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], int, bool, float]:
+        n = int(np.count_nonzero(self.arms[slot] >= 0))
+        return (
+            self.x[slot].astype(np.float64),
+            self.arms[slot, :n],
+            self.rows[slot, :n].astype(np.float64),
+            int(self.at[slot]),
+            bool(self.worked[slot]),
+            float(self.weight[slot]),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        filled = slice(0, self.size)
+        return {
+            "cursor": self.cursor,
+            "x": self.x[filled].copy(),
+            "arms": self.arms[filled].copy(),
+            "rows": self.rows[filled].copy(),
+            "at": self.at[filled].copy(),
+            "worked": self.worked[filled].copy(),
+            "weight": self.weight[filled].copy(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        size = len(state["at"])
+        if size > len(self.x) or np.asarray(state["x"]).shape[1:] != self.x.shape[1:]:
+            raise ValueError(f"remembered calls of shape {np.asarray(state['x']).shape} do not fit this memory")
+        width = min(np.asarray(state["arms"]).shape[1], self.arms.shape[1])
+        self.arms[:] = -1
+        for name in ("x", "at", "worked", "weight"):
+            getattr(self, name)[:size] = state[name]
+        self.arms[:size, :width] = np.asarray(state["arms"])[:, :width]
+        self.rows[:size, :width] = np.asarray(state["rows"])[:, :width]
+        self.cursor, self.size = int(state["cursor"]), size
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.x, self.arms, self.rows, self.at, self.worked, self.weight))
