@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl.embedding import Embedder
 from toolwise.rl.policies import ChoiceModel
 from toolwise.rl.policies.base import Policy
-from toolwise.rl.embedding import Embedder
 from toolwise.server.embedding import load_embedder, tool_document
 
 BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
