@@ -240,23 +240,30 @@ class Learner:
         distribution on a session's first call (history empty)."""
         rows = np.zeros((len(arms), 4))
         if query:
-            known = arms < len(self.index)
-            lexical = self.index.scores(query)
-            if self.semantic is not None:
-                rows[known, 0] = self.semantic.scores(query).take(arms[known])
-                rows[known, 1] = lexical.take(arms[known])
-            else:
-                rows[known, 0] = lexical.take(arms[known])
+            rows[:, :2] = self.text_columns(query, arms)
         if self.config.sequences_enabled:
-            distribution = self.sequences.next_distribution(history)
-            if distribution:
-                probability = np.zeros(len(self.tools))
-                for tool, p in distribution.items():
-                    arm = self.tools.get(tool)
-                    if arm is not None:
-                        probability[arm] = p
-                rows[:, 2 if history else 3] = np.log1p(len(self.active) * probability.take(arms))
+            rows[:, 2 if history else 3] = self.sequence_column(history, arms)
         return rows
+
+    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`choice_rows`' first two columns: the query's cosine and BM25 against each of `arms`."""
+        columns = np.zeros((len(arms), 2))
+        known = arms < len(self.index)
+        lexical = self.index.scores(query).take(arms[known])
+        if self.semantic is not None:
+            columns[known, 0] = self.semantic.scores(query).take(arms[known])
+            columns[known, 1] = lexical
+        else:
+            columns[known, 0] = lexical
+        return columns
+
+    def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
+        distribution = self.sequences.next_distribution(history)
+        probability = np.zeros(len(self.tools) + 1)  # the last slot takes tools never interned
+        ids = np.array(self.tools.ids(distribution, missing=len(self.tools)), dtype=np.int64)
+        probability[ids] = np.fromiter(distribution.values(), dtype=np.float64, count=len(distribution))
+        return np.log1p(len(self.active) * probability.take(np.minimum(arms, len(self.tools))))
 
     def recommend(
         self,

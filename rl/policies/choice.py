@@ -57,12 +57,13 @@ class ChoiceConfig:
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
     replays: int = 4  # past calls learned again after each call (SGD's second look; 0: off)
     replay_capacity: int = 4096  # the most recent calls kept for that
+    batch_replays: int = 1  # the same in a replay of the log (minibatches; fewer: a year of log is long)
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
         if self.dim < 8 or self.shortlist < 2:
             raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
-        if self.replays < 0 or self.replay_capacity < 1:
+        if self.replays < 0 or self.batch_replays < 0 or self.replay_capacity < 1:
             raise ValueError(f"need replays ≥ 0 and replay_capacity ≥ 1, got {self.replays}, {self.replay_capacity}")
         if self.learning_rate < 0 or self.weight_rate < 0 or not 0 <= self.passed_over_weight <= 1:
             raise ValueError(
@@ -128,7 +129,10 @@ class ChoiceModel:
         if len(arms):
             self._ensure(int(arms.max()))
         scores: NDArray[np.float64] = rows @ self.weights
-        scores += self.theta.take(arms, 0) @ x
+        if len(arms) > 64:  # one product over every tool, no copy of their rows
+            scores += (self.theta @ x).take(arms)
+        else:
+            scores += self.theta.take(arms, 0) @ x
         return scores
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -169,9 +173,26 @@ class ChoiceModel:
         ones learned again (one SGD pass over a call under-learns it: replay brings the per-tool fit
         closer to the batch optimum; measured in docs/learning.md). Returns the called tool's
         probability before the step."""
+        return self.learn_call(
+            self.features(context), arms, rows, called, worked=worked, weight=weight, passed_over=passed_over, rng=rng
+        )
+
+    def learn_call(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        called: int,
+        *,
+        worked: bool,
+        weight: float = 1.0,
+        passed_over: int | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> float:
+        """`learn_choice` given the query's features x(q) (`features`) rather than its context: the
+        batch path computes them for many calls at once."""
         c = self.config
         self._ensure(max(int(arms.max()), called))
-        x = self.features(context)
         scores = self.scores(x, arms, rows)
         if len(arms) > c.shortlist:  # the softmax over the best candidates and the called one
             keep = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
@@ -198,6 +219,79 @@ class ChoiceModel:
             for slot in rng.integers(len(self.memory), size=c.replays).tolist():
                 self._again(slot)
         return float(p[at[0]])
+
+    def learn_calls(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        called: NDArray[np.int64],
+        worked: NDArray[np.bool_],
+        weight: NDArray[np.float64],
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        """A minibatch of calls (a replay of the log): call r chose `arms[called[r]]` for the query
+        with features `x[r]` among `arms` with feature rows `rows[r]`. Every call's step is computed
+        against the parameters before the batch; each tool then moves by the mean of its steps (a sum
+        would overshoot: a tool called 50 times in a batch would move 50 steps at once), the feature
+        weights by the mean gradient. The calls are remembered, and with `rng` `replays` remembered calls
+        a call are learned again (`batch_replays`), as one more minibatch."""
+        c = self.config
+        batch, k = len(x), min(c.shortlist, len(arms))
+        self._ensure(int(arms.max()))
+        scores = rows @ self.weights + x @ self.theta.take(arms, 0).T
+        short = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        inside = (short == called[:, None]).any(axis=1)
+        short[~inside, -1] = called[~inside]
+        at = np.argmax(short == called[:, None], axis=1)
+        tools = arms.take(short)
+        picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
+        self._learn_rows(x, tools, picked, at, worked, weight)
+        self.observed += batch
+        np.add.at(self.chosen, arms.take(called[worked]), 1)
+        for r in range(max(0, batch - len(self.memory.x)), batch):
+            self.memory.add(x[r], tools[r], picked[r], int(at[r]), bool(worked[r]), float(weight[r]))
+        if c.batch_replays and rng is not None and len(self.memory):
+            slots = rng.integers(len(self.memory), size=c.batch_replays * batch)
+            self._learn_rows(*self.memory.rows_of(slots))
+
+    def _learn_rows(
+        self,
+        x: NDArray[np.float64],
+        tools: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        at: NDArray[np.int64],
+        worked: NDArray[np.bool_],
+        weight: NDArray[np.float64],
+    ) -> None:
+        """One minibatch step: row r's candidates are `tools[r]` (−1: none) with feature `rows[r]`, the
+        call chose `tools[r, at[r]]`. Steps against the parameters before it; each tool moves by its
+        steps' sum over the calls of it in the batch (their mean), the feature weights by the mean gradient."""
+        c = self.config
+        batch, k = tools.shape
+        valid = tools >= 0
+        safe = np.where(valid, tools, 0)
+        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x)
+        scores[~valid] = -np.inf
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        mine = np.arange(batch), at
+        chosen = p[mine]
+        direction = np.where(worked[:, None], -p, p * (chosen / np.maximum(1.0 - chosen, 0.05))[:, None])
+        direction[mine] = np.where(worked, 1.0 - chosen, -chosen)
+        direction *= weight[:, None]
+        direction[~valid] = 0.0
+        flat, moved = safe.ravel(), direction.ravel()
+        np.add.at(self.steps, flat, moved * moved)
+        total = np.zeros_like(self.theta)
+        np.add.at(total, flat, moved[:, None] * np.repeat(x, k, axis=0))
+        used = np.unique(flat[valid.ravel()])
+        called = np.maximum(np.bincount(tools[mine], minlength=len(self.steps)), 1).take(used)
+        rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
+        self.theta[used] += total[used] * (rate / called)[:, None]
+        gradient = np.einsum("bk,bkf->f", direction, rows) / batch
+        self.weight_steps += gradient * gradient
+        self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
 
     def _again(self, slot: int) -> None:
         """Learn the remembered call in `slot` again, as it was (its candidates and their features
@@ -317,6 +411,26 @@ class CallMemory:
             int(self.at[slot]),
             bool(self.worked[slot]),
             float(self.weight[slot]),
+        )
+
+    def rows_of(
+        self, slots: NDArray[np.int64]
+    ) -> tuple[
+        NDArray[np.float64],
+        NDArray[np.int64],
+        NDArray[np.float64],
+        NDArray[np.int64],
+        NDArray[np.bool_],
+        NDArray[np.float64],
+    ]:
+        """The remembered calls in `slots`, as `ChoiceModel._learn_rows` takes them."""
+        return (
+            self.x[slots].astype(np.float64),
+            self.arms[slots],
+            self.rows[slots].astype(np.float64),
+            self.at[slots],
+            self.worked[slots],
+            self.weight[slots].astype(np.float64),
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -157,3 +157,26 @@ def test_its_state_round_trips_and_ranks_the_same(
         )
     policy: Policy = copy.policy
     assert isinstance(policy, ChoiceModel) and len(policy.memory) == 150
+
+
+def test_a_replay_of_the_log_in_batches_learns_as_well_as_call_by_call(
+    embedder: Embedder, bfcl: tuple[list[ToolDoc], list[tuple[str, str]]]
+) -> None:
+    """Catch-up after a start-up learns the log in minibatches (rl/batch.py): the learned ranking
+    must be as good as the one learned live, call by call."""
+    docs, requests = bfcl
+    steps = [Step(right, True, 0.05, query=query) for query, right in requests[:700]]
+    repeated = requests[:300]  # asked again after learning: what was learned must show
+    online, batched = Learner(LearnerConfig(), docs, embedder), Learner(LearnerConfig(), docs, embedder)
+    rng = np.random.default_rng(6)
+    for step in steps:
+        online.learn(step, rng)
+    for start in range(0, len(steps), 250):
+        batched.learn_batch(steps[start : start + 250], rng)
+    assert batched.updates == online.updates == len(steps)
+
+    def hits(learner: Learner) -> float:
+        return float(np.mean([learner.recommend(q, rng).chosen == right for q, right in repeated]))
+
+    prior = float(np.mean([online.recommend(q, rng, baseline=True).chosen == right for q, right in repeated]))
+    assert hits(batched) >= hits(online) - 0.03 and hits(batched) >= prior + 0.1, (hits(batched), hits(online), prior)
