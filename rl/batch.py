@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.rl.reward import check_latency, check_rating
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class StepColumns:
 
 def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generator) -> int:
     """Learn `steps` in order, as `learner.observe` would one by one; returns how many were learned."""
+    if isinstance(learner.policy, ChoiceModel):
+        return _learn_choices(learner, learner.policy, StepColumns.of(steps), rng)
     update_batch = getattr(learner.policy, "update_batch", None)
     if update_batch is None or learner.semantic is None:
         for step in steps:
@@ -89,6 +92,8 @@ def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generato
 def learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
     """`learn_batch` of steps given as columns (a replay: no object a step unless the policy learns
     step by step)."""
+    if isinstance(learner.policy, ChoiceModel):
+        return _learn_choices(learner, learner.policy, steps, rng)
     if getattr(learner.policy, "update_batch", None) is None or learner.semantic is None:
         return learn_batch(learner, steps.steps(), rng)
     return _learn_columns(learner, steps)
@@ -113,6 +118,82 @@ def _learn_columns(learner: Learner, steps: StepColumns) -> int:
     learner.policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)  # type: ignore[attr-defined]  # checked by the callers
     learner.updates += n
     return n
+
+
+CHOICE_BATCH = 32  # calls a minibatch step of the choice model takes together in a replay
+
+
+def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rng: np.random.Generator) -> int:
+    """The choice model learns a run of calls in order, one SGD step (and its replays) a call as
+    `observe` would, but with each distinct query embedded and scored once and each distinct history's
+    sequence column computed once, from the n-grams as they stood before the run (the run's own
+    n-grams count from the next run on: minibatch semantics, a few hundred calls late at most)."""
+    n = len(steps)
+    if not n:
+        return 0
+    from toolwise.rl.learner import worked as call_worked  # the learner imports this module
+
+    arm_list = [learner.tools.intern(tool) for tool in steps.tool]
+    learner._grow(len(learner.tools))
+    arms = learner.active
+    missing = sorted(set(arm_list) - set(arms.tolist()))
+    if missing:
+        arms = np.concatenate([arms, np.array(missing, dtype=np.int64)])
+    position = {arm: i for i, arm in enumerate(arms.tolist())}
+    sequence: dict[tuple[str, ...], NDArray[np.float64]] = {}
+    if learner.config.sequences_enabled:
+        for history in steps.history:
+            key = tuple(history)
+            if key not in sequence:
+                sequence[key] = learner.sequence_column(key, arms)
+    rewards, _ = _ordered_part(learner, steps, arm_list)
+    queries = list(dict.fromkeys(q for q in steps.query if q))
+    x = _query_features(learner, policy, queries)  # embeds them in one call (memoised for the scores)
+    text = {q: learner.text_columns(q, arms) for q in queries}
+    ratings = steps.rating if steps.rating is not None else [None] * n
+    worked = np.fromiter(map(call_worked, steps.success, ratings), dtype=bool, count=n)
+    scaled = np.clip((rewards - learner.config.reward.bounds[0]) / np.ptp(learner.config.reward.bounds), 0.0, 1.0)
+    weight = 0.5 + 0.5 * np.where(worked, scaled, 1 - scaled)
+    called = np.array([position[arm] for arm in arm_list], dtype=np.int64)
+    empty = np.zeros(len(arms))
+    no_text = np.zeros((len(arms), 2))
+    for start in range(0, n, CHOICE_BATCH):
+        part = range(start, min(start + CHOICE_BATCH, n))
+        rows = np.zeros((len(part), len(arms), 4))
+        for r, i in enumerate(part):
+            query, history = steps.query[i], tuple(steps.history[i])
+            rows[r, :, :2] = text[query] if query else no_text
+            if learner.config.sequences_enabled:
+                rows[r, :, 2 if history else 3] = sequence.get(history, empty)
+        features = np.stack([x[steps.query[i] or ""] for i in part])
+        window = slice(part.start, part.stop)
+        policy.learn_calls(features, arms, rows, called[window], worked[window], weight[window], rng)
+    learner.updates += n
+    return n
+
+
+def _query_features(learner: Learner, policy: ChoiceModel, queries: list[str]) -> dict[str, NDArray[np.float64]]:
+    """x(q) of each distinct query ("" for none), as the choice model's `features` computes it."""
+    dim = policy.config.dim
+    features: dict[str, NDArray[np.float64]] = {}
+    if learner.semantic is not None:
+        vectors = learner.semantic.queries(queries) if queries else np.zeros((0, dim), np.float32)
+        for query, vector in zip(queries, vectors, strict=True):
+            features[query] = _unit(vector, dim)
+        features[""] = _unit(learner.semantic.no_query, dim)
+    else:
+        for query in queries:
+            features[query] = policy.features(learner.encode(query, None, 0))
+        features[""] = policy.features(learner.encode(None, None, 0))
+    return features
+
+
+def _unit(vector: NDArray[np.float32], dim: int) -> NDArray[np.float64]:
+    x = np.zeros(dim)
+    head = np.asarray(vector[:dim], dtype=np.float64)
+    x[: len(head)] = head
+    norm = float(np.sqrt(x @ x))
+    return x / norm if norm else x
 
 
 def _ordered_part(

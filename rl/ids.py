@@ -24,6 +24,11 @@ class Interner:
     def get(self, name: str) -> int | None:
         return self._ids.get(name)
 
+    def ids(self, names: Iterable[str], missing: int = -1) -> list[int]:
+        """The id of each of `names` (`missing` for a name never interned), one dict look-up each."""
+        get = self._ids.get
+        return [get(name, missing) for name in names]
+
     def __len__(self) -> int:
         return len(self.names)
 

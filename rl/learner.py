@@ -21,6 +21,7 @@ from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import baseline_selection
+from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
@@ -43,7 +44,7 @@ class ToolDoc:
 
 @dataclass(frozen=True, slots=True)
 class LearnerConfig:
-    policy: str = "semantic"
+    policy: str = "choice"
     policy_config: PolicyConfig | None = None
     reward: RewardWeights = field(default_factory=RewardWeights)
     encoder: ContextEncoder = field(default_factory=ContextEncoder)
@@ -98,6 +99,7 @@ class Step:
     history: Sequence[str] = ()
     rating: int | None = None
     terminal: bool = False
+    passed_over: str | None = None  # the tool toolwise recommended for this call, when the agent called another
 
 
 @dataclass(slots=True)
@@ -231,6 +233,38 @@ class Learner:
         follow = self.sequences.follow_score(previous_tool, self.tools.names[arm]) if previous_tool else None
         return score if follow is None else max(score, follow)
 
+    def choice_rows(self, query: str | None, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The choice model's features of `arms` (see rl/policies/choice.py): cosine and BM25 of the
+        query against each tool's document (BM25 alone in the first column without an embedder),
+        log(1 + N·P(tool | history)) from the sequence model's back-off, and the same of the unigram
+        distribution on a session's first call (history empty)."""
+        rows = np.zeros((len(arms), 4))
+        if query:
+            rows[:, :2] = self.text_columns(query, arms)
+        if self.config.sequences_enabled:
+            rows[:, 2 if history else 3] = self.sequence_column(history, arms)
+        return rows
+
+    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`choice_rows`' first two columns: the query's cosine and BM25 against each of `arms`."""
+        columns = np.zeros((len(arms), 2))
+        known = arms < len(self.index)
+        lexical = self.index.scores(query).take(arms[known])
+        if self.semantic is not None:
+            columns[known, 0] = self.semantic.scores(query).take(arms[known])
+            columns[known, 1] = lexical
+        else:
+            columns[known, 0] = lexical
+        return columns
+
+    def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
+        distribution = self.sequences.next_distribution(history)
+        probability = np.zeros(len(self.tools) + 1)  # the last slot takes tools never interned
+        ids = np.array(self.tools.ids(distribution, missing=len(self.tools)), dtype=np.int64)
+        probability[ids] = np.fromiter(distribution.values(), dtype=np.float64, count=len(distribution))
+        return np.log1p(len(self.active) * probability.take(np.minimum(arms, len(self.tools))))
+
     def recommend(
         self,
         query: str | None,
@@ -243,6 +277,7 @@ class Learner:
         exclude: Collection[str] = (),
         baseline: bool = False,
         named_first: bool = False,
+        history: Sequence[str] = (),
     ) -> Decision:
         """Rank tools for a query. `exclude` drops tools (shields); `baseline` ranks by the
         deterministic prior alone (shadow mode: the policy is neither asked nor advanced);
@@ -264,6 +299,11 @@ class Learner:
             prior_all[named] = 1.0
         if baseline:
             selection = baseline_selection(arms, prior_all.take(arms))
+        elif isinstance(self.policy, ChoiceModel):
+            rows = self.choice_rows(query, history or ((previous_tool,) if previous_tool else ()), arms)
+            if named:
+                rows[np.isin(arms, named), :2] = 1.0
+            selection = self.policy.select(context, arms, rows, rng)
         else:
             selection = self.policy.select(context, arms, prior_all.take(arms), rng)
         names = self.tools.names
@@ -302,7 +342,11 @@ class Learner:
         policy has learned for a context, without exploration (for inspection)."""
         context = self.encode(query, previous_tool, session_length)
         prior = self.prior(query, previous_tool).take(self.active)
-        expected = self.policy.expected(context, self.active, prior)
+        if isinstance(self.policy, ChoiceModel):
+            rows = self.choice_rows(query, (previous_tool,) if previous_tool else (), self.active)
+            expected = self.policy.expected(context, self.active, rows)
+        else:
+            expected = self.policy.expected(context, self.active, prior)
         order = np.argsort(-expected, kind="stable")
         names = self.tools.names
         return [(names[self.active[i]], float(expected[i]), float(prior[i])) for i in order]
@@ -369,6 +413,8 @@ class Learner:
         return observation
 
     def _learn(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
+        if isinstance(self.policy, ChoiceModel):
+            return self._learn_choice(self.policy, step, reward, rng, context)
         arm = self.tools.intern(step.tool)
         future = self.policy.uses_next_context and not step.terminal
         next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
@@ -383,6 +429,32 @@ class Learner:
                 batch = self.replay.sample(self.config.replay_batch, rng)
                 self.replay.update_priorities(batch.slots, self.policy.replay(batch))
         return Observation(reward, scaled, update.td_error, context.hash)
+
+    def _learn_choice(
+        self, policy: ChoiceModel, step: Step, reward: float, rng: np.random.Generator, context: Context
+    ) -> Observation:
+        """An observed call as a choice among the catalogue (see rl/policies/choice.py), weighted by
+        how well it went: the normalised reward if it worked, its shortfall if not."""
+        arm = self.tools.intern(step.tool)
+        arms = self.active if arm in self.active else np.append(self.active, arm)
+        history = tuple(step.history) or ((step.previous_tool,) if step.previous_tool else ())
+        rows = self.choice_rows(step.query, history, arms)
+        scaled = normalise(self.config.reward, reward)
+        ok = worked(step.success, step.rating)
+        over = self.tools.get(step.passed_over) if step.passed_over else None
+        before = policy.learn_choice(
+            context,
+            arms,
+            rows,
+            arm,
+            worked=ok,
+            weight=0.5 + 0.5 * (scaled if ok else 1 - scaled),
+            passed_over=over,
+            rng=rng,
+        )
+        self.updates += 1
+        self.reward_sum += reward
+        return Observation(reward, scaled, (1.0 if ok else 0.0) - before, context.hash)
 
     def learn_batch(self, steps: Sequence[Step], rng: np.random.Generator) -> int:
         """Learn a run of logged executions in order, as `observe` one by one would, in a fraction of

@@ -193,6 +193,7 @@ class LearningService:
             exclude=blocked.keys(),
             baseline=self.settings.shadow or self.catching_up,
             named_first=named_first,
+            history=session.recent(session.length, self.history_n),
         )
         session.query, session.decision = query, decision
         self.open_decisions.add(session.connection or session.id, decision, session.id, query)

@@ -60,7 +60,14 @@ class Call:
             session_length=self.position,
             history=self.history,
             rating=rating,
+            passed_over=self.passed_over,
         )
+
+    @property
+    def passed_over(self) -> str | None:
+        """The tool toolwise recommended before this call, when the agent called another."""
+        decision = self.decision
+        return decision.chosen if decision is not None and decision.chosen != self.tool else None
 
     def execution(self, namespace: str, instance: str) -> Execution:
         """The store's view of this call (once learned: it carries the reward and context hash)."""

@@ -6,13 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from toolwise.rl.policies.base import Policy, Selection, Update
+from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
 from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
 from toolwise.rl.policies.ridge import RidgeConfig
 from toolwise.rl.policies.semantic import SemanticConfig, SemanticUCB
 from toolwise.rl.policies.thompson import TabularThompson, ThompsonConfig
 from toolwise.rl.policies.ucb import TabularUCB, UCBConfig
 
-PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig | SemanticConfig
+PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig | SemanticConfig | ChoiceConfig
 
 POLICIES: dict[str, tuple[Callable[[Any], Policy], type]] = {
     TabularUCB.name: (TabularUCB, UCBConfig),
@@ -20,6 +21,7 @@ POLICIES: dict[str, tuple[Callable[[Any], Policy], type]] = {
     LinUCB.name: (LinUCB, LinUCBConfig),
     LinTS.name: (LinTS, LinTSConfig),
     SemanticUCB.name: (SemanticUCB, SemanticConfig),
+    ChoiceModel.name: (ChoiceModel, ChoiceConfig),
 }
 
 
@@ -35,6 +37,8 @@ def make_policy(name: str, config: PolicyConfig | None = None) -> Policy:
 
 __all__ = [
     "POLICIES",
+    "ChoiceConfig",
+    "ChoiceModel",
     "LinTS",
     "LinTSConfig",
     "LinUCB",

@@ -101,7 +101,7 @@ def assert_same_counts(one: dict, other: dict) -> None:  # type: ignore[type-arg
 
 def test_a_batch_learns_the_same_state_as_steps_without_the_session_block(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
     steps, queries = a_log(catalogue, 600)
-    config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=0))
+    config = LearnerConfig(policy="semantic", policy_config=SemanticConfig(previous_buckets=0))
     stepwise = learned(catalogue, embedder, steps, config, None)
     batched = learned(catalogue, embedder, steps, config, 128)
     one, other = stepwise.state_dict(), batched.state_dict()
@@ -116,8 +116,8 @@ def test_a_batch_learns_the_same_state_as_steps_without_the_session_block(catalo
 
 def test_a_batch_with_the_session_block_recommends_as_steps_do(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
     steps, queries = a_log(catalogue, 600, seed=1)
-    stepwise = learned(catalogue, embedder, steps, LearnerConfig(), None)
-    batched = learned(catalogue, embedder, steps, LearnerConfig(), 200)
+    stepwise = learned(catalogue, embedder, steps, LearnerConfig(policy="semantic"), None)
+    batched = learned(catalogue, embedder, steps, LearnerConfig(policy="semantic"), 200)
     assert_same_counts(stepwise.state_dict(), batched.state_dict())
     previous = [None, *(t.name for t in catalogue[:5])]
     same = [stepwise.estimates(q, p, 1)[0][0] == batched.estimates(q, p, 1)[0][0] for q in queries for p in previous]
@@ -128,7 +128,7 @@ def test_a_batch_leaves_nothing_pending_to_whoever_reads_the_state(catalogue, em
     steps, _ = a_log(catalogue, 300, seed=2)
     states = []
     for settle in (False, True):
-        learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(1)
+        learner, rng = Learner(LearnerConfig(policy="semantic"), catalogue, embedder), np.random.default_rng(1)
         learner.learn_batch(steps[:200], rng)
         learner.learn_batch(steps[200:], rng)
         if settle:
@@ -159,7 +159,7 @@ def test_batched_rows_wait_within_a_memory_bound_and_learn_the_same(catalogue, e
 
     monkeypatch.setattr(semantic, "SETTLE_BYTES", 60_000)
     steps, _ = a_log(catalogue, 600, seed=4)
-    config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=0))
+    config = LearnerConfig(policy="semantic", policy_config=SemanticConfig(previous_buckets=0))
     stepwise = learned(catalogue, embedder, steps, config, None)
     learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
     waiting = []
@@ -176,7 +176,7 @@ def test_batched_rows_wait_within_a_memory_bound_and_learn_the_same(catalogue, e
 def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
     from toolwise.rl.embedding import QUERY_MEMO
 
-    semantic = Learner(LearnerConfig(), catalogue, embedder).semantic
+    semantic = Learner(LearnerConfig(policy="semantic"), catalogue, embedder).semantic
     assert semantic is not None
     queries = [f"find the {k}th report" for k in range(QUERY_MEMO + 200)]
     embedded: list[str] = []
@@ -210,7 +210,7 @@ def test_steps_given_as_columns_learn_what_the_steps_do(catalogue, embedder, pol
 def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
     """Checked before anything is learned: no half-learned batch (counts, n-grams) is left behind."""
     steps, _ = a_log(catalogue, 100, seed=6)
-    learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(1)
+    learner, rng = Learner(LearnerConfig(policy="semantic"), catalogue, embedder), np.random.default_rng(1)
     bad = [*steps[:50], Step(steps[50].tool, True, -0.5), *steps[51:]]
     with pytest.raises(ValueError, match=r"latency must be a finite number of seconds ≥ 0, got -0\.5"):
         learner.learn_batch(bad, rng)

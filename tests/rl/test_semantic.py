@@ -29,7 +29,7 @@ def test_learning_beats_its_prior_on_real_requests(embedder) -> None:  # type: i
         for t in tools
     ]
     order = np.random.default_rng(0).permutation(len(queries))[:600]
-    learner, rng = Learner(LearnerConfig(), docs, embedder), np.random.default_rng(1)
+    learner, rng = Learner(LearnerConfig(policy="semantic"), docs, embedder), np.random.default_rng(1)
     learned, prior = [], []
     for i in order:
         query, right = queries[i]["query"], set(queries[i]["tools"])
@@ -50,7 +50,7 @@ CATALOGUE = [
 
 
 def test_failures_on_other_requests_do_not_drag_a_tool_down(embedder) -> None:  # type: ignore[no-untyped-def]
-    learner, rng = Learner(LearnerConfig(), CATALOGUE, embedder), np.random.default_rng(3)
+    learner, rng = Learner(LearnerConfig(policy="semantic"), CATALOGUE, embedder), np.random.default_rng(3)
     weather = "will it rain in Paris tomorrow"
     assert learner.recommend(weather, rng, top_k=1).chosen == "weather__forecast"
     flights = [
@@ -72,13 +72,13 @@ def test_state_for_a_thousand_tools_is_under_50_mb() -> None:
 
 
 def test_state_round_trips(embedder) -> None:  # type: ignore[no-untyped-def]
-    learner, rng = Learner(LearnerConfig(), CATALOGUE, embedder), np.random.default_rng(4)
+    learner, rng = Learner(LearnerConfig(policy="semantic"), CATALOGUE, embedder), np.random.default_rng(4)
     for query, tool, ok in [
         ("rain in Oslo", "weather__forecast", True),
         ("news about rain", "weather__forecast", False),
     ]:
         learner.observe(Step(tool, ok, 0.1, query=query), rng)
-    copy = Learner(LearnerConfig(), CATALOGUE, embedder)
+    copy = Learner(LearnerConfig(policy="semantic"), CATALOGUE, embedder)
     copy.load_state(learner.state_dict())
     assert copy.estimates("rain in Rome", None, 0) == learner.estimates("rain in Rome", None, 0)
 
@@ -89,7 +89,9 @@ FOLLOW = {"flights__search": "calendar__create_event", "news__headlines": "weath
 def follow_ups(embedder, buckets: int) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """Train on sessions where the right second tool depends on the first, then ask what comes next."""
     # The sequence model is off: what ranks the follow-up is the policy alone.
-    config = LearnerConfig(policy_config=SemanticConfig(previous_buckets=buckets), sequences_enabled=False)
+    config = LearnerConfig(
+        policy="semantic", policy_config=SemanticConfig(previous_buckets=buckets), sequences_enabled=False
+    )
     learner, rng = Learner(config, CATALOGUE, embedder), np.random.default_rng(5)
     query = "plan my trip to Rome on Friday"
     for i in range(40):
@@ -109,7 +111,7 @@ def test_the_same_request_after_different_tools_gets_different_tools(embedder) -
 
 
 def test_an_older_state_loads_with_its_query_learning_kept(embedder) -> None:  # type: ignore[no-untyped-def]
-    learner, rng = Learner(LearnerConfig(), CATALOGUE, embedder), np.random.default_rng(6)
+    learner, rng = Learner(LearnerConfig(policy="semantic"), CATALOGUE, embedder), np.random.default_rng(6)
     for query, tool, ok in [
         ("rain in Oslo", "weather__forecast", True),
         ("news about rain", "weather__forecast", False),
@@ -119,7 +121,7 @@ def test_an_older_state_loads_with_its_query_learning_kept(embedder) -> None:  #
     policy = state["policy"]
     del policy["after"], policy["after_inv"]
     policy["schema"] = 1  # what a snapshot taken before the previous-tool block holds
-    copy = Learner(LearnerConfig(), CATALOGUE, embedder)
+    copy = Learner(LearnerConfig(policy="semantic"), CATALOGUE, embedder)
     copy.load_state(state)
     assert copy.estimates("rain in Rome", None, 0) == learner.estimates("rain in Rome", None, 0)
 

@@ -1,0 +1,461 @@
+"""The choice model: which tool an agent calls in a context, learned from the calls it makes.
+
+Most calls toolwise sees are chosen by the agent (an LLM client picks the tool itself), and most of
+them succeed. A reward regression over those calls learns the wrong thing: every called tool scores
+1, so a centred residual sinks exactly the tools the prior already had right. What such a stream
+does say is *which tool was wanted here*. So the model is a conditional logit (a softmax over the
+candidate tools, McFadden's choice model, as in learning-to-rank's ListNet), with a score per tool
+
+    s_t(q, h) = w · f_t(q, h) + θ_tᵀ x(q)
+
+where f_t are the prior's features (cosine of the query and tool embeddings, BM25 over the tool
+documents, and log(1 + N·P(t | h)), P the sequence model's back-off distribution after the
+session's tools h, or the unigram one on a session's first call), w their learned weights (the
+prior's mix, learned online instead of set on one data set) and θ_t a per-tool weight vector over
+x(q), the leading components of the query embedding (unit length). There is no per-tool bias: how
+often a tool is used is the sequence features' part, and a failure of t says "not t for this kind of
+request", never "not t" everywhere.
+
+Learning, by gradient steps on the shortlist's softmax (the top `shortlist` tools by score, with the
+called one), AdaGrad-scaled per tool and per feature weight:
+
+- a call that worked (success, not rated 1–2) is a choice: ascend log p_T, weighted by the call's
+  normalised reward (fast and well rated counts more). The step raises s_T against every other
+  candidate, so learning from a success never lowers the called tool;
+- a call that failed (or was rated 1–2) is evidence against it: ascend log(1 − p_T), which lowers T
+  in this kind of context and lifts the others in proportion to their probability;
+- a recommendation the agent passed over (toolwise said R, the agent called T) is weak evidence
+  against R: the same step with weight `passed_over_weight`.
+
+Ranking is by score (the most probable tool first); `expected` is the softmax probability of each
+shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
+from toolwise.rl.replay import Batch
+
+FEATURES = ("cosine", "bm25", "sequence", "first_call")  # the columns of f_t (see the module docstring)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceConfig:
+    dim: int = 128  # leading embedding components θ learns over
+    shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
+    learning_rate: float = 8.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
+    weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
+    initial_weights: tuple[float, float, float, float] = (20.0, 5.0, 1.0, 0.5)
+    passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
+    replays: int = 4  # past calls learned again after each call (SGD's second look; 0: off)
+    replay_capacity: int = 4096  # the most recent calls kept for that
+    batch_replays: int = 1  # the same in a replay of the log (minibatches; fewer: a year of log is long)
+    epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
+
+    def __post_init__(self) -> None:
+        if self.dim < 8 or self.shortlist < 2:
+            raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
+        if self.replays < 0 or self.batch_replays < 0 or self.replay_capacity < 1:
+            raise ValueError(f"need replays ≥ 0 and replay_capacity ≥ 1, got {self.replays}, {self.replay_capacity}")
+        if self.learning_rate < 0 or self.weight_rate < 0 or not 0 <= self.passed_over_weight <= 1:
+            raise ValueError(
+                "need learning_rate ≥ 0, weight_rate ≥ 0, 0 ≤ passed_over_weight ≤ 1; got "
+                f"{self.learning_rate}, {self.weight_rate}, {self.passed_over_weight}"
+            )
+        if len(self.initial_weights) != len(FEATURES):
+            raise ValueError(f"initial_weights needs {len(FEATURES)} values ({', '.join(FEATURES)})")
+        if not 0 <= self.epsilon <= 1:
+            raise ValueError(f"need 0 ≤ epsilon ≤ 1, got {self.epsilon}")
+
+
+def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
+    z = np.exp(scores - scores.max())
+    p: NDArray[np.float64] = z / z.sum()
+    return p
+
+
+class ChoiceModel:
+    name: ClassVar[str] = "choice"
+    SCHEMA: ClassVar[int] = 1
+    uses_next_context: ClassVar[bool] = False
+    uses_features: ClassVar[bool] = True  # `prior` arguments are (arms, len(FEATURES)) feature rows
+
+    def __init__(self, config: ChoiceConfig | None = None) -> None:
+        self.config = c = config or ChoiceConfig()
+        self.weights = np.array(c.initial_weights, dtype=np.float64)
+        self.weight_steps = np.zeros(len(FEATURES))  # AdaGrad's Σ g² per feature weight
+        self.theta = np.zeros((16, c.dim))
+        self.steps = np.zeros(16)  # AdaGrad's Σ d² per tool (its θ and b share it: |x| = 1)
+        self.chosen = np.zeros(16, dtype=np.int64)  # worked calls learned per tool
+        self.observed = 0
+        self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
+
+    # -- features ----------------------------------------------------------------------------------
+
+    def features(self, context: Context) -> NDArray[np.float64]:
+        """x(q): the leading `dim` embedding components (or the folded hashed features), unit length."""
+        dim = self.config.dim
+        if context.embedding is not None:
+            x = np.zeros(dim)
+            head = np.asarray(context.embedding[:dim], dtype=np.float64)
+            x[: len(head)] = head
+        else:
+            x = np.zeros(dim)
+            np.add.at(x, context.indices % dim, context.values)
+        norm = math.sqrt(float(x @ x))
+        return x / norm if norm else x
+
+    def _ensure(self, arm: int) -> None:
+        rows = len(self.steps)
+        if arm < rows:
+            return
+        grow = max(2 * rows, arm + 1) - rows
+        self.theta = np.concatenate([self.theta, np.zeros((grow, self.config.dim))])
+        self.steps = np.concatenate([self.steps, np.zeros(grow)])
+        self.chosen = np.concatenate([self.chosen, np.zeros(grow, dtype=np.int64)])
+
+    # -- deciding ----------------------------------------------------------------------------------
+
+    def scores(self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64]) -> NDArray[np.float64]:
+        """s_t for each of `arms`, given their feature `rows` (arms × FEATURES)."""
+        if len(arms):
+            self._ensure(int(arms.max()))
+        scores: NDArray[np.float64] = rows @ self.weights
+        if len(arms) > 64:  # one product over every tool, no copy of their rows
+            scores += (self.theta @ x).take(arms)
+        else:
+            scores += self.theta.take(arms, 0) @ x
+        return scores
+
+    def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each arm's choice probability among `arms` (the softmax of the scores)."""
+        return softmax(self.scores(self.features(context), arms, prior))
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        c = self.config
+        scores = self.scores(self.features(context), arms, prior)
+        if len(scores) > c.shortlist:
+            short = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
+            arms, scores = arms.take(short), scores.take(short)
+        order, best, ties = rank(scores, rng)
+        explored = bool(c.epsilon and rng.random() < c.epsilon)
+        pick = int(rng.integers(len(arms))) if explored else best
+        propensity = c.epsilon / len(arms) + ((1 - c.epsilon) / ties if scores[pick] == scores[best] else 0.0)
+        return ranked_selection(arms, scores, softmax(scores), order, pick, pick != best, propensity)
+
+    # -- learning ----------------------------------------------------------------------------------
+
+    def learn_choice(
+        self,
+        context: Context,
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        called: int,
+        *,
+        worked: bool,
+        weight: float = 1.0,
+        passed_over: int | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> float:
+        """One observed call of `called` (an arm id) among the candidate `arms` with feature `rows`:
+        a choice if it `worked`, evidence against it if not, and `passed_over` (a recommended arm the
+        agent did not call) weakly against; then, with `rng`, `replays` calls drawn from the recent
+        ones learned again (one SGD pass over a call under-learns it: replay brings the per-tool fit
+        closer to the batch optimum; measured in docs/learning.md). Returns the called tool's
+        probability before the step."""
+        return self.learn_call(
+            self.features(context), arms, rows, called, worked=worked, weight=weight, passed_over=passed_over, rng=rng
+        )
+
+    def learn_call(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        called: int,
+        *,
+        worked: bool,
+        weight: float = 1.0,
+        passed_over: int | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> float:
+        """`learn_choice` given the query's features x(q) (`features`) rather than its context: the
+        batch path computes them for many calls at once."""
+        c = self.config
+        self._ensure(max(int(arms.max()), called))
+        scores = self.scores(x, arms, rows)
+        if len(arms) > c.shortlist:  # the softmax over the best candidates and the called one
+            keep = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
+            inside = np.flatnonzero(arms == called)
+            keep = np.union1d(keep, inside)
+            if passed_over is not None:
+                keep = np.union1d(keep, np.flatnonzero(arms == passed_over))
+            arms, rows, scores = arms.take(keep), rows.take(keep, 0), scores.take(keep)
+        p = softmax(scores)
+        at = np.flatnonzero(arms == called)
+        if not len(at):
+            raise ValueError(f"the called arm {called} is not among the candidates")
+        direction = _towards(p, int(at[0]), weight, worked)
+        if passed_over is not None and passed_over != called:
+            over = np.flatnonzero(arms == passed_over)
+            if len(over):
+                direction += _towards(p, int(over[0]), c.passed_over_weight, False)
+        self._step(x, arms, rows, direction)
+        self.observed += 1
+        if worked:
+            self.chosen[called] += 1
+        if c.replays and rng is not None:
+            self.memory.add(x, arms, rows, int(at[0]), worked, weight)
+            for slot in rng.integers(len(self.memory), size=c.replays).tolist():
+                self._again(slot)
+        return float(p[at[0]])
+
+    def learn_calls(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        called: NDArray[np.int64],
+        worked: NDArray[np.bool_],
+        weight: NDArray[np.float64],
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        """A minibatch of calls (a replay of the log): call r chose `arms[called[r]]` for the query
+        with features `x[r]` among `arms` with feature rows `rows[r]`. Every call's step is computed
+        against the parameters before the batch; each tool then moves by the mean of its steps (a sum
+        would overshoot: a tool called 50 times in a batch would move 50 steps at once), the feature
+        weights by the mean gradient. The calls are remembered, and with `rng` `replays` remembered calls
+        a call are learned again (`batch_replays`), as one more minibatch."""
+        c = self.config
+        batch, k = len(x), min(c.shortlist, len(arms))
+        self._ensure(int(arms.max()))
+        scores = rows @ self.weights + x @ self.theta.take(arms, 0).T
+        short = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        inside = (short == called[:, None]).any(axis=1)
+        short[~inside, -1] = called[~inside]
+        at = np.argmax(short == called[:, None], axis=1)
+        tools = arms.take(short)
+        picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
+        self._learn_rows(x, tools, picked, at, worked, weight)
+        self.observed += batch
+        np.add.at(self.chosen, arms.take(called[worked]), 1)
+        for r in range(max(0, batch - len(self.memory.x)), batch):
+            self.memory.add(x[r], tools[r], picked[r], int(at[r]), bool(worked[r]), float(weight[r]))
+        if c.batch_replays and rng is not None and len(self.memory):
+            slots = rng.integers(len(self.memory), size=c.batch_replays * batch)
+            self._learn_rows(*self.memory.rows_of(slots))
+
+    def _learn_rows(
+        self,
+        x: NDArray[np.float64],
+        tools: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        at: NDArray[np.int64],
+        worked: NDArray[np.bool_],
+        weight: NDArray[np.float64],
+    ) -> None:
+        """One minibatch step: row r's candidates are `tools[r]` (−1: none) with feature `rows[r]`, the
+        call chose `tools[r, at[r]]`. Steps against the parameters before it; each tool moves by its
+        steps' sum over the calls of it in the batch (their mean), the feature weights by the mean gradient."""
+        c = self.config
+        batch, k = tools.shape
+        valid = tools >= 0
+        safe = np.where(valid, tools, 0)
+        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x)
+        scores[~valid] = -np.inf
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        mine = np.arange(batch), at
+        chosen = p[mine]
+        direction = np.where(worked[:, None], -p, p * (chosen / np.maximum(1.0 - chosen, 0.05))[:, None])
+        direction[mine] = np.where(worked, 1.0 - chosen, -chosen)
+        direction *= weight[:, None]
+        direction[~valid] = 0.0
+        flat, moved = safe.ravel(), direction.ravel()
+        np.add.at(self.steps, flat, moved * moved)
+        total = np.zeros_like(self.theta)
+        np.add.at(total, flat, moved[:, None] * np.repeat(x, k, axis=0))
+        used = np.unique(flat[valid.ravel()])
+        called = np.maximum(np.bincount(tools[mine], minlength=len(self.steps)), 1).take(used)
+        rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
+        self.theta[used] += total[used] * (rate / called)[:, None]
+        gradient = np.einsum("bk,bkf->f", direction, rows) / batch
+        self.weight_steps += gradient * gradient
+        self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
+
+    def _again(self, slot: int) -> None:
+        """Learn the remembered call in `slot` again, as it was (its candidates and their features
+        then), against the current parameters."""
+        x, arms, rows, at, worked, weight = self.memory.get(slot)
+        p = softmax(self.scores(x, arms, rows))
+        self._step(x, arms, rows, _towards(p, at, weight, worked))
+
+    def _step(
+        self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64], direction: NDArray[np.float64]
+    ) -> None:
+        """Ascend the objective whose gradient on the candidates' scores is `direction`."""
+        c = self.config
+        self.steps[arms] += direction * direction
+        rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(arms))
+        moved = rate * direction
+        self.theta[arms] += moved[:, None] * x
+        gradient = direction @ rows
+        self.weight_steps += gradient * gradient
+        self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
+
+    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
+        raise TypeError(f"{self.name} learns from choices among candidates: the learner calls learn_choice")
+
+    def replay(self, batch: Batch) -> NDArray[np.float64]:
+        raise NotImplementedError(f"{self.name} learns each call once, in order")
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.name,
+            "schema": self.SCHEMA,
+            "config": asdict(self.config),
+            "weights": self.weights.copy(),
+            "weight_steps": self.weight_steps.copy(),
+            "theta": self.theta.copy(),
+            "steps": self.steps.copy(),
+            "chosen": self.chosen.copy(),
+            "observed": self.observed,
+            "memory": self.memory.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        check_state(state, self.name, self.SCHEMA)
+        theta = np.asarray(state["theta"], dtype=np.float64)
+        if theta.shape[1] != self.config.dim:
+            raise ValueError(f"state learned over {theta.shape[1]} components, this policy uses {self.config.dim}")
+        self.theta = theta.copy()
+        self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
+        self.weight_steps = np.asarray(state["weight_steps"], dtype=np.float64).copy()
+        self.steps = np.asarray(state["steps"], dtype=np.float64).copy()
+        self.chosen = np.asarray(state["chosen"], dtype=np.int64).copy()
+        self.observed = int(state["observed"])
+        self.memory.load_state(state["memory"])
+
+    def nbytes(self) -> int:
+        return self.memory.nbytes() + self.theta.nbytes + self.steps.nbytes + self.chosen.nbytes + self.weights.nbytes
+
+
+def _towards(p: NDArray[np.float64], at: int, weight: float, worked: bool) -> NDArray[np.float64]:
+    """The gradient on the scores of log p[at] (worked) or log(1 − p[at]) (not), times `weight`."""
+    if worked:
+        direction: NDArray[np.float64] = -weight * p
+        direction[at] += weight
+        return direction
+    share = p[at] / max(1.0 - p[at], 0.05)  # bounded: a near-certain wrong tool moves by a finite step
+    direction = weight * share * p
+    direction[at] = -weight * p[at]
+    return direction
+
+
+class CallMemory:
+    """A ring of the most recent learned calls, each as the choice model saw it: x(q), the softmax's
+    candidates (padded with −1) and their feature rows, the called one's position, whether it worked
+    and its weight. float32 throughout: about 1 KB a call."""
+
+    def __init__(self, capacity: int, dim: int, width: int) -> None:
+        self.x = np.zeros((capacity, dim), np.float32)
+        self.arms = np.full((capacity, width), -1, np.int64)
+        self.rows = np.zeros((capacity, width, len(FEATURES)), np.float32)
+        self.at = np.zeros(capacity, np.int64)
+        self.worked = np.zeros(capacity, bool)
+        self.weight = np.zeros(capacity, np.float32)
+        self.cursor = self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        at: int,
+        worked: bool,
+        weight: float,
+    ) -> None:
+        i, n = self.cursor, min(len(arms), self.arms.shape[1])
+        if at >= n:  # the called one first: it must survive the cut to the ring's width
+            order = np.concatenate(([at], np.delete(np.arange(len(arms)), at)))[:n]
+            arms, rows, at = arms.take(order), rows.take(order, 0), 0
+        self.x[i] = x
+        self.arms[i] = -1
+        self.arms[i, :n] = arms[:n]
+        self.rows[i, :n] = rows[:n]
+        self.at[i], self.worked[i], self.weight[i] = at, worked, weight
+        self.cursor = (i + 1) % len(self.x)
+        self.size = min(self.size + 1, len(self.x))
+
+    def get(self, slot: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], int, bool, float]:
+        n = int(np.count_nonzero(self.arms[slot] >= 0))
+        return (
+            self.x[slot].astype(np.float64),
+            self.arms[slot, :n],
+            self.rows[slot, :n].astype(np.float64),
+            int(self.at[slot]),
+            bool(self.worked[slot]),
+            float(self.weight[slot]),
+        )
+
+    def rows_of(
+        self, slots: NDArray[np.int64]
+    ) -> tuple[
+        NDArray[np.float64],
+        NDArray[np.int64],
+        NDArray[np.float64],
+        NDArray[np.int64],
+        NDArray[np.bool_],
+        NDArray[np.float64],
+    ]:
+        """The remembered calls in `slots`, as `ChoiceModel._learn_rows` takes them."""
+        return (
+            self.x[slots].astype(np.float64),
+            self.arms[slots],
+            self.rows[slots].astype(np.float64),
+            self.at[slots],
+            self.worked[slots],
+            self.weight[slots].astype(np.float64),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        filled = slice(0, self.size)
+        return {
+            "cursor": self.cursor,
+            "x": self.x[filled].copy(),
+            "arms": self.arms[filled].copy(),
+            "rows": self.rows[filled].copy(),
+            "at": self.at[filled].copy(),
+            "worked": self.worked[filled].copy(),
+            "weight": self.weight[filled].copy(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        size = len(state["at"])
+        if size > len(self.x) or np.asarray(state["x"]).shape[1:] != self.x.shape[1:]:
+            raise ValueError(f"remembered calls of shape {np.asarray(state['x']).shape} do not fit this memory")
+        width = min(np.asarray(state["arms"]).shape[1], self.arms.shape[1])
+        self.arms[:] = -1
+        for name in ("x", "at", "worked", "weight"):
+            getattr(self, name)[:size] = state[name]
+        self.arms[:size, :width] = np.asarray(state["arms"])[:, :width]
+        self.rows[:size, :width] = np.asarray(state["rows"])[:, :width]
+        self.cursor, self.size = int(state["cursor"]), size
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.x, self.arms, self.rows, self.at, self.worked, self.weight))
