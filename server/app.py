@@ -415,7 +415,10 @@ async def call_own(
             raise
         log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
     sessions = app.learning.sessions
-    key = sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
+    named = getattr(args, "session_id", None)
+    key = sessions.resolve(named, meta, sessions.current(client_key(ctx)))
+    if named or key != sessions.current(client_key(ctx)):  # a conversation named: the connection is in it
+        sessions.name(client_key(ctx), key)
     if tool.takes_session:
         session = sessions.get(key)
         session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
@@ -445,7 +448,7 @@ async def forward(
             f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
         )
     client = client_key(ctx)
-    fallback = app.learning.sessions.resolve(None, meta, client)
+    fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client))
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
     started_at, start = utcnow(), time.perf_counter()
     stopped: asyncio.CancelledError | None = None

@@ -50,7 +50,7 @@ from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
 from toolwise.server.config import Settings
 from toolwise.server.embedding import load_embedder, tool_document
 from toolwise.server.metrics import Metrics
-from toolwise.server.sessions import SESSION_META_KEY, Call, Session, Sessions
+from toolwise.server.sessions import Call, Session, Sessions
 from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Covered
 
@@ -204,14 +204,14 @@ class LearningService:
     def attribute(
         self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str
     ) -> tuple[Session, OpenDecision | None]:
-        """The session a proxied call of `tool` belongs to and the open decision it follows: the one
-        `_meta` names, else the newest on `connection` that recommended `tool`; without one, the
-        session `fallback` names (see server/attribution.py). In memory only."""
+        """The session a proxied call of `tool` belongs to and the open decision it follows. The
+        session is `fallback`: the one `_meta` names, else the conversation the connection named last
+        (`Sessions.current`), whatever was recommended. The decision: the one `_meta` names, else the
+        newest open one in that session that recommended `tool` (on a connection that never named a
+        conversation, the newest on the connection). See server/attribution.py. In memory only."""
         named = meta.get(DECISION_META_KEY) if meta else None
-        tagged = meta.get(SESSION_META_KEY) if meta else None
-        opened = self.open_decisions.take(
-            connection, tool, named if isinstance(named, str) else None, tagged if isinstance(tagged, str) else None
-        )
+        in_conversation = fallback if fallback != connection else None  # named by _meta or by the connection
+        opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)
         return self.sessions.get(opened.session_id if opened is not None else fallback), opened
 
     @property
@@ -399,6 +399,7 @@ class LearningService:
             raise InvalidOutcomeError(outcome)
         await self.drain()
         session = self.sessions.pop(session_id)
+        self.sessions.unname(session_id)
         self.open_decisions.forget_session(session_id)
         if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
