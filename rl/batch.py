@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.policies.choice import ChoiceModel
+from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.reward import check_latency, check_rating
 
 if TYPE_CHECKING:
@@ -159,12 +159,14 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
     no_text = np.zeros((len(arms), 2))
     for start in range(0, n, CHOICE_BATCH):
         part = range(start, min(start + CHOICE_BATCH, n))
-        rows = np.zeros((len(part), len(arms), 4))
+        rows = np.zeros((len(part), len(arms), len(FEATURES)))
         for r, i in enumerate(part):
             query, history = steps.query[i], tuple(steps.history[i])
             rows[r, :, :2] = text[query] if query else no_text
             if learner.config.sequences_enabled:
                 rows[r, :, 2 if history else 3] = sequence.get(history, empty)
+            if history:
+                rows[r, :, 4] = learner.repeat_column(history, arms)
         features = np.stack([x[steps.query[i] or ""] for i in part])
         window = slice(part.start, part.stop)
         policy.learn_calls(features, arms, rows, called[window], worked[window], weight[window], rng)

@@ -21,7 +21,7 @@ from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import baseline_selection
-from toolwise.rl.policies.choice import ChoiceModel
+from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
@@ -238,12 +238,19 @@ class Learner:
         query against each tool's document (BM25 alone in the first column without an embedder),
         log(1 + N·P(tool | history)) from the sequence model's back-off, and the same of the unigram
         distribution on a session's first call (history empty)."""
-        rows = np.zeros((len(arms), 4))
+        rows = np.zeros((len(arms), len(FEATURES)))
         if query:
             rows[:, :2] = self.text_columns(query, arms)
         if self.config.sequences_enabled:
             rows[:, 2 if history else 3] = self.sequence_column(history, arms)
+        if history:
+            rows[:, 4] = self.repeat_column(history, arms)
         return rows
+
+    def repeat_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """1 for each of `arms` the session already called (within `history`), else 0."""
+        used = [arm for arm in self.tools.ids(history) if arm >= 0]
+        return np.isin(arms, used).astype(np.float64)
 
     def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """`choice_rows`' first two columns: the query's cosine and BM25 against each of `arms`."""

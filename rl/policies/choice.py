@@ -9,12 +9,13 @@ candidate tools, McFadden's choice model, as in learning-to-rank's ListNet), wit
     s_t(q, h) = w · f_t(q, h) + θ_tᵀ x(q)
 
 where f_t are the prior's features (cosine of the query and tool embeddings, BM25 over the tool
-documents, and log(1 + N·P(t | h)), P the sequence model's back-off distribution after the
-session's tools h, or the unigram one on a session's first call), w their learned weights (the
-prior's mix, learned online instead of set on one data set) and θ_t a per-tool weight vector over
-x(q), the leading components of the query embedding (unit length). There is no per-tool bias: how
-often a tool is used is the sequence features' part, and a failure of t says "not t for this kind of
-request", never "not t" everywhere.
+documents, log(1 + N·P(t | h)), P the sequence model's back-off distribution after the session's
+tools h, or the unigram one on a session's first call, and whether the session already called t: an
+agent that passes the same request at every step has the text point at the tool it just used), w
+their learned weights (the prior's mix, learned online instead of set on one data set) and θ_t a
+per-tool weight vector over x(q), the leading components of the query embedding (unit length). There
+is no per-tool bias: how often a tool is used is the sequence features' part, and a failure of t
+says "not t for this kind of request", never "not t" everywhere.
 
 Learning, by gradient steps on the shortlist's softmax (the top `shortlist` tools by score, with the
 called one), AdaGrad-scaled per tool and per feature weight:
@@ -44,20 +45,20 @@ from toolwise.rl.context import Context
 from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
 from toolwise.rl.replay import Batch
 
-FEATURES = ("cosine", "bm25", "sequence", "first_call")  # the columns of f_t (see the module docstring)
+FEATURES = ("cosine", "bm25", "sequence", "first_call", "repeat")  # the columns of f_t (see the module docstring)
 
 
 @dataclass(frozen=True, slots=True)
 class ChoiceConfig:
     dim: int = 128  # leading embedding components θ learns over
     shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
-    learning_rate: float = 8.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
+    learning_rate: float = 4.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
     weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
-    initial_weights: tuple[float, float, float, float] = (20.0, 5.0, 1.0, 0.5)
+    initial_weights: tuple[float, ...] = (20.0, 5.0, 1.0, 0.5, 0.0)
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
-    replays: int = 4  # past calls learned again after each call (SGD's second look; 0: off)
+    replays: int = 8  # past calls learned again after each call (SGD's second look; 0: off)
     replay_capacity: int = 4096  # the most recent calls kept for that
-    batch_replays: int = 1  # the same in a replay of the log (minibatches; fewer: a year of log is long)
+    batch_replays: int = 2  # the same in a replay of the log (minibatches; fewer: a year of log is long)
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
