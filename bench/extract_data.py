@@ -142,14 +142,14 @@ def nestful(gitdir: Path) -> Chains:
     chains = []
     for part in ("executable/executable", "non-executable/non-executable-glaive", "non-executable/non-executable-sgd"):
         for spec in json.loads(show(gitdir, f"data_v1/{part}-spec.json")):
-            parameters = spec.get("query_parameters") or spec.get("parameters") or {}
+            listed = spec.get("query_parameters") or spec.get("parameters") or {}
+            properties = {
+                k: {"type": "string", "description": str(v.get("description", ""))} for k, v in listed.items()
+            }
+            required = sorted(k for k, v in listed.items() if v.get("required") is True)
+            schema = {"type": "object", "properties": properties, "required": required}
             tools.setdefault(
-                spec["name"],
-                {
-                    "name": spec["name"],
-                    "description": spec.get("description", ""),
-                    "parameters": {"properties": parameters},
-                },
+                spec["name"], {"name": spec["name"], "description": spec.get("description", ""), "parameters": schema}
             )
         for i, entry in enumerate(json.loads(show(gitdir, f"data_v1/{part}-data.json"))):
             steps = [

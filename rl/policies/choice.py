@@ -53,6 +53,7 @@ class ChoiceConfig:
     dim: int = 128  # leading embedding components θ learns over
     shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
     learning_rate: float = 4.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
+    shrinkage: float = 2.0  # θ_t counts (n + 1)/(n + 1 + this) after n worked calls of t: thin evidence, the prior
     weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
     initial_weights: tuple[float, ...] = (20.0, 5.0, 1.0, 0.5, 0.0)
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
@@ -62,6 +63,8 @@ class ChoiceConfig:
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
+        if self.shrinkage < 0:
+            raise ValueError(f"need shrinkage ≥ 0, got {self.shrinkage}")
         if self.dim < 8 or self.shortlist < 2:
             raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
         if self.replays < 0 or self.batch_replays < 0 or self.replay_capacity < 1:
@@ -131,10 +134,18 @@ class ChoiceModel:
             self._ensure(int(arms.max()))
         scores: NDArray[np.float64] = rows @ self.weights
         if len(arms) > 64:  # one product over every tool, no copy of their rows
-            scores += (self.theta @ x).take(arms)
+            scores += (self.theta @ x).take(arms) * self.shrink(arms)
         else:
-            scores += self.theta.take(arms, 0) @ x
+            scores += (self.theta.take(arms, 0) @ x) * self.shrink(arms)
         return scores
+
+    def shrink(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """How much of θ_t counts for each of `arms`: (n + 1)/(n + 1 + shrinkage) after n worked calls
+        of t. Shrinkage toward the prior while a tool's evidence is thin: one call of a tool, made for
+        a request that also needed other tools, is weak evidence about requests like it."""
+        evidence = self.chosen.take(arms) + 1.0
+        shrunk: NDArray[np.float64] = evidence / (evidence + self.config.shrinkage)
+        return shrunk
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each arm's choice probability among `arms` (the softmax of the scores)."""
@@ -272,7 +283,8 @@ class ChoiceModel:
         batch, k = tools.shape
         valid = tools >= 0
         safe = np.where(valid, tools, 0)
-        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x)
+        shrunk = self.shrink(safe.ravel()).reshape(safe.shape)
+        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x) * shrunk
         scores[~valid] = -np.inf
         p = np.exp(scores - scores.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
@@ -283,9 +295,10 @@ class ChoiceModel:
         direction *= weight[:, None]
         direction[~valid] = 0.0
         flat, moved = safe.ravel(), direction.ravel()
+        steps = moved * shrunk.ravel()
         np.add.at(self.steps, flat, moved * moved)
         total = np.zeros_like(self.theta)
-        np.add.at(total, flat, moved[:, None] * np.repeat(x, k, axis=0))
+        np.add.at(total, flat, steps[:, None] * np.repeat(x, k, axis=0))
         used = np.unique(flat[valid.ravel()])
         called = np.maximum(np.bincount(tools[mine], minlength=len(self.steps)), 1).take(used)
         rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
@@ -308,7 +321,7 @@ class ChoiceModel:
         c = self.config
         self.steps[arms] += direction * direction
         rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(arms))
-        moved = rate * direction
+        moved = rate * direction * self.shrink(arms)  # the chain rule through the shrunk term
         self.theta[arms] += moved[:, None] * x
         gradient = direction @ rows
         self.weight_steps += gradient * gradient
