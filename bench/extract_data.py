@@ -14,7 +14,8 @@ of a clone.
 
 BFCL live: every `BFCL_v4_live_{simple,multiple,parallel,parallel_multiple}` entry (queries users
 contributed), its functions pooled into one catalogue (first description of a name kept), the
-request's last user message as the query, the functions of its ground truth as the right tools.
+request's last user message as the query, the functions of its ground truth as the right tools (and
+as `calls`, with the first accepted value of each argument: bench/arguments.py).
 ToolLens: the test split (qrels/test.tsv), each API of the corpus a tool named `tool_name: api_name`.
 BFCL multi-turn: the `base`, `long_context` and `miss_param` conversations (a user turn, the calls
 that answer it, the next turn…), the catalogue every multi_turn_func_doc class; each call's text is
@@ -25,6 +26,7 @@ every step's text. UltraTool (English test set): each plan step that calls a too
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
@@ -66,7 +68,12 @@ def bfcl_live(gitdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                 )
             users = [m["content"] for turn in entry["question"] for m in turn if m["role"] == "user"]
             right = sorted({next(iter(call)) for call in answers[entry["id"]]})
-            queries.append({"id": entry["id"], "query": users[-1], "tools": right})
+            calls = [
+                {"tool": tool, "arguments": {k: v[0] for k, v in args.items() if v and v[0] != ""}}
+                for call in answers[entry["id"]]
+                for tool, args in call.items()
+            ]
+            queries.append({"id": entry["id"], "query": users[-1], "tools": right, "calls": calls})
     return list(tools.values()), queries
 
 
@@ -131,10 +138,27 @@ def bfcl_multi_turn(gitdir: Path) -> Chains:
                 for call in calls:
                     found = _CALL.match(call)
                     if text and found and found.group(1) in tools:
-                        steps.append({"text": text, "tool": found.group(1)})
+                        steps.append({"text": text, "tool": found.group(1), "arguments": keyword_arguments(call)})
             if steps:
                 chains.append({"id": entry["id"], "steps": steps})
     return list(tools.values()), chains
+
+
+def keyword_arguments(call: str) -> dict[str, Any]:
+    """The literal keyword arguments of a call written as Python (`cd(folder='document')`)."""
+    try:
+        node = ast.parse(call.strip(), mode="eval").body
+    except SyntaxError:
+        return {}
+    if not isinstance(node, ast.Call):
+        return {}
+    found = {}
+    for keyword in node.keywords:
+        try:
+            found[str(keyword.arg)] = ast.literal_eval(keyword.value)
+        except ValueError:
+            continue  # not a literal (an expression of earlier results): nothing to compare
+    return found
 
 
 def nestful(gitdir: Path) -> Chains:

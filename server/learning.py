@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -42,8 +43,10 @@ from toolwise.feedback import (
     StoreUnavailableError,
     utcnow,
 )
+from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
 from toolwise.feedback.records import LogColumns, RatingEvent, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
+from toolwise.rl.arguments import ArgumentMemory, Suggestion
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
@@ -110,6 +113,9 @@ class LearningService:
         self.calls = 0
         self.explored = 0
         self.covered = Covered()  # what of the shared log the state includes (server/sharing.py)
+        # argument values of successful calls, for suggestions (kept only where arguments are stored)
+        self.arguments = ArgumentMemory()
+        self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
         self._pending: deque[Call] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
@@ -294,6 +300,7 @@ class LearningService:
     async def _complete(self, call: Call) -> None:
         if call.context_hash is None:  # learned once, even when the store refuses the record and it is retried
             self._learn(call)
+            self._remember_arguments(call)
         execution = call.execution(self.namespace, self.instance_id)
         await self.feedback.log.record_execution(execution, force=self._closing)
         call.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
@@ -304,6 +311,23 @@ class LearningService:
         self.shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
+
+    def _remember_arguments(self, call: Call) -> None:
+        """A successful call's redacted argument values, for suggestions: only with `store_arguments`
+        (the user's consent to keep argument values), only with a request to match them to."""
+        if not (self.settings.store_arguments and call.success and call.arguments and call.query):
+            return
+        semantic = self.learner.semantic
+        if semantic is not None:
+            self.arguments.add(call.tool, semantic.query(call.query), redact(call.arguments, self._redact))
+
+    def suggest_arguments(self, tool: str, query: str) -> list[Suggestion]:
+        """Values `tool`'s successful calls used for requests like `query` (none without stored
+        arguments or an embedding)."""
+        semantic = self.learner.semantic
+        if not self.settings.store_arguments or semantic is None:
+            return []
+        return self.arguments.suggest(tool, semantic.query(query[: self.settings.max_query_chars]))
 
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call
