@@ -3,8 +3,8 @@
 Each set becomes bench/data/<name>/tools.jsonl ({name, description, parameters}) and queries.jsonl
 ({id, query, tools: the right tool names}); a multi-step set also chains.jsonl ({id, steps: [{text,
 tool}]}: the calls of one conversation in order, each with the user text it answered; its
-queries.jsonl is each step as a request of its own). Nothing is downloaded: pass the git directory
-of a clone.
+queries.jsonl is each distinct text of a conversation as a request, the tools it led to as right).
+Nothing is downloaded: pass the git directory of a clone.
 
     python bench/extract_data.py bfcl_live <gorilla git dir>        # ShishirPatil/gorilla (Apache-2.0, vendored)
     python bench/extract_data.py bfcl_multi_turn <gorilla git dir>  # the same repository, multi-turn
@@ -15,13 +15,12 @@ of a clone.
 BFCL live: every `BFCL_v4_live_{simple,multiple,parallel,parallel_multiple}` entry (queries users
 contributed), its functions pooled into one catalogue (first description of a name kept), the
 request's last user message as the query, the functions of its ground truth as the right tools (and
-as `calls`, with the first accepted value of each argument: bench/arguments.py).
-ToolLens: the test split (qrels/test.tsv), each API of the corpus a tool named `tool_name: api_name`.
-BFCL multi-turn: the `base`, `long_context` and `miss_param` conversations (a user turn, the calls
-that answer it, the next turn…), the catalogue every multi_turn_func_doc class; each call's text is
-its turn's user message. NESTFUL (data_v1): each request's nested calls in order, the request as
-every step's text. UltraTool (English test set): each plan step that calls a tool, with its text.
-"""
+as `calls`, with the first accepted value of each argument: bench/arguments.py). ToolLens: the test
+split (qrels/test.tsv), each API of the corpus a tool named `tool_name: api_name`. BFCL multi-turn:
+the `base`, `long_context` and `miss_param` conversations (a user turn, the calls that answer it,
+the next turn…), the catalogue every multi_turn_func_doc class; each call's text is its turn's user
+message. NESTFUL (data_v1): each request's nested calls in order, the request as every step's text.
+UltraTool (English test set): each plan step that calls a tool, with its text."""
 
 from __future__ import annotations
 
@@ -216,11 +215,14 @@ def main() -> None:
     files: dict[str, list[dict[str, Any]]] = {}
     if args.name in MULTI_STEP:
         tools, chains = MULTI_STEP[args.name](args.gitdir)
-        queries = [
-            {"id": f"{c['id']}-{i}", "query": step["text"], "tools": [step["tool"]]}
-            for c in chains
-            for i, step in enumerate(c["steps"])
-        ]
+        queries = []  # each distinct text of a conversation as one request; the tools it led to are right
+        for c in chains:
+            right: dict[str, set[str]] = {}
+            for step in c["steps"]:
+                right.setdefault(step["text"], set()).add(step["tool"])
+            queries += [
+                {"id": f"{c['id']}-{i}", "query": t, "tools": sorted(r)} for i, (t, r) in enumerate(right.items())
+            ]
         files = {"tools.jsonl": tools, "queries.jsonl": queries, "chains.jsonl": chains}
     else:
         tools, queries = (bfcl_live if args.name == "bfcl_live" else toollens)(args.gitdir)

@@ -31,6 +31,7 @@ from mcp import Client
 from references import MostFrequent, PriorTimesBigram, RidgeOnChoices, SeedRule, WittenBell
 
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
+from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 from toolwise.server.embedding import WordLlamaEmbedder
@@ -103,6 +104,10 @@ async def toolwise_run(
                     raise RuntimeError(f"end_session failed: {ended.content}")
             elapsed = time.perf_counter() - started
             docs = list(app.learning.tool_docs)
+            policy = app.learning.learner.policy
+            if isinstance(policy, ChoiceModel):  # the prior's mix as this set taught it
+                mix = ", ".join(f"{n} {w:.2f}" for n, w in zip(FEATURES, policy.weights, strict=True))
+                print(f"  {flow}: learned feature weights: {mix}")
     return hits, public, docs, elapsed
 
 
