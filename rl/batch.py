@@ -116,6 +116,7 @@ def _learn_columns(learner: Learner, steps: StepColumns) -> int:
     low, high = learner.config.reward.bounds
     scaled = np.clip((rewards - low) / (high - low), 0.0, 1.0)
     learner.policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)  # type: ignore[attr-defined]  # checked by the callers
+    _watch(learner, steps, scaled)
     learner.updates += n
     return n
 
@@ -155,6 +156,7 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
     scaled = np.clip((rewards - learner.config.reward.bounds[0]) / np.ptp(learner.config.reward.bounds), 0.0, 1.0)
     weight = 0.5 + 0.5 * np.where(worked, scaled, 1 - scaled)
     called = np.array([position[arm] for arm in arm_list], dtype=np.int64)
+    _watch(learner, steps, scaled)
     empty = np.zeros(len(arms))
     no_text = np.zeros((len(arms), 2))
     for start in range(0, n, CHOICE_BATCH):
@@ -172,6 +174,12 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
         policy.learn_calls(features, arms, rows, called[window], worked[window], weight[window], rng)
     learner.updates += n
     return n
+
+
+def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64]) -> None:
+    """The adaptive ε and the drift guard see every replayed call, in order, as live ones."""
+    for tool, value in zip(steps.tool, scaled.tolist(), strict=True):
+        learner._watch(tool, value)
 
 
 def _query_features(learner: Learner, policy: ChoiceModel, queries: list[str]) -> dict[str, NDArray[np.float64]]:

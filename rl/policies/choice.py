@@ -53,7 +53,7 @@ class ChoiceConfig:
     dim: int = 128  # leading embedding components θ learns over
     shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
     learning_rate: float = 4.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
-    shrinkage: float = 2.0  # θ_t counts (n + 1)/(n + 1 + this) after n worked calls of t: thin evidence, the prior
+    shrinkage: float = 2.0  # θ_tᵀx counts (n + 1)/(n + 1 + this) after n calls of t: thin evidence, the prior
     weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
     initial_weights: tuple[float, ...] = (20.0, 5.0, 1.0, 0.5, 0.0)
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
@@ -98,7 +98,7 @@ class ChoiceModel:
         self.weight_steps = np.zeros(len(FEATURES))  # AdaGrad's Σ g² per feature weight
         self.theta = np.zeros((16, c.dim))
         self.steps = np.zeros(16)  # AdaGrad's Σ d² per tool (its θ and b share it: |x| = 1)
-        self.chosen = np.zeros(16, dtype=np.int64)  # worked calls learned per tool
+        self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
 
@@ -140,9 +140,10 @@ class ChoiceModel:
         return scores
 
     def shrink(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """How much of θ_t counts for each of `arms`: (n + 1)/(n + 1 + shrinkage) after n worked calls
-        of t. Shrinkage toward the prior while a tool's evidence is thin: one call of a tool, made for
-        a request that also needed other tools, is weak evidence about requests like it."""
+        """How much of θ_tᵀx counts for each of `arms`: (n + 1)/(n + 1 + shrinkage) after n learned
+        calls of t (worked or not: a tool that keeps failing must not have its failures shrunk away).
+        Shrinkage toward the prior while a tool's evidence is thin: one call of a tool, made for a
+        request that also needed other tools, is weak evidence about requests like it."""
         evidence = self.chosen.take(arms) + 1.0
         shrunk: NDArray[np.float64] = evidence / (evidence + self.config.shrinkage)
         return shrunk
@@ -224,8 +225,7 @@ class ChoiceModel:
                 direction += _towards(p, int(over[0]), c.passed_over_weight, False)
         self._step(x, arms, rows, direction)
         self.observed += 1
-        if worked:
-            self.chosen[called] += 1
+        self.chosen[called] += 1
         if c.replays and rng is not None:
             self.memory.add(x, arms, rows, int(at[0]), worked, weight)
             for slot in rng.integers(len(self.memory), size=c.replays).tolist():
@@ -260,7 +260,7 @@ class ChoiceModel:
         picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
         self._learn_rows(x, tools, picked, at, worked, weight)
         self.observed += batch
-        np.add.at(self.chosen, arms.take(called[worked]), 1)
+        np.add.at(self.chosen, arms.take(called), 1)
         for r in range(max(0, batch - len(self.memory.x)), batch):
             self.memory.add(x[r], tools[r], picked[r], int(at[r]), bool(worked[r]), float(weight[r]))
         if c.batch_replays and rng is not None and len(self.memory):
@@ -326,6 +326,14 @@ class ChoiceModel:
         gradient = direction @ rows
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
+
+    def forget(self, arm: int) -> None:
+        """What was learned of one tool no longer holds (the drift guard saw its rewards change):
+        its θ, its step sizes and its evidence count start afresh; the feature weights stay."""
+        self._ensure(arm)
+        self.theta[arm] = 0.0
+        self.steps[arm] = 0.0
+        self.chosen[arm] = 0
 
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         raise TypeError(f"{self.name} learns from choices among candidates: the learner calls learn_choice")
