@@ -6,7 +6,7 @@ normalised reward (an exponential average over ~`long` calls) minus the recent o
 Steady good rewards keep ε at ε_min; a fall of `full_drop` (0.25 of the reward's range) explores at
 ε_max.
 
-`DriftGuard`: a two-sided Page-Hinkley test on each tool's normalised rewards (Page 1954; Hinkley
+`DriftGuard`: a two-sided Page-Hinkley test on whether each tool's calls work (1 or 0) (Page 1954; Hinkley
 1971; as in river's `PageHinkley`). It fires when a tool's rewards move by more than `delta` for
 long enough that their cumulative deviation passes `threshold`; the tool is then re-opened: the
 policy forgets what it learned of it and it joins the tools exploration picks from for
@@ -28,7 +28,7 @@ class ExplorationConfig:
     long: int = 2000  # calls the long-run mean spans (about)
     full_drop: float = 0.25  # a fall of this much (normalised reward) explores at epsilon_max
     drift: bool = True
-    delta: float = 0.15  # Page-Hinkley's tolerated change of a tool's mean (normalised reward)
+    delta: float = 0.15  # Page-Hinkley's tolerated change of a tool's success rate
     threshold: float = 8.0  # its alarm level (cumulative deviation): no false alarm in 100,000 stationary calls
     min_calls: int = 20  # a tool's calls before its detector may fire
     reopen_calls: int = 200  # decisions a drifted tool stays among the exploration candidates
@@ -77,8 +77,8 @@ class Drift:
     tool: str
     at_call: int  # the learner's update count when it fired
     direction: str  # "rose" or "fell"
-    before: float  # the tool's mean normalised reward up to the change (as the detector saw it)
-    after: float  # its recent mean (the last few calls)
+    before: float  # the share of the tool's calls that worked up to the change (as the detector saw it)
+    after: float  # the same of its recent calls (about the last ten)
 
 
 @dataclass(slots=True)
@@ -123,14 +123,23 @@ class Exploration:
     def open_tools(self) -> list[str]:
         return [tool for tool, until in self.reopened.items() if until > self.decisions]
 
-    def observe(self, tool: str, normalised: float, at_call: int) -> Drift | None:
-        """A learned call of `tool` with this normalised reward; the drift it revealed, if any."""
+    def fell(self, tool: str) -> bool:
+        """Whether `tool` is re-opened because its rewards fell (the drift guard's newest word on it)."""
+        if self.reopened.get(tool, 0) <= self.decisions:
+            return False
+        return next((d.direction == "fell" for d in reversed(self.drifts) if d.tool == tool), False)
+
+    def observe(self, tool: str, normalised: float, worked: bool, at_call: int) -> Drift | None:
+        """A learned call of `tool` with this normalised reward; the drift it revealed, if any. The
+        drift guard watches whether calls work (1 or 0): a break is a change of that, and the reward's
+        latency and rating parts would blur it."""
         c = self.config
         self.calls += 1  # the running means start as plain means (no first call weighing for thousands)
         self.recent = (self.recent or 0.0) + (normalised - (self.recent or 0.0)) / min(self.calls, c.short)
         self.long_run = (self.long_run or 0.0) + (normalised - (self.long_run or 0.0)) / min(self.calls, c.long)
-        previous = self.last.get(tool, normalised)
-        self.last[tool] = previous + (normalised - previous) / 10
+        outcome = 1.0 if worked else 0.0
+        previous = self.last.get(tool, outcome)
+        self.last[tool] = previous + (outcome - previous) / 10
         if not c.drift:
             return None
         detector = self.detectors.get(tool)
@@ -138,7 +147,7 @@ class Exploration:
             if len(self.detectors) >= 10_000:  # bounded: a catalogue's tools, not a log's worth
                 self.detectors.clear()
             detector = self.detectors[tool] = PageHinkley()
-        fired = detector.update(normalised, c.delta, c.threshold, c.min_calls)
+        fired = detector.update(outcome, c.delta, c.threshold, c.min_calls)
         if fired is None:
             return None
         drift = Drift(tool, at_call, fired, detector.mean, self.last[tool])

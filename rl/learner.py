@@ -31,6 +31,8 @@ from toolwise.rl.sequences import NextTool, SequenceModel
 STATE_SCHEMA = 1
 REOPENED_EPSILON = 0.1  # the least exploration while the drift guard holds a tool re-opened
 EXPLORE_POOL = 5  # an exploring pick is uniform over at least the policy's best this many (and re-opened tools)
+HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
+BROKEN_EPSILON, BROKEN_POOL = 0.5, 20  # … and when the pick is a tool whose rewards fell lately
 
 
 class UnknownToolError(ValueError):
@@ -348,15 +350,20 @@ class Learner:
     ) -> Selection:
         """With probability ε (rl/exploration.py: it rises when rewards fall), a uniform pick among the
         policy's top max(`top_k`, EXPLORE_POOL) and the tools the drift guard re-opened; the propensity
-        is the mixture's. While a re-opened tool is among `arms`, ε is at least `REOPENED_EPSILON`."""
+        is the mixture's. While a re-opened tool is among `arms`, ε is at least `REOPENED_EPSILON`; when
+        the policy's pick is a tool whose rewards fell lately, at least `BROKEN_EPSILON` over its best
+        `BROKEN_POOL`: its requests need another tool, maybe one the prior ranks low."""
         exploration = self.exploration
         exploration.decided()
         opened = [a for name in exploration.open_tools() if (a := self.tools.get(name)) is not None]
         opened = [a for a in opened if a in arms]
         epsilon = max(exploration.epsilon, REOPENED_EPSILON if opened else 0.0)
+        width = max(top_k, EXPLORE_POOL)
+        if exploration.fell(self.tools.names[selection.chosen]):  # the pick broke lately: look wider, more often
+            epsilon, width = max(epsilon, BROKEN_EPSILON), max(width, BROKEN_POOL)
         if epsilon <= 0.0:
             return selection
-        pool = list(dict.fromkeys([*selection.ranked[: max(top_k, EXPLORE_POOL)].tolist(), *opened]))
+        pool = list(dict.fromkeys([*selection.ranked[:width].tolist(), *opened]))
         explored = bool(rng.random() < epsilon)
         pick = int(pool[int(rng.integers(len(pool)))]) if explored else selection.chosen
         propensity = (1 - epsilon) * (selection.propensity if pick == selection.chosen else 0.0) + epsilon / len(pool)
@@ -435,7 +442,7 @@ class Learner:
 
     def _observe(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         observation = self._learn(step, reward, rng, context)
-        self._watch(step.tool, observation.normalised)
+        self._watch(step.tool, observation.normalised, worked(step.success, step.rating))
         arm = self.tools.intern(step.tool)
         self._grow(len(self.tools))
         self.latency_count[arm] += 1
@@ -444,14 +451,21 @@ class Learner:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
 
-    def _watch(self, tool: str, normalised: float) -> Drift | None:
+    def _watch(self, tool: str, normalised: float, ok: bool) -> Drift | None:
         """Feed the adaptive ε and the drift guard; a tool whose rewards changed is forgotten by the
         policy (its old evidence no longer describes it) and re-opened for exploration."""
-        drift = self.exploration.observe(tool, normalised, self.updates)
+        drift = self.exploration.observe(tool, normalised, ok, self.updates)
+        arm = self.tools.get(tool)
+        if arm is None:
+            return drift
         if drift is not None and isinstance(self.policy, ChoiceModel | SemanticUCB):
-            arm = self.tools.get(tool)
-            if arm is not None:
-                self.policy.forget(arm)
+            self.policy.forget(arm)
+        if isinstance(self.policy, ChoiceModel) and (drift is not None or arm in self.policy.health):
+            recent = self.exploration.last[tool]  # the share of its last ~10 calls that worked
+            if drift is not None:  # it just broke (taken as broken until it shows it works) or recovered
+                self.policy.set_health(arm, 0.0 if drift.direction == "fell" else None)
+            else:
+                self.policy.set_health(arm, recent if recent < HEALTHY else None)
         return drift
 
     def observe_rating(

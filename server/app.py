@@ -244,6 +244,9 @@ class Toolwise:
             "synced": stats.synced,
             "snapshot": stats.snapshot_id,
             "store": stats.store,
+            "epsilon": stats.epsilon,
+            "epsilon_reason": stats.epsilon_reason,
+            "drifts": stats.drifts,
         }
 
     async def _heartbeat(self, *, stopped: bool = False) -> None:
@@ -265,6 +268,8 @@ class Toolwise:
         stats = learning_stats(self.services)
         return {
             "exploration_rate": ("Share of recommendations that explored.", stats.exploration_rate or 0.0),
+            "exploration_epsilon": ("The adaptive exploration rate now (rises when rewards fall).", stats.epsilon),
+            "reopened_tools": ("Tools the drift guard re-opened to exploration.", len(stats.reopened_tools)),
             "decisions": ("Recommendations made since start.", stats.decisions),
             "learner_updates": ("Updates the learner has made.", stats.updates),
             "queue_depth": ("Execution records waiting for group commit.", stats.queued_records + stats.pending),

@@ -202,6 +202,10 @@ class LearningStatsOutput(Output):
         description="Mean reward per learner update: a rated call counts once unrated and once rated."
     )
     exploration_rate: float | None = Field(description="Share of recommendations that explored.")
+    epsilon: float = Field(description="The exploration rate now: it rises when rewards fall (adaptive ε).")
+    epsilon_reason: str = Field(description="Why ε is what it is.")
+    reopened_tools: list[str] = Field(description="Tools the drift guard re-opened to exploration.")
+    drifts: list[str] = Field(description="The newest changes of a tool's rewards the drift guard saw.")
     replay_size: int
     sequences: int
     open_sessions: int
@@ -223,7 +227,7 @@ class LearningStatsOutput(Output):
         return (
             f"serving {self.serving}, {self.tools} tools, {self.decisions} decisions, {self.calls} calls, "
             f"mean reward {mean} per recorded call ({per_update} over {self.updates} learner updates); "
-            f"downstreams: {health}"
+            f"exploration: {self.epsilon_reason}; downstreams: {health}"
         )
 
 

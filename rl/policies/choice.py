@@ -101,6 +101,7 @@ class ChoiceModel:
         self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
+        self.health: dict[int, float] = {}  # arm → log of its recent success rate, for tools that broke lately
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -137,6 +138,8 @@ class ChoiceModel:
             scores += (self.theta @ x).take(arms) * self.shrink(arms)
         else:
             scores += (self.theta.take(arms, 0) @ x) * self.shrink(arms)
+        for arm, offset in self.health.items():  # P(chosen) × P(works) for a tool that broke: few, if any
+            scores[arms == arm] += offset
         return scores
 
     def shrink(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -327,13 +330,21 @@ class ChoiceModel:
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
 
+    def set_health(self, arm: int, success_rate: float | None) -> None:
+        """A tool that broke lately scores log(its recent success rate) lower everywhere (what it learned
+        says where it was wanted; this says whether it works now); None: it works again, no offset."""
+        if success_rate is None:
+            self.health.pop(arm, None)
+        else:
+            self.health[arm] = math.log(max(success_rate, 0.02))
+
     def forget(self, arm: int) -> None:
         """What was learned of one tool no longer holds (the drift guard saw its rewards change):
-        its θ, its step sizes and its evidence count start afresh; the feature weights stay."""
+        its θ and its step sizes start afresh (new evidence moves it at full speed); its evidence count
+        stays, so that evidence is not shrunk as a newcomer's; the feature weights stay."""
         self._ensure(arm)
         self.theta[arm] = 0.0
         self.steps[arm] = 0.0
-        self.chosen[arm] = 0
 
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         raise TypeError(f"{self.name} learns from choices among candidates: the learner calls learn_choice")

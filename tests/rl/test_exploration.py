@@ -42,14 +42,14 @@ def test_the_drift_guard_is_quiet_on_steady_rewards_and_fires_soon_after_a_chang
 def test_epsilon_rises_when_rewards_fall_and_settles_when_they_are_steady() -> None:
     exploration = Exploration(ExplorationConfig(epsilon_min=0.01, epsilon_max=0.2))
     for call in range(3000):
-        exploration.observe(f"tool{call % 5}", 0.9, call)
+        exploration.observe(f"tool{call % 5}", 0.9, True, call)
     steady = exploration.epsilon
     assert steady < 0.02 and "steady at 0.90" in exploration.reason
     for call in range(3000, 3150):
-        exploration.observe(f"tool{call % 5}", 0.2, call)
+        exploration.observe(f"tool{call % 5}", 0.2, False, call)
     assert exploration.epsilon > 0.15 and "fell from" in exploration.reason
     for call in range(3150, 9000):
-        exploration.observe(f"tool{call % 5}", 0.2, call)
+        exploration.observe(f"tool{call % 5}", 0.2, False, call)
     assert exploration.epsilon < 0.05  # the new level is the norm now
 
 
