@@ -1,20 +1,31 @@
 """Build the data sets of bench/real_queries.py from snapshots of their public repositories.
 
 Each set becomes bench/data/<name>/tools.jsonl ({name, description, parameters}) and queries.jsonl
-({id, query, tools: the right tool names}). Nothing is downloaded: pass the git directory of a clone.
+({id, query, tools: the right tool names}); a multi-step set also chains.jsonl ({id, steps: [{text,
+tool}]}: the calls of one conversation in order, each with the user text it answered; its
+queries.jsonl is each distinct text of a conversation as a request, the tools it led to as right).
+Nothing is downloaded: pass the git directory of a clone.
 
-    python bench/extract_data.py bfcl_live <gorilla git dir>     # ShishirPatil/gorilla (Apache-2.0, vendored)
-    python bench/extract_data.py toollens <COLT git dir>         # quchangle1/COLT (no licence: git-ignored)
+    python bench/extract_data.py bfcl_live <gorilla git dir>        # ShishirPatil/gorilla (Apache-2.0, vendored)
+    python bench/extract_data.py bfcl_multi_turn <gorilla git dir>  # the same repository, multi-turn
+    python bench/extract_data.py nestful <NESTFUL git dir>          # TathagataChakraborti/NESTFUL (Apache-2.0)
+    python bench/extract_data.py ultratool <UltraTool git dir>      # JoeYing1019/UltraTool (no licence: git-ignored)
+    python bench/extract_data.py toollens <COLT git dir>            # quchangle1/COLT (no licence: git-ignored)
 
 BFCL live: every `BFCL_v4_live_{simple,multiple,parallel,parallel_multiple}` entry (queries users
 contributed), its functions pooled into one catalogue (first description of a name kept), the
-request's last user message as the query, the functions of its ground truth as the right tools.
-ToolLens: the test split (qrels/test.tsv), each API of the corpus a tool named `tool_name: api_name`.
-"""
+request's last user message as the query, the functions of its ground truth as the right tools (and
+as `calls`, with the first accepted value of each argument: bench/arguments.py). ToolLens: the test
+split (qrels/test.tsv), each API of the corpus a tool named `tool_name: api_name`. BFCL multi-turn:
+the `base`, `long_context` and `miss_param` conversations (a user turn, the calls that answer it,
+the next turn…), the catalogue every multi_turn_func_doc class; each call's text is its turn's user
+message. NESTFUL (data_v1): each request's nested calls in order, the request as every step's text.
+UltraTool (English test set): each plan step that calls a tool, with its text."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
@@ -56,7 +67,12 @@ def bfcl_live(gitdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                 )
             users = [m["content"] for turn in entry["question"] for m in turn if m["role"] == "user"]
             right = sorted({next(iter(call)) for call in answers[entry["id"]]})
-            queries.append({"id": entry["id"], "query": users[-1], "tools": right})
+            calls = [
+                {"tool": tool, "arguments": {k: v[0] for k, v in args.items() if v and v[0] != ""}}
+                for call in answers[entry["id"]]
+                for tool, args in call.items()
+            ]
+            queries.append({"id": entry["id"], "query": users[-1], "tools": right, "calls": calls})
     return list(tools.values()), queries
 
 
@@ -93,17 +109,127 @@ def toollens(gitdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return tools, queries
 
 
+Chains = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+BFCL_MULTI = ("multi_turn_base", "multi_turn_long_context", "multi_turn_miss_param")
+_CALL = re.compile(r"\s*([A-Za-z_][\w.]*)\s*\(")
+
+
+def bfcl_multi_turn(gitdir: Path) -> Chains:
+    listing = subprocess.run(
+        ["git", "-C", str(gitdir), "ls-tree", "--name-only", "HEAD", f"{BFCL}/multi_turn_func_doc/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    tools: dict[str, dict[str, Any]] = {}
+    for path in sorted(listing):
+        for fn in lines(show(gitdir, path)):
+            tools.setdefault(fn["name"], {k: fn.get(k, "") for k in ("name", "description", "parameters")})
+    chains = []
+    for name in BFCL_MULTI:
+        answers = {
+            a["id"]: a["ground_truth"] for a in lines(show(gitdir, f"{BFCL}/possible_answer/BFCL_v4_{name}.json"))
+        }
+        for entry in lines(show(gitdir, f"{BFCL}/BFCL_v4_{name}.json")):
+            steps = []
+            for turn, calls in zip(entry["question"], answers[entry["id"]], strict=False):
+                text = " ".join(m["content"] for m in turn if m["role"] == "user").strip()
+                for call in calls:
+                    found = _CALL.match(call)
+                    if text and found and found.group(1) in tools:
+                        steps.append({"text": text, "tool": found.group(1), "arguments": keyword_arguments(call)})
+            if steps:
+                chains.append({"id": entry["id"], "steps": steps})
+    return list(tools.values()), chains
+
+
+def keyword_arguments(call: str) -> dict[str, Any]:
+    """The literal keyword arguments of a call written as Python (`cd(folder='document')`)."""
+    try:
+        node = ast.parse(call.strip(), mode="eval").body
+    except SyntaxError:
+        return {}
+    if not isinstance(node, ast.Call):
+        return {}
+    found = {}
+    for keyword in node.keywords:
+        try:
+            found[str(keyword.arg)] = ast.literal_eval(keyword.value)
+        except ValueError:
+            continue  # not a literal (an expression of earlier results): nothing to compare
+    return found
+
+
+def nestful(gitdir: Path) -> Chains:
+    tools: dict[str, dict[str, Any]] = {}
+    chains = []
+    for part in ("executable/executable", "non-executable/non-executable-glaive", "non-executable/non-executable-sgd"):
+        for spec in json.loads(show(gitdir, f"data_v1/{part}-spec.json")):
+            listed = spec.get("query_parameters") or spec.get("parameters") or {}
+            properties = {
+                k: {"type": "string", "description": str(v.get("description", ""))} for k, v in listed.items()
+            }
+            required = sorted(k for k, v in listed.items() if v.get("required") is True)
+            schema = {"type": "object", "properties": properties, "required": required}
+            tools.setdefault(
+                spec["name"], {"name": spec["name"], "description": spec.get("description", ""), "parameters": schema}
+            )
+        for i, entry in enumerate(json.loads(show(gitdir, f"data_v1/{part}-data.json"))):
+            steps = [
+                {"text": entry["input"], "tool": call["name"]} for call in entry["output"] if call["name"] in tools
+            ]
+            if steps:
+                chains.append({"id": f"{part.split('/')[-1]}-{i}", "steps": steps})
+    return list(tools.values()), chains
+
+
+def ultratool(gitdir: Path) -> Chains:
+    tools: dict[str, dict[str, Any]] = {}
+    chains = []
+    for i, entry in enumerate(lines(show(gitdir, "data/English-dataset/test.json"))):
+        for tool in entry.get("tools", []):
+            tools.setdefault(
+                tool["name"],
+                {"name": tool["name"], "description": tool.get("description", ""), "parameters": tool.get("arguments")},
+            )
+        steps = []
+        for step in entry["plan"]:
+            found = _CALL.match(step.get("tool") or "")
+            if found and found.group(1) in tools:
+                steps.append({"text": re.sub(r"^[\d.]+\s*", "", step["step"]), "tool": found.group(1)})
+        if steps:
+            chains.append({"id": f"ultratool-{i}", "steps": steps})
+    return list(tools.values()), chains
+
+
+MULTI_STEP = {"bfcl_multi_turn": bfcl_multi_turn, "nestful": nestful, "ultratool": ultratool}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=["bfcl_live", "toollens"])
+    parser.add_argument("name", choices=["bfcl_live", "toollens", *MULTI_STEP])
     parser.add_argument("gitdir", type=Path)
     args = parser.parse_args()
-    tools, queries = (bfcl_live if args.name == "bfcl_live" else toollens)(args.gitdir)
     out = HERE / "data" / args.name
     out.mkdir(parents=True, exist_ok=True)
-    for filename, rows in (("tools.jsonl", tools), ("queries.jsonl", queries)):
+    files: dict[str, list[dict[str, Any]]] = {}
+    if args.name in MULTI_STEP:
+        tools, chains = MULTI_STEP[args.name](args.gitdir)
+        queries = []  # each distinct text of a conversation as one request; the tools it led to are right
+        for c in chains:
+            right: dict[str, set[str]] = {}
+            for step in c["steps"]:
+                right.setdefault(step["text"], set()).add(step["tool"])
+            queries += [
+                {"id": f"{c['id']}-{i}", "query": t, "tools": sorted(r)} for i, (t, r) in enumerate(right.items())
+            ]
+        files = {"tools.jsonl": tools, "queries.jsonl": queries, "chains.jsonl": chains}
+    else:
+        tools, queries = (bfcl_live if args.name == "bfcl_live" else toollens)(args.gitdir)
+        files = {"tools.jsonl": tools, "queries.jsonl": queries}
+    for filename, rows in files.items():
         (out / filename).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    print(f"{out}: {len(tools)} tools, {len(queries)} queries")
+    print(f"{out}: " + ", ".join(f"{len(rows)} {name.split('.')[0]}" for name, rows in files.items()))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.policies.choice import ChoiceModel
+from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.reward import check_latency, check_rating
 
 if TYPE_CHECKING:
@@ -116,6 +116,8 @@ def _learn_columns(learner: Learner, steps: StepColumns) -> int:
     low, high = learner.config.reward.bounds
     scaled = np.clip((rewards - low) / (high - low), 0.0, 1.0)
     learner.policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)  # type: ignore[attr-defined]  # checked by the callers
+    ratings = steps.rating if steps.rating is not None else [None] * n
+    _watch(learner, steps, scaled, np.fromiter(map(_worked, steps.success, ratings), dtype=bool, count=n))
     learner.updates += n
     return n
 
@@ -155,21 +157,36 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
     scaled = np.clip((rewards - learner.config.reward.bounds[0]) / np.ptp(learner.config.reward.bounds), 0.0, 1.0)
     weight = 0.5 + 0.5 * np.where(worked, scaled, 1 - scaled)
     called = np.array([position[arm] for arm in arm_list], dtype=np.int64)
+    _watch(learner, steps, scaled, worked)
     empty = np.zeros(len(arms))
     no_text = np.zeros((len(arms), 2))
     for start in range(0, n, CHOICE_BATCH):
         part = range(start, min(start + CHOICE_BATCH, n))
-        rows = np.zeros((len(part), len(arms), 4))
+        rows = np.zeros((len(part), len(arms), len(FEATURES)))
         for r, i in enumerate(part):
             query, history = steps.query[i], tuple(steps.history[i])
             rows[r, :, :2] = text[query] if query else no_text
             if learner.config.sequences_enabled:
                 rows[r, :, 2 if history else 3] = sequence.get(history, empty)
+            if history:
+                rows[r, :, 4] = learner.repeat_column(history, arms)
         features = np.stack([x[steps.query[i] or ""] for i in part])
         window = slice(part.start, part.stop)
         policy.learn_calls(features, arms, rows, called[window], worked[window], weight[window], rng)
     learner.updates += n
     return n
+
+
+def _worked(success: bool, rating: int | None) -> bool:
+    from toolwise.rl.learner import worked  # the learner imports this module
+
+    return worked(success, rating)
+
+
+def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], worked: NDArray[np.bool_]) -> None:
+    """The adaptive ε and the drift guard see every replayed call, in order, as live ones."""
+    for tool, value, ok in zip(steps.tool, scaled.tolist(), worked.tolist(), strict=True):
+        learner._watch(tool, value, ok)
 
 
 def _query_features(learner: Learner, policy: ChoiceModel, queries: list[str]) -> dict[str, NDArray[np.float64]]:

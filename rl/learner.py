@@ -16,17 +16,23 @@ from numpy.typing import NDArray
 from toolwise.rl.batch import StepColumns, learn_batch, learn_columns
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
+from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
-from toolwise.rl.policies.base import baseline_selection
-from toolwise.rl.policies.choice import ChoiceModel
+from toolwise.rl.policies.base import Selection, baseline_selection
+from toolwise.rl.policies.choice import FEATURES, ChoiceModel
+from toolwise.rl.policies.semantic import SemanticUCB
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
 
 STATE_SCHEMA = 1
+REOPENED_EPSILON = 0.1  # the least exploration while the drift guard holds a tool re-opened
+EXPLORE_POOL = 5  # an exploring pick is uniform over at least the policy's best this many (and re-opened tools)
+HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
+BROKEN_EPSILON, BROKEN_POOL = 0.5, 20  # … and when the pick is a tool whose rewards fell lately
 
 
 class UnknownToolError(ValueError):
@@ -57,6 +63,7 @@ class LearnerConfig:
     replay_enabled: bool = True  # capability flags: off, that part neither learns nor serves
     sequences_enabled: bool = True
     lexical_weight: float = 0.25  # with an embedder: BM25 over the tool documents added to the cosine, this much
+    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -144,6 +151,7 @@ class Learner:
         self.documents: dict[str, str] = {}
         self.index = LexicalIndex([])
         self.semantic: SemanticIndex | None = None
+        self.exploration = Exploration(self.config.exploration)
         self.set_tools(tools)
 
     # -- catalogue ---------------------------------------------------------------------------------
@@ -238,12 +246,19 @@ class Learner:
         query against each tool's document (BM25 alone in the first column without an embedder),
         log(1 + N·P(tool | history)) from the sequence model's back-off, and the same of the unigram
         distribution on a session's first call (history empty)."""
-        rows = np.zeros((len(arms), 4))
+        rows = np.zeros((len(arms), len(FEATURES)))
         if query:
             rows[:, :2] = self.text_columns(query, arms)
         if self.config.sequences_enabled:
             rows[:, 2 if history else 3] = self.sequence_column(history, arms)
+        if history:
+            rows[:, 4] = self.repeat_column(history, arms)
         return rows
+
+    def repeat_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """1 for each of `arms` the session already called (within `history`), else 0."""
+        used = [arm for arm in self.tools.ids(history) if arm >= 0]
+        return np.isin(arms, used).astype(np.float64)
 
     def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """`choice_rows`' first two columns: the query's cosine and BM25 against each of `arms`."""
@@ -306,6 +321,8 @@ class Learner:
             selection = self.policy.select(context, arms, rows, rng)
         else:
             selection = self.policy.select(context, arms, prior_all.take(arms), rng)
+        if not baseline:
+            selection = self._explore(selection, arms, top_k, rng)
         names = self.tools.names
         top = selection.ranked[:top_k]
         ranked = [
@@ -326,6 +343,42 @@ class Learner:
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,
+        )
+
+    def _explore(
+        self, selection: Selection, arms: NDArray[np.int64], top_k: int, rng: np.random.Generator
+    ) -> Selection:
+        """With probability ε (rl/exploration.py: it rises when rewards fall), a uniform pick among the
+        policy's top max(`top_k`, EXPLORE_POOL) and the tools the drift guard re-opened; the propensity
+        is the mixture's. While a re-opened tool is among `arms`, ε is at least `REOPENED_EPSILON`; when
+        the policy's pick is a tool whose rewards fell lately, at least `BROKEN_EPSILON` over its best
+        `BROKEN_POOL`: its requests need another tool, maybe one the prior ranks low."""
+        exploration = self.exploration
+        exploration.decided()
+        opened = [a for name in exploration.open_tools() if (a := self.tools.get(name)) is not None]
+        opened = [a for a in opened if a in arms]
+        epsilon = max(exploration.epsilon, REOPENED_EPSILON if opened else 0.0)
+        width = max(top_k, EXPLORE_POOL)
+        if exploration.fell(self.tools.names[selection.chosen]):  # the pick broke lately: look wider, more often
+            epsilon, width = max(epsilon, BROKEN_EPSILON), max(width, BROKEN_POOL)
+        if epsilon <= 0.0:
+            return selection
+        pool = list(dict.fromkeys([*selection.ranked[:width].tolist(), *opened]))
+        explored = bool(rng.random() < epsilon)
+        pick = int(pool[int(rng.integers(len(pool)))]) if explored else selection.chosen
+        propensity = (1 - epsilon) * (selection.propensity if pick == selection.chosen else 0.0) + epsilon / len(pool)
+        if pick not in selection.ranked.tolist():  # a re-opened tool below the shortlist joins the ranking
+            selection.ranked = np.append(selection.ranked, pick)
+            selection.scores = np.append(selection.scores, selection.scores[-1])
+            selection.expected = np.append(selection.expected, 0.0)
+        order = np.argsort(selection.ranked != pick, kind="stable")  # the pick first, the rest as ranked
+        return Selection(
+            selection.ranked.take(order),
+            selection.scores.take(order),
+            selection.expected.take(order),
+            pick,
+            selection.explored or (explored and pick != selection.chosen),
+            propensity,
         )
 
     def recommend_next(
@@ -389,6 +442,7 @@ class Learner:
 
     def _observe(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         observation = self._learn(step, reward, rng, context)
+        self._watch(step.tool, observation.normalised, worked(step.success, step.rating))
         arm = self.tools.intern(step.tool)
         self._grow(len(self.tools))
         self.latency_count[arm] += 1
@@ -396,6 +450,23 @@ class Learner:
         if self.config.sequences_enabled:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
+
+    def _watch(self, tool: str, normalised: float, ok: bool) -> Drift | None:
+        """Feed the adaptive ε and the drift guard; a tool whose rewards changed is forgotten by the
+        policy (its old evidence no longer describes it) and re-opened for exploration."""
+        drift = self.exploration.observe(tool, normalised, ok, self.updates)
+        arm = self.tools.get(tool)
+        if arm is None:
+            return drift
+        if drift is not None and isinstance(self.policy, ChoiceModel | SemanticUCB):
+            self.policy.forget(arm)
+        if isinstance(self.policy, ChoiceModel) and (drift is not None or arm in self.policy.health):
+            recent = self.exploration.last[tool]  # the share of its last ~10 calls that worked
+            if drift is not None:  # it just broke (taken as broken until it shows it works) or recovered
+                self.policy.set_health(arm, 0.0 if drift.direction == "fell" else None)
+            else:
+                self.policy.set_health(arm, recent if recent < HEALTHY else None)
+        return drift
 
     def observe_rating(
         self, step: Step, rng: np.random.Generator, previous_reward: float, previous_rating: int | None = None
@@ -499,6 +570,7 @@ class Learner:
             "policy": self.policy.state_dict(),
             "replay": self.replay.state_dict(),
             "sequences": self.sequences.state_dict(),
+            "exploration": self.exploration.state_dict(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -518,6 +590,8 @@ class Learner:
         self.policy.load_state(state["policy"])
         self.replay.load_state(state["replay"])
         self.sequences.load_state(state["sequences"])
+        if "exploration" in state:  # states saved before adaptive exploration start it afresh
+            self.exploration.load_state(state["exploration"])
         active = [self.tools.names[i] for i in np.asarray(state["active"], dtype=np.int64)]
         self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in active])
 

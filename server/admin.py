@@ -347,6 +347,11 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
                 str(s.get("calls", 0)),
             )
         console.print(table)
+        for i in await feedback.instances.list(settings.namespace):
+            if not i.stopped_at and i.status.get("epsilon_reason"):
+                console.print(f"{i.id[:8]} exploration: {i.status['epsilon_reason']}")
+                for drift in i.status.get("drifts", []):
+                    console.print(f"{i.id[:8]} drift: {drift}")
         listed = await feedback.snapshots.list(settings.namespace)
         newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
         console.print(

@@ -244,6 +244,9 @@ class Toolwise:
             "synced": stats.synced,
             "snapshot": stats.snapshot_id,
             "store": stats.store,
+            "epsilon": stats.epsilon,
+            "epsilon_reason": stats.epsilon_reason,
+            "drifts": stats.drifts,
         }
 
     async def _heartbeat(self, *, stopped: bool = False) -> None:
@@ -265,6 +268,8 @@ class Toolwise:
         stats = learning_stats(self.services)
         return {
             "exploration_rate": ("Share of recommendations that explored.", stats.exploration_rate or 0.0),
+            "exploration_epsilon": ("The adaptive exploration rate now (rises when rewards fall).", stats.epsilon),
+            "reopened_tools": ("Tools the drift guard re-opened to exploration.", len(stats.reopened_tools)),
             "decisions": ("Recommendations made since start.", stats.decisions),
             "learner_updates": ("Updates the learner has made.", stats.updates),
             "queue_depth": ("Execution records waiting for group commit.", stats.queued_records + stats.pending),
@@ -415,7 +420,10 @@ async def call_own(
             raise
         log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
     sessions = app.learning.sessions
-    key = sessions.resolve(getattr(args, "session_id", None), meta, client_key(ctx))
+    named = getattr(args, "session_id", None)
+    key = sessions.resolve(named, meta, sessions.current(client_key(ctx)))
+    if named or key != sessions.current(client_key(ctx)):  # a conversation named: the connection is in it
+        sessions.name(client_key(ctx), key)
     if tool.takes_session:
         session = sessions.get(key)
         session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
@@ -445,7 +453,7 @@ async def forward(
             f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
         )
     client = client_key(ctx)
-    fallback = app.learning.sessions.resolve(None, meta, client)
+    fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client))
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
     started_at, start = utcnow(), time.perf_counter()
     stopped: asyncio.CancelledError | None = None

@@ -1,13 +1,14 @@
 """Which decision a proxied call follows: the open recommendations of each client connection.
 
 Agent frameworks keep conversations apart on one connection by passing `session_id` to our tools,
-then call the recommended tool as any MCP client does: no `session_id`, no `_meta`. So a call is
-attributed to the newest open decision on its connection that recommended the called tool,
-whichever session that decision named (or to the decision named by `_meta["toolwise/decision_id"]`),
-and is learned in that decision's session and query. A decision is open until a call is attributed
-to it or its session ends. All in memory, bounded per connection and in connections: the call's
-path reads no database.
-"""
+then call the downstream tools as any MCP client does: no `session_id`, no `_meta`. Such a call
+belongs to the conversation its connection named last (server/sessions.py, `Sessions.current`), or
+the one `_meta["toolwise/session_id"]` names, whatever was recommended; it follows the newest open
+decision in that conversation that recommended the called tool (or the decision named by
+`_meta["toolwise/decision_id"]`), and is learned with that decision's query. A connection that never
+named a conversation is one: its calls follow the newest matching decision on it. A decision is open
+until a call is attributed to it or its session ends. All in memory, bounded per connection and in
+connections: the call's path reads no database."""
 
 from __future__ import annotations
 

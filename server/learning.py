@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -42,15 +43,17 @@ from toolwise.feedback import (
     StoreUnavailableError,
     utcnow,
 )
+from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
 from toolwise.feedback.records import LogColumns, RatingEvent, new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
+from toolwise.rl.arguments import ArgumentMemory, Suggestion
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
 from toolwise.server.config import Settings
 from toolwise.server.embedding import load_embedder, tool_document
 from toolwise.server.metrics import Metrics
-from toolwise.server.sessions import SESSION_META_KEY, Call, Session, Sessions
+from toolwise.server.sessions import Call, Session, Sessions
 from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Covered
 
@@ -110,6 +113,9 @@ class LearningService:
         self.calls = 0
         self.explored = 0
         self.covered = Covered()  # what of the shared log the state includes (server/sharing.py)
+        # argument values of successful calls, for suggestions (kept only where arguments are stored)
+        self.arguments = ArgumentMemory()
+        self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
         self._pending: deque[Call] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
@@ -204,14 +210,14 @@ class LearningService:
     def attribute(
         self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str
     ) -> tuple[Session, OpenDecision | None]:
-        """The session a proxied call of `tool` belongs to and the open decision it follows: the one
-        `_meta` names, else the newest on `connection` that recommended `tool`; without one, the
-        session `fallback` names (see server/attribution.py). In memory only."""
+        """The session a proxied call of `tool` belongs to and the open decision it follows. The
+        session is `fallback`: the one `_meta` names, else the conversation the connection named last
+        (`Sessions.current`), whatever was recommended. The decision: the one `_meta` names, else the
+        newest open one in that session that recommended `tool` (on a connection that never named a
+        conversation, the newest on the connection). See server/attribution.py. In memory only."""
         named = meta.get(DECISION_META_KEY) if meta else None
-        tagged = meta.get(SESSION_META_KEY) if meta else None
-        opened = self.open_decisions.take(
-            connection, tool, named if isinstance(named, str) else None, tagged if isinstance(tagged, str) else None
-        )
+        in_conversation = fallback if fallback != connection else None  # named by _meta or by the connection
+        opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)
         return self.sessions.get(opened.session_id if opened is not None else fallback), opened
 
     @property
@@ -294,6 +300,7 @@ class LearningService:
     async def _complete(self, call: Call) -> None:
         if call.context_hash is None:  # learned once, even when the store refuses the record and it is retried
             self._learn(call)
+            self._remember_arguments(call)
         execution = call.execution(self.namespace, self.instance_id)
         await self.feedback.log.record_execution(execution, force=self._closing)
         call.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
@@ -304,6 +311,23 @@ class LearningService:
         self.shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
+
+    def _remember_arguments(self, call: Call) -> None:
+        """A successful call's redacted argument values, for suggestions: only with `store_arguments`
+        (the user's consent to keep argument values), only with a request to match them to."""
+        if not (self.settings.store_arguments and call.success and call.arguments and call.query):
+            return
+        semantic = self.learner.semantic
+        if semantic is not None:
+            self.arguments.add(call.tool, semantic.query(call.query), redact(call.arguments, self._redact))
+
+    def suggest_arguments(self, tool: str, query: str) -> list[Suggestion]:
+        """Values `tool`'s successful calls used for requests like `query` (none without stored
+        arguments or an embedding)."""
+        semantic = self.learner.semantic
+        if not self.settings.store_arguments or semantic is None:
+            return []
+        return self.arguments.suggest(tool, semantic.query(query[: self.settings.max_query_chars]))
 
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call
@@ -399,6 +423,7 @@ class LearningService:
             raise InvalidOutcomeError(outcome)
         await self.drain()
         session = self.sessions.pop(session_id)
+        self.sessions.unname(session_id)
         self.open_decisions.forget_session(session_id)
         if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")

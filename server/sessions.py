@@ -8,6 +8,7 @@ connection (2026-07-28 over HTTP) is a session of its own, never kept, never sha
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from toolwise.rl import Decision, Step
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
 REQUEST_PREFIX = "request-"  # the session of a request that came on no connection
+NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 
 
 @dataclass(slots=True)
@@ -154,9 +156,34 @@ class Session:
 
 
 class Sessions:
+    """Open sessions, and which conversation each client connection is in: the `session_id` it named
+    last on one of our tools. Agent frameworks name the conversation on our tools and call the
+    downstream tools plainly; a plain call belongs to the conversation its connection named last
+    (or the one its `_meta` names), so two conversations on one connection stay two chains."""
+
     def __init__(self, window: int = 256) -> None:
         self._sessions: dict[str, Session] = {}
         self.window = window  # recent calls each session keeps in memory
+        self._named: OrderedDict[str, str] = OrderedDict()  # connection → the session it named last
+
+    def name(self, connection: str | None, session_id: str) -> None:
+        """`connection` named `session_id` on one of our tools: its plain calls now belong there."""
+        if connection is None or connection == session_id:
+            return
+        self._named[connection] = session_id
+        self._named.move_to_end(connection)
+        if len(self._named) > NAMED_CONNECTIONS:
+            self._named.popitem(last=False)
+
+    def current(self, connection: str | None) -> str | None:
+        """The conversation `connection` is in: the session it named last, else its own (None: no
+        connection)."""
+        return self._named.get(connection, connection) if connection is not None else None
+
+    def unname(self, session_id: str) -> None:
+        """`session_id` ended: connections in it are back in their own session."""
+        for connection in [c for c, named in self._named.items() if named == session_id]:
+            del self._named[connection]
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -177,8 +204,8 @@ class Sessions:
         return self._sessions.pop(session_id, None)
 
     def resolve(self, explicit: str | None, meta: dict[str, Any] | None, client: str | None) -> str:
-        """Explicit argument, then `_meta`, then the client connection (`clients.client_key`), else a
-        session for this request alone."""
+        """Explicit argument, then `_meta`, then `client` (the conversation the connection is in,
+        `current`), else a session for this request alone."""
         if explicit:
             return explicit
         if meta and isinstance(meta.get(SESSION_META_KEY), str):

@@ -39,6 +39,10 @@ class LearningStats:
     snapshot_id: int | None
     downstreams: list[Health]
     shielded_tools: dict[str, str]
+    epsilon: float = 0.0  # the adaptive exploration rate now (rl/exploration.py)
+    epsilon_reason: str = ""
+    reopened_tools: list[str] = field(default_factory=list)  # tools the drift guard re-opened
+    drifts: list[str] = field(default_factory=list)  # the newest changes it saw, in words
     open_circuits: list[str] = field(default_factory=list)
     mean_reward: float | None = None  # per recorded call: read from the store, only by the tool that reports it
 
@@ -77,5 +81,12 @@ def learning_stats(services: Services) -> LearningStats:
         snapshot_id=services.snapshots.snapshot_id,
         downstreams=health,
         shielded_tools=learning.shields.blocked(time.monotonic()),
+        epsilon=learner.exploration.epsilon,
+        epsilon_reason=learner.exploration.reason,
+        reopened_tools=learner.exploration.open_tools(),
+        drifts=[
+            f"{d.tool}: rewards {d.direction} at call {d.at_call:,} ({d.before:.2f} → {d.after:.2f})"
+            for d in learner.exploration.drifts[-5:]
+        ],
         open_circuits=[h.server for h in health if h.circuit != "closed"],
     )

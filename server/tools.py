@@ -3,6 +3,7 @@ generated from them, inputs are validated by them, and each output renders a sho
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -55,10 +56,18 @@ class RecommendToolInput(Input):
 class Recommendation(BaseModel):
     tool: str
     score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
-    confidence: float = Field(description="Expected normalised reward in 0..1 from what was learned.")
+    confidence: float = Field(
+        description="In 0..1, from what was learned: the probability this is the tool wanted here (the choice "
+        "model, the default policy), or the expected normalised reward (the reward-learning policies)."
+    )
     relevance: float = Field(description="Lexical/sequence relevance to the query in 0..1 (the prior).")
     reason: str
     explored: bool
+    arguments: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Argument values successful calls of this tool used for similar requests (with "
+        "store_arguments on; secrets never): a starting point, not a guess at every parameter.",
+    )
 
 
 class RecommendToolOutput(Output):
@@ -71,13 +80,22 @@ class RecommendToolOutput(Output):
     recommendations: list[Recommendation]
 
     def text(self) -> str:
-        lines = [f"{i}. {r.tool} — {r.reason}" for i, r in enumerate(self.recommendations, 1)]
+        lines = []
+        for i, r in enumerate(self.recommendations, 1):
+            lines.append(f"{i}. {r.tool} — {r.reason}")
+            if r.arguments:
+                lines.append("   worked before: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in r.arguments.items()))
         return "\n".join([f"Recommended ({self.policy}, decision {self.decision_id}):", *lines])
+
+
+SUGGESTED = 3  # recommendations that carry argument suggestions (each looks through its tool's memory)
 
 
 def reason_of(decision: Decision, ranked: Ranked) -> str:
     """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
     exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
+    if decision.policy == "choice":  # its estimate is the probability that this is the tool wanted
+        return f"relevance {ranked.prior:.2f}, probability {ranked.expected:.2f} it is the one{exploring}"
     # The estimate is a regression's: it can overshoot the scale it estimates, shown clipped to it.
     expected = min(1.0, max(0.0, ranked.expected))
     return f"relevance {ranked.prior:.2f}, expected reward {expected:.2f} of 1{exploring}"
@@ -184,6 +202,10 @@ class LearningStatsOutput(Output):
         description="Mean reward per learner update: a rated call counts once unrated and once rated."
     )
     exploration_rate: float | None = Field(description="Share of recommendations that explored.")
+    epsilon: float = Field(description="The exploration rate now: it rises when rewards fall (adaptive ε).")
+    epsilon_reason: str = Field(description="Why ε is what it is.")
+    reopened_tools: list[str] = Field(description="Tools the drift guard re-opened to exploration.")
+    drifts: list[str] = Field(description="The newest changes of a tool's rewards the drift guard saw.")
     replay_size: int
     sequences: int
     open_sessions: int
@@ -205,7 +227,7 @@ class LearningStatsOutput(Output):
         return (
             f"serving {self.serving}, {self.tools} tools, {self.decisions} decisions, {self.calls} calls, "
             f"mean reward {mean} per recorded call ({per_update} over {self.updates} learner updates); "
-            f"downstreams: {health}"
+            f"exploration: {self.epsilon_reason}; downstreams: {health}"
         )
 
 
@@ -323,8 +345,11 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
             relevance=r.prior,
             reason=reason_of(d, r),
             explored=d.explored and r.tool == d.chosen,
+            arguments={a.name: a.value for a in services.learning.suggest_arguments(r.tool, args.query)}
+            if rank < SUGGESTED
+            else {},
         )
-        for r in d.ranked
+        for rank, r in enumerate(d.ranked)
     ]
     return RecommendToolOutput(
         decision_id=d.decision_id,

@@ -9,12 +9,13 @@ candidate tools, McFadden's choice model, as in learning-to-rank's ListNet), wit
     s_t(q, h) = w · f_t(q, h) + θ_tᵀ x(q)
 
 where f_t are the prior's features (cosine of the query and tool embeddings, BM25 over the tool
-documents, and log(1 + N·P(t | h)), P the sequence model's back-off distribution after the
-session's tools h, or the unigram one on a session's first call), w their learned weights (the
-prior's mix, learned online instead of set on one data set) and θ_t a per-tool weight vector over
-x(q), the leading components of the query embedding (unit length). There is no per-tool bias: how
-often a tool is used is the sequence features' part, and a failure of t says "not t for this kind of
-request", never "not t" everywhere.
+documents, log(1 + N·P(t | h)), P the sequence model's back-off distribution after the session's
+tools h, or the unigram one on a session's first call, and whether the session already called t: an
+agent that passes the same request at every step has the text point at the tool it just used), w
+their learned weights (the prior's mix, learned online instead of set on one data set) and θ_t a
+per-tool weight vector over x(q), the leading components of the query embedding (unit length). There
+is no per-tool bias: how often a tool is used is the sequence features' part, and a failure of t
+says "not t for this kind of request", never "not t" everywhere.
 
 Learning, by gradient steps on the shortlist's softmax (the top `shortlist` tools by score, with the
 called one), AdaGrad-scaled per tool and per feature weight:
@@ -44,23 +45,26 @@ from toolwise.rl.context import Context
 from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
 from toolwise.rl.replay import Batch
 
-FEATURES = ("cosine", "bm25", "sequence", "first_call")  # the columns of f_t (see the module docstring)
+FEATURES = ("cosine", "bm25", "sequence", "first_call", "repeat")  # the columns of f_t (see the module docstring)
 
 
 @dataclass(frozen=True, slots=True)
 class ChoiceConfig:
     dim: int = 128  # leading embedding components θ learns over
     shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
-    learning_rate: float = 8.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
+    learning_rate: float = 4.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
+    shrinkage: float = 2.0  # θ_tᵀx counts (n + 1)/(n + 1 + this) after n calls of t: thin evidence, the prior
     weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
-    initial_weights: tuple[float, float, float, float] = (20.0, 5.0, 1.0, 0.5)
+    initial_weights: tuple[float, ...] = (20.0, 5.0, 1.0, 0.5, 0.0)
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
-    replays: int = 4  # past calls learned again after each call (SGD's second look; 0: off)
+    replays: int = 8  # past calls learned again after each call (SGD's second look; 0: off)
     replay_capacity: int = 4096  # the most recent calls kept for that
-    batch_replays: int = 1  # the same in a replay of the log (minibatches; fewer: a year of log is long)
+    batch_replays: int = 2  # the same in a replay of the log (minibatches; fewer: a year of log is long)
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
+        if self.shrinkage < 0:
+            raise ValueError(f"need shrinkage ≥ 0, got {self.shrinkage}")
         if self.dim < 8 or self.shortlist < 2:
             raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
         if self.replays < 0 or self.batch_replays < 0 or self.replay_capacity < 1:
@@ -94,9 +98,10 @@ class ChoiceModel:
         self.weight_steps = np.zeros(len(FEATURES))  # AdaGrad's Σ g² per feature weight
         self.theta = np.zeros((16, c.dim))
         self.steps = np.zeros(16)  # AdaGrad's Σ d² per tool (its θ and b share it: |x| = 1)
-        self.chosen = np.zeros(16, dtype=np.int64)  # worked calls learned per tool
+        self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
+        self.health: dict[int, float] = {}  # arm → log of its recent success rate, for tools that broke lately
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -130,10 +135,21 @@ class ChoiceModel:
             self._ensure(int(arms.max()))
         scores: NDArray[np.float64] = rows @ self.weights
         if len(arms) > 64:  # one product over every tool, no copy of their rows
-            scores += (self.theta @ x).take(arms)
+            scores += (self.theta @ x).take(arms) * self.shrink(arms)
         else:
-            scores += self.theta.take(arms, 0) @ x
+            scores += (self.theta.take(arms, 0) @ x) * self.shrink(arms)
+        for arm, offset in self.health.items():  # P(chosen) × P(works) for a tool that broke: few, if any
+            scores[arms == arm] += offset
         return scores
+
+    def shrink(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """How much of θ_tᵀx counts for each of `arms`: (n + 1)/(n + 1 + shrinkage) after n learned
+        calls of t (worked or not: a tool that keeps failing must not have its failures shrunk away).
+        Shrinkage toward the prior while a tool's evidence is thin: one call of a tool, made for a
+        request that also needed other tools, is weak evidence about requests like it."""
+        evidence = self.chosen.take(arms) + 1.0
+        shrunk: NDArray[np.float64] = evidence / (evidence + self.config.shrinkage)
+        return shrunk
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each arm's choice probability among `arms` (the softmax of the scores)."""
@@ -212,8 +228,7 @@ class ChoiceModel:
                 direction += _towards(p, int(over[0]), c.passed_over_weight, False)
         self._step(x, arms, rows, direction)
         self.observed += 1
-        if worked:
-            self.chosen[called] += 1
+        self.chosen[called] += 1
         if c.replays and rng is not None:
             self.memory.add(x, arms, rows, int(at[0]), worked, weight)
             for slot in rng.integers(len(self.memory), size=c.replays).tolist():
@@ -248,7 +263,7 @@ class ChoiceModel:
         picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
         self._learn_rows(x, tools, picked, at, worked, weight)
         self.observed += batch
-        np.add.at(self.chosen, arms.take(called[worked]), 1)
+        np.add.at(self.chosen, arms.take(called), 1)
         for r in range(max(0, batch - len(self.memory.x)), batch):
             self.memory.add(x[r], tools[r], picked[r], int(at[r]), bool(worked[r]), float(weight[r]))
         if c.batch_replays and rng is not None and len(self.memory):
@@ -271,7 +286,8 @@ class ChoiceModel:
         batch, k = tools.shape
         valid = tools >= 0
         safe = np.where(valid, tools, 0)
-        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x)
+        shrunk = self.shrink(safe.ravel()).reshape(safe.shape)
+        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x) * shrunk
         scores[~valid] = -np.inf
         p = np.exp(scores - scores.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
@@ -282,9 +298,10 @@ class ChoiceModel:
         direction *= weight[:, None]
         direction[~valid] = 0.0
         flat, moved = safe.ravel(), direction.ravel()
+        steps = moved * shrunk.ravel()
         np.add.at(self.steps, flat, moved * moved)
         total = np.zeros_like(self.theta)
-        np.add.at(total, flat, moved[:, None] * np.repeat(x, k, axis=0))
+        np.add.at(total, flat, steps[:, None] * np.repeat(x, k, axis=0))
         used = np.unique(flat[valid.ravel()])
         called = np.maximum(np.bincount(tools[mine], minlength=len(self.steps)), 1).take(used)
         rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
@@ -307,11 +324,27 @@ class ChoiceModel:
         c = self.config
         self.steps[arms] += direction * direction
         rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(arms))
-        moved = rate * direction
+        moved = rate * direction * self.shrink(arms)  # the chain rule through the shrunk term
         self.theta[arms] += moved[:, None] * x
         gradient = direction @ rows
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
+
+    def set_health(self, arm: int, success_rate: float | None) -> None:
+        """A tool that broke lately scores log(its recent success rate) lower everywhere (what it learned
+        says where it was wanted; this says whether it works now); None: it works again, no offset."""
+        if success_rate is None:
+            self.health.pop(arm, None)
+        else:
+            self.health[arm] = math.log(max(success_rate, 0.02))
+
+    def forget(self, arm: int) -> None:
+        """What was learned of one tool no longer holds (the drift guard saw its rewards change):
+        its θ and its step sizes start afresh (new evidence moves it at full speed); its evidence count
+        stays, so that evidence is not shrunk as a newcomer's; the feature weights stay."""
+        self._ensure(arm)
+        self.theta[arm] = 0.0
+        self.steps[arm] = 0.0
 
     def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
         raise TypeError(f"{self.name} learns from choices among candidates: the learner calls learn_choice")

@@ -345,6 +345,18 @@ class SemanticUCB:
         self._precision[tool] = after
         self._stale.add(tool)
 
+    def forget(self, arm: int) -> None:
+        """What was learned of one tool no longer holds (the drift guard saw its rewards change): its
+        ridge (query and previous-tool blocks) starts afresh."""
+        self.settle()
+        self._ensure(arm)
+        self._precision.pop(arm, None)
+        self.theta[arm] = 0.0
+        self.a_inv[arm] = self._identity
+        self.inv_diag[arm] = 1.0 / self.config.regularisation
+        self.after[:, arm] = 0.0
+        self.after_inv[:, arm] = 1.0 / self.config.regularisation
+
     def replay(self, batch: Batch) -> NDArray[np.float64]:
         raise NotImplementedError(f"{self.name} keeps exact sufficient statistics; replaying would double-count")
 

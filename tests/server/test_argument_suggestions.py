@@ -1,0 +1,49 @@
+"""recommend_tool suggests argument values that worked for similar requests, only where toolwise keeps
+arguments (store_arguments), never from failed calls. In-process through the MCP surface with the
+real mcp-server-time downstream."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import AppConfig
+
+NOW = "time__get_current_time"
+
+
+def config(db: Path, store_arguments: bool) -> AppConfig:
+    time_server = {"command": str(Path(sys.executable).parent / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}
+    settings = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 1, "snapshot_interval_s": 0}
+    return AppConfig.model_validate(
+        {"mcpServers": {"time": time_server}, "toolwise": {**settings, "store_arguments": store_arguments}}
+    )
+
+
+async def suggestions(db: Path, store_arguments: bool) -> dict[str, Any]:
+    async with Toolwise(config(db, store_arguments)) as app, Client(build_server(app), mode="legacy") as client:
+        for city, zone in (("Tokyo", "Asia/Tokyo"), ("Osaka", "Asia/Tokyo"), ("Paris", "Europe/Paris")):
+            await client.call_tool("recommend_tool", {"query": f"what time is it in {city}", "session_id": city})
+            called = await client.call_tool(NOW, {"timezone": zone})
+            assert not called.is_error
+        await client.call_tool("recommend_tool", {"query": "what time is it in Lyon", "session_id": "lyon"})
+        failed = await client.call_tool(NOW, {"timezone": "Mars/Olympus"})  # fails: never a suggestion
+        assert failed.is_error
+        asked = await client.call_tool("recommend_tool", {"query": "current time in Kyoto, Japan", "top_k": 2})
+        found = {r["tool"]: r["arguments"] for r in asked.structured_content["recommendations"]}
+        assert "worked before" in asked.content[0].text or not store_arguments
+        return found
+
+
+async def test_a_similar_request_gets_the_value_that_worked(tmp_path: Path) -> None:
+    found = await suggestions(tmp_path / "on.db", store_arguments=True)
+    assert found[NOW] == {"timezone": "Asia/Tokyo"}
+
+
+async def test_without_stored_arguments_nothing_is_suggested(tmp_path: Path) -> None:
+    found = await suggestions(tmp_path / "off.db", store_arguments=False)
+    assert all(arguments == {} for arguments in found.values())
