@@ -1,12 +1,12 @@
 """Exploration that follows the rewards, and a drift guard per tool.
 
-`AdaptiveEpsilon`: ε rises when recent rewards fall below their long-run level and falls back when
-they are steady: ε = ε_min + (ε_max − ε_min)·min(1, drop / full_drop), with drop the long-run mean
-normalised reward (an exponential average over ~`long` calls) minus the recent one (~`short` calls).
-Steady good rewards keep ε at ε_min; a fall of `full_drop` (0.25 of the reward's range) explores at
-ε_max.
+Adaptive ε: it rises when recent calls work less often than they used to and falls back when they
+are steady: ε = ε_min + (ε_max − ε_min)·min(1, drop / full_drop), with drop the long-run share of
+calls that worked (an exponential average over ~`long` calls) minus the recent one (~`short` calls).
+Whether a call worked, not its whole reward: the latency part moves with the network, not with what
+toolwise recommends. Steady success keeps ε at ε_min; a fall of `full_drop` (0.25) explores at ε_max.
 
-`DriftGuard`: a two-sided Page-Hinkley test on whether each tool's calls work (1 or 0) (Page 1954; Hinkley
+Drift guard: a two-sided Page-Hinkley test on whether each tool's calls work (1 or 0) (Page 1954; Hinkley
 1971; as in river's `PageHinkley`). It fires when a tool's rewards move by more than `delta` for
 long enough that their cumulative deviation passes `threshold`; the tool is then re-opened: the
 policy forgets what it learned of it and it joins the tools exploration picks from for
@@ -26,7 +26,7 @@ class ExplorationConfig:
     epsilon_max: float = 0.2
     short: int = 100  # calls the recent mean reward spans (about)
     long: int = 2000  # calls the long-run mean spans (about)
-    full_drop: float = 0.25  # a fall of this much (normalised reward) explores at epsilon_max
+    full_drop: float = 0.25  # a fall of this much (share of calls that worked) explores at epsilon_max
     drift: bool = True
     delta: float = 0.15  # Page-Hinkley's tolerated change of a tool's success rate
     threshold: float = 8.0  # its alarm level (cumulative deviation): no false alarm in 100,000 stationary calls
@@ -112,12 +112,12 @@ class Exploration:
             return "no rewards yet"
         short = self.config.short
         if self.long_run - self.recent > 0.02:
-            what = f"rewards fell from {self.long_run:.2f} to {self.recent:.2f} over the last ~{short} calls"
+            what = f"success fell from {self.long_run:.0%} to {self.recent:.0%} over the last ~{short} calls"
         else:
-            what = f"rewards steady at {self.recent:.2f} over the last ~{short} calls"
+            what = f"success steady at {self.recent:.0%} over the last ~{short} calls"
         drift = self.drifts[-1] if self.drifts else None
         if drift is not None and drift.tool in self.open_tools():
-            what += f"; {drift.tool} re-opened: its rewards {drift.direction} at call {drift.at_call:,}"
+            what += f"; {drift.tool} re-opened: its success {drift.direction} at call {drift.at_call:,}"
         return f"{what}: ε {self.epsilon:.2f}"
 
     def open_tools(self) -> list[str]:
@@ -134,10 +134,10 @@ class Exploration:
         drift guard watches whether calls work (1 or 0): a break is a change of that, and the reward's
         latency and rating parts would blur it."""
         c = self.config
-        self.calls += 1  # the running means start as plain means (no first call weighing for thousands)
-        self.recent = (self.recent or 0.0) + (normalised - (self.recent or 0.0)) / min(self.calls, c.short)
-        self.long_run = (self.long_run or 0.0) + (normalised - (self.long_run or 0.0)) / min(self.calls, c.long)
         outcome = 1.0 if worked else 0.0
+        self.calls += 1  # the running means start as plain means (no first call weighing for thousands)
+        self.recent = (self.recent or 0.0) + (outcome - (self.recent or 0.0)) / min(self.calls, c.short)
+        self.long_run = (self.long_run or 0.0) + (outcome - (self.long_run or 0.0)) / min(self.calls, c.long)
         previous = self.last.get(tool, outcome)
         self.last[tool] = previous + (outcome - previous) / 10
         if not c.drift:

@@ -44,10 +44,10 @@ def test_epsilon_rises_when_rewards_fall_and_settles_when_they_are_steady() -> N
     for call in range(3000):
         exploration.observe(f"tool{call % 5}", 0.9, True, call)
     steady = exploration.epsilon
-    assert steady < 0.02 and "steady at 0.90" in exploration.reason
+    assert steady < 0.02 and "steady at 100%" in exploration.reason
     for call in range(3000, 3150):
         exploration.observe(f"tool{call % 5}", 0.2, False, call)
-    assert exploration.epsilon > 0.15 and "fell from" in exploration.reason
+    assert exploration.epsilon > 0.15 and "success fell from 9" in exploration.reason
     for call in range(3150, 9000):
         exploration.observe(f"tool{call % 5}", 0.2, False, call)
     assert exploration.epsilon < 0.05  # the new level is the norm now

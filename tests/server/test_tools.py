@@ -126,7 +126,7 @@ async def test_get_learning_stats_counts_calls_decisions_and_reports_the_store(t
     assert [d["server"] for d in stats["downstreams"]] == ["toy"]
     assert "3 calls" in rendered and "toy: ready" in rendered
     assert stats["epsilon"] == 0.0 and stats["reopened_tools"] == [] and stats["drifts"] == []
-    assert "exploration: rewards steady at" in rendered and stats["epsilon_reason"].endswith("ε 0.00")
+    assert "exploration: success steady at" in rendered and stats["epsilon_reason"].endswith("ε 0.00")
 
 
 async def test_get_tool_metrics_counts_calls_successes_and_ratings_per_tool(tmp_path: Path) -> None:
