@@ -4,7 +4,7 @@ first, so it sees everything recorded before it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -189,7 +189,7 @@ class ExecutionLog:
         since: datetime | None = None,
         until: datetime | None = None,
         batch: int = 1000,
-    ) -> AsyncIterator[list[Episode]]:
+    ) -> AsyncGenerator[list[Episode], None]:
         """Episodes that ended in [since, until), newest first, in batches walking (namespace, ended_at,
         id) backwards: an export in bounded memory however many sessions the log holds."""
         e = EpisodeRow
@@ -211,7 +211,7 @@ class ExecutionLog:
 
     async def iter_episode_ends(
         self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
-    ) -> AsyncIterator[list[EpisodeEnd]]:
+    ) -> AsyncGenerator[list[EpisodeEnd], None]:
         """The episode ends after `after_seq`, oldest first, each with its last call's whole record (a
         sync learns it as terminal), in batches walking (namespace, seq)."""
         while True:
@@ -251,7 +251,7 @@ class ExecutionLog:
 
     async def iter_executions(
         self, *, namespace: str = "default", after_seq: int = 0, since: datetime | None = None, batch: int = 1000
-    ) -> AsyncIterator[list[Execution]]:
+    ) -> AsyncGenerator[list[Execution], None]:
         """Every execution after `after_seq` (and finished since `since`), oldest first, in batches
         (replay, sync, export, inspection)."""
         scope = [ExecutionRow.namespace == namespace]
@@ -274,7 +274,7 @@ class ExecutionLog:
         since: datetime | None = None,
         until: datetime | None = None,
         batch: int = 5000,
-    ) -> AsyncIterator[list[str]]:
+    ) -> AsyncGenerator[list[str], None]:
         """Executions finished in [since, until) as JSON objects (one string each, built by the database),
         oldest first, in batches walking (namespace, seq): an export in bounded memory."""
         await self._service.flush()
@@ -335,7 +335,7 @@ class ExecutionLog:
 
     async def iter_log(
         self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
-    ) -> AsyncIterator[list[LogEntry]]:
+    ) -> AsyncGenerator[list[LogEntry], None]:
         """The log's entries after `after_seq`, oldest first, in batches (syncing: whole records of the
         entries that need them come from `executions_by_seq`)."""
         await self._service.flush()
@@ -357,7 +357,7 @@ class ExecutionLog:
 
     async def iter_log_columns(
         self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
-    ) -> AsyncIterator[LogColumns]:
+    ) -> AsyncGenerator[LogColumns, None]:
         """The log's entries after `after_seq` with what learning them needs, oldest first, in batches
         of columns (a replay: one read a batch, where `iter_log` then `executions_by_seq` take two and
         build an object a row)."""
@@ -398,7 +398,7 @@ class ExecutionLog:
 
     async def iter_rating_events(
         self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
-    ) -> AsyncIterator[list[RatingEvent]]:
+    ) -> AsyncGenerator[list[RatingEvent], None]:
         """Every rating after `after_id`, oldest first, with its execution and the rating it replaced.
         Each batch is a range of rating ids read first and joined to its executions by key: a join
         driven from the executions side walks the whole namespace for every batch."""

@@ -428,7 +428,7 @@ def inspect_evaluate(
     from toolwise.server.evaluation import EvaluateInput, evaluate_policy
 
     given = {"min_matches": min_matches, "min_ess": min_ess, "max_unsupported": max_unsupported}
-    limits = {k: v for k, v in given.items() if v is not None}
+    limits: dict[str, Any] = {k: v for k, v in given.items() if v is not None}  # EvaluateInput checks them
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.server.services import Services

@@ -359,8 +359,10 @@ class Toolwise:
 
 
 def error_result(message: str, execution_id: str | None = None) -> types.CallToolResult:
-    meta = {EXECUTION_META_KEY: execution_id} if execution_id else None
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True, meta=meta)
+    result = types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+    if execution_id:
+        result.meta = {EXECUTION_META_KEY: execution_id}
+    return result
 
 
 def _meta_dict(meta: Any) -> dict[str, Any] | None:
@@ -368,7 +370,8 @@ def _meta_dict(meta: Any) -> dict[str, Any] | None:
         return None
     if isinstance(meta, Mapping):
         return dict(meta)
-    return meta.model_dump(by_alias=True, exclude_none=True)
+    dumped: dict[str, Any] = meta.model_dump(by_alias=True, exclude_none=True)
+    return dumped
 
 
 # -- the handlers: plain functions of the request context, whose lifespan context is the running app --
@@ -457,6 +460,7 @@ async def forward(
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
     started_at, start = utcnow(), time.perf_counter()
     stopped: asyncio.CancelledError | None = None
+    error: DownstreamError | CallCancelledError | None
     try:
         result, error = await app.call_downstream(route, arguments, ctx)
     except asyncio.CancelledError as cancelled:  # the SDK has told the downstream to stop (a courtesy cancel)
@@ -494,7 +498,7 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
     passthrough = app.passthrough
     with warnings.catch_warnings():  # logging/setLevel is the handshake era's, still served to it
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        server = _Server(  # type: ignore[call-overload]  # the overload with on_set_logging_level is deprecated
+        server = _Server(  # the overload with on_set_logging_level is deprecated (handshake era)
             "toolwise",
             version=VERSION,
             instructions=INSTRUCTIONS if app.exposure.mode == "all" else INSTRUCTIONS + SEARCH_INSTRUCTIONS,

@@ -286,7 +286,11 @@ class Downstream:
             return None
 
         async def listen() -> None:
-            async with client.listen(**wanted) as subscription:
+            async with client.listen(
+                tools_list_changed=wanted["tools_list_changed"],
+                prompts_list_changed=wanted["prompts_list_changed"],
+                resources_list_changed=wanted["resources_list_changed"],
+            ) as subscription:
                 async for event in subscription:
                     if isinstance(event, ToolsListChanged):
                         await self._refresh(client)
@@ -325,7 +329,7 @@ class Downstream:
         tool: str,
         arguments: dict[str, Any] | None,
         timeout_s: float,
-        meta: dict[str, Any] | None = None,
+        meta: types.RequestParamsMeta | None = None,
         progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Forward one call through the circuit breaker. Raises DownstreamError when the server is
@@ -356,7 +360,7 @@ class Downstream:
         tool: str,
         arguments: dict[str, Any] | None,
         timeout_s: float,
-        meta: dict[str, Any] | None,
+        meta: types.RequestParamsMeta | None,
         progress: ProgressFnT | None,
     ) -> types.CallToolResult:
         loop = asyncio.get_running_loop()
@@ -487,7 +491,7 @@ class Catalogue:
         self,
         route: Route,
         arguments: dict[str, Any] | None,
-        meta: dict[str, Any] | None = None,
+        meta: types.RequestParamsMeta | None = None,
         progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         return await self.downstreams[route.server].call(

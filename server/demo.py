@@ -20,11 +20,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp_types import RequestParamsMeta
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
@@ -82,6 +83,11 @@ ZONES = {
     "Sydney": "Australia/Sydney",
     "Berlin": "Europe/Berlin",
 }
+
+
+def session_meta(session: str) -> RequestParamsMeta:
+    """The `_meta` that files a plain call under the agent's conversation (the agent-framework flow)."""
+    return cast(RequestParamsMeta, {"toolwise/session_id": session})
 
 
 def arguments(tool: str, city: str, repo: Path) -> dict[str, Any]:
@@ -227,7 +233,7 @@ async def play(client: Client, console: Console, rng: np.random.Generator, repo:
             episode += 1
             chosen = await top_pick(client, query, session)
             right = chosen == intent.tool
-            await client.call_tool(chosen, arguments(chosen, city, repo), meta={"toolwise/session_id": session})
+            await client.call_tool(chosen, arguments(chosen, city, repo), meta=session_meta(session))
             await client.call_tool("submit_feedback", {"rating": 5 if right else 1, "session_id": session})
             played.picks.append(right)
             played.ratings += 1
@@ -235,7 +241,7 @@ async def play(client: Client, console: Console, rng: np.random.Generator, repo:
             played.right[intent.label] = played.right.get(intent.label, 0) + right
             if right and intent.follow_up and played.tool_calls < calls:
                 await client.call_tool(
-                    intent.follow_up, {"repo_path": str(repo)}, meta={"toolwise/session_id": session}
+                    intent.follow_up, {"repo_path": str(repo)}, meta=session_meta(session)
                 )
                 played.follow_ups += 1
             await client.call_tool("end_session", {"outcome": "success" if right else "failure", "session_id": session})

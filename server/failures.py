@@ -56,7 +56,7 @@ def _install_spawn_hook() -> bool:
                 holder.spawned.set()
         return process
 
-    sdk_stdio._create_platform_compatible_process = spawn  # type: ignore[attr-defined]  # see the module doc
+    sdk_stdio._create_platform_compatible_process = spawn  # see the module doc
     return True
 
 

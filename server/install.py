@@ -271,16 +271,16 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
     path_env, plan.missing = search_path(downstream)
     entry_name = ours[0] if ours else _free_name(servers)
     previous = servers.get(entry_name, {}) if ours else {}
-    entry: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
+    own: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
     command = toolwise_command()
-    entry |= {
+    own |= {
         **{k: v for k, v in previous.items() if k not in ("command", "args", "env")},
         "command": command[0],
         "args": [*command[1:], "serve", "--config", str(toolwise_path)],
         "env": {**previous.get("env", {}), **network_variables(), "PATH": path_env},
     }
     kept = {name: servers[name] for name in plan.kept}
-    new_doc = {**doc, "mcpServers": {entry_name: entry, **kept}}
+    new_doc = {**doc, "mcpServers": {entry_name: own, **kept}}
     if new_doc != doc:
         plan.client_after = dump(new_doc, before)
     new_toolwise = {**toolwise_doc, "mcpServers": downstream}

@@ -240,6 +240,8 @@ class LearningService:
         """Note one proxied call (session history now; record and learning at the next `drain`);
         `outcome` is `catalogue.outcome_of`'s; returns the execution id. A call following `opened` is
         learned with that decision's query; any other, with its session's last query and recommendation."""
+        decision: Decision | None
+        query: str | None
         if opened is not None:
             decision, query = opened.decision, opened.query
             if session.decision is decision:

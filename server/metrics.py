@@ -40,7 +40,7 @@ class _Histogram:
         self.total += value
 
     def buckets(self) -> list[tuple[str, float]]:
-        running, out = 0, []
+        running, out = 0.0, list[tuple[str, float]]()
         for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
             running += count
             out.append((bound, running))

@@ -26,7 +26,7 @@ import uuid
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -45,6 +45,7 @@ from mcp_types import (
     CLIENT_INFO_META_KEY,
     LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
+    RequestParamsMeta,
 )
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -67,7 +68,7 @@ _PY_LEVEL = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40}
 PASSED_THROUGH = ("resources", "prompts", "logging", "completions")  # capabilities toolwise has only from downstreams
 
 
-def forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def forwarded_meta(meta: Mapping[str, Any] | None) -> RequestParamsMeta | None:
     """The caller's `_meta` as the downstream gets it: whole, except toolwise's own keys, the hop's
     protocol envelope (the downstream connection stamps its own) and the progress token (toolwise
     relays progress under the caller's token itself)."""
@@ -78,7 +79,7 @@ def forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
         for k, v in meta.items()
         if not k.startswith(TOOLWISE_META_PREFIX) and k not in ENVELOPE_KEYS and k != PROGRESS_TOKEN
     }
-    return kept or None
+    return cast(RequestParamsMeta, kept) if kept else None
 
 
 def wire_meta(ctx: ServerRequestContext[Any]) -> Mapping[str, Any] | None:
@@ -95,7 +96,9 @@ def progress_relay(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
         return None
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
-        await ctx.session.send_progress_notification(token, progress, total, message, ctx.request_id)
+        # The SDK reads the related id only to route the notification to the request's stream.
+        related = None if ctx.request_id is None else str(ctx.request_id)
+        await ctx.session.send_progress_notification(token, progress, total, message, related)
 
     return relay
 
@@ -419,7 +422,7 @@ class Passthrough:
             log.debug("log level %s sent to %s", params.level, downstream.name)
         return types.EmptyResult()
 
-    def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> dict[str, Any] | None:
+    def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> RequestParamsMeta | None:
         """The `_meta` a call goes to `server` with (`forwarded_meta`). A 2026-era downstream logs
         only what a request opts in to: for a handshake-era caller, who hears every level unless it
         set one, the opt-in is its level (or all)."""
@@ -431,7 +434,7 @@ class Passthrough:
             and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
             and LOG_LEVEL_META_KEY not in (meta or {})
         ):
-            meta = {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"}
+            meta = cast(RequestParamsMeta, {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"})
         return meta
 
     # -- calls in flight, and what belongs to them ---------------------------------------------------

@@ -25,7 +25,7 @@ def compile_validator(tool: str, schema: Mapping[str, Any]) -> Validator | None:
     itself is invalid: the downstream is then the only judge, as it was without toolwise."""
     cls = validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(dict(schema))
     except SchemaError as exc:
         log.warning("tool %s has an invalid input schema (%s); its arguments are not checked", tool, exc.message)
         return None

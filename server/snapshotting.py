@@ -258,7 +258,7 @@ class Snapshotting:
             # The newest snapshot's lineage: a rollback row stands for the snapshot it rolled back to, so
             # rolling back twice goes two steps back rather than undoing the first rollback.
             listed = await self.feedback.snapshots.list(self.namespace)
-            origin = (listed[0].covered.get("origin") or listed[0].id) if listed else 0
+            origin = int(listed[0].covered.get("origin") or listed[0].id or 0) if listed else 0
             older = [r for r in listed if (r.id or 0) < origin]
             if not older:
                 raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
