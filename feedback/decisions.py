@@ -4,7 +4,7 @@ the log; no object a row)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ class DecisionColumns:
 
 async def iter_decision_columns(
     service: FeedbackService, *, namespace: str = "default", after_seq: int = 0, batch: int = 2000
-) -> AsyncIterator[DecisionColumns]:
+) -> AsyncGenerator[DecisionColumns, None]:
     """The namespace's executions after `after_seq`, oldest first, in batches of columns."""
     await service.flush()
     columns = [getattr(ExecutionRow, f.name) for f in fields(DecisionColumns)]

@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -109,7 +109,7 @@ async def execution_chunks(
     batch: int = CHUNK_ROWS,
     kind: str | None = None,
     readers: int = READERS,
-) -> AsyncIterator[tuple[int, bytes]]:
+) -> AsyncGenerator[tuple[int, bytes], None]:
     """(rows, text) per batch of executions finished in [since, until), oldest first, walking
     (namespace, seq): `text` is the batch's JSON objects (led by `"type": kind` when given), one a
     line, each line ending in a newline, as UTF-8 bytes (the database's own text, never decoded into
@@ -213,7 +213,7 @@ async def rating_chunks(
     until: datetime | None = None,
     batch: int = CHUNK_ROWS,
     kind: str | None = None,
-) -> AsyncIterator[tuple[int, bytes]]:
+) -> AsyncGenerator[tuple[int, bytes], None]:
     """(rows, text) per batch of the namespace's ratings created in [since, until), oldest first, as
     `execution_chunks` gives executions, each with `previous`: the rating it replaced (null for a
     first one). Each batch is a range of rating ids joined to their executions by key (a join driven

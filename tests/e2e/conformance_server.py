@@ -119,7 +119,7 @@ def _resource(uri: str, mime: str, text: str) -> types.EmbeddedResource:
 
 
 async def _elicit(ctx: ServerRequestContext[Any], message: str, schema: dict[str, Any]) -> types.ElicitResult:
-    return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)  # type: ignore[arg-type]
+    return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
 
 
 STATIC = {  # the tools whose result is fixed
@@ -162,7 +162,8 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
                 if i:
                     await anyio.sleep(0.05)
                 if token is not None:
-                    await session.send_progress_notification(token, progress, 100, related_request_id=rid)
+                    related = None if rid is None else str(rid)
+                    await session.send_progress_notification(token, progress, 100, None, related)
             return _text("Tool with progress executed successfully")
         case "test_sampling":
             with warnings.catch_warnings():
@@ -194,7 +195,7 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
 
 
-RESOURCES = {
+RESOURCES: dict[str, types.TextResourceContents | types.BlobResourceContents] = {
     "test://static-text": types.TextResourceContents(
         uri="test://static-text", mime_type="text/plain", text="This is the content of the static text resource."
     ),
@@ -307,7 +308,7 @@ async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListT
 def build() -> Server[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(  # type: ignore[call-overload]
+        return Server(
             "conformance-everything",
             version="1.0.0",
             on_list_tools=list_tools,

@@ -37,7 +37,10 @@ def repo(tmp_path: Path) -> Path:
     """A git repository with one commit and one uncommitted change."""
     path = tmp_path / "repo"
     path.mkdir()
-    run = lambda *a: subprocess.run(["git", *a], cwd=path, check=True, capture_output=True)  # noqa: E731
+
+    def run(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+
     run("init", "-q", "-b", "main")
     run("config", "user.email", "t@example.com")
     run("config", "user.name", "Tester")
@@ -65,13 +68,13 @@ async def toolwise(config: Path, mode: str = "auto") -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=str(BIN / "toolwise"), args=["serve", "--config", str(config), "--log-level", "warning"]
     )
-    async with Client(params, mode=mode, read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+    async with Client(params, mode=mode, read_timeout_seconds=60) as client:
         yield client
 
 
 @asynccontextmanager
 async def direct(command: str, *args: str, mode: str = "auto") -> AsyncIterator[Client]:
-    async with Client(StdioServerParameters(command=str(BIN / command), args=list(args)), mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(StdioServerParameters(command=str(BIN / command), args=list(args)), mode=mode) as client:
         yield client
 
 

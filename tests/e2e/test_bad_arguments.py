@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import rows, toolwise
+from tests.server.surface import text
 
 HERE = Path(__file__).parent
 PICKY = {"picky": {"command": sys.executable, "args": [str(HERE / "picky_server.py")]}}
@@ -26,10 +27,10 @@ async def test_arguments_that_break_the_schema_are_refused_before_the_downstream
         wrong = await client.call_tool("picky__strict", {"n": "three"})
         good = await client.call_tool("picky__strict", {"n": 3})
         seen = await client.call_tool("picky__seen", {})
-    assert missing.is_error and "'n' is a required property" in missing.content[0].text
-    assert wrong.is_error and "argument 'n': 'three' is not of type 'integer'" in wrong.content[0].text
+    assert missing.is_error and "'n' is a required property" in text(missing)
+    assert wrong.is_error and "argument 'n': 'three' is not of type 'integer'" in text(wrong)
     assert not good.is_error
-    assert seen.content[0].text == "1"  # only the good call reached the downstream
+    assert text(seen) == "1"  # only the good call reached the downstream
     assert rows(tmp_path / "toolwise.db", "SELECT tool, error_type FROM executions ORDER BY seq") == [
         ("picky__strict", "InvalidArgumentsError"),  # recorded as the caller's fault
         ("picky__strict", "InvalidArgumentsError"),
@@ -43,7 +44,7 @@ async def test_invalid_params_answers_open_no_circuit_and_shield_no_tool(write_c
     async with toolwise(config) as client:
         for _ in range(8):
             refused = await client.call_tool("picky__picky", {"nope": 1})
-            assert refused.is_error and "refused the arguments" in refused.content[0].text
+            assert refused.is_error and "refused the arguments" in text(refused)
         assert not (await client.call_tool("picky__picky", {"ok": True})).is_error  # not "circuit is open"
         after = await stats(client)
     assert after["open_circuits"] == [] and after["downstreams"][0]["circuit"] == "closed"

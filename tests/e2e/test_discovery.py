@@ -19,6 +19,7 @@ from mcp import Client
 from tokenizers import Tokenizer
 
 from tests.e2e.conftest import time_server, toolwise
+from tests.server.surface import execution_of, text
 from toolwise.rl import Decision, Ranked
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig, Settings
@@ -94,7 +95,7 @@ async def test_search_exposure_lists_compact_definitions_an_agent_can_still_use(
         [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in listed.values()]
     )
     assert llama2_tokens(as_model_reads) <= PEER_LIST_TOKENS
-    assert too_many.is_error and "less than or equal to 50" in too_many.content[0].text
+    assert too_many.is_error and "less than or equal to 50" in text(too_many)
 
 
 async def test_search_finds_toolwises_own_tools_by_name_and_they_are_called_through_call_tool(
@@ -121,8 +122,8 @@ async def test_a_hidden_tool_is_called_through_call_tool_and_directly(tmp_path: 
         through = await client.call_tool("call_tool", {"name": NOW, "arguments": {"timezone": "Asia/Tokyo"}})
         direct = await client.call_tool(NOW, {"timezone": "Asia/Tokyo"})
         assert not through.is_error and not direct.is_error, (through.content, direct.content)
-        assert "Asia/Tokyo" in through.content[0].text
-        assert through.meta["toolwise/execution_id"] != direct.meta["toolwise/execution_id"]
+        assert "Asia/Tokyo" in text(through)
+        assert execution_of(through) != execution_of(direct)
     assert [row[0] for row in executions(db)] == [NOW, NOW]  # both recorded as calls of the tool itself
 
 
@@ -133,10 +134,10 @@ async def test_call_tool_refuses_schema_invalid_arguments_before_the_downstream_
         missing = await client.call_tool("call_tool", {"name": "picky__strict"})
         seen = await client.call_tool("call_tool", {"name": "picky__seen"})
         nameless = await client.call_tool("call_tool", {"arguments": {}})
-    assert wrong.is_error and "argument 'n': 'three' is not of type 'integer'" in wrong.content[0].text
-    assert missing.is_error and "'n' is a required property" in missing.content[0].text
-    assert seen.content[0].text == "0"  # neither reached the downstream
-    assert nameless.is_error and "name" in nameless.content[0].text
+    assert wrong.is_error and "argument 'n': 'three' is not of type 'integer'" in text(wrong)
+    assert missing.is_error and "'n' is a required property" in text(missing)
+    assert text(seen) == "0"  # neither reached the downstream
+    assert nameless.is_error and "name" in text(nameless)
     assert [(r[0], r[4]) for r in executions(db)] == [
         ("picky__strict", "InvalidArgumentsError"),
         ("picky__strict", "InvalidArgumentsError"),
@@ -151,7 +152,7 @@ async def test_learned_exposure_lists_what_the_search_found_and_says_so(tmp_path
         if isinstance(message, types.ToolListChangedNotification):
             heard.set()
 
-    settings = {"exposure": "learned", "exposure_k": 1, "exposure_interval_s": 0}
+    settings: dict[str, Any] = {"exposure": "learned", "exposure_k": 1, "exposure_interval_s": 0}
     async with serving(tmp_path / "t.db", **settings) as app:
         async with Client(build_server(app), mode="legacy", message_handler=on_message) as client:
             before = {t.name for t in (await client.list_tools()).tools}
@@ -195,8 +196,8 @@ async def test_a_search_then_call_tool_is_learned_as_that_searchs_decision(tmp_p
                 "search_tools", {"query": query, "session_id": "conv-1", "format": "markdown"}
             )
             assert not found.is_error, found.content
-            assert f"## {NOW} (relevance" in found.content[0].text
-            assert "\n- timezone: string, required — " in found.content[0].text
+            assert f"## {NOW} (relevance" in text(found)
+            assert "\n- timezone: string, required — " in text(found)
             decision_id = found.structured_content["decision_id"]
             called = await client.call_tool("call_tool", {"name": NOW, "arguments": {"timezone": "Asia/Tokyo"}})
             assert not called.is_error

@@ -15,6 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.conftest import BIN, free_port
+from tests.server.surface import text
 
 ODD = str(Path(__file__).with_name("odd_server.py"))
 
@@ -42,16 +43,16 @@ async def test_junk_on_stdout_neither_restarts_a_downstream_nor_floods_the_log(
     with log.open("w") as errlog:
         async with toolwise_logging_to(write_config({"odd": odd()}), errlog) as client:
             assert not (await client.call_tool("odd__junk", {"n": 1})).is_error
-            assert (await client.call_tool("odd__ping", {})).content[0].text == "pong"
+            assert text(await client.call_tool("odd__ping", {})) == "pong"
             assert not (await client.call_tool("odd__junk", {"n": 2000})).is_error
-            assert (await client.call_tool("odd__ping", {})).content[0].text == "pong"
+            assert text(await client.call_tool("odd__ping", {})) == "pong"
             [odd_health] = (await health(client)).values()
     assert odd_health["state"] == "ready" and odd_health["restarts"] == 0 and odd_health["junk_lines"] == 2001
-    text = log.read_text()
-    assert "Traceback" not in text and "Failed to parse JSONRPC" not in text
-    junk_lines = [line for line in text.splitlines() if "not JSON-RPC" in line]
+    logged = log.read_text()
+    assert "Traceback" not in logged and "Failed to parse JSONRPC" not in logged
+    junk_lines = [line for line in logged.splitlines() if "not JSON-RPC" in line]
     assert 1 <= len(junk_lines) <= 2, junk_lines  # the first line; the rest summed up in one more at shutdown
-    assert "2000 more lines" in junk_lines[-1] and "restart" not in text
+    assert "2000 more lines" in junk_lines[-1] and "restart" not in logged
 
 
 async def test_failure_reasons_say_what_happened(write_config: Callable[..., Path], tmp_path: Path) -> None:
@@ -97,4 +98,4 @@ async def test_a_downstream_that_hangs_at_start_delays_nobody_and_joins_when_up(
                 await heard.wait()
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert "slow__ping" in names
-                assert (await client.call_tool("slow__ping", {})).content[0].text == "pong"
+                assert text(await client.call_tool("slow__ping", {})) == "pong"

@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import FileUrl
 
 from tests.e2e.conftest import BIN
 from tests.e2e.node import EVERYTHING, node_for
@@ -49,14 +50,14 @@ class Observer:
 
     async def roots(self, context: Any) -> types.ListRootsResult:
         self.asked.append("roots")
-        return types.ListRootsResult(roots=[types.Root(uri=ROOT_URI, name="roots")])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(ROOT_URI), name="roots")])
 
 
 @asynccontextmanager
 async def connect(params: StdioServerParameters, mode: str, seen: Observer) -> AsyncIterator[Client]:
     async with Client(
-        params,  # type: ignore[arg-type]
-        mode=mode,  # type: ignore[arg-type]
+        params,
+        mode=mode,
         read_timeout_seconds=60,
         logging_callback=seen.on_log,
         message_handler=seen.on_message,
@@ -72,7 +73,9 @@ def texts(blocks: Any) -> list[str]:
     return [b.text for b in blocks if isinstance(b, types.TextContent)]
 
 
-async def observe(client: Client, seen: Observer, tool: Callable[[str], str], prompt: Callable[[str], str]) -> dict:
+async def observe(
+    client: Client, seen: Observer, tool: Callable[[str], str], prompt: Callable[[str], str]
+) -> dict[str, Any]:
     """What a user of server-everything notices, feature by feature (names without the prefix)."""
     got: dict[str, Any] = {}
     resources = (await client.list_resources()).resources
@@ -97,16 +100,16 @@ async def observe(client: Client, seen: Observer, tool: Callable[[str], str], pr
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.set_logging_level("debug")
     await client.call_tool(tool("toggle-simulated-logging"), {})
-    progress: list[float] = []
+    reported: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     slow = {"duration": 6, "steps": 4}
     long = await client.call_tool(tool("trigger-long-running-operation"), slow, None, on_progress)
     await client.call_tool(tool("toggle-simulated-logging"), {})
     got["long_call"] = texts(long.content)
-    got["progress"] = progress
+    got["progress"] = reported
     got["logs_during_calls"] = len(seen.logs) >= 2
     got["log_loggers"] = sorted({p.logger or "" for p in seen.logs})
     # the downstream's own requests: answered by this client's callbacks

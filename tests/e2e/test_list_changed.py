@@ -29,7 +29,8 @@ async def test_a_downstream_tool_list_change_reaches_handshake_era_clients(
 
     params = StdioServerParameters(command=str(BIN / "toolwise"), args=["serve", "-c", str(config)])
     async with Client(params, mode="legacy", message_handler=on_message) as client:
-        assert client.server_capabilities.tools.list_changed is True
+        tools = client.server_capabilities.tools
+        assert tools is not None and tools.list_changed is True
         assert "grow__extra" not in {t.name for t in (await client.list_tools()).tools}
         await client.call_tool("grow__add_tool", {"name": "extra"})
         async with asyncio.timeout(10):

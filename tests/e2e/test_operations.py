@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.conftest import BIN, caught_up, kill_marked, rows, time_server, toolwise
+from tests.server.surface import execution_of, text
 
 HERE = Path(__file__).parent
 PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
@@ -52,7 +53,7 @@ async def test_kill_9_then_restart_loses_no_rating_and_relearns_the_log(
         async with Client(params) as client:
             for i in range(calls):
                 await client.call_tool("recommend_tool", {"query": "time in Tokyo"})
-                made.append((await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"])
+                made.append(execution_of(await client.call_tool("time__convert_time", CONVERT)))
                 if i % 4 == 0:
                     await client.call_tool("submit_feedback", {"rating": 5, "tool": "time__convert_time"})
             assert kill_marked(marker) >= 1  # toolwise and its downstream, no shutdown of any kind
@@ -80,9 +81,9 @@ async def test_a_failing_downstream_opens_its_circuit_and_closes_after_recovery(
         flag.touch()
         for _ in range(2):
             result = await client.call_tool("flaky__work", {})
-            assert result.is_error and "did not answer within" in result.content[0].text
+            assert result.is_error and "did not answer within" in text(result)
         fast = await client.call_tool("flaky__work", {})
-        assert fast.is_error and "circuit is open" in fast.content[0].text
+        assert fast.is_error and "circuit is open" in text(fast)
         assert (await stats(client))["open_circuits"] == ["flaky"]
         flag.unlink()
         await asyncio.sleep(1.1)

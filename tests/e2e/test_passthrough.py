@@ -15,7 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.shared.subscriptions import PromptsListChanged
+from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
 
 from tests.e2e.conftest import time_server, toolwise
 from toolwise.server.app import Toolwise, build_server
@@ -29,7 +29,7 @@ async def test_an_empty_prefix_serves_the_downstreams_bare_tool_names(write_conf
         assert {"get_current_time", "convert_time", "vcs__git_status", "recommend_tool"} <= names
         assert not any(n.startswith(("time__", "git__")) for n in names)
         called = await client.call_tool("get_current_time", {"timezone": "UTC"})
-        assert not called.is_error and "toolwise/execution_id" in called.meta
+        assert not called.is_error and "toolwise/execution_id" in (called.meta or {})
 
 
 async def test_a_downstreams_requests_reach_only_the_client_whose_call_caused_them(tmp_path: Path) -> None:
@@ -98,9 +98,10 @@ async def test_resource_updates_and_prompt_list_changes_reach_the_client(
                 await changes(client)
                 with anyio.fail_after(10):
                     async for event in events:
-                        heard.append(
-                            "prompts changed" if isinstance(event, PromptsListChanged) else f"updated {event.uri}"
-                        )  # type: ignore[union-attr]
+                        if isinstance(event, ResourceUpdated):
+                            heard.append(f"updated {event.uri}")
+                        else:
+                            heard.append("prompts changed" if isinstance(event, PromptsListChanged) else repr(event))
                         if sorted(set(heard)) == want:
                             break
         assert (await client.read_resource("memo://note")).contents[0].text == "second"  # type: ignore[union-attr]

@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.e2e.conftest import direct, kill_marked, rows, time_server, toolwise
+from tests.server.surface import as_meta, execution_of
 
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
@@ -35,7 +36,8 @@ async def test_tools_are_listed_with_names_schemas_and_annotations(
         assert proxied.output_schema == original.output_schema
         assert proxied.annotations == original.annotations
     assert {"git__git_status", "git__git_diff_unstaged", "recommend_tool", "submit_feedback"} <= listed.keys()
-    assert listed["recommend_next_tools"].annotations.read_only_hint is True
+    annotations = listed["recommend_next_tools"].annotations
+    assert annotations is not None and annotations.read_only_hint is True
     assert listed["recommend_tool"].output_schema is not None
 
 
@@ -56,7 +58,7 @@ async def test_calls_are_forwarded_with_identical_results(
         assert got.content == expected.content
         assert got.structured_content == expected.structured_content
         assert got.is_error == expected.is_error
-        assert uuid.UUID(got.meta["toolwise/execution_id"])
+        assert uuid.UUID(execution_of(got))
     assert "modified:   README" in text(got_git)
 
 
@@ -79,9 +81,9 @@ async def test_rating_changes_the_recorded_reward(write_config: Callable[..., Pa
     # latency weights off, so twin calls earn the same reward and the rating's effect is exact
     weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
     async with toolwise(write_config(reward=weights)) as client:
-        unrated = (await client.call_tool("time__get_current_time", {"timezone": "UTC"})).meta["toolwise/execution_id"]
+        unrated = execution_of(await client.call_tool("time__get_current_time", {"timezone": "UTC"}))
         call = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
-        execution_id = call.meta["toolwise/execution_id"]
+        execution_id = execution_of(call)
         rated = await client.call_tool("submit_feedback", {"rating": 1, "execution_id": execution_id})
         assert not rated.is_error, text(rated)
         for bad in ({"rating": 0}, {"rating": 6}, {"rating": "five"}, {"rating": 3, "execution_id": "nope"}):
@@ -102,7 +104,7 @@ async def test_recommendations_shift_after_feedback(write_config: Callable[..., 
     query, pair = "show me what is going on in my repository", ["git__git_status", "git__git_log"]
 
     async def session(client: Client, sid: str, tool: str | None, rating: int) -> str:
-        meta = {"toolwise/session_id": sid}
+        meta = as_meta({"toolwise/session_id": sid})
         pick = await client.call_tool("recommend_tool", {"query": query, "candidates": pair, "session_id": sid})
         tool = tool or pick.structured_content["recommendations"][0]["tool"]
         await client.call_tool(tool, {"repo_path": str(repo)}, meta=meta)
@@ -150,7 +152,7 @@ async def test_a_downstream_that_fails_to_start_leaves_the_rest_working(write_co
 
 async def test_bad_input_to_our_tools_is_an_mcp_error_naming_the_problem(write_config: Callable[..., Path]) -> None:
     async with toolwise(write_config(servers={"time": time_server()})) as client:
-        cases = {
+        cases: dict[tuple[str, str], dict[str, object]] = {
             ("recommend_tool", "query"): {"top_k": 3},
             ("recommend_tool", "nope__x"): {"query": "x", "candidates": ["nope__x"]},
             ("recommend_next_tools", "nope__y"): {"recent_tools": ["nope__y"]},
@@ -173,7 +175,7 @@ async def test_sessions_feed_next_tool_suggestions_and_episodes(
     async with toolwise(write_config()) as client:
         for i in range(3):
             sid = f"agent-{i}"
-            meta = {"toolwise/session_id": sid}
+            meta = as_meta({"toolwise/session_id": sid})
             await client.call_tool("git__git_status", {"repo_path": str(repo)}, meta=meta)
             await client.call_tool("git__git_diff_unstaged", {"repo_path": str(repo)}, meta=meta)
             ended = await client.call_tool("end_session", {"outcome": "success", "session_id": sid})
@@ -193,7 +195,7 @@ async def test_a_lone_call_is_recorded_without_waiting_for_another(
     """Recording is deferred off the call's path, but never waits for a next call or shutdown."""
     async with toolwise(write_config()) as client:
         call = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
-        execution_id = call.meta["toolwise/execution_id"]
+        execution_id = execution_of(call)
         for _ in range(100):
             await asyncio.sleep(0.05)
             if rows(tmp_path / "toolwise.db", "SELECT id FROM executions") == [(execution_id,)]:

@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 
 from tests.e2e.conftest import time_server, toolwise, toolwise_http
+from tests.server.surface import execution_of, text
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 
@@ -24,11 +25,11 @@ async def test_two_open_http_connections_cannot_rate_or_see_each_others_calls(
             called = await a.call_tool(*NOW)
             assert not called.is_error
             rated = await b.call_tool("submit_feedback", {"rating": 1, "tool": NOW[0]})
-            assert rated.is_error and "still open on another connection: pass execution_id" in rated.content[0].text
+            assert rated.is_error and "still open on another connection: pass execution_id" in text(rated)
             seen = await b.call_tool("recommend_next_tools", {})
             assert seen.structured_content["recent_tools"] == []
             # A's call can still be rated by its execution id (the handle the call returned), by A by tool.
-            execution_id = called.meta["toolwise/execution_id"]
+            execution_id = execution_of(called)
             assert not (await a.call_tool("submit_feedback", {"rating": 5, "execution_id": execution_id})).is_error
             by_tool = await a.call_tool("submit_feedback", {"rating": 4, "tool": NOW[0]})
             assert not by_tool.is_error
@@ -47,10 +48,10 @@ async def test_the_readmes_http_snippet_rates_by_tool_name_on_a_new_connection(
         async with Client(url, mode=mode) as second:
             rated = await second.call_tool("submit_feedback", {"rating": 5, "tool": NOW[0]})
             named = await second.call_tool("submit_feedback", {"rating": 5, "tool": NOW[0], "session_id": "s-1"})
-    assert not rated.is_error, rated.content[0].text
-    assert rated.structured_content["execution_id"] == called.meta["toolwise/execution_id"]
+    assert not rated.is_error, text(rated)
+    assert rated.structured_content["execution_id"] == execution_of(called)
     # A named session is searched alone; the error says what to pass instead.
-    assert named.is_error and named.content[0].text == (
+    assert named.is_error and text(named) == (
         "submit_feedback: no call of 'time__get_current_time' in session 's-1' (its last 256 calls): "
         "pass execution_id (the call's _meta['toolwise/execution_id']), or leave session_id out to rate "
         "the newest call of the tool"
@@ -66,9 +67,9 @@ async def test_one_shot_stdio_runs_rate_the_previous_runs_call_by_tool_name(writ
     async with toolwise(config) as second:
         rated = await second.call_tool("submit_feedback", {"rating": 2, "tool": NOW[0]})
         nothing = await second.call_tool("submit_feedback", {"rating": 2, "tool": "time__convert_time"})
-    assert not rated.is_error, rated.content[0].text
-    assert rated.structured_content["execution_id"] == called.meta["toolwise/execution_id"]
-    assert nothing.is_error and nothing.content[0].text == (
+    assert not rated.is_error, text(rated)
+    assert rated.structured_content["execution_id"] == execution_of(called)
+    assert nothing.is_error and text(nothing) == (
         "submit_feedback: no call of 'time__convert_time' in this session or in the last 10 minutes: "
         "pass execution_id (the call's _meta['toolwise/execution_id'])"
     )

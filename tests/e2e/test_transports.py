@@ -20,7 +20,7 @@ def scrape(url: str) -> str:
     """The Prometheus page once both calls' deferred work has run (it runs after a short idle delay)."""
     for _ in range(50):
         with urllib.request.urlopen(url, timeout=5) as response:
-            page = response.read().decode()
+            page: str = response.read().decode()
         if "toolwise_calls_total{" in page and "} 2.0" in page:
             return page
         time.sleep(0.05)
@@ -34,7 +34,7 @@ async def test_streamable_http_transport_serves_and_records(write_config: Callab
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert {"time__get_current_time", "recommend_tool"} <= names
                 result = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
-                assert not result.is_error and "toolwise/execution_id" in result.meta
+                assert not result.is_error and "toolwise/execution_id" in (result.meta or {})
         metrics = await asyncio.to_thread(scrape, url.removesuffix("/mcp") + "/metrics")
         assert 'toolwise_calls_total{outcome="success",tool="time__get_current_time"} 2.0' in metrics
         assert 'toolwise_call_latency_seconds_count{tool="time__get_current_time"} 2.0' in metrics

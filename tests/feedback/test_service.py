@@ -27,7 +27,7 @@ from toolwise.feedback.records import SnapshotRecord
 def count_rows(url: str) -> int:
     path = url.split("///", 1)[1]
     with sqlite3.connect(path) as conn:
-        return conn.execute("SELECT count(*) FROM executions").fetchone()[0]
+        return int(conn.execute("SELECT count(*) FROM executions").fetchone()[0])
 
 
 async def test_execution_round_trips_with_every_field(service: FeedbackService) -> None:

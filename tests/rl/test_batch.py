@@ -181,7 +181,12 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
     queries = [f"find the {k}th report" for k in range(QUERY_MEMO + 200)]
     embedded: list[str] = []
     embed = semantic.embedder.embed
-    semantic.embedder = SimpleNamespace(embed=lambda texts: embedded.extend(texts) or embed(texts))
+
+    def counted(texts: list[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return embed(texts)
+
+    semantic.embedder = SimpleNamespace(embed=counted)
     vectors = semantic.queries(queries[:100] + queries[:100])  # repeated within and across calls
     assert embedded == queries[:100]  # each once
     semantic.queries(queries[:100])

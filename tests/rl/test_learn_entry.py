@@ -44,7 +44,9 @@ def test_end_episode_learns_a_terminal_transition_only_for_a_td_learner() -> Non
         learner.learn(step, np.random.default_rng(0))
     assert bandit.end_episode(step, 10.0, np.random.default_rng(0)) is None and bandit.updates == 1
     assert td.end_episode(step, 10.0, np.random.default_rng(0)) is not None and td.updates == 2
+    first = td.replay.items[0]
+    assert first is not None
     assert [t.next_context for t in td.replay.items if t is not None] == [
-        td.replay.items[0].next_context,  # the first learning bootstrapped from the next context
+        first.next_context,  # the first learning bootstrapped from the next context
         -1,  # the end: no future term
     ]

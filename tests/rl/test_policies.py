@@ -38,7 +38,7 @@ def test_ucb_tries_untried_arms_first_then_ranks_by_q_plus_bonus() -> None:
     expected = q * 0.1 + 2 * np.sqrt(np.log(4) / n)
     assert selection.ranked.tolist() == [0, 1, 2]
     assert selection.scores == pytest.approx(np.sort(expected)[::-1])
-    assert (selection.explored, selection.propensity) == (False, pytest.approx(1.0))
+    assert not selection.explored and selection.propensity == pytest.approx(1.0)
 
 
 def test_ucb_ties_are_broken_by_the_rng() -> None:

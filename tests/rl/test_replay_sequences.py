@@ -174,7 +174,8 @@ def test_batches_count_as_steps_do_with_live_steps_and_a_loaded_state_between() 
     new n-grams that the pending part is merged into the main one mid-replay."""
     rng = np.random.default_rng(7)
     tools = [f"t{k}" for k in range(40)]
-    steps, history = [], []
+    steps: list[tuple[str | None, str, tuple[str, ...], float, bool]] = []
+    history: list[str] = []
     for k in range(9_000):
         if k % 6 == 0:
             history = []

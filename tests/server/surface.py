@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp import Client
@@ -16,6 +16,7 @@ from mcp import Client
 from tests.server import toy_server
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
+from toolwise.server.sessions import EXECUTION_META_KEY
 
 
 @asynccontextmanager
@@ -65,3 +66,14 @@ def ok(result: types.CallToolResult) -> dict[str, Any]:
     """The structured answer of a call that must have succeeded."""
     assert not result.is_error, text(result)
     return dict(result.structured_content or {})
+
+
+def execution_of(result: types.CallToolResult) -> str:
+    """The id toolwise gave a proxied call (in the result's `_meta`)."""
+    assert result.meta is not None and EXECUTION_META_KEY in result.meta, result
+    return str(result.meta[EXECUTION_META_KEY])
+
+
+def as_meta(values: dict[str, str]) -> types.RequestParamsMeta:
+    """A request `_meta` with toolwise's keys (the SDK types only the progress token)."""
+    return cast(types.RequestParamsMeta, values)

@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.server import toy_server
-from tests.server.surface import ok, rows, serving, text
+from tests.server.surface import execution_of, ok, rows, serving, text
 
 OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session"}
 ADMIN = {"get_learning_stats", "get_tool_metrics", "get_successful_sequences"}
@@ -35,7 +35,7 @@ async def test_a_proxied_call_answers_what_the_downstream_answered_with_its_exec
         result = await client.call_tool("toy__echo", {"text": "hello"})
     assert not result.is_error and text(result) == "hello"
     assert result.structured_content == {"server": "toy"}
-    execution_id = result.meta["toolwise/execution_id"]
+    execution_id = execution_of(result)
     assert uuid.UUID(execution_id)
     recorded = rows(tmp_path, "SELECT id, tool, server, success, error_type, latency_ms FROM executions")
     assert len(recorded) == 1
@@ -48,9 +48,7 @@ async def test_a_downstream_tool_error_passes_through_unchanged_and_is_recorded_
     async with serving(tmp_path) as client:
         result = await client.call_tool("toy__fail", {"reason": "disk on fire"})
     assert result.is_error and text(result) == "failed: disk on fire"
-    assert rows(tmp_path, "SELECT id, success, error_type FROM executions") == [
-        (result.meta["toolwise/execution_id"], 0, "ToolError")
-    ]
+    assert rows(tmp_path, "SELECT id, success, error_type FROM executions") == [(execution_of(result), 0, "ToolError")]
 
 
 async def test_a_downstream_protocol_error_becomes_an_is_error_result_naming_server_and_tool(tmp_path: Path) -> None:

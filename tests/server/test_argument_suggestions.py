@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp import Client
 
+from tests.server.surface import text
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 
@@ -35,7 +36,7 @@ async def suggestions(db: Path, store_arguments: bool) -> dict[str, Any]:
         assert failed.is_error
         asked = await client.call_tool("recommend_tool", {"query": "current time in Kyoto, Japan", "top_k": 2})
         found = {r["tool"]: r["arguments"] for r in asked.structured_content["recommendations"]}
-        assert "worked before" in asked.content[0].text or not store_arguments
+        assert "worked before" in text(asked) or not store_arguments
         return found
 
 

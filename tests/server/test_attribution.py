@@ -15,6 +15,7 @@ from typing import Any
 
 from mcp import Client
 
+from tests.server.surface import as_meta
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 
@@ -93,7 +94,7 @@ async def test_meta_decision_id_names_the_decision(tmp_path: Path) -> None:
     async with toolwise(db) as client:
         older = await recommend(client, "time in Sydney", NOW, "alice")
         newer = await recommend(client, "time in Berlin", NOW, "bob")
-        await client.call_tool(NOW, {"timezone": "Australia/Sydney"}, meta={"toolwise/decision_id": older})
+        await client.call_tool(NOW, {"timezone": "Australia/Sydney"}, meta=as_meta({"toolwise/decision_id": older}))
         await client.call_tool(NOW, {"timezone": "Europe/Berlin"})  # the one still open
     assert executions(db) == {
         f"{NOW}#0": ("alice", older, "time in Sydney"),
@@ -106,7 +107,7 @@ async def test_a_call_of_a_tool_not_recommended_stays_in_the_conversation(tmp_pa
     async with toolwise(db) as client:
         alices = await recommend(client, "time in Paris", NOW, "alice")
         await client.call_tool(CONVERT, CONVERT_ARGS)  # alice was recommended another tool: still alice's
-        await client.call_tool(NOW, {"timezone": "UTC"}, meta={"toolwise/session_id": "carol"})
+        await client.call_tool(NOW, {"timezone": "UTC"}, meta=as_meta({"toolwise/session_id": "carol"}))
         await client.call_tool(CONVERT, CONVERT_ARGS)  # _meta named carol for that call only
     rows = executions(db)
     assert rows[f"{CONVERT}#0"][:2] == ("alice", alices)  # made under alice's decision, not following it

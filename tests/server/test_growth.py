@@ -39,11 +39,12 @@ async def test_a_long_session_keeps_a_bounded_window_of_calls(url: str) -> None:
     await services.learning.drain()
     session = services.learning.sessions.get("long")
     assert len(session.calls) <= 16 and session.length == 1000
-    assert (await feedback.log.get_execution(ids[-1])).position == 999  # positions go on counting
+    newest = await feedback.log.get_execution(ids[-1])
+    assert newest is not None and newest.position == 999  # positions go on counting
     _, reward = await services.learning.rate(session, 5, None, "git__git_log", None)  # recent calls rate by name
     assert reward > 10
     episode = await services.learning.end_session("long", "success")
-    assert episode.total_reward == pytest.approx(sum(e.reward for e in await _all(feedback)))
+    assert episode.total_reward == pytest.approx(sum(e.reward or 0.0 for e in await _all(feedback)))
     await feedback.aclose()
 
 

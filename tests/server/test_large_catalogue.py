@@ -31,7 +31,12 @@ async def test_tools_list_of_a_2000_tool_catalogue_holds_every_tool_once(tmp_pat
 async def test_learned_exposure_lists_the_pinned_and_the_learned_tools_of_a_large_catalogue_once(
     tmp_path: Path,
 ) -> None:
-    settings = {"exposure": "learned", "exposure_k": 3, "exposure_interval_s": 0, "pinned_tools": ["toy__bulk_1*"]}
+    settings: dict[str, Any] = {
+        "exposure": "learned",
+        "exposure_k": 3,
+        "exposure_interval_s": 0,
+        "pinned_tools": ["toy__bulk_1*"],
+    }
     async with serving(tmp_path, {"toy": toy_server.spec(bulk=BULK)}, **settings) as client:
         before = [t.name for t in (await client.list_tools()).tools]
         found = ok(await client.call_tool("search_tools", {"query": "bulk tool number 42", "top_k": 5}))
@@ -51,7 +56,7 @@ async def test_a_pinned_tool_a_downstream_adds_later_is_listed_once(tmp_path: Pa
         if isinstance(message, types.ToolListChangedNotification):
             heard.append(message)
 
-    settings = {"exposure": "search", "pinned_tools": ["toy__late_*"]}
+    settings: dict[str, Any] = {"exposure": "search", "pinned_tools": ["toy__late_*"]}
     async with serving(tmp_path, mode="legacy", heard=on_message, **settings) as client:
         before = [t.name for t in (await client.list_tools()).tools]
         await client.call_tool("toy__add_tool", {"name": "late_one"})

@@ -357,7 +357,7 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
             read.extend(batch.seq)
             yield batch
 
-    feedback.log.iter_log_columns = counted  # type: ignore[method-assign]  # a counting spy in its place
+    feedback.log.iter_log_columns = counted  # type: ignore[method-assign,assignment]  # a counting spy in its place
     await second.snapshots.load_latest()
     assert second.learning.catching_up and "catching up" in second.learning.serving
     decision = second.learning.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mcp import Client
 
-from tests.server.surface import running, text
+from tests.server.surface import execution_of, running, text
 from toolwise.server.app import Toolwise, build_server
 
 ECHO = "toy__echo"
@@ -17,12 +17,12 @@ ECHO = "toy__echo"
 
 async def test_a_call_older_than_the_window_is_not_rated_by_tool_name(tmp_path: Path) -> None:
     async with running(tmp_path, mode="auto") as (_, client):
-        old = (await client.call_tool(ECHO, {"text": "long ago"})).meta["toolwise/execution_id"]
+        old = execution_of(await client.call_tool(ECHO, {"text": "long ago"}))
         await client.call_tool("get_tool_metrics", {})  # recorded: the log holds it
         with sqlite3.connect(tmp_path / "toolwise.db") as conn:
             conn.execute("UPDATE executions SET finished_at = datetime(finished_at, '-11 minutes')")
         stale = await client.call_tool("submit_feedback", {"rating": 4, "tool": ECHO})
-        recent = (await client.call_tool(ECHO, {"text": "now"})).meta["toolwise/execution_id"]
+        recent = execution_of(await client.call_tool(ECHO, {"text": "now"}))
         rated = await client.call_tool("submit_feedback", {"rating": 4, "tool": ECHO})
     assert stale.is_error and "no call of 'toy__echo' in this session or in the last 10 minutes" in text(stale)
     assert not rated.is_error and rated.structured_content["execution_id"] == recent != old
@@ -35,7 +35,7 @@ async def test_a_call_made_through_another_running_instance_is_not_rated_by_tool
             called = await elsewhere.call_tool(ECHO, {"text": "theirs"})
             await elsewhere.call_tool("get_tool_metrics", {})  # recorded: the shared log holds it
             refused = await client.call_tool("submit_feedback", {"rating": 1, "tool": ECHO})
-            by_id = {"rating": 1, "execution_id": called.meta["toolwise/execution_id"]}
+            by_id = {"rating": 1, "execution_id": execution_of(called)}
             assert not (await client.call_tool("submit_feedback", by_id)).is_error
     assert refused.is_error and text(refused).startswith("submit_feedback: the newest call of 'toy__echo' (")
     assert text(refused).endswith(

@@ -32,10 +32,14 @@ async def test_snapshot_tools_read_and_write_only_inside_the_snapshot_directory(
     session = Session("admin")
 
     async def dump(args: SnapshotDumpInput, _: None) -> SnapshotOutput:
-        return await tools["snapshot_dump"].handler(services, args, session)
+        answer = await tools["snapshot_dump"].handler(services, args, session)
+        assert isinstance(answer, SnapshotOutput)
+        return answer
 
     async def restore(args: SnapshotRestoreInput, _: None) -> SnapshotOutput:
-        return await tools["snapshot_restore"].handler(services, args, session)
+        answer = await tools["snapshot_restore"].handler(services, args, session)
+        assert isinstance(answer, SnapshotOutput)
+        return answer
 
     outside = tmp_path / "precious.txt"
     outside.write_text("keep me")

@@ -12,6 +12,7 @@ from pathlib import Path
 from mcp import Client
 
 from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
+from tests.server.surface import execution_of, text
 from toolwise.server.app import Toolwise, build_server
 from toolwise.server.config import AppConfig
 
@@ -36,11 +37,11 @@ async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, ful
         for _ in range(5):
             result = await client.call_tool("time__convert_time", CONVERT)
             assert not result.is_error  # the downstream worked: the caller gets its answer
-            answered.append(result.meta["toolwise/execution_id"])
+            answered.append(execution_of(result))
         metrics = await asyncio.wait_for(client.call_tool("get_tool_metrics", {}), 5)
-        assert metrics.is_error and "No space left on device" in metrics.content[0].text
+        assert metrics.is_error and "No space left on device" in text(metrics)
         rating = await asyncio.wait_for(client.call_tool("submit_feedback", {"rating": 4}), 5)
-        assert rating.is_error and "database is failing" in rating.content[0].text
+        assert rating.is_error and "database is failing" in text(rating)
         stats = await client.call_tool("get_learning_stats", {})
         assert not stats.is_error and stats.structured_content["store"].startswith("failing since")
         assert "No space left on device" in app.status()["store"]
@@ -63,8 +64,8 @@ async def test_shutdown_on_a_full_disk_ends_and_dead_letters_what_was_not_writte
         Toolwise(config(tmp_path)) as app,
         Client(build_server(app), mode="legacy") as client,
     ):
-        answered = [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
-        answered += [(await client.call_tool("time__convert_time", CONVERT)).meta["toolwise/execution_id"]]
+        answered = [execution_of(await client.call_tool("time__convert_time", CONVERT))]
+        answered += [execution_of(await client.call_tool("time__convert_time", CONVERT))]
         dead = app.feedback.dead_letter_path
     # The context exited (no exception, no hang) with the disk still full: nothing answered is lost.
     kept = {json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()}

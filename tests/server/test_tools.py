@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.feedback.exact_metrics import recompute_tool_metrics
-from tests.server.surface import ok, rows, serving, text
+from tests.server.surface import execution_of, ok, rows, serving, text
 from toolwise.feedback import FeedbackService
 from toolwise.server.tools import ToolMetricsOutput
 
@@ -72,7 +72,7 @@ async def test_submit_feedback_rates_the_sessions_latest_call_of_a_tool_and_chan
     weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
     async with serving(tmp_path, reward=weights) as client:
         await client.call_tool(ECHO, {"text": "first"})
-        latest = (await client.call_tool(ECHO, {"text": "second"})).meta["toolwise/execution_id"]
+        latest = execution_of(await client.call_tool(ECHO, {"text": "second"}))
         rated = ok(await client.call_tool("submit_feedback", {"rating": 5, "tool": ECHO, "comment": "spot on"}))
     assert rated == {"execution_id": latest, "tool": ECHO, "rating": 5, "reward": pytest.approx(14)}
     assert rows(tmp_path, "SELECT execution_id, rating, comment FROM ratings") == [(latest, 5, "spot on")]
@@ -154,6 +154,7 @@ async def test_get_tool_metrics_answers_what_feedback_holds_valid_against_its_ou
         refused = await client.call_tool("get_tool_metrics", {"limit": 0})
     async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as feedback:
         held = await feedback.log.get_tool_metrics()
+    assert tool.output_schema is not None
     schema = Draft202012Validator(tool.output_schema)
     assert schema.is_valid(ok(answer))
     assert not schema.is_valid({"metrics": [{"tool": ECHO, "calls": 3}]})  # a row missing fields is refused
