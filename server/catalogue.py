@@ -28,12 +28,12 @@ from jsonschema.protocols import Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
+from toolwise.server import sdk
 from toolwise.server.background import Background
 from toolwise.server.config import HttpServer, Settings, StdioServer, prefix_of
 from toolwise.server.environment import downstream_environment
@@ -184,7 +184,7 @@ class Downstream:
                 return self.spec.url
             # The configured headers (e.g. `Authorization: Bearer …`) go on every request; the
             # transport leaves closing a client it was given to us.
-            http = create_mcp_http_client(headers=self.spec.headers)
+            http = sdk.http_client(headers=self.spec.headers)
             stack.push_async_callback(http.aclose)
             return streamable_http_client(self.spec.url, http_client=http)
         env = downstream_environment(self.spec.env)  # more than the SDK's minimum: server/environment.py

@@ -19,17 +19,14 @@ from mcp.server import ServerRequestContext
 from mcp.server.connection import Connection
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolwise.server import sdk
+
 _keys: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()  # forgotten with the connection
 
 
 def connection_of(ctx: ServerRequestContext[Any]) -> Connection:
-    """The SDK's per-client `Connection` behind a request. `ServerRequestContext` does not expose it
-    (the SDK's own `Context.connection` does, but the runner does not build that yet), so it is read
-    from the request's session, which holds exactly that object."""
-    connection = getattr(ctx.session, "_connection", None)
-    if not isinstance(connection, Connection):
-        raise TypeError(f"the SDK's ServerSession no longer holds its Connection (got {type(connection).__name__})")
-    return connection
+    """The SDK's per-client `Connection` behind a request (read from its session: `sdk`)."""
+    return sdk.session_connection(ctx.session)
 
 
 def client_key(ctx: ServerRequestContext[Any]) -> str | None:

@@ -240,9 +240,7 @@ async def play(client: Client, console: Console, rng: np.random.Generator, repo:
             played.asked[intent.label] = played.asked.get(intent.label, 0) + 1
             played.right[intent.label] = played.right.get(intent.label, 0) + right
             if right and intent.follow_up and played.tool_calls < calls:
-                await client.call_tool(
-                    intent.follow_up, {"repo_path": str(repo)}, meta=session_meta(session)
-                )
+                await client.call_tool(intent.follow_up, {"repo_path": str(repo)}, meta=session_meta(session))
                 played.follow_ups += 1
             await client.call_tool("end_session", {"outcome": "success" if right else "failure", "session_id": session})
             progress.update(task, completed=played.tool_calls)

@@ -18,10 +18,10 @@ from typing import Any, TextIO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy.engine import make_url
 
 from toolwise.feedback import DatabaseUnusableError, FeedbackService
+from toolwise.server import sdk
 from toolwise.server.catalogue import resolve_command
 from toolwise.server.config import AppConfig, HttpServer, StdioServer
 from toolwise.server.environment import downstream_environment
@@ -71,7 +71,7 @@ async def start(target: StdioServerParameters | HttpServer, config: AppConfig, e
         if isinstance(target, StdioServerParameters):
             transport: Any = stdio_client(target, errlog=errlog or sys.stderr)
         elif target.headers:  # sent on every request, as the catalogue sends them
-            http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers))
+            http = await stack.enter_async_context(sdk.http_client(headers=target.headers))
             transport = streamable_http_client(target.url, http_client=http)
         else:
             transport = target.url

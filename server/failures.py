@@ -3,9 +3,8 @@ it prints on stdout counted rather than logged line by line.
 
 The SDK reports a failed start as "ExceptionGroup: unhandled errors in a TaskGroup" or a bare
 `TimeoutError`; the facts are further down (the exception chain, the process's exit status). The
-exit status of a stdio downstream is not exposed by the SDK's `stdio_client`, so the spawn function
-it calls is wrapped once to hand the process to whoever asked for it in the current context
-(`recording_spawns`); without that hook (another SDK layout) only the exit status is missing.
+exit status of a stdio downstream comes from the process the SDK spawned, handed (by `sdk`'s spawn
+hook, which `recording_spawns` installs) to whoever asked for it in the current context.
 """
 
 from __future__ import annotations
@@ -24,6 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from pydantic import ValidationError
 
+from toolwise.server import sdk
+
 log = logging.getLogger(__name__)
 
 JUNK_REPORT_EVERY_S = 30.0  # at most one log line per downstream this often about junk on its stdout
@@ -41,32 +42,19 @@ class _Spawns(list[Any]):
 _spawned: ContextVar[_Spawns | None] = ContextVar("toolwise_spawned", default=None)
 
 
-def _install_spawn_hook() -> bool:
-    original = getattr(sdk_stdio, "_create_platform_compatible_process", None)
-    if original is None:
-        log.debug("mcp.client.stdio has no spawn function to wrap: exit statuses will not be reported")
-        return False
-
-    async def spawn(*args: Any, **kwargs: Any) -> Any:
-        process = await original(*args, **kwargs)
-        holder = _spawned.get()
-        if holder is not None:
-            holder.append(process)
-            if holder.spawned is not None:
-                holder.spawned.set()
-        return process
-
-    sdk_stdio._create_platform_compatible_process = spawn  # see the module doc
-    return True
-
-
-_install_spawn_hook()
+def _note_spawn(process: Any) -> None:
+    holder = _spawned.get()
+    if holder is not None:
+        holder.append(process)
+        if holder.spawned is not None:
+            holder.spawned.set()
 
 
 @contextlib.contextmanager
 def recording_spawns(spawned: asyncio.Event | None = None) -> Iterator[list[Any]]:
     """Within this block (and tasks started in it), processes the SDK spawns are appended to the list
     (and `spawned` is set)."""
+    sdk.install_spawn_hook(_note_spawn)
     holder = _Spawns(spawned)
     token = _spawned.set(holder)
     try:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.e2e.conftest import BIN, free_port, toolwise
+from toolwise.server import sdk
 
 TOKEN = "s3cret-token-for-the-tests-only"
 INITIALIZE = {
@@ -74,7 +74,7 @@ async def test_http_needs_the_right_bearer_token_on_mcp_and_metrics(write_config
             assert status == 401 and 'error="invalid_token"' in headers["WWW-Authenticate"]
         right = {"Authorization": f"Bearer {TOKEN}"}
         assert (await asyncio.to_thread(request, base + "/metrics", right))[0] == 200
-        transport = streamable_http_client(base + "/mcp", http_client=create_mcp_http_client(headers=right))
+        transport = streamable_http_client(base + "/mcp", http_client=sdk.http_client(headers=right))
         async with Client(transport) as client:
             assert "recommend_tool" in {t.name for t in (await client.list_tools()).tools}
 

@@ -1,0 +1,59 @@
+"""Every private part of the MCP SDK toolwise relies on, in one place; tests/server/test_sdk.py pins each
+one and fails naming it when an SDK release moves it.
+
+- `session_connection`: `ServerRequestContext` does not expose the per-client `Connection` behind a
+  request (the SDK's own `Context.connection` does, but the low-level runner does not build that yet);
+  the request's session holds exactly that object as `_connection`.
+- `http_client`: the SDK's `create_mcp_http_client` (MCP transports' timeouts, no redirects) lives in
+  `mcp.shared._httpx_utils`; the HTTP downstreams and `doctor` need it with their own headers.
+- `install_spawn_hook`: the exit status of a stdio downstream is not exposed by `stdio_client`, so the
+  spawn function it calls (`mcp.client.stdio._create_platform_compatible_process`) is wrapped to hand
+  each process to a callback. Installed explicitly by the catalogue before it starts a downstream;
+  without it only the exit status is missing from the reasons a start failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import mcp.client.stdio as sdk_stdio
+from mcp.server.connection import Connection
+from mcp.server.session import ServerSession
+from mcp.shared._httpx_utils import create_mcp_http_client as http_client
+
+__all__ = ["SPAWN_FUNCTION", "http_client", "install_spawn_hook", "session_connection"]
+
+log = logging.getLogger(__name__)
+
+SPAWN_FUNCTION = "_create_platform_compatible_process"
+_installed: list[Callable[[Any], None]] = []
+
+
+def session_connection(session: ServerSession) -> Connection:
+    """The `Connection` a server session belongs to; a TypeError naming the SDK change if it moved."""
+    connection = getattr(session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise TypeError(f"the SDK's ServerSession no longer holds its Connection (got {type(connection).__name__})")
+    return connection
+
+
+def install_spawn_hook(on_spawn: Callable[[Any], None]) -> bool:
+    """Wrap the SDK's stdio spawn function once so that `on_spawn` gets every process it starts; False
+    (and a debug line) when this SDK has no such function. Installing the same callback again is a no-op."""
+    if on_spawn in _installed:
+        return True
+    original = getattr(sdk_stdio, SPAWN_FUNCTION, None)
+    if original is None:
+        log.debug("mcp.client.stdio has no %s to wrap: exit statuses will not be reported", SPAWN_FUNCTION)
+        return False
+
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await original(*args, **kwargs)
+        on_spawn(process)
+        return process
+
+    setattr(sdk_stdio, SPAWN_FUNCTION, spawn)
+    _installed.append(on_spawn)
+    return True

@@ -1,0 +1,53 @@
+"""The SDK's private parts toolwise relies on (server/sdk.py), each used as toolwise uses it: when an SDK
+release moves one, the test naming it fails rather than a feature going quiet."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.server import Server, ServerRequestContext
+from mcp.server.connection import Connection
+
+from tests.server import toy_server
+from tests.server.surface import text
+from toolwise.server import sdk
+
+
+async def test_a_request_reaches_the_connection_it_came_on() -> None:
+    seen: list[Connection] = []
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="where", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        seen.append(sdk.session_connection(ctx.session))
+        return types.CallToolResult(content=[types.TextContent(text=seen[-1].protocol_version or "")])
+
+    server: Server[Any] = Server("pin", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with Client(server, mode="legacy") as client:
+        answer = await client.call_tool("where", {})
+        again = await client.call_tool("where", {})
+        version = client.protocol_version
+    assert len(seen) == 2 and seen[0] is seen[1]  # one connection, the same object for each request
+    assert text(answer) == text(again) == version
+
+
+async def test_the_http_client_carries_the_headers_and_the_transports_timeouts() -> None:
+    async with sdk.http_client(headers={"Authorization": "Bearer t"}) as http:
+        assert http.headers["Authorization"] == "Bearer t"
+        assert http.timeout.read == 300 and http.timeout.connect == 30
+        assert http.follow_redirects is False
+
+
+async def test_the_spawn_hook_sees_every_stdio_process_the_sdk_starts() -> None:
+    spawned: list[Any] = []
+    assert sdk.install_spawn_hook(spawned.append)
+    assert sdk.install_spawn_hook(spawned.append)  # once only: a second install wraps nothing more
+    params = StdioServerParameters(command=sys.executable, args=[toy_server.__file__], env={"TOY_NAME": "toy"})
+    async with Client(params, mode="legacy") as client:
+        assert (await client.list_tools()).tools
+    assert len(spawned) == 1 and isinstance(spawned[0].pid, int)
