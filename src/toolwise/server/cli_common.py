@@ -45,7 +45,7 @@ def fail(message: str, exc: BaseException | None = None, code: int = EXIT_STARTU
     raise typer.Exit(code) from exc
 
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "toolwise.example.json"
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "toolwise.example.json"  # the checkout's root
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
