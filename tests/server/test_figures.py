@@ -21,7 +21,8 @@ def test_a_reason_shows_the_expected_reward_on_the_0_to_1_scale_the_help_promise
 def test_serving_says_what_it_catches_up_with_before_the_replay_is_counted() -> None:
     settings = Settings(database_url="sqlite+aiosqlite:///:memory:", embedding="none")
     learning = LearningService(settings, FeedbackService(settings.database_url))
-    learning.catching_up = True
+    learning.progress.begin_replay()
     assert learning.serving == "prior (catching up: reading the log after the newest snapshot)"
-    learning.replay_done, learning.replay_total = 1200, 5000
+    learning.progress.to_replay(5000)
+    learning.progress.replayed(1200)
     assert learning.serving == "prior (catching up: 1,200 of 5,000 log entries replayed)"

@@ -82,7 +82,7 @@ async def teach(services: Services, rounds: int = 12, prefix: str = "s") -> None
 
 
 def ranking(services: Services, query: str) -> list[tuple[str, float]]:
-    decision = services.learning.learner.recommend(query, services.learning.rng, top_k=4)
+    decision = services.learning.learner.recommend(query, services.learning.state.rng, top_k=4)
     return [(r.tool, round(r.score, 9)) for r in decision.ranked]
 
 
@@ -90,14 +90,14 @@ async def test_restart_keeps_recommendations_identical(url: str) -> None:
     feedback, first = await service(url)
     await teach(first)
     await first.snapshots.save("shutdown")
-    rng_state = first.learning.rng.bit_generator.state
+    rng_state = first.learning.state.rng.bit_generator.state
     before = [ranking(first, q) for q in QUERIES]
     await feedback.aclose()
 
     feedback, second = await service(url)
     report = await second.snapshots.restore_latest()
     assert "snapshot 1" in report and "+ 0 log entries replayed" in report
-    assert second.learning.rng.bit_generator.state == rng_state  # the rng goes on where it stopped
+    assert second.learning.state.rng.bit_generator.state == rng_state  # the rng goes on where it stopped
     assert [ranking(second, q) for q in QUERIES] == before
     await feedback.aclose()
 
@@ -191,7 +191,7 @@ async def test_snapshots_beyond_keep_are_dropped(url: str) -> None:
 
 async def test_shadow_mode_serves_the_lexical_baseline_while_learning(url: str) -> None:
     feedback, shadow = await service(url, shadow=True)
-    baseline = shadow.learning.learner.recommend(QUERIES[1], shadow.learning.rng, baseline=True, top_k=4)
+    baseline = shadow.learning.learner.recommend(QUERIES[1], shadow.learning.state.rng, baseline=True, top_k=4)
     await teach(shadow, rounds=10)
     assert shadow.learning.learner.updates > 0 and shadow.learning.serving == "baseline (shadow mode)"
     served = shadow.learning.recommend(shadow.learning.sessions.get("x"), QUERIES[1], 4, None)
@@ -363,7 +363,7 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
     decision = second.learning.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)
     assert not decision.explored  # while catching up, the prior answers (no exploration on a lagging state)
     learned = await second.sharing.catch_up()
-    assert not second.learning.catching_up and second.learning.replay_total == 6 and len(read) == 6
+    assert not second.learning.catching_up and second.learning.progress.total == 6 and len(read) == 6
     assert learned == 6 + 4
     await feedback.aclose()
 
@@ -380,5 +380,5 @@ async def test_a_long_replay_stores_snapshots_by_row_count(url: str) -> None:
     feedback, third = await service(url)
     await third.snapshots.load_latest()
     assert await third.sharing.catch_up() == 20  # a start cut short now would begin after the snapshot: ratings only
-    assert third.learning.replay_total == 0
+    assert third.learning.progress.total == 0
     await feedback.aclose()

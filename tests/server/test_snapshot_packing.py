@@ -54,7 +54,7 @@ async def test_calls_are_answered_while_a_periodic_snapshot_is_packed(
         assert events == ["pack started", "proxied call answered", "recommend_tool answered", "pack done"]
         assert record.sample_count == 1  # the state as it was taken: the call made during the pack is not in it
         assert app.learning.learner.updates == 2
-        assert app.learning.unsnapshotted == 1  # learned during the pack: the next snapshot still counts it
+        assert app.learning.state.unsnapshotted == 1  # learned during the pack: the next snapshot still counts it
     assert rows(tmp_path, "SELECT source FROM snapshots ORDER BY id") == [("periodic",), ("shutdown",)]
 
 

@@ -194,7 +194,7 @@ async def test_a_state_saved_before_ends_were_shared_learns_the_ends_logged_from
     feedback_b, b = await ucb(log)
     await work(a, SESSIONS[:1])
     old = {key: value for key, value in b.learning.covered.state().items() if key != "episodes"}
-    b.learning.covered = Covered.of(old)  # b's state as loaded from a snapshot that predates episode ends
+    b.learning.state.cover(Covered.of(old))  # b's state as loaded from a snapshot that predates episode ends
     await b.sharing.sync()
     assert terminal_tools(b) == []  # whether the old state had learned it is unknown: not learned twice
     await work(a, SESSIONS[1:2])

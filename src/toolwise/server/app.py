@@ -203,7 +203,7 @@ class Toolwise:
                     await self.sharing.sync()
                 interval = settings.snapshot_interval_s
                 by_time = interval and time.monotonic() - last_snapshot >= interval
-                by_rows = settings.snapshot_rows and self.learning.unsnapshotted >= settings.snapshot_rows
+                by_rows = settings.snapshot_rows and self.learning.state.unsnapshotted >= settings.snapshot_rows
                 if by_time or by_rows:
                     last_snapshot = time.monotonic()
                     await self.snapshots.save("periodic")

@@ -1,6 +1,7 @@
 """Learning from calls: recommend, note each proxied call (then record and learn it), rate, end a
 session. Sharing the log with other instances is `server/sharing.py`'s job; the snapshot lifecycle,
-`server/snapshotting.py`'s; this service holds the learned state both of them read and replace.
+`server/snapshotting.py`'s; the learned state both of them read is a `LearnedState` (server/learned.py)
+that a snapshot replaces whole through `adopt`.
 
 Every proxied call becomes an execution record (queued for group commit) and a learner update; a
 rating recomputes that execution's reward and teaches the learner again; ending a session stores
@@ -52,6 +53,7 @@ from toolwise.server.background import Background
 from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
 from toolwise.server.config import Settings
 from toolwise.server.embedding import load_embedder, tool_document
+from toolwise.server.learned import CatchUp, LearnedState
 from toolwise.server.metrics import Metrics
 from toolwise.server.sessions import Call, Session, Sessions
 from toolwise.server.shields import Budget, Shields
@@ -95,8 +97,8 @@ class LearningService:
         self.instance_id = new_id()
         self.tool_docs: list[ToolDoc] = []
         self.embedder = load_embedder(settings.embedding)
-        self.learner = self.new_learner()
-        self.rng = np.random.default_rng(settings.seed)
+        self.state = LearnedState(self.new_learner(), np.random.default_rng(settings.seed))
+        self.progress = CatchUp()
         self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
         self.open_decisions = OpenDecisions()
         self.namespace = settings.namespace
@@ -109,10 +111,6 @@ class LearningService:
                 settings.shield_retry_s,
             )
         )
-        self.decisions = 0
-        self.calls = 0
-        self.explored = 0
-        self.covered = Covered()  # what of the shared log the state includes (server/sharing.py)
         # argument values of successful calls, for suggestions (kept only where arguments are stored)
         self.arguments = ArgumentMemory()
         self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
@@ -121,11 +119,25 @@ class LearningService:
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._closing = False
-        self.unsnapshotted = 0  # executions learned since the newest snapshot (snapshots by row count)
-        self.catching_up = False  # replaying the log after start-up: recommendations come from the prior
-        self._loaded = asyncio.Event()  # cleared while a server loads its learned state (`begin_loading`)
-        self._loaded.set()
-        self.replay_done = self.replay_total = 0  # log entries replayed / to replay (server/sharing.py)
+
+    @property
+    def learner(self) -> Learner:
+        """The current learner: look it up at each use, a snapshot restore replaces it (`adopt`)."""
+        return self.state.learner
+
+    @property
+    def covered(self) -> Covered:
+        return self.state.covered
+
+    @property
+    def catching_up(self) -> bool:
+        return self.progress.active
+
+    def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
+        """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,
+        the decisions and calls counted meanwhile are added to its counters."""
+        replaced, self.state = self.state, state
+        state.carry_over(replaced, counts=keep_counts)
 
     def new_learner(self) -> Learner:
         """A learner as configured, knowing the running catalogue, that has learned nothing."""
@@ -143,29 +155,29 @@ class LearningService:
         """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
         if self.loading:
             return "prior (catching up: loading the learned state from the newest snapshot)"
-        if self.catching_up and not self.replay_total:  # counting what to replay, or only a sync to do
+        progress = self.progress
+        if progress.active and not progress.total:  # counting what to replay, or only a sync to do
             return "prior (catching up: reading the log after the newest snapshot)"
-        if self.catching_up:
-            return f"prior (catching up: {self.replay_done:,} of {self.replay_total:,} log entries replayed)"
+        if progress.active:
+            return f"prior (catching up: {progress.done:,} of {progress.total:,} log entries replayed)"
         return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
 
     def begin_loading(self) -> None:
         """A server answers before its learned state is loaded: until `end_loading`, recommendations
         come from the prior and calls wait (noted, in order) to be learned into the loaded state, not
         into the empty one it replaces."""
-        self.catching_up = True
-        self._loaded.clear()
+        self.progress.begin_loading()
 
     def end_loading(self) -> None:
-        self._loaded.set()
+        self.progress.end_loading()
 
     @property
     def loading(self) -> bool:
-        return not self._loaded.is_set()
+        return self.progress.loading
 
     async def until_loaded(self) -> None:
         """Return once the learned state is loaded (at once outside a server's start-up)."""
-        await self._loaded.wait()
+        await self.progress.until_loaded()
 
     def set_tools(self, tools: list[types.Tool]) -> None:
         self.tool_docs = [
@@ -191,7 +203,7 @@ class LearningService:
             blocked = {}
         decision = self.learner.recommend(
             query,
-            self.rng,
+            self.state.rng,
             previous_tool=session.previous_tool,
             session_length=session.length,
             candidates=candidates,
@@ -203,8 +215,7 @@ class LearningService:
         )
         session.query, session.decision = query, decision
         self.open_decisions.add(session.connection or session.id, decision, session.id, query)
-        self.decisions += 1
-        self.explored += decision.explored
+        self.state.decided(decision.explored)
         return decision
 
     def attribute(
@@ -269,7 +280,7 @@ class LearningService:
         )
         session.add(call)
         self._pending.append(call)
-        self.calls += 1
+        self.state.called()
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
         return call.execution_id
@@ -309,7 +320,7 @@ class LearningService:
         if (session := self.sessions.find(call.session_id)) is not None:
             session.reward_total += call.reward or 0.0
         self.covered.live.add(execution.id)
-        self.unsnapshotted += 1
+        self.state.learned()
         self.shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
@@ -337,10 +348,10 @@ class LearningService:
         step = call.step()
         learnable = learned_from(call.error_type)
         try:
-            learned = self.learner.learn(step, self.rng, update=self.settings.learning and learnable)
+            learned = self.learner.learn(step, self.state.rng, update=self.settings.learning and learnable)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", call.tool)
-            learned = self.learner.learn(step, self.rng, update=False)
+            learned = self.learner.learn(step, self.state.rng, update=False)
         call.reward, call.context_hash = learned.reward if learnable else None, learned.context_hash
 
     def _drain_when_idle(self) -> None:
@@ -373,7 +384,7 @@ class LearningService:
         if not self.settings.learning:
             return
         try:
-            self.learner.learn(step, self.rng)
+            self.learner.learn(step, self.state.rng)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", step.tool)
 
@@ -411,7 +422,7 @@ class LearningService:
         step = step_of(execution, history, self.history_n, rating)
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
         if self.settings.learning:
-            reward = self.learner.observe_rating(step, self.rng, previous_reward, event.previous).reward
+            reward = self.learner.observe_rating(step, self.state.rng, previous_reward, event.previous).reward
         else:
             reward = self.learner.reward_of(step)
         await self.feedback.log.set_reward(execution.id, reward)
@@ -455,7 +466,7 @@ class LearningService:
         if not self.settings.learning or last.reward is None:
             return
         try:
-            self.learner.end_episode(last.step(), last.reward, self.rng)
+            self.learner.end_episode(last.step(), last.reward, self.state.rng)
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
 
@@ -463,7 +474,7 @@ class LearningService:
 
     def learn_logged(self, execution: Execution, history: Sequence[str]) -> None:
         """Learn an execution of the shared log (another instance's, or an earlier run's)."""
-        self.unsnapshotted += 1
+        self.state.learned()
         if learned_from(execution.error_type):
             self._observe(step_of(execution, history, self.history_n))
         self.shield(execution)
@@ -481,7 +492,7 @@ class LearningService:
         if not self.learns_ends or execution.reward is None:
             return
         try:
-            self.learner.end_episode(step_of(execution, (), self.history_n), execution.reward, self.rng)
+            self.learner.end_episode(step_of(execution, (), self.history_n), execution.reward, self.state.rng)
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
 
@@ -491,7 +502,7 @@ class LearningService:
         """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
         its session and its query, without an object a row (a cancelled call is left out, see
         `learned_from`)."""
-        self.unsnapshotted += len(rows)
+        self.state.learned(len(rows))
         error = batch.error_type
         kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
         rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
@@ -514,7 +525,7 @@ class LearningService:
                 [position[i] for i in rows],
             )
             try:
-                self.learner.learn_columns(steps, self.rng)
+                self.learner.learn_columns(steps, self.state.rng)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
         now = time.monotonic()
@@ -529,7 +540,7 @@ class LearningService:
         step = step_of(execution, history, self.history_n, event.rating.rating)
         previous_reward = self.learner.reward_of(replace(step, rating=event.previous))
         try:
-            self.learner.observe_rating(step, self.rng, previous_reward, event.previous)
+            self.learner.observe_rating(step, self.state.rng, previous_reward, event.previous)
         except Exception:
             log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
 

@@ -267,13 +267,13 @@ class Sharing:
         stopped. Recommendations come from the prior meanwhile. Returns how many entries were learned."""
         learning = self.learning
         mark = self.covered.executions
-        learning.replay_done = learning.replay_total = 0
-        learning.catching_up = True
+        progress = learning.progress
+        progress.begin_replay()
         began = self._replay_reported = time.monotonic()
         learned, cursor, next_checkpoint = 0, mark.floor, 0.0
         try:
-            learning.replay_total = await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor)
-            if learning.replay_total >= FREEZE_ROWS:
+            progress.to_replay(await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor))
+            if progress.total >= FREEZE_ROWS:
                 # A long replay allocates millions of short-lived objects, and each of the collections they
                 # trigger walked everything alive since start-up (modules, catalogue, learner): moved out of
                 # the collector's sight for good (gunicorn's trick; a third of the replay's reading time).
@@ -290,7 +290,7 @@ class Sharing:
                 self.synced += n
                 if done:
                     break
-                due = learning.unsnapshotted >= snapshot_rows and time.monotonic() >= next_checkpoint
+                due = learning.state.unsnapshotted >= snapshot_rows and time.monotonic() >= next_checkpoint
                 if checkpoint is not None and due:
                     taken = time.monotonic()
                     await checkpoint()
@@ -299,17 +299,17 @@ class Sharing:
             learned += await self.sync()
             learning.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:
-            learning.catching_up = False
-        if learning.replay_total:
+            progress.finish()
+        if progress.total:
             log.info("caught up with the log: %d entries learned in %.1f s", learned, time.monotonic() - began)
         return learned
 
     def _replayed(self, entries: int) -> None:
         """Count a batch of replayed log entries; say how far the replay is every REPLAY_REPORT_S."""
-        learning = self.learning
-        learning.replay_done += entries
+        progress = self.learning.progress
+        progress.replayed(entries)
         now = time.monotonic()
         if now - self._replay_reported >= REPLAY_REPORT_S:
             self._replay_reported = now
-            share = 100 * learning.replay_done / max(learning.replay_total, 1)
-            log.info("replaying the log: %d of %d entries (%.0f%%)", learning.replay_done, learning.replay_total, share)
+            share = 100 * progress.done / max(progress.total, 1)
+            log.info("replaying the log: %d of %d entries (%.0f%%)", progress.done, progress.total, share)

@@ -22,6 +22,7 @@ from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.state import pack, unpack
 from toolwise.server import snapshots
 from toolwise.server.config import Settings
+from toolwise.server.learned import LearnedState
 from toolwise.server.learning import LearningService
 from toolwise.server.sharing import Sharing
 from toolwise.server.watermark import Covered
@@ -80,8 +81,8 @@ class Snapshotting:
             source=source,
             state={
                 "learner": learning.learner.state_dict(),
-                "rng": learning.rng.bit_generator.state,
-                "counters": {"decisions": learning.decisions, "calls": learning.calls, "explored": learning.explored},
+                "rng": learning.state.rng.bit_generator.state,
+                "counters": learning.state.counters(),
             },
             policy=learning.learner.policy.name,
             sample_count=learning.learner.updates,
@@ -115,10 +116,10 @@ class Snapshotting:
             await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
             await self.learning.drain()
             captured = self._capture(source)
-            learned = self.learning.unsnapshotted
+            learned = self.learning.state.unsnapshotted
             record = await asyncio.to_thread(self._record, captured)
             self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
-            self.learning.unsnapshotted -= learned  # what was learned since it was taken is not in it
+            self.learning.state.snapshotted(learned)  # what was learned since it was taken is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
 
@@ -150,18 +151,24 @@ class Snapshotting:
             learner.set_tools(docs)  # the catalogue is what is running now
         return _Prepared(learner, rng, state.get("counters", {}), docs)
 
-    def _install(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> None:
-        """Make a prepared state the current one (on the event loop, between two calls)."""
+    def _install(
+        self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None, *, keep_counts: bool = False
+    ) -> None:
+        """Make a prepared state the current one, whole (on the event loop, between two calls)."""
         learning = self.learning
         learner = prepared.learner
         if learning.tool_docs is not prepared.docs:  # the catalogue changed while it was prepared
             learner.set_tools(learning.tool_docs)
-        learning.learner, learning.rng = learner, prepared.rng
         counters = prepared.counters
-        learning.decisions = int(counters.get("decisions", 0))
-        learning.calls = int(counters.get("calls", 0))
-        learning.explored = int(counters.get("explored", 0))
-        learning.covered = Covered.of(record.covered if covered is None else covered)
+        state = LearnedState(
+            learner,
+            prepared.rng,
+            Covered.of(record.covered if covered is None else covered),
+            decisions=int(counters.get("decisions", 0)),
+            calls=int(counters.get("calls", 0)),
+            explored=int(counters.get("explored", 0)),
+        )
+        learning.adopt(state, keep_counts=keep_counts)
         self.snapshot_id = record.id
 
     async def restore_latest(self) -> str:
@@ -180,7 +187,7 @@ class Snapshotting:
         tried. Until `Sharing.catch_up` has learned the log after it, the state lags: recommendations
         come from the prior. Returns what was loaded, for the log."""
         learning = self.learning
-        learning.catching_up = True
+        learning.progress.begin()
         listing = await self.feedback.snapshots.list(self.namespace)
         self._restores_seen = max((r.id or 0 for r in listing), default=0)
         for listed in listing:
@@ -192,11 +199,7 @@ class Snapshotting:
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
                 continue
-            decisions, calls, explored = learning.decisions, learning.calls, learning.explored  # while it loaded
-            self._install(prepared, record, None)
-            learning.decisions += decisions
-            learning.calls += calls
-            learning.explored += explored
+            self._install(prepared, record, None, keep_counts=True)  # with the calls served while it loaded
             return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
         return "no snapshot"
 

@@ -1,0 +1,103 @@
+"""What a running toolwise has learned, owned in one place.
+
+`LearnedState` is the learner with everything that must change together with it: the random stream
+its decisions draw from, what of the shared log it includes (`Covered`) and its counters. Restoring a
+snapshot replaces it whole (`LearningService.adopt`), so no reader ever sees a learner of one snapshot
+with the counters or the watermark of another. `CatchUp` is where a server is in learning the log
+after start-up (what `serving` reports). Only this module assigns their fields; the services call
+their methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from toolwise.rl import Learner
+from toolwise.server.watermark import Covered
+
+
+@dataclass
+class LearnedState:
+    learner: Learner
+    rng: np.random.Generator
+    covered: Covered = field(default_factory=Covered)  # what of the shared log it includes (sharing.py)
+    decisions: int = 0
+    calls: int = 0
+    explored: int = 0
+    unsnapshotted: int = 0  # executions learned since the newest snapshot (snapshots by row count)
+
+    def decided(self, explored: bool) -> None:
+        self.decisions += 1
+        self.explored += explored
+
+    def called(self) -> None:
+        self.calls += 1
+
+    def learned(self, executions: int = 1) -> None:
+        self.unsnapshotted += executions
+
+    def snapshotted(self, executions: int) -> None:
+        """A snapshot holding that many of the executions learned since the previous one was stored."""
+        self.unsnapshotted -= executions
+
+    def counters(self) -> dict[str, int]:
+        """The counters a snapshot keeps."""
+        return {"decisions": self.decisions, "calls": self.calls, "explored": self.explored}
+
+    def carry_over(self, replaced: LearnedState, *, counts: bool) -> None:
+        """Take over from the state this one replaces what is not in a snapshot: the executions learned
+        since the newest one and, with `counts`, the decisions and calls served while this one loaded."""
+        self.unsnapshotted += replaced.unsnapshotted
+        if counts:
+            self.decisions += replaced.decisions
+            self.calls += replaced.calls
+            self.explored += replaced.explored
+
+    def cover(self, covered: Covered) -> None:
+        """Count the state as including `covered` of the log (a restore takes the log "as of now")."""
+        self.covered = covered
+
+
+class CatchUp:
+    """Whether the learned state lags the log (loading a snapshot, replaying the log after it), and how
+    far the replay is: meanwhile recommendations come from the prior."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.done = 0
+        self.total = 0
+        self._loaded = asyncio.Event()  # cleared while a server loads its learned state
+        self._loaded.set()
+
+    def begin(self) -> None:
+        self.active = True
+
+    def begin_loading(self) -> None:
+        self.active = True
+        self._loaded.clear()
+
+    def end_loading(self) -> None:
+        self._loaded.set()
+
+    @property
+    def loading(self) -> bool:
+        return not self._loaded.is_set()
+
+    async def until_loaded(self) -> None:
+        await self._loaded.wait()
+
+    def begin_replay(self) -> None:
+        self.active = True
+        self.done = self.total = 0
+
+    def to_replay(self, total: int) -> None:
+        self.total = total
+
+    def replayed(self, entries: int) -> None:
+        self.done += entries
+
+    def finish(self) -> None:
+        self.active = False
