@@ -25,7 +25,6 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -45,8 +44,8 @@ from toolwise.feedback import (
     utcnow,
 )
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
-from toolwise.feedback.records import LogColumns, RatingEvent, new_id
-from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
+from toolwise.feedback.records import new_id
+from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory, Suggestion
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
@@ -55,7 +54,7 @@ from toolwise.server.config import Settings
 from toolwise.server.embedding import load_embedder, tool_document
 from toolwise.server.learned import CatchUp, LearnedState
 from toolwise.server.metrics import Metrics
-from toolwise.server.sessions import Call, Session, Sessions
+from toolwise.server.sessions import Call, Session, Sessions, step_of
 from toolwise.server.shields import Budget, Shields
 from toolwise.server.watermark import Covered
 
@@ -380,7 +379,7 @@ class LearningService:
         await self.drain()
         await self._draining.wait()
 
-    def _observe(self, step: Step) -> None:
+    def observe(self, step: Step) -> None:
         if not self.settings.learning:
             return
         try:
@@ -470,113 +469,18 @@ class LearningService:
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
 
-    # -- learning what the shared log holds (server/sharing.py decides what and in which context) ------
-
-    def learn_logged(self, execution: Execution, history: Sequence[str]) -> None:
-        """Learn an execution of the shared log (another instance's, or an earlier run's)."""
-        self.state.learned()
-        if learned_from(execution.error_type):
-            self._observe(step_of(execution, history, self.history_n))
-        self.shield(execution)
-
-    @property
-    def learns_ends(self) -> bool:
-        """Whether the end of an episode teaches the learner anything (a TD policy, learning on)."""
-        return self.settings.learning and self.learner.policy.uses_next_context
-
-    def learn_logged_end(self, execution: Execution) -> None:
-        """An episode of the shared log (another instance's, or an earlier run's) ended after
-        `execution`: learned as terminal as `end_session` does live, with the reward the log holds for
-        it (a rating made after the end is in it; live, the end was learned before it). A call never
-        learned (cancelled: no reward) has no transition to end."""
-        if not self.learns_ends or execution.reward is None:
-            return
-        try:
-            self.learner.end_episode(step_of(execution, (), self.history_n), execution.reward, self.state.rng)
-        except Exception:
-            log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
-
-    def learn_logged_columns(
-        self, batch: LogColumns, rows: list[int], histories: list[list[str]], queries: list[str | None]
-    ) -> None:
-        """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
-        its session and its query, without an object a row (a cancelled call is left out, see
-        `learned_from`)."""
-        self.state.learned(len(rows))
-        error = batch.error_type
-        kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
-        rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
-        n = self.history_n
-        tool, success, latency, previous, position = (
-            batch.tool,
-            batch.success,
-            batch.latency_ms,
-            batch.previous_tool,
-            batch.position,
-        )
-        if self.settings.learning:
-            steps = StepColumns(
-                [tool[i] for i in rows],
-                [success[i] for i in rows],
-                [latency[i] / 1000 for i in rows],
-                queries,
-                [previous[i] for i in rows],
-                [recent(history, previous[i], n) for i, history in zip(rows, histories, strict=True)],
-                [position[i] for i in rows],
-            )
-            try:
-                self.learner.learn_columns(steps, self.state.rng)
-            except Exception:
-                log.exception("learning from %d logged executions failed; they are recorded", len(rows))
-        now = time.monotonic()
-        for i in rows:
-            self._shield(tool[i], success[i], latency[i], error[i], now)
-
-    def learn_logged_rating(self, event: RatingEvent, history: Sequence[str]) -> None:
-        """Learn a rating of the shared log (another instance's, or an earlier run's)."""
-        if not self.settings.learning:
-            return
-        execution = event.execution
-        step = step_of(execution, history, self.history_n, event.rating.rating)
-        previous_reward = self.learner.reward_of(replace(step, rating=event.previous))
-        try:
-            self.learner.observe_rating(step, self.state.rng, previous_reward, event.previous)
-        except Exception:
-            log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
-
     def shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,
         a cancel)."""
         if learned_from(execution.error_type):
-            self._shield(
+            self.shield_fields(
                 execution.tool, execution.success, execution.latency_ms, execution.error_type, time.monotonic()
             )
 
-    def _shield(self, tool: str, success: bool, latency_ms: float, error_type: str | None, now: float) -> None:
+    def shield_fields(self, tool: str, success: bool, latency_ms: float, error_type: str | None, now: float) -> None:
         """`shield` of a call learned from (see `learned_from`), given by its fields."""
         if error_type != CALLERS_FAULT:
             self.shields.observe(tool, success, latency_ms, now)
-
-
-def step_of(execution: Execution, history: Sequence[str], n: int, rating: int | None = None) -> Step:
-    """The learner's view of a recorded execution, with (up to) `n` tools before it (`recent`)."""
-    return Step(
-        execution.tool,
-        execution.success,
-        execution.latency_ms / 1000,
-        query=execution.query,
-        previous_tool=execution.previous_tool,
-        session_length=execution.position,
-        history=recent(history, execution.previous_tool, n),
-        rating=rating,
-    )
-
-
-def recent(history: Sequence[str], previous_tool: str | None, n: int) -> tuple[str, ...]:
-    """The (up to) `n` tools before a call: its session's, else the previous tool its record names."""
-    if not history and previous_tool:
-        history = (previous_tool,)
-    return tuple(history[max(len(history) - n, 0) :])
 
 
 async def with_session_query(feedback: FeedbackService, execution: Execution, namespace: str) -> Execution:

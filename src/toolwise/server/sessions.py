@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -211,3 +212,24 @@ class Sessions:
         if meta and isinstance(meta.get(SESSION_META_KEY), str):
             return str(meta[SESSION_META_KEY])
         return client if client is not None else f"{REQUEST_PREFIX}{uuid.uuid4()}"
+
+
+def step_of(execution: Execution, history: Sequence[str], n: int, rating: int | None = None) -> Step:
+    """The learner's view of a recorded execution, with (up to) `n` tools before it (`recent`)."""
+    return Step(
+        execution.tool,
+        execution.success,
+        execution.latency_ms / 1000,
+        query=execution.query,
+        previous_tool=execution.previous_tool,
+        session_length=execution.position,
+        history=recent(history, execution.previous_tool, n),
+        rating=rating,
+    )
+
+
+def recent(history: Sequence[str], previous_tool: str | None, n: int) -> tuple[str, ...]:
+    """The (up to) `n` tools before a call: its session's, else the previous tool its record names."""
+    if not history and previous_tool:
+        history = (previous_tool,)
+    return tuple(history[max(len(history) - n, 0) :])

@@ -21,6 +21,7 @@ from typing import Any
 from toolwise.feedback import Execution, FeedbackService
 from toolwise.server.config import Settings
 from toolwise.server.learning import LearningService, with_session_query
+from toolwise.server.replaying import LogLearning
 from toolwise.server.watermark import Covered, Watermark
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class Sharing:
         self.settings = settings
         self.feedback = feedback
         self.learning = learning
+        self.logged = LogLearning(learning)  # turns the log entries chosen here into learning
         self.namespace = settings.namespace
         self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
         self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
@@ -96,9 +98,9 @@ class Sharing:
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
                 for execution in executions:
                     assert execution.seq is not None  # read from the log
-                    self.learning.learn_logged(execution, history[execution.seq])
+                    self.logged.execution(execution, history[execution.seq])
                     if execution.id in ends:
-                        self.learning.learn_logged_end(execution)
+                        self.logged.end(execution)
                 self._mark_ends(ends.values())
                 for entry in fresh:
                     mark.add(entry.seq)
@@ -141,7 +143,7 @@ class Sharing:
                     histories.append(history)
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
                 # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
-                self.learning.learn_logged_columns(batch, rows, histories, queries)
+                self.logged.columns(batch, rows, histories, queries)
                 for i in fresh:
                     mark.add(batch.seq[i])
                     live.discard(batch.id[i])
@@ -168,7 +170,7 @@ class Sharing:
                     continue
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 tools = self._logged.get(execution.session_id, [])
-                self.learning.learn_logged_rating(replace(event, execution=execution), tools[: execution.position])
+                self.logged.rating(replace(event, execution=execution), tools[: execution.position])
                 learned += 1
         return learned
 
@@ -178,7 +180,7 @@ class Sharing:
         learned them. Only for a learner that learns ends (a TD policy: it learns step by step anyway);
         a state from before ends were shared leaves them to the episode walk of `sync`."""
         emark, live = self.covered.episodes, self.covered.live
-        if emark is None or not executions or not self.learning.learns_ends:
+        if emark is None or not executions or not self.logged.learns_ends:
             return {}
         own = self.learning.instance_id
         ends = await self.feedback.log.episode_ends_after([e.id for e in executions], namespace=self.namespace)
@@ -218,8 +220,8 @@ class Sharing:
                         assert execution.seq is not None  # read from the log
                         if covered.executions.fresh(execution.seq):
                             return
-                        if self.learning.learns_ends:
-                            self.learning.learn_logged_end(await self.with_query(execution))
+                        if self.logged.learns_ends:
+                            self.logged.end(await self.with_query(execution))
                     emark.add(end.seq)
                     live.discard(end.id)
 
@@ -280,7 +282,7 @@ class Sharing:
                 gc.collect()
                 gc.freeze()
             while True:
-                if learning.learns_ends:  # each end learned right after its step, as live: step by step
+                if self.logged.learns_ends:  # each end learned right after its step, as live: step by step
                     n, cursor, done = await self._sync_executions(
                         self._replayed, after_seq=cursor, limit=snapshot_rows or None
                     )

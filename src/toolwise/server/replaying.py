@@ -1,0 +1,98 @@
+"""Learning what the shared log holds: another instance's executions, ratings and episode ends, or an
+earlier run's, replayed into the learned state. `server/sharing.py` decides what and in which context
+(the tools before each call, its query); this module turns log entries into learning, exactly as the
+live path (`LearningService`) learns a call, a rating or an end."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from toolwise.feedback import Execution
+from toolwise.feedback.records import LogColumns, RatingEvent
+from toolwise.rl import StepColumns
+from toolwise.server.learning import LearningService, learned_from
+from toolwise.server.sessions import recent, step_of
+
+log = logging.getLogger(__name__)
+
+
+class LogLearning:
+    def __init__(self, learning: LearningService) -> None:
+        self.learning = learning
+
+    def execution(self, execution: Execution, history: Sequence[str]) -> None:
+        """Learn an execution of the shared log (another instance's, or an earlier run's)."""
+        self.learning.state.learned()
+        if learned_from(execution.error_type):
+            self.learning.observe(step_of(execution, history, self.learning.history_n))
+        self.learning.shield(execution)
+
+    @property
+    def learns_ends(self) -> bool:
+        """Whether the end of an episode teaches the learner anything (a TD policy, learning on)."""
+        return self.learning.settings.learning and self.learning.learner.policy.uses_next_context
+
+    def end(self, execution: Execution) -> None:
+        """An episode of the shared log (another instance's, or an earlier run's) ended after
+        `execution`: learned as terminal as `end_session` does live, with the reward the log holds for
+        it (a rating made after the end is in it; live, the end was learned before it). A call never
+        learned (cancelled: no reward) has no transition to end."""
+        if not self.learns_ends or execution.reward is None:
+            return
+        try:
+            self.learning.learner.end_episode(
+                step_of(execution, (), self.learning.history_n), execution.reward, self.learning.state.rng
+            )
+        except Exception:
+            log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
+
+    def columns(
+        self, batch: LogColumns, rows: list[int], histories: list[list[str]], queries: list[str | None]
+    ) -> None:
+        """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
+        its session and its query, without an object a row (a cancelled call is left out, see
+        `learned_from`)."""
+        self.learning.state.learned(len(rows))
+        error = batch.error_type
+        kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
+        rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
+        n = self.learning.history_n
+        tool, success, latency, previous, position = (
+            batch.tool,
+            batch.success,
+            batch.latency_ms,
+            batch.previous_tool,
+            batch.position,
+        )
+        if self.learning.settings.learning:
+            steps = StepColumns(
+                [tool[i] for i in rows],
+                [success[i] for i in rows],
+                [latency[i] / 1000 for i in rows],
+                queries,
+                [previous[i] for i in rows],
+                [recent(history, previous[i], n) for i, history in zip(rows, histories, strict=True)],
+                [position[i] for i in rows],
+            )
+            try:
+                self.learning.learner.learn_columns(steps, self.learning.state.rng)
+            except Exception:
+                log.exception("learning from %d logged executions failed; they are recorded", len(rows))
+        now = time.monotonic()
+        for i in rows:
+            self.learning.shield_fields(tool[i], success[i], latency[i], error[i], now)
+
+    def rating(self, event: RatingEvent, history: Sequence[str]) -> None:
+        """Learn a rating of the shared log (another instance's, or an earlier run's)."""
+        if not self.learning.settings.learning:
+            return
+        execution = event.execution
+        step = step_of(execution, history, self.learning.history_n, event.rating.rating)
+        previous_reward = self.learning.learner.reward_of(replace(step, rating=event.previous))
+        try:
+            self.learning.learner.observe_rating(step, self.learning.state.rng, previous_reward, event.previous)
+        except Exception:
+            log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
