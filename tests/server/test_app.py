@@ -121,3 +121,16 @@ async def test_a_second_downstream_is_served_beside_the_first(tmp_path: Path) ->
     assert {"toy__echo", "time__get_current_time", "time__convert_time"} <= names
     assert not now.is_error and '"timezone": "UTC"' in text(now)
     assert rows(tmp_path, "SELECT tool, server FROM executions") == [("time__get_current_time", "time")]
+
+
+async def test_a_result_that_breaks_its_schema_fails_that_call_and_never_opens_the_circuit(tmp_path: Path) -> None:
+    async with serving(tmp_path, circuit_failures=2) as client:
+        for _ in range(4):
+            bad = await client.call_tool("toy__malformed", {})
+            assert bad.is_error and "with a result that breaks its schema" in text(bad), text(bad)
+        echoed = await client.call_tool("toy__echo", {"text": "still served"})
+    assert not echoed.is_error and text(echoed) == "still served"
+    assert (
+        rows(tmp_path, "SELECT tool, success, error_type FROM executions WHERE tool = 'toy__malformed'")
+        == [("toy__malformed", 0, "InvalidResultError")] * 4
+    )

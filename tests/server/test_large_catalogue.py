@@ -15,7 +15,7 @@ from tests.server import toy_server
 from tests.server.surface import ok, serving
 
 BULK = 2000
-TOY = {"echo", "fail", "crash", "sleep", "add_tool", "recommend_tool"}
+TOY = {"echo", "fail", "crash", "sleep", "add_tool", "malformed", "recommend_tool"}
 
 
 async def test_tools_list_of_a_2000_tool_catalogue_holds_every_tool_once(tmp_path: Path) -> None:

@@ -51,3 +51,28 @@ async def test_the_spawn_hook_sees_every_stdio_process_the_sdk_starts() -> None:
     async with Client(params, mode="legacy") as client:
         assert (await client.list_tools()).tools
     assert len(spawned) == 1 and isinstance(spawned[0].pid, int)
+
+
+async def test_a_result_that_breaks_the_tools_output_schema_is_told_apart() -> None:
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        tool = types.Tool(name="count", input_schema={"type": "object"}, output_schema=schema)
+        return types.ListToolsResult(tools=[tool, types.Tool(name="plain", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == "plain":
+            raise RuntimeError("the tool broke")  # a server-side failure: an error response, not a refusal
+        structured = {"count": "many"} if (params.arguments or {}).get("wrong") else None
+        return types.CallToolResult(content=[types.TextContent(text="many")], structured_content=structured)
+
+    server: Server[Any] = Server("pin", on_list_tools=list_tools, on_call_tool=call_tool)
+    refused: list[BaseException] = []
+    async with Client(server, mode="legacy") as client:
+        await client.list_tools()
+        for name, arguments in (("count", {"wrong": True}), ("count", {}), ("plain", {})):
+            try:
+                await client.call_tool(name, arguments)
+            except Exception as exc:
+                refused.append(exc)
+    assert [sdk.is_result_validation_error(exc) for exc in refused] == [True, True, False], refused

@@ -122,7 +122,7 @@ async def test_get_learning_stats_counts_calls_decisions_and_reports_the_store(t
         stats = ok(await client.call_tool("get_learning_stats", {}))
         rendered = text(await client.call_tool("get_learning_stats", {}))
     assert (stats["calls"], stats["decisions"], stats["store"]) == (3, 1, "ok")
-    assert stats["tools"] == 6 and stats["open_circuits"] == []
+    assert stats["tools"] == 7 and stats["open_circuits"] == []
     assert [d["server"] for d in stats["downstreams"]] == ["toy"]
     assert "3 calls" in rendered and "toy: ready" in rendered
     assert stats["epsilon"] == 0.0 and stats["reopened_tools"] == [] and stats["drifts"] == []

@@ -1,6 +1,7 @@
 """A real MCP server (stdio, both eras) with one tool per behaviour a proxy must carry: `echo` answers
 (its text and the server's TOY_NAME), `fail` answers a tool error, `crash` answers a JSON-RPC error,
-`sleep` waits (and notes in TOY_LOG that it was cancelled, if it was), `add_tool` adds a tool and
+`sleep` waits (and notes in TOY_LOG that it was cancelled, if it was), `malformed` answers structured
+content that breaks its own output schema, `add_tool` adds a tool and
 announces it as the client's era expects, and `recommend_tool` has the name of one of toolwise's own.
 The downstream for the in-process tests of the MCP surface (tests/server/test_app.py and siblings)."""
 
@@ -34,6 +35,12 @@ tools = [
     _tool("crash", "Answer a JSON-RPC internal error instead of a result."),
     _tool("sleep", "Wait this many seconds, then answer.", seconds="number"),
     _tool("add_tool", "Add a tool with this name to the server.", name="string"),
+    types.Tool(
+        name="malformed",
+        description="Answer a count that is not a number, although the output schema says it is.",
+        input_schema={"type": "object"},
+        output_schema={"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
+    ),
     _tool("recommend_tool", "A downstream tool with the name of one of toolwise's own."),
 ]
 tools += [  # a large catalogue on demand (TOY_BULK tools more)
@@ -62,6 +69,8 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
         )
     if params.name == "fail":
         return _text(f"failed: {args['reason']}", error=True)
+    if params.name == "malformed":
+        return types.CallToolResult(content=[types.TextContent(text="many")], structured_content={"count": "many"})
     if params.name == "crash":
         raise MCPError(INTERNAL_ERROR, "the toy server crashed on purpose")
     if params.name == "sleep":

@@ -56,6 +56,12 @@ class InvalidArgumentsError(DownstreamError):
     so neither its circuit nor the tool's shield counts it."""
 
 
+class InvalidResultError(DownstreamError):
+    """The downstream answered, but with a result that breaks the tool's output schema (or the protocol's
+    result shape): that call fails, and counts against the tool (its shield, learning); the server is up
+    and answering, so its circuit does not count it and its other tools stay served."""
+
+
 class CallCancelledError(Exception):
     """The client cancelled a proxied call (notifications/cancelled) or its connection closed before the
     downstream answered: recorded as a failed call of this type (`outcome_of`), never raised. Not a
@@ -345,6 +351,9 @@ class Downstream:
         except InvalidArgumentsError:
             self.circuit.succeeded()  # it answered, and sanely: the caller sent what it cannot take
             raise
+        except InvalidResultError:
+            self.circuit.succeeded()  # it answered: the tool's result is wrong, not the server's health
+            raise
         except DownstreamError:
             self.circuit.failed(time.monotonic())
             raise
@@ -398,6 +407,10 @@ class Downstream:
                 raise InvalidArgumentsError(f"{self.name!r} refused the arguments of {tool!r}: {exc}") from exc
             raise self._refused(tool, exc) from exc
         except Exception as exc:
+            if sdk.is_result_validation_error(exc):
+                raise InvalidResultError(
+                    f"{self.name!r} answered the call to {tool!r} with a result that breaks its schema: {exc}"
+                ) from exc
             raise self._refused(tool, exc) from exc
 
     def _refused(self, tool: str, exc: Exception) -> DownstreamError:

@@ -6,6 +6,9 @@ one and fails naming it when an SDK release moves it.
   the request's session holds exactly that object as `_connection`.
 - `http_client`: the SDK's `create_mcp_http_client` (MCP transports' timeouts, no redirects) lives in
   `mcp.shared._httpx_utils`; the HTTP downstreams and `doctor` need it with their own headers.
+- `is_result_validation_error`: the client refuses a tool result that breaks the tool's output schema
+  with a plain `RuntimeError` (`ClientSession.validate_tool_result`), told apart only by its message;
+  a result that breaks the protocol's shape, with pydantic's `ValidationError`.
 - `install_spawn_hook`: the exit status of a stdio downstream is not exposed by `stdio_client`, so the
   spawn function it calls (`mcp.client.stdio._create_platform_compatible_process`) is wrapped to hand
   each process to a callback. Installed explicitly by the catalogue before it starts a downstream;
@@ -22,12 +25,18 @@ import mcp.client.stdio as sdk_stdio
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client as http_client
+from pydantic import ValidationError
 
-__all__ = ["SPAWN_FUNCTION", "http_client", "install_spawn_hook", "session_connection"]
+__all__ = ["SPAWN_FUNCTION", "http_client", "install_spawn_hook", "is_result_validation_error", "session_connection"]
 
 log = logging.getLogger(__name__)
 
 SPAWN_FUNCTION = "_create_platform_compatible_process"
+RESULT_REFUSALS = (  # ClientSession.validate_tool_result's messages
+    "Invalid structured content returned by tool ",
+    "Invalid schema for tool ",
+    " has an output schema but did not return structured content",
+)
 _installed: list[Callable[[Any], None]] = []
 
 
@@ -37,6 +46,13 @@ def session_connection(session: ServerSession) -> Connection:
     if not isinstance(connection, Connection):
         raise TypeError(f"the SDK's ServerSession no longer holds its Connection (got {type(connection).__name__})")
     return connection
+
+
+def is_result_validation_error(exc: BaseException) -> bool:
+    """Whether the SDK's client refused a downstream's answer to a call as invalid (the server answered)."""
+    if isinstance(exc, ValidationError):
+        return True
+    return isinstance(exc, RuntimeError) and any(refusal in str(exc) for refusal in RESULT_REFUSALS)
 
 
 def install_spawn_hook(on_spawn: Callable[[Any], None]) -> bool:
