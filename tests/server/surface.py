@@ -15,7 +15,7 @@ from mcp import Client
 
 from tests.server import toy_server
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
+from toolwise.server.config import AppConfig, InProcessServer
 from toolwise.server.sessions import EXECUTION_META_KEY
 
 
@@ -23,11 +23,12 @@ from toolwise.server.sessions import EXECUTION_META_KEY
 async def running(
     tmp_path: Path, servers: dict[str, Any] | None = None, *, mode: str = "legacy", heard: Any = None, **settings: Any
 ) -> AsyncIterator[tuple[Toolwise, Client]]:
-    """toolwise in front of `servers` (default: one toy server named `toy`) and a client of it; `heard`
-    gets every notification the client receives."""
+    """toolwise in front of `servers` (mcpServers entries; default: one toy server named `toy`, served
+    in-process) and a client of it; `heard` gets every notification the client receives."""
+    in_process = {} if servers is not None else {"toy": InProcessServer(toy_server.build(log=tmp_path / "toy.log"))}
     config = AppConfig.model_validate(
         {
-            "mcpServers": servers if servers is not None else {"toy": toy_server.spec(log=tmp_path / "toy.log")},
+            "mcpServers": servers if servers is not None else {},
             "toolwise": {
                 "database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}",
                 "seed": 7,
@@ -37,7 +38,10 @@ async def running(
             },
         }
     )
-    async with Toolwise(config) as app, Client(build_server(app), mode=mode, message_handler=heard) as client:
+    async with (
+        Toolwise(config, in_process=in_process) as app,
+        Client(build_server(app), mode=mode, message_handler=heard) as client,
+    ):
         yield app, client
 
 

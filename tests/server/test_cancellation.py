@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from tests.server import toy_server
 from tests.server.surface import ok, rows, serving, text
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import service
@@ -47,7 +48,8 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
 async def test_a_proxied_call_the_client_cancels_is_recorded_as_cancelled_and_not_learned_as_a_failure(
     tmp_path: Path,
 ) -> None:
-    async with serving(tmp_path) as client:
+    # a real process: the cancel reaches it over stdio, as a user's downstream gets it
+    async with serving(tmp_path, {"toy": toy_server.spec(log=tmp_path / "toy.log")}) as client:
         with anyio.move_on_after(1):  # the user stops the call
             await client.call_tool("toy__sleep", {"seconds": 30})
         before = ok(await client.call_tool("get_learning_stats", {}))

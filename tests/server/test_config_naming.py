@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from toolwise.server.config import ConfigError, HttpServer, StdioServer, load_config
+from tests.server import toy_server
+from toolwise.server.config import AppConfig, ConfigError, HttpServer, InProcessServer, StdioServer, load_config
 from toolwise.server.naming import MAX_LENGTH, assign, namespaced
 
 
@@ -103,3 +104,13 @@ def test_claude_desktop_keys_are_accepted_and_disabled_servers_are_not_started(t
         )
     )
     assert sorted(config.enabled_servers) == ["remote", "time"]
+
+
+def test_a_downstream_given_in_process_and_in_the_file_under_one_name_is_refused() -> None:
+    config = AppConfig.model_validate({"mcpServers": {"toy": {"command": "toy"}}})
+    with pytest.raises(ConfigError, match="'toy' is both in mcpServers and given in-process; rename one"):
+        config.downstreams({"toy": InProcessServer(toy_server.build())})
+    both = config.downstreams(
+        {"other": InProcessServer(toy_server.build()), "off": InProcessServer(toy_server.build(), disabled=True)}
+    )
+    assert list(both) == ["toy", "other"]

@@ -9,8 +9,10 @@ from pathlib import Path
 
 from mcp import Client
 
+from tests.server import toy_server
 from tests.server.surface import execution_of, running, text
 from toolwise.server.app import Toolwise, build_server
+from toolwise.server.config import InProcessServer
 
 ECHO = "toy__echo"
 
@@ -31,7 +33,8 @@ async def test_a_call_older_than_the_window_is_not_rated_by_tool_name(tmp_path: 
 async def test_a_call_made_through_another_running_instance_is_not_rated_by_tool_name(tmp_path: Path) -> None:
     async with running(tmp_path, mode="auto") as (app, client):
         config = app.config.model_copy(deep=True)
-        async with Toolwise(config) as other, Client(build_server(other), mode="auto") as elsewhere:
+        toy = {"toy": InProcessServer(toy_server.build())}
+        async with Toolwise(config, in_process=toy) as other, Client(build_server(other), mode="auto") as elsewhere:
             called = await elsewhere.call_tool(ECHO, {"text": "theirs"})
             await elsewhere.call_tool("get_tool_metrics", {})  # recorded: the shared log holds it
             refused = await client.call_tool("submit_feedback", {"rating": 1, "tool": ECHO})

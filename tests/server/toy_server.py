@@ -3,7 +3,8 @@
 `sleep` waits (and notes in TOY_LOG that it was cancelled, if it was), `malformed` answers structured
 content that breaks its own output schema, `add_tool` adds a tool and
 announces it as the client's era expects, and `recommend_tool` has the name of one of toolwise's own.
-The downstream for the in-process tests of the MCP surface (tests/server/test_app.py and siblings)."""
+The downstream of the in-process tests of the MCP surface (tests/server/test_app.py and siblings): served
+in-process (`build`) unless a test needs a process (`spec`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
@@ -29,72 +31,92 @@ def _tool(tool: str, description: str, **properties: str) -> types.Tool:
     return types.Tool(name=tool, description=description, input_schema=schema)
 
 
-tools = [
-    _tool("echo", "Answer the text unchanged, and say which server answered.", text="string"),
-    _tool("fail", "Answer a tool error with the reason given.", reason="string"),
-    _tool("crash", "Answer a JSON-RPC internal error instead of a result."),
-    _tool("sleep", "Wait this many seconds, then answer.", seconds="number"),
-    _tool("add_tool", "Add a tool with this name to the server.", name="string"),
-    types.Tool(
-        name="malformed",
-        description="Answer a count that is not a number, although the output schema says it is.",
-        input_schema={"type": "object"},
-        output_schema={"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
-    ),
-    _tool("recommend_tool", "A downstream tool with the name of one of toolwise's own."),
-]
-tools += [  # a large catalogue on demand (TOY_BULK tools more)
-    _tool(f"bulk_{i:04d}", f"Bulk tool number {i} of a large catalogue.", text="string")
-    for i in range(int(os.environ.get("TOY_BULK", "0")))
-]
-bus = InMemorySubscriptionBus()
+def _tools(bulk: int) -> list[types.Tool]:
+    tools = [
+        _tool("echo", "Answer the text unchanged, and say which server answered.", text="string"),
+        _tool("fail", "Answer a tool error with the reason given.", reason="string"),
+        _tool("crash", "Answer a JSON-RPC internal error instead of a result."),
+        _tool("sleep", "Wait this many seconds, then answer.", seconds="number"),
+        _tool("add_tool", "Add a tool with this name to the server.", name="string"),
+        types.Tool(
+            name="malformed",
+            description="Answer a count that is not a number, although the output schema says it is.",
+            input_schema={"type": "object"},
+            output_schema={"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
+        ),
+        _tool("recommend_tool", "A downstream tool with the name of one of toolwise's own."),
+    ]
+    return tools + [  # a large catalogue on demand
+        _tool(f"bulk_{i:04d}", f"Bulk tool number {i} of a large catalogue.", text="string") for i in range(bulk)
+    ]
+
+
+TOOLS = [tool.name for tool in _tools(0)]
 
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
 
 
-async def list_tools(
-    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=tools)
+def build(name: str = "toy", log: Path | None = None, bulk: int = 0) -> Server[Any]:
+    """The toy server as an SDK `Server` object, with state of its own (a tool added is added to this one
+    alone): served over stdio by `main`, or in-process by toolwise (`InProcessServer`)."""
+    tools = _tools(bulk)
+    bus = InMemorySubscriptionBus()
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = params.arguments or {}
+        if params.name == "echo":
+            return types.CallToolResult(
+                content=[types.TextContent(text=str(args["text"]))], structured_content={"server": name}
+            )
+        if params.name == "fail":
+            return _text(f"failed: {args['reason']}", error=True)
+        if params.name == "malformed":
+            return types.CallToolResult(content=[types.TextContent(text="many")], structured_content={"count": "many"})
+        if params.name == "crash":
+            raise MCPError(INTERNAL_ERROR, "the toy server crashed on purpose")
+        if params.name == "sleep":
+            try:
+                await anyio.sleep(float(args["seconds"]))
+            except anyio.get_cancelled_exc_class():
+                if log is not None:
+                    with anyio.CancelScope(shield=True):  # the scope stays cancelled: only a shielded write runs
+                        await anyio.Path(log).write_text("sleep cancelled")
+                raise
+            return _text("slept")
+        if params.name == "add_tool":
+            tools.append(_tool(str(args["name"]), "Added at run time."))
+            await bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
+            await ctx.session.send_tool_list_changed()  # handshake era: a notification on the connection
+            return _text(f"added {args['name']}")
+        return _text(f"the toy server's {params.name}")
+
+    return _Toy(
+        "toy", version="1", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(bus)
+    )
 
 
-async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-    args = params.arguments or {}
-    if params.name == "echo":
-        name = os.environ.get("TOY_NAME", "toy")
-        return types.CallToolResult(
-            content=[types.TextContent(text=str(args["text"]))], structured_content={"server": name}
-        )
-    if params.name == "fail":
-        return _text(f"failed: {args['reason']}", error=True)
-    if params.name == "malformed":
-        return types.CallToolResult(content=[types.TextContent(text="many")], structured_content={"count": "many"})
-    if params.name == "crash":
-        raise MCPError(INTERNAL_ERROR, "the toy server crashed on purpose")
-    if params.name == "sleep":
-        try:
-            await anyio.sleep(float(args["seconds"]))
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):  # the scope stays cancelled: only a shielded write runs
-                await anyio.Path(os.environ["TOY_LOG"]).write_text("sleep cancelled")
-            raise
-        return _text("slept")
-    if params.name == "add_tool":
-        tools.append(_tool(str(args["name"]), "Added at run time."))
-        await bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
-        await ctx.session.send_tool_list_changed()  # handshake era: a notification on the connection
-        return _text(f"added {args['name']}")
-    return _text(f"the toy server's {params.name}")
+class _Toy(Server[Any]):
+    """Announces tool-list changes however it is served (stdio, or in-process, where the SDK asks for the
+    default options)."""
+
+    def create_initialization_options(self, *args: Any, **kwargs: Any) -> InitializationOptions:
+        if not args and kwargs.get("notification_options") is None:
+            kwargs["notification_options"] = NotificationOptions(tools_changed=True)
+        return super().create_initialization_options(*args, **kwargs)
 
 
 async def main() -> None:
-    server = Server(
-        "toy", version="1", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(bus)
-    )
+    log = os.environ.get("TOY_LOG")
+    server = build(os.environ.get("TOY_NAME", "toy"), Path(log) if log else None, int(os.environ.get("TOY_BULK", "0")))
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options(NotificationOptions(tools_changed=True)))
+        await server.run(read, write, server.create_initialization_options())
 
 
 def spec(name: str = "toy", log: Path | None = None, bulk: int = 0, **extra: Any) -> dict[str, Any]:

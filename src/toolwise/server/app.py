@@ -43,7 +43,7 @@ from toolwise.server.catalogue import (
     outcome_of,
 )
 from toolwise.server.clients import client_key, connection_of
-from toolwise.server.config import AppConfig, describe
+from toolwise.server.config import AppConfig, InProcessServer, describe
 from toolwise.server.discovery import (
     CALL_TOOL,
     SEARCH_TOOLS,
@@ -80,9 +80,15 @@ SEARCH_INSTRUCTIONS = (
 class Toolwise:
     """Everything a running toolwise holds. Use as `async with Toolwise(config) as app:`."""
 
-    def __init__(self, config: AppConfig, passthrough: Passthrough | None = None) -> None:
+    def __init__(
+        self,
+        config: AppConfig,
+        passthrough: Passthrough | None = None,
+        in_process: Mapping[str, InProcessServer] | None = None,
+    ) -> None:
         """`passthrough`: of a catalogue whose downstreams were already launched (`transports.launched`);
-        else the downstreams are launched when the app is entered."""
+        else the downstreams are launched when the app is entered. `in_process`: more downstreams, SDK
+        `Server` objects served in this process, beside the config's."""
         settings = config.toolwise
         self.config = config
         self.feedback = FeedbackService(
@@ -95,7 +101,7 @@ class Toolwise:
         )
         self.metrics = Metrics()
         if passthrough is None:
-            passthrough = Passthrough.serving(Catalogue(config.enabled_servers, settings))
+            passthrough = Passthrough.serving(Catalogue(config.downstreams(in_process), settings))
         self.passthrough = passthrough
         self.catalogue = passthrough.catalogue
         self.catalogue.on_change = self._tools_changed

@@ -17,7 +17,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -35,7 +35,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise.server import sdk
 from toolwise.server.background import Background
-from toolwise.server.config import HttpServer, Settings, StdioServer, prefix_of
+from toolwise.server.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer, prefix_of
 from toolwise.server.environment import downstream_environment
 from toolwise.server.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.server.naming import assign
@@ -132,7 +132,7 @@ def _is_connection_loss(exc: BaseException) -> bool:
 @dataclass
 class Downstream:
     name: str
-    spec: StdioServer | HttpServer
+    spec: ServerSpec
     settings: Settings
     on_tools: Callable[[], None]
     tools: list[types.Tool] = field(default_factory=list)
@@ -157,7 +157,7 @@ class Downstream:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
-        if isinstance(self.spec, HttpServer):
+        if not isinstance(self.spec, StdioServer):
             self._launched.set()  # no process to spawn: it is up or not, whatever else starts meanwhile
 
     async def wait_first_attempt(self) -> None:
@@ -185,6 +185,8 @@ class Downstream:
         )
 
     def _target(self, stack: contextlib.AsyncExitStack) -> Any:
+        if isinstance(self.spec, InProcessServer):
+            return self.spec.server
         if isinstance(self.spec, HttpServer):
             if not self.spec.headers:
                 return self.spec.url
@@ -441,7 +443,7 @@ class Catalogue:
 
     def __init__(
         self,
-        servers: dict[str, StdioServer | HttpServer],
+        servers: Mapping[str, ServerSpec],
         settings: Settings,
         on_change: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from mcp.server import Server
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -50,6 +52,20 @@ class HttpServer(BaseModel):
 
 
 Downstream = Annotated[StdioServer | HttpServer, Field(union_mode="left_to_right")]
+
+
+@dataclass(frozen=True)
+class InProcessServer:
+    """A downstream in toolwise's own process: an SDK `Server` object, reached through `mcp.Client(server)`
+    as the SDK's own tests reach one. Given in code (`Toolwise(config, in_process={name: …})`), never in a
+    config file: for an agent that embeds toolwise in Python, and for tests without a process each."""
+
+    server: Server[Any]
+    prefix: str | None = None
+    disabled: bool = False
+
+
+ServerSpec = StdioServer | HttpServer | InProcessServer
 
 
 class RewardSettings(BaseModel):
@@ -170,6 +186,14 @@ class AppConfig(BaseModel):
         """The downstreams to start (those not marked `"disabled": true`)."""
         return {name: spec for name, spec in self.servers.items() if not spec.disabled}
 
+    def downstreams(self, in_process: Mapping[str, InProcessServer] | None = None) -> dict[str, ServerSpec]:
+        """The enabled downstreams of the file and those given in code; a name in both is a ConfigError."""
+        both = sorted(set(self.servers) & set(in_process or {}))
+        if both:
+            raise ConfigError(f"downstream {both[0]!r} is both in mcpServers and given in-process; rename one")
+        given = {name: spec for name, spec in (in_process or {}).items() if not spec.disabled}
+        return {**self.enabled_servers, **given}
+
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are all distinct (json keeps the last of duplicates silently)."""
@@ -181,7 +205,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-def prefix_of(name: str, spec: StdioServer | HttpServer) -> str:
+def prefix_of(name: str, spec: ServerSpec) -> str:
     """The prefix of a downstream's public names: its `prefix` setting, else its name."""
     return name if spec.prefix is None else spec.prefix
 
