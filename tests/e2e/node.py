@@ -15,6 +15,9 @@ NODE_DIR = ROOT / ".node"
 PACKAGES = NODE_DIR / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = PACKAGES / "server-everything" / "dist" / "index.js"
 CONFORMANCE = PACKAGES / "conformance" / "dist" / "index.js"
+CONFORMANCE_PRERELEASE = (
+    NODE_DIR / "prerelease" / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+)
 
 
 def _version(node: str) -> int:
