@@ -93,7 +93,7 @@ def held(services: Services) -> None:
 async def read_only(feedback: FeedbackService) -> float:
     """Seconds to read the whole log as the replay's batches do (the entries only)."""
     begin = time.perf_counter()
-    async with aclosing(feedback.log.iter_log()) as batches:
+    async with aclosing(feedback.reads.iter_log()) as batches:
         async for _ in batches:
             pass
     return time.perf_counter() - begin

@@ -69,14 +69,14 @@ def line(figure: str, measured: tuple[float, float, float], extra: str = "") -> 
 
 async def metrics(db: Path, tools: int, serve: list[str], work: Path) -> list[str]:
     async with FeedbackService(sqlite_url(db)) as feedback:
-        await feedback.log.get_tool_metrics()
+        await feedback.reports.get_tool_metrics()
         reads: dict[bool, list[float]] = {True: [], False: []}  # from the database (True) / from memory
         for _ in range(CALLS):
             for cold in (True, False):
                 if cold and hasattr(feedback.log, "summaries_changed"):  # older versions read it every time
                     feedback.log.summaries_changed()
                 begin = time.perf_counter()
-                await feedback.log.get_tool_metrics()
+                await feedback.reports.get_tool_metrics()
                 reads[cold].append((time.perf_counter() - begin) * 1000)
     async with Client(params(serve, write_config(work / "metrics.json", db, tools)), read_timeout_seconds=900) as c:  # type: ignore[arg-type]  # seconds work
         await caught_up(c)

@@ -285,14 +285,14 @@ async def idle_tick(db: Path) -> InProcess:
         restored = time.perf_counter() - begin
         await services.sharing.sync()
         ticks = await timed(30, lambda i: services.sharing.sync())
-        high, _ = await feedback.log.high_water()
+        high, _ = await feedback.reads.high_water()
 
         async def one_log_batch(i: int) -> None:
-            async for _ in feedback.log.iter_log(after_seq=high // 2):
+            async for _ in feedback.reads.iter_log(after_seq=high // 2):
                 return
 
         async def one_since_batch(i: int) -> None:
-            async for _ in feedback.log.iter_executions(since=utcnow() - timedelta(days=180)):
+            async for _ in feedback.reports.iter_executions(since=utcnow() - timedelta(days=180)):
                 return
 
         log_batch = await timed(3, one_log_batch)
@@ -300,7 +300,7 @@ async def idle_tick(db: Path) -> InProcess:
 
         async def metrics_read(i: int) -> object:
             feedback.log.summaries_changed()  # read from the database, not the answer kept in memory
-            return await feedback.log.get_tool_metrics()
+            return await feedback.reports.get_tool_metrics()
 
         metrics = await timed(5, metrics_read)
         exported = await export_rows(feedback)

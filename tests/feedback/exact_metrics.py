@@ -17,7 +17,7 @@ from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 async def recompute_tool_metrics(
     service: FeedbackService, tool: str | None = None, *, namespace: str = "default"
 ) -> list[ToolMetrics]:
-    """What `service.log.get_tool_metrics` answers, computed from the log itself."""
+    """What `service.reports.get_tool_metrics` answers, computed from the log itself."""
     await service.flush()
     async with service.engine.connect() as conn:
         result = await conn.execute(tool_metrics_query(namespace, tool))
@@ -110,7 +110,7 @@ def tool_metrics_query(namespace: str, tool: str | None = None) -> Select[tuple[
 
 
 async def recompute_action_summary(service: FeedbackService, namespace: str = "default") -> list[ActionSummary]:
-    """What `service.log.action_summary` answers, grouped from the log itself."""
+    """What `service.reports.action_summary` answers, grouped from the log itself."""
     e = ExecutionRow
     query = (
         select(

@@ -28,8 +28,8 @@ async def test_episode_ends_come_in_order_with_their_last_call_through_indexes(s
     seqs = [e.seq or 0 for e in ended]
     assert seqs == sorted(seqs) and 0 not in seqs  # the order a sync walks
     with Statements(service) as heard:
-        walked = [e async for batch in service.log.iter_episode_ends(after_seq=seqs[1], batch=4) for e in batch]
-        after = await service.log.episode_ends_after([ids[30], ids[40], ids[41]])
+        walked = [e async for batch in service.reads.iter_episode_ends(after_seq=seqs[1], batch=4) for e in batch]
+        after = await service.reads.episode_ends_after([ids[30], ids[40], ids[41]])
     assert [e.id for e in walked] == [e.id for e in ended[2:]] + [gone.id] and walked[-1].execution is None
     assert [e.execution.id for e in walked[:-1] if e.execution] == [ids[i * 10] for i in range(2, 12)]
     assert [(e.id, e.execution.id if e.execution else None) for e in after] == [

@@ -45,7 +45,7 @@ async def check_export(service: FeedbackService, namespace: str) -> None:
         await service.log.record_execution(execution)
     await service.log.record_execution(make_execution(namespace=f"{namespace}-other"))
     lines = await exported(service, namespace)
-    records = [e for batch in [b async for b in service.log.iter_executions(namespace=namespace)] for e in batch]
+    records = [e for batch in [b async for b in service.reports.iter_executions(namespace=namespace)] for e in batch]
     assert [line["seq"] for line in lines] == [e.seq for e in records]  # all of them, in log order, once
     first = lines[5]
     assert first["query"] == "ligne 5\nzweite Zeile — ünïcode" and first["arguments"] == records[5].arguments

@@ -48,11 +48,15 @@ def assert_same_actions(maintained: list[ActionSummary], recomputed: list[Action
 async def assert_summaries_equal_the_log(service: FeedbackService, namespace: str) -> None:
     """Metrics, action summaries and the count of a namespace, maintained against recomputed."""
     recomputed = await recompute_tool_metrics(service, namespace=namespace)
-    assert_same(await service.log.get_tool_metrics(namespace=namespace), recomputed)
-    assert_same_actions(await service.log.action_summary(namespace), await recompute_action_summary(service, namespace))
+    assert_same(await service.reports.get_tool_metrics(namespace=namespace), recomputed)
+    assert_same_actions(
+        await service.reports.action_summary(namespace), await recompute_action_summary(service, namespace)
+    )
     async with service.engine.connect() as conn:
         query = text("SELECT count(*) FROM executions WHERE namespace = :ns")
-        assert await service.log.count_executions(namespace) == (await conn.execute(query, {"ns": namespace})).scalar()
+        assert (
+            await service.reads.count_executions(namespace) == (await conn.execute(query, {"ns": namespace})).scalar()
+        )
 
 
 async def fill(service: FeedbackService, n: int, *, namespace: str = "default", seed: int = 0) -> list[str]:
@@ -92,20 +96,22 @@ async def test_maintained_summaries_equal_the_sql_recomputation(backend: tuple[F
     await fill(service, 50, namespace=elsewhere, seed=1)
     await assert_summaries_equal_the_log(service, namespace)
     assert_same(
-        await service.log.get_tool_metrics("s__t3", namespace=namespace),
+        await service.reports.get_tool_metrics("s__t3", namespace=namespace),
         await recompute_tool_metrics(service, "s__t3", namespace=namespace),
     )
     await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
     await service.log.set_reward(ids[1], -9.0)  # ... and one it had
     await assert_summaries_equal_the_log(service, namespace)
-    seq, _ = await service.log.high_water(namespace)
+    seq, _ = await service.reads.high_water(namespace)
     pruned = await service.log.prune(utcnow() - timedelta(days=30), namespace=namespace, max_seq=seq)
     assert pruned == 100  # every fourth execution was old: retention takes it out of the summaries too
     await assert_summaries_equal_the_log(service, namespace)
     await assert_summaries_equal_the_log(service, elsewhere)
     everything_old = utcnow() + timedelta(days=1)  # a tool whose calls are all pruned leaves the summary
-    await service.log.prune(everything_old, namespace=elsewhere, max_seq=(await service.log.heads(elsewhere))[0])
-    assert await service.log.action_summary(elsewhere) == [] and await service.log.count_executions(elsewhere) == 0
+    await service.log.prune(everything_old, namespace=elsewhere, max_seq=(await service.reads.heads(elsewhere))[0])
+    assert (
+        await service.reports.action_summary(elsewhere) == [] and await service.reads.count_executions(elsewhere) == 0
+    )
 
 
 async def test_metrics_from_memory_follow_every_write_here_and_another_instances_once_probed(
@@ -114,19 +120,19 @@ async def test_metrics_from_memory_follow_every_write_here_and_another_instances
     service, namespace = backend
     ids = await fill(service, 60, namespace=namespace)
     await assert_summaries_equal_the_log(service, namespace)  # the answer is kept from here on
-    before = {m.tool: m for m in await service.log.get_tool_metrics(namespace=namespace)}
+    before = {m.tool: m for m in await service.reports.get_tool_metrics(namespace=namespace)}
     await service.log.record_execution(make_execution("s__t1", latency_ms=5000.0, namespace=namespace))
     await service.log.add_rating(ids[1], 5)
-    after = {m.tool: m for m in await service.log.get_tool_metrics(namespace=namespace)}
+    after = {m.tool: m for m in await service.reports.get_tool_metrics(namespace=namespace)}
     assert after["s__t1"].calls == before["s__t1"].calls + 1
     assert sum(m.ratings for m in after.values()) == sum(m.ratings for m in before.values()) + 1
     await assert_summaries_equal_the_log(service, namespace)
     async with FeedbackService(service.url) as other:  # another instance on the same database
         await fill(other, 30, namespace=namespace, seed=3)
-    await service.log.heads(namespace)  # the sync tick's probe of the log sees it moved
+    await service.reads.heads(namespace)  # the sync tick's probe of the log sees it moved
     await assert_summaries_equal_the_log(service, namespace)
-    top = await service.log.get_tool_metrics(namespace=namespace, limit=2)
-    assert top == sorted(await service.log.get_tool_metrics(namespace=namespace), key=lambda m: -m.calls)[:2]
+    top = await service.reports.get_tool_metrics(namespace=namespace, limit=2)
+    assert top == sorted(await service.reports.get_tool_metrics(namespace=namespace), key=lambda m: -m.calls)[:2]
 
 
 async def test_episodes_are_read_in_pages_newest_first(backend: tuple[FeedbackService, str]) -> None:
@@ -137,11 +143,11 @@ async def test_episodes_are_read_in_pages_newest_first(backend: tuple[FeedbackSe
         episode = Episode(f"s{i}", ["a", "b"], float(i), "success", ended - timedelta(minutes=5), ended, namespace)
         await service.log.record_episode(episode)
     await service.log.record_episode(Episode("other", ["a"], 0.0, "success", now, now, f"{namespace}-other"))
-    paged = [e async for batch in service.log.iter_episodes(namespace=namespace, batch=3) for e in batch]
-    assert sorted(e.id for e in paged) == sorted(e.id for e in await service.log.get_episodes(namespace=namespace))
+    paged = [e async for batch in service.reports.iter_episodes(namespace=namespace, batch=3) for e in batch]
+    assert sorted(e.id for e in paged) == sorted(e.id for e in await service.reports.get_episodes(namespace=namespace))
     assert len(paged) == 11 and [e.ended_at for e in paged] == sorted((e.ended_at for e in paged), reverse=True)
     since, until = now - timedelta(hours=3, minutes=30), now - timedelta(minutes=30)
-    pages = service.log.iter_episodes(namespace=namespace, since=since, until=until, batch=2)
+    pages = service.reports.iter_episodes(namespace=namespace, since=since, until=until, batch=2)
     window = [e async for batch in pages for e in batch]
     assert sorted(e.session_id for e in window) == ["s2", "s3", "s4", "s5", "s6", "s7"]
 
@@ -155,17 +161,17 @@ async def logged_mean_reward(service: FeedbackService, namespace: str = "default
 
 
 async def test_the_mean_reward_from_the_summaries_equals_the_logs_average(service: FeedbackService) -> None:
-    assert await service.log.mean_reward() is None  # nothing logged: no mean, not 0
+    assert await service.reports.mean_reward() is None  # nothing logged: no mean, not 0
     ids = await fill(service, 300)
     await fill(service, 40, namespace="elsewhere", seed=1)
-    assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
+    assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
     await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
     await service.log.set_reward(ids[1], -9.0)  # ... and one it had
-    assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
-    seq, _ = await service.log.high_water()
+    assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
+    seq, _ = await service.reads.high_water()
     await service.log.prune(utcnow() - timedelta(days=30), max_seq=seq)
-    assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
-    elsewhere = await service.log.mean_reward("elsewhere")
+    assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
+    elsewhere = await service.reports.mean_reward("elsewhere")
     assert elsewhere == pytest.approx(await logged_mean_reward(service, "elsewhere"))
 
 
@@ -177,7 +183,7 @@ async def test_a_migrated_log_gets_its_summaries(db_url: str, revision: str) -> 
             await conn.run_sync(lambda c: command.downgrade(alembic_config(c), revision))
     async with FeedbackService(db_url) as service:  # start-up upgrades and summarises what is there
         await assert_summaries_equal_the_log(service, "default")
-        assert await service.log.mean_reward() == pytest.approx(await logged_mean_reward(service))
+        assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
 
 
 class Statements:
@@ -214,12 +220,12 @@ async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[s
     """Every log read a sync, a replay and an export make, as sent to the database (an SQLite file's
     export batches as its worker processes are asked to run them)."""
     with Statements(service) as heard, patch.object(export._Workers, "_ask", staticmethod(hear_jobs(heard))):
-        await service.log.heads(namespace)
-        async for _ in service.log.iter_log(namespace=namespace, after_seq=10, batch=50):
+        await service.reads.heads(namespace)
+        async for _ in service.reads.iter_log(namespace=namespace, after_seq=10, batch=50):
             pass
-        async for _ in service.log.iter_executions(namespace=namespace, after_seq=10, batch=50):
+        async for _ in service.reports.iter_executions(namespace=namespace, after_seq=10, batch=50):
             pass
-        async for _ in service.log.iter_execution_lines(namespace=namespace, batch=50):
+        async for _ in service.reports.iter_execution_lines(namespace=namespace, batch=50):
             pass
     return heard.seen
 
@@ -269,11 +275,11 @@ async def test_summaries_views_read_no_execution(service: FeedbackService) -> No
     """`inspect top-actions`, `compare`, `status` and the export's summaries and progress bar: O(tools)."""
     await fill(service, 50)
     with Statements(service) as heard:
-        assert [a.calls for a in await service.log.action_summary()] == sorted(
-            (a.calls for a in await service.log.action_summary()), reverse=True
+        assert [a.calls for a in await service.reports.action_summary()] == sorted(
+            (a.calls for a in await service.reports.action_summary()), reverse=True
         )
-        assert await service.log.count_executions() == 50
-        assert await service.log.namespaces() == ["default"]
+        assert await service.reads.count_executions() == 50
+        assert await service.reports.namespaces() == ["default"]
     assert heard.seen == []
 
 
@@ -283,7 +289,7 @@ async def test_rating_reads_look_executions_up_by_key_on_sqlite(service: Feedbac
     ids = await fill(service, 300)
     await service.log.add_rating(ids[0], 2)  # its second rating: `previous` has something to find
     with Statements(service) as heard:
-        events = [e async for batch in service.log.iter_rating_events(batch=7) for e in batch]
+        events = [e async for batch in service.reads.iter_rating_events(batch=7) for e in batch]
     order = [e.rating.id or 0 for e in events]
     assert order == sorted(order) and 0 not in order and len(events) == 31
     assert events[-1].previous is not None

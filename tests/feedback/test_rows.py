@@ -46,7 +46,7 @@ async def test_each_column_holds_the_value_of_its_own_field(tmp_path: Path) -> N
     sent.started_at -= timedelta(seconds=1)  # distinct from every other time
     async with FeedbackService(f"sqlite+aiosqlite:///{db}", store_arguments=True) as svc:
         await svc.log.record_execution(sent)
-        got = await svc.log.get_execution(sent.id)
+        got = await svc.reads.get_execution(sent.id)
         digest = svc.rows.digest(sent.arguments)
     with sqlite3.connect(db) as conn:
         cursor = conn.execute("SELECT * FROM executions")

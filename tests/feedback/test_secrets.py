@@ -67,7 +67,7 @@ async def test_digest_is_salted_per_database(tmp_path: Path) -> None:
     for name in ("a.db", "b.db"):
         async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / name}", flush_interval_ms=1) as svc:
             execution_id = await svc.log.record_execution(make_execution(arguments=args))
-            got = await svc.log.get_execution(execution_id)
+            got = await svc.reads.get_execution(execution_id)
             assert got is not None and got.argument_digest == svc.rows.digest(args)
             digests.append(got.argument_digest)
     unsalted = hashlib.sha256(canonical_json(args).encode()).hexdigest()

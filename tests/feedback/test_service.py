@@ -50,7 +50,7 @@ async def test_execution_round_trips_with_every_field(service: FeedbackService) 
         explored=True,
     )
     execution_id = await service.log.record_execution(sent)
-    got = await service.log.get_execution(execution_id)
+    got = await service.reads.get_execution(execution_id)
     assert got is not None
     # Every field of the record, a new one included, unless the store transforms it (checked below).
     transformed = {"arguments", "argument_digest", "seq"}
@@ -65,7 +65,7 @@ async def test_stored_arguments_are_redacted(db_url: str) -> None:
     async with FeedbackService(db_url, store_arguments=True) as svc:
         args = {"url": "https://x", "api_key": "abc", "nested": {"Password": "p", "n": 1}}
         execution_id = await svc.log.record_execution(make_execution(arguments=args))
-        got = await svc.log.get_execution(execution_id)
+        got = await svc.reads.get_execution(execution_id)
     assert got is not None
     assert got.arguments == {"url": "https://x", "api_key": "***", "nested": {"Password": "***", "n": 1}}
     assert got.argument_digest == svc.rows.digest(args), "the digest is of the real arguments"
@@ -103,7 +103,7 @@ async def test_rating_is_committed_for_a_just_recorded_execution(service: Feedba
 async def test_reward_update_is_persisted(service: FeedbackService) -> None:
     execution_id = await service.log.record_execution(make_execution(reward=9.9))
     await service.log.set_reward(execution_id, 13.9)
-    got = await service.log.get_execution(execution_id)
+    got = await service.reads.get_execution(execution_id)
     assert got is not None and got.reward == pytest.approx(13.9)
     with pytest.raises(UnknownExecutionError):
         await service.log.set_reward("missing", 1.0)
@@ -120,7 +120,7 @@ async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService
     await service.log.add_rating(ids[1], 2)
     await service.log.record_execution(make_execution("s__b", latency_ms=7.0))
 
-    metrics = {m.tool: m for m in await service.log.get_tool_metrics()}
+    metrics = {m.tool: m for m in await service.reports.get_tool_metrics()}
     a, b = metrics["s__a"], metrics["s__b"]
     assert a.calls == 20
     assert a.success_rate == pytest.approx(0.75)
@@ -130,25 +130,25 @@ async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService
     assert (b.calls, b.success_rate, b.avg_rating, b.ratings) == (1, 1.0, None, 0)
     assert b.p95_latency_ms == pytest.approx(7.0, rel=0.01)
     assert a.last_used.tzinfo is not None
-    assert [m.tool for m in await service.log.get_tool_metrics("s__b")] == ["s__b"]
+    assert [m.tool for m in await service.reports.get_tool_metrics("s__b")] == ["s__b"]
 
 
 async def test_reads_see_executions_recorded_just_before(service: FeedbackService) -> None:
     await service.log.record_execution(make_execution("s__a", session_id="x"))
     await service.log.record_execution(make_execution("s__b", session_id="x"))
-    recent = await service.log.get_recent_executions()
+    recent = await service.reports.get_recent_executions()
     assert [e.tool for e in recent] == ["s__b", "s__a"]
 
 
 @pytest.mark.parametrize("count", [20, 21])  # the last batch part-full, and exactly full
 async def test_the_log_is_read_in_batches_each_entry_once_in_order(service: FeedbackService, count: int) -> None:
     ids = [await service.log.record_execution(make_execution(session_id="s", position=i)) for i in range(count)]
-    entries = [e async for batch in service.log.iter_log(batch=7) for e in batch]
+    entries = [e async for batch in service.reads.iter_log(batch=7) for e in batch]
     assert [e.id for e in entries] == ids and [e.position for e in entries] == list(range(count))
     assert [e.seq for e in entries] == sorted({e.seq for e in entries})
-    full = [x async for batch in service.log.iter_executions(after_seq=entries[9].seq, batch=7) for x in batch]
+    full = [x async for batch in service.reports.iter_executions(after_seq=entries[9].seq, batch=7) for x in batch]
     assert [x.id for x in full] == ids[10:]
-    picked = await service.log.executions_by_seq([entries[12].seq, entries[3].seq])
+    picked = await service.reads.executions_by_seq([entries[12].seq, entries[3].seq])
     assert [x.id for x in picked] == [ids[3], ids[12]]
 
 
@@ -219,7 +219,7 @@ async def test_record_the_database_refuses_is_dead_lettered_not_dropped(db_url: 
 async def test_episode_round_trips_and_outcome_is_validated(service: FeedbackService) -> None:
     now = utcnow()
     await service.log.record_episode(Episode("s1", ["a", "b"], 12.5, "success", now, now))
-    [episode] = await service.log.get_episodes()
+    [episode] = await service.reports.get_episodes()
     assert (episode.tools, episode.total_reward, episode.outcome) == (["a", "b"], 12.5, "success")
     with pytest.raises(InvalidOutcomeError, match="'great'"):
         await service.log.record_episode(Episode("s1", [], 0.0, "great", now, now))  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ async def test_a_cancelled_flush_leaves_the_writer_running(service: FeedbackServ
         flush.cancel()  # the request that wanted fresh figures went away
         with contextlib.suppress(asyncio.CancelledError):
             await flush
-    [metrics] = await service.log.get_tool_metrics()
+    [metrics] = await service.reports.get_tool_metrics()
     assert metrics.calls == 20
 
 

@@ -23,7 +23,7 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
     session = services.learning.sessions.get("s")
     execution_id = proxied(services, "s", "git__git_log")
     await services.learning.drain()
-    recorded = await feedback.log.get_execution(execution_id)
+    recorded = await feedback.reads.get_execution(execution_id)
     assert recorded is not None and recorded.reward is not None
     before = recorded.reward
     updates = services.learning.learner.updates
@@ -39,7 +39,7 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
     with pytest.raises(asyncio.CancelledError):
         await rating
     await asyncio.sleep(0.5)
-    rated = await feedback.log.get_execution(execution_id)
+    rated = await feedback.reads.get_execution(execution_id)
     assert rated is not None and rated.reward is not None and rated.reward < before  # the low rating's reward is stored
     assert services.learning.learner.updates > updates  # and learned
     await feedback.aclose()

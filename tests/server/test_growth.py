@@ -39,7 +39,7 @@ async def test_a_long_session_keeps_a_bounded_window_of_calls(url: str) -> None:
     await services.learning.drain()
     session = services.learning.sessions.get("long")
     assert len(session.calls) <= 16 and session.length == 1000
-    newest = await feedback.log.get_execution(ids[-1])
+    newest = await feedback.reads.get_execution(ids[-1])
     assert newest is not None and newest.position == 999  # positions go on counting
     _, reward = await services.learning.rate(session, 5, None, "git__git_log", None)  # recent calls rate by name
     assert reward > 10
@@ -49,7 +49,7 @@ async def test_a_long_session_keeps_a_bounded_window_of_calls(url: str) -> None:
 
 
 async def _all(feedback: FeedbackService) -> list[Execution]:
-    return [e async for batch in feedback.log.iter_executions() for e in batch]
+    return [e async for batch in feedback.reports.iter_executions() for e in batch]
 
 
 async def test_an_over_long_query_is_cut_to_the_limit(url: str) -> None:

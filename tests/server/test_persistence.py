@@ -231,7 +231,7 @@ def test_shield_windows_slide_and_judge_p95_latency() -> None:
 async def test_capability_flags_turn_learning_parts_off(url: str) -> None:
     feedback, services = await service(url, learning=False)
     await teach(services, rounds=2)
-    assert services.learning.learner.updates == 0 and await feedback.log.count_executions() == 6
+    assert services.learning.learner.updates == 0 and await feedback.reads.count_executions() == 6
     await feedback.aclose()
     feedback, services = await service(url, sequences=False, policy="ucb", replay=False)
     await teach(services, rounds=4)
@@ -287,7 +287,7 @@ async def test_a_database_made_before_migrations_is_stamped_and_upgraded(tmp_pat
     assert await revision(feedback.engine) == head()
     await services.snapshots.restore_latest()
     assert services.learning.learner.updates == 1  # the old log is learned from
-    [old] = await feedback.log.get_recent_executions()
+    [old] = await feedback.reports.get_recent_executions()
     assert old.id == "e1" and old.instance is None
     await feedback.aclose()
 
@@ -330,7 +330,7 @@ async def test_retention_prunes_only_what_a_snapshot_holds_and_loses_nothing_lea
     floor = snapshot.covered["executions"]["floor"]
     assert floor == 12
     deleted = await feedback.log.prune(utcnow() + timedelta(seconds=1), max_seq=floor, batch=5)
-    assert deleted == 12 and await feedback.log.count_executions() == 6
+    assert deleted == 12 and await feedback.reads.count_executions() == 6
     await feedback.aclose()
 
     feedback, restarted = await service(url)
@@ -350,14 +350,14 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
 
     feedback, second = await service(url)
     read: list[int] = []
-    iter_log_columns = feedback.log.iter_log_columns
+    iter_log_columns = feedback.reads.iter_log_columns
 
     async def counted(**kwargs: Any) -> AsyncIterator[Any]:
         async for batch in iter_log_columns(**kwargs):
             read.extend(batch.seq)
             yield batch
 
-    feedback.log.iter_log_columns = counted  # type: ignore[method-assign,assignment]  # a counting spy in its place
+    feedback.reads.iter_log_columns = counted  # type: ignore[method-assign,assignment]  # a counting spy in its place
     await second.snapshots.load_latest()
     assert second.learning.catching_up and "catching up" in second.learning.serving
     decision = second.learning.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)

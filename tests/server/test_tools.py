@@ -153,7 +153,7 @@ async def test_get_tool_metrics_answers_what_feedback_holds_valid_against_its_ou
         top = ok(await client.call_tool("get_tool_metrics", {"limit": 1}))["metrics"]
         refused = await client.call_tool("get_tool_metrics", {"limit": 0})
     async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as feedback:
-        held = await feedback.log.get_tool_metrics()
+        held = await feedback.reports.get_tool_metrics()
     assert tool.output_schema is not None
     schema = Draft202012Validator(tool.output_schema)
     assert schema.is_valid(ok(answer))

@@ -36,9 +36,11 @@ from toolwise.feedback.engine import (
 )
 from toolwise.feedback.errors import DatabaseUnusableError, ServiceNotStartedError, describe_database_error
 from toolwise.feedback.instances import InstanceRegistry
-from toolwise.feedback.log import ExecutionLog
+from toolwise.feedback.log import ExecutionLog, Generation
 from toolwise.feedback.migrate import MigrationError, upgrade
+from toolwise.feedback.reads import LogReads
 from toolwise.feedback.records import Execution, WriterStats
+from toolwise.feedback.reports import LogReports
 from toolwise.feedback.rows import ExecutionInsert, ExecutionRows, Prepared
 from toolwise.feedback.schema import SecretRow
 from toolwise.feedback.snapshots import SnapshotStore
@@ -82,7 +84,10 @@ class FeedbackService:
         self._thread: SQLiteWriteThread | None = None  # SQLite files: the one writing thread
         self._writer: GroupCommitWriter[Execution, Prepared] | None = None
         self._insert: ExecutionInsert | None = None
-        self.log = ExecutionLog(self)
+        generation = Generation()
+        self.reads = LogReads(self, generation)  # what replay, sync and rating read
+        self.reports = LogReports(self, generation)  # what admins read
+        self.log = ExecutionLog(self, self.reads, generation)  # the writes
         self.snapshots = SnapshotStore(self)
         self.instances = InstanceRegistry(self)
 

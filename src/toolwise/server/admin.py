@@ -196,7 +196,7 @@ def inspect_qvalues(
         from toolwise.server.learning import with_session_query
 
         learning = (await _current(settings, feedback)).learning
-        recent = await feedback.log.get_recent_executions(2000, namespace=settings.namespace)
+        recent = await feedback.reports.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
             e = await with_session_query(feedback, e, settings.namespace)  # noqa: PLW2901 - a query is stored once per session decision
@@ -236,7 +236,7 @@ def inspect_progress(
         with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
             since = utcnow() - timedelta(hours=hours)
-            trend = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=buckets)
+            trend = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=buckets)
         # Slices split the span the executions cover (not the whole look-back), so each row is labelled
         # with the span it covers and the title says how long that is.
         width = trend[0].end - trend[0].start if trend else timedelta(0)
@@ -272,7 +272,7 @@ def inspect_top_actions(
         rows = [
             [a.tool, str(a.calls), "-" if a.mean_reward is None else f"{a.mean_reward:.2f}", f"{a.success_rate:.0%}",
              str(a.explored)]
-            for a in (await feedback.log.action_summary(settings.namespace))[:limit]
+            for a in (await feedback.reports.action_summary(settings.namespace))[:limit]
         ]  # fmt: skip
         figures = ["calls", "mean reward", "success", "explored"]
         print_fitted([Column("tool", "name"), *map(Column, figures)], rows, wide, "top actions")
@@ -287,11 +287,11 @@ def inspect_compare(
     """Two namespaces side by side: calls and mean reward per tool."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        left = {a.tool: a for a in await feedback.log.action_summary(ns1)}
-        right = {a.tool: a for a in await feedback.log.action_summary(ns2)}
+        left = {a.tool: a for a in await feedback.reports.action_summary(ns1)}
+        right = {a.tool: a for a in await feedback.reports.action_summary(ns2)}
         for name, found in ((ns1, left), (ns2, right)):
             if not found:
-                known = ", ".join(repr(n) for n in await feedback.log.namespaces()) or "none"
+                known = ", ".join(repr(n) for n in await feedback.reports.namespaces()) or "none"
                 console.print(
                     f"[yellow]warning: no executions in namespace {name!r} of {_shown(settings.database_url)} "
                     f"(namespaces there: {known})[/yellow]"
@@ -356,7 +356,7 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
         newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
         console.print(
             f"namespace {settings.namespace!r} of {_shown(settings.database_url)}: policy {settings.policy}, "
-            f"{await feedback.log.count_executions(settings.namespace)} executions, newest snapshot {newest}"
+            f"{await feedback.reads.count_executions(settings.namespace)} executions, newest snapshot {newest}"
         )
 
     run(config, work, database_url)
@@ -383,7 +383,7 @@ def inspect_export(
             header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan
-            task = progress.add_task("exporting executions", total=await feedback.log.count_executions(ns))
+            task = progress.add_task("exporting executions", total=await feedback.reads.count_executions(ns))
             await feedback.flush()
             chunks = execution_chunks(feedback.engine, namespace=ns, since=start, until=end, kind="execution")
             async for rows, text in chunks:
@@ -393,9 +393,9 @@ def inspect_export(
             async for rows, text in rating_chunks(feedback.engine, namespace=ns, since=start, until=end, kind="rating"):
                 out.write(text)
                 ratings += rows
-            async for episodes in feedback.log.iter_episodes(namespace=ns, since=start, until=end):
+            async for episodes in feedback.reports.iter_episodes(namespace=ns, since=start, until=end):
                 out.writelines(_line("episode", _plain(episode)) for episode in episodes)
-            for action in await feedback.log.action_summary(ns):
+            for action in await feedback.reports.action_summary(ns):
                 out.write(_line("action", _plain(action)))
             for snapshot in await feedback.snapshots.list(ns):
                 out.write(_line("snapshot", _plain(snapshot)))
@@ -519,11 +519,11 @@ def inspect_plot(
         since = None if hours is None else utcnow() - timedelta(hours=hours)
         with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
-            whole = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=1)
+            whole = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=1)
             if not whole:
                 raise ValueError(f"no executions in namespace {settings.namespace!r} to plot")
             slices = buckets if buckets is not None else plot_slices(whole[0].calls)
-            trend = await feedback.log.trend(namespace=settings.namespace, since=since, buckets=slices)
+            trend = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=slices)
         middle = [b.start + (b.end - b.start) / 2 for b in trend]
         nan = float("nan")
         fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)

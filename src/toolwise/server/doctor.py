@@ -230,7 +230,7 @@ async def check_database(config: AppConfig) -> Check:
     shown = make_url(url).render_as_string(hide_password=True)
     try:
         async with FeedbackService(url) as feedback:
-            count = await feedback.log.count_executions(config.toolwise.namespace)
+            count = await feedback.reads.count_executions(config.toolwise.namespace)
     except DatabaseUnusableError as exc:  # its message names the database and what to do
         return Check("database", False, str(exc), "fix database_url, or pass --database-url")
     except Exception as exc:  # noqa: BLE001 - any failure to open is what this check reports

@@ -142,7 +142,7 @@ async def fresh_learner(services: Services, candidate: Candidate) -> Learner:
         for name in running.active_names
     ]
     known = {d.name for d in docs}
-    summary = await services.feedback.log.action_summary(services.learning.namespace)
+    summary = await services.feedback.reports.action_summary(services.learning.namespace)
     docs += [ToolDoc(a.tool) for a in summary if a.tool not in known]
     if not docs:
         raise ValueError(f"no tools known in namespace {services.learning.namespace!r}: nothing to evaluate")
@@ -178,7 +178,7 @@ async def evaluate_log(
     candidate learns the first `train_fraction` of it first. Each batch is replayed in a worker thread:
     a running server keeps serving meanwhile."""
     replay = OffPolicyReplay(learner, candidate, np.random.default_rng(seed), rule)
-    warm_up = 0 if candidate.learning else int(await feedback.log.count_executions(namespace) * train_fraction)
+    warm_up = 0 if candidate.learning else int(await feedback.reads.count_executions(namespace) * train_fraction)
     queries: dict[str, str] = {}  # a session's query is stored once, on the call that followed it
 
     def replay_batch(batch: DecisionColumns) -> None:

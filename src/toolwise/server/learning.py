@@ -493,5 +493,5 @@ async def with_session_query(feedback: FeedbackService, execution: Execution, na
     followed the recommendation, the session's later calls find it in the log."""
     if execution.query is not None or execution.position == 0:
         return execution
-    found = await feedback.log.session_query(execution.session_id, namespace=namespace, before_seq=execution.seq)
+    found = await feedback.reads.session_query(execution.session_id, namespace=namespace, before_seq=execution.seq)
     return replace(execution, query=found)

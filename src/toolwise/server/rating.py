@@ -41,7 +41,7 @@ async def call_to_rate(services: Services, session: Session, tool: str, *, named
         )
     minutes = f"{RATE_BY_NAME_WINDOW_S / 60:g} minutes"
     since = utcnow() - timedelta(seconds=RATE_BY_NAME_WINDOW_S)
-    newest = await services.feedback.log.latest_of(tool, since=since, namespace=services.learning.namespace)
+    newest = await services.feedback.reads.latest_of(tool, since=since, namespace=services.learning.namespace)
     if newest is None:
         raise NothingToRateError(f"no call of {tool!r} in this session or in the last {minutes}: {BY_ID}")
     if newest.instance == services.learning.instance_id:

@@ -58,7 +58,7 @@ class Sharing:
         await self.learning.drain()
         learned = 0
         mark, rmark = self.covered.executions, self.covered.ratings
-        seq_head, rating_head, episode_head = await self.feedback.log.heads(self.namespace)
+        seq_head, rating_head, episode_head = await self.feedback.reads.heads(self.namespace)
         if seq_head > mark.floor:
             learned += (await self._sync_executions(progress))[0]
         if rating_head > rmark.floor:
@@ -82,7 +82,7 @@ class Sharing:
         mark, live = covered.executions, covered.live
         last = max(after_seq, mark.floor)
         read = 0
-        async with aclosing(self.feedback.log.iter_log(namespace=self.namespace, after_seq=last)) as batches:
+        async with aclosing(self.feedback.reads.iter_log(namespace=self.namespace, after_seq=last)) as batches:
             async for entries in batches:
                 fresh = [entry for entry in entries if mark.fresh(entry.seq)]
                 history = {e.seq: self._log_history(e.session_id, e.position, e.tool) for e in fresh}
@@ -92,7 +92,8 @@ class Sharing:
                     if entry.instance == own or entry.id in live:
                         self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                 executions = [
-                    await self.with_query(execution) for execution in await self.feedback.log.executions_by_seq(foreign)
+                    await self.with_query(execution)
+                    for execution in await self.feedback.reads.executions_by_seq(foreign)
                 ]
                 ends = await self._ends_after(executions)
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
@@ -122,7 +123,7 @@ class Sharing:
         covered = self.covered
         mark, live = covered.executions, covered.live
         own, last = self.learning.instance_id, max(after_seq, mark.floor)
-        log_columns = self.feedback.log.iter_log_columns(namespace=self.namespace, after_seq=last, batch=REPLAY_BATCH)
+        log_columns = self.feedback.reads.iter_log_columns(namespace=self.namespace, after_seq=last, batch=REPLAY_BATCH)
         async with aclosing(log_columns) as batches:
             async for batch in batches:
                 fresh: list[int] = []
@@ -159,7 +160,7 @@ class Sharing:
     async def _sync_ratings(self) -> int:
         learned = 0
         rmark = self.covered.ratings
-        async for events in self.feedback.log.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+        async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
@@ -183,7 +184,7 @@ class Sharing:
         if emark is None or not executions or not self.logged.learns_ends:
             return {}
         own = self.learning.instance_id
-        ends = await self.feedback.log.episode_ends_after([e.id for e in executions], namespace=self.namespace)
+        ends = await self.feedback.reads.episode_ends_after([e.id for e in executions], namespace=self.namespace)
         return {
             end.execution.id: end.seq
             for end in ends
@@ -209,7 +210,7 @@ class Sharing:
         if head <= emark.floor:
             return
         own = self.learning.instance_id
-        batches = self.feedback.log.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
+        batches = self.feedback.reads.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
         async with aclosing(batches) as ends:
             async for batch in ends:
                 for end in batch:
@@ -240,7 +241,7 @@ class Sharing:
         if query is None and position > 0:
             found = self._queries.get(session_id, _UNKNOWN)
             if found is _UNKNOWN:
-                found = await self.feedback.log.session_query(session_id, namespace=self.namespace, before_seq=seq)
+                found = await self.feedback.reads.session_query(session_id, namespace=self.namespace, before_seq=seq)
             query = found
         # a session without any query is remembered too: one look-up per session
         self._queries[session_id] = query
@@ -274,7 +275,7 @@ class Sharing:
         began = self._replay_reported = time.monotonic()
         learned, cursor, next_checkpoint = 0, mark.floor, 0.0
         try:
-            progress.to_replay(await self.feedback.log.count_executions(self.namespace, after_seq=mark.floor))
+            progress.to_replay(await self.feedback.reads.count_executions(self.namespace, after_seq=mark.floor))
             if progress.total >= FREEZE_ROWS:
                 # A long replay allocates millions of short-lived objects, and each of the collections they
                 # trigger walked everything alive since start-up (modules, catalogue, learner): moved out of

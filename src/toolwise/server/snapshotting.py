@@ -212,8 +212,8 @@ class Snapshotting:
     async def _adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         await self.learning.until_loaded()  # else the start-up's load would replace it
         await self.learning.drain()
-        seq, rating_id = await self.feedback.log.high_water(self.namespace)
-        _, _, episode = await self.feedback.log.heads(self.namespace)
+        seq, rating_id = await self.feedback.reads.high_water(self.namespace)
+        _, _, episode = await self.feedback.reads.heads(self.namespace)
         covered: dict[str, Any] = {  # the episode ends too: without a mark, the ends until the next sync are skipped
             "executions": {"floor": seq, "seen": []},
             "ratings": {"floor": rating_id, "seen": []},

@@ -393,7 +393,7 @@ async def end_session(services: Services, args: EndSessionInput, session: Sessio
 async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:
     stats = learning_stats(services)
     try:
-        mean = await services.feedback.log.mean_reward(stats.namespace)
+        mean = await services.feedback.reports.mean_reward(stats.namespace)
     except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
         log.warning("get_learning_stats: no mean reward per call while %s", exc)
         mean = None
@@ -402,7 +402,7 @@ async def get_learning_stats(services: Services, args: NoInput, session: Session
 
 async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: Session) -> ToolMetricsOutput:
     namespace = services.learning.namespace
-    found = await services.feedback.log.get_tool_metrics(args.tool, namespace=namespace, limit=args.limit)
+    found = await services.feedback.reports.get_tool_metrics(args.tool, namespace=namespace, limit=args.limit)
     return ToolMetricsOutput(metrics=found)
 
 

@@ -1,0 +1,241 @@
+"""What replay, sync and rating read from the execution log: one execution, the log in `(namespace,
+seq)` order (as entries, as columns), ratings and episode ends after a watermark, and the heads a sync
+probes. Every read flushes first, so it sees everything recorded before it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import fields
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    func,
+    select,
+)
+
+from toolwise.feedback.export import previous_rating
+from toolwise.feedback.records import (
+    EpisodeEnd,
+    Execution,
+    LogColumns,
+    LogEntry,
+    RatingEvent,
+)
+from toolwise.feedback.rows import execution_from_row, rating_from_row
+from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow
+
+if TYPE_CHECKING:
+    from toolwise.feedback.log import Generation
+    from toolwise.feedback.service import FeedbackService
+
+
+class LogReads:
+    """`FeedbackService.reads`."""
+
+    def __init__(self, service: FeedbackService, generation: Generation) -> None:
+        self._service = service
+        self._generation = generation  # bumped by a `heads` probe that finds the shared log moved
+        self._heads: dict[str, tuple[int, int, int]] = {}
+
+    async def get_execution(self, execution_id: str) -> Execution | None:
+        rows = await executions(self._service, select(ExecutionRow).where(ExecutionRow.id == execution_id))
+        return rows[0] if rows else None
+
+    async def latest_of(self, tool: str, *, since: datetime, namespace: str = "default") -> Execution | None:
+        """The newest execution of `tool` that finished at or after `since` (rating a call by its tool's
+        name when the caller's session holds none)."""
+        e = ExecutionRow
+        query = select(e).where(e.namespace == namespace, e.tool == tool, e.finished_at >= since)
+        rows = await executions(self._service, query.order_by(e.seq.desc()).limit(1))
+        return rows[0] if rows else None
+
+    async def iter_episode_ends(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncGenerator[list[EpisodeEnd], None]:
+        """The episode ends after `after_seq`, oldest first, each with its last call's whole record (a
+        sync learns it as terminal), in batches walking (namespace, seq)."""
+        while True:
+            ends = await self._episode_ends(EpisodeRow.namespace == namespace, EpisodeRow.seq > after_seq, limit=batch)
+            if ends:
+                yield ends
+            if len(ends) < batch:
+                return
+            after_seq = ends[-1].seq
+
+    async def episode_ends_after(self, execution_ids: list[str], *, namespace: str = "default") -> list[EpisodeEnd]:
+        """The episode ends whose last call is one of these executions (at most a batch of `iter_log`),
+        oldest first: a replay learns each right after its step."""
+        if not execution_ids:
+            return []
+        return await self._episode_ends(EpisodeRow.namespace == namespace, EpisodeRow.last_execution.in_(execution_ids))
+
+    async def _episode_ends(self, *where: ColumnElement[bool], limit: int | None = None) -> list[EpisodeEnd]:
+        p = EpisodeRow
+        end = [p.seq.label("end_seq"), p.id.label("end_id"), p.instance.label("end_instance")]
+        columns = [*end, *ExecutionRow.__table__.columns]
+        query = (
+            select(*columns)
+            .outerjoin(ExecutionRow, ExecutionRow.id == p.last_execution)
+            .where(*where)
+            .order_by(p.seq)
+            .limit(limit)
+        )
+        async with self._service.engine.connect() as conn:
+            rows = [row._mapping for row in await conn.execute(query)]
+        return [
+            EpisodeEnd(
+                r["end_seq"], r["end_id"], r["end_instance"], execution_from_row(r) if r["id"] is not None else None
+            )
+            for r in rows
+        ]
+
+    async def iter_log(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncGenerator[list[LogEntry], None]:
+        """The log's entries after `after_seq`, oldest first, in batches (syncing: whole records of the
+        entries that need them come from `executions_by_seq`)."""
+        await self._service.flush()
+        columns = [getattr(ExecutionRow, f.name) for f in fields(LogEntry)]
+        while True:
+            async with self._service.engine.connect() as conn:
+                result = await conn.execute(
+                    select(*columns)
+                    .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                    .order_by(ExecutionRow.seq)
+                    .limit(batch)
+                )
+                entries = [LogEntry(*row) for row in result]
+            if entries:
+                yield entries
+            if len(entries) < batch:
+                return
+            after_seq = entries[-1].seq
+
+    async def iter_log_columns(
+        self, *, namespace: str = "default", after_seq: int = 0, batch: int = 1000
+    ) -> AsyncGenerator[LogColumns, None]:
+        """The log's entries after `after_seq` with what learning them needs, oldest first, in batches
+        of columns (a replay: one read a batch, where `iter_log` then `executions_by_seq` take two and
+        build an object a row)."""
+        await self._service.flush()
+        columns = [getattr(ExecutionRow, f.name) for f in fields(LogColumns)]
+        while True:
+            async with self._service.engine.connect() as conn:
+                rows = (
+                    await conn.execute(
+                        select(*columns)
+                        .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                        .order_by(ExecutionRow.seq)
+                        .limit(batch)
+                    )
+                ).all()
+            if rows:
+                yield LogColumns(*zip(*rows, strict=True))
+            if len(rows) < batch:
+                return
+            after_seq = rows[-1][0]
+
+    async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
+        """The newest query recorded in a session before `before_seq` (a query is stored once, on the
+        call that followed its recommendation; the session's later calls share it)."""
+        e = ExecutionRow
+        query = select(e.query).where(e.namespace == namespace, e.session_id == session_id, e.query.is_not(None))
+        if before_seq is not None:
+            query = query.where(e.seq < before_seq)
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            return await conn.scalar(query.order_by(e.seq.desc()).limit(1))
+
+    async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
+        """Whole records of the given log positions, oldest first (at most a batch of `iter_log`)."""
+        if not seqs:
+            return []
+        return await executions(
+            self._service, select(ExecutionRow).where(ExecutionRow.seq.in_(seqs)).order_by(ExecutionRow.seq)
+        )
+
+    async def iter_rating_events(
+        self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
+    ) -> AsyncGenerator[list[RatingEvent], None]:
+        """Every rating after `after_id`, oldest first, with its execution and the rating it replaced.
+        Each batch is a range of rating ids read first and joined to its executions by key: a join
+        driven from the executions side walks the whole namespace for every batch."""
+        r = RatingRow.__table__
+        while True:
+            page = select(r).where(r.c.id > after_id).order_by(r.c.id).limit(batch).subquery("page")
+            previous = previous_rating(page)
+            query = (
+                select(
+                    ExecutionRow.__table__,
+                    *(c.label(f"rating_{c.key}") for c in page.c),
+                    previous.label("previous_rating"),
+                )
+                .select_from(page)
+                .join(ExecutionRow, ExecutionRow.id == page.c.execution_id)
+                .where(ExecutionRow.namespace == namespace)
+                .order_by(page.c.id)
+            )
+            async with self._service.engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+                last = await conn.scalar(select(func.max(page.c.id)))  # the range read, other namespaces' too
+            if rows:
+                events = []
+                for row in rows:
+                    values = row._mapping
+                    rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in r.columns})
+                    events.append(RatingEvent(rating, execution_from_row(values), values["previous_rating"]))
+                yield events
+            if last is None:
+                return
+            after_id = last
+
+    async def high_water(self, namespace: str = "default") -> tuple[int, int]:
+        """The newest execution seq and rating id of a namespace (0 when there are none)."""
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            seq = await conn.scalar(select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace))
+            rating = await conn.scalar(
+                select(func.max(RatingRow.id))
+                .join(ExecutionRow, ExecutionRow.id == RatingRow.execution_id)
+                .where(ExecutionRow.namespace == namespace)
+            )
+        return int(seq or 0), int(rating or 0)
+
+    async def heads(self, namespace: str = "default") -> tuple[int, int, int]:
+        """The newest execution seq of a namespace, the newest rating id of any namespace and the newest
+        episode end of the namespace (0 when none): one statement of three index probes, so a sync that
+        finds nothing new costs O(log n)."""
+        await self._service.flush()
+        seq = select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace).scalar_subquery()
+        rating = select(func.max(RatingRow.id)).scalar_subquery()
+        episode = select(func.max(EpisodeRow.seq)).where(EpisodeRow.namespace == namespace).scalar_subquery()
+        async with self._service.engine.connect() as conn:
+            row = (await conn.execute(select(seq, rating, episode))).one()
+        heads = int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
+        if self._heads.get(namespace) != heads:  # the log moved, maybe by another instance's hand
+            self._heads[namespace] = heads
+            self._generation.bump()
+        return heads
+
+    async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
+        """Executions of a namespace: the sum of its per-tool summaries (O(tools)), or with `after_seq`
+        a count of the index range after it."""
+        await self._service.flush()
+        if after_seq:
+            e = ExecutionRow
+            query = select(func.count()).select_from(e).where(e.namespace == namespace, e.seq > after_seq)
+        else:
+            query = select(func.sum(ToolStatsRow.calls)).where(ToolStatsRow.namespace == namespace)
+        async with self._service.engine.connect() as conn:
+            return int(await conn.scalar(query) or 0)
+
+
+async def executions(service: FeedbackService, query: Select[ExecutionRow]) -> list[Execution]:
+    """The executions a query selects, once what was recorded before it is committed."""
+    await service.flush()
+    async with service.engine.connect() as conn:
+        result = await conn.execute(query)
+        return [execution_from_row(row._mapping) for row in result]
