@@ -1,6 +1,7 @@
-"""toolwise in-process behind `mcp.Client(server)`, as the SDK's own tests drive a server: real
-downstream processes (tests/server/toy_server.py, mcp-server-time), a real SQLite file read once
-toolwise has shut down (everything recorded is committed by then)."""
+"""toolwise in-process behind `mcp.Client(server)`, as the SDK's own tests drive a server: the toy
+downstream (tests/server/toy_server.py) in-process too unless a test names real processes
+(mcp-server-time, the toy over stdio), a real SQLite file read once toolwise has shut down (everything
+recorded is committed by then)."""
 
 from __future__ import annotations
 
