@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -96,3 +97,19 @@ async def test_instances_started_together_on_a_fresh_postgresql_database_all_com
         r.stderr.strip().splitlines()[-1:] for r in results
     ]
     await assert_at_head(fresh_pg_database)
+
+
+async def test_an_instance_waits_out_a_migration_longer_than_a_writes_busy_timeout(tmp_path: Path) -> None:
+    """On a loaded machine a first start's migration can hold the schema lock for longer than the few
+    seconds an ordinary write waits (CI saw "database is locked"); the others wait for it and come up."""
+    path = tmp_path / "fresh.db"
+    migrating = sqlite3.connect(path, isolation_level=None)
+    migrating.execute("PRAGMA journal_mode=WAL")
+    migrating.execute("BEGIN IMMEDIATE")  # another instance, migrating: it holds the lock for 1.5 s
+    asyncio.get_running_loop().call_later(1.5, migrating.execute, "ROLLBACK")
+    try:
+        async with FeedbackService(f"sqlite+aiosqlite:///{path}", busy_timeout_s=0.2) as service:
+            assert await service.reads.count_executions() == 0
+    finally:
+        migrating.close()
+    await assert_at_head(f"sqlite+aiosqlite:///{path}")

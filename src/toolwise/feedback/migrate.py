@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # Alembic is imported when a database is opened (~0.14 s), no
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0007"  # the newest revision in MIGRATIONS (tests/feedback/test_migrate.py checks it is Alembic's head)
 _LOCK_KEY = 0x746F6F6C77697365  # "toolwise"
+SCHEMA_WAIT_S = 120.0  # how long an instance waits for another's migration (a loaded machine: seconds)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -62,11 +63,13 @@ def _at_head(connection: Connection) -> bool:
 
 
 def _lock(connection: Connection) -> None:
-    """Hold the database's lock on the schema until this transaction ends (other instances wait)."""
+    """Hold the database's lock on the schema until this transaction ends (other instances wait, as long
+    as a migration may take: `SCHEMA_WAIT_S`, not the seconds an ordinary write waits)."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
     elif connection.dialect.name == "sqlite":
-        connection.exec_driver_sql("BEGIN IMMEDIATE")  # waits up to the busy timeout for other writers
+        connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(SCHEMA_WAIT_S * 1000)}")  # this connection's
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _upgrade(connection: Connection) -> None:
@@ -74,17 +77,22 @@ def _upgrade(connection: Connection) -> None:
     from alembic import command
     from alembic.util.exc import CommandError
 
+    sqlite = connection.dialect.name == "sqlite"
+    waited = connection.exec_driver_sql("PRAGMA busy_timeout").scalar() if sqlite else None
     _lock(connection)
-    if _at_head(connection):
-        return
-    config = alembic_config(connection)
-    tables = set(inspect(connection).get_table_names())
     try:
+        if _at_head(connection):
+            return
+        config = alembic_config(connection)
+        tables = set(inspect(connection).get_table_names())
         if "executions" in tables and "alembic_version" not in tables:
             command.stamp(config, "0001")
         command.upgrade(config, "head")
     except CommandError as exc:
         raise MigrationError(str(exc)) from exc
+    finally:
+        if waited is not None:  # the pooled connection goes back with its own timeout
+            connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waited)}")
 
 
 async def upgrade(engine: AsyncEngine) -> None:
