@@ -43,6 +43,8 @@ DATA = Path(__file__).parent / "data" / "bfcl_live"
 LATENCY_S = 0.5
 RIGHT = 0.85
 CANDIDATES = [
+    Candidate("choice", epsilon=0.0, learning=False),  # the default policy
+    Candidate("choice", epsilon=0.05),
     Candidate("linucb", epsilon=0.0, learning=False),
     Candidate("semantic", epsilon=0.0, learning=False),
     Candidate("semantic", epsilon=0.0, prior_weight=0.2, learning=False),

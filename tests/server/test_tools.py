@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
@@ -222,3 +223,15 @@ async def test_snapshot_dump_list_and_restore_previous_roll_the_learned_state_ba
     assert rolled["source"] == "rollback" and rolled["sample_count"] == first["sample_count"]
     assert current == rolled["id"]
     assert both.is_error and "exactly one of" in text(both)
+
+
+async def test_a_floor_on_exploration_keeps_a_share_of_picks_exploring(tmp_path: Path) -> None:
+    async with serving(tmp_path, epsilon_min=0.3, seed=3) as client:
+        with anyio.fail_after(30):  # the policy serves once the start-up has caught up with the log
+            while ok(await client.call_tool("get_learning_stats", {}))["serving"] != "choice":
+                await anyio.sleep(0.05)
+        for _ in range(100):
+            await client.call_tool("recommend_tool", {"query": "answer the text unchanged"})
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+    assert stats["epsilon"] == pytest.approx(0.3)
+    assert stats["decisions"] == 100 and 0.15 <= stats["exploration_rate"] <= 0.45  # about 30 of 100

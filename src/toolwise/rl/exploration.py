@@ -18,12 +18,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+EPSILON_MAX = 0.2  # the most exploration a fall of the success rate brings
+
 
 @dataclass(frozen=True, slots=True)
 class ExplorationConfig:
     adaptive: bool = True
     epsilon_min: float = 0.0
-    epsilon_max: float = 0.2
+    epsilon_max: float = EPSILON_MAX
     short: int = 100  # calls the recent mean reward spans (about)
     long: int = 2000  # calls the long-run mean spans (about)
     full_drop: float = 0.25  # a fall of this much (share of calls that worked) explores at epsilon_max

@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     learning: bool = True  # off: calls are recorded, nothing is learned
     replay: bool = True
     sequences: bool = True
+    # the least exploration (ε): 0 lets it fall away while toolwise's picks keep working; more keeps the log
+    # varied enough for `inspect evaluate` to judge other policies (and costs that share of picks)
+    epsilon_min: float = Field(default=0.0, ge=0, le=1)
     # persistence and sharing
     sync_interval_s: float = Field(default=2.0, ge=0)  # learn other instances' executions this often (0: off)
     sync_gap_grace_s: float = Field(default=10.0, gt=0)  # an id gap older than this is a rolled-back write

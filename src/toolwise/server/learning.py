@@ -47,6 +47,7 @@ from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
 from toolwise.feedback.records import new_id
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory, Suggestion
+from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
 from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.server.background import Background
 from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
@@ -147,6 +148,7 @@ class LearningService:
             reward=RewardWeights(**s.reward.model_dump()),
             replay_enabled=s.replay,
             sequences_enabled=s.sequences,
+            exploration=ExplorationConfig(epsilon_min=s.epsilon_min, epsilon_max=max(s.epsilon_min, EPSILON_MAX)),
         )
         return Learner(config, self.tool_docs, self.embedder)
 
