@@ -51,9 +51,6 @@ def _tools(bulk: int) -> list[types.Tool]:
     ]
 
 
-TOOLS = [tool.name for tool in _tools(0)]
-
-
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
 

@@ -5,12 +5,10 @@ the log; no object a row)."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-
-from toolwise.feedback.schema import ExecutionRow
+from toolwise.feedback.reads import column_batches
 
 if TYPE_CHECKING:
     from toolwise.feedback.service import FeedbackService
@@ -42,20 +40,5 @@ async def iter_decision_columns(
     service: FeedbackService, *, namespace: str = "default", after_seq: int = 0, batch: int = 2000
 ) -> AsyncGenerator[DecisionColumns, None]:
     """The namespace's executions after `after_seq`, oldest first, in batches of columns."""
-    await service.flush()
-    columns = [getattr(ExecutionRow, f.name) for f in fields(DecisionColumns)]
-    while True:
-        async with service.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(*columns)
-                    .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
-                    .order_by(ExecutionRow.seq)
-                    .limit(batch)
-                )
-            ).all()
-        if rows:
-            yield DecisionColumns(*zip(*rows, strict=True))
-        if len(rows) < batch:
-            return
-        after_seq = rows[-1][0]
+    async for columns in column_batches(service, DecisionColumns, namespace, after_seq, batch):
+        yield columns

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from dataclasses import fields
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -120,23 +120,8 @@ class LogReads:
         """The log's entries after `after_seq` with what learning them needs, oldest first, in batches
         of columns (a replay: one read a batch, where `iter_log` then `executions_by_seq` take two and
         build an object a row)."""
-        await self._service.flush()
-        columns = [getattr(ExecutionRow, f.name) for f in fields(LogColumns)]
-        while True:
-            async with self._service.engine.connect() as conn:
-                rows = (
-                    await conn.execute(
-                        select(*columns)
-                        .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
-                        .order_by(ExecutionRow.seq)
-                        .limit(batch)
-                    )
-                ).all()
-            if rows:
-                yield LogColumns(*zip(*rows, strict=True))
-            if len(rows) < batch:
-                return
-            after_seq = rows[-1][0]
+        async for columns in column_batches(self._service, LogColumns, namespace, after_seq, batch):
+            yield columns
 
     async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
         """The newest query recorded in a session before `before_seq` (a query is stored once, on the
@@ -239,3 +224,30 @@ async def executions(service: FeedbackService, query: Select[ExecutionRow]) -> l
     async with service.engine.connect() as conn:
         result = await conn.execute(query)
         return [execution_from_row(row._mapping) for row in result]
+
+
+Columns = TypeVar("Columns")
+
+
+async def column_batches(
+    service: FeedbackService, shape: type[Columns], namespace: str, after_seq: int, batch: int
+) -> AsyncGenerator[Columns, None]:
+    """The namespace's executions after `after_seq`, oldest first, in batches of columns: `shape` is a
+    dataclass whose fields name execution columns, `seq` first (no object a row)."""
+    await service.flush()
+    columns = [getattr(ExecutionRow, f.name) for f in fields(shape)]  # type: ignore[arg-type]
+    while True:
+        async with service.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(*columns)
+                    .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
+                    .order_by(ExecutionRow.seq)
+                    .limit(batch)
+                )
+            ).all()
+        if rows:
+            yield shape(*zip(*rows, strict=True))
+        if len(rows) < batch:
+            return
+        after_seq = rows[-1][0]
