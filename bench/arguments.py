@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.arguments import ArgumentMemory
-from toolwise.server.embedding import WordLlamaEmbedder
 
 HERE = Path(__file__).resolve().parent
 

@@ -50,10 +50,10 @@ from mcp import Client
 from real_queries import DataSet
 from tokenizers import Tokenizer
 
+from toolwise.config import AppConfig
+from toolwise.learning.embedding import tool_document
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
-from toolwise.server.embedding import tool_document
 
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"

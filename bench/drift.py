@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
 from toolwise.rl.exploration import ExplorationConfig
-from toolwise.server.embedding import WordLlamaEmbedder, tool_document
 
 HERE = Path(__file__).resolve().parent
 BROKEN = 3

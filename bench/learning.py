@@ -256,8 +256,8 @@ async def run_multistep_mcp(env: MultiStep, flow: str, seed: int, steps: int, ch
     """toolwise through its MCP surface: recommend_tool, call the top pick, end_session per episode."""
     from mcp import Client
 
+    from toolwise.config import AppConfig
     from toolwise.server.app import Toolwise, build_server
-    from toolwise.server.config import AppConfig
 
     rng = np.random.default_rng(seed)
     names = [t.name for t in env.tools]

@@ -30,11 +30,11 @@ import numpy as np
 from mcp import Client
 from references import MostFrequent, PriorTimesBigram, RidgeOnChoices, SeedRule, WittenBell
 
+from toolwise.config import AppConfig
+from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
 from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
-from toolwise.server.embedding import WordLlamaEmbedder
 
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"

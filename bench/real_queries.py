@@ -40,11 +40,11 @@ from pathlib import Path
 import numpy as np
 from mcp import Client
 
+from toolwise.config import AppConfig
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.rl.policies import SemanticUCB
 from toolwise.rl.text import tokenize
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
-from toolwise.server.embedding import WordLlamaEmbedder, tool_document
 
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"  # the fake downstream's name: toolwise serves its tools as cat__<tool> (cleaned)

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from many_tools_server import catalogue  # bench/ is not a package
 from scale import QUERIES
 
+from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
-from toolwise.server.config import Settings
 from toolwise.server.services import Services
 
 

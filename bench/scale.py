@@ -35,9 +35,9 @@ import numpy as np
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from toolwise.config import Settings
 from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks
-from toolwise.server.config import Settings
 from toolwise.server.services import Services
 
 HERE = Path(__file__).resolve().parent

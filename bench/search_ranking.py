@@ -29,10 +29,10 @@ from discovery import TOP_K, fillers
 from numpy.typing import NDArray
 from real_queries import DataSet
 
+from toolwise.downstream.naming import assign
+from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl.learner import Learner, Step, ToolDoc
 from toolwise.rl.policies.base import baseline_selection
-from toolwise.server.embedding import load_embedder, tool_document
-from toolwise.server.naming import assign
 
 HERE = Path(__file__).resolve().parent
 RRF_K = 60.0  # the constant of Cormack et al. (2009), used as is

@@ -20,9 +20,9 @@ from tokenizers import Tokenizer
 
 from tests.e2e.conftest import time_server, toolwise
 from tests.server.surface import execution_of, text
+from toolwise.config import AppConfig, Settings
 from toolwise.rl import Decision, Ranked
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig, Settings
 from toolwise.server.discovery import Exposure
 
 NOW = "time__get_current_time"

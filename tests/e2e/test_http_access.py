@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.conftest import BIN, free_port, toolwise
-from toolwise.server import sdk
+from toolwise import sdk
 
 TOKEN = "s3cret-token-for-the-tests-only"
 INITIALIZE = {

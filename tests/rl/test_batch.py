@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.policies import SemanticConfig
-from toolwise.server.embedding import load_embedder, tool_document
 
 BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
 

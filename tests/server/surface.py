@@ -15,9 +15,9 @@ import mcp_types as types
 from mcp import Client
 
 from tests.server import toy_server
+from toolwise.config import AppConfig, InProcessServer
+from toolwise.learning.sessions import EXECUTION_META_KEY
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig, InProcessServer
-from toolwise.server.sessions import EXECUTION_META_KEY
 
 
 @asynccontextmanager

@@ -11,8 +11,8 @@ from typing import Any
 from mcp import Client
 
 from tests.server.surface import text
+from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
 
 NOW = "time__get_current_time"
 

@@ -10,8 +10,8 @@ from pydantic import SecretStr
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from toolwise.config import ConfigError, Settings
 from toolwise.server.auth import BearerAuth, http_access, load_token
-from toolwise.server.config import ConfigError, Settings
 
 TOKEN = "0123456789abcdef-token"
 

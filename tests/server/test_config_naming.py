@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from tests.server import toy_server
-from toolwise.server.config import AppConfig, ConfigError, HttpServer, InProcessServer, StdioServer, load_config
-from toolwise.server.naming import MAX_LENGTH, assign, namespaced
+from toolwise.config import AppConfig, ConfigError, HttpServer, InProcessServer, StdioServer, load_config
+from toolwise.downstream.naming import MAX_LENGTH, assign, namespaced
 
 
 def write(tmp_path: Path, data: object) -> Path:

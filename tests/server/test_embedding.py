@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toolwise.server.embedding import WordLlamaEmbedder, tool_document
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 
 
 class NetworkUsed(AssertionError):

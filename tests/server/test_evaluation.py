@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from tests.feedback.conftest import make_execution
 from tests.server.surface import ok, serving, text
+from toolwise.cli.main import app as cli
 from toolwise.feedback import FeedbackService
-from toolwise.server.cli import app as cli
 
 QUERIES = [
     ("will it rain in Paris tomorrow", "kb__weather_forecast"),

@@ -9,7 +9,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
-from toolwise.server.failures import JunkReport, describe, exited
+from toolwise.downstream.failures import JunkReport, describe, exited
 
 
 def test_exit_statuses_and_wrapped_errors_are_said_plainly() -> None:
@@ -36,7 +36,7 @@ def test_exit_statuses_and_wrapped_errors_are_said_plainly() -> None:
 
 async def test_junk_lines_are_logged_once_then_summed_up(caplog: pytest.LogCaptureFixture) -> None:
     report = JunkReport("noisy", every_s=0.05)
-    with caplog.at_level(logging.WARNING, logger="toolwise.server.failures"):
+    with caplog.at_level(logging.WARNING, logger="toolwise.downstream.failures"):
         for i in range(500):
             report.add(ValueError(f"line {i}"))
         await asyncio.sleep(0.1)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
+from toolwise.learning.service import LearningService
 from toolwise.rl import Decision, Ranked
-from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
 from toolwise.server.tools import reason_of
 
 

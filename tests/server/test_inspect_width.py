@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from tests.feedback.conftest import make_execution
 from tests.server.test_views import cli_config
+from toolwise.cli.main import app as cli
+from toolwise.cli.views import Column, distinct_names, fitted_table, plot_slices
 from toolwise.feedback import FeedbackService, utcnow
-from toolwise.server.cli import app as cli
-from toolwise.server.views import Column, distinct_names, fitted_table, plot_slices
 
 GITHUB = [
     "github__list_pull_request_review_comments",

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from toolwise.server import install
-from toolwise.server.config import load_config
-from toolwise.server.install import Client, InstallError
+from toolwise.cli import install
+from toolwise.cli.install import Client, InstallError
+from toolwise.config import load_config
 
 SAMPLES: dict[Client, dict[str, Any]] = {
     Client.claude_desktop: {

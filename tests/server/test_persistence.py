@@ -17,13 +17,13 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from toolwise.config import Settings
+from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision
-from toolwise.server import snapshots
-from toolwise.server.config import Settings
+from toolwise.learning import snapshots
+from toolwise.learning.watermark import Watermark
 from toolwise.server.services import Services
-from toolwise.server.shields import Budget, Shields
-from toolwise.server.watermark import Watermark
 
 TOOLS = [
     types.Tool(name="git__git_status", description="Shows the working tree status", input_schema={"type": "object"}),

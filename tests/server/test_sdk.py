@@ -1,4 +1,4 @@
-"""The SDK's private parts toolwise relies on (server/sdk.py), each used as toolwise uses it: when an SDK
+"""The SDK's private parts toolwise relies on (sdk.py), each used as toolwise uses it: when an SDK
 release moves one, the test naming it fails rather than a feature going quiet."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mcp.server.connection import Connection
 
 from tests.server import toy_server
 from tests.server.surface import text
-from toolwise.server import sdk
+from toolwise import sdk
 
 
 async def test_a_request_reaches_the_connection_it_came_on() -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.server.surface import ok, rows, running
+from toolwise.learning import snapshotting
 from toolwise.rl.state import pack
-from toolwise.server import snapshotting
 
 PACK_WAIT_S = 20.0  # a pack held on the event loop would block every call this long, then the test fails
 

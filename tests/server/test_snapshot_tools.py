@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from toolwise.cli.main import app as cli
+from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
-from toolwise.server import snapshots
-from toolwise.server.cli import app as cli
-from toolwise.server.config import Settings
+from toolwise.learning import snapshots
+from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
-from toolwise.server.sessions import Session
 from toolwise.server.tools import SnapshotDumpInput, SnapshotOutput, SnapshotRestoreInput, own_tools
 
 

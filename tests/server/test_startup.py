@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 
 from tests.server.surface import ok, rows, running
-from toolwise.server.snapshotting import Snapshotting
+from toolwise.learning.snapshotting import Snapshotting
 
 HOLD_S = 20.0  # the longest the snapshot's decoding is held: a start that waits for it fails the test
 

@@ -13,8 +13,8 @@ from mcp import Client
 
 from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
 from tests.server.surface import execution_of, text
+from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise, build_server
-from toolwise.server.config import AppConfig
 
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 

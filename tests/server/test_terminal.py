@@ -12,11 +12,11 @@ from alembic import command
 
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import PG_URL, service
+from toolwise.downstream.catalogue import CallCancelledError, outcome_of
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import alembic_config
-from toolwise.server.catalogue import CallCancelledError, outcome_of
+from toolwise.learning.watermark import Covered
 from toolwise.server.services import Services
-from toolwise.server.watermark import Covered
 
 
 @pytest.fixture

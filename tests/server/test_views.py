@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.feedback.conftest import make_execution
+from toolwise.cli.main import app as cli
 from toolwise.feedback import Episode, FeedbackService, utcnow
-from toolwise.server.cli import app as cli
 
 HOURS = 10
 

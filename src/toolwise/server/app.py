@@ -29,12 +29,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
-from toolwise.feedback.errors import describe_database_error
-from toolwise.feedback.instances import HEARTBEAT_S
-from toolwise.feedback.records import InstanceStatus
-from toolwise.rl import Decision, UnknownToolError
-from toolwise.server.catalogue import (
+from toolwise.config import AppConfig, InProcessServer, describe
+from toolwise.downstream.catalogue import (
     CallCancelledError,
     Catalogue,
     DownstreamError,
@@ -42,8 +38,16 @@ from toolwise.server.catalogue import (
     Route,
     outcome_of,
 )
-from toolwise.server.clients import client_key, connection_of
-from toolwise.server.config import AppConfig, InProcessServer, describe
+from toolwise.downstream.clients import client_key, connection_of
+from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough, progress_relay
+from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
+from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback.instances import HEARTBEAT_S
+from toolwise.feedback.records import InstanceStatus
+from toolwise.learning.metrics import Metrics
+from toolwise.learning.sessions import EXECUTION_META_KEY, Session
+from toolwise.learning.snapshots import SnapshotError
+from toolwise.rl import Decision, UnknownToolError
 from toolwise.server.discovery import (
     CALL_TOOL,
     SEARCH_TOOLS,
@@ -52,11 +56,7 @@ from toolwise.server.discovery import (
     call_tool_definition,
     search_tool,
 )
-from toolwise.server.metrics import Metrics
-from toolwise.server.passthrough import PASSED_THROUGH, Passthrough, progress_relay
 from toolwise.server.services import Services
-from toolwise.server.sessions import EXECUTION_META_KEY, Session
-from toolwise.server.snapshots import SnapshotError
 from toolwise.server.stats import learning_stats
 from toolwise.server.tools import OwnTool, own_tools
 

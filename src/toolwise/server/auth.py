@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolwise.server.config import ConfigError, Settings
+from toolwise.config import ConfigError, Settings
 
 MIN_TOKEN_LENGTH = 16  # characters; `python -c "import secrets; print(secrets.token_urlsafe(32))"` gives 43
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]

@@ -26,12 +26,12 @@ from typing import Any, Literal
 import mcp_types as types
 from pydantic import BaseModel, Field
 
+from toolwise.config import Settings
+from toolwise.downstream.catalogue import Catalogue, Route
+from toolwise.learning.sessions import Session
 from toolwise.rl import Decision
 from toolwise.rl.names import name_key
-from toolwise.server.catalogue import Catalogue, Route
-from toolwise.server.config import Settings
 from toolwise.server.services import Services
-from toolwise.server.sessions import Session
 from toolwise.server.tools import Input, Output, OwnTool, own_tools, reason_of
 
 SEARCH_TOOLS = "search_tools"

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.decisions import DecisionColumns, iter_decision_columns
+from toolwise.learning.sessions import Session
 from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.evaluation import (
     Candidate,
@@ -24,7 +25,6 @@ from toolwise.rl.evaluation import (
 )
 from toolwise.rl.policies import POLICIES
 from toolwise.server.services import Services
-from toolwise.server.sessions import Session
 from toolwise.server.tools import Input, Output, OwnTool
 
 RULE = SupportRule()

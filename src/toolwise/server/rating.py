@@ -20,9 +20,9 @@ from datetime import timedelta
 
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.instances import STALE_AFTER_S
-from toolwise.server.learning import NothingToRateError
+from toolwise.learning.service import NothingToRateError
+from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
-from toolwise.server.sessions import Session
 
 RATE_BY_NAME_WINDOW_S = 600.0  # how far back a rating by tool name looks beyond the caller's session
 BY_ID = "pass execution_id (the call's _meta['toolwise/execution_id'])"

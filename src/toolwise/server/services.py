@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toolwise.config import Settings
+from toolwise.downstream.catalogue import Catalogue
 from toolwise.feedback import FeedbackService
-from toolwise.server.catalogue import Catalogue
-from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService
-from toolwise.server.metrics import Metrics
-from toolwise.server.sharing import Sharing
-from toolwise.server.snapshotting import Snapshotting
+from toolwise.learning.metrics import Metrics
+from toolwise.learning.service import LearningService
+from toolwise.learning.sharing import Sharing
+from toolwise.learning.snapshotting import Snapshotting
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,14 +12,14 @@ from typing import Any, Generic, Literal, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from toolwise.downstream.catalogue import Health
 from toolwise.feedback import StoreUnavailableError, ToolMetrics
 from toolwise.feedback.records import SnapshotRecord
+from toolwise.learning import snapshots as snapshot_files
+from toolwise.learning.sessions import Session
 from toolwise.rl import Decision, Ranked, UnknownToolError
-from toolwise.server import snapshots as snapshot_files
-from toolwise.server.catalogue import Health
 from toolwise.server.rating import call_to_rate
 from toolwise.server.services import Services
-from toolwise.server.sessions import Session
 from toolwise.server.stats import learning_stats
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from toolwise.server.config import AppConfig
+from toolwise.config import AppConfig
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -69,8 +69,8 @@ async def launched(config: AppConfig) -> Toolwise:
     """A Toolwise whose downstreams' processes were spawned before the rest of toolwise was imported:
     a downstream takes ~1 s to boot (a Python server's own imports), which the rest of our imports and
     the opening of the database then overlap instead of preceding. Enter it to serve."""
-    from toolwise.server.catalogue import Catalogue
-    from toolwise.server.passthrough import Passthrough
+    from toolwise.downstream.catalogue import Catalogue
+    from toolwise.downstream.passthrough import Passthrough
 
     catalogue = Catalogue(config.enabled_servers, config.toolwise)
     passthrough = Passthrough.serving(catalogue)  # what each connection declares, before it connects

@@ -1,5 +1,5 @@
 """Learning what the shared log holds: another instance's executions, ratings and episode ends, or an
-earlier run's, replayed into the learned state. `server/sharing.py` decides what and in which context
+earlier run's, replayed into the learned state. `learning/sharing.py` decides what and in which context
 (the tools before each call, its query); this module turns log entries into learning, exactly as the
 live path (`LearningService`) learns a call, a rating or an end."""
 
@@ -12,9 +12,9 @@ from dataclasses import replace
 
 from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
+from toolwise.learning.service import LearningService, learned_from
+from toolwise.learning.sessions import recent, step_of
 from toolwise.rl import StepColumns
-from toolwise.server.learning import LearningService, learned_from
-from toolwise.server.sessions import recent, step_of
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from pydantic import ValidationError
 
-from toolwise.server import sdk
+from toolwise import sdk
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from typing import Any
 import platformdirs
 from pydantic import TypeAdapter, ValidationError
 
+from toolwise.config import Downstream, describe
+from toolwise.downstream.environment import network_variables
 from toolwise.feedback import utcnow
-from toolwise.server.config import Downstream, describe
-from toolwise.server.environment import network_variables
 
 ENTRY = "toolwise"
 KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
@@ -109,14 +109,14 @@ def client_config_path(client: Client, platform: str | None = None, home: Path |
 
 def toolwise_command(platform: str | None = None) -> list[str]:
     """How a client starts this toolwise: the absolute path of its console script (`Scripts\\toolwise.exe`
-    on Windows), or this interpreter with `-m toolwise.server` when no script is installed."""
+    on Windows), or this interpreter with `-m toolwise` when no script is installed."""
     import sysconfig
 
     name = "toolwise.exe" if (platform or sys.platform) == "win32" else "toolwise"
     for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
         if (folder / name).exists():
             return [str(folder / name)]
-    return [sys.executable, "-m", "toolwise.server"]
+    return [sys.executable, "-m", "toolwise"]
 
 
 def is_toolwise(entry: Any) -> bool:
@@ -124,7 +124,8 @@ def is_toolwise(entry: Any) -> bool:
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
         return False
     name = PureWindowsPath(entry["command"]).name.lower()  # splits on both / and \
-    return name in ("toolwise", "toolwise.exe") or "toolwise.server" in (entry.get("args") or [])
+    args = entry.get("args") or []
+    return name in ("toolwise", "toolwise.exe") or "toolwise" in args or "toolwise.server" in args  # the latter: before 2026-11-25
 
 
 def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -175,7 +176,7 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
     """PATH for toolwise's entry: the folders of the servers' commands as found now, then this shell's
     PATH (GUI apps such as Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing);
     also the commands found nowhere."""
-    from toolwise.server.catalogue import resolve_command  # the MCP client: not for every CLI command
+    from toolwise.downstream.catalogue import resolve_command  # the MCP client: not for every CLI command
 
     folders: list[str] = []
     missing: list[str] = []

@@ -18,11 +18,11 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
+from toolwise.config import Settings
 from toolwise.feedback import Execution, FeedbackService
-from toolwise.server.config import Settings
-from toolwise.server.learning import LearningService, with_session_query
-from toolwise.server.replaying import LogLearning
-from toolwise.server.watermark import Covered, Watermark
+from toolwise.learning.replaying import LogLearning
+from toolwise.learning.service import LearningService, with_session_query
+from toolwise.learning.watermark import Covered, Watermark
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolwise.learning.watermark import Covered
 from toolwise.rl import Learner
-from toolwise.server.watermark import Covered
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Learning from calls: recommend, note each proxied call (then record and learn it), rate, end a
-session. Sharing the log with other instances is `server/sharing.py`'s job; the snapshot lifecycle,
-`server/snapshotting.py`'s; the learned state both of them read is a `LearnedState` (server/learned.py)
+session. Sharing the log with other instances is `learning/sharing.py`'s job; the snapshot lifecycle,
+`learning/snapshotting.py`'s; the learned state both of them read is a `LearnedState` (learning/learned.py)
 that a snapshot replaces whole through `adopt`.
 
 Every proxied call becomes an execution record (queued for group commit) and a learner update; a
@@ -32,6 +32,10 @@ from typing import Any
 import mcp_types as types
 import numpy as np
 
+from toolwise.background import Background
+from toolwise.config import Settings
+from toolwise.downstream.catalogue import CallCancelledError, InvalidArgumentsError
+from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import (
     OUTCOMES,
     Episode,
@@ -45,19 +49,15 @@ from toolwise.feedback import (
 )
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
 from toolwise.feedback.records import new_id
+from toolwise.learning.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
+from toolwise.learning.embedding import load_embedder, tool_document
+from toolwise.learning.learned import CatchUp, LearnedState
+from toolwise.learning.metrics import Metrics
+from toolwise.learning.sessions import Call, Session, Sessions, step_of
+from toolwise.learning.watermark import Covered
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory, Suggestion
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
-from toolwise.server.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
-from toolwise.server.background import Background
-from toolwise.server.catalogue import CallCancelledError, InvalidArgumentsError
-from toolwise.server.config import Settings
-from toolwise.server.embedding import load_embedder, tool_document
-from toolwise.server.learned import CatchUp, LearnedState
-from toolwise.server.metrics import Metrics
-from toolwise.server.sessions import Call, Session, Sessions, step_of
-from toolwise.server.shields import Budget, Shields
-from toolwise.server.watermark import Covered
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class LearningService:
         session is `fallback`: the one `_meta` names, else the conversation the connection named last
         (`Sessions.current`), whatever was recommended. The decision: the one `_meta` names, else the
         newest open one in that session that recommended `tool` (on a connection that never named a
-        conversation, the newest on the connection). See server/attribution.py. In memory only."""
+        conversation, the newest on the connection). See learning/attribution.py. In memory only."""
         named = meta.get(DECISION_META_KEY) if meta else None
         in_conversation = fallback if fallback != connection else None  # named by _meta or by the connection
         opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)

@@ -1,7 +1,7 @@
 """Agent sessions: what toolwise remembers between calls of one client conversation.
 
 A session is the explicit `session_id` argument our tools accept (or `_meta["toolwise/session_id"]`
-on a proxied call), otherwise the client connection (`server/clients.py`); a request that has no
+on a proxied call), otherwise the client connection (`downstream/clients.py`); a request that has no
 connection (2026-07-28 over HTTP) is a session of its own, never kept, never shared.
 """
 

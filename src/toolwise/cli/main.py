@@ -16,8 +16,8 @@ from typing import Annotated  # noqa: E402
 
 import typer  # noqa: E402
 
-from toolwise.server.admin import inspect_app, snapshot_app  # noqa: E402
-from toolwise.server.cli_common import (  # noqa: E402
+from toolwise.cli.admin import inspect_app, snapshot_app  # noqa: E402
+from toolwise.cli.common import (  # noqa: E402
     EXAMPLE_CONFIG,
     EXIT_FOUND,
     ConfigOption,
@@ -29,8 +29,8 @@ from toolwise.server.cli_common import (  # noqa: E402
     options,
     setup_logging,
 )
-from toolwise.server.config import ConfigError  # noqa: E402
-from toolwise.server.install import Client, InstallError  # noqa: E402
+from toolwise.cli.install import Client, InstallError  # noqa: E402
+from toolwise.config import ConfigError  # noqa: E402
 
 gc.freeze()  # what they built lives on: kept out of the collections from here on (`settle_heap`)
 gc.enable()
@@ -102,7 +102,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
-    from toolwise.server.demo import DemoError, run_demo
+    from toolwise.cli.demo import DemoError, run_demo
 
     setup_logging("warning")
     loaded = config_or_exit(config)
@@ -129,7 +129,7 @@ def install(
     The client's servers move into a toolwise config and the client gets one toolwise entry instead;
     a timestamped backup is kept and --undo restores it.
     """
-    from toolwise.server.install import run
+    from toolwise.cli.install import run
 
     try:
         run(client, path, dry_run, undo)
@@ -144,7 +144,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     Per downstream: its command is found, the handshake completes (name, version, protocol) and its
     tools are listed. Exits 1 when something is wrong.
     """
-    from toolwise.server.doctor import diagnose
+    from toolwise.cli.doctor import diagnose
 
     setup_logging("error")
     path = config_path_or_exit(config)

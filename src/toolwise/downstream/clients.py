@@ -19,7 +19,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.connection import Connection
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolwise.server import sdk
+from toolwise import sdk
 
 _keys: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()  # forgotten with the connection
 

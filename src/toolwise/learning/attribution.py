@@ -2,7 +2,7 @@
 
 Agent frameworks keep conversations apart on one connection by passing `session_id` to our tools,
 then call the downstream tools as any MCP client does: no `session_id`, no `_meta`. Such a call
-belongs to the conversation its connection named last (server/sessions.py, `Sessions.current`), or
+belongs to the conversation its connection named last (learning/sessions.py, `Sessions.current`), or
 the one `_meta["toolwise/session_id"]` names, whatever was recommended; it follows the newest open
 decision in that conversation that recommended the called tool (or the decision named by
 `_meta["toolwise/decision_id"]`), and is learned with that decision's query. A connection that never

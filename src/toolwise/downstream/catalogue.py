@@ -33,14 +33,14 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from toolwise.server import sdk
-from toolwise.server.background import Background
-from toolwise.server.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer, prefix_of
-from toolwise.server.environment import downstream_environment
-from toolwise.server.failures import JunkReport, describe, exited, recording_spawns
-from toolwise.server.naming import assign
-from toolwise.server.schemas import compile_validator, problem
-from toolwise.server.shields import Circuit, CircuitState
+from toolwise import sdk
+from toolwise.background import Background
+from toolwise.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer, prefix_of
+from toolwise.downstream.environment import downstream_environment
+from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
+from toolwise.downstream.naming import assign
+from toolwise.downstream.schemas import compile_validator, problem
+from toolwise.downstream.shields import Circuit, CircuitState
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ _TRANSPORT_LOST = (
 
 
 class Relay(Protocol):
-    """Where a downstream's notifications and requests go besides tools (`server/passthrough.py`)."""
+    """Where a downstream's notifications and requests go besides tools (`downstream/passthrough.py`)."""
 
     async def notified(self, server: str, message: Any) -> None: ...
 
@@ -195,7 +195,7 @@ class Downstream:
             http = sdk.http_client(headers=self.spec.headers)
             stack.push_async_callback(http.aclose)
             return streamable_http_client(self.spec.url, http_client=http)
-        env = downstream_environment(self.spec.env)  # more than the SDK's minimum: server/environment.py
+        env = downstream_environment(self.spec.env)  # more than the SDK's minimum: downstream/environment.py
         return StdioServerParameters(
             command=resolve_command(self.spec.command), args=self.spec.args, env=env, cwd=self.spec.cwd
         )

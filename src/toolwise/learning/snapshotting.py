@@ -2,7 +2,7 @@
 to another (and follow a restore another process made), choose which one a restore asks for.
 
 A snapshot holds the learner, the RNG, the counters and what of the shared log the state covers
-(`watermark.Covered`); the file format, checksum and signatures are `server/snapshots.py`'s.
+(`watermark.Covered`); the file format, checksum and signatures are `learning/snapshots.py`'s.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from toolwise.config import Settings
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import SnapshotRecord
+from toolwise.learning import snapshots
+from toolwise.learning.learned import LearnedState
+from toolwise.learning.service import LearningService
+from toolwise.learning.sharing import Sharing
+from toolwise.learning.watermark import Covered
 from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.state import pack, unpack
-from toolwise.server import snapshots
-from toolwise.server.config import Settings
-from toolwise.server.learned import LearnedState
-from toolwise.server.learning import LearningService
-from toolwise.server.sharing import Sharing
-from toolwise.server.watermark import Covered
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import Annotated, NoReturn
 import typer
 from pydantic import ValidationError
 
+from toolwise.cli.install import InstallError, config_dir, installed_configs, served_configs
+from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config
 from toolwise.feedback import DatabaseUnusableError
-from toolwise.server.config import AppConfig, ConfigError, Settings, describe, load_config
-from toolwise.server.install import InstallError, config_dir, installed_configs, served_configs
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
 # problems, install's refusals, the demo); 2 toolwise could not start because of something the user

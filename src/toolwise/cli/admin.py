@@ -18,13 +18,13 @@ from rich.progress import Progress
 from rich.table import Table
 from sqlalchemy.engine import make_url
 
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
+from toolwise.cli.views import Column, fitted_table, natural_width, plot_slices
+from toolwise.config import Settings
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.instances import STALE_AFTER_S
-from toolwise.server import snapshots
-from toolwise.server.cli_common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
-from toolwise.server.config import Settings
-from toolwise.server.views import Column, fitted_table, natural_width, plot_slices
+from toolwise.learning import snapshots
 
 if TYPE_CHECKING:
     from toolwise.server.services import Services
@@ -193,7 +193,7 @@ def inspect_qvalues(
     by the reward's bounds, an estimate that can stray a little past them."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        from toolwise.server.learning import with_session_query
+        from toolwise.learning.service import with_session_query
 
         learning = (await _current(settings, feedback)).learning
         recent = await feedback.reports.get_recent_executions(2000, namespace=settings.namespace)
@@ -431,8 +431,8 @@ def inspect_evaluate(
     limits: dict[str, Any] = {k: v for k, v in given.items() if v is not None}  # EvaluateInput checks them
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.learning.sessions import Session
         from toolwise.server.services import Services
-        from toolwise.server.sessions import Session
 
         args = EvaluateInput(
             policy=policy,

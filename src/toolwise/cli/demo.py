@@ -30,9 +30,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from toolwise.cli.doctor import command_found, near_commands
+from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
-from toolwise.server.config import AppConfig, StdioServer
-from toolwise.server.doctor import command_found, near_commands
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
 REPLAYABLE = {"shield_retry_s": 1e9}
@@ -186,7 +186,7 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
         demo_config.write_text(json.dumps(raw))
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "toolwise.server", "serve", "-c", str(demo_config), "--log-level", "error"],
+            args=["-m", "toolwise", "serve", "-c", str(demo_config), "--log-level", "error"],
         )
         console.print(f"[bold]toolwise demo[/]: {config.name}, {calls} tool calls, seed {seed}, scratch git repo")
         async with contextlib.AsyncExitStack() as stack:

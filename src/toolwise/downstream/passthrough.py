@@ -6,7 +6,7 @@ Only tools/call is recorded and learned from (`server/app.py`); this module rout
 - Resources keep the URIs the downstreams gave, except where two downstreams list the same URI (or
   URI template): then each copy becomes `server+uri`. A read is routed by URI: a listed URI, a
   `server+` URI, a URI one downstream's template matches, else the only downstream with resources.
-- Prompts are named like tools (`prefix__name`, `server/naming.py`).
+- Prompts are named like tools (`prefix__name`, `downstream/naming.py`).
 - Completions go to the server owning the prompt or the resource template.
 - `logging/setLevel` is sent to every downstream that logs (the downstream connections are shared).
 - Progress: the caller's `_meta` goes to the downstream whole, except toolwise's own keys and the
@@ -50,10 +50,10 @@ from mcp_types import (
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolwise.server.background import Background
-from toolwise.server.catalogue import Catalogue, Downstream
-from toolwise.server.clients import client_key
-from toolwise.server.naming import assign
+from toolwise.background import Background
+from toolwise.downstream.catalogue import Catalogue, Downstream
+from toolwise.downstream.clients import client_key
+from toolwise.downstream.naming import assign
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
+from toolwise import sdk
+from toolwise.config import AppConfig, HttpServer, StdioServer
+from toolwise.downstream.catalogue import resolve_command
+from toolwise.downstream.environment import downstream_environment
 from toolwise.feedback import DatabaseUnusableError, FeedbackService
-from toolwise.server import sdk
-from toolwise.server.catalogue import resolve_command
-from toolwise.server.config import AppConfig, HttpServer, StdioServer
-from toolwise.server.environment import downstream_environment
 
 
 @dataclass(frozen=True)
