@@ -216,6 +216,19 @@ def test_on_windows_the_entry_starts_the_console_script_under_scripts(
     assert install.is_toolwise({"command": r"C:\Users\me\venv\Scripts\toolwise.exe", "args": ["serve"]})
 
 
+def test_without_a_console_script_the_entry_runs_the_package_and_older_entries_stay_recognised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setattr("sysconfig.get_path", lambda _: str(tmp_path / "nothing"))
+    command = install.toolwise_command("linux")
+    assert command == [str(tmp_path / "bin" / "python"), "-m", "toolwise"]
+    assert install.is_toolwise({"command": command[0], "args": command[1:]})
+    # what `toolwise install` wrote before the package moved: never wrapped inside toolwise again
+    assert install.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "toolwise.server", "serve"]})
+    assert not install.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "mcp_server_time"]})
+
+
 SECRET = {"mcpServers": {"api": {"command": "mcp-server-api", "env": {"API_TOKEN": "s3cret-bearer-token"}}}}
 
 

@@ -125,7 +125,9 @@ def is_toolwise(entry: Any) -> bool:
         return False
     name = PureWindowsPath(entry["command"]).name.lower()  # splits on both / and \
     args = entry.get("args") or []
-    return name in ("toolwise", "toolwise.exe") or "toolwise" in args or "toolwise.server" in args  # the latter: before 2026-11-25
+    return (
+        name in ("toolwise", "toolwise.exe") or "toolwise" in args or "toolwise.server" in args
+    )  # the latter: before 2026-11-25
 
 
 def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]:

@@ -56,9 +56,10 @@ from toolwise.server.discovery import (
     call_tool_definition,
     search_tool,
 )
+from toolwise.server.own import OwnTool
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
-from toolwise.server.tools import OwnTool, own_tools
+from toolwise.server.tools import own_tools
 
 log = logging.getLogger(__name__)
 

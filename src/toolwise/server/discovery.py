@@ -31,8 +31,9 @@ from toolwise.downstream.catalogue import Catalogue, Route
 from toolwise.learning.sessions import Session
 from toolwise.rl import Decision
 from toolwise.rl.names import name_key
+from toolwise.server.own import Input, Output, OwnTool
 from toolwise.server.services import Services
-from toolwise.server.tools import Input, Output, OwnTool, own_tools, reason_of
+from toolwise.server.tools import own_tools, reason_of, resolved, type_of
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
@@ -99,35 +100,6 @@ def parameter_lines(schema: dict[str, Any], root: dict[str, Any], prefix: str = 
         items = resolved(spec.get("items"), root)
         lines.extend(parameter_lines(items, root, f"{prefix}{name}[].", depth + 1))
     return lines
-
-
-def resolved(spec: Any, root: dict[str, Any]) -> dict[str, Any]:
-    """A property's schema, a local `$ref` (`#/$defs/Name`) replaced by what it names."""
-    if not isinstance(spec, dict):
-        return {}
-    ref = spec.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        if isinstance(target, dict):
-            return {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
-    return spec
-
-
-def type_of(spec: dict[str, Any], root: dict[str, Any]) -> str:
-    """`string`, `integer|null`, `array of number`, `string (date-time)`; `any` when unsaid."""
-    kind = spec.get("type")
-    if isinstance(kind, list):
-        text = "|".join(map(str, kind))
-    elif isinstance(kind, str):
-        text = kind
-    else:
-        options = spec.get("anyOf") or spec.get("oneOf") or []
-        text = "|".join(type_of(resolved(o, root), root) for o in options) if options else "any"
-    if text == "array" and isinstance(spec.get("items"), dict):
-        text = f"array of {type_of(resolved(spec['items'], root), root)}"
-    return f"{text} ({spec['format']})" if "format" in spec else text
 
 
 def constraints(spec: dict[str, Any]) -> list[str]:

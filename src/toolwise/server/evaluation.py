@@ -24,8 +24,8 @@ from toolwise.rl.evaluation import (
     candidate_learner,
 )
 from toolwise.rl.policies import POLICIES
+from toolwise.server.own import Input, Output, OwnTool
 from toolwise.server.services import Services
-from toolwise.server.tools import Input, Output, OwnTool
 
 RULE = SupportRule()
 SESSIONS_KEPT = 100_000  # sessions whose query the replay remembers for their later calls

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
-import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from toolwise.downstream.catalogue import Health
 from toolwise.feedback import StoreUnavailableError, ToolMetrics
@@ -18,30 +17,13 @@ from toolwise.feedback.records import SnapshotRecord
 from toolwise.learning import snapshots as snapshot_files
 from toolwise.learning.sessions import Session
 from toolwise.rl import Decision, Ranked, UnknownToolError
+from toolwise.server.evaluation import EVALUATE_TOOL
+from toolwise.server.own import SESSION_FIELD, Input, Output, OwnTool
 from toolwise.server.rating import call_to_rate
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 
 log = logging.getLogger(__name__)
-
-SESSION_FIELD = Field(
-    default=None,
-    description="Session to act in; defaults to this client connection (stdio process or HTTP session).",
-)
-
-
-class Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Output(BaseModel):
-    def text(self) -> str:
-        return self.model_dump_json(indent=1)
-
-    def structured(self) -> dict[str, Any]:
-        """The structured content of the answer: the model as JSON values."""
-        return self.model_dump(mode="json")
-
 
 # -- recommend_tool ---------------------------------------------------------------------------------
 
@@ -231,6 +213,35 @@ class LearningStatsOutput(Output):
         )
 
 
+def resolved(spec: Any, root: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema, a local `$ref` (`#/$defs/Name`) replaced by what it names."""
+    if not isinstance(spec, dict):
+        return {}
+    ref = spec.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if isinstance(target, dict):
+            return {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
+    return spec
+
+
+def type_of(spec: dict[str, Any], root: dict[str, Any]) -> str:
+    """`string`, `integer|null`, `array of number`, `string (date-time)`; `any` when unsaid."""
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        text = "|".join(map(str, kind))
+    elif isinstance(kind, str):
+        text = kind
+    else:
+        options = spec.get("anyOf") or spec.get("oneOf") or []
+        text = "|".join(type_of(resolved(o, root), root) for o in options) if options else "any"
+    if text == "array" and isinstance(spec.get("items"), dict):
+        text = f"array of {type_of(resolved(spec['items'], root), root)}"
+    return f"{text} ({spec['format']})" if "format" in spec else text
+
+
 def checked_per_row(row: type[Any]) -> Callable[[dict[str, Any]], None]:
     """A `json_schema_extra` for a list field that may hold thousands of `row`s (one per tool): a row
     is declared as an object that has every field of `row` (their types and units in its description),
@@ -240,8 +251,6 @@ def checked_per_row(row: type[Any]) -> Callable[[dict[str, Any]], None]:
     the rows with the pydantic model, so the values have the types described."""
 
     def extra(schema: dict[str, Any]) -> None:
-        from toolwise.server.discovery import type_of  # discovery builds on this module
-
         full = TypeAdapter(row).json_schema()
         fields = "; ".join(f"{name}: {type_of(spec, full)}" for name, spec in full["properties"].items())
         schema["items"] = {
@@ -513,44 +522,6 @@ async def snapshot_restore(services: Services, args: SnapshotRestoreInput, sessi
 
 # -- the registry -----------------------------------------------------------------------------------
 
-In = TypeVar("In", bound=Input)
-Out = TypeVar("Out", bound=Output)
-
-# A handler gets the running services, its validated input and the caller's session (a transient one
-# for tools that take no session_id); what it raises becomes an `is_error` result in app.py.
-Handler = Callable[[Services, In, Session], Awaitable[Out]]
-
-
-@dataclass(frozen=True, slots=True)
-class OwnTool(Generic[In, Out]):
-    name: str
-    description: str
-    input: type[In]
-    output: type[Out]
-    handler: Handler[In, Out]
-    read_only: bool
-    admin: bool = False
-    uses_store: bool = True  # False: answers from memory, so it still answers while the database fails
-
-    @property
-    def takes_session(self) -> bool:
-        return "session_id" in self.input.model_fields
-
-    def definition(self) -> types.Tool:
-        return types.Tool(
-            name=self.name,
-            description=self.description,
-            input_schema=self.input.model_json_schema(),
-            output_schema=self.output.model_json_schema(),
-            annotations=types.ToolAnnotations(
-                read_only_hint=self.read_only,
-                destructive_hint=False,
-                idempotent_hint=self.read_only,
-                open_world_hint=False,
-            ),
-        )
-
-
 TOOLS: list[OwnTool[Any, Any]] = [
     OwnTool(
         "recommend_tool",
@@ -651,7 +622,5 @@ SNAPSHOT_TOOLS: list[OwnTool[Any, Any]] = [
 
 def own_tools(*, admin: bool, snapshots: bool = False) -> dict[str, OwnTool[Any, Any]]:
     """Our tools by name: the admin ones only with `admin`, the snapshot ones only with `snapshots`."""
-    from toolwise.server.evaluation import EVALUATE_TOOL  # it builds on this module's Input and Output
-
     tools = [*TOOLS, EVALUATE_TOOL] + (SNAPSHOT_TOOLS if snapshots else [])
     return {t.name: t for t in tools if admin or not t.admin}
