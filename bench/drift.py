@@ -134,7 +134,7 @@ def run(world: World, embedder: WordLlamaEmbedder, method: str, seed: int, passe
         if reference is not None:
             reference.learn(chosen, float(hit))
         else:
-            learner.learn(Step(chosen, hit, 0.1, query=query), rng)
+            learner.learn(Step(chosen, hit, 100.0, query=query), rng)
     h, a = np.array(hits, float), np.array(affected)
     after = np.arange(len(h)) >= change
     first = after & (np.arange(len(h)) < change + 300)

@@ -100,7 +100,7 @@ def log(w: World, n: int, epsilon: float, rng: np.random.Generator) -> list[tupl
         success_p = (w.mean(x, tool) - compute_reward(weights, success=False, latency_s=LATENCY_S)) / 15.0
         success = bool(rng.random() < success_p)
         reward = compute_reward(weights, success=success, latency_s=LATENCY_S)
-        rows.append((x, Logged(tool, success, LATENCY_S, w.queries[x], None, 0, reward, propensity, True)))
+        rows.append((x, Logged(tool, success, LATENCY_S * 1000, w.queries[x], None, 0, reward, propensity, True)))
     return rows
 
 

@@ -137,14 +137,23 @@ def run_multistep(env: MultiStep, policy: str, seed: int, steps: int) -> float:
             elif policy == "oracle":
                 arm = int(exp.argmax())
             else:
-                d = learner.recommend(query, rng, previous_tool=previous, session_length=s)
+                d = learner.recommend(query, rng, previous_tool=previous, position=s)
                 arm = names.index(d.chosen)
             regret += float(exp.max() - exp[arm])
             success = bool(rng.random() < p[arm])
             latency = float(env.latency[task, arm] * rng.lognormal(0, 0.2))
             if policy in POLICIES:
                 learner.observe(
-                    Step(names[arm], success, latency, query, previous, s, tuple(history), terminal=s == env.steps - 1),
+                    Step(
+                        names[arm],
+                        success,
+                        latency * 1000,
+                        query,
+                        previous,
+                        s,
+                        tuple(history),
+                        terminal=s == env.steps - 1,
+                    ),
                     rng,
                 )
             previous = names[arm]
@@ -171,7 +180,7 @@ def run_paraphrase(env: Paraphrase, policy: str, seed: int, steps: int) -> tuple
         hits[t] = arm == target
         if policy in POLICIES:
             success = bool(rng.random() < (0.9 if arm == target else 0.05))
-            learner.observe(Step(names[arm], success, 0.5, query, terminal=True), rng)
+            learner.observe(Step(names[arm], success, 500.0, query, terminal=True), rng)
     return float(hits.mean()), float(hits[-steps // 4 :].mean())
 
 
@@ -187,9 +196,9 @@ def throughput(policy: str, seed: int = 0, n: int = 2_000, passes: int = 7) -> t
         queries = [env.query(rng, int(rng.integers(20))) for _ in range(n)]
         start = time.perf_counter()
         for i, q in enumerate(queries):
-            learner.recommend(q, rng, previous_tool=names[i % 50], session_length=i % 3)
+            learner.recommend(q, rng, previous_tool=names[i % 50], position=i % 3)
         decisions.append(n / (time.perf_counter() - start))
-        steps = [Step(names[i % 50], i % 3 != 0, 0.3, q, names[(i + 1) % 50], i % 3) for i, q in enumerate(queries)]
+        steps = [Step(names[i % 50], i % 3 != 0, 300.0, q, names[(i + 1) % 50], i % 3) for i, q in enumerate(queries)]
         start = time.perf_counter()
         for step in steps:
             learner.observe(step, rng)
@@ -202,7 +211,7 @@ def memory_after_pairs(policy: str, pairs: int = 100_000, k: int = 50) -> int:
     tools = [ToolDoc(f"srv__t{i}", "") for i in range(k)]
     learner = Learner(LearnerConfig(policy=policy), tools)
     for i in range(pairs):
-        learner.observe(Step(f"srv__t{i % k}", True, 0.1, f"query number {i // k}", terminal=True), rng)
+        learner.observe(Step(f"srv__t{i % k}", True, 100.0, f"query number {i // k}", terminal=True), rng)
     return learner.nbytes()
 
 

@@ -27,7 +27,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
 def test_every_module_imports_only_from_its_own_package_or_those_below() -> None:
     upward = []
     for path in sorted(SRC.rglob("*.py")):
-        if path in SHIMS or path.parent == SRC and path.stem == "__init__":
+        if path in SHIMS or (path.parent == SRC and path.stem == "__init__"):
             continue
         own = path.relative_to(SRC).parts[0].removesuffix(".py")
         assert own in LAYERS, f"{path}: a package the layering does not name"

@@ -47,10 +47,10 @@ def a_log(catalogue: list[ToolDoc], n: int, seed: int = 0) -> tuple[list[Step], 
             Step(
                 tool,
                 bool(rng.random() < 0.8),
-                float(rng.lognormal(-3, 0.5)),
+                float(rng.lognormal(-3, 0.5)) * 1000,
                 query=queries[q] if rng.random() < 0.9 else None,
                 previous_tool=history[-1] if history else None,
-                session_length=len(history),
+                position=len(history),
                 history=tuple(history[-2:]),
                 rating=int(rng.integers(1, 6)) if rng.random() < 0.05 else None,
             )
@@ -216,7 +216,7 @@ def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None: 
     """Checked before anything is learned: no half-learned batch (counts, n-grams) is left behind."""
     steps, _ = a_log(catalogue, 100, seed=6)
     learner, rng = Learner(LearnerConfig(policy="semantic"), catalogue, embedder), np.random.default_rng(1)
-    bad = [*steps[:50], Step(steps[50].tool, True, -0.5), *steps[51:]]
+    bad = [*steps[:50], Step(steps[50].tool, True, -500.0), *steps[51:]]
     with pytest.raises(ValueError, match=r"latency must be a finite number of seconds ≥ 0, got -0\.5"):
         learner.learn_batch(bad, rng)
     after = learner.state_dict()

@@ -48,7 +48,7 @@ def agent_stream(learner: Learner, requests: list[tuple[str, str]]) -> tuple[lis
         decision = learner.recommend(query, rng)
         learned.append(decision.chosen == right)
         passed_over = decision.chosen if decision.chosen != right else None
-        learner.learn(Step(right, True, 0.05, query=query, passed_over=passed_over), rng)
+        learner.learn(Step(right, True, 50.0, query=query, passed_over=passed_over), rng)
     return learned, prior
 
 
@@ -85,7 +85,7 @@ def test_a_success_never_lowers_the_called_tool_in_its_context(
         context = learner.encode(query, history[-1] if history else None, len(history))
         where = int(np.flatnonzero(arms == learner.tools.get(right))[0])
         before = policy.scores(policy.features(context), arms, learner.choice_rows(query, history, arms))
-        step = Step(right, True, 0.05, query=query, previous_tool=history[-1] if history else None, history=history)
+        step = Step(right, True, 50.0, query=query, previous_tool=history[-1] if history else None, history=history)
         learner.learn(step, rng)
         after = policy.scores(policy.features(context), arms, learner.choice_rows(query, history, arms))
         assert (after[where] - after).min() >= (before[where] - before).min() - 1e-9 or (
@@ -104,7 +104,7 @@ def test_a_failure_pushes_the_tool_down_for_that_kind_of_request_only(embedder: 
     storm = "is there a storm warning for Florida"
     first = learner.recommend(storm, rng).chosen
     for _ in range(3):
-        learner.learn(Step(first, False, 0.05, query=storm), rng)
+        learner.learn(Step(first, False, 50.0, query=storm), rng)
     assert learner.recommend(storm, rng).chosen != first
     assert learner.recommend("book a flight from Paris to Rome on Friday", rng).chosen == "flights__search"
 
@@ -120,7 +120,7 @@ def test_a_passed_over_recommendation_loses_ground_to_what_the_agent_called(embe
     recommended = learner.recommend(query, rng).chosen
     other = next(t.name for t in catalogue if t.name not in (recommended, "git__log"))
     for _ in range(5):
-        learner.learn(Step(other, True, 0.05, query=query, passed_over=recommended), rng)
+        learner.learn(Step(other, True, 50.0, query=query, passed_over=recommended), rng)
     assert learner.recommend(query, rng).chosen == other
 
 
@@ -135,7 +135,7 @@ def test_the_next_tool_after_a_tool_is_learned_from_the_sequence(embedder: Embed
     for _ in range(20):
         history: list[str] = []
         for tool in ("git__status", "files__read", "files__edit", "git__commit"):
-            step = Step(tool, True, 0.05, query="tidy up the changelog", history=tuple(history[-2:]))
+            step = Step(tool, True, 50.0, query="tidy up the changelog", history=tuple(history[-2:]))
             learner.learn(step, rng)
             history.append(tool)
     after_edit = learner.recommend("tidy up the changelog", rng, previous_tool="files__edit", history=history[1:3])
@@ -166,7 +166,7 @@ def test_a_replay_of_the_log_in_batches_learns_about_as_well_as_call_by_call(
     requests it has not seen it ranks as well as the state learned live, call by call; on those it
     learned it remembers nearly as well (minibatch steps fit a single call less closely)."""
     docs, requests = bfcl
-    steps = [Step(right, True, 0.05, query=query) for query, right in requests[:700]]
+    steps = [Step(right, True, 50.0, query=query) for query, right in requests[:700]]
     online, batched = Learner(LearnerConfig(), docs, embedder), Learner(LearnerConfig(), docs, embedder)
     rng = np.random.default_rng(6)
     for step in steps:

@@ -57,10 +57,10 @@ def test_a_tool_that_breaks_is_forgotten_and_reopened_and_the_state_round_trips(
     learner, rng = Learner(LearnerConfig(), CATALOGUE), np.random.default_rng(1)
     query = "will it rain in Oslo tomorrow"
     for _ in range(60):
-        learner.learn(Step("weather__forecast", True, 0.1, query=query), rng)
+        learner.learn(Step("weather__forecast", True, 100.0, query=query), rng)
     assert learner.recommend(query, rng).chosen == "weather__forecast"
     for _ in range(30):  # the forecast server broke
-        learner.learn(Step("weather__forecast", False, 0.1, query=query), rng)
+        learner.learn(Step("weather__forecast", False, 100.0, query=query), rng)
     drifts = learner.exploration.drifts
     assert [(d.tool, d.direction) for d in drifts] == [("weather__forecast", "fell")]
     assert "weather__forecast" in learner.exploration.open_tools()
@@ -68,7 +68,7 @@ def test_a_tool_that_breaks_is_forgotten_and_reopened_and_the_state_round_trips(
     for _ in range(150):  # toolwise picks now: the forecast keeps failing, the current conditions work
         chosen = learner.recommend(query, rng, top_k=1).chosen
         picks.append(chosen)
-        learner.learn(Step(chosen, chosen == "weather__now", 0.1, query=query), rng)
+        learner.learn(Step(chosen, chosen == "weather__now", 100.0, query=query), rng)
     assert "weather__now" in picks[:60]  # exploration found it
     assert picks[-30:].count("weather__now") >= 24
     copy = Learner(LearnerConfig(), CATALOGUE)

@@ -20,7 +20,7 @@ def test_learn_returns_the_reward_and_context_it_learned_with_and_learns_as_obse
         for step in log(3, 60):
             expected = (
                 by_observe.reward_of(step),
-                by_observe.encode(step.query, step.previous_tool, step.session_length),
+                by_observe.encode(step.query, step.previous_tool, step.position),
             )
             by_observe.observe(step, rng_a)
             learned = by_learn.learn(step, rng_b)

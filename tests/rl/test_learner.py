@@ -30,10 +30,10 @@ def log(seed: int, steps: int) -> list[Step]:
         Step(
             names[int(rng.integers(5))],
             bool(rng.random() < 0.6),
-            float(rng.random()),
+            float(rng.random()) * 1000,
             query=["what changed", "time in tokyo"][i % 2],
             previous_tool=names[i % 5],
-            session_length=i % 4,
+            position=i % 4,
             history=(names[i % 5],),
         )
         for i in range(steps)
@@ -53,8 +53,8 @@ def test_feedback_shifts_the_recommendation(policy: str) -> None:
     learner, rng = Learner(LearnerConfig(policy=policy), TOOLS), np.random.default_rng(0)
     query = "show me what changed"
     for _ in range(60):
-        learner.observe(Step("git__git_status", False, 1.0, query, terminal=True), rng)
-        learner.observe(Step("git__git_diff", True, 0.1, query, terminal=True), rng)
+        learner.observe(Step("git__git_status", False, 1000.0, query, terminal=True), rng)
+        learner.observe(Step("git__git_diff", True, 100.0, query, terminal=True), rng)
     picks = [learner.recommend(query, rng).chosen for _ in range(50)]
     assert picks.count("git__git_diff") > picks.count("git__git_status")
 
@@ -97,7 +97,7 @@ def test_unknown_candidates_are_named() -> None:
 def test_sequence_evidence_lifts_the_usual_follow_up() -> None:
     learner, rng = Learner(LearnerConfig(), TOOLS), np.random.default_rng(0)
     for _ in range(3):
-        learner.observe(Step("git__git_diff", True, 0.1, history=("git__git_status",)), rng)
+        learner.observe(Step("git__git_diff", True, 100.0, history=("git__git_status",)), rng)
     prior = learner.prior("anything", "git__git_status")
     assert prior[learner.tools.get("git__git_diff")] == pytest.approx(0.75)
     [nxt] = learner.recommend_next(["git__git_status"])

@@ -23,7 +23,7 @@ def proxied(services: Services, session_id: str, tool: str) -> str:
         arguments=None,
         outcome=(None, None, 10),
         started_at=utcnow(),
-        latency_s=0.02,
+        latency_ms=20.0,
     )
 
 

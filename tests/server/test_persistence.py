@@ -64,7 +64,7 @@ async def call(services: Services, session_id: str, query: str, tool: str, ok: b
         arguments=None,
         outcome=(None, None, 10) if ok else ("ToolError", "boom", 10),
         started_at=utcnow(),
-        latency_s=0.02,
+        latency_ms=20.0,
     )
     await services.learning.drain()
     return execution_id

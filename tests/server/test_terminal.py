@@ -75,7 +75,7 @@ def cancelled(services: Services, session_id: str, tool: str) -> str:
         arguments=None,
         outcome=outcome_of(None, CallCancelledError("cancelled by the client")),
         started_at=utcnow(),
-        latency_s=0.5,
+        latency_ms=500.0,
     )
 
 

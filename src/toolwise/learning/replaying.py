@@ -71,7 +71,7 @@ class LogLearning:
             steps = StepColumns(
                 [tool[i] for i in rows],
                 [success[i] for i in rows],
-                [latency[i] / 1000 for i in rows],
+                [latency[i] for i in rows],
                 queries,
                 [previous[i] for i in rows],
                 [recent(history, previous[i], n) for i, history in zip(rows, histories, strict=True)],
@@ -90,7 +90,7 @@ class LogLearning:
         if not self.learning.settings.learning:
             return
         execution = event.execution
-        step = step_of(execution, history, self.learning.history_n, event.rating.rating)
+        step = step_of(execution, history, self.learning.history_n, rating=event.rating.rating)
         previous_reward = self.learning.learner.reward_of(replace(step, rating=event.previous))
         try:
             self.learning.learner.observe_rating(step, self.learning.state.rng, previous_reward, event.previous)

@@ -207,7 +207,7 @@ class LearningService:
             query,
             self.state.rng,
             previous_tool=session.previous_tool,
-            session_length=session.length,
+            position=session.length,
             candidates=candidates,
             top_k=top_k,
             exclude=blocked.keys(),
@@ -247,7 +247,7 @@ class LearningService:
         arguments: dict[str, Any] | None,
         outcome: tuple[str | None, str | None, int],
         started_at: datetime,
-        latency_s: float,
+        latency_ms: float,
         opened: OpenDecision | None = None,
     ) -> str:
         """Note one proxied call (session history now; record and learning at the next `drain`);
@@ -262,30 +262,34 @@ class LearningService:
         else:
             decision, session.decision, query = session.decision, None, session.query
         error_type, error_message, result_size = outcome
-        call = Call(
-            new_id(),
+        followed = decision if decision is not None and decision.chosen == tool else None
+        execution = Execution(
             tool,
             server,
             session.id,
+            error_type is None,
+            latency_ms,
             started_at,
             utcnow(),
-            latency_s,
-            error_type,
-            error_message,
-            result_size,
-            query,
-            session.previous_tool,
-            session.length,
-            session.recent(session.length, self.history_n),
-            decision,
             arguments,
+            namespace=self.namespace,
+            query=query,
+            previous_tool=session.previous_tool,
+            position=session.length,
+            decision_id=None if decision is None else decision.decision_id,
+            propensity=None if followed is None else followed.propensity,
+            error_type=error_type,
+            error_message=error_message,
+            result_size=result_size,
+            instance=self.instance_id,
+            explored=None if followed is None else followed.explored,
         )
-        session.add(call)
-        self._pending.append(call)
+        self._pending.append(Call(execution, session.recent(session.length, self.history_n), decision))
+        session.add(execution)
         self.state.called()
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
-        return call.execution_id
+        return execution.id
 
     @property
     def unmarked(self) -> int:
@@ -317,21 +321,21 @@ class LearningService:
                     since = time.perf_counter()
 
     async def _complete(self, call: Call) -> None:
-        if call.context_hash is None:  # learned once, even when the store refuses the record and it is retried
+        execution = call.execution
+        if execution.context_hash is None:  # learned once, even when the store refuses the record and it is retried
             self._learn(call)
-            self._remember_arguments(call)
-        execution = call.execution(self.namespace, self.instance_id)
-        await self.feedback.log.record_execution(execution, force=self._closing)
-        call.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
-        if (session := self.sessions.find(call.session_id)) is not None:
-            session.reward_total += call.reward or 0.0
+            self._remember_arguments(execution)
+        await self.feedback.log.record_execution(call.stored(), force=self._closing)
+        execution.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
+        if (session := self.sessions.find(execution.session_id)) is not None:
+            session.reward_total += execution.reward or 0.0
         self.covered.live.add(execution.id)
         self.state.learned()
         self.shield(execution)
         if self.metrics is not None:
             self.metrics.observe_call(execution)
 
-    def _remember_arguments(self, call: Call) -> None:
+    def _remember_arguments(self, call: Execution) -> None:
         """A successful call's redacted argument values, for suggestions: only with `store_arguments`
         (the user's consent to keep argument values), only with a request to match them to."""
         if not (self.settings.store_arguments and call.success and call.arguments and call.query):
@@ -351,14 +355,14 @@ class LearningService:
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call
         it must not learn from, see `learned_from`, keeps its context hash and no reward)."""
-        step = call.step()
-        learnable = learned_from(call.error_type)
+        step, execution = call.step(self.history_n), call.execution
+        learnable = learned_from(execution.error_type)
         try:
             learned = self.learner.learn(step, self.state.rng, update=self.settings.learning and learnable)
         except Exception:
-            log.exception("learning from a call of %s failed; the execution is recorded", call.tool)
+            log.exception("learning from a call of %s failed; the execution is recorded", execution.tool)
             learned = self.learner.learn(step, self.state.rng, update=False)
-        call.reward, call.context_hash = learned.reward if learnable else None, learned.context_hash
+        execution.reward, execution.context_hash = learned.reward if learnable else None, learned.context_hash
 
     def _drain_when_idle(self) -> None:
         self._idle = None
@@ -407,7 +411,7 @@ class LearningService:
                     f"{what} in session {session.id!r} to rate; pass execution_id (from the call's "
                     "_meta['toolwise/execution_id']) or the tool of a call made in this session"
                 )
-            execution_id = call.execution_id
+            execution_id = call.id
         # Once committed, a rating must also be learned and its reward stored (another run's sync skips
         # this instance's ratings as learned live): a caller that goes away does not cut that short.
         work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
@@ -425,7 +429,7 @@ class LearningService:
         self.covered.ratings.add(event.rating.id)
         execution = await with_session_query(self.feedback, event.execution, self.namespace)
         history = session.recent(execution.position, self.history_n) if execution.session_id == session.id else ()
-        step = step_of(execution, history, self.history_n, rating)
+        step = step_of(execution, history, self.history_n, rating=rating)
         previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
         if self.settings.learning:
             reward = self.learner.observe_rating(step, self.state.rng, previous_reward, event.previous).reward
@@ -447,7 +451,7 @@ class LearningService:
         if session is None or not session.length:
             raise FeedbackError(f"session {session_id!r} has no calls to end")
         last = session.calls[-1]
-        self._end_episode(last)
+        self._end_episode(session, last)
         episode = Episode(
             session_id=session.id,
             tools=session.tools,
@@ -457,7 +461,7 @@ class LearningService:
             ended_at=utcnow(),
             namespace=self.namespace,
             instance=self.instance_id,
-            last_execution=last.execution_id,
+            last_execution=last.id,
         )
         self.covered.live.add(episode.id)  # learned live: a later run's sync must not learn it again
         try:
@@ -466,13 +470,14 @@ class LearningService:
             self.covered.live.discard(episode.id)  # not in the log: nothing for a sync to skip
             raise
 
-    def _end_episode(self, last: Call) -> None:
+    def _end_episode(self, session: Session, last: Execution) -> None:
         """The session's last step was learned before anyone knew it was the last: a TD learner learns
         it again as terminal (no future term)."""
         if not self.settings.learning or last.reward is None:
             return
         try:
-            self.learner.end_episode(last.step(), last.reward, self.state.rng)
+            step = step_of(last, session.recent(last.position, self.history_n), self.history_n)
+            self.learner.end_episode(step, last.reward, self.state.rng)
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,81 +25,27 @@ NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remem
 
 @dataclass(slots=True)
 class Call:
-    """One proxied tools/call: the one record it carries from handler to store. Its session keeps it
-    (the steps it made, with execution id and reward), the learner learns its `step()`, the store
-    records its `execution()`."""
+    """One proxied tools/call on its way from the handler to the log and the learner: its record
+    (`execution`, every fact the log keeps, in the log's names and units) and what only memory holds
+    until it is learned: the tools called just before it and the recommendation it followed or passed
+    over. Its session keeps the record (`Session.calls`)."""
 
-    execution_id: str
-    tool: str
-    server: str
-    session_id: str
-    started_at: datetime
-    finished_at: datetime
-    latency_s: float
-    error_type: str | None  # None: the call succeeded
-    error_message: str | None
-    result_size: int  # characters of text the result carried
-    query: str | None  # the context it is learned in: its decision's query, else the session's last one
-    previous_tool: str | None
-    position: int  # session length before this call
+    execution: Execution  # `query` is the context it is learned in (the log keeps it once: `stored`)
     history: tuple[str, ...]  # the tools called just before it (the sequence model's prefix)
-    decision: Decision | None  # the recommendation it followed (dropped once recorded)
-    arguments: dict[str, Any] | None = None  # as called (dropped once recorded)
-    reward: float | None = None  # None until learned (LearningService.drain); a rating replaces it
-    context_hash: str | None = None  # set with the reward
+    decision: Decision | None  # the recommendation before it (dropped once recorded)
 
-    @property
-    def success(self) -> bool:
-        return self.error_type is None
-
-    def step(self, rating: int | None = None) -> Step:
+    def step(self, n: int) -> Step:
         """The learner's view of this call."""
-        return Step(
-            self.tool,
-            self.success,
-            self.latency_s,
-            query=self.query,
-            previous_tool=self.previous_tool,
-            session_length=self.position,
-            history=self.history,
-            rating=rating,
-            passed_over=self.passed_over,
-        )
+        decision, tool = self.decision, self.execution.tool
+        passed_over = decision.chosen if decision is not None and decision.chosen != tool else None
+        return step_of(self.execution, self.history, n, passed_over=passed_over)
 
-    @property
-    def passed_over(self) -> str | None:
-        """The tool toolwise recommended before this call, when the agent called another."""
-        decision = self.decision
-        return decision.chosen if decision is not None and decision.chosen != self.tool else None
-
-    def execution(self, namespace: str, instance: str) -> Execution:
-        """The store's view of this call (once learned: it carries the reward and context hash)."""
-        decision = self.decision
-        followed = decision if decision is not None and decision.chosen == self.tool else None
-        return Execution(
-            id=self.execution_id,
-            tool=self.tool,
-            server=self.server,
-            session_id=self.session_id,
-            success=self.success,
-            latency_ms=self.latency_s * 1000,
-            started_at=self.started_at,
-            finished_at=self.finished_at,
-            arguments=self.arguments,
-            namespace=namespace,
-            context_hash=self.context_hash,
-            query=self.query if decision is not None else None,  # stored once: later calls share it
-            previous_tool=self.previous_tool,
-            position=self.position,
-            decision_id=None if decision is None else decision.decision_id,
-            propensity=None if followed is None else followed.propensity,
-            error_type=self.error_type,
-            error_message=self.error_message,
-            result_size=self.result_size,
-            reward=self.reward,
-            instance=instance,
-            explored=None if followed is None else followed.explored,
-        )
+    def stored(self) -> Execution:
+        """A copy of the record for the log (the writer holds it until committed, while the session's
+        record sheds its arguments): the session's query only on the call right after a recommendation;
+        the session's later calls find it there (`learning.service.with_session_query`)."""
+        e = self.execution
+        return replace(e, query=e.query if e.decision_id is not None else None)
 
 
 @dataclass(slots=True)
@@ -113,7 +59,7 @@ class Session:
     started_at: datetime = field(default_factory=utcnow)
     query: str | None = None  # the last recommend_tool query: the context of later calls
     decision: Decision | None = None  # the last recommendation not yet followed by a call
-    calls: list[Call] = field(default_factory=list)
+    calls: list[Execution] = field(default_factory=list)  # the records of its recent calls
     tools: list[str] = field(default_factory=list)  # the recent called tools in order (kept, not rebuilt per call)
     dropped: int = 0  # calls trimmed off the front of `calls`
     reward_total: float = 0.0  # the rewards of all its calls, added as they are learned (and rated)
@@ -124,7 +70,7 @@ class Session:
         """Calls made in this session (the position of the next one)."""
         return self.dropped + len(self.calls)
 
-    def add(self, call: Call) -> None:
+    def add(self, call: Execution) -> None:
         self.calls.append(call)
         self.tools.append(call.tool)
         if len(self.calls) > 2 * self.window:
@@ -141,14 +87,14 @@ class Session:
         end -= self.dropped
         return tuple(self.tools[max(end - n, 0) : end]) if 0 <= end <= len(self.tools) else ()
 
-    def find(self, execution_id: str) -> Call | None:
+    def find(self, execution_id: str) -> Execution | None:
         """The recent call with this execution id."""
         for call in reversed(self.calls):
-            if call.execution_id == execution_id:
+            if call.id == execution_id:
                 return call
         return None
 
-    def latest(self, tool: str | None) -> Call | None:
+    def latest(self, tool: str | None) -> Execution | None:
         """The session's latest call (of `tool`, when given)."""
         for call in reversed(self.calls):
             if tool is None or call.tool == tool:
@@ -214,17 +160,26 @@ class Sessions:
         return client if client is not None else f"{REQUEST_PREFIX}{uuid.uuid4()}"
 
 
-def step_of(execution: Execution, history: Sequence[str], n: int, rating: int | None = None) -> Step:
-    """The learner's view of a recorded execution, with (up to) `n` tools before it (`recent`)."""
+def step_of(
+    execution: Execution,
+    history: Sequence[str],
+    n: int,
+    *,
+    rating: int | None = None,
+    passed_over: str | None = None,
+) -> Step:
+    """The learner's view of a call's record, live or read back from the log, with (up to) `n` tools
+    before it (`recent`): the one place a record becomes a `Step`."""
     return Step(
         execution.tool,
         execution.success,
-        execution.latency_ms / 1000,
+        execution.latency_ms,
         query=execution.query,
         previous_tool=execution.previous_tool,
-        session_length=execution.position,
+        position=execution.position,
         history=recent(history, execution.previous_tool, n),
         rating=rating,
+        passed_over=passed_over,
     )
 
 

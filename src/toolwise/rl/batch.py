@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.policies.base import BatchPolicy
 from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.reward import check_latency, check_rating
 
@@ -32,11 +33,11 @@ class StepColumns:
 
     tool: Sequence[str]
     success: Sequence[bool]
-    latency_s: Sequence[float]
+    latency_ms: Sequence[float]
     query: Sequence[str | None]
     previous_tool: Sequence[str | None]
     history: Sequence[Sequence[str]]
-    session_length: Sequence[int]
+    position: Sequence[int]
     rating: Sequence[int | None] | None = None  # None: no step is rated
 
     @classmethod
@@ -44,11 +45,11 @@ class StepColumns:
         return cls(
             [s.tool for s in steps],
             [s.success for s in steps],
-            [s.latency_s for s in steps],
+            [s.latency_ms for s in steps],
             [s.query for s in steps],
             [s.previous_tool for s in steps],
             [s.history for s in steps],
-            [s.session_length for s in steps],
+            [s.position for s in steps],
             [s.rating for s in steps],
         )
 
@@ -56,7 +57,7 @@ class StepColumns:
         from toolwise.rl.learner import Step
 
         ratings = self.rating if self.rating is not None else [None] * len(self)
-        columns = (self.tool, self.success, self.latency_s, self.query, self.previous_tool, self.session_length)
+        columns = (self.tool, self.success, self.latency_ms, self.query, self.previous_tool, self.position)
         return [
             Step(
                 tool,
@@ -64,7 +65,7 @@ class StepColumns:
                 latency,
                 query=query,
                 previous_tool=previous,
-                session_length=length,
+                position=length,
                 history=history,
                 rating=rating,
             )
@@ -81,12 +82,12 @@ def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generato
     """Learn `steps` in order, as `learner.observe` would one by one; returns how many were learned."""
     if isinstance(learner.policy, ChoiceModel):
         return _learn_choices(learner, learner.policy, StepColumns.of(steps), rng)
-    update_batch = getattr(learner.policy, "update_batch", None)
-    if update_batch is None or learner.semantic is None:
+    policy = learner.policy
+    if not isinstance(policy, BatchPolicy) or learner.semantic is None:
         for step in steps:
             learner.observe(step, rng)
         return len(steps)
-    return _learn_columns(learner, StepColumns.of(steps))
+    return _learn_columns(learner, policy, StepColumns.of(steps))
 
 
 def learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
@@ -94,12 +95,13 @@ def learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator
     step by step)."""
     if isinstance(learner.policy, ChoiceModel):
         return _learn_choices(learner, learner.policy, steps, rng)
-    if getattr(learner.policy, "update_batch", None) is None or learner.semantic is None:
+    policy = learner.policy
+    if not isinstance(policy, BatchPolicy) or learner.semantic is None:
         return learn_batch(learner, steps.steps(), rng)
-    return _learn_columns(learner, steps)
+    return _learn_columns(learner, policy, steps)
 
 
-def _learn_columns(learner: Learner, steps: StepColumns) -> int:
+def _learn_columns(learner: Learner, policy: BatchPolicy, steps: StepColumns) -> int:
     n = len(steps)
     if not n:
         return 0
@@ -115,7 +117,7 @@ def _learn_columns(learner: Learner, steps: StepColumns) -> int:
     priors = np.maximum(base, follow)
     low, high = learner.config.reward.bounds
     scaled = np.clip((rewards - low) / (high - low), 0.0, 1.0)
-    learner.policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)  # type: ignore[attr-defined]  # checked by the callers
+    policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)
     ratings = steps.rating if steps.rating is not None else [None] * n
     _watch(learner, steps, scaled, np.fromiter(map(_worked, steps.success, ratings), dtype=bool, count=n))
     learner.updates += n
@@ -237,7 +239,7 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
     order, so each reward is the same number; and which steps succeeded. The batch is checked first:
     a bad step learns nothing."""
     weights = learner.config.reward
-    latency = np.array(steps.latency_s, dtype=np.float64)
+    latency = np.array(steps.latency_ms, dtype=np.float64) / 1000  # seconds, as the weights
     bad = ~np.isfinite(latency) | (latency < 0)
     if bad.any():
         check_latency(float(latency[bad][0]))  # raises, naming the first bad one

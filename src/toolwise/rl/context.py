@@ -108,30 +108,30 @@ class ContextEncoder:
         ):
             object.__setattr__(self, name, value)
 
-    def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
+    def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context:
         """The context of a decision (memoised; the arrays of a memoised context are read-only). Keyed by
         what the context depends on: lengths in one bucket past the exact positions share one entry."""
         key = (
             query,
             previous_tool,
-            session_length // self.length_bucket_size,
-            min(session_length, LAST_EXACT_POSITION),
+            position // self.length_bucket_size,
+            min(position, LAST_EXACT_POSITION),
         )
         context = self._contexts.get(key)
         if context is None:
             if len(self._contexts) >= self.memo_size:
                 self._contexts.clear()
-            context = self._contexts[key] = self._encode(query, previous_tool, session_length)
+            context = self._contexts[key] = self._encode(query, previous_tool, position)
         return context
 
-    def _encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
-        if session_length < 0:
-            raise ValueError(f"session_length must be ≥ 0, got {session_length}")
+    def _encode(self, query: str | None, previous_tool: str | None, position: int) -> Context:
+        if position < 0:
+            raise ValueError(f"position must be ≥ 0, got {position}")
         tokens = tokenize(query or "")
         keywords = self.keywords(tokens)
-        bucket = session_length // self.length_bucket_size
+        bucket = position // self.length_bucket_size
         key = f"kw={','.join(keywords)};prev={previous_tool or ''};len={bucket}"
-        indices, values = self._features(tokens, previous_tool, bucket, session_length)
+        indices, values = self._features(tokens, previous_tool, bucket, position)
         squares = values * values
         for array in (indices, values, squares):
             array.setflags(write=False)

@@ -114,10 +114,10 @@ class Logged:
 
     tool: str
     success: bool
-    latency_s: float
+    latency_ms: float
     query: str | None
     previous_tool: str | None
-    session_length: int
+    position: int
     reward: float | None
     propensity: float | None
     decision: bool
@@ -348,7 +348,7 @@ class OffPolicyReplay:
             logged.query,
             self.rng,
             previous_tool=logged.previous_tool,
-            session_length=logged.session_length,
+            position=logged.position,
             top_k=1,
         )
         match = decision.chosen == logged.tool
@@ -365,24 +365,24 @@ class OffPolicyReplay:
         return Step(
             logged.tool,
             logged.success,
-            logged.latency_s,
+            logged.latency_ms,
             query=logged.query,
             previous_tool=logged.previous_tool,
-            session_length=logged.session_length,
+            position=logged.position,
             history=history,
         )
 
     def _predict(self, logged: Logged, tool: str) -> float:
         """q̂(x, tool) in reward units, from the decisions before this one."""
         arm = self.learner.tools.intern(tool)
-        context = self.learner.config.encoder.encode(logged.query, logged.previous_tool, logged.session_length)
+        context = self.learner.config.encoder.encode(logged.query, logged.previous_tool, logged.position)
         prior = self.learner.prior_of(logged.query, logged.previous_tool, arm)
         mean = self.model.mean_and_width(context, np.array([arm]), np.array([prior]))[0][0]
         return self._low + self._span * min(1.0, max(0.0, float(mean)))
 
     def _fit(self, logged: Logged, reward: float) -> None:
         arm = self.learner.tools.intern(logged.tool)
-        context = self.learner.config.encoder.encode(logged.query, logged.previous_tool, logged.session_length)
+        context = self.learner.config.encoder.encode(logged.query, logged.previous_tool, logged.position)
         prior = self.learner.prior_of(logged.query, logged.previous_tool, arm)
         self.model.update(context, arm, (reward - self._low) / self._span, prior)
 

@@ -21,7 +21,7 @@ from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
-from toolwise.rl.policies.base import Selection, baseline_selection
+from toolwise.rl.policies.base import BatchPolicy, Selection, baseline_selection
 from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.policies.semantic import SemanticUCB
 from toolwise.rl.replay import PrioritizedReplay
@@ -99,10 +99,10 @@ class Step:
 
     tool: str
     success: bool
-    latency_s: float
+    latency_ms: float  # as every record of a call has it (the reward converts to seconds)
     query: str | None = None
     previous_tool: str | None = None
-    session_length: int = 0
+    position: int = 0
     history: Sequence[str] = ()
     rating: int | None = None
     terminal: bool = False
@@ -195,9 +195,9 @@ class Learner:
             raise UnknownToolError(unknown)
         return np.array([self.tools.intern(n) for n in names], dtype=np.int64)
 
-    def encode(self, query: str | None, previous_tool: str | None, session_length: int) -> Context:
+    def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context:
         """The context, with the query's embedding when the prior is semantic (embedded once per query)."""
-        context = self.config.encoder.encode(query, previous_tool, session_length)
+        context = self.config.encoder.encode(query, previous_tool, position)
         if self.semantic is not None and context.embedding is None:
             # no query, nothing to learn over: the zero vector keeps the policy in the embedding's space
             context.embedding = self.semantic.query(query) if query else self.semantic.no_query
@@ -286,7 +286,7 @@ class Learner:
         rng: np.random.Generator,
         *,
         previous_tool: str | None = None,
-        session_length: int = 0,
+        position: int = 0,
         candidates: Iterable[str] | None = None,
         top_k: int = 5,
         exclude: Collection[str] = (),
@@ -306,7 +306,7 @@ class Learner:
             arms = arms[~np.isin(arms, dropped)]
         if len(arms) == 0:
             raise ValueError("there are no tools to choose from")
-        context = self.encode(query, previous_tool, session_length)
+        context = self.encode(query, previous_tool, position)
         prior_all = self.prior(query, previous_tool)
         named = self.names.named(query) if named_first and query else []
         if named:
@@ -388,12 +388,10 @@ class Learner:
             return []
         return self.sequences.recommend_next(recent_tools, candidates, top_k)
 
-    def estimates(
-        self, query: str | None, previous_tool: str | None, session_length: int
-    ) -> list[tuple[str, float, float]]:
+    def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
         """(tool, expected normalised reward, prior) for every active tool, best first: what the
         policy has learned for a context, without exploration (for inspection)."""
-        context = self.encode(query, previous_tool, session_length)
+        context = self.encode(query, previous_tool, position)
         prior = self.prior(query, previous_tool).take(self.active)
         if isinstance(self.policy, ChoiceModel):
             rows = self.choice_rows(query, (previous_tool,) if previous_tool else (), self.active)
@@ -412,14 +410,18 @@ class Learner:
         if tool is not None and tool < len(self.latency_count) and self.latency_count[tool] > 0:
             mean = float(self.latency_mean[tool])
         return compute_reward(
-            self.config.reward, success=step.success, latency_s=step.latency_s, rating=step.rating, mean_latency_s=mean
+            self.config.reward,
+            success=step.success,
+            latency_s=step.latency_ms / 1000,
+            rating=step.rating,
+            mean_latency_s=mean,
         )
 
     def learn(self, step: Step, rng: np.random.Generator, *, update: bool = True) -> Observation:
         """The server's one entry per step: the step's reward and context hash (what its record keeps),
         computed once, and with `update` the policy, replay, sequences and running latency learn from
         it (without, nothing changes: learning switched off still records rewards)."""
-        context = self.encode(step.query, step.previous_tool, step.session_length)
+        context = self.encode(step.query, step.previous_tool, step.position)
         reward = self.reward_of(step)
         if not update:
             return Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
@@ -431,14 +433,14 @@ class Learner:
         never came; a bandit has no future term to drop and learns nothing (None)."""
         if not self.policy.uses_next_context:
             return None
-        context = self.encode(step.query, step.previous_tool, step.session_length)
+        context = self.encode(step.query, step.previous_tool, step.position)
         return self._learn(replace(step, terminal=True), reward, rng, context)
 
     def observe(self, step: Step, rng: np.random.Generator, reward: float | None = None) -> Observation:
         """Learn from one execution: reward (computed unless given), policy update, replay, sequences,
         running latency."""
         reward = self.reward_of(step) if reward is None else reward
-        return self._observe(step, reward, rng, self.encode(step.query, step.previous_tool, step.session_length))
+        return self._observe(step, reward, rng, self.encode(step.query, step.previous_tool, step.position))
 
     def _observe(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         observation = self._learn(step, reward, rng, context)
@@ -446,7 +448,7 @@ class Learner:
         arm = self.tools.intern(step.tool)
         self._grow(len(self.tools))
         self.latency_count[arm] += 1
-        self.latency_mean[arm] += (step.latency_s - self.latency_mean[arm]) / self.latency_count[arm]
+        self.latency_mean[arm] += (step.latency_ms / 1000 - self.latency_mean[arm]) / self.latency_count[arm]
         if self.config.sequences_enabled:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
@@ -476,7 +478,7 @@ class Learner:
         follow-up users rate badly stops counting as a successful sequence. Latency is not recounted."""
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
-        context = self.encode(step.query, step.previous_tool, step.session_length)
+        context = self.encode(step.query, step.previous_tool, step.position)
         observation = self._learn(step, self.reward_of(step), rng, context)
         if self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
@@ -488,7 +490,7 @@ class Learner:
             return self._learn_choice(self.policy, step, reward, rng, context)
         arm = self.tools.intern(step.tool)
         future = self.policy.uses_next_context and not step.terminal
-        next_context = self.encode(step.query, step.tool, step.session_length + 1) if future else None
+        next_context = self.encode(step.query, step.tool, step.position + 1) if future else None
         prior = self.prior_of(step.query, step.previous_tool, arm)
         scaled = normalise(self.config.reward, reward)
         update = self.policy.update(context, arm, scaled, next_context, prior)
@@ -540,9 +542,8 @@ class Learner:
         """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
         read; this does it now, and frees what it kept between batches) and compact the n-grams the run
         built."""
-        finish = getattr(self.policy, "finish_batches", None)
-        if finish is not None:
-            finish()
+        if isinstance(self.policy, BatchPolicy):
+            self.policy.finish_batches()
         self.sequences.compact()
 
     def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:

@@ -472,10 +472,10 @@ async def forward(
         result, error = await app.call_downstream(route, arguments, ctx)
     except asyncio.CancelledError as cancelled:  # the SDK has told the downstream to stop (a courtesy cancel)
         result, error, stopped = None, None, cancelled
-    latency_s = time.perf_counter() - start
+    latency_ms = (time.perf_counter() - start) * 1000
     if stopped is not None:  # recorded as cancelled (nothing awaited on the way), then the cancellation goes on
         error = CallCancelledError(
-            f"call to {name} cancelled after {latency_s * 1000:.0f} ms, before {route.server!r} answered "
+            f"call to {name} cancelled after {latency_ms:.0f} ms, before {route.server!r} answered "
             "(the client cancelled the request or its connection closed)"
         )
     execution_id = app.learning.note(
@@ -485,14 +485,14 @@ async def forward(
         arguments=arguments,
         outcome=outcome_of(result, error),
         started_at=started_at,
-        latency_s=latency_s,
+        latency_ms=latency_ms,
         opened=opened,
     )
     if stopped is not None:
         log.info("%s", error)
         raise stopped
     if result is None:
-        log.warning("call %s failed after %.0f ms: %s", name, latency_s * 1000, error)
+        log.warning("call %s failed after %.0f ms: %s", name, latency_ms, error)
         return error_result(str(error), execution_id)
     # The result was parsed from the downstream's answer for this call alone: tag it in place.
     result.meta = {**(result.meta or {}), EXECUTION_META_KEY: execution_id}

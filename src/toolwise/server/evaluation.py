@@ -153,7 +153,7 @@ def _logged(batch: DecisionColumns, i: int, query: str | None) -> Logged:
     return Logged(
         batch.tool[i],
         batch.success[i],
-        batch.latency_ms[i] / 1000,
+        batch.latency_ms[i],
         query,
         batch.previous_tool[i],
         batch.position[i],

@@ -33,7 +33,7 @@ async def call_to_rate(services: Services, session: Session, tool: str, *, named
     session while this instance holds it, else the caller's). `named`: the caller named `session`."""
     call = session.latest(tool)
     if call is not None:
-        return call.execution_id, session
+        return call.id, session
     if named:
         raise NothingToRateError(
             f"no call of {tool!r} in session {session.id!r} (its last {session.window} calls): {BY_ID}, "

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,6 +62,29 @@ class Policy(Protocol):
 
     def nbytes(self) -> int:
         """Memory of the learned arrays, in bytes."""
+        ...
+
+
+@runtime_checkable
+class BatchPolicy(Policy, Protocol):
+    """A policy that also learns a run of steps at once (a replay of the log): what it learns equals
+    learning them one by one with `update`."""
+
+    def update_batch(
+        self,
+        embeddings: NDArray[np.float32],
+        rows: NDArray[np.int64],
+        arms: NDArray[np.int64],
+        previous: Sequence[str | None],
+        rewards: NDArray[np.float64],
+        priors: NDArray[np.float64],
+    ) -> None:
+        """Learn a run in order: step i chose `arms[i]` for the query embedded in `embeddings[rows[i]]`
+        after `previous[i]`, with normalised reward `rewards[i]` and prior `priors[i]`."""
+        ...
+
+    def finish_batches(self) -> None:
+        """The batches are over: settle what they left pending and free their caches."""
         ...
 
 

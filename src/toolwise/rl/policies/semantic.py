@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -235,7 +236,7 @@ class SemanticUCB:
         embeddings: NDArray[np.float32],
         rows: NDArray[np.int64],
         arms: NDArray[np.int64],
-        previous: list[str | None],
+        previous: Sequence[str | None],
         rewards: NDArray[np.float64],
         priors: NDArray[np.float64],
     ) -> None:
