@@ -33,7 +33,7 @@ async def toolwise(db: Path) -> AsyncIterator[Client]:
             "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 7, "snapshot_interval_s": 0},
         }
     )
-    # The handshake era: an in-process 2026-07-28 request comes on no connection (downstream/clients.py),
+    # The handshake era: an in-process 2026-07-28 request comes on no connection (downstream/callers.py),
     # so nothing ties a plain call to a decision made on another request.
     async with Toolwise(config) as app, Client(build_server(app), mode="legacy") as client:
         yield client

@@ -7,6 +7,11 @@ that cannot start is reported (log + `health()`) and the others serve.
 Why not `mcp.client.session_group.ClientSessionGroup`: it raises on a tool-name collision instead
 of resolving it, always uses the handshake-era `initialize`, and neither restarts a dead server nor
 isolates one that fails to start; here each of those is required behaviour.
+
+A proxied call's arguments are checked against the tool's input schema before they are forwarded.
+Bad arguments are the caller's fault: refused here, with the field and what is wrong, they never reach
+the downstream, so they cannot count as its failure (circuit) or the tool's (shields). Validators are
+compiled when the catalogue changes, so a call pays one `is_valid`, never a compile.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
+from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
+from jsonschema.validators import Draft202012Validator, validator_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -39,7 +46,6 @@ from toolwise.config import HttpServer, InProcessServer, ServerSpec, Settings, S
 from toolwise.downstream.environment import downstream_environment
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.downstream.naming import assign
-from toolwise.downstream.schemas import compile_validator, problem
 from toolwise.downstream.shields import Circuit, CircuitState
 
 log = logging.getLogger(__name__)
@@ -95,6 +101,32 @@ class Route:
     def problem(self, arguments: dict[str, Any] | None) -> str | None:
         """What is wrong with these arguments for this tool, or None (also when there is no schema)."""
         return None if self.validator is None else problem(self.validator, arguments)
+
+
+MAX_MESSAGE = 300  # characters of the validator's message (it quotes the offending value)
+
+
+def compile_validator(tool: str, schema: Mapping[str, Any]) -> Validator | None:
+    """The validator for a tool's input schema, or None (calls go through unchecked) when the schema
+    itself is invalid: the downstream is then the only judge, as it was without toolwise."""
+    cls = validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(dict(schema))
+    except SchemaError as exc:
+        log.warning("tool %s has an invalid input schema (%s); its arguments are not checked", tool, exc.message)
+        return None
+    return cls(schema)
+
+
+def problem(validator: Validator, arguments: Mapping[str, Any] | None) -> str | None:
+    """None when the arguments fit the schema; else the field and what is wrong with it."""
+    value = arguments if arguments is not None else {}
+    if validator.is_valid(value):
+        return None
+    error = best_match(validator.iter_errors(value))
+    message = error.message if len(error.message) <= MAX_MESSAGE else error.message[:MAX_MESSAGE] + "…"
+    field = error.json_path[2:] if error.json_path != "$" else ""
+    return f"argument {field!r}: {message}" if field else message
 
 
 def resolve_command(command: str) -> str:
@@ -512,6 +544,15 @@ class Catalogue:
         return await self.downstreams[route.server].call(
             route.tool, arguments, self.settings.call_timeout_s, meta, progress
         )
+
+    def offering(self, capability: str) -> list[tuple[Downstream, Client]]:
+        """The ready downstreams whose capabilities include `capability` (resources, prompts, …)."""
+        ready = []
+        for downstream in self.downstreams.values():
+            client = downstream.client
+            if client is not None and getattr(client.server_capabilities, capability, None) is not None:
+                ready.append((downstream, client))
+        return ready
 
     def attach(self, relay: Relay) -> None:
         """Give every downstream somewhere to send what is not about tools (before `start`)."""

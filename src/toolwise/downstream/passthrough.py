@@ -24,9 +24,8 @@ import contextlib
 import logging
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -35,87 +34,31 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CLIENT_INFO_META_KEY,
-    LOG_LEVEL_META_KEY,
-    PROTOCOL_VERSION_META_KEY,
-    RequestParamsMeta,
-)
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.background import Background
-from toolwise.downstream.catalogue import Catalogue, Downstream
-from toolwise.downstream.clients import client_key
+from toolwise.downstream.callers import Callers, client_of, forwarded_meta, wire_meta
+from toolwise.downstream.catalogue import Catalogue
 from toolwise.downstream.naming import assign
 
 log = logging.getLogger(__name__)
 
 UNSUBSCRIBE_S = 5.0  # longest a closed listen stream waits for its downstream unsubscriptions
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for a resource no server has
-TOOLWISE_META_PREFIX = "toolwise/"
-ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
-PROGRESS_TOKEN = "progressToken"
-_PY_LEVEL = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40}
 
 
 PASSED_THROUGH = ("resources", "prompts", "logging", "completions")  # capabilities toolwise has only from downstreams
-
-
-def forwarded_meta(meta: Mapping[str, Any] | None) -> RequestParamsMeta | None:
-    """The caller's `_meta` as the downstream gets it: whole, except toolwise's own keys, the hop's
-    protocol envelope (the downstream connection stamps its own) and the progress token (toolwise
-    relays progress under the caller's token itself)."""
-    if not meta:
-        return None
-    kept = {
-        k: v
-        for k, v in meta.items()
-        if not k.startswith(TOOLWISE_META_PREFIX) and k not in ENVELOPE_KEYS and k != PROGRESS_TOKEN
-    }
-    return cast(RequestParamsMeta, kept) if kept else None
-
-
-def wire_meta(ctx: ServerRequestContext[Any]) -> Mapping[str, Any] | None:
-    """The request's `_meta` as the client sent it (wire names; the parsed params rename known keys)."""
-    meta = (ctx.params or {}).get("_meta")
-    return meta if isinstance(meta, Mapping) else None
-
-
-def progress_relay(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
-    """When the caller asked for progress (`_meta.progressToken`), a callback that tells it, under its
-    own token, what the downstream reports."""
-    token = (wire_meta(ctx) or {}).get(PROGRESS_TOKEN)
-    if token is None:
-        return None
-
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
-        # The SDK reads the related id only to route the notification to the request's stream.
-        related = None if ctx.request_id is None else str(ctx.request_id)
-        await ctx.session.send_progress_notification(token, progress, total, message, related)
-
-    return relay
-
-
-@dataclass(slots=True)
-class Caller:
-    """A client request in flight on a downstream: where that downstream's messages go."""
-
-    client: str
-    ctx: ServerRequestContext[Any]
 
 
 @dataclass
 class Passthrough:
     catalogue: Catalogue
     bus: InMemorySubscriptionBus
-    legacy_clients: dict[str, ServerSession]  # handshake-era clients, by client key (app.remember_client)
+    callers: Callers  # who calls: what a downstream sends besides these answers goes to them
     listeners: ListenHandler  # serves subscriptions/listen once the downstreams are subscribed
     resources: dict[str, tuple[str, str]] = field(default_factory=dict)  # public URI → (server, URI)
     templates: dict[str, tuple[str, str]] = field(default_factory=dict)  # public template → (server, template)
@@ -123,8 +66,6 @@ class Passthrough:
     public_prompt: dict[tuple[str, str], str] = field(default_factory=dict)  # the reverse
     # public URI → subscribed client → its session (None: a listen stream, told through the bus)
     subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
-    in_flight: dict[str, list[Caller]] = field(default_factory=dict)  # server → requests in flight on it
-    log_level: types.LoggingLevel | None = None
     following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
     _background: Background = field(default_factory=Background)
 
@@ -133,20 +74,11 @@ class Passthrough:
         """The pass-through of `catalogue`, attached to it: before its downstreams are launched, since
         what a downstream connection declares (sampling, elicitation, roots) is fixed when it connects."""
         bus = InMemorySubscriptionBus()
-        passthrough = cls(catalogue, bus, {}, ListenHandler(bus))
+        passthrough = cls(catalogue, bus, Callers(catalogue), ListenHandler(bus))
         catalogue.attach(passthrough)
         return passthrough
 
     # -- which downstreams offer what ----------------------------------------------------------------
-
-    def offering(self, capability: str) -> list[tuple[Downstream, Client]]:
-        """The ready downstreams whose capabilities include `capability` (resources, prompts, …)."""
-        ready = []
-        for downstream in self.catalogue.downstreams.values():
-            client = downstream.client
-            if client is not None and getattr(client.server_capabilities, capability, None) is not None:
-                ready.append((downstream, client))
-        return ready
 
     def capabilities(self) -> dict[str, Any]:
         """The union of what the downstreams offer (besides tools), as ServerCapabilities fields."""
@@ -186,7 +118,7 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         listed: list[tuple[str, types.Resource]] = []
-        for downstream, client in self.offering("resources"):
+        for downstream, client in self.catalogue.offering("resources"):
             cursor = None
             while True:
                 page = await client.list_resources(cursor=cursor, cache_mode="refresh")
@@ -213,7 +145,7 @@ class Passthrough:
 
     async def _templates(self) -> list[tuple[str, types.ResourceTemplate]]:
         listed: list[tuple[str, types.ResourceTemplate]] = []
-        for downstream, client in self.offering("resources"):
+        for downstream, client in self.catalogue.offering("resources"):
             cursor = None
             while True:
                 page = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
@@ -229,7 +161,7 @@ class Passthrough:
         scheme, plus, rest = uri.partition("+")
         if plus and scheme in self.catalogue.downstreams:
             return scheme, rest
-        offering = self.offering("resources")
+        offering = self.catalogue.offering("resources")
         for server, template in await self._templates():
             with contextlib.suppress(InvalidUriTemplate):
                 if UriTemplate.parse(template.uri_template).match(uri) is not None:
@@ -262,13 +194,13 @@ class Passthrough:
     async def subscribe_resource(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        await self._subscribe(params.uri, _client_of(ctx), ctx.session)
+        await self._subscribe(params.uri, client_of(ctx), ctx.session)
         return types.EmptyResult()
 
     async def unsubscribe_resource(
         self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        await self._unsubscribe(params.uri, _client_of(ctx))
+        await self._unsubscribe(params.uri, client_of(ctx))
         return types.EmptyResult()
 
     async def listen(
@@ -363,7 +295,7 @@ class Passthrough:
 
     async def _refresh_prompts(self) -> dict[tuple[str, str], types.Prompt]:
         listed: dict[tuple[str, str], types.Prompt] = {}
-        for downstream, client in self.offering("prompts"):
+        for downstream, client in self.catalogue.offering("prompts"):
             cursor = None
             while True:
                 page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
@@ -406,61 +338,14 @@ class Passthrough:
         argument = {"name": params.argument.name, "value": params.argument.value}
         return await self._client(server).complete(ref, argument, context)
 
-    # -- logging ------------------------------------------------------------------------------------
-
-    async def set_logging_level(
-        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
-    ) -> types.EmptyResult:
-        """Fanned out: every handshake-era downstream that logs gets the level (its connection is
-        shared by all clients, so the last level set holds); 2026-era downstreams get it per call."""
-        self.log_level = params.level
-        for downstream, client in self.offering("logging"):
-            if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await client.set_logging_level(params.level)
-            log.debug("log level %s sent to %s", params.level, downstream.name)
-        return types.EmptyResult()
-
-    def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> RequestParamsMeta | None:
-        """The `_meta` a call goes to `server` with (`forwarded_meta`). A 2026-era downstream logs
-        only what a request opts in to: for a handshake-era caller, who hears every level unless it
-        set one, the opt-in is its level (or all)."""
-        meta = forwarded_meta(wire_meta(ctx))
-        client = self.catalogue.downstreams[server].client
-        if (
-            client is not None
-            and client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-            and LOG_LEVEL_META_KEY not in (meta or {})
-        ):
-            meta = cast(RequestParamsMeta, {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"})
-        return meta
-
-    # -- calls in flight, and what belongs to them ---------------------------------------------------
-
-    @contextlib.contextmanager
-    def calling(self, server: str, ctx: ServerRequestContext[Any]) -> Iterator[None]:
-        """Mark a client request in flight on `server` (what that server sends meanwhile is its)."""
-        callers = self.in_flight.setdefault(server, [])
-        caller = Caller(_client_of(ctx), ctx)
-        callers.append(caller)
-        try:
-            yield
-        finally:
-            callers.remove(caller)
-
-    def owner(self, server: str) -> Caller | None:
-        """The one client with requests in flight on `server`, else None (none, or several)."""
-        callers = self.in_flight.get(server) or []
-        if not callers or any(c.client != callers[-1].client for c in callers):
-            return None
-        return callers[-1]
+    def client_callbacks(self, server: str) -> dict[str, Any]:
+        """What the downstream connection of `server` declares and how its requests are relayed."""
+        return self.callers.client_callbacks(server)
 
     async def notified(self, server: str, message: Any) -> None:
         """A downstream's notification (tool-list changes are the catalogue's)."""
         if isinstance(message, types.LoggingMessageNotification):
-            await self._relay_log(server, message.params)
+            await self.callers.relay_log(server, message.params)
         elif isinstance(message, types.ResourceUpdatedNotification):
             public = self.public_uri(server, message.params.uri)
             await self.bus.publish(ResourceUpdated(uri=public))
@@ -469,94 +354,26 @@ class Passthrough:
                     await self._tell(key, session.send_resource_updated(public))
         elif isinstance(message, types.ResourceListChangedNotification):
             await self.bus.publish(ResourcesListChanged())
-            for key, session in list(self.legacy_clients.items()):
-                await self._tell(key, session.send_resource_list_changed())
+            gone = await self.callers.tell_all(ServerSession.send_resource_list_changed, "resource changes")
+            self._unsubscribe_all(gone)
         elif isinstance(message, types.PromptListChangedNotification):
             await self.bus.publish(PromptsListChanged())
-            for key, session in list(self.legacy_clients.items()):
-                await self._tell(key, session.send_prompt_list_changed())
+            gone = await self.callers.tell_all(ServerSession.send_prompt_list_changed, "prompt changes")
+            self._unsubscribe_all(gone)
 
     async def _tell(self, key: str, sending: Any) -> None:
         try:
             await sending
         except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
             log.info("client %s no longer reachable (%s); forgetting it", key, exc)
-            self.legacy_clients.pop(key, None)
+            self.callers.forget(key)
+            self._unsubscribe_all([key])
+
+    def _unsubscribe_all(self, keys: list[str]) -> None:
+        """Clients that went away hear of no more resource updates."""
+        for key in keys:
             for clients in self.subscribers.values():
                 clients.pop(key, None)
-
-    async def _relay_log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
-        caller = self.owner(server)
-        if caller is None:
-            log.log(_PY_LEVEL.get(params.level, 50), "downstream %s: %s", server, params.data)
-            return
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await caller.ctx.session.send_log_message(
-                params.level, params.data, logger=server, related_request_id=caller.ctx.request_id
-            )
-
-    async def relay_request(self, server: str, request: types.ServerRequest, result: type[Any], capability: str) -> Any:
-        """A downstream's sampling, elicitation or roots request, asked of the client whose call is
-        in flight on it; an ErrorData the downstream sees when that cannot be."""
-        caller = self.owner(server)
-        method = request.method
-        if caller is None:
-            why = "calls of several clients are" if self.in_flight.get(server) else "no client call is"
-            return types.ErrorData(
-                code=INVALID_REQUEST,
-                message=f"toolwise cannot relay {method}: {why} in flight on this connection, so no client "
-                "can be asked (relayed only during a call of one client)",
-            )
-        if caller.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return types.ErrorData(
-                code=INVALID_REQUEST,
-                message=f"toolwise cannot relay {method}: the calling client speaks {caller.ctx.protocol_version}, "
-                "where a server cannot send requests to its client",
-            )
-        declared = caller.ctx.session.client_capabilities
-        if declared is None or getattr(declared, capability, None) is None:
-            return types.ErrorData(
-                code=INVALID_REQUEST,
-                message=f"toolwise cannot relay {method}: the calling client did not declare {capability}",
-            )
-        try:
-            return await caller.ctx.session.send_request(
-                request, result, metadata=ServerMessageMetadata(related_request_id=caller.ctx.request_id)
-            )
-        except MCPError as exc:
-            return exc.error
-        except Exception as exc:  # noqa: BLE001 - the downstream is told why, in its own protocol
-            return types.ErrorData(code=INTERNAL_ERROR, message=f"relaying {method} to the client failed: {exc}")
-
-    def client_callbacks(self, server: str) -> dict[str, Any]:
-        """What the downstream connection of `server` declares and how its requests are relayed."""
-
-        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
-            request = types.CreateMessageRequest(params=params)
-            return await self.relay_request(server, request, types.CreateMessageResult, "sampling")
-
-        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
-            request = types.ElicitRequest(params=params)
-            return await self.relay_request(server, request, types.ElicitResult, "elicitation")
-
-        async def roots(context: Any) -> Any:
-            return await self.relay_request(server, types.ListRootsRequest(), types.ListRootsResult, "roots")
-
-        async def logged(params: types.LoggingMessageNotificationParams) -> None:
-            return None  # log messages are relayed from the message handler (notified)
-
-        return {
-            "sampling_callback": sampling,
-            "elicitation_callback": elicitation,
-            "list_roots_callback": roots,
-            "logging_callback": logged,
-        }
-
-
-def _client_of(ctx: ServerRequestContext[Any]) -> str:
-    """The client key of a request; a request on no connection is its own client."""
-    return client_key(ctx) or f"request-{id(ctx)}"
 
 
 def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:

@@ -25,7 +25,7 @@ class LearnedState:
     rng: np.random.Generator
     covered: Covered = field(default_factory=Covered)  # what of the shared log it includes (sharing.py)
     decisions: int = 0
-    calls: int = 0
+    calls: int = 0  # own proxied calls learned (and recorded)
     explored: int = 0
     unsnapshotted: int = 0  # executions learned since the newest snapshot (snapshots by row count)
 

@@ -49,11 +49,10 @@ from toolwise.feedback import (
 )
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
 from toolwise.feedback.records import new_id
-from toolwise.learning.attribution import DECISION_META_KEY, OpenDecision, OpenDecisions
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
-from toolwise.learning.sessions import Call, Session, Sessions, step_of
+from toolwise.learning.sessions import DECISION_META_KEY, Call, OpenDecision, OpenDecisions, Session, Sessions, step_of
 from toolwise.learning.watermark import Covered
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory, Suggestion
@@ -227,7 +226,7 @@ class LearningService:
         session is `fallback`: the one `_meta` names, else the conversation the connection named last
         (`Sessions.current`), whatever was recommended. The decision: the one `_meta` names, else the
         newest open one in that session that recommended `tool` (on a connection that never named a
-        conversation, the newest on the connection). See learning/attribution.py. In memory only."""
+        conversation, the newest on the connection). See learning/sessions.py. In memory only."""
         named = meta.get(DECISION_META_KEY) if meta else None
         in_conversation = fallback if fallback != connection else None  # named by _meta or by the connection
         opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)
@@ -286,7 +285,6 @@ class LearningService:
         )
         self._pending.append(Call(execution, session.recent(session.length, self.history_n), decision))
         session.add(execution)
-        self.state.called()
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
         return execution.id
@@ -330,6 +328,7 @@ class LearningService:
         if (session := self.sessions.find(execution.session_id)) is not None:
             session.reward_total += execution.reward or 0.0
         self.covered.live.add(execution.id)
+        self.state.called()
         self.state.learned()
         self.shield(execution)
         if self.metrics is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.config import AppConfig, InProcessServer, describe
+from toolwise.downstream.callers import client_key, connection_of, progress_relay
 from toolwise.downstream.catalogue import (
     CallCancelledError,
     Catalogue,
@@ -38,8 +40,7 @@ from toolwise.downstream.catalogue import (
     Route,
     outcome_of,
 )
-from toolwise.downstream.clients import client_key, connection_of
-from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough, progress_relay
+from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.instances import HEARTBEAT_S
@@ -105,6 +106,7 @@ class Toolwise:
             passthrough = Passthrough.serving(Catalogue(config.downstreams(in_process), settings))
         self.passthrough = passthrough
         self.catalogue = passthrough.catalogue
+        self.callers = passthrough.callers
         self.catalogue.on_change = self._tools_changed
         self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
         self.learning, self.sharing, self.snapshots = (
@@ -310,12 +312,7 @@ class Toolwise:
         self._listed = self._own_definitions + self.catalogue.tools()
         self.learning.set_tools(self.catalogue.tools())
         await self.passthrough.bus.publish(ToolsListChanged())
-        for key, session in list(self.passthrough.legacy_clients.items()):
-            try:
-                await session.send_tool_list_changed()
-            except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
-                log.info("client %s no longer reachable for list_changed (%s); forgetting it", key, exc)
-                del self.passthrough.legacy_clients[key]
+        await self.callers.tell_all(ServerSession.send_tool_list_changed, "tool changes")
 
     def watch_connection(self, ctx: ServerRequestContext[Any]) -> None:
         """Free a client connection's session (and its list_changed channel) when the connection ends
@@ -341,7 +338,7 @@ class Toolwise:
     def _forget(self, key: str) -> None:
         self.learning.sessions.pop(key)
         self.exposure.forget(key)
-        self.passthrough.legacy_clients.pop(key, None)
+        self.callers.forget(key)
 
     async def call_downstream(
         self, route: Route, arguments: dict[str, Any] | None, ctx: ServerRequestContext[Any]
@@ -353,16 +350,15 @@ class Toolwise:
             message = f"invalid arguments for {route.public.name}: {wrong} (not forwarded to {route.server!r})"
             return None, InvalidArgumentsError(message)
         try:
-            with self.passthrough.calling(route.server, ctx):
-                meta = self.passthrough.call_meta(ctx, route.server)
+            with self.callers.calling(route.server, ctx):
+                meta = self.callers.call_meta(ctx, route.server)
                 return await self.catalogue.call(route, arguments, meta, progress_relay(ctx)), None
         except DownstreamError as exc:
             return None, exc
 
     def remember_client(self, ctx: ServerRequestContext[Any], key: str) -> None:
         """Handshake-era clients hear of list changes on their connection: keep a way to reach them."""
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self.passthrough.legacy_clients[key] = ctx.session
+        self.callers.remember(ctx, key)
 
 
 def error_result(message: str, execution_id: str | None = None) -> types.CallToolResult:
@@ -521,7 +517,7 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
             on_list_prompts=passthrough.list_prompts,
             on_get_prompt=passthrough.get_prompt,
             on_completion=passthrough.complete,
-            on_set_logging_level=passthrough.set_logging_level,
+            on_set_logging_level=passthrough.callers.set_logging_level,
         )
     server.offered = passthrough.capabilities
     return server

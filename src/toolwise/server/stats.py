@@ -64,7 +64,7 @@ def learning_stats(services: Services) -> LearningStats:
         tools=len(learner.active),
         decisions=learning.state.decisions,
         explored=learning.state.explored,
-        calls=learning.state.calls,
+        calls=learning.state.calls + learning.pending,  # learned, and noted but not yet learned
         updates=learner.updates,
         mean_update_reward=learner.reward_sum / learner.updates if learner.updates else None,
         replay_size=len(learner.replay),
