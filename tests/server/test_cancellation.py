@@ -35,7 +35,7 @@ async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward
         return event
 
     feedback.log.add_rating = add_rating  # type: ignore[method-assign]  # a spy in its place
-    rating = asyncio.create_task(services.learning.rate(session, 1, execution_id, None, None))
+    rating = asyncio.create_task(services.agent.rate(session, 1, execution_id, None, None))
     with pytest.raises(asyncio.CancelledError):
         await rating
     await asyncio.sleep(0.5)

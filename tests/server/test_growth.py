@@ -41,9 +41,9 @@ async def test_a_long_session_keeps_a_bounded_window_of_calls(url: str) -> None:
     assert len(session.calls) <= 16 and session.length == 1000
     newest = await feedback.reads.get_execution(ids[-1])
     assert newest is not None and newest.position == 999  # positions go on counting
-    _, reward = await services.learning.rate(session, 5, None, "git__git_log", None)  # recent calls rate by name
+    _, reward = await services.agent.rate(session, 5, None, "git__git_log", None)  # recent calls rate by name
     assert reward > 10
-    episode = await services.learning.end_session("long", "success")
+    episode = await services.agent.end_session("long", "success")
     assert episode.total_reward == pytest.approx(sum(e.reward or 0.0 for e in await _all(feedback)))
     await feedback.aclose()
 
@@ -55,7 +55,7 @@ async def _all(feedback: FeedbackService) -> list[Execution]:
 async def test_an_over_long_query_is_cut_to_the_limit(url: str) -> None:
     feedback, services = await service(url, max_query_chars=100)
     session = services.learning.sessions.get("s")
-    decision = services.learning.recommend(session, "show the git log " + "x" * 500, 3, None)
+    decision = services.agent.recommend(session, "show the git log " + "x" * 500, 3, None)
     assert decision.ranked, "a long request still gets recommendations"
     assert session.query == ("show the git log " + "x" * 500)[:100]
     await feedback.aclose()
@@ -69,11 +69,11 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
     for s in range(6):
         session = first.learning.sessions.get(f"s{s}")
         asked[session.id] = QUERIES[s % 3] + " please, in detail" * 20
-        first.learning.recommend(session, asked[session.id], 3, None)
+        first.agent.recommend(session, asked[session.id], 3, None)
         for tool in ("git__git_log", "git__git_status", "git__git_diff", "git__git_log"):
             proxied(first, session.id, tool)
         await first.learning.drain()
-        await first.learning.rate(session, 5 if s % 2 else 1, None, "git__git_status", None)
+        await first.agent.rate(session, 5 if s % 2 else 1, None, "git__git_status", None)
     await feedback.aclose()
     with sqlite3.connect(tmp_path / "toolwise.db") as conn:
         assert conn.execute("SELECT count(*), count(query) FROM executions").fetchone() == (24, 6)

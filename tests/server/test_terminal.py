@@ -33,7 +33,7 @@ async def test_ending_a_session_learns_its_last_call_as_a_terminal_transition(ur
     terminal = [t for t in learner.replay.items if t is not None and t.next_context < 0]
     assert terminal == []  # both calls were learned with a future term
     updates = learner.updates
-    await services.learning.end_session("s", "success")
+    await services.agent.end_session("s", "success")
     terminal = [t for t in learner.replay.items if t is not None and t.next_context < 0]
     assert [learner.tools.names[t.tool] for t in terminal] == ["git__git_log"]
     assert learner.updates == updates + 1
@@ -45,7 +45,7 @@ async def test_ending_a_session_adds_nothing_for_a_bandit(url: str) -> None:
     proxied(services, "s", "git__git_log")
     await services.learning.drain()
     updates = services.learning.learner.updates
-    await services.learning.end_session("s", "success")
+    await services.agent.end_session("s", "success")
     assert services.learning.learner.updates == updates
     await feedback.aclose()
 
@@ -94,7 +94,7 @@ async def work(services: Services, sessions: list[tuple[str, list[str]]]) -> Non
                 cancelled(services, session_id, tool[1:])
             else:
                 proxied(services, session_id, tool)
-        await services.learning.end_session(session_id, "success")
+        await services.agent.end_session(session_id, "success")
 
 
 def terminal_tools(services: Services) -> list[str]:

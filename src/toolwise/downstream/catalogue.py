@@ -38,7 +38,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
-from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from toolwise import sdk
 from toolwise.background import Background
@@ -553,6 +553,39 @@ class Catalogue:
             if client is not None and getattr(client.server_capabilities, capability, None) is not None:
                 ready.append((downstream, client))
         return ready
+
+    def capabilities(self) -> dict[str, Any]:
+        """The union of what the downstreams offer (besides tools), as ServerCapabilities fields."""
+        union: dict[str, Any] = {}
+        for downstream in self.downstreams.values():
+            client = downstream.client
+            if client is None:
+                continue
+            caps = client.server_capabilities
+            if caps.resources is not None:
+                old = union.get("resources") or types.ResourcesCapability(subscribe=False, list_changed=False)
+                union["resources"] = types.ResourcesCapability(
+                    subscribe=bool(old.subscribe or caps.resources.subscribe),
+                    list_changed=bool(old.list_changed or caps.resources.list_changed),
+                )
+            if caps.prompts is not None:
+                old_p = union.get("prompts") or types.PromptsCapability(list_changed=False)
+                union["prompts"] = types.PromptsCapability(
+                    list_changed=bool(old_p.list_changed or caps.prompts.list_changed)
+                )
+            for name in ("logging", "completions"):
+                if getattr(caps, name) is not None:
+                    union[name] = getattr(caps, name)
+        return union
+
+    def ready_client(self, server: str) -> Client:
+        """The session of `server`, or the protocol error a client is answered with while it is down."""
+        downstream = self.downstreams[server]
+        if downstream.client is None:
+            raise MCPError(
+                INTERNAL_ERROR, f"downstream server {server!r} is not running ({downstream.state}); try again shortly"
+            )
+        return downstream.client
 
     def attach(self, relay: Relay) -> None:
         """Give every downstream somewhere to send what is not about tools (before `start`)."""

@@ -37,7 +37,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.background import Background
@@ -77,40 +77,6 @@ class Passthrough:
         passthrough = cls(catalogue, bus, Callers(catalogue), ListenHandler(bus))
         catalogue.attach(passthrough)
         return passthrough
-
-    # -- which downstreams offer what ----------------------------------------------------------------
-
-    def capabilities(self) -> dict[str, Any]:
-        """The union of what the downstreams offer (besides tools), as ServerCapabilities fields."""
-        union: dict[str, Any] = {}
-        for downstream in self.catalogue.downstreams.values():
-            client = downstream.client
-            if client is None:
-                continue
-            caps = client.server_capabilities
-            if caps.resources is not None:
-                old = union.get("resources") or types.ResourcesCapability(subscribe=False, list_changed=False)
-                union["resources"] = types.ResourcesCapability(
-                    subscribe=bool(old.subscribe or caps.resources.subscribe),
-                    list_changed=bool(old.list_changed or caps.resources.list_changed),
-                )
-            if caps.prompts is not None:
-                old_p = union.get("prompts") or types.PromptsCapability(list_changed=False)
-                union["prompts"] = types.PromptsCapability(
-                    list_changed=bool(old_p.list_changed or caps.prompts.list_changed)
-                )
-            for name in ("logging", "completions"):
-                if getattr(caps, name) is not None:
-                    union[name] = getattr(caps, name)
-        return union
-
-    def _client(self, server: str) -> Client:
-        downstream = self.catalogue.downstreams[server]
-        if downstream.client is None:
-            raise MCPError(
-                INTERNAL_ERROR, f"downstream server {server!r} is not running ({downstream.state}); try again shortly"
-            )
-        return downstream.client
 
     # -- resources ----------------------------------------------------------------------------------
 
@@ -185,7 +151,7 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         server, uri = await self.route_uri(params.uri)
-        result = await self._client(server).read_resource(uri, meta=forwarded_meta(wire_meta(ctx)))
+        result = await self.catalogue.ready_client(server).read_resource(uri, meta=forwarded_meta(wire_meta(ctx)))
         for content in result.contents:
             if content.uri == uri:
                 content.uri = params.uri
@@ -246,7 +212,7 @@ class Passthrough:
             await self._downstream_subscription(server, original, subscribe=False)
 
     async def _downstream_subscription(self, server: str, uri: str, *, subscribe: bool) -> None:
-        client = self._client(server)
+        client = self.catalogue.ready_client(server)
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # a listen stream per subscribed URI
             if subscribe:
                 opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -317,7 +283,8 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         server, name = await self._route_prompt(params.name)
-        return await self._client(server).get_prompt(name, params.arguments, meta=forwarded_meta(wire_meta(ctx)))
+        meta = forwarded_meta(wire_meta(ctx))
+        return await self.catalogue.ready_client(server).get_prompt(name, params.arguments, meta=meta)
 
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
@@ -336,7 +303,7 @@ class Passthrough:
             ref = ref.model_copy(update={"uri": template})
         context = params.context.arguments if params.context is not None else None
         argument = {"name": params.argument.name, "value": params.argument.value}
-        return await self._client(server).complete(ref, argument, context)
+        return await self.catalogue.ready_client(server).complete(ref, argument, context)
 
     def client_callbacks(self, server: str) -> dict[str, Any]:
         """What the downstream connection of `server` declares and how its requests are relayed."""

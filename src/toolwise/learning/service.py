@@ -1,7 +1,8 @@
-"""Learning from calls: recommend, note each proxied call (then record and learn it), rate, end a
-session. Sharing the log with other instances is `learning/sharing.py`'s job; the snapshot lifecycle,
-`learning/snapshotting.py`'s; the learned state both of them read is a `LearnedState` (learning/learned.py)
-that a snapshot replaces whole through `adopt`.
+"""Learning from calls: note each proxied call (then record and learn it), and own what was learned.
+What agents ask beside their calls (recommend, rate, end a session) is `learning/agent.py`'s; sharing
+the log with other instances, `learning/sharing.py`'s; the snapshot lifecycle,
+`learning/snapshotting.py`'s. The learned state all of them read is a `LearnedState`
+(learning/learned.py) that a snapshot replaces whole through `adopt`.
 
 Every proxied call becomes an execution record (queued for group commit) and a learner update; a
 rating recomputes that execution's reward and teaches the learner again; ending a session stores
@@ -37,13 +38,8 @@ from toolwise.config import Settings
 from toolwise.downstream.catalogue import CallCancelledError, InvalidArgumentsError
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import (
-    OUTCOMES,
-    Episode,
     Execution,
-    FeedbackError,
     FeedbackService,
-    InvalidOutcomeError,
-    Outcome,
     StoreUnavailableError,
     utcnow,
 )
@@ -52,17 +48,13 @@ from toolwise.feedback.records import new_id
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
-from toolwise.learning.sessions import DECISION_META_KEY, Call, OpenDecision, OpenDecisions, Session, Sessions, step_of
+from toolwise.learning.sessions import DECISION_META_KEY, Call, OpenDecision, OpenDecisions, Session, Sessions
 from toolwise.learning.watermark import Covered
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
-from toolwise.rl.arguments import ArgumentMemory, Suggestion
+from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
 
 log = logging.getLogger(__name__)
-
-
-class NothingToRateError(FeedbackError):
-    pass
 
 
 def learned_from(error_type: str | None) -> bool:
@@ -73,12 +65,6 @@ def learned_from(error_type: str | None) -> bool:
     speed bonus). It is recorded (success False, its real elapsed latency) with no reward; a rating of
     it is still learned, being the user's word on the tool. Live and replayed learners skip it alike."""
     return error_type != CANCELLED
-
-
-def _log_failure(task: asyncio.Future[Any]) -> None:
-    """For work that outlived its caller: its failure is logged, not lost."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("rating work whose caller went away failed", exc_info=task.exception())
 
 
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
@@ -190,34 +176,6 @@ class LearningService:
             for t in tools
         ]
         self.learner.set_tools(self.tool_docs)
-
-    def recommend(
-        self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
-    ) -> Decision:
-        # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
-        # states the task, so that memory and the stored row stay bounded.
-        query = query[: self.settings.max_query_chars]
-        blocked = self.shields.blocked(time.monotonic())
-        if candidates is not None:  # tools asked for by name are dropped only if something remains
-            blocked = {} if all(c in blocked for c in candidates) else blocked
-        elif len(blocked) >= len(self.learner.active):
-            blocked = {}
-        decision = self.learner.recommend(
-            query,
-            self.state.rng,
-            previous_tool=session.previous_tool,
-            position=session.length,
-            candidates=candidates,
-            top_k=top_k,
-            exclude=blocked.keys(),
-            baseline=self.settings.shadow or self.catching_up,
-            named_first=named_first,
-            history=session.recent(session.length, self.history_n),
-        )
-        session.query, session.decision = query, decision
-        self.open_decisions.add(session.connection or session.id, decision, session.id, query)
-        self.state.decided(decision.explored)
-        return decision
 
     def attribute(
         self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str
@@ -343,14 +301,6 @@ class LearningService:
         if semantic is not None:
             self.arguments.add(call.tool, semantic.query(call.query), redact(call.arguments, self._redact))
 
-    def suggest_arguments(self, tool: str, query: str) -> list[Suggestion]:
-        """Values `tool`'s successful calls used for requests like `query` (none without stored
-        arguments or an embedding)."""
-        semantic = self.learner.semantic
-        if not self.settings.store_arguments or semantic is None:
-            return []
-        return self.arguments.suggest(tool, semantic.query(query[: self.settings.max_query_chars]))
-
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call
         it must not learn from, see `learned_from`, keeps its context hash and no reward)."""
@@ -396,89 +346,6 @@ class LearningService:
             self.learner.learn(step, self.state.rng)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", step.tool)
-
-    async def rate(
-        self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
-    ) -> tuple[Execution, float]:
-        """Store a 1..5 rating and learn from it; returns the execution and its new reward."""
-        await self.drain()
-        if execution_id is None:
-            call = session.latest(tool)
-            if call is None:
-                what = f"no call of {tool!r}" if tool else "no call"
-                raise NothingToRateError(
-                    f"{what} in session {session.id!r} to rate; pass execution_id (from the call's "
-                    "_meta['toolwise/execution_id']) or the tool of a call made in this session"
-                )
-            execution_id = call.id
-        # Once committed, a rating must also be learned and its reward stored (another run's sync skips
-        # this instance's ratings as learned live): a caller that goes away does not cut that short.
-        work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            work.add_done_callback(_log_failure)
-            raise
-
-    async def _rate(
-        self, session: Session, execution_id: str, rating: int, comment: str | None
-    ) -> tuple[Execution, float]:
-        event = await self.feedback.log.add_rating(execution_id, rating, comment, instance=self.instance_id)
-        assert event.rating.id is not None  # committed
-        self.covered.ratings.add(event.rating.id)
-        execution = await with_session_query(self.feedback, event.execution, self.namespace)
-        history = session.recent(execution.position, self.history_n) if execution.session_id == session.id else ()
-        step = step_of(execution, history, self.history_n, rating=rating)
-        previous_reward = execution.reward if execution.reward is not None else self.learner.reward_of(step)
-        if self.settings.learning:
-            reward = self.learner.observe_rating(step, self.state.rng, previous_reward, event.previous).reward
-        else:
-            reward = self.learner.reward_of(step)
-        await self.feedback.log.set_reward(execution.id, reward)
-        if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
-            session.reward_total += reward - (call.reward or 0.0)
-            call.reward = reward
-        return execution, reward
-
-    async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
-        if outcome not in OUTCOMES:
-            raise InvalidOutcomeError(outcome)
-        await self.drain()
-        session = self.sessions.pop(session_id)
-        self.sessions.unname(session_id)
-        self.open_decisions.forget_session(session_id)
-        if session is None or not session.length:
-            raise FeedbackError(f"session {session_id!r} has no calls to end")
-        last = session.calls[-1]
-        self._end_episode(session, last)
-        episode = Episode(
-            session_id=session.id,
-            tools=session.tools,
-            total_reward=session.reward_total,
-            outcome=outcome,
-            started_at=session.started_at,
-            ended_at=utcnow(),
-            namespace=self.namespace,
-            instance=self.instance_id,
-            last_execution=last.id,
-        )
-        self.covered.live.add(episode.id)  # learned live: a later run's sync must not learn it again
-        try:
-            return await self.feedback.log.record_episode(episode)
-        except Exception:
-            self.covered.live.discard(episode.id)  # not in the log: nothing for a sync to skip
-            raise
-
-    def _end_episode(self, session: Session, last: Execution) -> None:
-        """The session's last step was learned before anyone knew it was the last: a TD learner learns
-        it again as terminal (no future term)."""
-        if not self.settings.learning or last.reward is None:
-            return
-        try:
-            step = step_of(last, session.recent(last.position, self.history_n), self.history_n)
-            self.learner.end_episode(step, last.reward, self.state.rng)
-        except Exception:
-            log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
 
     def shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,

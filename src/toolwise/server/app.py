@@ -519,7 +519,7 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
             on_completion=passthrough.complete,
             on_set_logging_level=passthrough.callers.set_logging_level,
         )
-    server.offered = passthrough.capabilities
+    server.offered = passthrough.catalogue.capabilities
     return server
 
 

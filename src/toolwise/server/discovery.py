@@ -175,7 +175,7 @@ def own_named(services: Services, query: str) -> list[OwnTool[Any, Any]]:
 async def search_tools(services: Services, args: SearchToolsInput, session: Session) -> SearchToolsOutput:
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes, a tool the query names outright first) with each tool's full definition."""
-    d = services.learning.recommend(session, args.query, args.top_k, None, named_first=True)
+    d = services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
     found = [
         FoundTool(
             name=t.name,

@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.instances import STALE_AFTER_S
-from toolwise.learning.service import NothingToRateError
+from toolwise.learning.agent import NothingToRateError
 from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
 

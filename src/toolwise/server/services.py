@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from toolwise.config import Settings
 from toolwise.downstream.catalogue import Catalogue
 from toolwise.feedback import FeedbackService
+from toolwise.learning.agent import Agent
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.service import LearningService
 from toolwise.learning.sharing import Sharing
@@ -19,7 +20,8 @@ class Services:
     settings: Settings
     feedback: FeedbackService  # what happened: the execution log, ratings, episodes, snapshots
     catalogue: Catalogue  # the downstreams and their tools
-    learning: LearningService  # recommend, note/record/learn calls, rate, end sessions
+    learning: LearningService  # note, record and learn the proxied calls; owns what was learned
+    agent: Agent  # what agents ask: recommend, suggest arguments, rate, end sessions
     sharing: Sharing  # learn what other instances (and earlier runs) logged
     snapshots: Snapshotting  # save, load, restore, follow and choose snapshots of the learned state
 
@@ -39,6 +41,7 @@ class Services:
             feedback,
             catalogue if catalogue is not None else Catalogue({}, settings),
             learning,
+            Agent(learning),
             sharing,
             Snapshotting(settings, feedback, learning, sharing),
         )

@@ -345,7 +345,7 @@ def _known(services: Services, names: list[str]) -> None:
 
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
-    d = services.learning.recommend(session, args.query, args.top_k, args.candidates)
+    d = services.agent.recommend(session, args.query, args.top_k, args.candidates)
     recs = [
         Recommendation(
             tool=r.tool,
@@ -354,7 +354,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
             relevance=r.prior,
             reason=reason_of(d, r),
             explored=d.explored and r.tool == d.chosen,
-            arguments={a.name: a.value for a in services.learning.suggest_arguments(r.tool, args.query)}
+            arguments={a.name: a.value for a in services.agent.suggest_arguments(r.tool, args.query)}
             if rank < SUGGESTED
             else {},
         )
@@ -390,12 +390,12 @@ async def submit_feedback(services: Services, args: SubmitFeedbackInput, session
         if execution_id is None:
             named = args.session_id is not None
             execution_id, session = await call_to_rate(services, session, args.tool, named=named)
-    execution, reward = await services.learning.rate(session, args.rating, execution_id, None, args.comment)
+    execution, reward = await services.agent.rate(session, args.rating, execution_id, None, args.comment)
     return SubmitFeedbackOutput(execution_id=execution.id, tool=execution.tool, rating=args.rating, reward=reward)
 
 
 async def end_session(services: Services, args: EndSessionInput, session: Session) -> EndSessionOutput:
-    episode = await services.learning.end_session(session.id, args.outcome)
+    episode = await services.agent.end_session(session.id, args.outcome)
     return EndSessionOutput.model_validate(episode, from_attributes=True)
 
 

@@ -1,0 +1,164 @@
+"""What agents ask of the learning, beside the calls they make: a recommendation (a decision the
+calls that follow it are attributed to), argument values that worked, a rating of a call, the end of a
+session. The calls themselves are noted and learned on the hot path by `LearningService`; these ask
+it to drain first, so they see every call made before them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from toolwise.feedback import OUTCOMES, Episode, Execution, FeedbackError, InvalidOutcomeError, Outcome, utcnow
+from toolwise.learning.service import LearningService, with_session_query
+from toolwise.learning.sessions import Session, step_of
+from toolwise.rl import Decision
+from toolwise.rl.arguments import Suggestion
+
+log = logging.getLogger(__name__)
+
+
+class NothingToRateError(FeedbackError):
+    pass
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    """For work that outlived its caller: its failure is logged, not lost."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("rating work whose caller went away failed", exc_info=task.exception())
+
+
+class Agent:
+    """The agent's side of the learning (server/tools.py's handlers call it)."""
+
+    def __init__(self, learning: LearningService) -> None:
+        self.learning = learning
+
+    def recommend(
+        self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
+    ) -> Decision:
+        """Rank the tools for `query` in `session`, and open the decision the calls after it follow."""
+        learning = self.learning
+        # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
+        # states the task, so that memory and the stored row stay bounded.
+        query = query[: learning.settings.max_query_chars]
+        blocked = learning.shields.blocked(time.monotonic())
+        if candidates is not None:  # tools asked for by name are dropped only if something remains
+            blocked = {} if all(c in blocked for c in candidates) else blocked
+        elif len(blocked) >= len(learning.learner.active):
+            blocked = {}
+        decision = learning.learner.recommend(
+            query,
+            learning.state.rng,
+            previous_tool=session.previous_tool,
+            position=session.length,
+            candidates=candidates,
+            top_k=top_k,
+            exclude=blocked.keys(),
+            baseline=learning.settings.shadow or learning.catching_up,
+            named_first=named_first,
+            history=session.recent(session.length, learning.history_n),
+        )
+        session.query, session.decision = query, decision
+        learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
+        learning.state.decided(decision.explored)
+        return decision
+
+    def suggest_arguments(self, tool: str, query: str) -> list[Suggestion]:
+        """Values `tool`'s successful calls used for requests like `query` (none without stored
+        arguments or an embedding)."""
+        learning = self.learning
+        semantic = learning.learner.semantic
+        if not learning.settings.store_arguments or semantic is None:
+            return []
+        return learning.arguments.suggest(tool, semantic.query(query[: learning.settings.max_query_chars]))
+
+    async def rate(
+        self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
+    ) -> tuple[Execution, float]:
+        """Store a 1..5 rating and learn from it; returns the execution and its new reward."""
+        await self.learning.drain()
+        if execution_id is None:
+            call = session.latest(tool)
+            if call is None:
+                what = f"no call of {tool!r}" if tool else "no call"
+                raise NothingToRateError(
+                    f"{what} in session {session.id!r} to rate; pass execution_id (from the call's "
+                    "_meta['toolwise/execution_id']) or the tool of a call made in this session"
+                )
+            execution_id = call.id
+        # Once committed, a rating must also be learned and its reward stored (another run's sync skips
+        # this instance's ratings as learned live): a caller that goes away does not cut that short.
+        work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(_log_failure)
+            raise
+
+    async def _rate(
+        self, session: Session, execution_id: str, rating: int, comment: str | None
+    ) -> tuple[Execution, float]:
+        learning, learner, n = self.learning, self.learning.learner, self.learning.history_n
+        log_ = learning.feedback.log
+        event = await log_.add_rating(execution_id, rating, comment, instance=learning.instance_id)
+        assert event.rating.id is not None  # committed
+        learning.covered.ratings.add(event.rating.id)
+        execution = await with_session_query(learning.feedback, event.execution, learning.namespace)
+        history = session.recent(execution.position, n) if execution.session_id == session.id else ()
+        step = step_of(execution, history, n, rating=rating)
+        previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)
+        if learning.settings.learning:
+            reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
+        else:
+            reward = learner.reward_of(step)
+        await log_.set_reward(execution.id, reward)
+        if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
+            session.reward_total += reward - (call.reward or 0.0)
+            call.reward = reward
+        return execution, reward
+
+    async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
+        """Store the session's episode (and teach a TD learner its last step was the last)."""
+        if outcome not in OUTCOMES:
+            raise InvalidOutcomeError(outcome)
+        learning = self.learning
+        await learning.drain()
+        session = learning.sessions.pop(session_id)
+        learning.sessions.unname(session_id)
+        learning.open_decisions.forget_session(session_id)
+        if session is None or not session.length:
+            raise FeedbackError(f"session {session_id!r} has no calls to end")
+        last = session.calls[-1]
+        self._end_episode(session, last)
+        episode = Episode(
+            session_id=session.id,
+            tools=session.tools,
+            total_reward=session.reward_total,
+            outcome=outcome,
+            started_at=session.started_at,
+            ended_at=utcnow(),
+            namespace=learning.namespace,
+            instance=learning.instance_id,
+            last_execution=last.id,
+        )
+        learning.covered.live.add(episode.id)  # learned live: a later run's sync must not learn it again
+        try:
+            return await learning.feedback.log.record_episode(episode)
+        except Exception:
+            learning.covered.live.discard(episode.id)  # not in the log: nothing for a sync to skip
+            raise
+
+    def _end_episode(self, session: Session, last: Execution) -> None:
+        """The session's last step was learned before anyone knew it was the last: a TD learner learns
+        it again as terminal (no future term)."""
+        learning = self.learning
+        if not learning.settings.learning or last.reward is None:
+            return
+        try:
+            step = step_of(last, session.recent(last.position, learning.history_n), learning.history_n)
+            learning.learner.end_episode(step, last.reward, learning.state.rng)
+        except Exception:
+            log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
