@@ -316,109 +316,124 @@ class SequenceModel:
         return rows[:limit]
 
     def state_dict(self) -> dict[str, Any]:
-        """Columnar (interned tool names, numpy columns): a year of n-grams packs and loads in a
-        fraction of a second, so a snapshot fits in the time a client gives a stopping server."""
-        cold = self._cold
-        if cold is not None:
-            cold.flush()
-        names: dict[str, int] = dict(cold.ids) if cold is not None else {}
-        width = self.max_n - 1
-        prefix: list[int] = []
-        tool: list[int] = []
-        count: list[int] = []
-        reward_sum: list[float] = []
-        successes: list[int] = []
-        for p, nexts in self._table.items():
-            ids = [names.setdefault(t, len(names)) for t in p] + [-1] * (width - len(p))
-            prefix.extend(ids * len(nexts))
-            for t, stats in nexts.items():
-                tool.append(names.setdefault(t, len(names)))
-                count.append(stats.count)
-                reward_sum.append(stats.reward_sum)
-                successes.append(stats.successes)
-        columns = {
-            "prefix": np.array(prefix, dtype=np.int32).reshape(len(tool), width),
-            "tool": np.array(tool, dtype=np.int32),
-            "count": np.array(count, dtype=np.int64),
-            "reward_sum": np.array(reward_sum, dtype=np.float64),
-            "successes": np.array(successes, dtype=np.int64),
-        }
-        if cold is not None:  # the loaded rows of prefixes never used since, as they were
-            unused = cold.unused()
-            columns = {k: np.concatenate([cold.columns[k][unused], v]) for k, v in columns.items()}
-        head = {"schema": self.SCHEMA, "max_n": self.max_n, "min_count": self.min_count, "names": list(names)}
-        kept = list(self.unigrams.values())
-        unigrams = {
-            "unigram_tools": list(self.unigrams),
-            "unigram_count": np.array([u.count for u in kept], dtype=np.int64),
-            "unigram_reward_sum": np.array([u.reward_sum for u in kept], dtype=np.float64),
-            "unigram_successes": np.array([u.successes for u in kept], dtype=np.int64),
-        }
-        return {**head, **columns, **unigrams}
+        """Columnar (interned tool names, numpy columns; `_packed`): a year of n-grams packs and loads
+        in a fraction of a second, so a snapshot fits in the time a client gives a stopping server."""
+        if self._cold is not None:
+            self._cold.flush()
+        head = {"schema": self.SCHEMA, "max_n": self.max_n, "min_count": self.min_count}
+        return head | _packed(self._table, self._cold, self.max_n - 1) | _packed_unigrams(self.unigrams)
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Schemas 1 and 2 kept no unigrams: they are rebuilt from the bigrams (each tool's steps that
         had a previous tool; a session's first steps were not kept)."""
-        if state["schema"] not in (1, 2, self.SCHEMA):
-            raise ValueError(f"sequence state schema {state['schema']} is not {self.SCHEMA}")
+        schema = state["schema"]
+        if schema not in (1, 2, self.SCHEMA):
+            raise ValueError(f"sequence state schema {schema} is not {self.SCHEMA}")
         self.__init__(state["max_n"], state["min_count"])  # type: ignore[misc]  # reset to the loaded size: __init__ sets every field
-        if state["schema"] == self.SCHEMA:
-            self.unigrams = {
-                tool: NgramStats(count, reward_sum, successes)
-                for tool, count, reward_sum, successes in zip(
-                    state["unigram_tools"],
-                    np.asarray(state["unigram_count"]).tolist(),
-                    np.asarray(state["unigram_reward_sum"]).tolist(),
-                    np.asarray(state["unigram_successes"]).tolist(),
-                    strict=True,
-                )
-            }
-        if state["schema"] == 1:  # rows of [prefix, tool, count, reward_sum, successes]
+        if schema == 1:  # rows of [prefix, tool, count, reward_sum, successes]
             for prefix, tool, count, reward_sum, successes in state["ngrams"]:
                 self._table.setdefault(tuple(prefix), {})[tool] = NgramStats(count, reward_sum, successes)
-            self._size = sum(len(nexts) for nexts in self._table.values())
-            self._unigrams_from_bigrams()
+                self._size += 1
+                if len(prefix) == 1:
+                    self._count_unigram(tool, count, reward_sum, successes)
             return
+        self.unigrams = _unpacked_unigrams(state) if schema == self.SCHEMA else _unigrams_from_bigram_columns(state)
         self._size = len(state["tool"])
-        width = self.max_n - 1
-        if state["schema"] == 2:
-            self._unigrams_from_columns(state)
-        if _Columns.fits(len(state["names"]), width):
-            self._cold = _Columns(state["names"], width, state)
-            return
-        table, names = self._table, state["names"]
-        keys: dict[tuple[int, ...], dict[str, NgramStats]] = {}
-        columns = zip(
-            map(tuple, state["prefix"].tolist()),
-            state["tool"].tolist(),
-            state["count"].tolist(),
-            state["reward_sum"].tolist(),
-            state["successes"].tolist(),
+        if _Columns.fits(len(state["names"]), self.max_n - 1):
+            self._cold = _Columns(state["names"], self.max_n - 1, state)
+        else:
+            self._table = _unpacked(state)
+
+
+def _packed(table: dict[tuple[str, ...], dict[str, NgramStats]], cold: _Columns | None, width: int) -> dict[str, Any]:
+    """The n-grams as columns over interned names: each row a prefix (ids, −1-padded to `width`), a
+    next tool and its counts; a loaded state's rows of prefixes never used since come first, as they were."""
+    names: dict[str, int] = dict(cold.ids) if cold is not None else {}
+    prefix: list[int] = []
+    tool: list[int] = []
+    count: list[int] = []
+    reward_sum: list[float] = []
+    successes: list[int] = []
+    for p, nexts in table.items():
+        ids = [names.setdefault(t, len(names)) for t in p] + [-1] * (width - len(p))
+        prefix.extend(ids * len(nexts))
+        for t, stats in nexts.items():
+            tool.append(names.setdefault(t, len(names)))
+            count.append(stats.count)
+            reward_sum.append(stats.reward_sum)
+            successes.append(stats.successes)
+    columns = {
+        "prefix": np.array(prefix, dtype=np.int32).reshape(len(tool), width),
+        "tool": np.array(tool, dtype=np.int32),
+        "count": np.array(count, dtype=np.int64),
+        "reward_sum": np.array(reward_sum, dtype=np.float64),
+        "successes": np.array(successes, dtype=np.int64),
+    }
+    if cold is not None:
+        unused = cold.unused()
+        columns = {k: np.concatenate([cold.columns[k][unused], v]) for k, v in columns.items()}
+    return {"names": list(names), **columns}
+
+
+def _unpacked(state: dict[str, Any]) -> dict[tuple[str, ...], dict[str, NgramStats]]:
+    """`_packed`'s columns as the table of n-grams (a state too wide for `_Columns`' keys)."""
+    table: dict[tuple[str, ...], dict[str, NgramStats]] = {}
+    names = state["names"]
+    keys: dict[tuple[int, ...], dict[str, NgramStats]] = {}
+    columns = zip(
+        map(tuple, state["prefix"].tolist()),
+        state["tool"].tolist(),
+        state["count"].tolist(),
+        state["reward_sum"].tolist(),
+        state["successes"].tolist(),
+        strict=True,
+    )
+    for ids, tool, count, reward_sum, successes in columns:
+        nexts = keys.get(ids)
+        if nexts is None:
+            nexts = keys[ids] = table[tuple(names[i] for i in ids if i >= 0)] = {}
+        nexts[names[tool]] = NgramStats(count, reward_sum, successes)
+    return table
+
+
+def _packed_unigrams(unigrams: dict[str, NgramStats]) -> dict[str, Any]:
+    kept = list(unigrams.values())
+    return {
+        "unigram_tools": list(unigrams),
+        "unigram_count": np.array([u.count for u in kept], dtype=np.int64),
+        "unigram_reward_sum": np.array([u.reward_sum for u in kept], dtype=np.float64),
+        "unigram_successes": np.array([u.successes for u in kept], dtype=np.int64),
+    }
+
+
+def _unpacked_unigrams(state: dict[str, Any]) -> dict[str, NgramStats]:
+    return {
+        tool: NgramStats(count, reward_sum, successes)
+        for tool, count, reward_sum, successes in zip(
+            state["unigram_tools"],
+            np.asarray(state["unigram_count"]).tolist(),
+            np.asarray(state["unigram_reward_sum"]).tolist(),
+            np.asarray(state["unigram_successes"]).tolist(),
             strict=True,
         )
-        for ids, tool, count, reward_sum, successes in columns:
-            nexts = keys.get(ids)
-            if nexts is None:
-                nexts = keys[ids] = table[tuple(names[i] for i in ids if i >= 0)] = {}
-            nexts[names[tool]] = NgramStats(count, reward_sum, successes)
+    }
 
-    def _unigrams_from_bigrams(self) -> None:
-        for prefix, nexts in self._table.items():
-            if len(prefix) == 1:
-                for tool, stats in nexts.items():
-                    self._count_unigram(tool, stats.count, stats.reward_sum, stats.successes)
 
-    def _unigrams_from_columns(self, state: dict[str, Any]) -> None:
-        bigram = (np.asarray(state["prefix"]).reshape(len(state["tool"]), -1)[:, 1:] < 0).all(axis=1)
-        tools = np.asarray(state["tool"])[bigram]
-        used, where = np.unique(tools, return_inverse=True)
-        sums = {
-            k: np.bincount(where, weights=np.asarray(state[k])[bigram].astype(np.float64), minlength=len(used))
-            for k in ("count", "reward_sum", "successes")
-        }
-        for i, tool in enumerate(used.tolist()):
-            count, successes = round(sums["count"][i]), round(sums["successes"][i])
-            self._count_unigram(state["names"][tool], count, float(sums["reward_sum"][i]), successes)
+def _unigrams_from_bigram_columns(state: dict[str, Any]) -> dict[str, NgramStats]:
+    """A schema-2 state's unigrams, rebuilt from its bigram rows."""
+    bigram = (np.asarray(state["prefix"]).reshape(len(state["tool"]), -1)[:, 1:] < 0).all(axis=1)
+    tools = np.asarray(state["tool"])[bigram]
+    used, where = np.unique(tools, return_inverse=True)
+    sums = {
+        k: np.bincount(where, weights=np.asarray(state[k])[bigram].astype(np.float64), minlength=len(used))
+        for k in ("count", "reward_sum", "successes")
+    }
+    return {
+        state["names"][tool]: NgramStats(
+            round(sums["count"][i]), float(sums["reward_sum"][i]), round(sums["successes"][i])
+        )
+        for i, tool in enumerate(used.tolist())
+    }
 
 
 DTYPES = {"prefix": np.int32, "tool": np.int32, "count": np.int64, "reward_sum": np.float64, "successes": np.int64}

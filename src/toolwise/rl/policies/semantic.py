@@ -313,35 +313,16 @@ class SemanticUCB:
         buckets: NDArray[np.int64],
         y: NDArray[np.float64],
     ) -> None:
-        """Joint ridge posterior of (θ_t, φ_t) given the state as a prior with precision
-        blockdiag(A_t, 1/s_t) and the rows (residual targets y over x = features[rows], bucket or −1):
-        the bucket block is diagonal, so it is eliminated (Schur complement) and one d×d system solved."""
-        distinct, inverse = np.unique(rows, return_inverse=True)
-        x = features[distinct]
-        weight = np.bincount(inverse, minlength=len(distinct)).astype(np.float64)
-        gram = (x.T * weight) @ x
-        xy = x.T @ np.bincount(inverse, weights=y, minlength=len(distinct))
+        """Fold one tool's pending rows (residual targets y over x = features[rows], bucket or −1) into
+        its ridge: `joint_posterior`, with the state as the prior."""
         before = self._precision.get(tool)
         if before is None:
             before = np.linalg.inv(self.a_inv[tool].take(self._unpack).astype(np.float64))
-        after = before + gram
-        rhs = before @ self.theta[tool] + xy
-        system = after
-        has = buckets >= 0
-        if has.any():
-            used, slot = np.unique(buckets[has], return_inverse=True)
-            counts = np.zeros((len(used), len(distinct)))
-            np.add.at(counts, (slot, inverse[has]), 1.0)
-            cross = counts @ x  # (buckets used, dim): Σ x over each bucket's rows
-            prior_precision = 1.0 / self.after_inv[used, tool]
-            precision = prior_precision + counts.sum(axis=1)
-            phi_rhs = prior_precision * self.after[used, tool] + np.bincount(slot, weights=y[has], minlength=len(used))
-            system = after - (cross.T / precision) @ cross
-            rhs = rhs - cross.T @ (phi_rhs / precision)
-        theta = np.linalg.solve(system, rhs)
-        if has.any():
-            self.after[used, tool] = (phi_rhs - cross @ theta) / precision
-            self.after_inv[used, tool] = 1.0 / precision
+        used, prior = np.unique(buckets[buckets >= 0]), (self.after[:, tool], self.after_inv[:, tool])
+        theta, after, phi, phi_inv = joint_posterior(
+            before, self.theta[tool], features, rows, y, buckets, prior[0][used], prior[1][used]
+        )
+        self.after[used, tool], self.after_inv[used, tool] = phi, phi_inv
         self.theta[tool] = theta
         self._precision[tool] = after
         self._stale.add(tool)
@@ -381,21 +362,7 @@ class SemanticUCB:
         """A schema-1 state (before the previous-tool block) is migrated: its query block is kept and
         the block starts empty, as if the session context had never been seen."""
         check_state(state, self.name, 1 if state.get("schema") == 1 else self.SCHEMA)
-        a_inv = np.asarray(state["a_inv"], dtype=np.float32)
-        if a_inv.shape[1:] != (len(self._upper[0]),):
-            learned = state["config"]["dim"]
-            raise ValueError(f"state learned over {learned} components, this policy uses {self.config.dim}")
-        tools, buckets = len(a_inv), self.config.previous_buckets
-        if state["schema"] == 1:
-            after, after_inv = np.zeros((buckets, tools)), np.full((buckets, tools), 1.0 / self.config.regularisation)
-        else:
-            after = np.asarray(state["after"], dtype=np.float64)
-            after_inv = np.asarray(state["after_inv"], dtype=np.float64)
-            if after.shape != (buckets, tools) or after_inv.shape != (buckets, tools):
-                raise ValueError(
-                    f"state's previous-tool block is {after.shape}, this policy uses ({buckets}, {tools}) "
-                    "(previous_buckets, tools)"
-                )
+        a_inv, after, after_inv = _loaded_arrays(state, self.config, len(self._upper[0]))
         self.a_inv = a_inv.copy()
         self.inv_diag = a_inv[:, self._diagonal].astype(np.float64)
         self.theta = np.asarray(state["theta"], dtype=np.float64).copy()
@@ -407,3 +374,62 @@ class SemanticUCB:
 
     def nbytes(self) -> int:
         return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes + self.after.nbytes + self.after_inv.nbytes
+
+
+def joint_posterior(
+    before: NDArray[np.float64],
+    theta: NDArray[np.float64],
+    features: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    y: NDArray[np.float64],
+    buckets: NDArray[np.int64],
+    phi: NDArray[np.float64],
+    phi_inv: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Joint ridge posterior of one tool's (θ, φ) from a prior with precision blockdiag(`before`,
+    1/`phi_inv`) and means (`theta`, `phi`; φ over the sorted distinct buckets ≥ 0 of the rows) and the
+    rows: residual targets `y` over x = features[rows], in bucket `buckets[i]` or none (−1). The bucket
+    block is diagonal, so it is eliminated (Schur complement) and one d×d system solved. Returns θ, the
+    query block's precision after, and φ with its variances."""
+    distinct, inverse = np.unique(rows, return_inverse=True)
+    x = features[distinct]
+    weight = np.bincount(inverse, minlength=len(distinct)).astype(np.float64)
+    after = before + (x.T * weight) @ x
+    rhs = before @ theta + x.T @ np.bincount(inverse, weights=y, minlength=len(distinct))
+    has = buckets >= 0
+    if not has.any():
+        alone = np.asarray(np.linalg.solve(after, rhs), dtype=np.float64)
+        return alone, after, phi, phi_inv
+    used, slot = np.unique(buckets[has], return_inverse=True)
+    counts = np.zeros((len(used), len(distinct)))
+    np.add.at(counts, (slot, inverse[has]), 1.0)
+    cross = counts @ x  # (buckets used, dim): Σ x over each bucket's rows
+    prior_precision = 1.0 / phi_inv
+    precision = prior_precision + counts.sum(axis=1)
+    phi_rhs = prior_precision * phi + np.bincount(slot, weights=y[has], minlength=len(used))
+    solved: NDArray[np.float64] = np.linalg.solve(
+        after - (cross.T / precision) @ cross, rhs - cross.T @ (phi_rhs / precision)
+    )
+    return solved, after, (phi_rhs - cross @ solved) / precision, 1.0 / precision
+
+
+def _loaded_arrays(
+    state: dict[str, Any], config: SemanticConfig, packed: int
+) -> tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]:
+    """A state's A⁻¹ (packed upper triangles) and previous-tool block, checked against `config`; a
+    schema-1 state (before the block) gets it empty, as if the session context had never been seen."""
+    a_inv = np.asarray(state["a_inv"], dtype=np.float32)
+    if a_inv.shape[1:] != (packed,):
+        learned = state["config"]["dim"]
+        raise ValueError(f"state learned over {learned} components, this policy uses {config.dim}")
+    tools, buckets = len(a_inv), config.previous_buckets
+    if state["schema"] == 1:
+        return a_inv, np.zeros((buckets, tools)), np.full((buckets, tools), 1.0 / config.regularisation)
+    after = np.asarray(state["after"], dtype=np.float64)
+    after_inv = np.asarray(state["after_inv"], dtype=np.float64)
+    if after.shape != (buckets, tools) or after_inv.shape != (buckets, tools):
+        raise ValueError(
+            f"state's previous-tool block is {after.shape}, this policy uses ({buckets}, {tools}) "
+            "(previous_buckets, tools)"
+        )
+    return a_inv, after, after_inv
