@@ -18,7 +18,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.ids import Interner
+from toolwise.rl.policies.base import Selection
+
 EPSILON_MAX = 0.2  # the most exploration a fall of the success rate brings
+REOPENED_EPSILON = 0.1  # the least exploration while the drift guard holds a tool re-opened
+EXPLORE_POOL = 5  # an exploring pick is uniform over at least the policy's best this many (and re-opened tools)
+BROKEN_EPSILON, BROKEN_POOL = 0.5, 20  # … and when the pick is a tool whose rewards fell lately
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +171,41 @@ class Exploration:
         self.decisions += 1
         if len(self.reopened) > 100:
             self.reopened = {t: u for t, u in self.reopened.items() if u > self.decisions}
+
+    def explore(
+        self, selection: Selection, arms: NDArray[np.int64], top_k: int, rng: np.random.Generator, tools: Interner
+    ) -> Selection:
+        """With probability ε (it rises when rewards fall), a uniform pick among the
+        policy's top max(`top_k`, EXPLORE_POOL) and the tools the drift guard re-opened; the propensity
+        is the mixture's. While a re-opened tool is among `arms`, ε is at least `REOPENED_EPSILON`; when
+        the policy's pick is a tool whose rewards fell lately, at least `BROKEN_EPSILON` over its best
+        `BROKEN_POOL`: its requests need another tool, maybe one the prior ranks low."""
+        self.decided()
+        opened = [a for name in self.open_tools() if (a := tools.get(name)) is not None]
+        opened = [a for a in opened if a in arms]
+        epsilon = max(self.epsilon, REOPENED_EPSILON if opened else 0.0)
+        width = max(top_k, EXPLORE_POOL)
+        if self.fell(tools.names[selection.chosen]):  # the pick broke lately: look wider, more often
+            epsilon, width = max(epsilon, BROKEN_EPSILON), max(width, BROKEN_POOL)
+        if epsilon <= 0.0:
+            return selection
+        pool = list(dict.fromkeys([*selection.ranked[:width].tolist(), *opened]))
+        explored = bool(rng.random() < epsilon)
+        pick = int(pool[int(rng.integers(len(pool)))]) if explored else selection.chosen
+        propensity = (1 - epsilon) * (selection.propensity if pick == selection.chosen else 0.0) + epsilon / len(pool)
+        if pick not in selection.ranked.tolist():  # a re-opened tool below the shortlist joins the ranking
+            selection.ranked = np.append(selection.ranked, pick)
+            selection.scores = np.append(selection.scores, selection.scores[-1])
+            selection.expected = np.append(selection.expected, 0.0)
+        order = np.argsort(selection.ranked != pick, kind="stable")  # the pick first, the rest as ranked
+        return Selection(
+            selection.ranked.take(order),
+            selection.scores.take(order),
+            selection.expected.take(order),
+            pick,
+            selection.explored or (explored and pick != selection.chosen),
+            propensity,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {

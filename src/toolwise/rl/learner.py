@@ -21,7 +21,7 @@ from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
-from toolwise.rl.policies.base import BatchPolicy, Selection, baseline_selection
+from toolwise.rl.policies.base import BatchPolicy, baseline_selection
 from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.policies.semantic import SemanticUCB
 from toolwise.rl.replay import PrioritizedReplay
@@ -29,10 +29,7 @@ from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
 
 STATE_SCHEMA = 1
-REOPENED_EPSILON = 0.1  # the least exploration while the drift guard holds a tool re-opened
-EXPLORE_POOL = 5  # an exploring pick is uniform over at least the policy's best this many (and re-opened tools)
 HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
-BROKEN_EPSILON, BROKEN_POOL = 0.5, 20  # … and when the pick is a tool whose rewards fell lately
 
 
 class UnknownToolError(ValueError):
@@ -322,7 +319,7 @@ class Learner:
         else:
             selection = self.policy.select(context, arms, prior_all.take(arms), rng)
         if not baseline:
-            selection = self._explore(selection, arms, top_k, rng)
+            selection = self.exploration.explore(selection, arms, top_k, rng, self.tools)
         names = self.tools.names
         top = selection.ranked[:top_k]
         ranked = [
@@ -343,42 +340,6 @@ class Learner:
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,
-        )
-
-    def _explore(
-        self, selection: Selection, arms: NDArray[np.int64], top_k: int, rng: np.random.Generator
-    ) -> Selection:
-        """With probability ε (rl/exploration.py: it rises when rewards fall), a uniform pick among the
-        policy's top max(`top_k`, EXPLORE_POOL) and the tools the drift guard re-opened; the propensity
-        is the mixture's. While a re-opened tool is among `arms`, ε is at least `REOPENED_EPSILON`; when
-        the policy's pick is a tool whose rewards fell lately, at least `BROKEN_EPSILON` over its best
-        `BROKEN_POOL`: its requests need another tool, maybe one the prior ranks low."""
-        exploration = self.exploration
-        exploration.decided()
-        opened = [a for name in exploration.open_tools() if (a := self.tools.get(name)) is not None]
-        opened = [a for a in opened if a in arms]
-        epsilon = max(exploration.epsilon, REOPENED_EPSILON if opened else 0.0)
-        width = max(top_k, EXPLORE_POOL)
-        if exploration.fell(self.tools.names[selection.chosen]):  # the pick broke lately: look wider, more often
-            epsilon, width = max(epsilon, BROKEN_EPSILON), max(width, BROKEN_POOL)
-        if epsilon <= 0.0:
-            return selection
-        pool = list(dict.fromkeys([*selection.ranked[:width].tolist(), *opened]))
-        explored = bool(rng.random() < epsilon)
-        pick = int(pool[int(rng.integers(len(pool)))]) if explored else selection.chosen
-        propensity = (1 - epsilon) * (selection.propensity if pick == selection.chosen else 0.0) + epsilon / len(pool)
-        if pick not in selection.ranked.tolist():  # a re-opened tool below the shortlist joins the ranking
-            selection.ranked = np.append(selection.ranked, pick)
-            selection.scores = np.append(selection.scores, selection.scores[-1])
-            selection.expected = np.append(selection.expected, 0.0)
-        order = np.argsort(selection.ranked != pick, kind="stable")  # the pick first, the rest as ranked
-        return Selection(
-            selection.ranked.take(order),
-            selection.scores.take(order),
-            selection.expected.take(order),
-            pick,
-            selection.explored or (explored and pick != selection.chosen),
-            propensity,
         )
 
     def recommend_next(
