@@ -488,6 +488,11 @@ class Catalogue:
         self._announcing = Background()
         self._launched = False  # `launch` has waited for the processes once
 
+    def serve(self, on_change: Callable[[], Coroutine[Any, Any, None]], reserved: frozenset[str]) -> None:
+        """Served by an app (which may start after the downstreams were launched): `on_change` runs after
+        every change of the tool list, and no downstream tool takes a name in `reserved` (the app's own)."""
+        self.on_change, self.reserved = on_change, reserved
+
     async def launch(self) -> None:
         """Start every downstream and return once each has spawned its process (or ended its first
         attempt, or after `start_wait_s`): what else a start does can run while they boot. Waits once:

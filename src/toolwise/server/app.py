@@ -107,7 +107,6 @@ class Toolwise:
         self.passthrough = passthrough
         self.catalogue = passthrough.catalogue
         self.callers = passthrough.callers
-        self.catalogue.on_change = self._tools_changed
         self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
         self.learning, self.sharing, self.snapshots = (
             self.services.learning,
@@ -122,7 +121,9 @@ class Toolwise:
         self._own_definitions = [t.definition() for t in self.own.values()]  # fixed: schemas built once
         if settings.exposure != "all":
             self._own_definitions.append(call_tool_definition())
-        self.catalogue.reserved = frozenset([*self.own, *([CALL_TOOL] if settings.exposure != "all" else [])])
+        self.catalogue.serve(
+            self._tools_changed, frozenset([*self.own, *([CALL_TOOL] if settings.exposure != "all" else [])])
+        )
         self.exposure = Exposure(settings, self.catalogue)
         self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
         self.started_at = utcnow()
