@@ -473,18 +473,13 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
 class Catalogue:
     """All downstreams and the public tool names that route to them."""
 
-    def __init__(
-        self,
-        servers: Mapping[str, ServerSpec],
-        settings: Settings,
-        on_change: Callable[[], Coroutine[Any, Any, None]] | None = None,
-    ) -> None:
+    def __init__(self, servers: Mapping[str, ServerSpec], settings: Settings) -> None:
         self.settings = settings
         self.downstreams = {name: Downstream(name, spec, settings, self._rebuild) for name, spec in servers.items()}
         self.routes: dict[str, Route] = {}
         self.prefixes = {name: prefix_of(name, spec) for name, spec in servers.items()}
         self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
-        self.on_change = on_change  # set by the app that serves the catalogue, if it was launched before it
+        self.on_change: Callable[[], Coroutine[Any, Any, None]] | None = None  # `serve` sets it
         self._announcing = Background()
         self._launched = False  # `launch` has waited for the processes once
 

@@ -8,13 +8,9 @@ Only tools/call is recorded and learned from (`server/app.py`); this module rout
   `server+` URI, a URI one downstream's template matches, else the only downstream with resources.
 - Prompts are named like tools (`prefix__name`, `downstream/naming.py`).
 - Completions go to the server owning the prompt or the resource template.
-- `logging/setLevel` is sent to every downstream that logs (the downstream connections are shared).
-- Progress: the caller's `_meta` goes to the downstream whole, except toolwise's own keys and the
-  protocol envelope of the hop; the downstream's progress reaches the caller under its own token.
-- A downstream's notifications and requests not tied to a token (log messages, sampling,
-  elicitation, roots) belong to the client whose call is in flight on that downstream. When no call
-  is in flight, or calls of several clients are, nobody can be told apart: log messages go to
-  toolwise's own log, and requests get an error saying why.
+- Resource updates go to the clients subscribed, list changes to every client.
+- What belongs to a call in flight (its `_meta` and progress, the downstream's log messages and its
+  sampling, elicitation and roots requests) and `logging/setLevel` are `downstream/callers.py`'s.
 """
 
 from __future__ import annotations

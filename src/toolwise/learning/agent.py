@@ -102,8 +102,8 @@ class Agent:
         self, session: Session, execution_id: str, rating: int, comment: str | None
     ) -> tuple[Execution, float]:
         learning, learner, n = self.learning, self.learning.learner, self.learning.history_n
-        log_ = learning.feedback.log
-        event = await log_.add_rating(execution_id, rating, comment, instance=learning.instance_id)
+        writes = learning.feedback.log
+        event = await writes.add_rating(execution_id, rating, comment, instance=learning.instance_id)
         assert event.rating.id is not None  # committed
         learning.covered.ratings.add(event.rating.id)
         execution = await with_session_query(learning.feedback, event.execution, learning.namespace)
@@ -114,7 +114,7 @@ class Agent:
             reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
         else:
             reward = learner.reward_of(step)
-        await log_.set_reward(execution.id, reward)
+        await writes.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.reward_total += reward - (call.reward or 0.0)
             call.reward = reward

@@ -4,10 +4,8 @@ the log with other instances, `learning/sharing.py`'s; the snapshot lifecycle,
 `learning/snapshotting.py`'s. The learned state all of them read is a `LearnedState`
 (learning/learned.py) that a snapshot replaces whole through `adopt`.
 
-Every proxied call becomes an execution record (queued for group commit) and a learner update; a
-rating recomputes that execution's reward and teaches the learner again; ending a session stores
-its episode (and teaches a TD learner that its last step was terminal). The learner runs on the
-event loop (it is pure and fast); the database never sits on the path of a call.
+Every proxied call becomes an execution record (queued for group commit) and a learner update. The
+learner runs on the event loop (it is pure and fast); the database never sits on the path of a call.
 
 What a call leaves to do (build the record, compute the reward, queue the record, update the policy)
 is deferred: `note` only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks
@@ -292,14 +290,15 @@ class LearningService:
         if self.metrics is not None:
             self.metrics.observe_call(execution)
 
-    def _remember_arguments(self, call: Execution) -> None:
+    def _remember_arguments(self, execution: Execution) -> None:
         """A successful call's redacted argument values, for suggestions: only with `store_arguments`
         (the user's consent to keep argument values), only with a request to match them to."""
-        if not (self.settings.store_arguments and call.success and call.arguments and call.query):
+        e = execution
+        if not (self.settings.store_arguments and e.success and e.arguments and e.query):
             return
         semantic = self.learner.semantic
         if semantic is not None:
-            self.arguments.add(call.tool, semantic.query(call.query), redact(call.arguments, self._redact))
+            self.arguments.add(e.tool, semantic.query(e.query), redact(e.arguments, self._redact))
 
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call

@@ -4,12 +4,12 @@ A session is the explicit `session_id` argument our tools accept (or `_meta["too
 on a proxied call), otherwise the client connection (`downstream/callers.py`); a request that has no
 connection (2026-07-28 over HTTP) is a session of its own, never kept, never shared.
 
-Which decision a proxied call follows (`OpenDecisions`): the open recommendations of each client connection.
-Agent frameworks keep conversations apart on one connection by passing `session_id` to our tools,
-then call the downstream tools as any MCP client does: no `session_id`, no `_meta`. Such a call
-belongs to the conversation its connection named last (`Sessions.current`), or
-the one `_meta["toolwise/session_id"]` names, whatever was recommended; it follows the newest open
-decision in that conversation that recommended the called tool (or the decision named by
+Which decision a proxied call follows (`OpenDecisions`): the open recommendations of each client
+connection. Agent frameworks keep conversations apart on one connection by passing `session_id` to our
+tools, then call the downstream tools as any MCP client does: no `session_id`, no `_meta`. Such a call
+belongs to the conversation its connection named last (`Sessions.current`), or the one
+`_meta["toolwise/session_id"]` names, whatever was recommended; it follows the newest open decision
+in that conversation that recommended the called tool (or the decision named by
 `_meta["toolwise/decision_id"]`), and is learned with that decision's query. A connection that never
 named a conversation is one: its calls follow the newest matching decision on it. A decision is open
 until a call is attributed to it or its session ends. All in memory, bounded per connection and in

@@ -318,9 +318,9 @@ class SemanticUCB:
         before = self._precision.get(tool)
         if before is None:
             before = np.linalg.inv(self.a_inv[tool].take(self._unpack).astype(np.float64))
-        used, prior = np.unique(buckets[buckets >= 0]), (self.after[:, tool], self.after_inv[:, tool])
+        used = np.unique(buckets[buckets >= 0])  # the order joint_posterior gives φ in
         theta, after, phi, phi_inv = joint_posterior(
-            before, self.theta[tool], features, rows, y, buckets, prior[0][used], prior[1][used]
+            before, self.theta[tool], features, rows, y, buckets, self.after[used, tool], self.after_inv[used, tool]
         )
         self.after[used, tool], self.after_inv[used, tool] = phi, phi_inv
         self.theta[tool] = theta
