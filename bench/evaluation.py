@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from toolwise.rl import Decision, Learner, LearnerConfig, ToolDoc
+from toolwise.rl import Decision, Learner, LearnerConfig, Step, ToolDoc
 from toolwise.rl.evaluation import Candidate, Evaluation, Logged, OffPolicyReplay, candidate_learner
 from toolwise.rl.reward import RewardWeights, compute_reward
 
@@ -100,7 +100,7 @@ def log(w: World, n: int, epsilon: float, rng: np.random.Generator) -> list[tupl
         success_p = (w.mean(x, tool) - compute_reward(weights, success=False, latency_s=LATENCY_S)) / 15.0
         success = bool(rng.random() < success_p)
         reward = compute_reward(weights, success=success, latency_s=LATENCY_S)
-        rows.append((x, Logged(tool, success, LATENCY_S * 1000, w.queries[x], None, 0, reward, propensity, True)))
+        rows.append((x, Logged(Step(tool, success, LATENCY_S * 1000, query=w.queries[x]), reward, propensity, True)))
     return rows
 
 

@@ -174,7 +174,7 @@ def run_paraphrase(env: Paraphrase, policy: str, seed: int, steps: int) -> tuple
         target = int(rng.integers(len(names)))
         query = env.query(rng, target)
         if policy == "lexical":
-            arm = int(learner.index.scores(query).argmax())
+            arm = int(learner.index.lexical.scores(query).argmax())
         else:
             arm = names.index(learner.recommend(query, rng).chosen)
         hits[t] = arm == target

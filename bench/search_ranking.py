@@ -31,7 +31,7 @@ from real_queries import DataSet
 
 from toolwise.downstream.naming import assign
 from toolwise.learning.embedding import load_embedder, tool_document
-from toolwise.rl.learner import Learner, Step, ToolDoc
+from toolwise.rl import Learner, Step, ToolDoc
 from toolwise.rl.policies.base import baseline_selection
 
 HERE = Path(__file__).resolve().parent
@@ -84,13 +84,13 @@ def run(data: DataSet, name: str, passes: int, seed: int) -> list[tuple[float, f
     docs = [ToolDoc(p, t.get("description", ""), tool_document(p, None, t.get("description"), t.get("parameters")))
             for p, t in zip(own, tools, strict=True)]  # fmt: skip
     learner = Learner(tools=docs, embedder=load_embedder("wordllama"))
-    names, arms = learner.tools.names, learner.active
+    names, arms = learner.index.tools.names, learner.index.active
     out = []
     for p in range(passes + 1 if learns else 1):
         at1 = at5 = 0
         for i in rng.permutation(len(data.requests)):
             query, right = data.requests[i].query[:10_000], data.requests[i].right
-            scores = scores_of(learner.prior(query, None), learner.index.scores(query)).take(arms)
+            scores = scores_of(learner.features.prior(query, None), learner.index.lexical.scores(query)).take(arms)
             context = learner.encode(query, None, 0)
             selection = learner.policy.select(context, arms, scores, rng) if p else baseline_selection(arms, scores)
             top = [names[a] for a in selection.ranked[:TOP_K]]

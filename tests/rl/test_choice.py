@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from toolwise.learning.embedding import load_embedder, tool_document
-from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc, learn_batch
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.policies import ChoiceModel
 from toolwise.rl.policies.base import Policy
@@ -81,13 +81,13 @@ def test_a_success_never_lowers_the_called_tool_in_its_context(
     assert isinstance(policy, ChoiceModel)
     for query, right in requests[:200]:
         history = ("get_current_weather",) if len(query) % 2 else ()
-        arms = learner.active
+        arms = learner.index.active
         context = learner.encode(query, history[-1] if history else None, len(history))
-        where = int(np.flatnonzero(arms == learner.tools.get(right))[0])
-        before = policy.scores(policy.features(context), arms, learner.choice_rows(query, history, arms))
+        where = int(np.flatnonzero(arms == learner.index.tools.get(right))[0])
+        before = policy.scores(policy.features(context), arms, learner.features.choice_rows(query, history, arms))
         step = Step(right, True, 50.0, query=query, previous_tool=history[-1] if history else None, history=history)
         learner.learn(step, rng)
-        after = policy.scores(policy.features(context), arms, learner.choice_rows(query, history, arms))
+        after = policy.scores(policy.features(context), arms, learner.features.choice_rows(query, history, arms))
         assert (after[where] - after).min() >= (before[where] - before).min() - 1e-9 or (
             int(np.argmax(after)) == where
         ), query
@@ -172,7 +172,7 @@ def test_a_replay_of_the_log_in_batches_learns_about_as_well_as_call_by_call(
     for step in steps:
         online.learn(step, rng)
     for start in range(0, len(steps), 250):
-        batched.learn_batch(steps[start : start + 250], rng)
+        learn_batch(batched, steps[start : start + 250], rng)
     assert batched.updates == online.updates == len(steps)
 
     def hits(learner: Learner, asked: list[tuple[str, str]], baseline: bool = False) -> float:

@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pytest
 
-from toolwise.rl import LearnerConfig, ToolDoc
+from toolwise.rl import LearnerConfig, Step, ToolDoc
 from toolwise.rl.evaluation import (
     Candidate,
     Logged,
@@ -75,7 +75,7 @@ def _log(rng: np.random.Generator, n: int, *, uniform: bool) -> list[tuple[Logge
         tool = names[int(rng.integers(4))] if uniform else names[0]
         success = bool(rng.random() < (0.9 if tool == right else 0.1))
         reward = (SUCCESS if success else FAILURE) - 0.1 * 0.5
-        rows.append((Logged(tool, success, 500.0, query, None, 0, reward, 0.25 if uniform else 1.0, True), right))
+        rows.append((Logged(Step(tool, success, 500.0, query=query), reward, 0.25 if uniform else 1.0, True), right))
     return rows
 
 
@@ -142,8 +142,8 @@ def test_decisions_without_propensities_are_counted_and_refused() -> None:
     candidate = Candidate("ucb")
     rng = np.random.default_rng(0)
     replay = OffPolicyReplay(candidate_learner(candidate, LearnerConfig(), TOOLS, None), candidate, rng, SupportRule())
-    replay.step(Logged("send_email", True, 100.0, "email alice", None, 0, 9.9, None, True))
-    replay.step(Logged("send_email", True, 100.0, "email bob", None, 0, 9.9, 1e-5, True))
+    replay.step(Logged(Step("send_email", True, 100.0, query="email alice"), 9.9, None, True))
+    replay.step(Logged(Step("send_email", True, 100.0, query="email bob"), 9.9, 1e-5, True))
     with pytest.raises(ThinSupportError, match="2 followed a recommendation, 1 of them without a propensity, 1 with"):
         replay.result()
 

@@ -19,7 +19,9 @@ TOOLS = [
 
 def trained(policy: str, seed: int = 0, steps: int = 200) -> Learner:
     learner = Learner(LearnerConfig(policy=policy), TOOLS)
-    learner.rebuild(log(seed, steps), np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    for step in log(seed, steps):
+        learner.observe(step, rng)
     return learner
 
 
@@ -98,8 +100,8 @@ def test_sequence_evidence_lifts_the_usual_follow_up() -> None:
     learner, rng = Learner(LearnerConfig(), TOOLS), np.random.default_rng(0)
     for _ in range(3):
         learner.observe(Step("git__git_diff", True, 100.0, history=("git__git_status",)), rng)
-    prior = learner.prior("anything", "git__git_status")
-    assert prior[learner.tools.get("git__git_diff")] == pytest.approx(0.75)
+    prior = learner.features.prior("anything", "git__git_status")
+    assert prior[learner.index.tools.get("git__git_diff")] == pytest.approx(0.75)
     [nxt] = learner.recommend_next(["git__git_status"])
     assert nxt.reason == "follows git__git_status → git__git_diff (3×, 100% success)"
 

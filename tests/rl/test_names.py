@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolwise.rl.learner import Learner, ToolDoc
+from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.names import NameIndex
 
 NAMES = ["cat__uber_ride", "cat__uber_eat_order", "fs__read_file", "git__read_file", "cat__getWeather"]

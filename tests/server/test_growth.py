@@ -7,11 +7,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.server.test_persistence import QUERIES, service
 from toolwise.feedback import Execution, FeedbackService, utcnow
-from toolwise.rl import Step, StepColumns
+from toolwise.learning import replaying
+from toolwise.rl import Learner, Step, StepColumns, learn_columns
 from toolwise.server.services import Services
 
 
@@ -80,15 +82,20 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
     feedback, second = await service(url)
     learned: list[tuple[str | None, int | None]] = []
-    for name in ("learn_columns", "learn_batch", "learn", "observe_rating"):  # a replay learns in batches
+    for name in ("learn", "observe_rating"):
         original = getattr(second.learning.learner, name)
 
-        def spy(steps: Step | list[Step] | StepColumns, *args: object, _original: object = original) -> object:
-            seen = steps.steps() if isinstance(steps, StepColumns) else steps if isinstance(steps, list) else [steps]
-            learned.extend((step.query, step.rating) for step in seen)
-            return _original(steps, *args)  # type: ignore[operator]  # the method the spy replaced
+        def spy(step: Step, *args: object, _original: object = original) -> object:
+            learned.append((step.query, step.rating))
+            return _original(step, *args)  # type: ignore[operator]  # the method the spy replaced
 
         monkeypatch.setattr(second.learning.learner, name, spy)
+
+    def spy_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:  # a replay's batches
+        learned.extend((step.query, step.rating) for step in steps.steps())
+        return learn_columns(learner, steps, rng)
+
+    monkeypatch.setattr(replaying, "learn_columns", spy_columns)
     await second.snapshots.restore_latest()  # no snapshot: the whole log is replayed, each call in its context
     expected = [asked[f"s{s}"] for s in range(6) for _ in range(4)] + [asked[f"s{s}"] for s in range(6)]
     assert [query for query, _ in learned] == expected

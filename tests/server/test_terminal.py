@@ -35,7 +35,7 @@ async def test_ending_a_session_learns_its_last_call_as_a_terminal_transition(ur
     updates = learner.updates
     await services.agent.end_session("s", "success")
     terminal = [t for t in learner.replay.items if t is not None and t.next_context < 0]
-    assert [learner.tools.names[t.tool] for t in terminal] == ["git__git_log"]
+    assert [learner.index.tools.names[t.tool] for t in terminal] == ["git__git_log"]
     assert learner.updates == updates + 1
     await feedback.aclose()
 
@@ -99,7 +99,9 @@ async def work(services: Services, sessions: list[tuple[str, list[str]]]) -> Non
 
 def terminal_tools(services: Services) -> list[str]:
     learner = services.learning.learner
-    return sorted(learner.tools.names[t.tool] for t in learner.replay.items if t is not None and t.next_context < 0)
+    return sorted(
+        learner.index.tools.names[t.tool] for t in learner.replay.items if t is not None and t.next_context < 0
+    )
 
 
 def assert_same_q_values(replayed: Services, live: Services) -> None:

@@ -52,6 +52,16 @@ class Execution:
     instance: str | None = None  # the toolwise instance that recorded (and learned) it
     explored: bool | None = None  # the call followed an exploratory recommendation
 
+    def learned(self, reward: float | None, context_hash: str | None = None) -> None:
+        """What learning (or a rating) made of the call: its reward (None: not learned from) and context."""
+        self.reward = reward
+        if context_hash is not None:
+            self.context_hash = context_hash
+
+    def recorded(self) -> None:
+        """In the log now: the raw arguments go (the log keeps what the settings store of them)."""
+        self.arguments = None
+
 
 @dataclass(slots=True, frozen=True)
 class Rating:

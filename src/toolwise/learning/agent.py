@@ -47,7 +47,7 @@ class Agent:
         blocked = learning.shields.blocked(time.monotonic())
         if candidates is not None:  # tools asked for by name are dropped only if something remains
             blocked = {} if all(c in blocked for c in candidates) else blocked
-        elif len(blocked) >= len(learning.learner.active):
+        elif len(blocked) >= len(learning.learner.index.active):
             blocked = {}
         decision = learning.learner.recommend(
             query,
@@ -61,7 +61,7 @@ class Agent:
             named_first=named_first,
             history=session.recent(session.length, learning.history_n),
         )
-        session.query, session.decision = query, decision
+        session.recommended(query, decision)
         learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
         learning.state.decided(decision.explored)
         return decision
@@ -70,7 +70,7 @@ class Agent:
         """Values `tool`'s successful calls used for requests like `query` (none without stored
         arguments or an embedding)."""
         learning = self.learning
-        semantic = learning.learner.semantic
+        semantic = learning.learner.index.semantic
         if not learning.settings.store_arguments or semantic is None:
             return []
         return learning.arguments.suggest(tool, semantic.query(query[: learning.settings.max_query_chars]))
@@ -116,8 +116,8 @@ class Agent:
             reward = learner.reward_of(step)
         await writes.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
-            session.reward_total += reward - (call.reward or 0.0)
-            call.reward = reward
+            session.rewarded(reward - (call.reward or 0.0))
+            call.learned(reward)
         return execution, reward
 
     async def end_session(self, session_id: str, outcome: Outcome) -> Episode:

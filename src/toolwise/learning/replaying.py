@@ -14,7 +14,7 @@ from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
 from toolwise.learning.service import LearningService, learned_from
 from toolwise.learning.sessions import recent, step_of
-from toolwise.rl import StepColumns
+from toolwise.rl import StepColumns, learn_columns
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class LogLearning:
                 [position[i] for i in rows],
             )
             try:
-                self.learning.learner.learn_columns(steps, self.learning.state.rng)
+                learn_columns(self.learning.learner, steps, self.learning.state.rng)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
         now = time.monotonic()

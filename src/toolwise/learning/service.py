@@ -211,11 +211,9 @@ class LearningService:
         decision: Decision | None
         query: str | None
         if opened is not None:
-            decision, query = opened.decision, opened.query
-            if session.decision is decision:
-                session.decision = None
+            decision, query = session.follow(opened.decision), opened.query
         else:
-            decision, session.decision, query = session.decision, None, session.query
+            decision, query = session.follow(), session.query
         error_type, error_message, result_size = outcome
         followed = decision if decision is not None and decision.chosen == tool else None
         execution = Execution(
@@ -280,9 +278,9 @@ class LearningService:
             self._learn(call)
             self._remember_arguments(execution)
         await self.feedback.log.record_execution(call.stored(), force=self._closing)
-        execution.arguments = call.decision = None  # recorded: the session keeps what later steps and ratings use
+        call.recorded()
         if (session := self.sessions.find(execution.session_id)) is not None:
-            session.reward_total += execution.reward or 0.0
+            session.rewarded(execution.reward or 0.0)
         self.covered.live.add(execution.id)
         self.state.called()
         self.state.learned()
@@ -296,7 +294,7 @@ class LearningService:
         e = execution
         if not (self.settings.store_arguments and e.success and e.arguments and e.query):
             return
-        semantic = self.learner.semantic
+        semantic = self.learner.index.semantic
         if semantic is not None:
             self.arguments.add(e.tool, semantic.query(e.query), redact(e.arguments, self._redact))
 
@@ -310,7 +308,7 @@ class LearningService:
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", execution.tool)
             learned = self.learner.learn(step, self.state.rng, update=False)
-        execution.reward, execution.context_hash = learned.reward if learnable else None, learned.context_hash
+        execution.learned(learned.reward if learnable else None, learned.context_hash)
 
     def _drain_when_idle(self) -> None:
         self._idle = None

@@ -61,6 +61,12 @@ class Call:
         e = self.execution
         return replace(e, query=e.query if e.decision_id is not None else None)
 
+    def recorded(self) -> None:
+        """In the log now: the session keeps what later steps and ratings use, not the arguments or
+        the decision."""
+        self.execution.recorded()
+        self.decision = None
+
 
 @dataclass(slots=True)
 class Session:
@@ -83,6 +89,26 @@ class Session:
     def length(self) -> int:
         """Calls made in this session (the position of the next one)."""
         return self.dropped + len(self.calls)
+
+    def recommended(self, query: str | None, decision: Decision) -> None:
+        """`recommend_tool` answered `query` with `decision`: the context of the calls that follow."""
+        self.query, self.decision = query, decision
+
+    def follow(self, decision: Decision | None = None) -> Decision | None:
+        """A call follows `decision` (the session's open one when None): it is no longer open.
+        Returns the decision the call follows."""
+        followed = self.decision if decision is None else decision
+        if self.decision is followed:
+            self.decision = None
+        return followed
+
+    def rewarded(self, change: float) -> None:
+        """One of its calls was learned (or re-rated): its reward, or the change to it, counts."""
+        self.reward_total += change
+
+    def seen_on(self, connection: str) -> None:
+        """Our tools were called for it on `connection`: plain calls there are attributed to it."""
+        self.connection = connection
 
     def add(self, call: Execution) -> None:
         self.calls.append(call)

@@ -22,7 +22,7 @@ from toolwise.config import Settings
 from toolwise.feedback import Execution, FeedbackService
 from toolwise.learning.replaying import LogLearning
 from toolwise.learning.service import LearningService, with_session_query
-from toolwise.learning.watermark import Covered, Watermark
+from toolwise.learning.watermark import Covered
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +204,7 @@ class Sharing:
         the executions) waits for the next sync, and the ends after it with it, in order. O(new ends).
         Own ends (learned live) are only marked; with a bandit policy, ends are marked and not learned."""
         covered = self.covered
-        if covered.episodes is None:  # a state from before ends were shared: learn those to come
-            covered.episodes = Watermark(head)
-        emark, live = covered.episodes, covered.live
+        emark, live = covered.episode_mark(head), covered.live
         if head <= emark.floor:
             return
         own = self.learning.instance_id

@@ -61,6 +61,13 @@ class Covered:
     live: set[str] = field(default_factory=set)
     episodes: Watermark | None = field(default_factory=Watermark)
 
+    def episode_mark(self, head: int) -> Watermark:
+        """The episode ends' watermark; a state from before ends were shared starts at `head`, the
+        log's newest end (what it learned of earlier ones is unknown; none is learned twice)."""
+        if self.episodes is None:
+            self.episodes = Watermark(head)
+        return self.episodes
+
     def state(self) -> dict[str, Any]:
         state = {"executions": self.executions.state(), "ratings": self.ratings.state(), "live": sorted(self.live)}
         return state if self.episodes is None else {**state, "episodes": self.episodes.state()}

@@ -1,7 +1,7 @@
 """How to learn: rewards, contexts, policies, replay and tool sequences. Pure computation: no I/O,
 no clock, no global random state (every decision takes a `numpy.random.Generator`)."""
 
-from toolwise.rl.batch import StepColumns
+from toolwise.rl.batch import StepColumns, learn_batch, learn_columns
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.learner import (
     Decision,
@@ -10,14 +10,13 @@ from toolwise.rl.learner import (
     Observation,
     Ranked,
     Step,
-    ToolDoc,
-    UnknownToolError,
 )
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.policies import POLICIES, make_policy
 from toolwise.rl.replay import PrioritizedReplay, SumTree, Transition
 from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
+from toolwise.rl.toolindex import ToolDoc, ToolIndex, UnknownToolError
 
 __all__ = [
     "POLICIES",
@@ -37,9 +36,12 @@ __all__ = [
     "StepColumns",
     "SumTree",
     "ToolDoc",
+    "ToolIndex",
     "Transition",
     "UnknownToolError",
     "compute_reward",
+    "learn_batch",
+    "learn_columns",
     "make_policy",
     "normalise",
 ]

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.learner import Learner, Step, worked
 from toolwise.rl.policies.base import BatchPolicy
 from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.rl.reward import check_latency, check_rating
-
-if TYPE_CHECKING:
-    from toolwise.rl.learner import Learner, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +51,6 @@ class StepColumns:
         )
 
     def steps(self) -> list[Step]:
-        from toolwise.rl.learner import Step
 
         ratings = self.rating if self.rating is not None else [None] * len(self)
         columns = (self.tool, self.success, self.latency_ms, self.query, self.previous_tool, self.position)
@@ -83,7 +79,7 @@ def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generato
     if isinstance(learner.policy, ChoiceModel):
         return _learn_choices(learner, learner.policy, StepColumns.of(steps), rng)
     policy = learner.policy
-    if not isinstance(policy, BatchPolicy) or learner.semantic is None:
+    if not isinstance(policy, BatchPolicy) or learner.index.semantic is None:
         for step in steps:
             learner.observe(step, rng)
         return len(steps)
@@ -96,7 +92,7 @@ def learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator
     if isinstance(learner.policy, ChoiceModel):
         return _learn_choices(learner, learner.policy, steps, rng)
     policy = learner.policy
-    if not isinstance(policy, BatchPolicy) or learner.semantic is None:
+    if not isinstance(policy, BatchPolicy) or learner.index.semantic is None:
         return learn_batch(learner, steps.steps(), rng)
     return _learn_columns(learner, policy, steps)
 
@@ -105,10 +101,10 @@ def _learn_columns(learner: Learner, policy: BatchPolicy, steps: StepColumns) ->
     n = len(steps)
     if not n:
         return 0
-    intern = learner.tools.intern
+    intern = learner.index.tools.intern
     arm_list = [intern(tool) for tool in steps.tool]
     arms = np.array(arm_list, dtype=np.int64)
-    learner._grow(len(learner.tools))
+    learner.latency.grow(len(learner.index.tools))
     rewards, follow = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
     index = {query: i for i, query in enumerate(queries)}
@@ -119,8 +115,8 @@ def _learn_columns(learner: Learner, policy: BatchPolicy, steps: StepColumns) ->
     scaled = np.clip((rewards - low) / (high - low), 0.0, 1.0)
     policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)
     ratings = steps.rating if steps.rating is not None else [None] * n
-    _watch(learner, steps, scaled, np.fromiter(map(_worked, steps.success, ratings), dtype=bool, count=n))
-    learner.updates += n
+    _watch(learner, steps, scaled, np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n))
+    learner.count(rewards)
     return n
 
 
@@ -135,11 +131,10 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
     n = len(steps)
     if not n:
         return 0
-    from toolwise.rl.learner import worked as call_worked  # the learner imports this module
 
-    arm_list = [learner.tools.intern(tool) for tool in steps.tool]
-    learner._grow(len(learner.tools))
-    arms = learner.active
+    arm_list = [learner.index.tools.intern(tool) for tool in steps.tool]
+    learner.latency.grow(len(learner.index.tools))
+    arms = learner.index.active
     missing = sorted(set(arm_list) - set(arms.tolist()))
     if missing:
         arms = np.concatenate([arms, np.array(missing, dtype=np.int64)])
@@ -149,17 +144,17 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
         for history in steps.history:
             key = tuple(history)
             if key not in sequence:
-                sequence[key] = learner.sequence_column(key, arms)
+                sequence[key] = learner.features.sequence_column(key, arms)
     rewards, _ = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
     x = _query_features(learner, policy, queries)  # embeds them in one call (memoised for the scores)
-    text = {q: learner.text_columns(q, arms) for q in queries}
+    text = {q: learner.index.text_columns(q, arms) for q in queries}
     ratings = steps.rating if steps.rating is not None else [None] * n
-    worked = np.fromiter(map(call_worked, steps.success, ratings), dtype=bool, count=n)
+    ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
     scaled = np.clip((rewards - learner.config.reward.bounds[0]) / np.ptp(learner.config.reward.bounds), 0.0, 1.0)
-    weight = 0.5 + 0.5 * np.where(worked, scaled, 1 - scaled)
+    weight = 0.5 + 0.5 * np.where(ok, scaled, 1 - scaled)
     called = np.array([position[arm] for arm in arm_list], dtype=np.int64)
-    _watch(learner, steps, scaled, worked)
+    _watch(learner, steps, scaled, ok)
     empty = np.zeros(len(arms))
     no_text = np.zeros((len(arms), 2))
     for start in range(0, n, CHOICE_BATCH):
@@ -171,35 +166,29 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
             if learner.config.sequences_enabled:
                 rows[r, :, 2 if history else 3] = sequence.get(history, empty)
             if history:
-                rows[r, :, 4] = learner.repeat_column(history, arms)
+                rows[r, :, 4] = learner.index.repeat_column(history, arms)
         features = np.stack([x[steps.query[i] or ""] for i in part])
         window = slice(part.start, part.stop)
-        policy.learn_calls(features, arms, rows, called[window], worked[window], weight[window], rng)
-    learner.updates += n
+        policy.learn_calls(features, arms, rows, called[window], ok[window], weight[window], rng)
+    learner.count(rewards)
     return n
-
-
-def _worked(success: bool, rating: int | None) -> bool:
-    from toolwise.rl.learner import worked  # the learner imports this module
-
-    return worked(success, rating)
 
 
 def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], worked: NDArray[np.bool_]) -> None:
     """The adaptive ε and the drift guard see every replayed call, in order, as live ones."""
     for tool, value, ok in zip(steps.tool, scaled.tolist(), worked.tolist(), strict=True):
-        learner._watch(tool, value, ok)
+        learner.watch(tool, value, ok)
 
 
 def _query_features(learner: Learner, policy: ChoiceModel, queries: list[str]) -> dict[str, NDArray[np.float64]]:
     """x(q) of each distinct query ("" for none), as the choice model's `features` computes it."""
     dim = policy.config.dim
     features: dict[str, NDArray[np.float64]] = {}
-    if learner.semantic is not None:
-        vectors = learner.semantic.queries(queries) if queries else np.zeros((0, dim), np.float32)
+    if learner.index.semantic is not None:
+        vectors = learner.index.semantic.queries(queries) if queries else np.zeros((0, dim), np.float32)
         for query, vector in zip(queries, vectors, strict=True):
             features[query] = _unit(vector, dim)
-        features[""] = _unit(learner.semantic.no_query, dim)
+        features[""] = _unit(learner.index.semantic.no_query, dim)
     else:
         for query in queries:
             features[query] = policy.features(learner.encode(query, None, 0))
@@ -222,12 +211,10 @@ def _ordered_part(
     step path has them: reward from the tool's running latency before the step, follow evidence from
     the n-grams before it, then latency and n-grams updated."""
     rewards, success = _rewards(learner, steps, arms)
-    known = len(learner.index)  # tools the prior scores (the catalogue at the last set_tools)
+    known = len(learner.index.lexical)  # tools the prior scores (the catalogue at the last set_tools)
     previous = [p if arm < known else None for p, arm in zip(steps.previous_tool, arms, strict=True)]
     histories = steps.history if learner.config.sequences_enabled else None
     if steps.rating is not None:
-        from toolwise.rl.learner import worked  # the learner imports this module
-
         success = np.fromiter(map(worked, success.tolist(), steps.rating), dtype=bool, count=len(success))
     follow = learner.sequences.observe_batch(previous, steps.tool, histories, rewards, success)
     return rewards, follow
@@ -255,15 +242,13 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
         rewards[rated] += (points - 3) * weights.rating_per_point
     rewards -= weights.latency_per_second * np.minimum(latency, weights.max_latency_s)
     rewards[latency < weights.fast_fraction * before] += weights.fast_bonus  # NaN (no mean yet): never fast
-    # the running sum, added one reward after the other as step by step (cumsum is sequential)
-    learner.reward_sum = float(np.cumsum(np.concatenate([[learner.reward_sum], rewards]))[-1])
     return rewards, success
 
 
 def _running_latency(learner: Learner, arms: list[int], latency: list[float]) -> NDArray[np.float64]:
     """Each step's tool's mean latency before it (NaN before its first call), updating the learner's
     running means and counts past the batch."""
-    means, counts = learner.latency_mean, learner.latency_count
+    means, counts = learner.latency.mean, learner.latency.count
     mean: dict[int, float] = {}
     count: dict[int, int] = {}
     before = np.full(len(arms), np.nan)
@@ -288,9 +273,9 @@ def _query_part(
 ) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
     """The distinct queries' embeddings (one call; a last zero row for "no query") and each step's
     semantic + lexical prior for its tool, as `Learner.prior` computes it without the follow part."""
-    semantic = learner.semantic
+    semantic = learner.index.semantic
     assert semantic is not None
-    index, weight = learner.index, learner.config.lexical_weight
+    index, weight = learner.index.lexical, learner.config.lexical_weight
     vectors = semantic.queries(queries) if queries else np.zeros((0, len(semantic.no_query)), np.float32)
     embeddings = np.concatenate([vectors, np.zeros((1, vectors.shape[1]), np.float32)])  # + no query: x = 0
     known = len(semantic)

@@ -37,9 +37,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.learner import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl.learner import Learner, LearnerConfig, Step
 from toolwise.rl.policies import POLICIES, LinTSConfig, LinUCBConfig, PolicyConfig
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
+from toolwise.rl.toolindex import ToolDoc
 
 
 class ThinSupportError(ValueError):
@@ -107,17 +108,12 @@ class SupportRule:
 
 @dataclass(slots=True)
 class Logged:
-    """One execution of the log as evaluation needs it. `decision`: it followed a recommendation;
-    `propensity`: the serving policy's probability of the called tool (None: the agent called another
-    tool than the one chosen, or the log predates propensities); `reward` in reward units (None: not
-    learned, e.g. a cancelled call)."""
+    """One execution of the log as evaluation needs it: the step, and `decision`: it followed a
+    recommendation; `propensity`: the serving policy's probability of the called tool (None: the agent
+    called another tool than the one chosen, or the log predates propensities); `reward` in reward
+    units (None: not learned, e.g. a cancelled call)."""
 
-    tool: str
-    success: bool
-    latency_ms: float
-    query: str | None
-    previous_tool: str | None
-    position: int
+    step: Step
     reward: float | None
     propensity: float | None
     decision: bool
@@ -320,7 +316,7 @@ class OffPolicyReplay:
         self.counts.executions += 1
         self.counts.warm_up += 1
         if logged.reward is not None:
-            self.learner.observe(self._step(logged), self.rng, reward=logged.reward)
+            self.learner.observe(logged.step, self.rng, reward=logged.reward)
             self._fit(logged, logged.reward)
 
     def step(self, logged: Logged) -> None:
@@ -330,7 +326,7 @@ class OffPolicyReplay:
         c.executions += 1
         if not logged.decision:
             if self.candidate.learning and logged.reward is not None:
-                self.learner.observe(self._step(logged), self.rng, reward=logged.reward)
+                self.learner.observe(logged.step, self.rng, reward=logged.reward)
             return
         c.decisions += 1
         if logged.propensity is None:
@@ -345,45 +341,33 @@ class OffPolicyReplay:
     def _evaluate(self, logged: Logged, propensity: float, reward: float) -> None:
         learner = self.learner
         decision = learner.recommend(
-            logged.query,
+            logged.step.query,
             self.rng,
-            previous_tool=logged.previous_tool,
-            position=logged.position,
+            previous_tool=logged.step.previous_tool,
+            position=logged.step.position,
             top_k=1,
         )
-        match = decision.chosen == logged.tool
-        q_logged, q_candidate = self._predict(logged, logged.tool), self._predict(logged, decision.chosen)
+        match = decision.chosen == logged.step.tool
+        q_logged, q_candidate = self._predict(logged, logged.step.tool), self._predict(logged, decision.chosen)
         self.sums.add(reward, propensity, 1.0 if match else 0.0, q_logged, q_candidate)
         self.counts.evaluated += 1
         self.counts.unsupported += not match and propensity > 1 - self.rule.min_propensity
         if match and self.candidate.learning:
-            learner.observe(self._step(logged), self.rng, reward=reward)
+            learner.observe(logged.step, self.rng, reward=reward)
         self._fit(logged, reward)
-
-    def _step(self, logged: Logged) -> Step:
-        history = (logged.previous_tool,) if logged.previous_tool else ()
-        return Step(
-            logged.tool,
-            logged.success,
-            logged.latency_ms,
-            query=logged.query,
-            previous_tool=logged.previous_tool,
-            position=logged.position,
-            history=history,
-        )
 
     def _predict(self, logged: Logged, tool: str) -> float:
         """q̂(x, tool) in reward units, from the decisions before this one."""
-        arm = self.learner.tools.intern(tool)
-        context = self.learner.config.encoder.encode(logged.query, logged.previous_tool, logged.position)
-        prior = self.learner.prior_of(logged.query, logged.previous_tool, arm)
+        arm = self.learner.index.tools.intern(tool)
+        context = self.learner.config.encoder.encode(logged.step.query, logged.step.previous_tool, logged.step.position)
+        prior = self.learner.features.prior_of(logged.step.query, logged.step.previous_tool, arm)
         mean = self.model.mean_and_width(context, np.array([arm]), np.array([prior]))[0][0]
         return self._low + self._span * min(1.0, max(0.0, float(mean)))
 
     def _fit(self, logged: Logged, reward: float) -> None:
-        arm = self.learner.tools.intern(logged.tool)
-        context = self.learner.config.encoder.encode(logged.query, logged.previous_tool, logged.position)
-        prior = self.learner.prior_of(logged.query, logged.previous_tool, arm)
+        arm = self.learner.index.tools.intern(logged.step.tool)
+        context = self.learner.config.encoder.encode(logged.step.query, logged.step.previous_tool, logged.step.position)
+        prior = self.learner.features.prior_of(logged.step.query, logged.step.previous_tool, arm)
         self.model.update(context, arm, (reward - self._low) / self._span, prior)
 
     def result(self, confidence: float = 0.95) -> Evaluation:

@@ -1,7 +1,7 @@
 """The learner: one object the server talks to. Pure computation; the caller passes the RNG.
 
-It owns the tool ids, the lexical prior over the catalogue, the running mean latency per tool (for
-the reward's speed bonus), the policy, the replay buffer and the sequence model.
+It owns the tool index (ids, the listed tools, how a query matches each), the running mean latency
+per tool (for the reward's speed bonus), the policy, the replay buffer and the sequence model.
 """
 
 from __future__ import annotations
@@ -13,36 +13,21 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.batch import StepColumns, learn_batch, learn_columns
 from toolwise.rl.context import Context, ContextEncoder
-from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
+from toolwise.rl.embedding import Embedder
 from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
-from toolwise.rl.ids import Interner
-from toolwise.rl.lexical import LexicalIndex
-from toolwise.rl.names import NameIndex
+from toolwise.rl.features import Features
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import BatchPolicy, baseline_selection
-from toolwise.rl.policies.choice import FEATURES, ChoiceModel
+from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.rl.policies.semantic import SemanticUCB
 from toolwise.rl.replay import PrioritizedReplay
-from toolwise.rl.reward import RewardWeights, compute_reward, normalise
+from toolwise.rl.reward import Latencies, RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
+from toolwise.rl.toolindex import ToolDoc, ToolIndex
 
 STATE_SCHEMA = 1
 HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
-
-
-class UnknownToolError(ValueError):
-    def __init__(self, names: Iterable[str]) -> None:
-        listed = ", ".join(sorted(names))
-        super().__init__(f"unknown tool(s): {listed}")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolDoc:
-    name: str
-    description: str = ""
-    document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,147 +120,32 @@ class Learner:
         """`embedder` turns the prior semantic (tool documents and queries embedded); without one the
         prior is lexical (BM25)."""
         self.config = config or LearnerConfig()
-        self.embedder = embedder
-        self.tools = Interner()
+        self.index = ToolIndex(embedder, self.config.lexical_weight)
         self.policy = make_policy(self.config.policy, self.config.policy_config)
         self.replay = PrioritizedReplay(self.config.replay_capacity, self.config.replay_alpha)
         self.sequences = SequenceModel(self.config.sequence_n, self.config.sequence_min_count)
-        self.latency_mean = np.zeros(16)
-        self.latency_count = np.zeros(16, dtype=np.int64)
+        self.features = Features(self.index, self.sequences, self.config.sequences_enabled)
+        self.latency = Latencies()
         self.updates = 0
         self.reward_sum = 0.0
-        self.descriptions: dict[str, str] = {}
-        self.documents: dict[str, str] = {}
-        self.index = LexicalIndex([])
-        self.semantic: SemanticIndex | None = None
         self.exploration = Exploration(self.config.exploration)
         self.set_tools(tools)
 
-    # -- catalogue ---------------------------------------------------------------------------------
-
     def set_tools(self, tools: Sequence[ToolDoc]) -> None:
         """The current catalogue. Ids are stable: a tool that disappears and returns keeps its learning."""
-        for tool in tools:
-            self.tools.intern(tool.name)
-            self.descriptions[tool.name] = tool.description
-            if tool.document or tool.name not in self.documents:  # a restored state's docs name no parameters
-                self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
-        self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
-        self.names = NameIndex(self.tools.names)
-        self._grow(len(self.tools))
-        if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
-            known = self.semantic.by_document if self.semantic is not None else None
-            texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
-            self.semantic = SemanticIndex(self.embedder, texts, known)
-            self.index = LexicalIndex(texts)
-        else:
-            documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
-            self.index = LexicalIndex(documents)
-
-    @property
-    def active_names(self) -> list[str]:
-        return [self.tools.names[i] for i in self.active]
-
-    def _grow(self, n: int) -> None:
-        """Room for `n` tools in the per-tool latency arrays (doubling; new tools start at zero)."""
-        extra = max(n, 2 * len(self.latency_mean)) - len(self.latency_mean) if n > len(self.latency_mean) else 0
-        if extra:
-            self.latency_mean = np.concatenate([self.latency_mean, np.zeros(extra)])
-            self.latency_count = np.concatenate([self.latency_count, np.zeros(extra, dtype=np.int64)])
-
-    def _arms(self, candidates: Iterable[str] | None) -> NDArray[np.int64]:
-        if candidates is None:
-            return self.active
-        names = list(dict.fromkeys(candidates))
-        unknown = [n for n in names if n not in self.tools]
-        if unknown:
-            raise UnknownToolError(unknown)
-        return np.array([self.tools.intern(n) for n in names], dtype=np.int64)
+        self.index.set_tools(tools)
+        self.latency.grow(len(self.index.tools))
 
     def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context:
         """The context, with the query's embedding when the prior is semantic (embedded once per query)."""
         context = self.config.encoder.encode(query, previous_tool, position)
-        if self.semantic is not None and context.embedding is None:
+        semantic = self.index.semantic
+        if semantic is not None and context.embedding is None:
             # no query, nothing to learn over: the zero vector keeps the policy in the embedding's space
-            context.embedding = self.semantic.query(query) if query else self.semantic.no_query
+            context.embedding = semantic.query(query) if query else semantic.no_query
         return context
 
     # -- deciding ----------------------------------------------------------------------------------
-
-    def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
-        """Relevance of every known tool in [0, 1]: semantic match with the query (cosine, plus BM25
-        over the same documents weighted `lexical_weight`, rescaled), or BM25 alone without an embedder,
-        raised to what the sequence model knows works right after `previous_tool`."""
-        if self.semantic is not None and query:
-            w = self.config.lexical_weight
-            scores = self.semantic.scores(query) + w * self.index.scores(query)
-            scores /= 1 + w
-        else:
-            scores = self.index.scores(query or "")  # read-only (cached): copied before raising
-        follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
-        if follow:
-            scores = scores.copy()
-            for tool, score in follow.items():
-                arm = self.tools.get(tool)
-                if arm is not None and arm < len(scores):
-                    scores[arm] = max(scores[arm], score)
-        return scores
-
-    def prior_of(self, query: str | None, previous_tool: str | None, arm: int) -> float:
-        """`prior(query, previous_tool)[arm]` (0 for a tool the catalogue does not list), without
-        scoring every tool: what learning from one step needs."""
-        scores = self.index.scores(query or "") if self.semantic is None or not query else None
-        if scores is None:
-            assert self.semantic is not None and query
-            if arm >= len(self.semantic):
-                return 0.0
-            w = self.config.lexical_weight
-            score = (float(self.semantic.scores(query)[arm]) + w * float(self.index.scores(query)[arm])) / (1 + w)
-        elif arm >= len(scores):
-            return 0.0
-        else:
-            score = float(scores[arm])
-        follow = self.sequences.follow_score(previous_tool, self.tools.names[arm]) if previous_tool else None
-        return score if follow is None else max(score, follow)
-
-    def choice_rows(self, query: str | None, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """The choice model's features of `arms` (see rl/policies/choice.py): cosine and BM25 of the
-        query against each tool's document (BM25 alone in the first column without an embedder),
-        log(1 + N·P(tool | history)) from the sequence model's back-off, and the same of the unigram
-        distribution on a session's first call (history empty)."""
-        rows = np.zeros((len(arms), len(FEATURES)))
-        if query:
-            rows[:, :2] = self.text_columns(query, arms)
-        if self.config.sequences_enabled:
-            rows[:, 2 if history else 3] = self.sequence_column(history, arms)
-        if history:
-            rows[:, 4] = self.repeat_column(history, arms)
-        return rows
-
-    def repeat_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """1 for each of `arms` the session already called (within `history`), else 0."""
-        used = [arm for arm in self.tools.ids(history) if arm >= 0]
-        return np.isin(arms, used).astype(np.float64)
-
-    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """`choice_rows`' first two columns: the query's cosine and BM25 against each of `arms`."""
-        columns = np.zeros((len(arms), 2))
-        known = arms < len(self.index)
-        lexical = self.index.scores(query).take(arms[known])
-        if self.semantic is not None:
-            columns[known, 0] = self.semantic.scores(query).take(arms[known])
-            columns[known, 1] = lexical
-        else:
-            columns[known, 0] = lexical
-        return columns
-
-    def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
-        distribution = self.sequences.next_distribution(history)
-        probability = np.zeros(len(self.tools) + 1)  # the last slot takes tools never interned
-        ids = np.array(self.tools.ids(distribution, missing=len(self.tools)), dtype=np.int64)
-        probability[ids] = np.fromiter(distribution.values(), dtype=np.float64, count=len(distribution))
-        return np.log1p(len(self.active) * probability.take(np.minimum(arms, len(self.tools))))
 
     def recommend(
         self,
@@ -297,30 +167,31 @@ class Learner:
         ranks first unless learning says otherwise (a search; learning is unchanged: it keeps the prior)."""
         if top_k < 1:
             raise ValueError(f"top_k must be ≥ 1, got {top_k}")
-        arms = self._arms(candidates)
+        arms = self.index.arms(candidates)
+        tools = self.index.tools
         if exclude:
-            dropped = [i for name in exclude if (i := self.tools.get(name)) is not None]
+            dropped = [i for name in exclude if (i := tools.get(name)) is not None]
             arms = arms[~np.isin(arms, dropped)]
         if len(arms) == 0:
             raise ValueError("there are no tools to choose from")
         context = self.encode(query, previous_tool, position)
-        prior_all = self.prior(query, previous_tool)
-        named = self.names.named(query) if named_first and query else []
+        prior_all = self.features.prior(query, previous_tool)
+        named = self.index.names.named(query) if named_first and query else []
         if named:
             prior_all = prior_all.copy()  # the prior is read-only (memoised)
             prior_all[named] = 1.0
         if baseline:
             selection = baseline_selection(arms, prior_all.take(arms))
         elif isinstance(self.policy, ChoiceModel):
-            rows = self.choice_rows(query, history or ((previous_tool,) if previous_tool else ()), arms)
+            rows = self.features.choice_rows(query, history or ((previous_tool,) if previous_tool else ()), arms)
             if named:
                 rows[np.isin(arms, named), :2] = 1.0
             selection = self.policy.select(context, arms, rows, rng)
         else:
             selection = self.policy.select(context, arms, prior_all.take(arms), rng)
         if not baseline:
-            selection = self.exploration.explore(selection, arms, top_k, rng, self.tools)
-        names = self.tools.names
+            selection = self.exploration.explore(selection, arms, top_k, rng, tools)
+        names = tools.names
         top = selection.ranked[:top_k]
         ranked = [
             Ranked(names[a], s, e, p)
@@ -353,29 +224,26 @@ class Learner:
         """(tool, expected normalised reward, prior) for every active tool, best first: what the
         policy has learned for a context, without exploration (for inspection)."""
         context = self.encode(query, previous_tool, position)
-        prior = self.prior(query, previous_tool).take(self.active)
+        active = self.index.active
+        prior = self.features.prior(query, previous_tool).take(active)
         if isinstance(self.policy, ChoiceModel):
-            rows = self.choice_rows(query, (previous_tool,) if previous_tool else (), self.active)
-            expected = self.policy.expected(context, self.active, rows)
+            rows = self.features.choice_rows(query, (previous_tool,) if previous_tool else (), active)
+            expected = self.policy.expected(context, active, rows)
         else:
-            expected = self.policy.expected(context, self.active, prior)
+            expected = self.policy.expected(context, active, prior)
         order = np.argsort(-expected, kind="stable")
-        names = self.tools.names
-        return [(names[self.active[i]], float(expected[i]), float(prior[i])) for i in order]
+        names = self.index.tools.names
+        return [(names[active[i]], float(expected[i]), float(prior[i])) for i in order]
 
     # -- learning ----------------------------------------------------------------------------------
 
     def reward_of(self, step: Step) -> float:
-        tool = self.tools.get(step.tool)
-        mean = None
-        if tool is not None and tool < len(self.latency_count) and self.latency_count[tool] > 0:
-            mean = float(self.latency_mean[tool])
         return compute_reward(
             self.config.reward,
             success=step.success,
             latency_s=step.latency_ms / 1000,
             rating=step.rating,
-            mean_latency_s=mean,
+            mean_latency_s=self.latency.mean_of(self.index.tools.get(step.tool)),
         )
 
     def learn(self, step: Step, rng: np.random.Generator, *, update: bool = True) -> Observation:
@@ -405,20 +273,17 @@ class Learner:
 
     def _observe(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         observation = self._learn(step, reward, rng, context)
-        self._watch(step.tool, observation.normalised, worked(step.success, step.rating))
-        arm = self.tools.intern(step.tool)
-        self._grow(len(self.tools))
-        self.latency_count[arm] += 1
-        self.latency_mean[arm] += (step.latency_ms / 1000 - self.latency_mean[arm]) / self.latency_count[arm]
+        self.watch(step.tool, observation.normalised, worked(step.success, step.rating))
+        self.latency.add(self.index.tools.intern(step.tool), step.latency_ms / 1000)
         if self.config.sequences_enabled:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
 
-    def _watch(self, tool: str, normalised: float, ok: bool) -> Drift | None:
+    def watch(self, tool: str, normalised: float, ok: bool) -> Drift | None:
         """Feed the adaptive ε and the drift guard; a tool whose rewards changed is forgotten by the
         policy (its old evidence no longer describes it) and re-opened for exploration."""
         drift = self.exploration.observe(tool, normalised, ok, self.updates)
-        arm = self.tools.get(tool)
+        arm = self.index.tools.get(tool)
         if arm is None:
             return drift
         if drift is not None and isinstance(self.policy, ChoiceModel | SemanticUCB):
@@ -449,10 +314,10 @@ class Learner:
     def _learn(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         if isinstance(self.policy, ChoiceModel):
             return self._learn_choice(self.policy, step, reward, rng, context)
-        arm = self.tools.intern(step.tool)
+        arm = self.index.tools.intern(step.tool)
         future = self.policy.uses_next_context and not step.terminal
         next_context = self.encode(step.query, step.tool, step.position + 1) if future else None
-        prior = self.prior_of(step.query, step.previous_tool, arm)
+        prior = self.features.prior_of(step.query, step.previous_tool, arm)
         scaled = normalise(self.config.reward, reward)
         update = self.policy.update(context, arm, scaled, next_context, prior)
         self.updates += 1
@@ -469,13 +334,14 @@ class Learner:
     ) -> Observation:
         """An observed call as a choice among the catalogue (see rl/policies/choice.py), weighted by
         how well it went: the normalised reward if it worked, its shortfall if not."""
-        arm = self.tools.intern(step.tool)
-        arms = self.active if arm in self.active else np.append(self.active, arm)
+        arm = self.index.tools.intern(step.tool)
+        active = self.index.active
+        arms = active if arm in active else np.append(active, arm)
         history = tuple(step.history) or ((step.previous_tool,) if step.previous_tool else ())
-        rows = self.choice_rows(step.query, history, arms)
+        rows = self.features.choice_rows(step.query, history, arms)
         scaled = normalise(self.config.reward, reward)
         ok = worked(step.success, step.rating)
-        over = self.tools.get(step.passed_over) if step.passed_over else None
+        over = self.index.tools.get(step.passed_over) if step.passed_over else None
         before = policy.learn_choice(
             context,
             arms,
@@ -490,14 +356,10 @@ class Learner:
         self.reward_sum += reward
         return Observation(reward, scaled, (1.0 if ok else 0.0) - before, context.hash)
 
-    def learn_batch(self, steps: Sequence[Step], rng: np.random.Generator) -> int:
-        """Learn a run of logged executions in order, as `observe` one by one would, in a fraction of
-        the time (see `rl/batch.py`); the policy may settle what it learned when its state is next read."""
-        return learn_batch(self, steps, rng)
-
-    def learn_columns(self, steps: StepColumns, rng: np.random.Generator) -> int:
-        """`learn_batch` of steps given as columns (a replay builds them from the log's columns)."""
-        return learn_columns(self, steps, rng)
+    def count(self, rewards: NDArray[np.float64]) -> None:
+        """A batch learned these rewards: counted as step by step would (the sum added in order)."""
+        self.updates += len(rewards)
+        self.reward_sum = float(np.cumsum(np.concatenate([[self.reward_sum], rewards]))[-1])
 
     def settle(self) -> None:
         """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
@@ -507,26 +369,18 @@ class Learner:
             self.policy.finish_batches()
         self.sequences.compact()
 
-    def rebuild(self, steps: Iterable[Step], rng: np.random.Generator) -> int:
-        """Replay an execution log in order (same log and seed → same state); returns steps applied."""
-        count = 0
-        for step in steps:
-            self.observe(step, rng)
-            count += 1
-        return count
-
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        n = len(self.tools)
+        n = len(self.index.tools)
         return {
             "schema": STATE_SCHEMA,
             "config": {"policy": self.config.policy, "reward": asdict(self.config.reward)},
-            "tools": list(self.tools.names),
-            "descriptions": dict(self.descriptions),
-            "active": self.active.copy(),
-            "latency_mean": self.latency_mean[:n].copy(),
-            "latency_count": self.latency_count[:n].copy(),
+            "tools": list(self.index.tools.names),
+            "descriptions": dict(self.index.descriptions),
+            "active": self.index.active.copy(),
+            "latency_mean": self.latency.mean[:n].copy(),
+            "latency_count": self.latency.count[:n].copy(),
             "updates": self.updates,
             "reward_sum": self.reward_sum,
             "policy": self.policy.state_dict(),
@@ -542,20 +396,15 @@ class Learner:
             raise ValueError(
                 f"state was learned by policy {state['config']['policy']!r}, this learner runs {self.config.policy!r}"
             )
-        self.tools = Interner(state["tools"])
-        self.descriptions = dict(state["descriptions"])
-        n = len(self.tools)
-        self.latency_mean, self.latency_count = np.zeros(max(16, n)), np.zeros(max(16, n), dtype=np.int64)
-        self.latency_mean[:n] = state["latency_mean"]
-        self.latency_count[:n] = state["latency_count"]
+        self.latency.load(state["latency_mean"], state["latency_count"])
         self.updates, self.reward_sum = int(state["updates"]), float(state["reward_sum"])
         self.policy.load_state(state["policy"])
         self.replay.load_state(state["replay"])
         self.sequences.load_state(state["sequences"])
         if "exploration" in state:  # states saved before adaptive exploration start it afresh
             self.exploration.load_state(state["exploration"])
-        active = [self.tools.names[i] for i in np.asarray(state["active"], dtype=np.int64)]
-        self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in active])
+        self.index.restore(state["tools"], state["descriptions"], np.asarray(state["active"], dtype=np.int64).tolist())
+        self.latency.grow(len(self.index.tools))
 
     def nbytes(self) -> int:
         """Memory of the learned numeric state (policy arrays), in bytes."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 
 @dataclass(frozen=True, slots=True)
 class RewardWeights:
@@ -71,3 +74,36 @@ def normalise(weights: RewardWeights, reward: float) -> float:
     """Reward mapped onto [0, 1] by the weights' bounds: what the policies learn from."""
     low, high = weights.bounds
     return min(1.0, max(0.0, (reward - low) / (high - low)))
+
+
+class Latencies:
+    """The running mean latency per tool id, in seconds: what the reward's speed bonus compares with."""
+
+    def __init__(self, n: int = 16) -> None:
+        self.mean = np.zeros(max(n, 16))
+        self.count = np.zeros(max(n, 16), dtype=np.int64)
+
+    def grow(self, n: int) -> None:
+        """Room for `n` tools (doubling; new tools start with no calls)."""
+        if n > len(self.mean):
+            extra = max(n, 2 * len(self.mean)) - len(self.mean)
+            self.mean = np.concatenate([self.mean, np.zeros(extra)])
+            self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
+
+    def mean_of(self, arm: int | None) -> float | None:
+        """The tool's mean latency so far, None before its first call."""
+        if arm is None or arm >= len(self.count) or self.count[arm] == 0:
+            return None
+        return float(self.mean[arm])
+
+    def add(self, arm: int, seconds: float) -> None:
+        self.grow(arm + 1)
+        self.count[arm] += 1
+        self.mean[arm] += (seconds - self.mean[arm]) / self.count[arm]
+
+    def load(self, mean: NDArray[np.float64], count: NDArray[np.int64]) -> None:
+        """A saved state's means and counts (one per tool id)."""
+        n = max(16, len(mean))
+        self.mean, self.count = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.mean[: len(mean)] = mean
+        self.count[: len(count)] = count

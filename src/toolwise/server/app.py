@@ -433,7 +433,7 @@ async def call_own(
         sessions.name(client_key(ctx), key)
     if tool.takes_session:
         session = sessions.get(key)
-        session.connection = client_key(ctx) or key  # no connection (2026-07-28 HTTP): the session's own
+        session.seen_on(client_key(ctx) or key)  # no connection (2026-07-28 HTTP): the session's own
     else:
         session = Session(key)  # a tool that takes no session is given one of its own, never kept
     output = await tool.handler(app.services, args, session)

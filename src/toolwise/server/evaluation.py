@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.decisions import DecisionColumns, iter_decision_columns
-from toolwise.learning.sessions import Session
-from toolwise.rl import Learner, ToolDoc
+from toolwise.learning.sessions import Session, recent
+from toolwise.rl import Learner, Step, ToolDoc
 from toolwise.rl.evaluation import (
     Candidate,
     Evaluation,
@@ -137,30 +137,30 @@ def output_of(evaluation: Evaluation, namespace: str) -> EvaluateOutput:
 async def fresh_learner(services: Services, candidate: Candidate) -> Learner:
     """The candidate's learner over the running catalogue (and every tool the log names)."""
     running = services.learning.learner
+    index = running.index
     docs = [
-        ToolDoc(name, running.descriptions.get(name, ""), running.documents.get(name, ""))
-        for name in running.active_names
+        ToolDoc(name, index.descriptions.get(name, ""), index.documents.get(name, "")) for name in index.active_names
     ]
     known = {d.name for d in docs}
     summary = await services.feedback.reports.action_summary(services.learning.namespace)
     docs += [ToolDoc(a.tool) for a in summary if a.tool not in known]
     if not docs:
         raise ValueError(f"no tools known in namespace {services.learning.namespace!r}: nothing to evaluate")
-    return candidate_learner(candidate, running.config, docs, running.embedder)
+    return candidate_learner(candidate, running.config, docs, index.embedder)
 
 
 def _logged(batch: DecisionColumns, i: int, query: str | None) -> Logged:
-    return Logged(
+    previous = batch.previous_tool[i]
+    step = Step(
         batch.tool[i],
         batch.success[i],
         batch.latency_ms[i],
-        query,
-        batch.previous_tool[i],
-        batch.position[i],
-        batch.reward[i],
-        batch.propensity[i],
-        batch.decision_id[i] is not None,
+        query=query,
+        previous_tool=previous,
+        position=batch.position[i],
+        history=recent((), previous, 1),
     )
+    return Logged(step, batch.reward[i], batch.propensity[i], batch.decision_id[i] is not None)
 
 
 async def evaluate_log(

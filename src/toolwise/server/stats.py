@@ -61,7 +61,7 @@ def learning_stats(services: Services) -> LearningStats:
         namespace=learning.namespace,
         instance=learning.instance_id,
         flags={name: getattr(services.settings, name) for name in FLAGS},
-        tools=len(learner.active),
+        tools=len(learner.index.active),
         decisions=learning.state.decisions,
         explored=learning.state.explored,
         calls=learning.state.calls + learning.pending,  # learned, and noted but not yet learned

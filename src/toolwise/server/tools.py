@@ -339,7 +339,7 @@ class SequencesOutput(Output):
 
 
 def _known(services: Services, names: list[str]) -> None:
-    unknown = [n for n in names if n not in services.learning.learner.tools]
+    unknown = [n for n in names if n not in services.learning.learner.index.tools]
     if unknown:
         raise UnknownToolError(unknown)
 
@@ -375,7 +375,7 @@ async def recommend_next_tools(services: Services, args: RecommendNextInput, ses
     learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
     recent = session.tools if args.recent_tools is None else args.recent_tools
     _known(services, recent)
-    found = learner.recommend_next(recent, learner.active_names, args.top_k)
+    found = learner.recommend_next(recent, learner.index.active_names, args.top_k)
     return RecommendNextOutput(
         session_id=session.id,
         recent_tools=recent,

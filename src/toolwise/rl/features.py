@@ -1,0 +1,67 @@
+"""What a policy reads about each tool for one request: the prior (how well the query matches the
+tool, raised to what is known to work right after the last tool) and the choice model's feature rows.
+
+Both are read from the tool index and the sequence model, which learn elsewhere; this module only
+combines them, so a policy sees one number (or one row) a tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.policies.choice import FEATURES
+from toolwise.rl.sequences import SequenceModel
+from toolwise.rl.toolindex import ToolIndex
+
+
+class Features:
+    def __init__(self, index: ToolIndex, sequences: SequenceModel, sequences_enabled: bool = True) -> None:
+        self.index = index
+        self.sequences = sequences
+        self.sequences_enabled = sequences_enabled
+
+    def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
+        """Relevance of every known tool in [0, 1]: the index's match with the query (semantic and
+        BM25, or BM25 alone), raised to what the sequence model knows works right after `previous_tool`."""
+        scores = self.index.scores(query)  # may be read-only (cached): copied before raising
+        follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
+        if follow:
+            scores = scores.copy()
+            for tool, score in follow.items():
+                arm = self.index.tools.get(tool)
+                if arm is not None and arm < len(scores):
+                    scores[arm] = max(scores[arm], score)
+        return scores
+
+    def prior_of(self, query: str | None, previous_tool: str | None, arm: int) -> float:
+        """`prior(query, previous_tool)[arm]` (0 for a tool the catalogue does not list), without
+        scoring every tool: what learning from one step needs."""
+        score = self.index.score(query, arm)
+        follow = self.sequences.follow_score(previous_tool, self.index.tools.names[arm]) if previous_tool else None
+        return score if follow is None else max(score, follow)
+
+    def choice_rows(self, query: str | None, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The choice model's features of `arms` (see rl/policies/choice.py): cosine and BM25 of the
+        query against each tool's document (BM25 alone in the first column without an embedder),
+        log(1 + N·P(tool | history)) from the sequence model's back-off, and the same of the unigram
+        distribution on a session's first call (history empty)."""
+        rows = np.zeros((len(arms), len(FEATURES)))
+        if query:
+            rows[:, :2] = self.index.text_columns(query, arms)
+        if self.sequences_enabled:
+            rows[:, 2 if history else 3] = self.sequence_column(history, arms)
+        if history:
+            rows[:, 4] = self.index.repeat_column(history, arms)
+        return rows
+
+    def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
+        distribution = self.sequences.next_distribution(history)
+        tools = self.index.tools
+        probability = np.zeros(len(tools) + 1)  # the last slot takes tools never interned
+        ids = np.array(tools.ids(distribution, missing=len(tools)), dtype=np.int64)
+        probability[ids] = np.fromiter(distribution.values(), dtype=np.float64, count=len(distribution))
+        return np.log1p(len(self.index.active) * probability.take(np.minimum(arms, len(tools))))

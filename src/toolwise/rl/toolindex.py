@@ -1,0 +1,124 @@
+"""The catalogue as the learner sees it: a stable id for every tool ever seen, which tools are listed
+now, and how well each matches a query (cosine of embeddings plus BM25, or BM25 alone).
+
+What the learner learns is indexed by these ids, so the ids outlive the catalogue: a tool that
+disappears and returns keeps its learning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
+from toolwise.rl.ids import Interner
+from toolwise.rl.lexical import LexicalIndex
+from toolwise.rl.names import NameIndex
+
+
+class UnknownToolError(ValueError):
+    def __init__(self, names: Iterable[str]) -> None:
+        listed = ", ".join(sorted(names))
+        super().__init__(f"unknown tool(s): {listed}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDoc:
+    name: str
+    description: str = ""
+    document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
+
+
+class ToolIndex:
+    def __init__(self, embedder: Embedder | None = None, lexical_weight: float = 0.25) -> None:
+        """With `embedder` a query matches a tool by the cosine of their embeddings plus BM25 over the
+        same documents weighted `lexical_weight`; without one by BM25 alone."""
+        self.embedder = embedder
+        self.lexical_weight = lexical_weight
+        self.tools = Interner()
+        self.descriptions: dict[str, str] = {}
+        self.documents: dict[str, str] = {}
+        self.active = np.zeros(0, dtype=np.int64)
+        self.names = NameIndex([])
+        self.lexical = LexicalIndex([])
+        self.semantic: SemanticIndex | None = None
+
+    def set_tools(self, tools: Sequence[ToolDoc]) -> None:
+        """The current catalogue. Ids are stable: a tool that disappears and returns keeps its id."""
+        for tool in tools:
+            self.tools.intern(tool.name)
+            self.descriptions[tool.name] = tool.description
+            if tool.document or tool.name not in self.documents:  # a restored state's docs name no parameters
+                self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
+        self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
+        self.names = NameIndex(self.tools.names)
+        if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
+            known = self.semantic.by_document if self.semantic is not None else None
+            texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
+            self.semantic = SemanticIndex(self.embedder, texts, known)
+            self.lexical = LexicalIndex(texts)
+        else:
+            documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
+            self.lexical = LexicalIndex(documents)
+
+    def restore(self, names: Sequence[str], descriptions: dict[str, str], active: Sequence[int]) -> None:
+        """The ids, descriptions and listed tools of a saved state (its ids are what it learned by)."""
+        self.tools = Interner(names)
+        self.descriptions = dict(descriptions)
+        listed = [self.tools.names[i] for i in active]
+        self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed])
+
+    @property
+    def active_names(self) -> list[str]:
+        return [self.tools.names[i] for i in self.active]
+
+    def arms(self, candidates: Iterable[str] | None) -> NDArray[np.int64]:
+        """The ids of `candidates` (the listed tools when None), or UnknownToolError naming the strangers."""
+        if candidates is None:
+            return self.active
+        names = list(dict.fromkeys(candidates))
+        unknown = [n for n in names if n not in self.tools]
+        if unknown:
+            raise UnknownToolError(unknown)
+        return np.array([self.tools.intern(n) for n in names], dtype=np.int64)
+
+    def scores(self, query: str | None) -> NDArray[np.float64]:
+        """How well `query` matches each tool, in [0, 1]: cosine plus weighted BM25 rescaled, or BM25
+        alone without an embedder or a query. Read-only when BM25 alone (cached): copy to change it."""
+        if self.semantic is not None and query:
+            w = self.lexical_weight
+            scores = self.semantic.scores(query) + w * self.lexical.scores(query)
+            scores /= 1 + w
+            return scores
+        return self.lexical.scores(query or "")
+
+    def score(self, query: str | None, arm: int) -> float:
+        """`scores(query)[arm]` (0 for a tool the index has no document of), without a fresh array."""
+        if self.semantic is None or not query:
+            scores = self.lexical.scores(query or "")
+            return float(scores[arm]) if arm < len(scores) else 0.0
+        if arm >= len(self.semantic):
+            return 0.0
+        w = self.lexical_weight
+        return (float(self.semantic.scores(query)[arm]) + w * float(self.lexical.scores(query)[arm])) / (1 + w)
+
+    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The choice model's first two features of `arms`: the query's cosine and BM25 against each
+        (BM25 alone in the first column without an embedder)."""
+        columns = np.zeros((len(arms), 2))
+        known = arms < len(self.lexical)
+        lexical = self.lexical.scores(query).take(arms[known])
+        if self.semantic is not None:
+            columns[known, 0] = self.semantic.scores(query).take(arms[known])
+            columns[known, 1] = lexical
+        else:
+            columns[known, 0] = lexical
+        return columns
+
+    def repeat_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """1 for each of `arms` the session already called (within `history`), else 0."""
+        used = [arm for arm in self.tools.ids(history) if arm >= 0]
+        return np.isin(arms, used).astype(np.float64)
