@@ -76,8 +76,8 @@ class WindowUCB:
         self.total = 0.0
 
     def pick(self, query: str) -> str:
-        scores = self.prior.prior(query, None)[: len(self.prior.active)]
-        names = self.prior.tools.names
+        scores = self.prior.features.prior(query, None)[: len(self.prior.index.active)]
+        names = self.prior.index.tools.names
         best, value = names[0], -math.inf
         for i in np.argsort(-scores)[:10].tolist():
             mean, n = self._stats(names[i])

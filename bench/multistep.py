@@ -114,7 +114,7 @@ async def toolwise_run(
 def references(chains: list[dict], public: dict[str, str], docs: list[ToolDoc], embedder: WordLlamaEmbedder) -> Hits:
     """The references on the same stream, each learning from the past calls only."""
     prior = Learner(LearnerConfig(), docs, embedder)  # toolwise's zero-shot prior, never learning
-    names = list(prior.tools.names)
+    names = list(prior.index.tools.names)
     index = {name: i for i, name in enumerate(names)}
     frequent, seed_rule, trigram = MostFrequent(), SeedRule(), WittenBell(names)
     bigram, ridge = PriorTimesBigram(names), RidgeOnChoices(names)
@@ -123,8 +123,8 @@ def references(chains: list[dict], public: dict[str, str], docs: list[ToolDoc], 
         history: list[str] = []
         for j, step in enumerate(chain["steps"]):
             truth, text = public[step["tool"]], step["text"]
-            scores = prior.prior(text, None)[: len(names)]
-            embedding = prior.semantic.query(text) if prior.semantic is not None else np.zeros(64, np.float32)
+            scores = prior.features.prior(text, None)[: len(names)]
+            embedding = prior.index.semantic.query(text) if prior.index.semantic is not None else np.zeros(64, np.float32)
             if j:
                 ranked = {"most_frequent": frequent.rank(), "seed_rule": seed_rule.rank(history)}
                 ranked["trigram_wb"] = trigram.rank(history)
