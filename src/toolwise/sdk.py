@@ -13,6 +13,11 @@ one and fails naming it when an SDK release moves it.
   spawn function it calls (`mcp.client.stdio._create_platform_compatible_process`) is wrapped to hand
   each process to a callback. Installed explicitly by the catalogue before it starts a downstream;
   without it only the exit status is missing from the reasons a start failed.
+- `tolerate_untagged_results`: a downstream that negotiates 2026-07-28 but answers without the era's
+  `resultType` tag (as servers part-way through the upgrade do: the conformance suite's own reference
+  server answers `tools/call` so) is refused by the client's validation; the session's raw requests
+  (`ClientSession._dispatcher.send_raw_request`) are wrapped to read such an answer as the complete
+  result it is, reported once per downstream.
 """
 
 from __future__ import annotations
@@ -22,12 +27,20 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp.client.stdio as sdk_stdio
+from mcp import Client
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client as http_client
 from pydantic import ValidationError
 
-__all__ = ["SPAWN_FUNCTION", "http_client", "install_spawn_hook", "is_result_validation_error", "session_connection"]
+__all__ = [
+    "SPAWN_FUNCTION",
+    "http_client",
+    "install_spawn_hook",
+    "is_result_validation_error",
+    "session_connection",
+    "tolerate_untagged_results",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +86,26 @@ def install_spawn_hook(on_spawn: Callable[[Any], None]) -> bool:
     setattr(sdk_stdio, SPAWN_FUNCTION, spawn)
     _installed.append(on_spawn)
     return True
+
+
+def tolerate_untagged_results(client: Client, on_untagged: Callable[[str], None]) -> None:
+    """Read an answer with no `resultType` as complete (the tag every 2026-07-28 answer carries and
+    earlier eras never send); `on_untagged(method)` hears of the first one. A TypeError naming the SDK
+    change if the session's dispatcher moved."""
+    dispatcher: Any = getattr(client.session, "_dispatcher", None)
+    send = getattr(dispatcher, "send_raw_request", None)
+    if dispatcher is None or send is None:
+        raise TypeError("the SDK's ClientSession no longer sends through _dispatcher.send_raw_request")
+    told = False
+
+    async def tolerant(method: str, params: Any, opts: Any) -> Any:
+        nonlocal told
+        raw = await send(method, params, opts)
+        if isinstance(raw, dict) and "resultType" not in raw:
+            raw["resultType"] = "complete"
+            if not told:
+                told = True
+                on_untagged(method)
+        return raw
+
+    dispatcher.send_raw_request = tolerant

@@ -22,11 +22,19 @@ from toolwise.server.app import Toolwise, build_server
 
 @asynccontextmanager
 async def running(
-    tmp_path: Path, servers: dict[str, Any] | None = None, *, mode: str = "legacy", heard: Any = None, **settings: Any
+    tmp_path: Path,
+    servers: dict[str, Any] | None = None,
+    *,
+    mode: str = "legacy",
+    heard: Any = None,
+    in_process: dict[str, InProcessServer] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Toolwise, Client]]:
-    """toolwise in front of `servers` (mcpServers entries; default: one toy server named `toy`, served
-    in-process) and a client of it; `heard` gets every notification the client receives."""
-    in_process = {} if servers is not None else {"toy": InProcessServer(toy_server.build(log=tmp_path / "toy.log"))}
+    """toolwise in front of `servers` (mcpServers entries) and `in_process` (SDK servers; by default,
+    without either, one toy server named `toy`) and a client of it; `heard` gets every notification
+    the client receives."""
+    if in_process is None:
+        in_process = {} if servers is not None else {"toy": InProcessServer(toy_server.build(log=tmp_path / "toy.log"))}
     config = AppConfig.model_validate(
         {
             "mcpServers": servers if servers is not None else {},

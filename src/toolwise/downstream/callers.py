@@ -65,6 +65,11 @@ def connection_of(ctx: ServerRequestContext[Any]) -> Connection:
     return sdk.session_connection(ctx.session)
 
 
+def modern(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the request came in the 2026-07-28 era (no handshake; no requests back to it mid-call)."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
 def client_key(ctx: ServerRequestContext[Any]) -> str | None:
     """A stable key for the client connection that sent `ctx`'s request; None when there is none
     (a 2026-07-28 HTTP request)."""
@@ -146,7 +151,7 @@ class Callers:
 
     def remember(self, ctx: ServerRequestContext[Any], key: str) -> None:
         """Keep a way to reach a handshake-era client (2026-era clients listen on the bus)."""
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if not modern(ctx):
             self._legacy[key] = ctx.session
 
     def forget(self, key: str) -> None:

@@ -39,6 +39,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
 from toolwise.background import Background
@@ -60,6 +61,15 @@ class DownstreamError(Exception):
 class InvalidArgumentsError(DownstreamError):
     """The downstream answered invalid params (JSON-RPC -32602): the caller's fault, not the server's,
     so neither its circuit nor the tool's shield counts it."""
+
+
+class RefusedRoundError(InvalidArgumentsError):
+    """The downstream refused a 2026-07-28 retry round (its responses or its state, e.g. a state that
+    fails its integrity check): the caller gets the downstream's protocol error as it was given."""
+
+    def __init__(self, message: str, refusal: MCPError) -> None:
+        super().__init__(message)
+        self.refusal = refusal
 
 
 class InvalidResultError(DownstreamError):
@@ -277,6 +287,8 @@ class Downstream:
                                 self._target(stack), mode=self.settings.mode, message_handler=self._on_message, **hooks
                             )
                         )
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            sdk.tolerate_untagged_results(client, self._untagged)
                         await self._refresh(client)
                 finally:
                     self._process = spawned[-1] if spawned else None
@@ -292,6 +304,14 @@ class Downstream:
             finally:
                 for helper in helpers:
                     helper.cancel()
+
+    def _untagged(self, method: str) -> None:
+        log.warning(
+            "downstream %s negotiated %s but answered %s without resultType; its answers are read as complete",
+            self.name,
+            MODERN_PROTOCOL_VERSIONS[-1],
+            method,
+        )
 
     def _watch(self) -> asyncio.Task[None] | None:
         """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
@@ -371,7 +391,8 @@ class Downstream:
         timeout_s: float,
         meta: types.RequestParamsMeta | None = None,
         progress: ProgressFnT | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward one call through the circuit breaker. Raises DownstreamError when the server is
         down, dies or is too slow, CircuitOpenError (at once) while its circuit is open."""
         wait = self.circuit.admit(time.monotonic())
@@ -381,7 +402,7 @@ class Downstream:
                 f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
             )
         try:
-            result = await self._call(tool, arguments, timeout_s, meta, progress)
+            result = await self._call(tool, arguments, timeout_s, meta, progress, rounds)
         except InvalidArgumentsError:
             self.circuit.succeeded()  # it answered, and sanely: the caller sent what it cannot take
             raise
@@ -405,7 +426,8 @@ class Downstream:
         timeout_s: float,
         meta: types.RequestParamsMeta | None,
         progress: ProgressFnT | None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         if self._client is not None and self._process is not None and self._process.returncode is not None:
@@ -425,6 +447,17 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
+            if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return await client.session.call_tool(  # an input_required answer goes back to the caller
+                    tool,
+                    arguments,
+                    max(deadline - loop.time(), 0.001),
+                    progress,
+                    input_responses=rounds.responses,
+                    request_state=rounds.state,
+                    meta=meta,
+                    allow_input_required=True,
+                )
             return await client.call_tool(
                 tool,
                 arguments,
@@ -437,6 +470,8 @@ class Downstream:
                 raise DownstreamError(
                     f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
                 ) from None
+            if rounds is not None and (rounds.responses or rounds.state is not None):
+                raise RefusedRoundError(f"{self.name!r} refused the retry of {tool!r}: {exc}", exc) from exc
             if exc.code == INVALID_PARAMS:
                 raise InvalidArgumentsError(f"{self.name!r} refused the arguments of {tool!r}: {exc}") from exc
             raise self._refused(tool, exc) from exc
@@ -468,6 +503,17 @@ def outcome_of(result: types.CallToolResult | None, error: BaseException | None)
         message = next((b.text for b in result.content if isinstance(b, types.TextContent)), "")
         return "ToolError", message[:2000], size
     return None, None, size
+
+
+@dataclass(frozen=True, slots=True)
+class InputRound:
+    """A 2026-07-28 caller's call: a downstream of that era that needs input mid-call answers it with
+    `input_required` (its requests and opaque state), which goes back to the caller as it is, and the
+    caller's retry brings the responses and the state back. (A handshake-era caller is asked mid-call
+    instead: the SDK's client resolves the rounds through the relayed callbacks.)"""
+
+    responses: types.InputResponses | None = None
+    state: str | None = None
 
 
 class Catalogue:
@@ -540,9 +586,10 @@ class Catalogue:
         arguments: dict[str, Any] | None,
         meta: types.RequestParamsMeta | None = None,
         progress: ProgressFnT | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         return await self.downstreams[route.server].call(
-            route.tool, arguments, self.settings.call_timeout_s, meta, progress
+            route.tool, arguments, self.settings.call_timeout_s, meta, progress, rounds
         )
 
     def offering(self, capability: str) -> list[tuple[Downstream, Client]]:

@@ -37,7 +37,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.background import Background
-from toolwise.downstream.callers import Callers, client_of, forwarded_meta, wire_meta
+from toolwise.downstream.callers import Callers, client_of, forwarded_meta, modern, wire_meta
 from toolwise.downstream.catalogue import Catalogue
 from toolwise.downstream.naming import assign
 
@@ -145,9 +145,22 @@ class Passthrough:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         server, uri = await self.route_uri(params.uri)
-        result = await self.catalogue.ready_client(server).read_resource(uri, meta=forwarded_meta(wire_meta(ctx)))
+        client, meta = self.catalogue.ready_client(server), forwarded_meta(wire_meta(ctx))
+        with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
+            if modern(ctx) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # see catalogue.InputRound
+                result = await client.session.read_resource(
+                    uri,
+                    input_responses=params.input_responses,
+                    request_state=params.request_state,
+                    meta=meta,
+                    allow_input_required=True,
+                )
+                if isinstance(result, types.InputRequiredResult):
+                    return result
+            else:
+                result = await client.read_resource(uri, meta=meta)
         for content in result.contents:
             if content.uri == uri:
                 content.uri = params.uri
@@ -277,10 +290,20 @@ class Passthrough:
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         server, name = await self._route_prompt(params.name)
-        meta = forwarded_meta(wire_meta(ctx))
-        return await self.catalogue.ready_client(server).get_prompt(name, params.arguments, meta=meta)
+        client, meta = self.catalogue.ready_client(server), forwarded_meta(wire_meta(ctx))
+        with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
+            if modern(ctx) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # see catalogue.InputRound
+                return await client.session.get_prompt(
+                    name,
+                    params.arguments,
+                    input_responses=params.input_responses,
+                    request_state=params.request_state,
+                    meta=meta,
+                    allow_input_required=True,
+                )
+            return await client.get_prompt(name, params.arguments, meta=meta)
 
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams

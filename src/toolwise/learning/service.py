@@ -188,6 +188,12 @@ class LearningService:
         opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)
         return self.sessions.get(opened.session_id if opened is not None else fallback), opened
 
+    def reopen(self, connection: str, opened: OpenDecision | None) -> None:
+        """A call `attribute` placed has not finished (it asked its caller for input, 2026-07-28): the
+        decision it follows stays open for the round that finishes it."""
+        if opened is not None:
+            self.open_decisions.add(connection, opened.decision, opened.session_id, opened.query)
+
     @property
     def history_n(self) -> int:
         """How many tools before a call the sequence model takes as its prefix (n-grams up to `sequence_n`)."""

@@ -31,12 +31,14 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.config import AppConfig, InProcessServer, describe
-from toolwise.downstream.callers import client_key, connection_of, progress_relay
+from toolwise.downstream.callers import client_key, connection_of, modern, progress_relay
 from toolwise.downstream.catalogue import (
     CallCancelledError,
     Catalogue,
     DownstreamError,
+    InputRound,
     InvalidArgumentsError,
+    RefusedRoundError,
     Route,
     outcome_of,
 )
@@ -303,7 +305,7 @@ class Toolwise:
         listed tools change (handshake era on its connection; 2026-era listeners on the bus)."""
         if not self.exposure.note(client, decision):
             return
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if modern(ctx):
             await self.passthrough.bus.publish(ToolsListChanged())
         else:
             await ctx.session.send_tool_list_changed()
@@ -342,8 +344,12 @@ class Toolwise:
         self.callers.forget(key)
 
     async def call_downstream(
-        self, route: Route, arguments: dict[str, Any] | None, ctx: ServerRequestContext[Any]
-    ) -> tuple[types.CallToolResult | None, DownstreamError | None]:
+        self,
+        route: Route,
+        arguments: dict[str, Any] | None,
+        ctx: ServerRequestContext[Any],
+        rounds: InputRound | None = None,
+    ) -> tuple[types.CallToolResult | types.InputRequiredResult | None, DownstreamError | None]:
         """The downstream's answer to one call, or why there is none. Arguments that break the tool's
         schema are the caller's mistake: refused here, never forwarded, blamed on no downstream."""
         wrong = route.problem(arguments)
@@ -353,7 +359,7 @@ class Toolwise:
         try:
             with self.callers.calling(route.server, ctx):
                 meta = self.callers.call_meta(ctx, route.server)
-                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx)), None
+                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds), None
         except DownstreamError as exc:
             return None, exc
 
@@ -392,7 +398,7 @@ async def on_list_tools(
 
 async def on_call_tool(
     ctx: ServerRequestContext[Toolwise], params: types.CallToolRequestParams
-) -> types.CallToolResult:
+) -> types.CallToolResult | types.InputRequiredResult:
     """Every tools/call: one of our tools, or a proxied one. Errors become `is_error` results here."""
     app = ctx.lifespan_context
     meta = _meta_dict(params.meta)
@@ -402,7 +408,8 @@ async def on_call_tool(
         own = app.own.get(name)
         if own is not None:
             return await call_own(app, own, arguments or {}, meta, ctx)
-        return await forward(app, name, arguments, meta, ctx)
+        rounds = InputRound(params.input_responses, params.request_state) if modern(ctx) else None
+        return await forward(app, name, arguments, meta, ctx, rounds)
     except ValidationError as exc:
         return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
     except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
@@ -448,11 +455,14 @@ async def forward(
     arguments: dict[str, Any] | None,
     meta: dict[str, Any] | None,
     ctx: ServerRequestContext[Toolwise],
-) -> types.CallToolResult:
+    rounds: InputRound | None = None,
+) -> types.CallToolResult | types.InputRequiredResult:
     """A proxied call: attributed to a session (and the decision it follows), forwarded, noted for
     recording and learning (`LearningService.note`), its result tagged with the execution id. A call
     cancelled on its way (by the client, or its connection closing) is noted as cancelled, then the
-    cancellation propagates: nothing recorded is lost, and the drain that records it is not this task."""
+    cancellation propagates: nothing recorded is lost, and the drain that records it is not this task.
+    A round that ends in `input_required` (2026-07-28) goes back as it is, its decision still open:
+    the call is noted once, when its last round answers."""
     route = app.catalogue.resolve(name)
     if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
         raise MCPError(
@@ -466,9 +476,12 @@ async def forward(
     stopped: asyncio.CancelledError | None = None
     error: DownstreamError | CallCancelledError | None
     try:
-        result, error = await app.call_downstream(route, arguments, ctx)
+        result, error = await app.call_downstream(route, arguments, ctx, rounds)
     except asyncio.CancelledError as cancelled:  # the SDK has told the downstream to stop (a courtesy cancel)
         result, error, stopped = None, None, cancelled
+    if isinstance(result, types.InputRequiredResult):
+        app.learning.reopen(client or fallback, opened)
+        return result
     latency_ms = (time.perf_counter() - start) * 1000
     if stopped is not None:  # recorded as cancelled (nothing awaited on the way), then the cancellation goes on
         error = CallCancelledError(
@@ -490,6 +503,8 @@ async def forward(
         raise stopped
     if result is None:
         log.warning("call %s failed after %.0f ms: %s", name, latency_ms, error)
+        if isinstance(error, RefusedRoundError):
+            raise error.refusal  # the exchange's protocol error, as the downstream gave it (recorded first)
         return error_result(str(error), execution_id)
     # The result was parsed from the downstream's answer for this call alone: tag it in place.
     result.meta = {**(result.meta or {}), EXECUTION_META_KEY: execution_id}
