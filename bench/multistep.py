@@ -124,7 +124,9 @@ def references(chains: list[dict], public: dict[str, str], docs: list[ToolDoc], 
         for j, step in enumerate(chain["steps"]):
             truth, text = public[step["tool"]], step["text"]
             scores = prior.features.prior(text, None)[: len(names)]
-            embedding = prior.index.semantic.query(text) if prior.index.semantic is not None else np.zeros(64, np.float32)
+            embedding = (
+                prior.index.semantic.query(text) if prior.index.semantic is not None else np.zeros(64, np.float32)
+            )
             if j:
                 ranked = {"most_frequent": frequent.rank(), "seed_rule": seed_rule.rank(history)}
                 ranked["trigram_wb"] = trigram.rank(history)

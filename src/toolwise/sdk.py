@@ -18,6 +18,10 @@ one and fails naming it when an SDK release moves it.
   server answers `tools/call` so) is refused by the client's validation; the session's raw requests
   (`ClientSession._dispatcher.send_raw_request`) are wrapped to read such an answer as the complete
   result it is, reported once per downstream.
+- `keep_declared_capabilities`: on 2026-07-28 the client stamps its own capabilities into every
+  request's `_meta` (`ClientSession._stamp`); a proxy must declare what its caller declared, so the
+  stamp is wrapped to keep the capabilities the forwarded `_meta` carries (and to drop them towards a
+  handshake-era downstream, which learned its client's capabilities at the handshake).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from mcp import Client
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.shared._httpx_utils import create_mcp_http_client as http_client
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "http_client",
     "install_spawn_hook",
     "is_result_validation_error",
+    "keep_declared_capabilities",
     "session_connection",
     "tolerate_untagged_results",
 ]
@@ -109,3 +116,23 @@ def tolerate_untagged_results(client: Client, on_untagged: Callable[[str], None]
         return raw
 
     dispatcher.send_raw_request = tolerant
+
+
+def keep_declared_capabilities(client: Client) -> None:
+    """Requests whose `_meta` carries the caller's declared capabilities go out with those, not the
+    connection's own (on 2026-07-28; towards an older downstream the key is dropped). A TypeError
+    naming the SDK change if the session's stamp moved."""
+    session: Any = client.session
+    stamp = getattr(session, "_stamp", None)
+    if not callable(stamp):
+        raise TypeError("the SDK's ClientSession no longer stamps requests through _stamp")
+    modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def declared(data: dict[str, Any], opts: Any) -> None:
+        meta = (data.get("params") or {}).get("_meta")
+        theirs = meta.pop(CLIENT_CAPABILITIES_META_KEY, None) if isinstance(meta, dict) else None
+        stamp(data, opts)
+        if modern and theirs is not None:
+            data["params"]["_meta"][CLIENT_CAPABILITIES_META_KEY] = theirs
+
+    session._stamp = declared

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
 
@@ -140,3 +141,21 @@ async def test_an_answer_without_the_eras_tag_is_read_as_complete() -> None:
         assert text(await client.call_tool("plain", {})) == "untagged"
         assert text(await client.call_tool("plain", {})) == "untagged"
     assert told == ["tools/call"]  # reported once
+
+
+async def test_a_2026_downstream_sees_what_the_caller_declared_not_what_toolwise_can_relay(tmp_path: Path) -> None:
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="caps", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        declared = sorted(((ctx.params or {}).get("_meta") or {}).get(CLIENT_CAPABILITIES_META_KEY) or {})
+        return types.CallToolResult(content=[types.TextContent(text=",".join(declared))])
+
+    servers = {"caps": InProcessServer(Server("caps", on_list_tools=list_tools, on_call_tool=call_tool))}
+    async with running(tmp_path, {}, in_process=servers) as (app, _):
+        async with Client(build_server(app), mode="auto") as plain:
+            assert "elicitation" not in text(await plain.call_tool("caps__caps", {}))
+        async with Client(build_server(app), mode="auto", elicitation_callback=answer) as asking:
+            assert "elicitation" in text(await asking.call_tool("caps__caps", {}))
+        async with Client(build_server(app), mode="legacy") as handshake:  # toolwise relays to it mid-call
+            assert "elicitation" in text(await handshake.call_tool("caps__caps", {}))

@@ -38,7 +38,6 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
     LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
@@ -53,7 +52,7 @@ from toolwise.downstream.catalogue import Catalogue
 log = logging.getLogger(__name__)
 
 TOOLWISE_META_PREFIX = "toolwise/"
-ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY})  # the caller's capabilities go on
 PROGRESS_TOKEN = "progressToken"
 _PY_LEVEL = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40}
 
@@ -96,7 +95,8 @@ def client_of(ctx: ServerRequestContext[Any]) -> str:
 def forwarded_meta(meta: Mapping[str, Any] | None) -> RequestParamsMeta | None:
     """The caller's `_meta` as the downstream gets it: whole, except toolwise's own keys, the hop's
     protocol envelope (the downstream connection stamps its own) and the progress token (toolwise
-    relays progress under the caller's token itself)."""
+    relays progress under the caller's token itself). A 2026-era caller's declared capabilities go on:
+    the downstream must not rely on what the caller did not declare (`sdk.keep_declared_capabilities`)."""
     if not meta:
         return None
     kept = {

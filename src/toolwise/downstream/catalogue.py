@@ -38,7 +38,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
-from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
@@ -63,9 +69,10 @@ class InvalidArgumentsError(DownstreamError):
     so neither its circuit nor the tool's shield counts it."""
 
 
-class RefusedRoundError(InvalidArgumentsError):
-    """The downstream refused a 2026-07-28 retry round (its responses or its state, e.g. a state that
-    fails its integrity check): the caller gets the downstream's protocol error as it was given."""
+class RefusedCallerError(InvalidArgumentsError):
+    """The downstream refused the caller itself (2026-07-28): a capability the caller did not declare,
+    or a retry round's responses or state (e.g. a state that fails its integrity check). The caller
+    gets the downstream's protocol error as it was given."""
 
     def __init__(self, message: str, refusal: MCPError) -> None:
         super().__init__(message)
@@ -287,6 +294,7 @@ class Downstream:
                                 self._target(stack), mode=self.settings.mode, message_handler=self._on_message, **hooks
                             )
                         )
+                        sdk.keep_declared_capabilities(client)
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                             sdk.tolerate_untagged_results(client, self._untagged)
                         await self._refresh(client)
@@ -470,8 +478,9 @@ class Downstream:
                 raise DownstreamError(
                     f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
                 ) from None
-            if rounds is not None and (rounds.responses or rounds.state is not None):
-                raise RefusedRoundError(f"{self.name!r} refused the retry of {tool!r}: {exc}", exc) from exc
+            retry = rounds is not None and (rounds.responses or rounds.state is not None)
+            if retry or exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+                raise RefusedCallerError(f"{self.name!r} refused the call of {tool!r}: {exc}", exc) from exc
             if exc.code == INVALID_PARAMS:
                 raise InvalidArgumentsError(f"{self.name!r} refused the arguments of {tool!r}: {exc}") from exc
             raise self._refused(tool, exc) from exc

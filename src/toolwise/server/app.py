@@ -38,7 +38,7 @@ from toolwise.downstream.catalogue import (
     DownstreamError,
     InputRound,
     InvalidArgumentsError,
-    RefusedRoundError,
+    RefusedCallerError,
     Route,
     outcome_of,
 )
@@ -503,7 +503,7 @@ async def forward(
         raise stopped
     if result is None:
         log.warning("call %s failed after %.0f ms: %s", name, latency_ms, error)
-        if isinstance(error, RefusedRoundError):
+        if isinstance(error, RefusedCallerError):
             raise error.refusal  # the exchange's protocol error, as the downstream gave it (recorded first)
         return error_result(str(error), execution_id)
     # The result was parsed from the downstream's answer for this call alone: tag it in place.
