@@ -296,7 +296,7 @@ class Downstream:
                         )
                         sdk.keep_declared_capabilities(client)
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                            sdk.tolerate_untagged_results(client, self._untagged)
+                            sdk.tolerate_untagged_results(client, _untagged_reporter(self.name))
                         await self._refresh(client)
                 finally:
                     self._process = spawned[-1] if spawned else None
@@ -312,14 +312,6 @@ class Downstream:
             finally:
                 for helper in helpers:
                     helper.cancel()
-
-    def _untagged(self, method: str) -> None:
-        log.warning(
-            "downstream %s negotiated %s but answered %s without resultType; its answers are read as complete",
-            self.name,
-            MODERN_PROTOCOL_VERSIONS[-1],
-            method,
-        )
 
     def _watch(self) -> asyncio.Task[None] | None:
         """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
@@ -455,35 +447,13 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return await client.session.call_tool(  # an input_required answer goes back to the caller
-                    tool,
-                    arguments,
-                    max(deadline - loop.time(), 0.001),
-                    progress,
-                    input_responses=rounds.responses,
-                    request_state=rounds.state,
-                    meta=meta,
-                    allow_input_required=True,
-                )
-            return await client.call_tool(
-                tool,
-                arguments,
-                read_timeout_seconds=max(deadline - loop.time(), 0.001),
-                progress_callback=progress,
-                meta=meta,
-            )
+            return await _call_tool(client, tool, arguments, max(deadline - loop.time(), 0.001), progress, meta, rounds)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
                     f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
                 ) from None
-            retry = rounds is not None and (rounds.responses or rounds.state is not None)
-            if retry or exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
-                raise RefusedCallerError(f"{self.name!r} refused the call of {tool!r}: {exc}", exc) from exc
-            if exc.code == INVALID_PARAMS:
-                raise InvalidArgumentsError(f"{self.name!r} refused the arguments of {tool!r}: {exc}") from exc
-            raise self._refused(tool, exc) from exc
+            raise _answered(self.name, tool, exc, rounds) or self._refused(tool, exc) from exc
         except Exception as exc:
             if sdk.is_result_validation_error(exc):
                 raise InvalidResultError(
@@ -499,6 +469,56 @@ class Downstream:
                 "it is being restarted, the next call will go to the new process"
             )
         return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
+
+
+async def _call_tool(
+    client: Client,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    timeout_s: float,
+    progress: ProgressFnT | None,
+    meta: types.RequestParamsMeta | None,
+    rounds: InputRound | None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """One call; for a 2026-era caller of a 2026-era downstream one round of it, whose input_required
+    answer goes back to the caller (`InputRound`), else the whole exchange, resolved by the SDK."""
+    if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return await client.session.call_tool(
+            tool,
+            arguments,
+            timeout_s,
+            progress,
+            input_responses=rounds.responses,
+            request_state=rounds.state,
+            meta=meta,
+            allow_input_required=True,
+        )
+    return await client.call_tool(
+        tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress, meta=meta
+    )
+
+
+def _answered(server: str, tool: str, exc: MCPError, rounds: InputRound | None) -> DownstreamError | None:
+    """The downstream's protocol error when it is about the caller, not the server's health: refused
+    arguments, a capability the caller did not declare, a refused retry round (None otherwise)."""
+    retry = rounds is not None and (rounds.responses or rounds.state is not None)
+    if retry or exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return RefusedCallerError(f"{server!r} refused the call of {tool!r}: {exc}", exc)
+    if exc.code == INVALID_PARAMS:
+        return InvalidArgumentsError(f"{server!r} refused the arguments of {tool!r}: {exc}")
+    return None
+
+
+def _untagged_reporter(server: str) -> Callable[[str], None]:
+    def report(method: str) -> None:
+        log.warning(
+            "downstream %s negotiated %s but answered %s without resultType; its answers are read as complete",
+            server,
+            MODERN_PROTOCOL_VERSIONS[-1],
+            method,
+        )
+
+    return report
 
 
 def outcome_of(result: types.CallToolResult | None, error: BaseException | None) -> tuple[str | None, str | None, int]:

@@ -148,19 +148,14 @@ class Passthrough:
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         server, uri = await self.route_uri(params.uri)
         client, meta = self.catalogue.ready_client(server), forwarded_meta(wire_meta(ctx))
+        result: types.ReadResourceResult | types.InputRequiredResult
         with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
-            if modern(ctx) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # see catalogue.InputRound
-                result = await client.session.read_resource(
-                    uri,
-                    input_responses=params.input_responses,
-                    request_state=params.request_state,
-                    meta=meta,
-                    allow_input_required=True,
-                )
-                if isinstance(result, types.InputRequiredResult):
-                    return result
+            if in_rounds(ctx, client):
+                result = await _read_round(client, uri, params, meta)
             else:
                 result = await client.read_resource(uri, meta=meta)
+        if isinstance(result, types.InputRequiredResult):
+            return result
         for content in result.contents:
             if content.uri == uri:
                 content.uri = params.uri
@@ -294,15 +289,8 @@ class Passthrough:
         server, name = await self._route_prompt(params.name)
         client, meta = self.catalogue.ready_client(server), forwarded_meta(wire_meta(ctx))
         with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
-            if modern(ctx) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # see catalogue.InputRound
-                return await client.session.get_prompt(
-                    name,
-                    params.arguments,
-                    input_responses=params.input_responses,
-                    request_state=params.request_state,
-                    meta=meta,
-                    allow_input_required=True,
-                )
+            if in_rounds(ctx, client):
+                return await _prompt_round(client, name, params, meta)
             return await client.get_prompt(name, params.arguments, meta=meta)
 
     async def complete(
@@ -368,3 +356,34 @@ def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     for server, uri in pairs:
         owners.setdefault(uri, set()).add(server)
     return {(server, uri): uri if len(owners[uri]) == 1 else f"{server}+{uri}" for server, uri in pairs}
+
+
+def in_rounds(ctx: ServerRequestContext[Any], client: Client) -> bool:
+    """A 2026-era caller of a 2026-era downstream: an input_required answer goes back to it as it is
+    (see catalogue.InputRound); any other pair, the SDK resolves the rounds through the relay."""
+    return modern(ctx) and client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def _read_round(
+    client: Client, uri: str, params: types.ReadResourceRequestParams, meta: types.RequestParamsMeta | None
+) -> types.ReadResourceResult | types.InputRequiredResult:
+    return await client.session.read_resource(
+        uri,
+        input_responses=params.input_responses,
+        request_state=params.request_state,
+        meta=meta,
+        allow_input_required=True,
+    )
+
+
+async def _prompt_round(
+    client: Client, name: str, params: types.GetPromptRequestParams, meta: types.RequestParamsMeta | None
+) -> types.GetPromptResult | types.InputRequiredResult:
+    return await client.session.get_prompt(
+        name,
+        params.arguments,
+        input_responses=params.input_responses,
+        request_state=params.request_state,
+        meta=meta,
+        allow_input_required=True,
+    )
