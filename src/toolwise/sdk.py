@@ -129,8 +129,11 @@ def keep_declared_capabilities(client: Client) -> None:
     modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
     def declared(data: dict[str, Any], opts: Any) -> None:
-        meta = (data.get("params") or {}).get("_meta")
+        params = data.get("params") or {}
+        meta = params.get("_meta")
         theirs = meta.pop(CLIENT_CAPABILITIES_META_KEY, None) if isinstance(meta, dict) else None
+        if meta == {}:
+            del params["_meta"]  # it carried only the capabilities: as if the caller had sent no _meta
         stamp(data, opts)
         if modern and theirs is not None:
             data["params"]["_meta"][CLIENT_CAPABILITIES_META_KEY] = theirs

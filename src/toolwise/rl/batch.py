@@ -51,7 +51,6 @@ class StepColumns:
         )
 
     def steps(self) -> list[Step]:
-
         ratings = self.rating if self.rating is not None else [None] * len(self)
         columns = (self.tool, self.success, self.latency_ms, self.query, self.previous_tool, self.position)
         return [
@@ -104,7 +103,6 @@ def _learn_columns(learner: Learner, policy: BatchPolicy, steps: StepColumns) ->
     intern = learner.index.tools.intern
     arm_list = [intern(tool) for tool in steps.tool]
     arms = np.array(arm_list, dtype=np.int64)
-    learner.latency.grow(len(learner.index.tools))
     rewards, follow = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
     index = {query: i for i, query in enumerate(queries)}
@@ -131,9 +129,7 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
     n = len(steps)
     if not n:
         return 0
-
     arm_list = [learner.index.tools.intern(tool) for tool in steps.tool]
-    learner.latency.grow(len(learner.index.tools))
     arms = learner.index.active
     missing = sorted(set(arm_list) - set(arms.tolist()))
     if missing:
@@ -233,7 +229,7 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
     ratings = steps.rating or ()
     for rating in ratings:
         check_rating(rating)
-    before = _running_latency(learner, arms, latency.tolist())
+    before = learner.latency.add_run(arms, latency.tolist())
     success = np.array(steps.success, dtype=bool)
     rewards = np.where(success, weights.success, weights.failure)
     rated = [i for i, rating in enumerate(ratings) if rating is not None]
@@ -243,29 +239,6 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
     rewards -= weights.latency_per_second * np.minimum(latency, weights.max_latency_s)
     rewards[latency < weights.fast_fraction * before] += weights.fast_bonus  # NaN (no mean yet): never fast
     return rewards, success
-
-
-def _running_latency(learner: Learner, arms: list[int], latency: list[float]) -> NDArray[np.float64]:
-    """Each step's tool's mean latency before it (NaN before its first call), updating the learner's
-    running means and counts past the batch."""
-    means, counts = learner.latency.mean, learner.latency.count
-    mean: dict[int, float] = {}
-    count: dict[int, int] = {}
-    before = np.full(len(arms), np.nan)
-    for i, (arm, seconds) in enumerate(zip(arms, latency, strict=True)):
-        n = count.get(arm)
-        if n is None:
-            n, m = int(counts[arm]), float(means[arm])
-        else:
-            m = mean[arm]
-        if n:
-            before[i] = m
-        count[arm] = n + 1
-        mean[arm] = m + (seconds - m) / (n + 1)
-    touched = np.fromiter(count, dtype=np.int64, count=len(count))
-    counts[touched] = list(count.values())
-    means[touched] = list(mean.values())
-    return before
 
 
 def _query_part(

@@ -372,15 +372,15 @@ class Learner:
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        n = len(self.index.tools)
+        latency_mean, latency_count = self.latency.state(len(self.index.tools))
         return {
             "schema": STATE_SCHEMA,
             "config": {"policy": self.config.policy, "reward": asdict(self.config.reward)},
             "tools": list(self.index.tools.names),
             "descriptions": dict(self.index.descriptions),
             "active": self.index.active.copy(),
-            "latency_mean": self.latency.mean[:n].copy(),
-            "latency_count": self.latency.count[:n].copy(),
+            "latency_mean": latency_mean,
+            "latency_count": latency_count,
             "updates": self.updates,
             "reward_sum": self.reward_sum,
             "policy": self.policy.state_dict(),

@@ -101,6 +101,33 @@ class Latencies:
         self.count[arm] += 1
         self.mean[arm] += (seconds - self.mean[arm]) / self.count[arm]
 
+    def add_run(self, arms: list[int], seconds: list[float]) -> NDArray[np.float64]:
+        """`add` of each (arm, seconds) in order, in one pass: each step's tool's mean before it (NaN
+        before its first call), the same recurrence as one at a time."""
+        self.grow(max(arms, default=-1) + 1)
+        mean: dict[int, float] = {}
+        count: dict[int, int] = {}
+        before = np.full(len(arms), np.nan)
+        for i, (arm, value) in enumerate(zip(arms, seconds, strict=True)):
+            n = count.get(arm)
+            if n is None:
+                n, m = int(self.count[arm]), float(self.mean[arm])
+            else:
+                m = mean[arm]
+            if n:
+                before[i] = m
+            count[arm] = n + 1
+            mean[arm] = m + (value - m) / (n + 1)
+        touched = np.fromiter(count, dtype=np.int64, count=len(count))
+        self.count[touched] = list(count.values())
+        self.mean[touched] = list(mean.values())
+        return before
+
+    def state(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Copies of the means and counts of tool ids 0..n-1 (what `load` takes back)."""
+        self.grow(n)
+        return self.mean[:n].copy(), self.count[:n].copy()
+
     def load(self, mean: NDArray[np.float64], count: NDArray[np.int64]) -> None:
         """A saved state's means and counts (one per tool id)."""
         n = max(16, len(mean))
