@@ -175,15 +175,16 @@ class Callers:
     async def set_logging_level(
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        """Fanned out: every handshake-era downstream that logs gets the level (its connection is
-        shared by all clients, so the last level set holds); 2026-era downstreams get it per call."""
+        """Fanned out: every handshake-era connection to a downstream that logs gets the level (it is
+        shared by all clients, so the last level set holds); 2026-era connections get it per call."""
         self.log_level = params.level
-        for downstream, client in self.catalogue.offering("logging"):
-            if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        for downstream, _ in self.catalogue.offering("logging"):
+            client = await downstream.session(handshake=True)  # the handshake-era twin, if it has one
+            if client is not None and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", MCPDeprecationWarning)
                     await client.set_logging_level(params.level)
-            log.debug("log level %s sent to %s", params.level, downstream.name)
+                log.debug("log level %s sent to %s", params.level, downstream.name)
         return types.EmptyResult()
 
     def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> RequestParamsMeta | None:

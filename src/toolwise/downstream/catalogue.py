@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import anyio
 import mcp_types as types
@@ -33,11 +33,13 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 from mcp import Client
+from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
+from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.jsonrpc import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -54,6 +56,7 @@ from toolwise.downstream.environment import downstream_environment
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.downstream.naming import assign
 from toolwise.downstream.shields import Circuit, CircuitState
+from toolwise.downstream.twin import Twin
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +199,7 @@ class Downstream:
     _task: asyncio.Task[None] | None = None
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     relay: Relay | None = None
+    twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
     circuit: Circuit = field(init=False)
     junk: JunkReport = field(init=False)
 
@@ -301,6 +305,9 @@ class Downstream:
                 finally:
                     self._process = spawned[-1] if spawned else None
             self._client, self.state, self.error = client, "ready", None
+            self.twin = self._twin_of(client)
+            if self.twin is not None:  # up with the first, so what callers of its era are offered is known
+                await self.twin.client()
             self._ready.set()
             self._attempted.set()
             self._launched.set()
@@ -312,6 +319,40 @@ class Downstream:
             finally:
                 for helper in helpers:
                     helper.cancel()
+                if self.twin is not None:
+                    self.twin.close()
+                    self.twin = None
+
+    def _twin_of(self, client: Client) -> Twin | None:
+        """A handshake-era twin of a 2026-07-28 connection, when the downstream can take a second
+        connection (HTTP, in-process; a stdio process is one connection)."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or isinstance(self.spec, StdioServer):
+            return None
+
+        async def connect(stack: contextlib.AsyncExitStack, handler: MessageHandlerFnT) -> Client:
+            hooks = self.relay.client_callbacks(self.name) if self.relay is not None else {}
+            return await stack.enter_async_context(
+                Client(self._target(stack), mode="legacy", message_handler=handler, **hooks)
+            )
+
+        async def relay(message: Any) -> None:
+            if self.relay is not None:
+                await self.relay.notified(self.name, message)
+
+        return Twin(self.name, connect, relay, self.settings.start_timeout_s)
+
+    async def session(self, *, handshake: bool, tool: str | None = None) -> Client | None:
+        """The connection for a request of a handshake-era (or 2026-era) caller: the handshake-era
+        twin for the former when there is one (and it lists `tool`), else the main one (None: down)."""
+        twin = self.twin if handshake else None
+        if twin is not None and (client := await twin.client()) is not None and (tool is None or tool in twin.tools):
+            return client
+        return self._client
+
+    def connection(self, *, handshake: bool) -> Client | None:
+        """The connection a caller of that era is served on, as it is now (nothing is opened)."""
+        twin = self.twin.current if handshake and self.twin is not None else None
+        return twin or self._client
 
     def _watch(self) -> asyncio.Task[None] | None:
         """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
@@ -441,9 +482,18 @@ class Downstream:
                     f"downstream server {self.name!r} is not running ({self.state}: {self.error}); "
                     "it is being restarted, try again shortly"
                 ) from None
-        client = self._client
+        try:
+            async with asyncio.timeout_at(deadline):
+                client = await self.session(handshake=rounds is None, tool=tool)
+        except TimeoutError:
+            raise DownstreamError(
+                f"downstream server {self.name!r} did not take a handshake-era connection within {timeout_s:g}s"
+            ) from None
         if client is None:
             raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
+        if client is not self._client and meta is not None and LOG_LEVEL_META_KEY in meta:
+            # the 2026-07-28 opt-in to log messages (`Callers.call_meta`): the handshake path has its own level
+            meta = cast(types.RequestParamsMeta, {k: v for k, v in meta.items() if k != LOG_LEVEL_META_KEY} or None)
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
@@ -630,11 +680,12 @@ class Catalogue:
                 ready.append((downstream, client))
         return ready
 
-    def capabilities(self) -> dict[str, Any]:
-        """The union of what the downstreams offer (besides tools), as ServerCapabilities fields."""
+    def capabilities(self, *, handshake: bool) -> dict[str, Any]:
+        """The union of what the downstreams offer (besides tools) to a caller of that era, as
+        ServerCapabilities fields."""
         union: dict[str, Any] = {}
         for downstream in self.downstreams.values():
-            client = downstream.client
+            client = downstream.connection(handshake=handshake)
             if client is None:
                 continue
             caps = client.server_capabilities
@@ -654,14 +705,16 @@ class Catalogue:
                     union[name] = getattr(caps, name)
         return union
 
-    def ready_client(self, server: str) -> Client:
-        """The session of `server`, or the protocol error a client is answered with while it is down."""
+    async def session(self, server: str, *, handshake: bool) -> Client:
+        """The connection to `server` for a request of a handshake-era (or 2026-era) caller
+        (`Downstream.session`), or the protocol error a client is answered with while it is down."""
         downstream = self.downstreams[server]
-        if downstream.client is None:
+        client = await downstream.session(handshake=handshake)
+        if client is None:
             raise MCPError(
                 INTERNAL_ERROR, f"downstream server {server!r} is not running ({downstream.state}); try again shortly"
             )
-        return downstream.client
+        return client
 
     def attach(self, relay: Relay) -> None:
         """Give every downstream somewhere to send what is not about tools (before `start`)."""

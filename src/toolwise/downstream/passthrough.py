@@ -33,7 +33,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.background import Background
@@ -63,6 +63,7 @@ class Passthrough:
     # public URI → subscribed client → its session (None: a listen stream, told through the bus)
     subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
     following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
+    subscribed_on: dict[tuple[str, str], Client] = field(default_factory=dict)  # handshake-era subscriptions
     _background: Background = field(default_factory=Background)
 
     @classmethod
@@ -110,7 +111,12 @@ class Passthrough:
         for downstream, client in self.catalogue.offering("resources"):
             cursor = None
             while True:
-                page = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+                try:
+                    page = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+                except MCPError as exc:  # a server with resources need not serve templates
+                    if exc.code != METHOD_NOT_FOUND or cursor is not None:
+                        raise
+                    break
                 listed.extend((downstream.name, t) for t in page.resource_templates)
                 if not (cursor := page.next_cursor):
                     break
@@ -124,12 +130,12 @@ class Passthrough:
         if plus and scheme in self.catalogue.downstreams:
             return scheme, rest
         offering = self.catalogue.offering("resources")
+        if len(offering) == 1:
+            return offering[0][0].name, uri
         for server, template in await self._templates():
             with contextlib.suppress(InvalidUriTemplate):
                 if UriTemplate.parse(template.uri_template).match(uri) is not None:
                     return server, uri
-        if len(offering) == 1:
-            return offering[0][0].name, uri
         raise MCPError(
             RESOURCE_NOT_FOUND,
             f"Resource not found: {uri!r} is neither listed nor matched by a template of "
@@ -147,7 +153,8 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         server, uri = await self.route_uri(params.uri)
-        client, meta = self.catalogue.ready_client(server), forwarded_meta(wire_meta(ctx))
+        client = await self.catalogue.session(server, handshake=not modern(ctx))
+        meta = forwarded_meta(wire_meta(ctx))
         result: types.ReadResourceResult | types.InputRequiredResult
         with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
             if in_rounds(ctx, client):
@@ -202,7 +209,7 @@ class Passthrough:
         self.subscribers.setdefault(uri, {})[client] = session
         if first:
             try:
-                await self._downstream_subscription(server, original, subscribe=True)
+                await self._subscribe_downstream(server, original, handshake=session is not None)
             except BaseException:
                 self.subscribers.pop(uri, None)
                 raise
@@ -213,28 +220,41 @@ class Passthrough:
         clients.pop(client, None)
         if not clients:
             self.subscribers.pop(uri, None)
-            await self._downstream_subscription(server, original, subscribe=False)
+            await self._unsubscribe_downstream(server, original)
 
-    async def _downstream_subscription(self, server: str, uri: str, *, subscribe: bool) -> None:
-        client = self.catalogue.ready_client(server)
-        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # a listen stream per subscribed URI
-            if subscribe:
-                opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self.following[(server, uri)] = self._background.spawn(
-                    self._follow(server, client, uri, opened),
-                    name=f"toolwise-follow-{server}",
-                    failure=f"following {uri} on {server} failed; its updates are no longer relayed",
-                )
-                await opened  # subscribed once the downstream acknowledged the stream
-            elif (task := self.following.pop((server, uri), None)) is not None:
-                task.cancel()
+    async def _subscribe_downstream(self, server: str, uri: str, *, handshake: bool) -> None:
+        """Subscribe at the downstream on the connection of the first subscriber's era: on a 2026-07-28
+        one, a listen stream per URI; on a handshake-era one, `resources/subscribe`."""
+        client = await self.catalogue.session(server, handshake=handshake)
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.following[(server, uri)] = self._background.spawn(
+                self._follow(server, client, uri, opened),
+                name=f"toolwise-follow-{server}",
+                failure=f"following {uri} on {server} failed; its updates are no longer relayed",
+            )
+            try:  # subscribed once the downstream acknowledged the stream
+                await asyncio.wait_for(asyncio.shield(opened), self.catalogue.settings.call_timeout_s)
+            except TimeoutError:
+                self.following.pop((server, uri)).cancel()
+                raise MCPError(
+                    INTERNAL_ERROR,
+                    f"downstream server {server!r} did not open a stream of updates of {uri!r} within "
+                    f"{self.catalogue.settings.call_timeout_s:g}s (call_timeout_s)",
+                ) from None
             return
         with warnings.catch_warnings():  # the handshake era's way, served to that era's downstreams
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            if subscribe:
-                await client.subscribe_resource(uri)
-            else:
-                await client.unsubscribe_resource(uri)
+            await client.subscribe_resource(uri)
+        self.subscribed_on[(server, uri)] = client
+
+    async def _unsubscribe_downstream(self, server: str, uri: str) -> None:
+        if (task := self.following.pop((server, uri), None)) is not None:
+            task.cancel()
+        elif (held := self.subscribed_on.pop((server, uri), None)) is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await held.unsubscribe_resource(uri)
 
     async def _follow(self, server: str, client: Client, uri: str, opened: asyncio.Future[None]) -> None:
         """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
@@ -287,7 +307,8 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         server, name = await self._route_prompt(params.name)
-        client, meta = self.catalogue.ready_client(server), forwarded_meta(wire_meta(ctx))
+        client = await self.catalogue.session(server, handshake=not modern(ctx))
+        meta = forwarded_meta(wire_meta(ctx))
         with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
             if in_rounds(ctx, client):
                 return await _prompt_round(client, name, params, meta)
@@ -310,7 +331,8 @@ class Passthrough:
             ref = ref.model_copy(update={"uri": template})
         context = params.context.arguments if params.context is not None else None
         argument = {"name": params.argument.name, "value": params.argument.value}
-        return await self.catalogue.ready_client(server).complete(ref, argument, context)
+        client = await self.catalogue.session(server, handshake=not modern(ctx))
+        return await client.complete(ref, argument, context)
 
     def client_callbacks(self, server: str) -> dict[str, Any]:
         """What the downstream connection of `server` declares and how its requests are relayed."""

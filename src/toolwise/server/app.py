@@ -544,7 +544,7 @@ class _Server(Server[Toolwise]):
     manager builds its initialization options itself, without notification options), and besides
     tools only what its downstreams offer (`offered`: the union of their capabilities)."""
 
-    offered: Callable[[], dict[str, Any]] = dict
+    offered: Callable[..., dict[str, Any]] = lambda handshake: {}
 
     def get_capabilities(
         self,
@@ -559,7 +559,7 @@ class _Server(Server[Toolwise]):
         caps = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
-        offered = self.offered()
+        offered = self.offered(handshake=protocol_version not in MODERN_PROTOCOL_VERSIONS)
         update: dict[str, Any] = {name: None for name in PASSED_THROUGH if name not in offered}
         for name in ("logging", "completions"):
             if name in offered:
