@@ -233,13 +233,13 @@ async def test_a_handshake_era_caller_subscribes_as_it_would_directly(tmp_path: 
 
 
 async def test_a_downstream_that_refuses_the_handshake_serves_handshake_era_callers_on_its_2026_connection() -> None:
-    async def connect(stack: Any, handler: Any) -> Client:
+    def target(stack: Any) -> Any:
         raise ConnectionRefusedError("no handshake here")
 
     async def relay(message: Any) -> None:
         raise AssertionError(f"nothing to relay: {message}")
 
-    twin = Twin("modern-only", connect, relay, open_timeout_s=5)
+    twin = Twin("modern-only", target, {}, relay, open_timeout_s=5)
     assert await twin.client() is None
     assert twin.refused == "connection refused"
     assert await twin.client() is None  # not tried again until the main connection is renewed

@@ -24,6 +24,7 @@ from toolwise import sdk
 from toolwise.config import AppConfig, HttpServer, StdioServer
 from toolwise.downstream.catalogue import resolve_command
 from toolwise.downstream.environment import downstream_environment
+from toolwise.downstream.listing import all_tools
 from toolwise.feedback import DatabaseUnusableError, FeedbackService
 
 
@@ -76,13 +77,7 @@ async def start(target: StdioServerParameters | HttpServer, config: AppConfig, e
         else:
             transport = target.url
         client = await stack.enter_async_context(Client(transport, mode=config.toolwise.mode))
-        count, cursor = 0, None
-        while True:
-            page = await client.list_tools(cursor=cursor)
-            count += len(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        count = len(await all_tools(client))
         info = client.server_info
         summary = f"{info.name if info else 'no server info'} {info.version if info else ''}".rstrip()
         protocol = client.protocol_version

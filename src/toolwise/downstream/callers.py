@@ -189,14 +189,16 @@ class Callers:
 
     def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> RequestParamsMeta | None:
         """The `_meta` a call goes to `server` with (`forwarded_meta`). A 2026-era downstream logs
-        only what a request opts in to: for a handshake-era caller, who hears every level unless it
-        set one, the opt-in is its level (or all)."""
+        only what a request opts in to: for a handshake-era caller served on a 2026-era connection
+        (a stdio downstream's), who hears every level unless it set one, the opt-in is its level (or
+        all)."""
         meta = forwarded_meta(wire_meta(ctx))
-        client = self.catalogue.downstreams[server].client
+        handshake = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        client = self.catalogue.downstreams[server].connection(handshake=handshake)
         if (
-            client is not None
+            handshake
+            and client is not None
             and client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
             and LOG_LEVEL_META_KEY not in (meta or {})
         ):
             meta = cast(RequestParamsMeta, {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"})

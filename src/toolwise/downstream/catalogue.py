@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 import anyio
 import mcp_types as types
@@ -33,13 +33,11 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 from mcp import Client
-from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
-from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.jsonrpc import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -54,6 +52,7 @@ from toolwise.background import Background
 from toolwise.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer, prefix_of
 from toolwise.downstream.environment import downstream_environment
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
+from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import assign
 from toolwise.downstream.shields import Circuit, CircuitState
 from toolwise.downstream.twin import Twin
@@ -292,10 +291,12 @@ class Downstream:
             with recording_spawns(self._launched) as spawned:
                 try:
                     async with asyncio.timeout(self.settings.start_timeout_s):
-                        hooks = self.relay.client_callbacks(self.name) if self.relay is not None else {}
                         client = await stack.enter_async_context(
                             Client(
-                                self._target(stack), mode=self.settings.mode, message_handler=self._on_message, **hooks
+                                self._target(stack),
+                                mode=self.settings.mode,
+                                message_handler=self._on_message,
+                                **self._hooks(),
                             )
                         )
                         sdk.keep_declared_capabilities(client)
@@ -312,7 +313,9 @@ class Downstream:
             self._attempted.set()
             self._launched.set()
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            helpers = [t for t in (self._listen(client), self._watch()) if t is not None]
+            helpers = [
+                t for t in (_listen(self.name, client, self._refresh, self.relay), self._watch()) if t is not None
+            ]
             try:
                 await self._broken.wait()
                 return None if self._process is None else self._process.returncode  # before we stop it
@@ -328,18 +331,14 @@ class Downstream:
         connection (HTTP, in-process; a stdio process is one connection)."""
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or isinstance(self.spec, StdioServer):
             return None
+        return Twin(self.name, self._target, self._hooks(), self._relayed, self.settings.start_timeout_s)
 
-        async def connect(stack: contextlib.AsyncExitStack, handler: MessageHandlerFnT) -> Client:
-            hooks = self.relay.client_callbacks(self.name) if self.relay is not None else {}
-            return await stack.enter_async_context(
-                Client(self._target(stack), mode="legacy", message_handler=handler, **hooks)
-            )
+    def _hooks(self) -> dict[str, Any]:
+        return self.relay.client_callbacks(self.name) if self.relay is not None else {}
 
-        async def relay(message: Any) -> None:
-            if self.relay is not None:
-                await self.relay.notified(self.name, message)
-
-        return Twin(self.name, connect, relay, self.settings.start_timeout_s)
+    async def _relayed(self, message: Any) -> None:
+        if self.relay is not None:
+            await self.relay.notified(self.name, message)
 
     async def session(self, *, handshake: bool, tool: str | None = None) -> Client | None:
         """The connection for a request of a handshake-era (or 2026-era) caller: the handshake-era
@@ -372,34 +371,6 @@ class Downstream:
         self._ready.clear()
         self._broken.set()
 
-    def _listen(self, client: Client) -> asyncio.Task[None] | None:
-        """On the 2026-07-28 era, list changes arrive on a `subscriptions/listen` stream: tool-list
-        changes refresh the catalogue, the others go to the relay."""
-        caps = client.server_capabilities
-        if client.protocol_version.startswith("2025"):
-            return None
-        wanted = {
-            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
-            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed and self.relay),
-            "resources_list_changed": bool(caps.resources and caps.resources.list_changed and self.relay),
-        }
-        if not any(wanted.values()):
-            return None
-
-        async def listen() -> None:
-            async with client.listen(
-                tools_list_changed=wanted["tools_list_changed"],
-                prompts_list_changed=wanted["prompts_list_changed"],
-                resources_list_changed=wanted["resources_list_changed"],
-            ) as subscription:
-                async for event in subscription:
-                    if isinstance(event, ToolsListChanged):
-                        await self._refresh(client)
-                    elif self.relay is not None:
-                        await self.relay.notified(self.name, event_to_notification(event, {}))
-
-        return asyncio.create_task(listen(), name=f"toolwise-listen-{self.name}")
-
     async def _on_message(self, message: Any) -> None:
         """Handshake-era notifications: a tool-list change triggers a refresh; a transport error marks
         the connection broken so the owner task reconnects."""
@@ -410,19 +381,11 @@ class Downstream:
         elif isinstance(message, Exception):
             log.warning("downstream %s transport error: %s", self.name, message)
             self._broken.set()
-        elif self.relay is not None:
-            await self.relay.notified(self.name, message)
+        else:
+            await self._relayed(message)
 
     async def _refresh(self, client: Client) -> None:
-        tools: list[types.Tool] = []
-        cursor = None
-        while True:
-            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        self.tools = tools
+        self.tools = await all_tools(client)
         self.on_tools()
 
     async def call(
@@ -473,27 +436,18 @@ class Downstream:
         deadline = loop.time() + timeout_s
         if self._client is not None and self._process is not None and self._process.returncode is not None:
             self._lost()  # it died since the last call: this one goes to the new process
-        if self._client is None:
-            try:
-                async with asyncio.timeout_at(deadline):  # the restart counts against the call's timeout
-                    await self._ready.wait()
-            except TimeoutError:
-                raise DownstreamError(
-                    f"downstream server {self.name!r} is not running ({self.state}: {self.error}); "
-                    "it is being restarted, try again shortly"
-                ) from None
         try:
-            async with asyncio.timeout_at(deadline):
-                client = await self.session(handshake=rounds is None, tool=tool)
+            async with asyncio.timeout_at(deadline):  # a restart counts against the call's timeout
+                if self._client is None:
+                    await self._ready.wait()
+                client = await self.session(handshake=rounds is None, tool=tool)  # a handshake-era caller's era
         except TimeoutError:
             raise DownstreamError(
-                f"downstream server {self.name!r} did not take a handshake-era connection within {timeout_s:g}s"
+                f"downstream server {self.name!r} is not running ({self.state}: {self.error}); "
+                "it is being restarted, try again shortly"
             ) from None
         if client is None:
             raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
-        if client is not self._client and meta is not None and LOG_LEVEL_META_KEY in meta:
-            # the 2026-07-28 opt-in to log messages (`Callers.call_meta`): the handshake path has its own level
-            meta = cast(types.RequestParamsMeta, {k: v for k, v in meta.items() if k != LOG_LEVEL_META_KEY} or None)
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
@@ -519,6 +473,33 @@ class Downstream:
                 "it is being restarted, the next call will go to the new process"
             )
         return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
+
+
+def _listen(
+    server: str, client: Client, refresh: Callable[[Client], Coroutine[Any, Any, None]], relay: Relay | None
+) -> asyncio.Task[None] | None:
+    """On the 2026-07-28 era, list changes arrive on a `subscriptions/listen` stream: tool-list
+    changes `refresh` the catalogue, the others go to the relay."""
+    caps = client.server_capabilities
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    tools = bool(caps.tools and caps.tools.list_changed)
+    prompts = bool(caps.prompts and caps.prompts.list_changed and relay)
+    resources = bool(caps.resources and caps.resources.list_changed and relay)
+    if not (tools or prompts or resources):
+        return None
+
+    async def listen() -> None:
+        async with client.listen(
+            tools_list_changed=tools, prompts_list_changed=prompts, resources_list_changed=resources
+        ) as subscription:
+            async for event in subscription:
+                if isinstance(event, ToolsListChanged):
+                    await refresh(client)
+                elif relay is not None:
+                    await relay.notified(server, event_to_notification(event, {}))
+
+    return asyncio.create_task(listen(), name=f"toolwise-listen-{server}")
 
 
 async def _call_tool(

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import uuid
 import warnings
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +34,13 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.background import Background
 from toolwise.downstream.callers import Callers, client_of, forwarded_meta, modern, wire_meta
 from toolwise.downstream.catalogue import Catalogue
+from toolwise.downstream.listing import all_prompts, all_resources, all_templates
 from toolwise.downstream.naming import assign
 
 log = logging.getLogger(__name__)
@@ -80,14 +82,11 @@ class Passthrough:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed: list[tuple[str, types.Resource]] = []
-        for downstream, client in self.catalogue.offering("resources"):
-            cursor = None
-            while True:
-                page = await client.list_resources(cursor=cursor, cache_mode="refresh")
-                listed.extend((downstream.name, r) for r in page.resources)
-                if not (cursor := page.next_cursor):
-                    break
+        listed = [
+            (downstream.name, r)
+            for downstream, client in self.catalogue.offering("resources")
+            for r in await all_resources(client)
+        ]
         public = _public_uris([(server, r.uri) for server, r in listed])
         self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
         return types.ListResourcesResult(
@@ -107,20 +106,11 @@ class Passthrough:
         )
 
     async def _templates(self) -> list[tuple[str, types.ResourceTemplate]]:
-        listed: list[tuple[str, types.ResourceTemplate]] = []
-        for downstream, client in self.catalogue.offering("resources"):
-            cursor = None
-            while True:
-                try:
-                    page = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
-                except MCPError as exc:  # a server with resources need not serve templates
-                    if exc.code != METHOD_NOT_FOUND or cursor is not None:
-                        raise
-                    break
-                listed.extend((downstream.name, t) for t in page.resource_templates)
-                if not (cursor := page.next_cursor):
-                    break
-        return listed
+        return [
+            (downstream.name, t)
+            for downstream, client in self.catalogue.offering("resources")
+            for t in await all_templates(client)
+        ]
 
     async def route_uri(self, uri: str) -> tuple[str, str]:
         """(server, the URI there) for a public URI."""
@@ -229,7 +219,7 @@ class Passthrough:
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self.following[(server, uri)] = self._background.spawn(
-                self._follow(server, client, uri, opened),
+                _follow(self.notified, server, client, uri, opened),
                 name=f"toolwise-follow-{server}",
                 failure=f"following {uri} on {server} failed; its updates are no longer relayed",
             )
@@ -256,23 +246,6 @@ class Passthrough:
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
                 await held.unsubscribe_resource(uri)
 
-    async def _follow(self, server: str, client: Client, uri: str, opened: asyncio.Future[None]) -> None:
-        """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
-        try:
-            async with client.listen(resource_subscriptions=[uri]) as subscription:
-                opened.set_result(None)
-                async for event in subscription:
-                    await self.notified(server, event_to_notification(event, {}))
-        except SubscriptionLost:
-            log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
-        except BaseException as exc:
-            if opened.done():
-                raise
-            if isinstance(exc, asyncio.CancelledError):
-                opened.cancel()
-                raise
-            opened.set_exception(exc)  # the subscriber hears why; nothing is left to log
-
     # -- prompts and completions --------------------------------------------------------------------
 
     async def list_prompts(
@@ -284,14 +257,11 @@ class Passthrough:
         )
 
     async def _refresh_prompts(self) -> dict[tuple[str, str], types.Prompt]:
-        listed: dict[tuple[str, str], types.Prompt] = {}
-        for downstream, client in self.catalogue.offering("prompts"):
-            cursor = None
-            while True:
-                page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-                listed.update(((downstream.name, p.name), p) for p in page.prompts)
-                if not (cursor := page.next_cursor):
-                    break
+        listed = {
+            (downstream.name, p.name): p
+            for downstream, client in self.catalogue.offering("prompts")
+            for p in await all_prompts(client)
+        }
         self.public_prompt = assign(listed, self.catalogue.prefixes)
         self.prompts = {public: pair for pair, public in self.public_prompt.items()}
         return listed
@@ -378,6 +348,26 @@ def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     for server, uri in pairs:
         owners.setdefault(uri, set()).add(server)
     return {(server, uri): uri if len(owners[uri]) == 1 else f"{server}+{uri}" for server, uri in pairs}
+
+
+async def _follow(
+    notified: Callable[[str, Any], Awaitable[None]], server: str, client: Client, uri: str, opened: asyncio.Future[None]
+) -> None:
+    """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
+    try:
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            opened.set_result(None)
+            async for event in subscription:
+                await notified(server, event_to_notification(event, {}))
+    except SubscriptionLost:
+        log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
+    except BaseException as exc:
+        if opened.done():
+            raise
+        if isinstance(exc, asyncio.CancelledError):
+            opened.cancel()
+            raise
+        opened.set_exception(exc)  # the subscriber hears why; nothing is left to log
 
 
 def in_rounds(ctx: ServerRequestContext[Any], client: Client) -> bool:

@@ -30,10 +30,9 @@ from mcp import Client
 from mcp.client.session import MessageHandlerFnT
 
 from toolwise.downstream.failures import describe
+from toolwise.downstream.listing import all_tools
 
 log = logging.getLogger(__name__)
-
-Connect = Callable[[contextlib.AsyncExitStack, MessageHandlerFnT], Awaitable[Client]]
 
 
 @dataclass
@@ -41,7 +40,8 @@ class Twin:
     """The handshake-era connection of downstream `server`, opened on first need (`client`)."""
 
     server: str
-    connect: Connect  # enters a handshake-era Client on the stack, with this message handler
+    target: Callable[[contextlib.AsyncExitStack], Any]  # what a Client connects to (the main one's)
+    hooks: dict[str, Any]  # the relayed callbacks (sampling, elicitation, roots), as the main one's
     relay: Callable[[Any], Awaitable[None]]  # where its notifications go (tool-list changes are the main one's)
     open_timeout_s: float
     tools: frozenset[str] = frozenset()  # the tools it lists (its era's path may list fewer)
@@ -83,8 +83,10 @@ class Twin:
         lost = asyncio.Event()
         try:
             async with contextlib.AsyncExitStack() as stack, asyncio.timeout(self.open_timeout_s) as limit:
-                client = await self.connect(stack, self._handler(lost))
-                self.tools = frozenset(await _tool_names(client))
+                handler = self._handler(lost)
+                client = Client(self.target(stack), mode="legacy", message_handler=handler, **self.hooks)
+                await stack.enter_async_context(client)
+                self.tools = frozenset(t.name for t in await all_tools(client))
                 limit.reschedule(None)
                 self._client = client
                 opened.set_result(client)
@@ -116,7 +118,7 @@ class Twin:
         async def handle(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
                 if self._client is not None:
-                    self.tools = frozenset(await _tool_names(self._client))
+                    self.tools = frozenset(t.name for t in await all_tools(self._client))
             elif isinstance(message, ValueError):
                 return  # not JSON-RPC: the main connection's junk report counts a process's stdout
             elif isinstance(message, Exception):
@@ -126,13 +128,3 @@ class Twin:
                 await self.relay(message)
 
         return handle
-
-
-async def _tool_names(client: Client) -> list[str]:
-    names: list[str] = []
-    cursor = None
-    while True:
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-        names.extend(t.name for t in page.tools)
-        if not (cursor := page.next_cursor):
-            return names
