@@ -43,6 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import numpy as np
 import wordllama
 from catalogue_server import load_tools
@@ -72,7 +73,7 @@ PARAMS = [("id", "string", "Identifier of the {o}."), ("region", "string", "Regi
 
 def fillers(count: int, taken: set[str], rng: np.random.Generator) -> list[dict[str, Any]]:
     """Synthetic distractor tools in the data set's format."""
-    out = []
+    out: list[dict[str, Any]] = []
     for verb in VERBS:
         for obj in OBJECTS:
             name = f"{verb}_{obj}"
@@ -144,8 +145,8 @@ async def listing(tools_file: Path, tmp: Path, exposure: str, queries: list[str]
                 for fmt, texts in answers.items():
                     found = await client.call_tool("search_tools", {"query": q, "top_k": TOP_K, "format": fmt})
                     if found.is_error:
-                        raise RuntimeError(f"search_tools failed: {found.content[0].text}")
-                    texts.append(found.content[0].text)
+                        raise RuntimeError(f"search_tools failed: {text_of(found)}")
+                    texts.append(text_of(found))
         tools = (await client.list_tools(cache_mode="refresh")).tools
     return listed_json(tools), "\n".join(answers["json"]), "\n".join(answers["markdown"])
 
@@ -169,7 +170,7 @@ async def recall_run(
                 session = f"conversation-{uuid.uuid4().hex[:12]}"
                 found = await client.call_tool("search_tools", {"query": query, "top_k": TOP_K, "session_id": session})
                 if found.is_error:
-                    raise RuntimeError(f"search_tools failed: {found.content[0].text}")
+                    raise RuntimeError(f"search_tools failed: {text_of(found)}")
                 names = [own_names[t["name"]] for t in found.structured_content["tools"]]
                 at1.append(names[0] in right)
                 at5.append(any(n in right for n in names))
@@ -180,7 +181,7 @@ async def recall_run(
                 pick = next((p for p, n in zip(shown, names, strict=True) if n in right), shown[0])
                 arguments = {**valid_arguments(schemas[pick]), "expect": sorted(right)}
                 called = await client.call_tool("call_tool", {"name": pick, "arguments": arguments})
-                refused += called.is_error and "invalid arguments" in called.content[0].text
+                refused += called.is_error and "invalid arguments" in text_of(called)
                 outcome = "failure" if called.is_error else "success"
                 ended = await client.call_tool("end_session", {"session_id": session, "outcome": outcome})
                 if ended.is_error:
@@ -189,6 +190,14 @@ async def recall_run(
     if refused:
         print(f"({refused} calls refused by the schema check: the generated arguments did not fit)")
     return out
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a result's first content block (search_tools answers in text)."""
+    block = result.content[0]
+    if not isinstance(block, types.TextContent):
+        raise TypeError(f"expected a text answer, got {block!r}")
+    return block.text
 
 
 def search_tokens(listed: str, tokens: Callable[[str], int]) -> int:
@@ -249,7 +258,7 @@ async def name_recall(tools_file: Path, tmp: Path, real: list[str], own_names: d
 def bm25_name_recall(tools: list[dict[str, Any]], real: list[str]) -> float:
     index = LexicalIndex([tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools])
     names = [t["name"] for t in tools]
-    return sum(names[int(np.argmax(index.scores(name)))] == name for name in real) / len(real)
+    return float(sum(names[int(np.argmax(index.scores(name)))] == name for name in real) / len(real))
 
 
 async def measure(data: DataSet, args: argparse.Namespace, tokens: Callable[[str], int]) -> None:

@@ -90,7 +90,7 @@ class MultiStep:
         return " ".join(rng.permutation(picked))
 
     def success_p(self, task: int, step: int, previous: int | None) -> np.ndarray:
-        p = self.base[task].copy()
+        p: np.ndarray = self.base[task].copy()
         good = self.first[task] if step == 0 or previous is None else self.follow[previous]
         p[good] = 0.9
         return p
@@ -128,7 +128,7 @@ def run_multistep(env: MultiStep, policy: str, seed: int, steps: int) -> float:
     regret, t = 0.0, 0
     while t < steps:
         task = int(rng.integers(len(env.task_words)))
-        query, previous, history = env.query(rng, task), None, []
+        query, previous, history = env.query(rng, task), None, list[str]()
         for s in range(env.steps):
             p = env.success_p(task, s, None if previous is None else names.index(previous))
             exp = expected_reward(p, env.latency[task])
@@ -266,6 +266,7 @@ async def run_multistep_mcp(env: MultiStep, flow: str, seed: int, steps: int, ch
     from mcp import Client
 
     from toolwise.config import AppConfig
+    from toolwise.learning.sessions import session_meta
     from toolwise.server.app import Toolwise, build_server
 
     rng = np.random.default_rng(seed)
@@ -298,7 +299,7 @@ async def run_multistep_mcp(env: MultiStep, flow: str, seed: int, steps: int, ch
                 exp = expected_reward(p, env.latency[task])
                 regret += float(exp.max() - exp[arm])
                 success = bool(rng.random() < p[arm])
-                meta = {"toolwise/session_id": session} if flow == "tagged" else None
+                meta = session_meta(session) if flow == "tagged" else None
                 expect = [names[arm].split("__", 1)[1]] if success else []
                 await client.call_tool(names[arm], {"expect": expect}, meta=meta)
                 previous = arm

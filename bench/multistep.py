@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from mcp import Client
@@ -32,6 +33,7 @@ from references import MostFrequent, PriorTimesBigram, RidgeOnChoices, SeedRule,
 
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder
+from toolwise.learning.sessions import session_meta
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
 from toolwise.rl.policies.choice import FEATURES, ChoiceModel
 from toolwise.server.app import Toolwise, build_server
@@ -59,7 +61,7 @@ class Hits:
         return float(np.mean(np.array(self.marks[name])[inside])) if inside.any() else float("nan")
 
 
-def load(path: Path) -> tuple[list[dict], list[dict]]:
+def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     tools = [json.loads(line) for line in (path / "tools.jsonl").read_text().splitlines()]
     chains = [json.loads(line) for line in (path / "chains.jsonl").read_text().splitlines()]
     return tools, chains
@@ -72,7 +74,7 @@ def config(tools_file: Path, db: Path, seed: int) -> AppConfig:
 
 
 async def toolwise_run(
-    tools_file: Path, chains: list[dict], flow: str, seed: int
+    tools_file: Path, chains: list[dict[str, Any]], flow: str, seed: int
 ) -> tuple[Hits, dict[str, str], list[ToolDoc], float]:
     """The stream through toolwise; also its public name of each data-set tool and its tool documents."""
     hits = Hits()
@@ -95,7 +97,7 @@ async def toolwise_run(
                         ranked = [r["tool"] for r in nxt.structured_content["recommendations"]]
                         picked = rec.structured_content["recommendations"][0]["tool"]
                         hits.add(i, next1=ranked[:1] == [truth], next3=truth in ranked, tool1=picked == truth)
-                    meta = {"toolwise/session_id": session} if flow == "tagged" else None
+                    meta = session_meta(session) if flow == "tagged" else None
                     result = await client.call_tool(truth, {"expect": [step["tool"]]}, meta=meta)
                     if result.is_error:
                         raise RuntimeError(f"{truth} failed: {result.content}")
@@ -111,7 +113,9 @@ async def toolwise_run(
     return hits, public, docs, elapsed
 
 
-def references(chains: list[dict], public: dict[str, str], docs: list[ToolDoc], embedder: WordLlamaEmbedder) -> Hits:
+def references(
+    chains: list[dict[str, Any]], public: dict[str, str], docs: list[ToolDoc], embedder: WordLlamaEmbedder
+) -> Hits:
     """The references on the same stream, each learning from the past calls only."""
     prior = Learner(LearnerConfig(), docs, embedder)  # toolwise's zero-shot prior, never learning
     names = list(prior.index.tools.names)

@@ -36,12 +36,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from mcp import Client
 
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
+from toolwise.learning.sessions import session_meta
 from toolwise.rl.policies import SemanticUCB
 from toolwise.rl.text import tokenize
 from toolwise.server.app import Toolwise, build_server
@@ -59,7 +61,7 @@ class Request:
 @dataclass(frozen=True)
 class DataSet:
     path: Path
-    tools: list[dict]
+    tools: list[dict[str, Any]]
     requests: list[Request]
 
     @classmethod
@@ -162,7 +164,7 @@ async def toolwise_run(
                 rec = await client.call_tool("recommend_tool", {"query": r.query, "session_id": session})
                 pick = rec.structured_content["recommendations"][0]["tool"]
                 expect = sorted(r.right)  # the downstream judges by its own tool names
-                meta = {"toolwise/session_id": session} if flow == "tagged" else None
+                meta = session_meta(session) if flow == "tagged" else None
                 result = await client.call_tool(pick, {"expect": expect}, meta=meta)
                 hits.append(0.0 if result.is_error else 1.0)
                 outcome = "failure" if result.is_error else "success"

@@ -78,7 +78,7 @@ async def metrics(db: Path, tools: int, serve: list[str], work: Path) -> list[st
                 begin = time.perf_counter()
                 await feedback.reports.get_tool_metrics()
                 reads[cold].append((time.perf_counter() - begin) * 1000)
-    async with Client(params(serve, write_config(work / "metrics.json", db, tools)), read_timeout_seconds=900) as c:  # type: ignore[arg-type]  # seconds work
+    async with Client(params(serve, write_config(work / "metrics.json", db, tools)), read_timeout_seconds=900) as c:
         await caught_up(c)
         [tool] = [t for t in (await c.list_tools()).tools if t.name == "get_tool_metrics"]
         pid = server_pid()

@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,11 @@ async def caught_up(client: Client) -> None:
     raise TimeoutError("toolwise did not catch up with the log")
 
 
+async def call_named(client: Client, names: list[str], start: int, text: str, i: int) -> Any:
+    """The `i`-th call of a block that starts at `start` in `names`."""
+    return await client.call_tool(names[start + i], {"text": f"{text} {start + i}"})
+
+
 async def timed(calls: int, call: Callable[[int], Awaitable[Any]]) -> np.ndarray:
     out = []
     for i in range(calls):
@@ -209,7 +215,7 @@ async def serve(config: Path, tools: int, calls: int = 0) -> Run:
     """Start toolwise, time it to its first answers and until it has caught up with the log, measure
     calls (when `calls`), then close stdin as a client does and time the shutdown."""
     begin = time.perf_counter()
-    client = Client(params(config), read_timeout_seconds=900)  # type: ignore[arg-type]  # the SDK types it as a timedelta; seconds work
+    client = Client(params(config), read_timeout_seconds=900)
     await client.__aenter__()
     run = Run(0.0, 0.0, 0.0, 0.0, 0.0)
     try:
@@ -251,19 +257,16 @@ async def paired_calls(configs: tuple[Path, Path], tools: int, calls: int) -> tu
     async with contextlib.AsyncExitStack() as stack:
         clients: list[Client] = []
         for config in configs:
-            client = Client(params(config), read_timeout_seconds=900)  # type: ignore[arg-type]  # seconds work
+            client = Client(params(config), read_timeout_seconds=900)
             await stack.enter_async_context(client)
             await client.list_tools()
             await caught_up(client)
-            await timed(50, lambda i, c=client: c.call_tool(names[i], {"text": "warm"}))
+            await timed(50, partial(call_named, client, names, 0, "warm"))
             clients.append(client)
         blocks: list[list[np.ndarray]] = [[], []]
         for start in range(50, 50 + calls, 20):
             for k, client in enumerate(clients):
-                block = await timed(
-                    min(20, 50 + calls - start),
-                    lambda i, c=client, s=start: c.call_tool(names[s + i], {"text": f"hello {s + i}"}),
-                )
+                block = await timed(min(20, 50 + calls - start), partial(call_named, client, names, start, "hello"))
                 blocks[k].append(block)
     return np.concatenate(blocks[0]), np.concatenate(blocks[1])
 

@@ -86,7 +86,7 @@ async def client(url: str, calls: int | None, rate_every: int, cancel: float, se
                 if result.is_error:
                     tally.errors += 1
                     continue
-                execution_id = result.meta["toolwise/execution_id"]
+                execution_id = (result.meta or {})["toolwise/execution_id"]
                 tally.answered[execution_id] = time.monotonic()
                 if rate_every and i % rate_every == 0:
                     rating = {"rating": rng.randint(1, 5), "execution_id": execution_id}

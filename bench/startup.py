@@ -34,7 +34,7 @@ async def first_answers(server: StdioServerParameters, toolwise: bool) -> dict[s
     recommend_tool and the learned state serving)."""
     begin = time.perf_counter()
     times: dict[str, float] = {}
-    async with Client(server, read_timeout_seconds=120) as client:  # type: ignore[arg-type]  # the SDK types it as a timedelta; seconds work
+    async with Client(server, read_timeout_seconds=120) as client:
         times["initialize"] = time.perf_counter() - begin
         await client.list_tools()
         times["tools/list"] = time.perf_counter() - begin

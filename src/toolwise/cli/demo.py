@@ -20,12 +20,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import RequestParamsMeta
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
@@ -33,6 +32,7 @@ from rich.table import Table
 from toolwise.cli.doctor import command_found, near_commands
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
+from toolwise.learning.sessions import session_meta
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
 REPLAYABLE = {"shield_retry_s": 1e9}
@@ -83,11 +83,6 @@ ZONES = {
     "Sydney": "Australia/Sydney",
     "Berlin": "Europe/Berlin",
 }
-
-
-def session_meta(session: str) -> RequestParamsMeta:
-    """The `_meta` that files a plain call under the agent's conversation (the agent-framework flow)."""
-    return cast(RequestParamsMeta, {"toolwise/session_id": session})
 
 
 def arguments(tool: str, city: str, repo: Path) -> dict[str, Any]:

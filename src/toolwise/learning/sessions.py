@@ -23,12 +23,21 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
+
+from mcp_types import RequestParamsMeta
 
 from toolwise.feedback import Execution, utcnow
 from toolwise.rl import Decision, Step
 
 SESSION_META_KEY = "toolwise/session_id"
+
+
+def session_meta(session: str) -> RequestParamsMeta:
+    """The `_meta` that files a plain call under a conversation (what an agent framework sends)."""
+    return cast(RequestParamsMeta, {SESSION_META_KEY: session})
+
+
 EXECUTION_META_KEY = "toolwise/execution_id"
 REQUEST_PREFIX = "request-"  # the session of a request that came on no connection
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
