@@ -99,10 +99,16 @@ async def test_every_scenario_that_passes_directly_passes_through_toolwise(tmp_p
             }
         )
     )
-    async with conformance_server() as url:
-        direct = await run_suite(node, suite, url)
-    async with toolwise_http(config) as url:
-        proxied = await run_suite(node, suite, url.replace("127.0.0.1", "localhost"))
+
+    async def directly() -> dict[str, bool]:
+        async with conformance_server() as url:
+            return await run_suite(node, suite, url)
+
+    async def through_toolwise() -> dict[str, bool]:
+        async with toolwise_http(config) as url:
+            return await run_suite(node, suite, url.replace("127.0.0.1", "localhost"))
+
+    direct, proxied = await asyncio.gather(directly(), through_toolwise())  # two servers of their own
     counts = f"direct {sum(direct.values())}/{len(direct)}, through toolwise {sum(proxied.values())}/{len(proxied)}"
     print(f"conformance scenarios passed: {counts}")
     lost = sorted(s for s, ok in direct.items() if ok and not proxied.get(s))
@@ -115,19 +121,25 @@ async def test_the_newest_prerelease_passes_through_toolwise_in_both_modes_as_ag
 ) -> None:
     node = node_for(CONFORMANCE_PRERELEASE)
     node_for(TSX)
+
+    async def through_toolwise(mode: str, reference: str) -> dict[str, bool]:
+        config = tmp_path / f"{mode}.json"
+        database = f"sqlite+aiosqlite:///{tmp_path / (mode + '.db')}"
+        servers = {"everything": {"url": reference, "prefix": ""}}
+        config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database, "mode": mode}}))
+        async with toolwise_http(config) as url:
+            return await run_suite(node, CONFORMANCE_PRERELEASE, url.replace("127.0.0.1", "localhost"))
+
     async with reference_server(node, tmp_path / "reference.log") as reference:
         direct = await run_suite(node, CONFORMANCE_PRERELEASE, reference)
-        counts = [f"direct {sum(direct.values())}/{len(direct)}"]
-        lost: dict[str, list[str]] = {}
-        for mode in ("auto", "legacy"):
-            config = tmp_path / f"{mode}.json"
-            database = f"sqlite+aiosqlite:///{tmp_path / (mode + '.db')}"
-            servers = {"everything": {"url": reference, "prefix": ""}}
-            config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database, "mode": mode}}))
-            async with toolwise_http(config) as url:
-                proxied = await run_suite(node, CONFORMANCE_PRERELEASE, url.replace("127.0.0.1", "localhost"))
-            counts.append(f"{mode} {sum(proxied.values())}/{len(proxied)}")
-            lost[mode] = sorted(s for s, ok in direct.items() if ok and not proxied.get(s))
+        auto, legacy = await asyncio.gather(through_toolwise("auto", reference), through_toolwise("legacy", reference))
+    counts = [
+        f"{name} {sum(r.values())}/{len(r)}" for name, r in (("direct", direct), ("auto", auto), ("legacy", legacy))
+    ]
+    lost = {
+        name: sorted(s for s, ok in direct.items() if ok and not r.get(s))
+        for name, r in (("auto", auto), ("legacy", legacy))
+    }
     print(f"conformance scenarios passed against the reference server: {', '.join(counts)}")
     assert sum(direct.values()) >= 50, counts
     assert lost["auto"] == [], f"pass directly but not through toolwise (auto): {lost['auto']} ({counts})"
