@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Twin:
-    """The handshake-era connection of downstream `server`, opened on first need (`client`)."""
+    """The handshake-era connection of downstream `server` (`client` opens it when none is open)."""
 
     server: str
     target: Callable[[contextlib.AsyncExitStack], Any]  # what a Client connects to (the main one's)
@@ -94,8 +94,9 @@ class Twin:
                 await lost.wait()
             log.warning("downstream %s: its handshake-era connection was lost; reopened on next need", self.server)
         except asyncio.CancelledError:
-            if not opened.done():
+            if not opened.done():  # its waiters go to the main connection, being renewed too
                 opened.set_exception(ConnectionError(f"the connection to {self.server!r} is being renewed"))
+                opened.exception()  # read here: when nobody waits, it is no unretrieved error
             raise
         except Exception as exc:  # noqa: BLE001 - said once; its callers go to the main connection
             why = describe(exc, starting=not opened.done(), start_timeout_s=self.open_timeout_s, exit_status=None)

@@ -544,7 +544,7 @@ class _Server(Server[Toolwise]):
     manager builds its initialization options itself, without notification options), and besides
     tools only what its downstreams offer (`offered`: the union of their capabilities)."""
 
-    offered: Callable[..., dict[str, Any]] = lambda handshake: {}
+    offered: Callable[..., dict[str, Any]] | None = None  # `build_server` sets the catalogue's union
 
     def get_capabilities(
         self,
@@ -559,14 +559,15 @@ class _Server(Server[Toolwise]):
         caps = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
-        offered = self.offered(handshake=protocol_version not in MODERN_PROTOCOL_VERSIONS)
+        handshake = protocol_version not in MODERN_PROTOCOL_VERSIONS
+        offered = self.offered(handshake=handshake) if self.offered is not None else {}
         update: dict[str, Any] = {name: None for name in PASSED_THROUGH if name not in offered}
         for name in ("logging", "completions"):
             if name in offered:
                 update[name] = offered[name]
-        if "resources" in offered and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if "resources" in offered and handshake:
             update["resources"] = offered["resources"]
-        if "prompts" in offered and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if "prompts" in offered and handshake:
             update["prompts"] = offered["prompts"]
         return caps.model_copy(update=update)
 
