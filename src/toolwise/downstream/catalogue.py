@@ -344,7 +344,11 @@ class Downstream:
         """The connection for a request of a handshake-era (or 2026-era) caller: the handshake-era
         twin for the former when there is one (and it lists `tool`), else the main one (None: down)."""
         twin = self.twin if handshake else None
-        if twin is not None and (client := await twin.client()) is not None and (tool is None or tool in twin.tools):
+        if (
+            twin is not None
+            and (client := twin.current or await twin.client())
+            and (tool is None or tool in twin.tools)
+        ):
             return client
         return self._client
 

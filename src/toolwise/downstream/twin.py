@@ -46,14 +46,9 @@ class Twin:
     open_timeout_s: float
     tools: frozenset[str] = frozenset()  # the tools it lists (its era's path may list fewer)
     refused: str | None = None  # why the downstream would not take the handshake
+    current: Client | None = None  # the connection if it is open now (not yet, being reopened, refused: None)
     _opened: asyncio.Future[Client] | None = None  # the connection being opened, or open
-    _client: Client | None = None  # the open connection
     _task: asyncio.Task[None] | None = None
-
-    @property
-    def current(self) -> Client | None:
-        """The connection if it is open now (None: not yet, being reopened, or refused)."""
-        return self._client
 
     def open(self) -> asyncio.Future[Client] | None:
         """Start opening the connection unless it is open or being opened; None when refused."""
@@ -76,7 +71,7 @@ class Twin:
         """The main connection ended: so does this one; a renewed main connection may try again."""
         if self._task is not None:
             self._task.cancel()
-        self._task, self._opened, self._client, self.refused = None, None, None, None
+        self._task, self._opened, self.current, self.refused = None, None, None, None
 
     async def _hold(self, opened: asyncio.Future[Client]) -> None:
         """Own the connection for its whole life (its context is entered and left in this one task)."""
@@ -88,7 +83,7 @@ class Twin:
                 await stack.enter_async_context(client)
                 self.tools = frozenset(t.name for t in await all_tools(client))
                 limit.reschedule(None)
-                self._client = client
+                self.current = client
                 opened.set_result(client)
                 log.info("downstream %s: a handshake-era connection for handshake-era callers is open", self.server)
                 await lost.wait()
@@ -113,13 +108,13 @@ class Twin:
                 )
         finally:
             if self._opened is opened:  # not renewed meanwhile (`close`)
-                self._opened, self._client = None, None
+                self._opened, self.current = None, None
 
     def _handler(self, lost: asyncio.Event) -> MessageHandlerFnT:
         async def handle(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
-                if self._client is not None:
-                    self.tools = frozenset(t.name for t in await all_tools(self._client))
+                if self.current is not None:
+                    self.tools = frozenset(t.name for t in await all_tools(self.current))
             elif isinstance(message, ValueError):
                 return  # not JSON-RPC: the main connection's junk report counts a process's stdout
             elif isinstance(message, Exception):
