@@ -193,7 +193,7 @@ class Callers:
         (a stdio downstream's), who hears every level unless it set one, the opt-in is its level (or
         all)."""
         meta = forwarded_meta(wire_meta(ctx))
-        handshake = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        handshake = not modern(ctx)
         client = self.catalogue.downstreams[server].connection(handshake=handshake)
         if (
             handshake

@@ -50,20 +50,15 @@ class Twin:
     _opened: asyncio.Future[Client] | None = None  # the connection being opened, or open
     _task: asyncio.Task[None] | None = None
 
-    def open(self) -> asyncio.Future[Client] | None:
-        """Start opening the connection unless it is open or being opened; None when refused."""
-        if self.refused is None and self._opened is None:
-            self._opened = asyncio.get_running_loop().create_future()
-            self._task = asyncio.create_task(self._hold(self._opened), name=f"toolwise-twin-{self.server}")
-        return self._opened if self.refused is None else None
-
     async def client(self) -> Client | None:
         """The handshake-era connection, opened now if none is; None when the downstream refused it."""
-        opened = self.open()
-        if opened is None:
+        if self.refused is not None:
             return None
+        if self._opened is None:
+            self._opened = asyncio.get_running_loop().create_future()
+            self._task = asyncio.create_task(self._hold(self._opened), name=f"toolwise-twin-{self.server}")
         try:
-            return await asyncio.shield(opened)
+            return await asyncio.shield(self._opened)
         except ConnectionError:  # `_hold` said why (and set `refused` if the downstream refused it)
             return None
 

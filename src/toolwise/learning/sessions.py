@@ -31,19 +31,17 @@ from toolwise.feedback import Execution, utcnow
 from toolwise.rl import Decision, Step
 
 SESSION_META_KEY = "toolwise/session_id"
-
-
-def session_meta(session: str) -> RequestParamsMeta:
-    """The `_meta` that files a plain call under a conversation (what an agent framework sends)."""
-    return cast(RequestParamsMeta, {SESSION_META_KEY: session})
-
-
 EXECUTION_META_KEY = "toolwise/execution_id"
 REQUEST_PREFIX = "request-"  # the session of a request that came on no connection
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 DECISION_META_KEY = "toolwise/decision_id"
 OPEN_PER_CONNECTION = 64  # older open decisions of a connection are forgotten
 CONNECTIONS = 10_000  # connections with open decisions remembered (least recently used forgotten)
+
+
+def session_meta(session: str) -> RequestParamsMeta:
+    """The `_meta` that files a plain call under a conversation (what an agent framework sends)."""
+    return cast(RequestParamsMeta, {SESSION_META_KEY: session})
 
 
 @dataclass(slots=True)
