@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import warnings
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -25,11 +26,14 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
+from toolwise.server.events import MemoryEventStore
+
 PNG = (  # 1x1 red pixel
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 )
 WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="  # 44-byte header, no samples
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
+RETRY_MS = 300  # the `retry` a resuming client waits before it reconnects
 
 
 def _tool(name: str, description: str, schema: dict[str, Any] | None = None) -> types.Tool:
@@ -53,6 +57,7 @@ TOOLS = [
     _tool("test_elicitation", "Asks the user", _string_args("message")),
     _tool("test_elicitation_sep1034_defaults", "Asks the user, with defaults"),
     _tool("test_elicitation_sep1330_enums", "Asks the user, with enums"),
+    _tool("test_reconnection", "Closes its stream mid-call and answers once the client has resumed it"),
     _tool(
         "json_schema_2020_12_tool",
         "Tool with JSON Schema 2020-12 features",
@@ -145,17 +150,11 @@ STATIC = {  # the tools whose result is fixed
 async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     if params.name in STATIC:
         return STATIC[params.name]
+    if params.name in RUNNING:
+        return await RUNNING[params.name](ctx)
     args = params.arguments or {}
     session, rid = ctx.session, ctx.request_id
     match params.name:
-        case "test_tool_with_logging":
-            for i, message in enumerate(["Tool execution started", "Tool processing data", "Tool execution completed"]):
-                if i:
-                    await anyio.sleep(0.05)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await session.send_log_message("info", message, related_request_id=rid)
-            return _text("Tool with logging executed successfully")
         case "test_tool_with_progress":
             token = (ctx.params or {}).get("_meta", {}).get("progressToken")
             for i, progress in enumerate((0, 50, 100)):
@@ -193,6 +192,31 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
         case "json_schema_2020_12_tool":
             return _text(f"received {json.dumps(args)}")
     raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+
+
+async def _logging(ctx: ServerRequestContext[Any]) -> types.CallToolResult:
+    for i, message in enumerate(["Tool execution started", "Tool processing data", "Tool execution completed"]):
+        if i:
+            await anyio.sleep(0.05)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await ctx.session.send_log_message("info", message, related_request_id=ctx.request_id)
+    return _text("Tool with logging executed successfully")
+
+
+async def _reconnection(ctx: ServerRequestContext[Any]) -> types.CallToolResult:
+    """SEP-1699: close the call's stream and answer after the client's reconnection delay, so only
+    a client that resumes the stream gets the answer (over stdio there is no stream to close)."""
+    if ctx.close_sse_stream is not None:
+        await ctx.close_sse_stream()
+        await anyio.sleep(RETRY_MS / 1000 * 2)
+    return _text("Reconnection test completed: the client resumed the stream")
+
+
+RUNNING: dict[str, Callable[[ServerRequestContext[Any]], Awaitable[types.CallToolResult]]] = {
+    "test_tool_with_logging": _logging,
+    "test_reconnection": _reconnection,
+}
 
 
 RESOURCES: dict[str, types.TextResourceContents | types.BlobResourceContents] = {
@@ -334,7 +358,7 @@ async def main() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         return
-    app = server.streamable_http_app(host="127.0.0.1")
+    app = server.streamable_http_app(host="127.0.0.1", event_store=MemoryEventStore(), retry_interval=RETRY_MS)
     await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).serve()
 
 
