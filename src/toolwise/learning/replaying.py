@@ -13,8 +13,8 @@ from dataclasses import replace
 from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
 from toolwise.learning.service import LearningService, learned_from
-from toolwise.learning.sessions import recent, step_of
-from toolwise.rl import StepColumns, learn_columns
+from toolwise.learning.sessions import step_columns, step_of
+from toolwise.rl import learn_columns
 
 log = logging.getLogger(__name__)
 
@@ -59,29 +59,13 @@ class LogLearning:
         error = batch.error_type
         kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
         rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
-        n = self.learning.history_n
-        tool, success, latency, previous, position = (
-            batch.tool,
-            batch.success,
-            batch.latency_ms,
-            batch.previous_tool,
-            batch.position,
-        )
         if self.learning.settings.learning:
-            steps = StepColumns(
-                [tool[i] for i in rows],
-                [success[i] for i in rows],
-                [latency[i] for i in rows],
-                queries,
-                [previous[i] for i in rows],
-                [recent(history, previous[i], n) for i, history in zip(rows, histories, strict=True)],
-                [position[i] for i in rows],
-            )
+            steps = step_columns(batch, rows, histories, queries, self.learning.history_n)
             try:
                 learn_columns(self.learning.learner, steps, self.learning.state.rng)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
-        now = time.monotonic()
+        now, tool, success, latency = time.monotonic(), batch.tool, batch.success, batch.latency_ms
         for i in rows:
             self.learning.shield_fields(tool[i], success[i], latency[i], error[i], now)
 

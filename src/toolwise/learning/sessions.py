@@ -23,12 +23,12 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from mcp_types import RequestParamsMeta
 
 from toolwise.feedback import Execution, utcnow
-from toolwise.rl import Decision, Step
+from toolwise.rl import Decision, Step, StepColumns
 
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
@@ -227,6 +227,43 @@ def step_of(
         history=recent(history, execution.previous_tool, n),
         rating=rating,
         passed_over=passed_over,
+    )
+
+
+class CallColumns(Protocol):
+    """What the log's column batches (`LogColumns`, `DecisionColumns`) hold of each call."""
+
+    @property
+    def tool(self) -> Sequence[str]: ...
+    @property
+    def success(self) -> Sequence[bool]: ...
+    @property
+    def latency_ms(self) -> Sequence[float]: ...
+    @property
+    def previous_tool(self) -> Sequence[str | None]: ...
+    @property
+    def position(self) -> Sequence[int]: ...
+
+
+def step_columns(
+    batch: CallColumns,
+    rows: Sequence[int],
+    histories: Sequence[Sequence[str]],
+    queries: Sequence[str | None],
+    n: int,
+) -> StepColumns:
+    """The learner's view of rows `rows` of a batch of the log's columns, each with the tools before
+    it in its session (`histories`, cut to `n` as `step_of` does) and its query: what `step_of` is
+    to one record, for columns."""
+    previous = [batch.previous_tool[i] for i in rows]
+    return StepColumns(
+        [batch.tool[i] for i in rows],
+        [batch.success[i] for i in rows],
+        [batch.latency_ms[i] for i in rows],
+        queries,
+        previous,
+        [recent(history, before, n) for history, before in zip(histories, previous, strict=True)],
+        [batch.position[i] for i in rows],
     )
 
 

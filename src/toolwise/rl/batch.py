@@ -50,24 +50,21 @@ class StepColumns:
             [s.rating for s in steps],
         )
 
+    def step(self, i: int) -> Step:
+        """Row `i` as a `Step`: the one place columns become one."""
+        return Step(
+            self.tool[i],
+            self.success[i],
+            self.latency_ms[i],
+            query=self.query[i],
+            previous_tool=self.previous_tool[i],
+            position=self.position[i],
+            history=self.history[i],
+            rating=None if self.rating is None else self.rating[i],
+        )
+
     def steps(self) -> list[Step]:
-        ratings = self.rating if self.rating is not None else [None] * len(self)
-        columns = (self.tool, self.success, self.latency_ms, self.query, self.previous_tool, self.position)
-        return [
-            Step(
-                tool,
-                success,
-                latency,
-                query=query,
-                previous_tool=previous,
-                position=length,
-                history=history,
-                rating=rating,
-            )
-            for (tool, success, latency, query, previous, length), history, rating in zip(
-                zip(*columns, strict=True), self.history, ratings, strict=True
-            )
-        ]
+        return [self.step(i) for i in range(len(self))]
 
     def __len__(self) -> int:
         return len(self.tool)

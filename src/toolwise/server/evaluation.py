@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.decisions import DecisionColumns, iter_decision_columns
-from toolwise.learning.sessions import Session, recent
-from toolwise.rl import Learner, Step, ToolDoc
+from toolwise.learning.sessions import Session, step_columns
+from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.evaluation import (
     Candidate,
     Evaluation,
@@ -149,20 +149,6 @@ async def fresh_learner(services: Services, candidate: Candidate) -> Learner:
     return candidate_learner(candidate, running.config, docs, index.embedder)
 
 
-def _logged(batch: DecisionColumns, i: int, query: str | None) -> Logged:
-    previous = batch.previous_tool[i]
-    step = Step(
-        batch.tool[i],
-        batch.success[i],
-        batch.latency_ms[i],
-        query=query,
-        previous_tool=previous,
-        position=batch.position[i],
-        history=recent((), previous, 1),
-    )
-    return Logged(step, batch.reward[i], batch.propensity[i], batch.decision_id[i] is not None)
-
-
 async def evaluate_log(
     feedback: FeedbackService,
     namespace: str,
@@ -182,20 +168,24 @@ async def evaluate_log(
     queries: dict[str, str] = {}  # a session's query is stored once, on the call that followed it
 
     def replay_batch(batch: DecisionColumns) -> None:
-        for i in range(len(batch)):
-            query = batch.query[i]
-            if query is not None:
-                queries[batch.session_id[i]] = query
-                if len(queries) > SESSIONS_KEPT:  # the oldest sessions' queries go: memory stays bounded
-                    for session in list(islice(queries, SESSIONS_KEPT // 2)):
-                        del queries[session]
-            else:
-                query = queries.get(batch.session_id[i])
-            logged = _logged(batch, i, query)
+        rows = range(len(batch))
+        steps = step_columns(batch, rows, [()] * len(batch), [session_query(batch, i) for i in rows], 1)
+        for i in rows:
+            logged = Logged(steps.step(i), batch.reward[i], batch.propensity[i], batch.decision_id[i] is not None)
             if replay.counts.executions < warm_up:
                 replay.warm(logged)
             else:
                 replay.step(logged)
+
+    def session_query(batch: DecisionColumns, i: int) -> str | None:
+        query = batch.query[i]
+        if query is None:
+            return queries.get(batch.session_id[i])
+        queries[batch.session_id[i]] = query
+        if len(queries) > SESSIONS_KEPT:  # the oldest sessions' queries go: memory stays bounded
+            for session in list(islice(queries, SESSIONS_KEPT // 2)):
+                del queries[session]
+        return query
 
     async for batch in iter_decision_columns(feedback, namespace=namespace):
         await asyncio.to_thread(replay_batch, batch)
