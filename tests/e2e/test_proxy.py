@@ -5,20 +5,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.e2e.conftest import direct, kill_marked, rows, time_server, toolwise
-from tests.server.surface import as_meta, execution_of
+from tests.server.surface import as_meta, execution_of, text
 
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
-
-
-def text(result: types.CallToolResult) -> str:
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -69,10 +69,10 @@ def rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def text(result: types.CallToolResult) -> str:
-    """The text of a result's first content block."""
-    block = result.content[0]
-    assert isinstance(block, types.TextContent), block
-    return block.text
+    """The text of a result's text blocks, one a line; a result with none fails."""
+    texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+    assert texts, result.content
+    return "\n".join(texts)
 
 
 def ok(result: types.CallToolResult) -> dict[str, Any]:

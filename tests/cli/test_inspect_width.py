@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from tests.cli.test_views import cli_config
 from tests.feedback.conftest import make_execution
-from tests.server.test_views import cli_config
 from toolwise.cli.main import app as cli
 from toolwise.cli.views import Column, distinct_names, fitted_table, plot_slices
 from toolwise.feedback import FeedbackService, utcnow
