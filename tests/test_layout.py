@@ -36,3 +36,35 @@ def test_every_module_imports_only_from_its_own_package_or_those_below() -> None
             if LAYERS.index(other) > LAYERS.index(own):
                 upward.append(f"{path.relative_to(SRC)}:{line} imports toolwise.{other}")
     assert not upward, "imports against the layering:\n" + "\n".join(upward)
+
+
+def test_no_module_assigns_the_fields_of_an_object_it_holds_of_another_module() -> None:
+    """`self.part.field = value` is for a part whose class the module defines (its own record); the
+    fields of another module's object are set through that object's methods, so each piece of state
+    has one owner (a restore swaps the learned state whole, it does not assign it field by field)."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        own_classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        own_parts = {  # self.part = OwnClass(...)
+            t.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+            if n.value.func.id in own_classes
+            for t in n.targets
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        }
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                part = target.value if isinstance(target, ast.Attribute) else None
+                if (
+                    isinstance(part, ast.Attribute)
+                    and isinstance(part.value, ast.Name)
+                    and part.value.id == "self"
+                    and part.attr not in own_parts
+                ):
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(target)}")
+    assert not found, "fields of another module's object assigned:\n" + "\n".join(found)

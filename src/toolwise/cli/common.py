@@ -140,9 +140,9 @@ def config_or_exit(path: Path | None, database_url: str | None = None) -> AppCon
         loaded = load_config(config_path_or_exit(path))
     except ConfigError as exc:
         fail(f"invalid config: {exc}", exc)
-    if database_url is not None:
-        loaded.toolwise = loaded.toolwise.model_copy(update={"database_url": database_url})
-    return loaded
+    if database_url is None:
+        return loaded
+    return loaded.model_copy(update={"toolwise": loaded.toolwise.model_copy(update={"database_url": database_url})})
 
 
 def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:

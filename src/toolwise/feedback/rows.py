@@ -43,6 +43,10 @@ class ExecutionRows:
         self._store_queries = store_queries
         self._redact = re.compile(redact_pattern, re.IGNORECASE)
 
+    def open(self, salt: bytes) -> None:
+        """Digest with `salt` from now on: the database's own, read when it opens."""
+        self.salt = salt
+
     def digest(self, arguments: Mapping[str, Any] | None) -> str:
         """The digest stored for these arguments in this database (salted with its own salt)."""
         return argument_digest(arguments, self.salt)

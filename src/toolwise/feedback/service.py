@@ -113,7 +113,7 @@ class FeedbackService:
             raise DatabaseUnusableError(f"{where}: {describe_database_error(exc)}") from exc
         if salt is None:
             raise DatabaseUnusableError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")
-        self.rows.salt = bytes.fromhex(salt)
+        self.rows.open(bytes.fromhex(salt))
         if sqlite_path(self.url) is not None:
             self._thread = SQLiteWriteThread(
                 self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +67,14 @@ class Context:
     values: NDArray[np.float64] = field(repr=False)
     squares: NDArray[np.float64] = field(repr=False, compare=False)  # values², for confidence widths
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)  # the query's, when known
+
+
+def embedded(context: Context, embed: Callable[[], NDArray[np.float32]]) -> Context:
+    """`context` with its query's embedding, computed once: the encoder's memo keeps the context, so
+    the next decision on the same query finds it embedded."""
+    if context.embedding is None:
+        context.embedding = embed()
+    return context
 
 
 def _slot(feature: str, dim: int) -> tuple[int, float]:

@@ -193,15 +193,14 @@ class Exploration:
         explored = bool(rng.random() < epsilon)
         pick = int(pool[int(rng.integers(len(pool)))]) if explored else selection.chosen
         propensity = (1 - epsilon) * (selection.propensity if pick == selection.chosen else 0.0) + epsilon / len(pool)
-        if pick not in selection.ranked.tolist():  # a re-opened tool below the shortlist joins the ranking
-            selection.ranked = np.append(selection.ranked, pick)
-            selection.scores = np.append(selection.scores, selection.scores[-1])
-            selection.expected = np.append(selection.expected, 0.0)
-        order = np.argsort(selection.ranked != pick, kind="stable")  # the pick first, the rest as ranked
+        ranked, scores, expected = selection.ranked, selection.scores, selection.expected
+        if pick not in ranked.tolist():  # a re-opened tool below the shortlist joins the ranking
+            ranked, scores, expected = np.append(ranked, pick), np.append(scores, scores[-1]), np.append(expected, 0.0)
+        order = np.argsort(ranked != pick, kind="stable")  # the pick first, the rest as ranked
         return Selection(
-            selection.ranked.take(order),
-            selection.scores.take(order),
-            selection.expected.take(order),
+            ranked.take(order),
+            scores.take(order),
+            expected.take(order),
             pick,
             selection.explored or (explored and pick != selection.chosen),
             propensity,

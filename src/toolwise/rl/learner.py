@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.context import Context, ContextEncoder
+from toolwise.rl.context import Context, ContextEncoder, embedded
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
 from toolwise.rl.features import Features
@@ -140,10 +140,10 @@ class Learner:
         """The context, with the query's embedding when the prior is semantic (embedded once per query)."""
         context = self.config.encoder.encode(query, previous_tool, position)
         semantic = self.index.semantic
-        if semantic is not None and context.embedding is None:
-            # no query, nothing to learn over: the zero vector keeps the policy in the embedding's space
-            context.embedding = semantic.query(query) if query else semantic.no_query
-        return context
+        if semantic is None:
+            return context
+        # no query, nothing to learn over: the zero vector keeps the policy in the embedding's space
+        return embedded(context, lambda: semantic.query(query) if query else semantic.no_query)
 
     # -- deciding ----------------------------------------------------------------------------------
 
