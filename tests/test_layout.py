@@ -55,9 +55,12 @@ def test_no_module_assigns_the_fields_of_an_object_it_holds_of_another_module() 
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
         }
         for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            if isinstance(node, ast.AugAssign | ast.AnnAssign):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
                 targets = [node.target]
+            else:
+                continue
             for target in targets:
                 part = target.value if isinstance(target, ast.Attribute) else None
                 if (
