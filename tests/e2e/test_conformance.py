@@ -1,12 +1,13 @@
 """The MCP conformance suite's server scenarios against a server directly and behind toolwise
 (`prefix: ""`): every scenario that passes directly passes through toolwise.
 
-- The pinned suite (0.1.16) and the newest prerelease (0.2.0-alpha.12) against our handshake-era
-  server (`conformance_server.py`, a stdio downstream behind toolwise).
+- Our handshake-era server (`conformance_server.py`): the pinned suite (0.1.16) with it as a stdio
+  downstream behind toolwise, the newest prerelease (0.2.0-alpha.12) with it as an HTTP downstream
+  (its `test_reconnection` answers only a client that resumes the stream it closed).
 - The newest prerelease against its own reference server (`reference/`, TypeScript, both protocol
   eras, an HTTP downstream), through toolwise in both modes: `auto` equals direct; `legacy` (the
-  handshake and nothing else) equals direct except the scenarios of the 2026-07-28 path, which that
-  server serves only to a 2026-07-28 connection."""
+  handshake and nothing else) equals direct on the handshake era's spec, and on the whole suite loses
+  only the scenarios of the 2026-07-28 path, which that server serves only to a 2026-07-28 connection."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from tests.e2e.node import CONFORMANCE, CONFORMANCE_PRERELEASE, NODE_DIR, node_f
 SERVER = Path(__file__).with_name("conformance_server.py")
 REFERENCE = NODE_DIR / "reference"  # tests/e2e/reference/, installed there by .ci/run
 TSX = REFERENCE / "node_modules" / "tsx" / "dist" / "cli.mjs"
-# Served on the 2026-07-28 path only: `mode: legacy` never opens one.
 HANDSHAKE_SPEC = "2025-11-25"  # the newest spec of the handshake era, the one `mode: legacy` speaks
+# Served on the 2026-07-28 path only: `mode: legacy` never opens one.
 ERA_2026 = re.compile(r"^(input-required-result-.*|server-stateless)$")
 LINE = re.compile(r"^[✓✗] (?P<scenario>\S+): (?P<passed>\d+) passed, (?P<failed>\d+) failed", re.MULTILINE)
 
