@@ -143,7 +143,7 @@ def run_multistep(env: MultiStep, policy: str, seed: int, steps: int) -> float:
             success = bool(rng.random() < p[arm])
             latency = float(env.latency[task, arm] * rng.lognormal(0, 0.2))
             if policy in POLICIES:
-                learner.observe(
+                learner.learn(
                     Step(
                         names[arm],
                         success,
@@ -180,7 +180,7 @@ def run_paraphrase(env: Paraphrase, policy: str, seed: int, steps: int) -> tuple
         hits[t] = arm == target
         if policy in POLICIES:
             success = bool(rng.random() < (0.9 if arm == target else 0.05))
-            learner.observe(Step(names[arm], success, 500.0, query, terminal=True), rng)
+            learner.learn(Step(names[arm], success, 500.0, query, terminal=True), rng)
     return float(hits.mean()), float(hits[-steps // 4 :].mean())
 
 
@@ -201,7 +201,7 @@ def throughput(policy: str, seed: int = 0, n: int = 2_000, passes: int = 7) -> t
         steps = [Step(names[i % 50], i % 3 != 0, 300.0, q, names[(i + 1) % 50], i % 3) for i, q in enumerate(queries)]
         start = time.perf_counter()
         for step in steps:
-            learner.observe(step, rng)
+            learner.learn(step, rng)
         updates.append(n / (time.perf_counter() - start))
     return decisions, updates
 
@@ -211,7 +211,7 @@ def memory_after_pairs(policy: str, pairs: int = 100_000, k: int = 50) -> int:
     tools = [ToolDoc(f"srv__t{i}", "") for i in range(k)]
     learner = Learner(LearnerConfig(policy=policy), tools)
     for i in range(pairs):
-        learner.observe(Step(f"srv__t{i % k}", True, 100.0, f"query number {i // k}", terminal=True), rng)
+        learner.learn(Step(f"srv__t{i % k}", True, 100.0, f"query number {i // k}", terminal=True), rng)
     return learner.nbytes()
 
 

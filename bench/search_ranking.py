@@ -98,7 +98,7 @@ def run(data: DataSet, name: str, passes: int, seed: int) -> list[tuple[float, f
             at5 += any(own[t] in right for t in top)
             if p:
                 pick = next((t for t in top if own[t] in right), top[0])
-                learner.observe(Step(pick, own[pick] in right, 1.0, query=query, terminal=True), rng)
+                learner.learn(Step(pick, own[pick] in right, 1.0, query=query, terminal=True), rng)
         out.append((at1 / len(data.requests), at5 / len(data.requests)))
     return out
 

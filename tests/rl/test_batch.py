@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from toolwise.learning.embedding import load_embedder, tool_document
-from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc, learn_batch, learn_columns
+from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.policies import SemanticConfig
 
 BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
@@ -63,10 +63,10 @@ def learned(catalogue: list[ToolDoc], embedder, steps: list[Step], config: Learn
     learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
     if batch is None:
         for step in steps:
-            learner.observe(step, rng)
+            learner.learn(step, rng)
     else:
         for i in range(0, len(steps), batch):
-            learn_batch(learner, steps[i : i + batch], rng)
+            learner.learn_many(StepColumns.of(steps[i : i + batch]), rng)
     return learner
 
 
@@ -129,11 +129,11 @@ def test_a_batch_leaves_nothing_pending_to_whoever_reads_the_state(catalogue, em
     states = []
     for settle in (False, True):
         learner, rng = Learner(LearnerConfig(policy="semantic"), catalogue, embedder), np.random.default_rng(1)
-        learn_batch(learner, steps[:200], rng)
-        learn_batch(learner, steps[200:], rng)
+        learner.learn_many(StepColumns.of(steps[:200]), rng)
+        learner.learn_many(StepColumns.of(steps[200:]), rng)
         if settle:
             learner.settle()
-        learner.observe(steps[0], rng)  # a live step after a batch learns on top of all of it
+        learner.learn(steps[0], rng)  # a live step after a batch learns on top of all of it
         states.append(learner.state_dict())
     unsettled, settled = (state["policy"] for state in states)
     assert states[0]["updates"] == 301
@@ -147,8 +147,8 @@ def test_a_policy_without_a_batch_update_learns_step_by_step(catalogue, policy: 
     steps, queries = a_log(catalogue, 200, seed=3)
     one, other = Learner(LearnerConfig(policy=policy), catalogue), Learner(LearnerConfig(policy=policy), catalogue)
     for step in steps:
-        one.observe(step, np.random.default_rng(5))
-    learn_batch(other, steps, np.random.default_rng(5))
+        one.learn(step, np.random.default_rng(5))
+    other.learn_many(StepColumns.of(steps), np.random.default_rng(5))
     assert one.estimates(queries[0], None, 0) == other.estimates(queries[0], None, 0)
 
 
@@ -164,7 +164,7 @@ def test_batched_rows_wait_within_a_memory_bound_and_learn_the_same(catalogue, e
     learner, rng = Learner(config, catalogue, embedder), np.random.default_rng(1)
     waiting = []
     for i in range(0, len(steps), 50):
-        learn_batch(learner, steps[i : i + 50], rng)
+        learner.learn_many(StepColumns.of(steps[i : i + 50]), rng)
         waiting.append(learner.policy._pending_bytes)  # type: ignore[attr-defined]
     assert 0 < max(waiting) < 60_000 and waiting.count(0) >= 3  # folded several times, never over the bound
     one, other = stepwise.state_dict(), learner.state_dict()
@@ -198,27 +198,13 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
         np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])
 
 
-@pytest.mark.parametrize("policy", ["semantic", "ucb"])
-def test_steps_given_as_columns_learn_what_the_steps_do(catalogue, embedder, policy: str) -> None:  # type: ignore[no-untyped-def]
-    """A replay hands the log's columns over without building a `Step` each: the same learning."""
-    steps, queries = a_log(catalogue, 300, seed=5)
-    config = LearnerConfig(policy=policy)
-    one, other = Learner(config, catalogue, embedder), Learner(config, catalogue, embedder)
-    learn_batch(one, steps, np.random.default_rng(5))
-    learn_columns(other, StepColumns.of(steps), np.random.default_rng(5))
-    assert [one.estimates(q, None, 0) for q in queries] == [other.estimates(q, None, 0) for q in queries]
-    mine, theirs = one.state_dict(), other.state_dict()
-    assert mine["updates"] == theirs["updates"] == len(steps) and mine["reward_sum"] == theirs["reward_sum"]
-    assert ngrams(mine["sequences"]) == ngrams(theirs["sequences"])
-
-
 def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
     """Checked before anything is learned: no half-learned batch (counts, n-grams) is left behind."""
     steps, _ = a_log(catalogue, 100, seed=6)
     learner, rng = Learner(LearnerConfig(policy="semantic"), catalogue, embedder), np.random.default_rng(1)
     bad = [*steps[:50], Step(steps[50].tool, True, -500.0), *steps[51:]]
     with pytest.raises(ValueError, match=r"latency must be a finite number of seconds ≥ 0, got -0\.5"):
-        learn_batch(learner, bad, rng)
+        learner.learn_many(StepColumns.of(bad), rng)
     after = learner.state_dict()
     assert after["updates"] == 0 and after["reward_sum"] == 0 and len(learner.sequences) == 0
     assert not after["latency_count"].any() and after["policy"]["observed"] == 0

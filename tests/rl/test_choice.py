@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from toolwise.learning.embedding import load_embedder, tool_document
-from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc, learn_batch
+from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.policies import ChoiceModel
 from toolwise.rl.policies.base import Policy
@@ -172,7 +172,7 @@ def test_a_replay_of_the_log_in_batches_learns_about_as_well_as_call_by_call(
     for step in steps:
         online.learn(step, rng)
     for start in range(0, len(steps), 250):
-        learn_batch(batched, steps[start : start + 250], rng)
+        batched.learn_many(StepColumns.of(steps[start : start + 250]), rng)
     assert batched.updates == online.updates == len(steps)
 
     def hits(learner: Learner, asked: list[tuple[str, str]], baseline: bool = False) -> float:

@@ -1,6 +1,6 @@
-"""The server's one entry into rl per step (`Learner.learn`) learns exactly what `observe` learns and
-returns what the server records; without `update` it only computes; `end_episode` drops the future
-term of a TD learner's last step and teaches a bandit nothing."""
+"""The server's one entry into rl per step (`Learner.learn`) returns what the server records; without
+`update` it only computes; `end_episode` drops the future term of a TD learner's last step and teaches
+a bandit nothing."""
 
 from __future__ import annotations
 
@@ -10,24 +10,17 @@ from tests.rl.test_learner import TOOLS, log
 from toolwise.rl import Learner, LearnerConfig
 
 
-def test_learn_returns_the_reward_and_context_it_learned_with_and_learns_as_observe_does() -> None:
-    for policy in ("semantic", "ucb"):
-        by_observe, by_learn = (
-            Learner(LearnerConfig(policy=policy), TOOLS),
-            Learner(LearnerConfig(policy=policy), TOOLS),
-        )
-        rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+def test_learn_returns_the_reward_and_context_it_learned_with() -> None:
+    for policy in ("semantic", "ucb", "choice"):
+        learner, twin = Learner(LearnerConfig(policy=policy), TOOLS), Learner(LearnerConfig(policy=policy), TOOLS)
+        rng = np.random.default_rng(3)
         for step in log(3, 60):
-            expected = (
-                by_observe.reward_of(step),
-                by_observe.encode(step.query, step.previous_tool, step.position),
-            )
-            by_observe.observe(step, rng_a)
-            learned = by_learn.learn(step, rng_b)
-            assert (learned.reward, learned.context_hash) == (expected[0], expected[1].hash)
-        decisions = [learner.recommend("what changed", np.random.default_rng(9)) for learner in (by_observe, by_learn)]
-        assert [r.tool for r in decisions[0].ranked] == [r.tool for r in decisions[1].ranked]
-        assert by_learn.updates == by_observe.updates == 60
+            expected = (learner.reward_of(step), learner.encode(step.query, step.previous_tool, step.position).hash)
+            learned = learner.learn(step, rng)
+            assert (learned.reward, learned.context_hash) == expected
+        assert learner.updates == 60
+        given = twin.learn(log(3, 1)[0], rng, reward=-5.0)  # a reward given is learned as it is
+        assert given.reward == -5.0 and twin.reward_sum == -5.0
 
 
 def test_learn_without_update_only_computes() -> None:

@@ -21,7 +21,7 @@ def trained(policy: str, seed: int = 0, steps: int = 200) -> Learner:
     learner = Learner(LearnerConfig(policy=policy), TOOLS)
     rng = np.random.default_rng(seed)
     for step in log(seed, steps):
-        learner.observe(step, rng)
+        learner.learn(step, rng)
     return learner
 
 
@@ -55,8 +55,8 @@ def test_feedback_shifts_the_recommendation(policy: str) -> None:
     learner, rng = Learner(LearnerConfig(policy=policy), TOOLS), np.random.default_rng(0)
     query = "show me what changed"
     for _ in range(60):
-        learner.observe(Step("git__git_status", False, 1000.0, query, terminal=True), rng)
-        learner.observe(Step("git__git_diff", True, 100.0, query, terminal=True), rng)
+        learner.learn(Step("git__git_status", False, 1000.0, query, terminal=True), rng)
+        learner.learn(Step("git__git_diff", True, 100.0, query, terminal=True), rng)
     picks = [learner.recommend(query, rng).chosen for _ in range(50)]
     assert picks.count("git__git_diff") > picks.count("git__git_status")
 
@@ -99,7 +99,7 @@ def test_unknown_candidates_are_named() -> None:
 def test_sequence_evidence_lifts_the_usual_follow_up() -> None:
     learner, rng = Learner(LearnerConfig(), TOOLS), np.random.default_rng(0)
     for _ in range(3):
-        learner.observe(Step("git__git_diff", True, 100.0, history=("git__git_status",)), rng)
+        learner.learn(Step("git__git_diff", True, 100.0, history=("git__git_status",)), rng)
     prior = learner.features.prior("anything", "git__git_status")
     assert prior[learner.index.tools.get("git__git_diff")] == pytest.approx(0.75)
     [nxt] = learner.recommend_next(["git__git_status"])

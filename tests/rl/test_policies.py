@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from toolwise.rl import ContextEncoder
+from toolwise.rl.context import Context
 from toolwise.rl.policies import LinUCB, TabularUCB, UCBConfig, make_policy
+from toolwise.rl.policies.base import Lesson, Policy, Update
 from toolwise.rl.replay import Batch
 
 ENC = ContextEncoder()
@@ -14,12 +16,18 @@ ARMS = np.arange(3)
 NO_PRIOR = np.zeros(3)
 
 
+def teach(policy: Policy, context: Context, arm: int, reward: float, after: Context | None, prior: float) -> Update:
+    """One call of `arm` in `context` with normalised `reward`, then `after` (None: the episode ended)."""
+    lesson = Lesson(context, arm, reward, reward >= 0.5, prior=prior, next_context=after)
+    return policy.learn_one(lesson, np.random.default_rng(0))
+
+
 def test_td_update_terminal_and_with_a_future() -> None:
     p = TabularUCB(UCBConfig(learning_rate=0.1, discount=0.9))
-    assert p.update(S, 0, 1.0, None, 0.0).td_error == pytest.approx(1.0)
+    assert teach(p, S, 0, 1.0, None, 0.0).td_error == pytest.approx(1.0)
     assert p.expected(S, ARMS, NO_PRIOR)[0] == pytest.approx(0.1)
-    p.update(S2, 1, 0.5, None, 0.0)  # Q(S2, 1) = 0.05
-    update = p.update(S, 0, 1.0, S2, 0.0)  # TD error = 1 + 0.9 · 0.05 − 0.1
+    teach(p, S2, 1, 0.5, None, 0.0)  # Q(S2, 1) = 0.05
+    update = teach(p, S, 0, 1.0, S2, 0.0)  # TD error = 1 + 0.9 · 0.05 − 0.1
     assert update.td_error == pytest.approx(0.945)
     assert p.expected(S, ARMS, NO_PRIOR)[0] == pytest.approx(0.1 + 0.1 * 0.945)
     assert update.transition is not None and update.transition.next_context >= 0
@@ -28,11 +36,11 @@ def test_td_update_terminal_and_with_a_future() -> None:
 def test_ucb_tries_untried_arms_first_then_ranks_by_q_plus_bonus() -> None:
     p = TabularUCB(UCBConfig(epsilon=0.0, epsilon_min=0.0, c=2.0))
     rng = np.random.default_rng(0)
-    p.update(S, 0, 1.0, None, 0.0)
-    p.update(S, 1, 0.0, None, 0.0)
+    teach(p, S, 0, 1.0, None, 0.0)
+    teach(p, S, 1, 0.0, None, 0.0)
     assert p.select(S, ARMS, NO_PRIOR, rng).chosen == 2, "the untried arm comes first"
-    p.update(S, 2, 0.0, None, 0.0)
-    p.update(S, 2, 0.0, None, 0.0)
+    teach(p, S, 2, 0.0, None, 0.0)
+    teach(p, S, 2, 0.0, None, 0.0)
     selection = p.select(S, ARMS, NO_PRIOR, rng)
     n, q = np.array([1, 1, 2]), np.array([0.1, 0.0, 0.0])
     expected = q * 0.1 + 2 * np.sqrt(np.log(4) / n)
@@ -63,7 +71,7 @@ def test_epsilon_decays_per_selection_to_its_floor() -> None:
 def test_ucb_propensity_mixes_uniform_exploration_and_the_greedy_arm() -> None:
     p = TabularUCB(UCBConfig(epsilon=0.3, epsilon_decay=1.0, epsilon_min=0.3))
     for arm in range(3):
-        p.update(S, arm, [1.0, 0.0, 0.0][arm], None, 0.0)
+        teach(p, S, arm, [1.0, 0.0, 0.0][arm], None, 0.0)
     rng = np.random.default_rng(3)
     for _ in range(50):
         s = p.select(S, ARMS, NO_PRIOR, rng)
@@ -72,7 +80,7 @@ def test_ucb_propensity_mixes_uniform_exploration_and_the_greedy_arm() -> None:
 
 def test_replayed_batch_applies_importance_weights() -> None:
     p = TabularUCB(UCBConfig(learning_rate=0.5))
-    t = p.update(S, 0, 0.0, None, 0.0).transition
+    t = teach(p, S, 0, 0.0, None, 0.0).transition
     assert t is not None
     t_good = type(t)(t.context, 1, 1.0, -1)
     td = p.replay(Batch(np.array([0]), [t_good], np.array([0.5])))
@@ -92,7 +100,7 @@ def test_linucb_learns_which_tool_a_query_needs() -> None:
     contexts = [ENC.encode(f"convert {tz} time", None, 0) for tz in ("utc", "tokyo", "paris")]
     for _ in range(30):
         for c in contexts:
-            p.update(c, 2, 0.8, None, 0.0)
-            p.update(c, 0, 0.2, None, 0.0)
+            teach(p, c, 2, 0.8, None, 0.0)
+            teach(p, c, 0, 0.2, None, 0.0)
     unseen = ENC.encode("convert berlin time", None, 0)
     assert p.select(unseen, ARMS, NO_PRIOR, rng).ranked[0] == 2, "generalises to an unseen query"

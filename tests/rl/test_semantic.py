@@ -36,7 +36,7 @@ def test_learning_beats_its_prior_on_real_requests(embedder) -> None:  # type: i
         prior.append(learner.recommend(query, rng, top_k=1, baseline=True).chosen in right)
         chosen = learner.recommend(query, rng, top_k=1).chosen
         learned.append(chosen in right)
-        learner.observe(Step(chosen, chosen in right, 50.0, query=query), rng)
+        learner.learn(Step(chosen, chosen in right, 50.0, query=query), rng)
     after = slice(300, None)  # after N = 300 requests
     assert np.mean(learned[after]) >= np.mean(prior[after]) + 0.05, (np.mean(learned[after]), np.mean(prior[after]))
 
@@ -59,8 +59,8 @@ def test_failures_on_other_requests_do_not_drag_a_tool_down(embedder) -> None:  
         "fly to Madrid next week",
     ]
     for i in range(30):  # the weather tool fails again and again on flight requests
-        learner.observe(Step("weather__forecast", False, 100.0, query=flights[i % 3]), rng)
-        learner.observe(Step("flights__search", True, 100.0, query=flights[i % 3]), rng)
+        learner.learn(Step("weather__forecast", False, 100.0, query=flights[i % 3]), rng)
+        learner.learn(Step("flights__search", True, 100.0, query=flights[i % 3]), rng)
     assert learner.recommend(weather, rng, top_k=1).chosen == "weather__forecast"
     assert learner.recommend("any flights to Rome on Monday", rng, top_k=1).chosen == "flights__search"
 
@@ -77,7 +77,7 @@ def test_state_round_trips(embedder) -> None:  # type: ignore[no-untyped-def]
         ("rain in Oslo", "weather__forecast", True),
         ("news about rain", "weather__forecast", False),
     ]:
-        learner.observe(Step(tool, ok, 100.0, query=query), rng)
+        learner.learn(Step(tool, ok, 100.0, query=query), rng)
     copy = Learner(LearnerConfig(policy="semantic"), CATALOGUE, embedder)
     copy.load_state(learner.state_dict())
     assert copy.estimates("rain in Rome", None, 0) == learner.estimates("rain in Rome", None, 0)
@@ -97,7 +97,7 @@ def follow_ups(embedder, buckets: int) -> dict[str, str]:  # type: ignore[no-unt
     for i in range(40):
         previous = list(FOLLOW)[i % 2]
         for tool in (t.name for t in CATALOGUE if t.name != previous):
-            learner.observe(Step(tool, tool == FOLLOW[previous], 100.0, query, previous, 1), rng)
+            learner.learn(Step(tool, tool == FOLLOW[previous], 100.0, query, previous, 1), rng)
     return {
         previous: learner.recommend(query, rng, previous_tool=previous, position=1, top_k=1).chosen
         for previous in FOLLOW
@@ -116,7 +116,7 @@ def test_an_older_state_loads_with_its_query_learning_kept(embedder) -> None:  #
         ("rain in Oslo", "weather__forecast", True),
         ("news about rain", "weather__forecast", False),
     ]:
-        learner.observe(Step(tool, ok, 100.0, query=query), rng)
+        learner.learn(Step(tool, ok, 100.0, query=query), rng)
     state = learner.state_dict()
     policy = state["policy"]
     del policy["after"], policy["after_inv"]

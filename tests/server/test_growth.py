@@ -12,8 +12,7 @@ import pytest
 
 from tests.server.test_persistence import QUERIES, service
 from toolwise.feedback import Execution, FeedbackService, utcnow
-from toolwise.learning import replaying
-from toolwise.rl import Learner, Step, StepColumns, learn_columns
+from toolwise.rl import Step, StepColumns
 from toolwise.server.services import Services
 
 
@@ -91,11 +90,13 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
         monkeypatch.setattr(second.learning.learner, name, spy)
 
-    def spy_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:  # a replay's batches
-        learned.extend((step.query, step.rating) for step in steps.steps())
-        return learn_columns(learner, steps, rng)
+    learn_many = second.learning.learner.learn_many
 
-    monkeypatch.setattr(replaying, "learn_columns", spy_columns)
+    def spy_columns(steps: StepColumns, rng: np.random.Generator) -> int:  # a replay's batches
+        learned.extend((step.query, step.rating) for step in steps.steps())
+        return learn_many(steps, rng)
+
+    monkeypatch.setattr(second.learning.learner, "learn_many", spy_columns)
     await second.snapshots.restore_latest()  # no snapshot: the whole log is replayed, each call in its context
     expected = [asked[f"s{s}"] for s in range(6) for _ in range(4)] + [asked[f"s{s}"] for s in range(6)]
     assert [query for query, _ in learned] == expected

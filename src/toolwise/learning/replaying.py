@@ -14,7 +14,6 @@ from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
 from toolwise.learning.service import LearningService, learned_from
 from toolwise.learning.sessions import step_columns, step_of
-from toolwise.rl import learn_columns
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ class LogLearning:
     @property
     def learns_ends(self) -> bool:
         """Whether the end of an episode teaches the learner anything (a TD policy, learning on)."""
-        return self.learning.settings.learning and self.learning.learner.policy.uses_next_context
+        return self.learning.settings.learning and self.learning.learner.policy.capabilities.next_context
 
     def end(self, execution: Execution) -> None:
         """An episode of the shared log (another instance's, or an earlier run's) ended after
@@ -62,7 +61,7 @@ class LogLearning:
         if self.learning.settings.learning:
             steps = step_columns(batch, rows, histories, queries, self.learning.history_n)
             try:
-                learn_columns(self.learning.learner, steps, self.learning.state.rng)
+                self.learning.learner.learn_many(steps, self.learning.state.rng)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
         now, tool, success, latency = time.monotonic(), batch.tool, batch.success, batch.latency_ms

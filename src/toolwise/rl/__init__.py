@@ -1,7 +1,6 @@
 """How to learn: rewards, contexts, policies, replay and tool sequences. Pure computation: no I/O,
 no clock, no global random state (every decision takes a `numpy.random.Generator`)."""
 
-from toolwise.rl.batch import StepColumns, learn_batch, learn_columns
 from toolwise.rl.context import Context, ContextEncoder
 from toolwise.rl.learner import (
     Decision,
@@ -9,13 +8,13 @@ from toolwise.rl.learner import (
     LearnerConfig,
     Observation,
     Ranked,
-    Step,
 )
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.policies import POLICIES, make_policy
 from toolwise.rl.replay import PrioritizedReplay, SumTree, Transition
 from toolwise.rl.reward import RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
+from toolwise.rl.steps import Step, StepColumns
 from toolwise.rl.toolindex import ToolDoc, ToolIndex, UnknownToolError
 
 __all__ = [
@@ -40,8 +39,6 @@ __all__ = [
     "Transition",
     "UnknownToolError",
     "compute_reward",
-    "learn_batch",
-    "learn_columns",
     "make_policy",
     "normalise",
 ]

@@ -1,102 +1,48 @@
 """Learning a run of logged executions at once: the catch-up after start-up, a replay of the log.
 
 One step at a time the learner spends most of a replay on per-step overhead (embedding and scoring
-the query, the policy's Sherman–Morrison step, n-gram look-ups): ~2,000 steps/s. Here the order-
-dependent parts stay a plain loop, cheap per step (each tool's running latency and so the reward's
-speed bonus, the n-gram counts and the prior's "follows the previous tool" evidence, the reward sum),
-while the batch's distinct queries are embedded and scored once and the policy learns the whole run
-from grouped sufficient statistics (`update_batch`). A policy without `update_batch`, or a learner
-without an embedder, learns step by step as `Learner.observe` does.
+the query, the policy's step, n-gram look-ups). Here the order-dependent parts stay a plain loop,
+cheap per step (each tool's running latency and so the reward's speed bonus, the n-gram counts and
+the prior's "follows the previous tool" evidence, the reward sum), while the run's distinct queries
+are embedded once and the policy learns the whole run at once (`Policy.learn_many`). A policy that
+does not declare `learn_many` learns step by step, as `Learner.learn` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.learner import Learner, Step, worked
-from toolwise.rl.policies.base import BatchPolicy
-from toolwise.rl.policies.choice import FEATURES, ChoiceModel
+from toolwise.rl.context import Context, query_only
+from toolwise.rl.policies.base import Lessons
+from toolwise.rl.policies.choice import FEATURES
 from toolwise.rl.reward import check_latency, check_rating
+from toolwise.rl.steps import StepColumns, worked
+
+if TYPE_CHECKING:  # the learner calls in here (Learner.learn_many); this module only reads it
+    from toolwise.rl.learner import Learner
 
 
-@dataclass(frozen=True, slots=True)
-class StepColumns:
-    """A run of steps as columns (row i of each is step i), what a batch reads of each `Step`: a
-    replay builds these from the log's columns without an object a step."""
-
-    tool: Sequence[str]
-    success: Sequence[bool]
-    latency_ms: Sequence[float]
-    query: Sequence[str | None]
-    previous_tool: Sequence[str | None]
-    history: Sequence[Sequence[str]]
-    position: Sequence[int]
-    rating: Sequence[int | None] | None = None  # None: no step is rated
-
-    @classmethod
-    def of(cls, steps: Sequence[Step]) -> StepColumns:
-        return cls(
-            [s.tool for s in steps],
-            [s.success for s in steps],
-            [s.latency_ms for s in steps],
-            [s.query for s in steps],
-            [s.previous_tool for s in steps],
-            [s.history for s in steps],
-            [s.position for s in steps],
-            [s.rating for s in steps],
-        )
-
-    def step(self, i: int) -> Step:
-        """Row `i` as a `Step`: the one place columns become one."""
-        return Step(
-            self.tool[i],
-            self.success[i],
-            self.latency_ms[i],
-            query=self.query[i],
-            previous_tool=self.previous_tool[i],
-            position=self.position[i],
-            history=self.history[i],
-            rating=None if self.rating is None else self.rating[i],
-        )
-
-    def steps(self) -> list[Step]:
-        return [self.step(i) for i in range(len(self))]
-
-    def __len__(self) -> int:
-        return len(self.tool)
-
-
-def learn_batch(learner: Learner, steps: Sequence[Step], rng: np.random.Generator) -> int:
-    """Learn `steps` in order, as `learner.observe` would one by one; returns how many were learned."""
-    if isinstance(learner.policy, ChoiceModel):
-        return _learn_choices(learner, learner.policy, StepColumns.of(steps), rng)
-    policy = learner.policy
-    if not isinstance(policy, BatchPolicy) or learner.index.semantic is None:
-        for step in steps:
-            learner.observe(step, rng)
+def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
+    """Learn `steps` in order, as `learner.learn` would one by one; returns how many were learned.
+    A policy that learns from the query's embedding alone (not a choice among candidates, whose rows
+    carry the text) needs the embedding: with a lexical prior it learns step by step."""
+    capabilities = learner.policy.capabilities
+    if not capabilities.learn_many or not (capabilities.candidates or learner.index.semantic is not None):
+        for i in range(len(steps)):
+            learner.learn(steps.step(i), rng)
         return len(steps)
-    return _learn_columns(learner, policy, StepColumns.of(steps))
-
-
-def learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
-    """`learn_batch` of steps given as columns (a replay: no object a step unless the policy learns
-    step by step)."""
-    if isinstance(learner.policy, ChoiceModel):
-        return _learn_choices(learner, learner.policy, steps, rng)
-    policy = learner.policy
-    if not isinstance(policy, BatchPolicy) or learner.index.semantic is None:
-        return learn_batch(learner, steps.steps(), rng)
-    return _learn_columns(learner, policy, steps)
-
-
-def _learn_columns(learner: Learner, policy: BatchPolicy, steps: StepColumns) -> int:
-    n = len(steps)
-    if not n:
+    if not len(steps):
         return 0
+    if capabilities.candidates:
+        return _learn_choices(learner, steps, rng)
+    return _learn_columns(learner, steps, rng)
+
+
+def _learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
+    n = len(steps)
     intern = learner.index.tools.intern
     arm_list = [intern(tool) for tool in steps.tool]
     arms = np.array(arm_list, dtype=np.int64)
@@ -105,33 +51,43 @@ def _learn_columns(learner: Learner, policy: BatchPolicy, steps: StepColumns) ->
     index = {query: i for i, query in enumerate(queries)}
     rows = np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64)
     embeddings, base = _query_part(learner, queries, rows, arms)
-    priors = np.maximum(base, follow)
-    low, high = learner.config.reward.bounds
-    scaled = np.clip((rewards - low) / (high - low), 0.0, 1.0)
-    policy.update_batch(embeddings, rows, arms, steps.previous_tool, scaled, priors)
+    scaled = _scaled(learner, rewards)
     ratings = steps.rating if steps.rating is not None else [None] * n
-    _watch(learner, steps, scaled, np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n))
+    ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
+    lessons = Lessons(
+        [query_only(vector) for vector in embeddings],
+        rows,
+        arms,
+        scaled,
+        ok,
+        np.ones(n),
+        np.maximum(base, follow),
+        steps.previous_tool,
+    )
+    learner.policy.learn_many(lessons, rng)
+    _watch(learner, steps, scaled, ok)
     learner.count(rewards)
     return n
 
 
-CHOICE_BATCH = 32  # calls a minibatch step of the choice model takes together in a replay
+def _scaled(learner: Learner, rewards: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The rewards normalised to [0, 1], as `normalise` does one."""
+    low, high = learner.config.reward.bounds
+    scaled: NDArray[np.float64] = np.clip((rewards - low) / (high - low), 0.0, 1.0)
+    return scaled
 
 
-def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rng: np.random.Generator) -> int:
-    """The choice model learns a run of calls in order, one SGD step (and its replays) a call as
-    `observe` would, but with each distinct query embedded and scored once and each distinct history's
-    sequence column computed once, from the n-grams as they stood before the run (the run's own
-    n-grams count from the next run on: minibatch semantics, a few hundred calls late at most)."""
+def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
+    """A policy that learns calls as choices among candidates learns a run in order (minibatches),
+    with each distinct query embedded once and each distinct history's sequence column computed once,
+    from the n-grams as they stood before the run (the run's own n-grams count from the next run on:
+    minibatch semantics, a few hundred calls late at most)."""
     n = len(steps)
-    if not n:
-        return 0
     arm_list = [learner.index.tools.intern(tool) for tool in steps.tool]
     arms = learner.index.active
     missing = sorted(set(arm_list) - set(arms.tolist()))
     if missing:
         arms = np.concatenate([arms, np.array(missing, dtype=np.int64)])
-    position = {arm: i for i, arm in enumerate(arms.tolist())}
     sequence: dict[tuple[str, ...], NDArray[np.float64]] = {}
     if learner.config.sequences_enabled:
         for history in steps.history:
@@ -140,29 +96,40 @@ def _learn_choices(learner: Learner, policy: ChoiceModel, steps: StepColumns, rn
                 sequence[key] = learner.features.sequence_column(key, arms)
     rewards, _ = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
-    x = _query_features(learner, policy, queries)  # embeds them in one call (memoised for the scores)
+    contexts = _query_contexts(learner, queries)  # embeds them in one call (memoised for the text columns)
     text = {q: learner.index.text_columns(q, arms) for q in queries}
     ratings = steps.rating if steps.rating is not None else [None] * n
     ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
-    scaled = np.clip((rewards - learner.config.reward.bounds[0]) / np.ptp(learner.config.reward.bounds), 0.0, 1.0)
-    weight = 0.5 + 0.5 * np.where(ok, scaled, 1 - scaled)
-    called = np.array([position[arm] for arm in arm_list], dtype=np.int64)
+    scaled = _scaled(learner, rewards)
     _watch(learner, steps, scaled, ok)
     empty = np.zeros(len(arms))
     no_text = np.zeros((len(arms), 2))
-    for start in range(0, n, CHOICE_BATCH):
-        part = range(start, min(start + CHOICE_BATCH, n))
-        rows = np.zeros((len(part), len(arms), len(FEATURES)))
+
+    def rows(part: range) -> NDArray[np.float64]:
+        block = np.zeros((len(part), len(arms), len(FEATURES)))
         for r, i in enumerate(part):
             query, history = steps.query[i], tuple(steps.history[i])
-            rows[r, :, :2] = text[query] if query else no_text
+            block[r, :, :2] = text[query] if query else no_text
             if learner.config.sequences_enabled:
-                rows[r, :, 2 if history else 3] = sequence.get(history, empty)
+                block[r, :, 2 if history else 3] = sequence.get(history, empty)
             if history:
-                rows[r, :, 4] = learner.index.repeat_column(history, arms)
-        features = np.stack([x[steps.query[i] or ""] for i in part])
-        window = slice(part.start, part.stop)
-        policy.learn_calls(features, arms, rows, called[window], ok[window], weight[window], rng)
+                block[r, :, 4] = learner.index.repeat_column(history, arms)
+        return block
+
+    index = {query: i for i, query in enumerate(queries)}
+    lessons = Lessons(
+        contexts,
+        np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64),
+        np.array(arm_list, dtype=np.int64),
+        scaled,
+        ok,
+        0.5 + 0.5 * np.where(ok, scaled, 1 - scaled),
+        np.zeros(n),
+        steps.previous_tool,
+        arms,
+        rows,
+    )
+    learner.policy.learn_many(lessons, rng)
     learner.count(rewards)
     return n
 
@@ -173,28 +140,14 @@ def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], wo
         learner.watch(tool, value, ok)
 
 
-def _query_features(learner: Learner, policy: ChoiceModel, queries: list[str]) -> dict[str, NDArray[np.float64]]:
-    """x(q) of each distinct query ("" for none), as the choice model's `features` computes it."""
-    dim = policy.config.dim
-    features: dict[str, NDArray[np.float64]] = {}
-    if learner.index.semantic is not None:
-        vectors = learner.index.semantic.queries(queries) if queries else np.zeros((0, dim), np.float32)
-        for query, vector in zip(queries, vectors, strict=True):
-            features[query] = _unit(vector, dim)
-        features[""] = _unit(learner.index.semantic.no_query, dim)
-    else:
-        for query in queries:
-            features[query] = policy.features(learner.encode(query, None, 0))
-        features[""] = policy.features(learner.encode(None, None, 0))
-    return features
-
-
-def _unit(vector: NDArray[np.float32], dim: int) -> NDArray[np.float64]:
-    x = np.zeros(dim)
-    head = np.asarray(vector[:dim], dtype=np.float64)
-    x[: len(head)] = head
-    norm = float(np.sqrt(x @ x))
-    return x / norm if norm else x
+def _query_contexts(learner: Learner, queries: list[str]) -> list[Context]:
+    """The context of each distinct query, and last of none, as a policy reads it: the embedding alone
+    (one call embeds them all), or without an embedder the encoded text."""
+    semantic = learner.index.semantic
+    if semantic is None:
+        return [learner.encode(query, None, 0) for query in [*queries, None]]
+    vectors = semantic.queries(queries) if queries else np.zeros((0, len(semantic.no_query)), np.float32)
+    return [*(query_only(vector) for vector in vectors), query_only(semantic.no_query)]
 
 
 def _ordered_part(

@@ -77,6 +77,18 @@ def embedded(context: Context, embed: Callable[[], NDArray[np.float32]]) -> Cont
     return context
 
 
+_NO_INDICES = np.zeros(0, np.int64)
+_NO_VALUES = np.zeros(0, np.float64)
+for _array in (_NO_INDICES, _NO_VALUES):
+    _array.setflags(write=False)
+
+
+def query_only(embedding: NDArray[np.float32]) -> Context:
+    """A context that carries only its query's embedding: what a run's policies read of each distinct
+    query (rl/batch.py), without encoding the text of every one."""
+    return Context("", (), None, 0, _NO_INDICES, _NO_VALUES, _NO_VALUES, embedding)
+
+
 def _slot(feature: str, dim: int) -> tuple[int, float]:
     """Stable bucket and sign of one feature (the hashing trick with a sign bit against collisions)."""
     digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")

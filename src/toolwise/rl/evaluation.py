@@ -37,9 +37,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.learner import Learner, LearnerConfig, Step
+from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.policies import POLICIES, LinTSConfig, LinUCBConfig, PolicyConfig
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
+from toolwise.rl.steps import Step
 from toolwise.rl.toolindex import ToolDoc
 
 
@@ -316,7 +317,7 @@ class OffPolicyReplay:
         self.counts.executions += 1
         self.counts.warm_up += 1
         if logged.reward is not None:
-            self.learner.observe(logged.step, self.rng, reward=logged.reward)
+            self.learner.learn(logged.step, self.rng, reward=logged.reward)
             self._fit(logged, logged.reward)
 
     def step(self, logged: Logged) -> None:
@@ -326,7 +327,7 @@ class OffPolicyReplay:
         c.executions += 1
         if not logged.decision:
             if self.candidate.learning and logged.reward is not None:
-                self.learner.observe(logged.step, self.rng, reward=logged.reward)
+                self.learner.learn(logged.step, self.rng, reward=logged.reward)
             return
         c.decisions += 1
         if logged.propensity is None:
@@ -353,7 +354,7 @@ class OffPolicyReplay:
         self.counts.evaluated += 1
         self.counts.unsupported += not match and propensity > 1 - self.rule.min_propensity
         if match and self.candidate.learning:
-            learner.observe(logged.step, self.rng, reward=reward)
+            learner.learn(logged.step, self.rng, reward=reward)
         self._fit(logged, reward)
 
     def _predict(self, logged: Logged, tool: str) -> float:

@@ -13,17 +13,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.batch import learn_run
 from toolwise.rl.context import Context, ContextEncoder, embedded
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
 from toolwise.rl.features import Features
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
-from toolwise.rl.policies.base import BatchPolicy, baseline_selection
-from toolwise.rl.policies.choice import ChoiceModel
-from toolwise.rl.policies.semantic import SemanticUCB
+from toolwise.rl.policies.base import Lesson, baseline_selection
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import Latencies, RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
+from toolwise.rl.steps import Step, StepColumns, worked
 from toolwise.rl.toolindex import ToolDoc, ToolIndex
 
 STATE_SCHEMA = 1
@@ -76,22 +76,6 @@ class Decision:
 
 
 @dataclass(slots=True)
-class Step:
-    """One observed execution, in the context it was made."""
-
-    tool: str
-    success: bool
-    latency_ms: float  # as every record of a call has it (the reward converts to seconds)
-    query: str | None = None
-    previous_tool: str | None = None
-    position: int = 0
-    history: Sequence[str] = ()
-    rating: int | None = None
-    terminal: bool = False
-    passed_over: str | None = None  # the tool toolwise recommended for this call, when the agent called another
-
-
-@dataclass(slots=True)
 class Observation:
     reward: float
     normalised: float
@@ -106,11 +90,6 @@ def _decision_id(rng: np.random.Generator) -> str:
     low = (low & ~(0xC000 << 48)) | (0x8000 << 48)  # RFC 4122 variant
     text = f"{high:016x}{low:016x}"
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
-def worked(success: bool, rating: int | None) -> bool:
-    """Success as sequences count it: the call succeeded and the user did not rate it 1 or 2."""
-    return success and (rating is None or rating >= 3)
 
 
 class Learner:
@@ -182,13 +161,11 @@ class Learner:
             prior_all[named] = 1.0
         if baseline:
             selection = baseline_selection(arms, prior_all.take(arms))
-        elif isinstance(self.policy, ChoiceModel):
-            rows = self.features.choice_rows(query, history or ((previous_tool,) if previous_tool else ()), arms)
-            if named:
-                rows[np.isin(arms, named), :2] = 1.0
-            selection = self.policy.select(context, arms, rows, rng)
         else:
-            selection = self.policy.select(context, arms, prior_all.take(arms), rng)
+            inputs = self._inputs(query, history or ((previous_tool,) if previous_tool else ()), arms, prior_all)
+            if named and self.policy.capabilities.candidates:
+                inputs[np.isin(arms, named), :2] = 1.0
+            selection = self.policy.select(context, arms, inputs, rng)
         if not baseline:
             selection = self.exploration.explore(selection, arms, top_k, rng, tools)
         names = tools.names
@@ -225,15 +202,22 @@ class Learner:
         policy has learned for a context, without exploration (for inspection)."""
         context = self.encode(query, previous_tool, position)
         active = self.index.active
-        prior = self.features.prior(query, previous_tool).take(active)
-        if isinstance(self.policy, ChoiceModel):
-            rows = self.features.choice_rows(query, (previous_tool,) if previous_tool else (), active)
-            expected = self.policy.expected(context, active, rows)
-        else:
-            expected = self.policy.expected(context, active, prior)
+        prior_all = self.features.prior(query, previous_tool)
+        prior = prior_all.take(active)
+        history = (previous_tool,) if previous_tool else ()
+        expected = self.policy.expected(context, active, self._inputs(query, history, active, prior_all))
         order = np.argsort(-expected, kind="stable")
         names = self.index.tools.names
         return [(names[active[i]], float(expected[i]), float(prior[i])) for i in order]
+
+    def _inputs(
+        self, query: str | None, history: Sequence[str], arms: NDArray[np.int64], prior: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """What the policy reads of each of `arms`: their feature rows (`capabilities.candidates`), or
+        their relevance in the prior over every tool (`prior`)."""
+        if self.policy.capabilities.candidates:
+            return self.features.choice_rows(query, history, arms)
+        return prior.take(arms)
 
     # -- learning ----------------------------------------------------------------------------------
 
@@ -246,38 +230,36 @@ class Learner:
             mean_latency_s=self.latency.mean_of(self.index.tools.get(step.tool)),
         )
 
-    def learn(self, step: Step, rng: np.random.Generator, *, update: bool = True) -> Observation:
-        """The server's one entry per step: the step's reward and context hash (what its record keeps),
-        computed once, and with `update` the policy, replay, sequences and running latency learn from
-        it (without, nothing changes: learning switched off still records rewards)."""
+    def learn(
+        self, step: Step, rng: np.random.Generator, *, reward: float | None = None, update: bool = True
+    ) -> Observation:
+        """The one entry per step: the step's reward (computed unless given) and context hash (what its
+        record keeps), computed once, and with `update` the policy, replay, sequences and running
+        latency learn from it (without, nothing changes: learning switched off still records rewards)."""
         context = self.encode(step.query, step.previous_tool, step.position)
-        reward = self.reward_of(step)
+        reward = self.reward_of(step) if reward is None else reward
         if not update:
             return Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
-        return self._observe(step, reward, rng, context)
-
-    def end_episode(self, step: Step, reward: float, rng: np.random.Generator) -> Observation | None:
-        """The session ended after `step` (already learned, with `reward` as it stands now): a TD policy
-        learns its transition again as terminal, so ending there is not valued by a next context that
-        never came; a bandit has no future term to drop and learns nothing (None)."""
-        if not self.policy.uses_next_context:
-            return None
-        context = self.encode(step.query, step.previous_tool, step.position)
-        return self._learn(replace(step, terminal=True), reward, rng, context)
-
-    def observe(self, step: Step, rng: np.random.Generator, reward: float | None = None) -> Observation:
-        """Learn from one execution: reward (computed unless given), policy update, replay, sequences,
-        running latency."""
-        reward = self.reward_of(step) if reward is None else reward
-        return self._observe(step, reward, rng, self.encode(step.query, step.previous_tool, step.position))
-
-    def _observe(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
         observation = self._learn(step, reward, rng, context)
         self.watch(step.tool, observation.normalised, worked(step.success, step.rating))
         self.latency.add(self.index.tools.intern(step.tool), step.latency_ms / 1000)
         if self.config.sequences_enabled:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
+
+    def learn_many(self, steps: StepColumns, rng: np.random.Generator) -> int:
+        """Learn a run of steps in order, as `learn` would one by one (a replay of the log: see
+        rl/batch.py); returns how many were learned."""
+        return learn_run(self, steps, rng)
+
+    def end_episode(self, step: Step, reward: float, rng: np.random.Generator) -> Observation | None:
+        """The session ended after `step` (already learned, with `reward` as it stands now): a TD policy
+        learns its transition again as terminal, so ending there is not valued by a next context that
+        never came; a bandit has no future term to drop and learns nothing (None)."""
+        if not self.policy.capabilities.next_context:
+            return None
+        context = self.encode(step.query, step.previous_tool, step.position)
+        return self._learn(replace(step, terminal=True), reward, rng, context)
 
     def watch(self, tool: str, normalised: float, ok: bool) -> Drift | None:
         """Feed the adaptive ε and the drift guard; a tool whose rewards changed is forgotten by the
@@ -286,9 +268,9 @@ class Learner:
         arm = self.index.tools.get(tool)
         if arm is None:
             return drift
-        if drift is not None and isinstance(self.policy, ChoiceModel | SemanticUCB):
+        if drift is not None:
             self.policy.forget(arm)
-        if isinstance(self.policy, ChoiceModel) and (drift is not None or arm in self.policy.health):
+        if self.policy.capabilities.health and (drift is not None or arm in self.policy.health):
             recent = self.exploration.last[tool]  # the share of its last ~10 calls that worked
             if drift is not None:  # it just broke (taken as broken until it shows it works) or recovered
                 self.policy.set_health(arm, 0.0 if drift.direction == "fell" else None)
@@ -312,14 +294,35 @@ class Learner:
         return observation
 
     def _learn(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
-        if isinstance(self.policy, ChoiceModel):
-            return self._learn_choice(self.policy, step, reward, rng, context)
+        """The policy learns the step, given what it declares it reads (`Capabilities`)."""
+        capabilities = self.policy.capabilities
         arm = self.index.tools.intern(step.tool)
-        future = self.policy.uses_next_context and not step.terminal
-        next_context = self.encode(step.query, step.tool, step.position + 1) if future else None
-        prior = self.features.prior_of(step.query, step.previous_tool, arm)
         scaled = normalise(self.config.reward, reward)
-        update = self.policy.update(context, arm, scaled, next_context, prior)
+        ok = worked(step.success, step.rating)
+        candidates = rows = over = None
+        prior = 0.0
+        if capabilities.candidates:  # the call as a choice among the catalogue (rl/policies/choice.py)
+            active = self.index.active
+            candidates = active if arm in active else np.append(active, arm)
+            history = tuple(step.history) or ((step.previous_tool,) if step.previous_tool else ())
+            rows = self.features.choice_rows(step.query, history, candidates)
+            over = self.index.tools.get(step.passed_over) if step.passed_over else None
+        else:
+            prior = self.features.prior_of(step.query, step.previous_tool, arm)
+        future = capabilities.next_context and not step.terminal
+        lesson = Lesson(
+            context,
+            arm,
+            scaled,
+            ok,
+            weight=0.5 + 0.5 * (scaled if ok else 1 - scaled),  # how well it went: reward, or its shortfall
+            prior=prior,
+            next_context=self.encode(step.query, step.tool, step.position + 1) if future else None,
+            candidates=candidates,
+            rows=rows,
+            passed_over=over,
+        )
+        update = self.policy.learn_one(lesson, rng)
         self.updates += 1
         self.reward_sum += reward
         if update.transition is not None and self.config.replay_enabled:
@@ -329,44 +332,16 @@ class Learner:
                 self.replay.update_priorities(batch.slots, self.policy.replay(batch))
         return Observation(reward, scaled, update.td_error, context.hash)
 
-    def _learn_choice(
-        self, policy: ChoiceModel, step: Step, reward: float, rng: np.random.Generator, context: Context
-    ) -> Observation:
-        """An observed call as a choice among the catalogue (see rl/policies/choice.py), weighted by
-        how well it went: the normalised reward if it worked, its shortfall if not."""
-        arm = self.index.tools.intern(step.tool)
-        active = self.index.active
-        arms = active if arm in active else np.append(active, arm)
-        history = tuple(step.history) or ((step.previous_tool,) if step.previous_tool else ())
-        rows = self.features.choice_rows(step.query, history, arms)
-        scaled = normalise(self.config.reward, reward)
-        ok = worked(step.success, step.rating)
-        over = self.index.tools.get(step.passed_over) if step.passed_over else None
-        before = policy.learn_choice(
-            context,
-            arms,
-            rows,
-            arm,
-            worked=ok,
-            weight=0.5 + 0.5 * (scaled if ok else 1 - scaled),
-            passed_over=over,
-            rng=rng,
-        )
-        self.updates += 1
-        self.reward_sum += reward
-        return Observation(reward, scaled, (1.0 if ok else 0.0) - before, context.hash)
-
     def count(self, rewards: NDArray[np.float64]) -> None:
         """A batch learned these rewards: counted as step by step would (the sum added in order)."""
         self.updates += len(rewards)
         self.reward_sum = float(np.cumsum(np.concatenate([[self.reward_sum], rewards]))[-1])
 
     def settle(self) -> None:
-        """After a run of `learn_batch`: finish what the policy left pending (it settles by itself when
+        """After a run of `learn_many`: finish what the policy left pending (it settles by itself when
         read; this does it now, and frees what it kept between batches) and compact the n-grams the run
         built."""
-        if isinstance(self.policy, BatchPolicy):
-            self.policy.finish_batches()
+        self.policy.finish_batches()
         self.sequences.compact()
 
     # -- state -------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,26 +34,106 @@ class Update:
     transition: Transition | None  # what to store for replay; None when the policy does not replay
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a policy declares it does, so that callers read declarations instead of its type (as River's
+    and MABWiser's estimators do). Every policy offers `select`, `expected` and `learn_one`."""
+
+    candidates: bool = False  # scores feature rows (arms × FEATURES) instead of one prior a tool, and learns
+    # each call as a choice among its candidates (`Lesson.candidates`/`rows`)
+    next_context: bool = False  # bootstraps from the next context (TD): a step's `Lesson.next_context` is read
+    replay: bool = False  # `learn_one` hands back a transition, and `replay` learns again from sampled ones
+    learn_many: bool = False  # learns a run at once (`learn_many`); without, a run is learned one step at a time
+    health: bool = False  # reads `set_health`: a tool that broke lately is ranked down everywhere
+
+
+@dataclass(slots=True)
+class Lesson:
+    """One observed call as a policy learns it: `arm` (a tool id) was called in `context` and earned the
+    normalised `reward` in [0, 1]; `worked` is success not rated 1–2; `weight` how strongly the call
+    counts; `prior` the prior's relevance of the arm. `next_context` is None when the episode ended
+    (read with `capabilities.next_context`); `candidates`/`rows` are the tools the call chose among and
+    their feature rows, and `passed_over` the recommended arm the agent did not call (read with
+    `capabilities.candidates`)."""
+
+    context: Context
+    arm: int
+    reward: float
+    worked: bool
+    weight: float = 1.0
+    prior: float = 0.0
+    next_context: Context | None = None
+    candidates: NDArray[np.int64] | None = None
+    rows: NDArray[np.float64] | None = None
+    passed_over: int | None = None
+
+
+@dataclass(slots=True)
+class Lessons:
+    """A run of calls in order (row i is call i), as `learn_many` takes it. Call i's query is
+    `contexts[context_of[i]]` (each distinct query once, embedded where the prior is semantic; a run is
+    long and its queries repeat). With `capabilities.candidates` every call chose among `candidates`,
+    and `rows(part)` gives the feature rows of the calls in `part` (calls × candidates × FEATURES):
+    computed per minibatch, since a run's rows at once would not fit in memory."""
+
+    contexts: Sequence[Context]
+    context_of: NDArray[np.int64]
+    arms: NDArray[np.int64]
+    rewards: NDArray[np.float64]
+    worked: NDArray[np.bool_]
+    weights: NDArray[np.float64]
+    priors: NDArray[np.float64]
+    previous: Sequence[str | None]
+    candidates: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    rows: Callable[[range], NDArray[np.float64]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.arms)
+
+
 class Policy(Protocol):
+    """Every policy: `select` and `expected` read `inputs`, the prior's relevance of each arm in [0, 1]
+    (or, with `capabilities.candidates`, the arms' feature rows); `learn_one` learns one call and
+    `learn_many` a run of them (declared by `capabilities.learn_many`; the others learn a run call by
+    call). What a capability does not declare is a no-op (see `PolicyBase`)."""
+
     name: ClassVar[str]
-    uses_next_context: ClassVar[bool]  # TD learners bootstrap from the next context; bandits do not
+    capabilities: ClassVar[Capabilities]
+    health: dict[int, float]  # arm → log of its recent success rate, for the tools that broke lately
 
     def select(
-        self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
+        self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
-        """Choose among `arms`; `prior[i]` is the lexical relevance of arms[i] in [0, 1]."""
+        """Choose among `arms`."""
         ...
 
-    def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
+    def expected(self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64]) -> NDArray[np.float64]:
         """The exploitation estimate (no exploration) of each arm, normalised reward units."""
         ...
 
-    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        """Learn from one step; `reward` in [0, 1]; `next_context` None when the episode ended."""
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        """Learn from one call; the TD error (the surprise) and what to keep for replay."""
+        ...
+
+    def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
+        """Learn a run of calls in order: what it learns equals learning them one by one (a minibatch
+        policy, the choice model, up to the order of its steps within a minibatch)."""
         ...
 
     def replay(self, batch: Batch) -> NDArray[np.float64]:
         """Learn again from replayed transitions weighted by importance; returns their TD errors."""
+        ...
+
+    def forget(self, arm: int) -> None:
+        """What was learned of one arm no longer holds (its rewards changed): start it afresh."""
+        ...
+
+    def set_health(self, arm: int, success_rate: float | None) -> None:
+        """A tool that broke lately works this often now (None: it works again)."""
+        ...
+
+    def finish_batches(self) -> None:
+        """A run of `learn_many` is over: settle what it left pending and free its caches."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -65,27 +145,30 @@ class Policy(Protocol):
         ...
 
 
-@runtime_checkable
-class BatchPolicy(Policy, Protocol):
-    """A policy that also learns a run of steps at once (a replay of the log): what it learns equals
-    learning them one by one with `update`."""
+class PolicyBase:
+    """The no-ops of what a policy does not declare (the Policy protocol's defaults)."""
 
-    def update_batch(
-        self,
-        embeddings: NDArray[np.float32],
-        rows: NDArray[np.int64],
-        arms: NDArray[np.int64],
-        previous: Sequence[str | None],
-        rewards: NDArray[np.float64],
-        priors: NDArray[np.float64],
-    ) -> None:
-        """Learn a run in order: step i chose `arms[i]` for the query embedded in `embeddings[rows[i]]`
-        after `previous[i]`, with normalised reward `rewards[i]` and prior `priors[i]`."""
-        ...
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    health: dict[int, float]
+
+    def __init__(self) -> None:
+        self.health = {}
+
+    def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
+        raise NotImplementedError(f"{self.name} learns a run one call at a time (capabilities.learn_many is off)")
+
+    def replay(self, batch: Batch) -> NDArray[np.float64]:
+        raise NotImplementedError(f"{self.name} does not replay (capabilities.replay is off)")
+
+    def forget(self, arm: int) -> None:
+        """Counts and tables keep their history: a tabular policy's estimates move with new evidence."""
+
+    def set_health(self, arm: int, success_rate: float | None) -> None:
+        """Only a policy that declares `capabilities.health` ranks by it."""
 
     def finish_batches(self) -> None:
-        """The batches are over: settle what they left pending and free their caches."""
-        ...
+        """Nothing is left pending by a policy that learns every call at once."""
 
 
 def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray[np.int64], int, int]:

@@ -42,8 +42,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
-from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
-from toolwise.rl.replay import Batch
+from toolwise.rl.policies.base import (
+    Capabilities,
+    Lesson,
+    Lessons,
+    PolicyBase,
+    Selection,
+    Update,
+    check_state,
+    rank,
+    ranked_selection,
+)
 
 FEATURES = ("cosine", "bm25", "sequence", "first_call", "repeat")  # the columns of f_t (see the module docstring)
 
@@ -80,19 +89,23 @@ class ChoiceConfig:
             raise ValueError(f"need 0 ≤ epsilon ≤ 1, got {self.epsilon}")
 
 
+BATCH = 32  # calls a minibatch step takes together in `learn_many` (a replay of the log)
+
+
 def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     z = np.exp(scores - scores.max())
     p: NDArray[np.float64] = z / z.sum()
     return p
 
 
-class ChoiceModel:
+class ChoiceModel(PolicyBase):
     name: ClassVar[str] = "choice"
     SCHEMA: ClassVar[int] = 1
-    uses_next_context: ClassVar[bool] = False
-    uses_features: ClassVar[bool] = True  # `prior` arguments are (arms, len(FEATURES)) feature rows
+    # `inputs` are (arms, len(FEATURES)) feature rows; it replays its own memory of calls, not transitions
+    capabilities: ClassVar[Capabilities] = Capabilities(candidates=True, learn_many=True, health=True)
 
     def __init__(self, config: ChoiceConfig | None = None) -> None:
+        super().__init__()
         self.config = c = config or ChoiceConfig()
         self.weights = np.array(c.initial_weights, dtype=np.float64)
         self.weight_steps = np.zeros(len(FEATURES))  # AdaGrad's Σ g² per feature weight
@@ -101,7 +114,6 @@ class ChoiceModel:
         self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
-        self.health: dict[int, float] = {}  # arm → log of its recent success rate, for tools that broke lately
 
     # -- features ----------------------------------------------------------------------------------
 
@@ -171,27 +183,46 @@ class ChoiceModel:
 
     # -- learning ----------------------------------------------------------------------------------
 
-    def learn_choice(
-        self,
-        context: Context,
-        arms: NDArray[np.int64],
-        rows: NDArray[np.float64],
-        called: int,
-        *,
-        worked: bool,
-        weight: float = 1.0,
-        passed_over: int | None = None,
-        rng: np.random.Generator | None = None,
-    ) -> float:
-        """One observed call of `called` (an arm id) among the candidate `arms` with feature `rows`:
-        a choice if it `worked`, evidence against it if not, and `passed_over` (a recommended arm the
-        agent did not call) weakly against; then, with `rng`, `replays` calls drawn from the recent
-        ones learned again (one SGD pass over a call under-learns it: replay brings the per-tool fit
-        closer to the batch optimum; measured in docs/learning.md). Returns the called tool's
-        probability before the step."""
-        return self.learn_call(
-            self.features(context), arms, rows, called, worked=worked, weight=weight, passed_over=passed_over, rng=rng
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        """One observed call of `lesson.arm` among its candidates: a choice if it worked, evidence
+        against it if not, and the recommendation the agent passed over weakly against; then `replays`
+        calls drawn from the recent ones learned again (one SGD pass over a call under-learns it: replay
+        brings the per-tool fit closer to the batch optimum; docs/learning.md). The TD error is how
+        surprising the outcome was: worked (1) or not (0) less the called tool's probability before."""
+        if lesson.candidates is None or lesson.rows is None:
+            raise ValueError(f"{self.name} learns a call among its candidates: the lesson has none")
+        before = self.learn_call(
+            self.features(lesson.context),
+            lesson.candidates,
+            lesson.rows,
+            lesson.arm,
+            worked=lesson.worked,
+            weight=lesson.weight,
+            passed_over=lesson.passed_over,
+            rng=rng,
         )
+        return Update((1.0 if lesson.worked else 0.0) - before, None)
+
+    def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
+        """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once."""
+        if lessons.rows is None:
+            raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
+        n, candidates = len(lessons), lessons.candidates
+        x = np.stack([self.features(c) for c in lessons.contexts])
+        position = {arm: i for i, arm in enumerate(candidates.tolist())}
+        called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
+        for start in range(0, n, BATCH):
+            part = range(start, min(start + BATCH, n))
+            window = slice(part.start, part.stop)
+            self.learn_calls(
+                x.take(lessons.context_of[window], 0),
+                candidates,
+                lessons.rows(part),
+                called[window],
+                lessons.worked[window],
+                lessons.weights[window],
+                rng,
+            )
 
     def learn_call(
         self,
@@ -205,7 +236,7 @@ class ChoiceModel:
         passed_over: int | None = None,
         rng: np.random.Generator | None = None,
     ) -> float:
-        """`learn_choice` given the query's features x(q) (`features`) rather than its context: the
+        """`learn_one` given the query's features x(q) (`features`) rather than its context: the
         batch path computes them for many calls at once."""
         c = self.config
         self._ensure(max(int(arms.max()), called))
@@ -345,12 +376,6 @@ class ChoiceModel:
         self._ensure(arm)
         self.theta[arm] = 0.0
         self.steps[arm] = 0.0
-
-    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        raise TypeError(f"{self.name} learns from choices among candidates: the learner calls learn_choice")
-
-    def replay(self, batch: Batch) -> NDArray[np.float64]:
-        raise NotImplementedError(f"{self.name} learns each call once, in order")
 
     # -- state -------------------------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
 from toolwise.rl.policies.base import (
+    Capabilities,
+    Lesson,
+    PolicyBase,
     Selection,
     Update,
     check_state,
@@ -24,7 +27,6 @@ from toolwise.rl.policies.base import (
     sampled_propensity,
 )
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
-from toolwise.rl.replay import Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +50,14 @@ class LinTSConfig:
             raise ValueError(f"scale must be > 0, got {self.scale}")
 
 
-class _Linear:
+class _Linear(PolicyBase):
     name: ClassVar[str]
     SCHEMA: ClassVar[int] = 1
-    uses_next_context: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities()  # exact sufficient statistics: a replay would double-count
     config: LinUCBConfig | LinTSConfig
 
     def __init__(self) -> None:
+        super().__init__()
         self.model = DiagonalRidge(self.config.ridge)
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -72,11 +75,8 @@ class _Linear:
         short = np.argpartition(-means, k - 1)[:k]
         return arms.take(short), means.take(short), width.take(short)
 
-    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        return Update(self.model.update(context, arm, reward, prior), None)
-
-    def replay(self, batch: Batch) -> NDArray[np.float64]:
-        raise NotImplementedError(f"{self.name} keeps exact sufficient statistics; replaying would double-count")
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        return Update(self.model.update(lesson.context, lesson.arm, lesson.reward, lesson.prior), None)
 
     def state_dict(self) -> dict[str, Any]:
         return {

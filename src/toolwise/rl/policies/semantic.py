@@ -31,7 +31,7 @@ prev says "not t right after prev". The two blocks are fitted jointly with a blo
 (A_t⁻¹ for x, a scalar per (bucket, tool) for the one-hot): one shared error split by each block's
 uncertainty. φ and its precisions are stored bucket-major, (buckets, tools): 4 MB at 1,000 tools.
 
-Catch-up (a log replayed at start-up) learns in batches (`update_batch`): rows are kept as they come
+Catch-up (a log replayed at start-up) learns in batches (`learn_many`): rows are kept as they come
 and settled together, per tool, from sufficient statistics (A += XᵀX, b += Xᵀy and the bucket sums):
 the same A⁻¹, intercept and bucket precisions as one row at a time, and for (θ, φ) the exact joint
 ridge posterior given the state before the batch (which the row-by-row step approximates by keeping
@@ -51,8 +51,17 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from toolwise.rl.context import Context
-from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
-from toolwise.rl.replay import Batch
+from toolwise.rl.policies.base import (
+    Capabilities,
+    Lesson,
+    Lessons,
+    PolicyBase,
+    Selection,
+    Update,
+    check_state,
+    rank,
+    ranked_selection,
+)
 
 SETTLE_ROWS = 200_000  # batched rows kept before they are settled (32 bytes a row, plus their queries' features)
 SETTLE_BYTES = 64_000_000  # … or sooner, once they and their features take this much (a log of distinct queries)
@@ -88,12 +97,13 @@ def previous_bucket(previous_tool: str, buckets: int) -> int:
     return int.from_bytes(digest, "little") % buckets
 
 
-class SemanticUCB:
+class SemanticUCB(PolicyBase):
     name: ClassVar[str] = "semantic"
     SCHEMA: ClassVar[int] = 2  # 2 added the previous-tool block; a schema-1 state loads with it empty
-    uses_next_context: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities(learn_many=True)  # exact statistics: no replay
 
     def __init__(self, config: SemanticConfig | None = None) -> None:
+        super().__init__()
         self.config = c = config or SemanticConfig()
         self._upper = np.triu_indices(c.dim)
         self._diagonal = np.flatnonzero(self._upper[0] == self._upper[1])  # where A_ii sits in a packed row
@@ -203,9 +213,10 @@ class SemanticUCB:
 
     # -- learning ----------------------------------------------------------------------------------
 
-    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        """Ridge step for `arm` towards the residual reward − β·prior (centred by the running intercept),
-        shared between the query block and, after a previous tool, its bucket."""
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        """Ridge step for the arm towards the residual reward − β·prior (centred by the running
+        intercept), shared between the query block and, after a previous tool, its bucket."""
+        context, arm, reward, prior = lesson.context, lesson.arm, lesson.reward, lesson.prior
         self.settle()
         self._ensure(arm)
         self._precision.pop(arm, None)
@@ -231,27 +242,35 @@ class SemanticUCB:
             self.after_inv[bucket, arm] = own / (1.0 + own)
         return Update(error, None)
 
-    def update_batch(
+    def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
+        """Learn a run of calls in order. The running intercept moves now (it is order-dependent and
+        cheap); the ridge statistics are kept and settled later (`settle`), at the latest when the state
+        is read."""
+        if not len(lessons):
+            return
+        contexts = lessons.contexts
+        if all(c.embedding is not None for c in contexts):
+            features = self._features_of(np.stack([c.embedding for c in contexts if c.embedding is not None]))
+        else:
+            features = np.stack([self.features(c) for c in contexts])
+        self._learn_run(features, lessons.context_of, lessons.arms, lessons.previous, lessons.rewards, lessons.priors)
+
+    def _learn_run(
         self,
-        embeddings: NDArray[np.float32],
+        features: NDArray[np.float64],
         rows: NDArray[np.int64],
         arms: NDArray[np.int64],
         previous: Sequence[str | None],
         rewards: NDArray[np.float64],
         priors: NDArray[np.float64],
     ) -> None:
-        """Learn a run of steps in order: step i chose `arms[i]` for the query whose embedding is
-        `embeddings[rows[i]]` after `previous[i]`, with normalised reward `rewards[i]` and prior
-        `priors[i]`. The running intercept moves now (it is order-dependent and cheap); the ridge
-        statistics are kept and settled later (`settle`), at the latest when the state is read."""
-        if not len(arms):
-            return
+        """Step i chose `arms[i]` for the query with features `features[rows[i]]` after `previous[i]`,
+        with normalised reward `rewards[i]` and prior `priors[i]`."""
         self._ensure(int(arms.max()))
         targets = rewards - self.config.prior_weight * priors
         counts = self.observed + np.arange(1, len(targets) + 1)
         intercepts = (self.intercept * self.observed + np.cumsum(targets)) / counts  # after each step
         self.intercept, self.observed = float(intercepts[-1]), int(counts[-1])
-        features = self._features_of(embeddings)
         buckets = np.array([-1 if (b := self._bucket_of(p)) is None else b for p in previous])
         self._pending.append(
             (features, np.asarray(rows, np.int64), np.asarray(arms, np.int64), buckets, targets - intercepts)
@@ -338,9 +357,6 @@ class SemanticUCB:
         self.inv_diag[arm] = 1.0 / self.config.regularisation
         self.after[:, arm] = 0.0
         self.after_inv[:, arm] = 1.0 / self.config.regularisation
-
-    def replay(self, batch: Batch) -> NDArray[np.float64]:
-        raise NotImplementedError(f"{self.name} keeps exact sufficient statistics; replaying would double-count")
 
     # -- state -------------------------------------------------------------------------------------
 

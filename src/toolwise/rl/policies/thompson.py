@@ -10,9 +10,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
-from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection, sampled_propensity
+from toolwise.rl.policies.base import (
+    Capabilities,
+    Lesson,
+    PolicyBase,
+    Selection,
+    Update,
+    check_state,
+    rank,
+    ranked_selection,
+    sampled_propensity,
+)
 from toolwise.rl.policies.tabular import Table
-from toolwise.rl.replay import Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +39,13 @@ class ThompsonConfig:
             )
 
 
-class TabularThompson:
+class TabularThompson(PolicyBase):
     name: ClassVar[str] = "thompson"
     SCHEMA: ClassVar[int] = 1
-    uses_next_context: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities()  # exact posterior sums: a replay would double-count
 
     def __init__(self, config: ThompsonConfig | None = None) -> None:
+        super().__init__()
         self.config = config or ThompsonConfig()
         self.table = Table()  # values = running sum of rewards
         self.mean_reward, self.observed = self.config.neutral, 0
@@ -60,8 +70,8 @@ class TabularThompson:
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         return self._posterior(context, arms, prior)[0]
 
-    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        row = self.table.row(context)
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        row, arm, reward = self.table.row(lesson.context), lesson.arm, lesson.reward
         self.table.ensure_arms(np.array([arm]))
         mean_before = self.table.values[row, arm] / max(1, self.table.counts[row, arm])
         self.observed += 1
@@ -70,9 +80,6 @@ class TabularThompson:
         self.table.counts[row, arm] += 1
         self.table.visits[row] += 1
         return Update(float(reward - mean_before), None)
-
-    def replay(self, batch: Batch) -> NDArray[np.float64]:
-        raise NotImplementedError("Thompson sampling keeps exact posterior sums; replaying would double-count")
 
     def state_dict(self) -> dict[str, Any]:
         return {

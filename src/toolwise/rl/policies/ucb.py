@@ -15,7 +15,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
-from toolwise.rl.policies.base import Selection, Update, check_state, rank, ranked_selection
+from toolwise.rl.policies.base import (
+    Capabilities,
+    Lesson,
+    PolicyBase,
+    Selection,
+    Update,
+    check_state,
+    rank,
+    ranked_selection,
+)
 from toolwise.rl.policies.tabular import Table
 from toolwise.rl.replay import Batch, Transition
 
@@ -42,12 +51,13 @@ class UCBConfig:
             )
 
 
-class TabularUCB:
+class TabularUCB(PolicyBase):
     name: ClassVar[str] = "ucb"
     SCHEMA: ClassVar[int] = 1
-    uses_next_context: ClassVar[bool] = True
+    capabilities: ClassVar[Capabilities] = Capabilities(next_context=True, replay=True)
 
     def __init__(self, config: UCBConfig | None = None) -> None:
+        super().__init__()
         self.config = config or UCBConfig()
         self.epsilon = self.config.epsilon
         self.table = Table()
@@ -70,9 +80,9 @@ class TabularUCB:
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         return self.table.gather(context, arms)[0]
 
-    def update(self, context: Context, arm: int, reward: float, next_context: Context | None, prior: float) -> Update:
-        row = self.table.row(context)
-        nxt = -1 if next_context is None else self.table.row(next_context)
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        row, arm, reward = self.table.row(lesson.context), lesson.arm, lesson.reward
+        nxt = -1 if lesson.next_context is None else self.table.row(lesson.next_context)
         self.table.ensure_arms(np.array([arm]))
         transition = Transition(row, arm, reward, nxt)
         td = self._td(np.array([row]), np.array([arm]), np.array([reward]), np.array([nxt]), np.ones(1))

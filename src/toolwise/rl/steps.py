@@ -1,0 +1,75 @@
+"""A step, one observed call in the context it was made, as the learner reads it: one record (`Step`)
+or a run as columns (`StepColumns`, what a replay of the log builds without an object a step)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Step:
+    """One observed execution, in the context it was made."""
+
+    tool: str
+    success: bool
+    latency_ms: float  # as every record of a call has it (the reward converts to seconds)
+    query: str | None = None
+    previous_tool: str | None = None
+    position: int = 0
+    history: Sequence[str] = ()
+    rating: int | None = None
+    terminal: bool = False
+    passed_over: str | None = None  # the tool toolwise recommended for this call, when the agent called another
+
+
+def worked(success: bool, rating: int | None) -> bool:
+    """Success as sequences count it: the call succeeded and the user did not rate it 1 or 2."""
+    return success and (rating is None or rating >= 3)
+
+
+@dataclass(frozen=True, slots=True)
+class StepColumns:
+    """A run of steps as columns (row i of each is step i), what a batch reads of each `Step`: a
+    replay builds these from the log's columns without an object a step."""
+
+    tool: Sequence[str]
+    success: Sequence[bool]
+    latency_ms: Sequence[float]
+    query: Sequence[str | None]
+    previous_tool: Sequence[str | None]
+    history: Sequence[Sequence[str]]
+    position: Sequence[int]
+    rating: Sequence[int | None] | None = None  # None: no step is rated
+
+    @classmethod
+    def of(cls, steps: Sequence[Step]) -> StepColumns:
+        return cls(
+            [s.tool for s in steps],
+            [s.success for s in steps],
+            [s.latency_ms for s in steps],
+            [s.query for s in steps],
+            [s.previous_tool for s in steps],
+            [s.history for s in steps],
+            [s.position for s in steps],
+            [s.rating for s in steps],
+        )
+
+    def step(self, i: int) -> Step:
+        """Row `i` as a `Step`: the one place columns become one."""
+        return Step(
+            self.tool[i],
+            self.success[i],
+            self.latency_ms[i],
+            query=self.query[i],
+            previous_tool=self.previous_tool[i],
+            position=self.position[i],
+            history=self.history[i],
+            rating=None if self.rating is None else self.rating[i],
+        )
+
+    def steps(self) -> list[Step]:
+        return [self.step(i) for i in range(len(self))]
+
+    def __len__(self) -> int:
+        return len(self.tool)
