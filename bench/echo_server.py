@@ -26,8 +26,13 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     return types.CallToolResult(content=[types.TextContent(text=str((params.arguments or {}).get("text", "")))])
 
 
+def build() -> Server[Any]:
+    """The echo server as an SDK object (bench/overhead.py also runs it in-process)."""
+    return Server("echo", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
 async def main() -> None:
-    server = Server("echo", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = build()
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

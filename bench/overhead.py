@@ -1,13 +1,19 @@
-"""Latency a proxy adds to a trivial tool: (a) direct, (b) a bare pass-through proxy on the same SDK,
-(c) toolwise with recording and learning on. All over stdio; the three clients stay open and are
-called in alternating blocks, so machine drift during the run weighs on each path alike.
+"""Latency a proxy adds to a trivial tool, alone and under concurrent callers, and what learning costs
+the event loop.
 
-    python bench/overhead.py [--calls 1000] [--rounds 3] [--settings '{"flush_interval_ms": 100}']
+    python bench/overhead.py [--calls 1000] [--rounds 3] [--concurrency 1,4,16] [--settings '{...}']
 
-toolwise runs through its console script at default settings, in blocks of 20 calls. Prints median
-and p99 per call, and (c − a) / (b − a): how toolwise's added latency compares with the bare proxy's
-(target ≤ 1.1), per round and the median over rounds (one round on a shared 2-core machine moves
-by ±0.3 from run to run).
+Over stdio, four paths to the same echo tool: (a) direct, (b) a bare pass-through proxy on the same SDK,
+(c) toolwise at default settings (recording and learning), (d) toolwise with `learning: false` (it still
+records). The clients stay open and are called in alternating blocks, so machine drift during the run
+weighs on each path alike; at concurrency N each block runs N callers at once on the client's one
+connection. Prints median and p99 per call, (c − a) / (b − a) (how toolwise's added latency compares with
+the bare proxy's; target ≤ 1.1 at the median, ≤ 1.5 at p99) and p99(c) / p99(d) (what learning adds to the
+tail; target ≤ 1.3 with 4 callers), per round and the median over rounds.
+
+Then toolwise in-process (the echo server in-process too) with 4 callers, learning on and off: the event
+loop's lag, measured by a task that asks to wake every millisecond (how late it woke: what every call
+waiting on the loop waits too). One round on a shared 2-core machine moves by ±0.3 from run to run.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -27,94 +34,169 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 ECHO = [str(HERE / "echo_server.py")]
+BLOCK = 40  # calls of one path before the next path takes its turn
+
+Call = Callable[[int], Awaitable[float]]
 
 
-async def measure(
-    targets: dict[str, tuple[StdioServerParameters, str]], calls: int, block: int = 20
-) -> dict[str, np.ndarray]:
+async def timed(client: Client, tool: str, i: int) -> float:
+    """One call's latency in ms (a failed call stops the run: it would measure the wrong thing)."""
+    begin = time.perf_counter()
+    result = await client.call_tool(tool, {"text": f"hello {i}"})
+    elapsed = (time.perf_counter() - begin) * 1000
+    if result.is_error:
+        raise RuntimeError(f"{tool} failed: {result.content}")
+    return elapsed
+
+
+async def block_of(call: Call, start: int, calls: int, callers: int) -> list[float]:
+    """`calls` calls from `callers` concurrent callers, each calling one after another."""
+    share = [range(start + c, start + calls, callers) for c in range(callers)]
+
+    async def caller(indices: range) -> list[float]:
+        return [await call(i) for i in indices]
+
+    return [x for part in await asyncio.gather(*(caller(r) for r in share)) for x in part]
+
+
+async def measure(targets: dict[str, Call], calls: int, callers: int) -> dict[str, np.ndarray]:
     """Latency per call (ms) of each target, measured in interleaved blocks after a warm-up."""
-    async with AsyncExitStack() as stack:
-        clients = {
-            name: (await stack.enter_async_context(Client(params)), tool) for name, (params, tool) in targets.items()
-        }
-        latencies: dict[str, list[float]] = {name: [] for name in targets}
-        for client, tool in clients.values():
-            for i in range(50):
-                await client.call_tool(tool, {"text": f"warm {i}"})
-        order = list(clients.items())
-        for start in range(0, calls, block):
-            order = order[1:] + order[:1]  # each path takes each turn alike: none always follows another
-            for name, (client, tool) in order:
-                for i in range(start, min(start + block, calls)):
-                    begin = time.perf_counter()
-                    result = await client.call_tool(tool, {"text": f"hello {i}"})
-                    latencies[name].append((time.perf_counter() - begin) * 1000)
-                    if result.is_error:
-                        raise RuntimeError(f"{name}: {tool} failed: {result.content}")
+    latencies: dict[str, list[float]] = {name: [] for name in targets}
+    for call in targets.values():
+        await block_of(call, 0, 50, callers)
+    order = list(targets.items())
+    for start in range(0, calls, BLOCK):
+        order = order[1:] + order[:1]  # each path takes each turn alike: none always follows another
+        for name, call in order:
+            latencies[name] += await block_of(call, start, min(BLOCK, calls - start), callers)
     return {name: np.array(values) for name, values in latencies.items()}
+
+
+def p99(x: np.ndarray) -> float:
+    return float(np.percentile(x, 99))
+
+
+def report(runs: dict[str, np.ndarray], ratios: dict[str, list[float]]) -> None:
+    for name, lat in runs.items():
+        print(f"   {name:<26} median {np.median(lat):7.3f}   p99 {p99(lat):7.3f}")
+    a, b, c, d = (runs[k] for k in runs)
+    for stat, f in (("median", lambda x: float(np.median(x))), ("p99", p99)):
+        ratio = (f(c) - f(a)) / (f(b) - f(a))
+        ratios[stat].append(ratio)
+        print(f"   {stat}: toolwise adds {f(c) - f(a):.3f} ms, the bare proxy {f(b) - f(a):.3f} ms → ratio {ratio:.2f}")
+    ratios["learning p99"].append(p99(c) / p99(d))
+    print(f"   p99 learning on / off: {p99(c) / p99(d):.2f}")
+
+
+def toolwise_config(tmp: Path, name: str, settings: dict[str, object]) -> Path:
+    config = tmp / f"{name}.json"
+    database = tmp / f"{name}.db"
+    python = sys.executable
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"echo": {"command": python, "args": ECHO}},
+                "toolwise": {"database_url": f"sqlite+aiosqlite:///{database}", "seed": 0, **settings},
+            }
+        )
+    )
+    return config
+
+
+async def one_round(calls: int, callers: int, settings: dict[str, object]) -> tuple[dict[str, np.ndarray], int]:
+    """One interleaved run of the four paths in fresh processes, toolwise on fresh databases."""
+    python = sys.executable
+    console = str(Path(python).parent / "toolwise")  # the console script, as users start it
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        learning = toolwise_config(tmp, "learning", settings)
+        recording = toolwise_config(tmp, "recording", {**settings, "learning": False})
+        paths = {
+            "a. direct": (StdioServerParameters(command=python, args=ECHO), "echo"),
+            "b. bare proxy": (StdioServerParameters(command=python, args=[str(HERE / "bare_proxy.py"), *ECHO]), "echo"),
+            "c. toolwise": (
+                StdioServerParameters(command=console, args=["serve", "-c", str(learning), "--log-level", "warning"]),
+                "echo__echo",
+            ),
+            "d. toolwise, learning off": (
+                StdioServerParameters(command=console, args=["serve", "-c", str(recording), "--log-level", "warning"]),
+                "echo__echo",
+            ),
+        }
+        async with AsyncExitStack() as stack:
+            targets: dict[str, Call] = {}
+            for name, (params, tool) in paths.items():
+                client = await stack.enter_async_context(Client(params))
+                targets[name] = lambda i, c=client, t=tool: timed(c, t, i)  # type: ignore[misc]
+            runs = await measure(targets, calls, callers)
+        with sqlite3.connect(tmp / "learning.db") as conn:
+            recorded = int(conn.execute("SELECT count(*) FROM executions").fetchone()[0])
+    return runs, recorded
+
+
+async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray, np.ndarray]:
+    """toolwise in-process with `callers` concurrent callers: the lag of a task that asks to wake every
+    millisecond (ms late) and the calls' latencies (ms)."""
+    import echo_server  # bench/, on the path as a script's folder
+
+    from toolwise.config import AppConfig, InProcessServer
+    from toolwise.server.app import Toolwise, build_server
+
+    lags: list[float] = []
+
+    async def probe(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            begin = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lags.append((time.perf_counter() - begin) * 1000 - 1.0)
+
+    with tempfile.TemporaryDirectory() as folder:
+        config = AppConfig.model_validate(
+            {
+                "mcpServers": {},
+                "toolwise": {"database_url": f"sqlite+aiosqlite:///{folder}/lag.db", "seed": 0, "learning": learning},
+            }
+        )
+        async with (
+            Toolwise(config, in_process={"echo": InProcessServer(echo_server.build())}) as app,
+            Client(build_server(app)) as client,
+        ):
+            await block_of(lambda i: timed(client, "echo__echo", i), 0, 50, callers)
+            stop = asyncio.Event()
+            watching = asyncio.create_task(probe(stop))
+            latencies = await block_of(lambda i: timed(client, "echo__echo", i), 0, calls, callers)
+            stop.set()
+            await watching
+    return np.array(lags), np.array(latencies)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1_000)
-    parser.add_argument("--rounds", type=int, default=3, help="fresh processes and database each round")
-    parser.add_argument(
-        "--settings", default="{}", help="toolwise settings as JSON, e.g. '{\"flush_interval_ms\": 100}'"
-    )
+    parser.add_argument("--calls", type=int, default=1_000, help="calls per path, round and concurrency")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes and databases each round")
+    parser.add_argument("--concurrency", default="1,4,16", help="concurrent callers, comma-separated")
+    parser.add_argument("--settings", default="{}", help='toolwise settings as JSON, e.g. \'{"policy": "semantic"}\'')
     args = parser.parse_args()
-    ratios: dict[str, list[float]] = {"median": [], "p99": []}
-    for round_ in range(1, args.rounds + 1):
-        runs, recorded = await one_round(args.calls, json.loads(args.settings))
-        print(f"round {round_}: {args.calls:,} calls of a trivial echo tool over stdio (ms per call)")
-        for name, lat in runs.items():
-            print(f"   {name:<14} median {np.median(lat):7.3f}   p99 {np.percentile(lat, 99):7.3f}")
-        a, b, c = (runs[k] for k in runs)
-        for stat, f in (("median", np.median), ("p99", lambda x: np.percentile(x, 99))):
-            ratio = (f(c) - f(a)) / (f(b) - f(a))
-            ratios[stat].append(ratio)
-            print(
-                f"   {stat}: toolwise adds {f(c) - f(a):.3f} ms, the bare proxy {f(b) - f(a):.3f} ms"
-                f" → ratio {ratio:.2f}"
-            )
-        print(f"   toolwise recorded {recorded:,} executions (warm-up included)")
-    for stat, values in ratios.items():
-        shown = ", ".join(f"{v:.2f}" for v in values)
-        print(f"{stat} ratio over {args.rounds} rounds: {np.median(values):.2f} (rounds: {shown}; target ≤ 1.1)")
-
-
-async def one_round(calls: int, settings: dict[str, object]) -> tuple[dict[str, np.ndarray], int]:
-    """One interleaved run of the three paths in fresh processes, toolwise on a fresh database."""
-    python = sys.executable
-    console = str(Path(python).parent / "toolwise")  # the console script, as users start it
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "config.json"
-        db = Path(tmp) / "bench.db"
-        config.write_text(
-            json.dumps(
-                {
-                    "mcpServers": {"echo": {"command": python, "args": ECHO}},
-                    "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 0, **settings},
-                }
-            )
+    settings = json.loads(args.settings)
+    for callers in (int(n) for n in args.concurrency.split(",")):
+        ratios: dict[str, list[float]] = {"median": [], "p99": [], "learning p99": []}
+        for round_ in range(1, args.rounds + 1):
+            runs, recorded = await one_round(args.calls, callers, settings)
+            print(f"{callers} caller(s), round {round_}: {args.calls:,} calls of an echo tool over stdio (ms per call)")
+            report(runs, ratios)
+            print(f"   toolwise recorded {recorded:,} executions (warm-up included)")
+        for stat, values in ratios.items():
+            shown = ", ".join(f"{v:.2f}" for v in values)
+            print(f"{callers} caller(s): {stat} ratio over {args.rounds} rounds: {np.median(values):.2f} ({shown})")
+    print("toolwise in-process, 4 callers: event-loop lag (ms late for a 1 ms sleep) and call latency (ms)")
+    for learning in (True, False):
+        lag, latency = await loop_lag(args.calls, 4, learning)
+        print(
+            f"   learning {'on ' if learning else 'off'}  lag p50 {np.median(lag):6.3f}  p99 {p99(lag):6.3f}"
+            f"  max {lag.max():6.3f}   calls p50 {np.median(latency):6.3f}  p99 {p99(latency):6.3f}"
         )
-        runs = await measure(
-            {
-                "a. direct": (StdioServerParameters(command=python, args=ECHO), "echo"),
-                "b. bare proxy": (
-                    StdioServerParameters(command=python, args=[str(HERE / "bare_proxy.py"), *ECHO]),
-                    "echo",
-                ),
-                "c. toolwise": (
-                    StdioServerParameters(command=console, args=["serve", "-c", str(config), "--log-level", "warning"]),
-                    "echo__echo",
-                ),
-            },
-            calls,
-        )
-        with sqlite3.connect(db) as conn:
-            recorded = conn.execute("SELECT count(*) FROM executions").fetchone()[0]
-    return runs, recorded
 
 
 if __name__ == "__main__":
