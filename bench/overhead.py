@@ -36,6 +36,8 @@ from mcp.client.stdio import StdioServerParameters
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 ECHO = [str(HERE / "echo_server.py")]
+TOOLWISE = ["-m", "toolwise", "serve"]  # as an installed client entry starts it (`install` writes the same)
+QUIET = ["--log-level", "warning"]
 BLOCK = 40  # calls of one path before the next path takes its turn
 
 Call = Callable[[int], Awaitable[float]]
@@ -108,7 +110,6 @@ def toolwise_config(tmp: Path, name: str, settings: dict[str, object]) -> Path:
 async def one_round(calls: int, callers: int, settings: dict[str, object]) -> tuple[dict[str, np.ndarray], int]:
     """One interleaved run of the four paths in fresh processes, toolwise on fresh databases."""
     python = sys.executable
-    console = str(Path(python).parent / "toolwise")  # the console script, as users start it
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         learning = toolwise_config(tmp, "learning", settings)
@@ -117,11 +118,11 @@ async def one_round(calls: int, callers: int, settings: dict[str, object]) -> tu
             "a. direct": (StdioServerParameters(command=python, args=ECHO), "echo"),
             "b. bare proxy": (StdioServerParameters(command=python, args=[str(HERE / "bare_proxy.py"), *ECHO]), "echo"),
             "c. toolwise": (
-                StdioServerParameters(command=console, args=["serve", "-c", str(learning), "--log-level", "warning"]),
+                StdioServerParameters(command=python, args=[*TOOLWISE, "-c", str(learning), *QUIET]),
                 "echo__echo",
             ),
             "d. toolwise, learning off": (
-                StdioServerParameters(command=console, args=["serve", "-c", str(recording), "--log-level", "warning"]),
+                StdioServerParameters(command=python, args=[*TOOLWISE, "-c", str(recording), *QUIET]),
                 "echo__echo",
             ),
         }

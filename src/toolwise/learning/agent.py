@@ -49,18 +49,19 @@ class Agent:
             blocked = {} if all(c in blocked for c in candidates) else blocked
         elif len(blocked) >= len(learning.learner.index.active):
             blocked = {}
-        decision = learning.learner.recommend(
-            query,
-            learning.state.rng,
-            previous_tool=session.previous_tool,
-            position=session.length,
-            candidates=candidates,
-            top_k=top_k,
-            exclude=blocked.keys(),
-            baseline=learning.settings.shadow or learning.catching_up,
-            named_first=named_first,
-            history=session.recent(session.length, learning.history_n),
-        )
+        with learning.lock:
+            decision = learning.learner.recommend(
+                query,
+                learning.state.rng,
+                previous_tool=session.previous_tool,
+                position=session.length,
+                candidates=candidates,
+                top_k=top_k,
+                exclude=blocked.keys(),
+                baseline=learning.settings.shadow or learning.catching_up,
+                named_first=named_first,
+                history=session.recent(session.length, learning.history_n),
+            )
         session.recommended(query, decision)
         learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
         learning.state.decided(decision.explored)
@@ -73,7 +74,8 @@ class Agent:
         semantic = learning.learner.index.semantic
         if not learning.settings.store_arguments or semantic is None:
             return []
-        return learning.arguments.suggest(tool, semantic.query(query[: learning.settings.max_query_chars]))
+        with learning.lock:
+            return learning.arguments.suggest(tool, semantic.query(query[: learning.settings.max_query_chars]))
 
     async def rate(
         self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
@@ -101,7 +103,7 @@ class Agent:
     async def _rate(
         self, session: Session, execution_id: str, rating: int, comment: str | None
     ) -> tuple[Execution, float]:
-        learning, learner, n = self.learning, self.learning.learner, self.learning.history_n
+        learning, n = self.learning, self.learning.history_n
         writes = learning.feedback.log
         event = await writes.add_rating(execution_id, rating, comment, instance=learning.instance_id)
         assert event.rating.id is not None  # committed
@@ -109,11 +111,13 @@ class Agent:
         execution = await with_session_query(learning.feedback, event.execution, learning.namespace)
         history = session.recent(execution.position, n) if execution.session_id == session.id else ()
         step = step_of(execution, history, n, rating=rating)
-        previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)
-        if learning.settings.learning:
-            reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
-        else:
-            reward = learner.reward_of(step)
+        with learning.lock:
+            learner = learning.learner
+            previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)
+            if learning.settings.learning:
+                reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
+            else:
+                reward = learner.reward_of(step)
         await writes.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
@@ -159,6 +163,7 @@ class Agent:
             return
         try:
             step = step_of(last, session.recent(last.position, learning.history_n), learning.history_n)
-            learning.learner.end_episode(step, last.reward, learning.state.rng)
+            with learning.lock:
+                learning.learner.end_episode(step, last.reward, learning.state.rng)
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)

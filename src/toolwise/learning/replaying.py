@@ -26,7 +26,8 @@ class LogLearning:
         """Learn an execution of the shared log (another instance's, or an earlier run's)."""
         self.learning.state.learned()
         if learned_from(execution.error_type):
-            self.learning.observe(step_of(execution, history, self.learning.history_n))
+            with self.learning.lock:
+                self.learning.observe(step_of(execution, history, self.learning.history_n))
         self.learning.shield(execution)
 
     @property
@@ -42,9 +43,10 @@ class LogLearning:
         if not self.learns_ends or execution.reward is None:
             return
         try:
-            self.learning.learner.end_episode(
-                step_of(execution, (), self.learning.history_n), execution.reward, self.learning.state.rng
-            )
+            with self.learning.lock:
+                self.learning.learner.end_episode(
+                    step_of(execution, (), self.learning.history_n), execution.reward, self.learning.state.rng
+                )
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
 
@@ -61,7 +63,8 @@ class LogLearning:
         if self.learning.settings.learning:
             steps = step_columns(batch, rows, histories, queries, self.learning.history_n)
             try:
-                self.learning.learner.learn_many(steps, self.learning.state.rng)
+                with self.learning.lock:
+                    self.learning.learner.learn_many(steps, self.learning.state.rng)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
         now, tool, success, latency = time.monotonic(), batch.tool, batch.success, batch.latency_ms
@@ -74,8 +77,10 @@ class LogLearning:
             return
         execution = event.execution
         step = step_of(execution, history, self.learning.history_n, rating=event.rating.rating)
-        previous_reward = self.learning.learner.reward_of(replace(step, rating=event.previous))
         try:
-            self.learning.learner.observe_rating(step, self.learning.state.rng, previous_reward, event.previous)
+            with self.learning.lock:
+                learner = self.learning.learner
+                previous_reward = learner.reward_of(replace(step, rating=event.previous))
+                learner.observe_rating(step, self.learning.state.rng, previous_reward, event.previous)
         except Exception:
             log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)

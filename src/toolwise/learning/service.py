@@ -5,23 +5,24 @@ the log with other instances, `learning/sharing.py`'s; the snapshot lifecycle,
 (learning/learned.py) that a snapshot replaces whole through `adopt`.
 
 Every proxied call becomes an execution record (queued for group commit) and a learner update. The
-learner runs on the event loop (it is pure and fast); the database never sits on the path of a call.
+learner learns on its own thread (learning/worker.py), never on the event loop; the database never
+sits on the path of a call.
 
-What a call leaves to do (build the record, compute the reward, queue the record, update the policy)
-is deferred: `note` only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks
-between which the event loop serves calls, and always before anything reads what was learned or
-recorded (every own tool drains first; so does shutdown). Drained in call order, by one drainer at a
-time, so learning is the same as if each call had been learned from on the spot. Doing it while the
-next call waits for its downstream looks free but is not: the work then competes with that call for
-the CPU and its caches (bench/overhead.py measured it); done together, a chunk of calls costs less
-than the same calls done one by one.
+What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
+only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks of `LEARN_CHUNK` calls
+learned on the learning thread while the event loop serves calls, and always before anything reads
+what was recorded (every own tool drains first; so does shutdown). Drained in call order, by one
+drainer at a time, so learning is the same as if each call had been learned from on the spot. Whatever
+else reads or changes the learned state on the event loop holds the learning thread's `lock` for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
+import threading
 import time
 from collections import deque
 from dataclasses import replace
@@ -48,6 +49,7 @@ from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.sessions import DECISION_META_KEY, Call, OpenDecision, OpenDecisions, Session, Sessions
 from toolwise.learning.watermark import Covered
+from toolwise.learning.worker import LearningThread
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
@@ -68,8 +70,7 @@ def learned_from(error_type: str | None) -> bool:
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
 CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
-DRAIN_CHUNK = 64  # calls completed before the deferred drain lets the event loop serve again
-DRAIN_SLICE_S = 0.0005  # ... or this much of its work, whichever comes first
+LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 
 
@@ -98,6 +99,7 @@ class LearningService:
         # argument values of successful calls, for suggestions (kept only where arguments are stored)
         self.arguments = ArgumentMemory()
         self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
+        self.thread = LearningThread()
         self._pending: deque[Call] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
@@ -117,11 +119,17 @@ class LearningService:
     def catching_up(self) -> bool:
         return self.progress.active
 
+    @property
+    def lock(self) -> threading.Lock:
+        """Held to read or change the learned state on the event loop (the learning thread changes it)."""
+        return self.thread.lock
+
     def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
         """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,
         the decisions and calls counted meanwhile are added to its counters."""
-        replaced, self.state = self.state, state
-        state.carry_over(replaced, counts=keep_counts)
+        with self.lock:
+            replaced, self.state = self.state, state
+            state.carry_over(replaced, counts=keep_counts)
 
     def new_learner(self) -> Learner:
         """A learner as configured, knowing the running catalogue, that has learned nothing."""
@@ -173,7 +181,8 @@ class LearningService:
             )
             for t in tools
         ]
-        self.learner.set_tools(self.tool_docs)
+        with self.lock:
+            self.learner.set_tools(self.tool_docs)
 
     def attribute(
         self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str
@@ -258,31 +267,32 @@ class LearningService:
     def pending(self) -> int:
         return len(self._pending)
 
-    async def drain(self, chunk: int | None = None) -> None:
-        """Record and learn from every call noted so far, in order. With `chunk` (the idle drain), the
-        event loop runs after every `chunk` calls or `DRAIN_SLICE_S` of work, whichever is first: a call
-        that arrives meanwhile waits for one slice, not for the learning of every call before it (the
-        choice model learns a call in ~0.4 ms: a 64-call chunk held a waiting call for 25 ms). Calls noted
-        while the learned state loads wait for it."""
+    async def drain(self) -> None:
+        """Learn and record every call noted so far, in order: learned on the learning thread a chunk
+        at a time while the event loop serves, then queued for the store. Calls noted while the learned
+        state loads wait for it."""
         if self._pending:
             await self.until_loaded()
         async with self._order:
-            done, since = 0, time.perf_counter()
             while self._pending:
-                # Taken off only once queued: a drainer cancelled with its request, or refused by a
-                # failing database, leaves the call for the next drain rather than losing it.
-                await self._complete(self._pending[0])
-                self._pending.popleft()
-                done += 1
-                if chunk is not None and (done % chunk == 0 or time.perf_counter() - since >= DRAIN_SLICE_S):
-                    await asyncio.sleep(0)
-                    since = time.perf_counter()
+                chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
+                await self.thread.run(lambda chunk=chunk: self._learn_chunk(chunk))  # type: ignore[misc]  # bound now, not late
+                for call in chunk:
+                    # Taken off only once queued: a drainer cancelled with its request, or refused by a
+                    # failing database, leaves the call for the next drain rather than losing it.
+                    await self._complete(call)
+                    self._pending.popleft()
+
+    def _learn_chunk(self, calls: list[Call]) -> None:
+        """On the learning thread: learn the calls not learned yet (a call is learned once, even when
+        the store refuses its record and it is retried, or a cancelled drain hands it over again)."""
+        for call in calls:
+            if call.execution.context_hash is None:
+                self._learn(call)
+                self._remember_arguments(call.execution)
 
     async def _complete(self, call: Call) -> None:
         execution = call.execution
-        if execution.context_hash is None:  # learned once, even when the store refuses the record and it is retried
-            self._learn(call)
-            self._remember_arguments(execution)
         await self.feedback.log.record_execution(call.stored(), force=self._closing)
         call.recorded()
         if (session := self.sessions.find(execution.session_id)) is not None:
@@ -327,7 +337,7 @@ class LearningService:
         """The idle drain; while the database refuses records the calls stay noted (not lost) and
         the drain is tried again a little later (the writer's log and health say why)."""
         try:
-            await self.drain(DRAIN_CHUNK)
+            await self.drain()
         except StoreUnavailableError as exc:
             log.warning("%d calls wait to be recorded: %s", len(self._pending), exc)
             if self._idle is None:
@@ -341,8 +351,10 @@ class LearningService:
         self._closing = True  # queue beyond the writer's bound: it commits or dead-letters them
         await self.drain()
         await self._draining.wait()
+        self.thread.close()
 
     def observe(self, step: Step) -> None:
+        """Learn a step of the shared log (the caller holds `lock`)."""
         if not self.settings.learning:
             return
         try:

@@ -298,7 +298,8 @@ class Sharing:
                     # a year's state takes seconds to store: at most CHECKPOINT_SHARE of the replay goes to it
                     next_checkpoint = time.monotonic() + (1 / CHECKPOINT_SHARE - 1) * (time.monotonic() - taken)
             learned += await self.sync()
-            learning.learner.settle()  # what the batches left pending, before the first decision needs it
+            with learning.lock:
+                learning.learner.settle()  # what the batches left pending, before the first decision needs it
         finally:
             progress.finish()
         if progress.total:

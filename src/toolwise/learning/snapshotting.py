@@ -74,8 +74,13 @@ class Snapshotting:
         return self._record(self._capture(source))
 
     def _capture(self, source: str) -> _Captured:
-        """A consistent copy of the learned state, taken on the event loop: every `state_dict` builds
-        new arrays and lists, so learning that goes on while it is packed elsewhere cannot reach it."""
+        """A consistent copy of the learned state, taken on the event loop holding the learning lock:
+        every `state_dict` builds new arrays and lists, so learning that goes on while it is packed
+        elsewhere cannot reach it."""
+        with self.learning.lock:
+            return self._captured(source)
+
+    def _captured(self, source: str) -> _Captured:
         learning = self.learning
         return _Captured(
             source=source,

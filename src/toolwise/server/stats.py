@@ -53,6 +53,11 @@ class LearningStats:
 
 def learning_stats(services: Services) -> LearningStats:
     """The statistics as they are now, from memory (no database query)."""
+    with services.learning.lock:  # the learning thread may be changing what they read
+        return _learning_stats(services)
+
+
+def _learning_stats(services: Services) -> LearningStats:
     learning, learner, writer = services.learning, services.learning.learner, services.feedback.stats
     health = services.catalogue.health()
     return LearningStats(

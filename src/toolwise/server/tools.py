@@ -372,10 +372,11 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
 
 
 async def recommend_next_tools(services: Services, args: RecommendNextInput, session: Session) -> RecommendNextOutput:
-    learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
     recent = session.tools if args.recent_tools is None else args.recent_tools
     _known(services, recent)
-    found = learner.recommend_next(recent, learner.index.active_names, args.top_k)
+    with services.learning.lock:
+        learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
+        found = learner.recommend_next(recent, learner.index.active_names, args.top_k)
     return RecommendNextOutput(
         session_id=session.id,
         recent_tools=recent,
@@ -416,7 +417,8 @@ async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: 
 
 
 async def get_successful_sequences(services: Services, args: SequencesInput, session: Session) -> SequencesOutput:
-    rows = services.learning.learner.sequences.top_sequences(args.tool, args.limit)
+    with services.learning.lock:
+        rows = services.learning.learner.sequences.top_sequences(args.tool, args.limit)
     return SequencesOutput(
         sequences=[
             SequenceItem(
