@@ -254,7 +254,7 @@ class Snapshotting:
     async def choose(self, snapshot_id: int | None, path: str | None, previous: bool) -> SnapshotRecord:
         """The snapshot a restore asks for: exactly one of an id, a file, or the one before the current."""
         if sum((snapshot_id is not None, path is not None, previous)) != 1:
-            raise ValueError("give exactly one of snapshot_id, input (a file) or previous")
+            raise snapshots.SnapshotError("give exactly one of snapshot_id, input (a file) or previous")
         if path is not None:
             return snapshots.read_file(Path(path))
         if previous:
@@ -264,9 +264,11 @@ class Snapshotting:
             origin = int(listed[0].covered.get("origin") or listed[0].id or 0) if listed else 0
             older = [r for r in listed if (r.id or 0) < origin]
             if not older:
-                raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
+                raise snapshots.SnapshotError(
+                    f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)"
+                )
             snapshot_id = older[0].id
         record = await self.feedback.snapshots.get(snapshot_id, namespace=self.namespace)
         if record is None:
-            raise ValueError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
+            raise snapshots.SnapshotError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
         return record
