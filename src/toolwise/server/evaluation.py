@@ -188,7 +188,7 @@ async def evaluate_log(
                 del queries[session]
         return query
 
-    async for batch in iter_decision_columns(feedback, namespace=namespace):
+    async for batch in iter_decision_columns(feedback.database, namespace=namespace):
         await asyncio.to_thread(replay_batch, batch)
     return replay.result(confidence)
 
