@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.server import toy_server
-from tests.server.surface import execution_of, ok, rows, running, serving, text
+from tests.server.surface import execution_of, ok, rows, running, serving, text, time_server
 from toolwise.learning.sessions import Session
 from toolwise.server.own import Input, Output
 from toolwise.server.services import Services
@@ -145,9 +145,7 @@ async def test_a_call_the_client_cancels_is_cancelled_downstream_and_toolwise_ke
 
 
 async def test_a_second_downstream_is_served_beside_the_first(tmp_path: Path) -> None:
-    time_server = {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
-    servers = {"toy": toy_server.spec("toy"), "time": time_server}
-    async with serving(tmp_path, servers) as client:
+    async with serving(tmp_path, in_process={"toy": toy_server.served(), "time": time_server()}) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         now = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
     assert {"toy__echo", "time__get_current_time", "time__convert_time"} <= names
