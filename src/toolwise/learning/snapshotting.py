@@ -110,8 +110,8 @@ class Snapshotting:
 
     async def save(self, source: str) -> SnapshotRecord:
         """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied on the
-        event loop and packed in a worker thread (a year's state takes ~1 s to pack: proxied calls must
-        not wait on it); one save (or restore) at a time, so the newest stored is the newest taken."""
+        event loop and packed in a worker thread (a year's state is large: proxied calls must not wait
+        on its packing); one save (or restore) at a time, so the newest stored is the newest taken."""
         async with self._saving:
             await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
             await self.learning.drain()
@@ -194,7 +194,7 @@ class Snapshotting:
             record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is None:
                 continue
-            try:  # decoded in a worker thread (~0.7 s at 1M): a server answers meanwhile, from the prior
+            try:  # decoded in a worker thread: a server answers meanwhile, from the prior
                 prepared = await asyncio.to_thread(self._prepare, record)
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)

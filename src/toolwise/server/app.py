@@ -134,8 +134,8 @@ class Toolwise:
 
     async def __aenter__(self) -> Toolwise:
         # The downstreams' processes boot while the database opens. Serving starts once they are up; the
-        # learned state loads after that, in the upkeep task (decoding a year's state is ~0.5 s of CPU
-        # the first answers need not wait for): meanwhile recommendations come from the prior and calls
+        # learned state loads after that, in the upkeep task (decoding a large state is CPU the first
+        # answers need not wait for): meanwhile recommendations come from the prior and calls
         # wait to be learned into it.
         self.learning.begin_loading()
         await self.catalogue.launch()
