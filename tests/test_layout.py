@@ -9,7 +9,7 @@ from pathlib import Path
 import toolwise
 
 SRC = Path(toolwise.__file__).parent
-LAYERS = ["rl", "feedback", "sdk", "background", "config", "downstream", "learning", "server", "cli"]
+LAYERS = ["errors", "rl", "feedback", "sdk", "background", "config", "downstream", "learning", "server", "cli"]
 SHIMS = {SRC / "server" / "__main__.py", SRC / "__main__.py"}  # launchers of the CLI, nothing imports them
 
 
@@ -71,3 +71,44 @@ def test_no_module_assigns_the_fields_of_an_object_it_holds_of_another_module() 
                 ):
                     found.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(target)}")
     assert not found, "fields of another module's object assigned:\n" + "\n".join(found)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each toolwise module and the toolwise modules it imports (type-only imports too), by dotted name."""
+    names = {
+        ".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in SRC.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in names:
+                found |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names else node.module for a in node.names
+                }
+        graph[name] = {m for m in found if m != "toolwise" and not name.startswith(m + ".")}  # not its own package
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """A circle (even through `TYPE_CHECKING`) means neither module can be read or tested without the
+    other: a store takes the small handle it uses (feedback/database.py), not the service that owns it."""
+    graph = module_imports()
+    circles = []
+    for start in sorted(graph):
+        seen, path = {start}, [start]
+        stack = [iter(sorted(graph[start]))]
+        while stack:  # depth first from `start`, reporting a way back to it
+            following = next(stack[-1], None)
+            if following is None:
+                stack.pop()
+                path.pop()
+            elif following == start:
+                circles.append(" → ".join([*path, start]))
+                break
+            elif following not in seen:
+                seen.add(following)
+                path.append(following)
+                stack.append(iter(sorted(graph.get(following, ()))))
+    assert not circles, "import circles:\n" + "\n".join(circles)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -56,11 +57,12 @@ Downstream = Annotated[StdioServer | HttpServer, Field(union_mode="left_to_right
 
 @dataclass(frozen=True)
 class InProcessServer:
-    """A downstream in toolwise's own process: an SDK `Server` object, reached through `mcp.Client(server)`
-    as the SDK's own tests reach one. Given in code (`Toolwise(config, in_process={name: …})`), never in a
-    config file: for an agent that embeds toolwise in Python, and for tests without a process each."""
+    """A downstream in toolwise's own process: an SDK `Server` or `MCPServer`, reached through
+    `mcp.Client(server)` as the SDK's own tests reach one. Given in code (`Toolwise(config, in_process={name:
+    …})`), never in a config file: for an agent that embeds toolwise in Python, and for tests without a
+    process each."""
 
-    server: Server[Any]
+    server: Server[Any] | MCPServer
     prefix: str | None = None
     disabled: bool = False
 

@@ -20,7 +20,7 @@ async def test_the_decision_log_is_walked_in_order_across_batches_with_propensit
         )
         await service.log.record_execution(execution)
     await service.log.record_execution(make_execution("s__other", namespace="elsewhere", reward=1.0))
-    batches = [b async for b in iter_decision_columns(service, batch=7)]
+    batches = [b async for b in iter_decision_columns(service.database, batch=7)]
     assert [len(b) for b in batches] == [7, 7, 6]
     rewards = [r for b in batches for r in b.reward]
     assert rewards == [float(i) for i in range(20)]

@@ -218,7 +218,7 @@ def hear_jobs(heard: Statements) -> Callable[[subprocess.Popen[bytes], bytes], t
 
 async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[str, Any]]:
     """Every log read a sync, a replay and an export make, as sent to the database (an SQLite file's
-    export batches as its worker processes are asked to run them)."""
+    export batches as its worker processes are asked to run them); the log holds ≥ 300 executions."""
     with Statements(service) as heard, patch.object(export._Workers, "_ask", staticmethod(hear_jobs(heard))):
         await service.reads.heads(namespace)
         async for _ in service.reads.iter_log(namespace=namespace, after_seq=10, batch=50):
@@ -227,6 +227,10 @@ async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[s
             pass
         async for _ in service.reports.iter_execution_lines(namespace=namespace, batch=50):
             pass
+    # What is checked must have been heard: the heads probe, and every page of the three walks (the 290
+    # executions after seq 10 are 6 pages of 50 each; the export's pages come as ordered statements too).
+    assert sum("max(" in statement for statement, _ in heard.seen) == 1, heard.seen
+    assert sum("ORDER BY" in statement for statement, _ in heard.seen) >= 3 * 6, heard.seen
     return heard.seen
 
 

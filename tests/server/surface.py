@@ -1,7 +1,7 @@
-"""toolwise in-process behind `mcp.Client(server)`, as the SDK's own tests drive a server: the toy
-downstream (tests/server/toy_server.py) in-process too unless a test names real processes
-(mcp-server-time, the toy over stdio), a real SQLite file read once toolwise has shut down (everything
-recorded is committed by then)."""
+"""toolwise in-process behind `mcp.Client(server)`, as the SDK's own tests drive a server, its downstreams
+in-process too (the toy of tests/server/toy_server.py, the reference mcp-server-time): no process is
+started here (tests/e2e starts real ones); a real SQLite file read once toolwise has shut down
+(everything recorded is committed by then)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import mcp_types as types
 from mcp import Client
+from mcp_server_time.server import create_server
 
 from tests.server import toy_server
 from toolwise.config import AppConfig, InProcessServer
@@ -30,11 +31,11 @@ async def running(
     in_process: dict[str, InProcessServer] | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Toolwise, Client]]:
-    """toolwise in front of `servers` (mcpServers entries) and `in_process` (SDK servers; by default,
-    without either, one toy server named `toy`) and a client of it; `heard` gets every notification
+    """toolwise in front of `in_process` (SDK servers; by default one toy server named `toy`) and `servers`
+    (mcpServers entries, e.g. one that cannot start) and a client of it; `heard` gets every notification
     the client receives."""
     if in_process is None:
-        in_process = {} if servers is not None else {"toy": InProcessServer(toy_server.build(log=tmp_path / "toy.log"))}
+        in_process = {"toy": toy_server.served(log=tmp_path / "toy.log")}
     config = AppConfig.model_validate(
         {
             "mcpServers": servers if servers is not None else {},
@@ -56,11 +57,22 @@ async def running(
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, servers: dict[str, Any] | None = None, *, mode: str = "legacy", heard: Any = None, **settings: Any
+    tmp_path: Path,
+    servers: dict[str, Any] | None = None,
+    *,
+    mode: str = "legacy",
+    heard: Any = None,
+    in_process: dict[str, InProcessServer] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Client]:
     """A client of toolwise (see `running`), when the test needs only the client."""
-    async with running(tmp_path, servers, mode=mode, heard=heard, **settings) as (_, client):
+    async with running(tmp_path, servers, mode=mode, heard=heard, in_process=in_process, **settings) as (_, client):
         yield client
+
+
+def time_server() -> InProcessServer:
+    """The reference mcp-server-time (`get_current_time`, `convert_time`), its local timezone UTC."""
+    return InProcessServer(create_server("UTC"))
 
 
 def rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:

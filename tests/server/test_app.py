@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -12,7 +14,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.server import toy_server
-from tests.server.surface import execution_of, ok, rows, serving, text
+from tests.server.surface import execution_of, ok, rows, running, serving, text, time_server
+from toolwise.learning.sessions import Session
+from toolwise.server.own import Input, Output
+from toolwise.server.services import Services
 
 OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session"}
 ADMIN = {"get_learning_stats", "get_tool_metrics", "get_successful_sequences"}
@@ -88,6 +93,33 @@ async def test_bad_arguments_to_our_own_tools_are_an_is_error_result_naming_the_
     assert extra.is_error and "colour" in text(extra)
 
 
+async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        nothing = await client.call_tool("recommend_tool", {"query": "echo", "candidates": []})
+        stranger = await client.call_tool("recommend_tool", {"query": "echo", "candidates": ["toy__nope"]})
+        unended = await client.call_tool("end_session", {"session_id": "never-used", "outcome": "success"})
+    assert nothing.is_error and text(nothing) == "recommend_tool: there are no tools to choose from"
+    assert stranger.is_error and text(stranger) == "recommend_tool: unknown tool(s): toy__nope"
+    assert unended.is_error and text(unended) == "end_session: session 'never-used' has no calls to end"
+
+
+async def test_a_bug_in_one_of_our_tools_is_logged_with_its_traceback_and_answered_generically(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(services: Services, args: Input, session: Session) -> Output:
+        raise ValueError("internal detail 0x2a")  # a bug, not the caller's mistake
+
+    async with running(tmp_path) as (app, client):
+        app.own["get_successful_sequences"] = replace(app.own["get_successful_sequences"], handler=broken)
+        with caplog.at_level(logging.ERROR, logger="toolwise.server.app"):
+            failed = await client.call_tool("get_successful_sequences", {})
+        after = await client.call_tool("toy__echo", {"text": "still served"})
+    assert failed.is_error and text(failed) == "Error executing tool get_successful_sequences"
+    [logged] = [r for r in caplog.records if r.name == "toolwise.server.app"]
+    assert logged.exc_info is not None and "internal detail 0x2a" in str(logged.exc_info[1])
+    assert text(after) == "still served"
+
+
 async def test_a_call_slower_than_call_timeout_s_fails_naming_the_setting(tmp_path: Path) -> None:
     async with serving(tmp_path, call_timeout_s=2) as client:  # room for the echo on a loaded machine
         slow = await client.call_tool("toy__sleep", {"seconds": 30})
@@ -113,9 +145,7 @@ async def test_a_call_the_client_cancels_is_cancelled_downstream_and_toolwise_ke
 
 
 async def test_a_second_downstream_is_served_beside_the_first(tmp_path: Path) -> None:
-    time_server = {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
-    servers = {"toy": toy_server.spec("toy"), "time": time_server}
-    async with serving(tmp_path, servers) as client:
+    async with serving(tmp_path, in_process={"toy": toy_server.served(), "time": time_server()}) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         now = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
     assert {"toy__echo", "time__get_current_time", "time__convert_time"} <= names

@@ -1,16 +1,15 @@
 """recommend_tool suggests argument values that worked for similar requests, only where toolwise keeps
 arguments (store_arguments), never from failed calls. In-process through the MCP surface with the
-real mcp-server-time downstream."""
+reference mcp-server-time downstream served in-process."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from mcp import Client
 
-from tests.server.surface import text
+from tests.server.surface import text, time_server
 from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise, build_server
 
@@ -18,15 +17,15 @@ NOW = "time__get_current_time"
 
 
 def config(db: Path, store_arguments: bool) -> AppConfig:
-    time_server = {"command": str(Path(sys.executable).parent / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}
     settings = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 1, "snapshot_interval_s": 0}
-    return AppConfig.model_validate(
-        {"mcpServers": {"time": time_server}, "toolwise": {**settings, "store_arguments": store_arguments}}
-    )
+    return AppConfig.model_validate({"mcpServers": {}, "toolwise": {**settings, "store_arguments": store_arguments}})
 
 
 async def suggestions(db: Path, store_arguments: bool) -> dict[str, Any]:
-    async with Toolwise(config(db, store_arguments)) as app, Client(build_server(app), mode="legacy") as client:
+    async with (
+        Toolwise(config(db, store_arguments), in_process={"time": time_server()}) as app,
+        Client(build_server(app), mode="legacy") as client,
+    ):
         for city, zone in (("Tokyo", "Asia/Tokyo"), ("Osaka", "Asia/Tokyo"), ("Paris", "Europe/Paris")):
             await client.call_tool("recommend_tool", {"query": f"what time is it in {city}", "session_id": city})
             called = await client.call_tool(NOW, {"timezone": zone})

@@ -1,13 +1,12 @@
 """Every call in its conversation and tied to its decision, as an agent framework drives toolwise
 (session_id on our tools, plain downstream calls): a plain call belongs to the conversation its
 connection named last (or `_meta` names) and follows that conversation's open decision for its tool.
-In-process through the MCP surface (`Client(server)`), the real mcp-server-time downstream, a real
-SQLite file read after shutdown."""
+In-process through the MCP surface (`Client(server)`), the reference mcp-server-time downstream served
+in-process, a real SQLite file read after shutdown."""
 
 from __future__ import annotations
 
 import sqlite3
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from mcp import Client
 
-from tests.server.surface import as_meta
+from tests.server.surface import as_meta, time_server
 from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise, build_server
 
@@ -26,16 +25,18 @@ CONVERT_ARGS = {"source_timezone": "UTC", "time": "09:00", "target_timezone": "A
 
 @asynccontextmanager
 async def toolwise(db: Path) -> AsyncIterator[Client]:
-    time_server = {"command": str(Path(sys.executable).parent / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}
     config = AppConfig.model_validate(
         {
-            "mcpServers": {"time": time_server},
+            "mcpServers": {},  # the time server is served in-process
             "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}", "seed": 7, "snapshot_interval_s": 0},
         }
     )
     # The handshake era: an in-process 2026-07-28 request comes on no connection (downstream/callers.py),
     # so nothing ties a plain call to a decision made on another request.
-    async with Toolwise(config) as app, Client(build_server(app), mode="legacy") as client:
+    async with (
+        Toolwise(config, in_process={"time": time_server()}) as app,
+        Client(build_server(app), mode="legacy") as client,
+    ):
         yield client
 
 

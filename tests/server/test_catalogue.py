@@ -16,8 +16,8 @@ from tests.server.surface import ok, rows, serving, text
 
 
 async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path: Path) -> None:
-    servers = {"left": toy_server.spec("left"), "right": toy_server.spec("right", prefix="r")}
-    async with serving(tmp_path, servers) as client:
+    servers = {"left": toy_server.served("left"), "right": toy_server.served("right", prefix="r")}
+    async with serving(tmp_path, in_process=servers) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         left = await client.call_tool("left__echo", {"text": "a"})
         right = await client.call_tool("r__echo", {"text": "b"})
@@ -30,7 +30,7 @@ async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path
 
 
 async def test_a_bare_tool_named_like_one_of_ours_gets_a_suffix_and_ours_keeps_its_name(tmp_path: Path) -> None:
-    async with serving(tmp_path, {"toy": toy_server.spec(prefix="")}) as client:
+    async with serving(tmp_path, in_process={"toy": toy_server.served(prefix="")}) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         theirs = await client.call_tool("recommend_tool-2", {})
         ours = await client.call_tool("recommend_tool", {"query": "echo some text"})
@@ -73,8 +73,8 @@ async def test_a_2026_era_client_listening_hears_a_downstreams_new_tool(tmp_path
 
 
 async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_path: Path) -> None:
-    servers = {"toy": toy_server.spec(), "broken": {"command": str(tmp_path / "no-such-server")}}
-    async with serving(tmp_path, servers, start_wait_s=10) as client:
+    broken = {"broken": {"command": str(tmp_path / "no-such-server")}}  # no process: the file does not exist
+    async with serving(tmp_path, broken, in_process={"toy": toy_server.served()}, start_wait_s=10) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         echoed = await client.call_tool("toy__echo", {"text": "fine"})
         stats = ok(await client.call_tool("get_learning_stats", {}))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.server.test_persistence import QUERIES, service
+from toolwise.downstream.catalogue import CallOutcome
 from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.rl import Step, StepColumns
 from toolwise.server.services import Services
@@ -22,7 +23,7 @@ def proxied(services: Services, session_id: str, tool: str) -> str:
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
         arguments=None,
-        outcome=(None, None, 10),
+        outcome=CallOutcome(result_size=10),
         started_at=utcnow(),
         latency_ms=20.0,
     )

@@ -19,7 +19,7 @@ TOY = {"echo", "fail", "crash", "sleep", "add_tool", "malformed", "recommend_too
 
 
 async def test_tools_list_of_a_2000_tool_catalogue_holds_every_tool_once(tmp_path: Path) -> None:
-    async with serving(tmp_path, {"toy": toy_server.spec(bulk=BULK)}) as client:
+    async with serving(tmp_path, in_process={"toy": toy_server.served(bulk=BULK)}) as client:
         first = [t.name for t in (await client.list_tools()).tools]
         again = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
         own = {t for t in first if "__" not in t}
@@ -37,7 +37,7 @@ async def test_learned_exposure_lists_the_pinned_and_the_learned_tools_of_a_larg
         "exposure_interval_s": 0,
         "pinned_tools": ["toy__bulk_1*"],
     }
-    async with serving(tmp_path, {"toy": toy_server.spec(bulk=BULK)}, **settings) as client:
+    async with serving(tmp_path, in_process={"toy": toy_server.served(bulk=BULK)}, **settings) as client:
         before = [t.name for t in (await client.list_tools()).tools]
         found = ok(await client.call_tool("search_tools", {"query": "bulk tool number 42", "top_k": 5}))
         after = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]

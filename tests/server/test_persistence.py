@@ -18,6 +18,7 @@ import mcp_types as types
 import pytest
 
 from toolwise.config import Settings
+from toolwise.downstream.catalogue import CallOutcome
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision
@@ -62,7 +63,7 @@ async def call(services: Services, session_id: str, query: str, tool: str, ok: b
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
         arguments=None,
-        outcome=(None, None, 10) if ok else ("ToolError", "boom", 10),
+        outcome=CallOutcome(result_size=10) if ok else CallOutcome("ToolError", "boom", 10),
         started_at=utcnow(),
         latency_ms=20.0,
     )

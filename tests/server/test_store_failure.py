@@ -12,7 +12,7 @@ from pathlib import Path
 from mcp import Client
 
 from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
-from tests.server.surface import execution_of, text
+from tests.server.surface import execution_of, text, time_server
 from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise, build_server
 
@@ -22,7 +22,7 @@ CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/T
 def config(tmp_path: Path) -> AppConfig:
     return AppConfig.model_validate(
         {
-            "mcpServers": {"time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}},
+            "mcpServers": {},  # the time server is served in-process
             "toolwise": {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "store_timeout_s": 0.5},
         }
     )
@@ -30,7 +30,7 @@ def config(tmp_path: Path) -> AppConfig:
 
 async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, full_disk: list[bool]) -> None:  # noqa: F811
     async with (
-        Toolwise(config(tmp_path)) as app,
+        Toolwise(config(tmp_path), in_process={"time": time_server()}) as app,
         Client(build_server(app), mode="legacy") as client,
     ):
         answered = []
@@ -61,7 +61,7 @@ async def test_shutdown_on_a_full_disk_ends_and_dead_letters_what_was_not_writte
     full_disk: list[bool],  # noqa: F811
 ) -> None:
     async with (
-        Toolwise(config(tmp_path)) as app,
+        Toolwise(config(tmp_path), in_process={"time": time_server()}) as app,
         Client(build_server(app), mode="legacy") as client,
     ):
         answered = [execution_of(await client.call_tool("time__convert_time", CONVERT))]

@@ -3,13 +3,12 @@
 `sleep` waits (and notes in TOY_LOG that it was cancelled, if it was), `malformed` answers structured
 content that breaks its own output schema, `add_tool` adds a tool and
 announces it as the client's era expects, and `recommend_tool` has the name of one of toolwise's own.
-The downstream of the in-process tests of the MCP surface (tests/server/test_app.py and siblings): served
-in-process (`build`) unless a test needs a process (`spec`)."""
+The downstream of the in-process tests of the MCP surface (tests/server/test_app.py and siblings), served
+in-process (`served`); `main` serves it over stdio (tests/server/test_sdk.py's spawn hook)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,8 @@ from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR
+
+from toolwise.config import InProcessServer
 
 
 def _tool(tool: str, description: str, **properties: str) -> types.Tool:
@@ -116,11 +117,10 @@ async def main() -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def spec(name: str = "toy", log: Path | None = None, bulk: int = 0, **extra: Any) -> dict[str, Any]:
-    """The mcpServers entry that starts this server under `name` (`log`: where `sleep` notes a cancel;
-    `bulk`: that many more tools, `bulk_0000` …)."""
-    env = {"TOY_NAME": name, "TOY_BULK": str(bulk), **({"TOY_LOG": str(log)} if log is not None else {})}
-    return {"command": sys.executable, "args": [__file__], "env": env, **extra}
+def served(name: str = "toy", log: Path | None = None, bulk: int = 0, prefix: str | None = None) -> InProcessServer:
+    """A toy downstream for toolwise to serve in-process (`log`: where `sleep` notes a cancel; `bulk`: that
+    many more tools, `bulk_0000` …; `prefix`: its tools' prefix instead of its name)."""
+    return InProcessServer(build(name, log, bulk), prefix=prefix)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from toolwise.cli.common import ConfigOption, DatabaseUrlOption, database_or_exit, settings_or_exit
 from toolwise.cli.views import Column, fitted_table, natural_width, plot_slices
 from toolwise.config import Settings
+from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.instances import STALE_AFTER_S
@@ -58,7 +59,7 @@ def run(
     try:
         with database_or_exit():
             asyncio.run(main())
-    except (snapshots.SnapshotError, ValueError) as exc:
+    except (UserError, ValueError) as exc:  # what the user asked is refused, the message says why
         console.print(f"[red]toolwise: {exc}[/red]")
         raise typer.Exit(1) from exc
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gc
 
-# Start-up builds ~200k objects that live as long as the process (modules, classes, validators); the
-# cyclic collector would walk them again and again while they are built (~10-15% of the import time).
+# Start-up builds hundreds of thousands of objects that live as long as the process (modules, classes,
+# validators); the cyclic collector would walk them again and again while they are built.
 # Off while this module imports, and for `serve` until it serves (`transports.settle_heap`).
 gc.disable()
 

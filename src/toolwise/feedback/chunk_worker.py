@@ -1,9 +1,9 @@
 """An export's encoding worker for an SQLite file, run as a script (`python -I chunk_worker.py DB`):
-standard library only, so it starts in tens of milliseconds, not the package's import time.
+standard library only, so it starts without the package's import time.
 
 SQLite's allocator is one per process (and Debian's build has no per-connection lookaside), so two
-connections of one process encoding JSON contend on it; two processes encode at ~1.25x the rows/s of
-two threads (README, "A year of history"). The parent (`toolwise.feedback.export`) writes one job a line
+connections of one process encoding JSON contend on it; two processes encode more rows a second than
+two threads. The parent (`toolwise.feedback.export`) writes one job a line
 on stdin, `{"sql": ..., "params": [...]}` for a query answering one row (row count, text as a BLOB);
 the worker answers each with a `b"<rows> <bytes>\\n"` header and the text's bytes on stdout, its last
 line ended by a newline as the others. It opens the file read-only, and exits when stdin closes; an

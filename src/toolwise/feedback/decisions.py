@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from toolwise.feedback.database import Database
 from toolwise.feedback.reads import column_batches
-
-if TYPE_CHECKING:
-    from toolwise.feedback.service import FeedbackService
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,8 +34,8 @@ class DecisionColumns:
 
 
 async def iter_decision_columns(
-    service: FeedbackService, *, namespace: str = "default", after_seq: int = 0, batch: int = 2000
+    database: Database, *, namespace: str = "default", after_seq: int = 0, batch: int = 2000
 ) -> AsyncGenerator[DecisionColumns, None]:
     """The namespace's executions after `after_seq`, oldest first, in batches of columns."""
-    async for columns in column_batches(service, DecisionColumns, namespace, after_seq, batch):
+    async for columns in column_batches(database, DecisionColumns, namespace, after_seq, batch):
         yield columns

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from toolwise.errors import UserError
+
 
 class FeedbackError(Exception):
     """Base class: something the caller asked for is not possible as asked."""
 
 
-class UnknownExecutionError(FeedbackError):
+class UnknownExecutionError(FeedbackError, UserError):
     def __init__(self, execution_id: str) -> None:
         super().__init__(f"no execution with id {execution_id!r} has been recorded")
         self.execution_id = execution_id
 
 
-class InvalidRatingError(FeedbackError):
+class InvalidRatingError(FeedbackError, UserError):
     def __init__(self, rating: object) -> None:
         super().__init__(f"rating must be an integer from 1 to 5, got {rating!r}")
         self.rating = rating
 
 
-class InvalidOutcomeError(FeedbackError):
+class InvalidOutcomeError(FeedbackError, UserError):
     def __init__(self, outcome: object) -> None:
         super().__init__(f"outcome must be one of 'success', 'partial', 'failure', got {outcome!r}")
         self.outcome = outcome

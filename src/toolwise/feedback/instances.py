@@ -4,25 +4,22 @@ reports about itself (downstreams, circuits, policy)."""
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, insert, select, update
 
+from toolwise.feedback.database import Database
 from toolwise.feedback.records import InstanceStatus
 from toolwise.feedback.schema import InstanceRow
-
-if TYPE_CHECKING:
-    from toolwise.feedback.service import FeedbackService
 
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
 
 
 class InstanceRegistry:
-    """`FeedbackService.instances`: writes go through the service's write path."""
+    """`FeedbackService.instances`: writes go through the database's write path."""
 
-    def __init__(self, service: FeedbackService) -> None:
-        self._service = service
+    def __init__(self, database: Database) -> None:
+        self._database = database
 
     async def heartbeat(self, status: InstanceStatus) -> None:
         """Insert or refresh a running instance's row."""
@@ -33,13 +30,13 @@ class InstanceRegistry:
             if result.rowcount == 0:
                 conn.execute(insert(InstanceRow).values(id=status.id, **values))
 
-        await self._service.write(write)
+        await self._database.write(write)
 
     async def list(self, namespace: str | None = None) -> builtins.list[InstanceStatus]:
         """Instances, the most recently heard from first (of one namespace, or all)."""
         query = select(InstanceRow.__table__).order_by(InstanceRow.heartbeat_at.desc())
         if namespace is not None:
             query = query.where(InstanceRow.namespace == namespace)
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             result = await conn.execute(query)
             return [InstanceStatus(**{**row._mapping, "status": dict(row.status)}) for row in result]

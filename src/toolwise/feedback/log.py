@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     Connection,
@@ -18,7 +17,9 @@ from sqlalchemy import (
 )
 
 from toolwise.feedback import toolstats
+from toolwise.feedback.database import Database
 from toolwise.feedback.errors import InvalidOutcomeError, InvalidRatingError, UnknownExecutionError
+from toolwise.feedback.reads import Generation, LogReads
 from toolwise.feedback.records import (
     OUTCOMES,
     Episode,
@@ -27,32 +28,17 @@ from toolwise.feedback.records import (
     RatingEvent,
     utcnow,
 )
-from toolwise.feedback.rows import episode_values
+from toolwise.feedback.rows import ExecutionRows, episode_values
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow
-
-if TYPE_CHECKING:
-    from toolwise.feedback.reads import LogReads
-    from toolwise.feedback.service import FeedbackService
-
-
-class Generation:
-    """Bumped whenever the per-tool summaries may have changed (a local commit that touched them, or a
-    `heads` probe that found the shared log moved): `LogReports.get_tool_metrics` answers from memory
-    while it holds."""
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def bump(self) -> None:
-        self.value += 1
 
 
 class ExecutionLog:
-    """`FeedbackService.log`: executions go through the service's group commit (the hot path);
+    """`FeedbackService.log`: executions go through the database's group commit (the hot path);
     ratings, rewards and episodes are committed on its write path before the call returns."""
 
-    def __init__(self, service: FeedbackService, reads: LogReads, generation: Generation) -> None:
-        self._service = service
+    def __init__(self, database: Database, rows: ExecutionRows, reads: LogReads, generation: Generation) -> None:
+        self._database = database
+        self._rows = rows  # the database's salt and what is kept of free text
         self._reads = reads
         self._generation = generation
 
@@ -63,8 +49,8 @@ class ExecutionLog:
     async def record_execution(self, execution: Execution, *, force: bool = False) -> str:
         """Queue one execution for group commit and return its id; waits only when the queue is full
         (at most `store_timeout_s`, then `StoreUnavailableError`; `force`: never, for shutdown).
-        The service takes ownership of `execution` (and its arguments): do not mutate it afterwards."""
-        await self._service.writer.put(execution, force=force)
+        The log takes ownership of `execution` (and its arguments): do not mutate it afterwards."""
+        await self._database.record(execution, force=force)
         return execution.id
 
     async def add_rating(
@@ -77,7 +63,7 @@ class ExecutionLog:
         execution = await self._reads.get_execution(execution_id)
         if execution is None:
             raise UnknownExecutionError(execution_id)
-        created_at, comment = utcnow(), self._service.rows.free_text(comment)
+        created_at, comment = utcnow(), self._rows.free_text(comment)
 
         def write(conn: Connection) -> tuple[int | None, int]:
             previous = conn.scalar(
@@ -97,7 +83,7 @@ class ExecutionLog:
             return previous, rating_id
 
         try:
-            previous, rating_id = await self._service.write(write)
+            previous, rating_id = await self._database.write(write)
         finally:
             self.summaries_changed()
         stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
@@ -105,7 +91,7 @@ class ExecutionLog:
 
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""
-        await self._service.flush()
+        await self._database.flush()
 
         def write(conn: Connection) -> bool:
             e = ExecutionRow
@@ -117,7 +103,7 @@ class ExecutionLog:
             return True
 
         try:
-            found = await self._service.write(write)
+            found = await self._database.write(write)
         finally:
             self.summaries_changed()
         if not found:
@@ -129,8 +115,8 @@ class ExecutionLog:
         Returns it with its place among the log's episode ends."""
         if episode.outcome not in OUTCOMES:
             raise InvalidOutcomeError(episode.outcome)
-        await self._service.flush()
-        seq = await self._service.write(
+        await self._database.flush()
+        seq = await self._database.write(
             lambda conn: conn.execute(
                 insert(EpisodeRow).values(episode_values(episode)).returning(EpisodeRow.seq)
             ).scalar_one()
@@ -156,10 +142,10 @@ class ExecutionLog:
                 conn.execute(delete(ExecutionRow).where(ExecutionRow.id.in_(ids)))
             return len(ids)
 
-        await self._service.flush()
+        await self._database.flush()
         deleted = 0
         try:
-            while pruned := await self._service.write(prune_batch):
+            while pruned := await self._database.write(prune_batch):
                 deleted += pruned
         finally:
             self.summaries_changed()

@@ -7,7 +7,7 @@ again once it holds it (so the later ones find it made): on PostgreSQL a transac
 lock, on SQLite the write lock, taken with `BEGIN IMMEDIATE` before the first statement (Python's
 sqlite3 would otherwise run the DDL outside any transaction, and two instances would both create
 the tables). A database already at `HEAD` is opened without Alembic at all: one query instead of its
-import, environment and script scan (~0.1-0.2 s of every start and every CLI command).
+import, environment and script scan on every start and every CLI command.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-if TYPE_CHECKING:  # Alembic is imported when a database is opened (~0.14 s), not with this module: a
+if TYPE_CHECKING:  # Alembic is imported when a database is opened, not with this module: a
     # server imports it after spawning its downstreams, while they boot
     from alembic.config import Config
 

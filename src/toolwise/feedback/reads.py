@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from dataclasses import fields
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -16,6 +16,7 @@ from sqlalchemy import (
     select,
 )
 
+from toolwise.feedback.database import Database
 from toolwise.feedback.export import previous_rating
 from toolwise.feedback.records import (
     EpisodeEnd,
@@ -27,21 +28,29 @@ from toolwise.feedback.records import (
 from toolwise.feedback.rows import execution_from_row, rating_from_row
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow
 
-if TYPE_CHECKING:
-    from toolwise.feedback.log import Generation
-    from toolwise.feedback.service import FeedbackService
+
+class Generation:
+    """Bumped whenever the per-tool summaries may have changed (a local commit that touched them, or a
+    `heads` probe that found the shared log moved): `LogReports.get_tool_metrics` answers from memory
+    while it holds."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        self.value += 1
 
 
 class LogReads:
     """`FeedbackService.reads`."""
 
-    def __init__(self, service: FeedbackService, generation: Generation) -> None:
-        self._service = service
+    def __init__(self, database: Database, generation: Generation) -> None:
+        self._database = database
         self._generation = generation  # bumped by a `heads` probe that finds the shared log moved
         self._heads: dict[str, tuple[int, int, int]] = {}
 
     async def get_execution(self, execution_id: str) -> Execution | None:
-        rows = await executions(self._service, select(ExecutionRow).where(ExecutionRow.id == execution_id))
+        rows = await executions(self._database, select(ExecutionRow).where(ExecutionRow.id == execution_id))
         return rows[0] if rows else None
 
     async def latest_of(self, tool: str, *, since: datetime, namespace: str = "default") -> Execution | None:
@@ -49,7 +58,7 @@ class LogReads:
         name when the caller's session holds none)."""
         e = ExecutionRow
         query = select(e).where(e.namespace == namespace, e.tool == tool, e.finished_at >= since)
-        rows = await executions(self._service, query.order_by(e.seq.desc()).limit(1))
+        rows = await executions(self._database, query.order_by(e.seq.desc()).limit(1))
         return rows[0] if rows else None
 
     async def iter_episode_ends(
@@ -83,7 +92,7 @@ class LogReads:
             .order_by(p.seq)
             .limit(limit)
         )
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             rows = [row._mapping for row in await conn.execute(query)]
         return [
             EpisodeEnd(
@@ -97,10 +106,10 @@ class LogReads:
     ) -> AsyncGenerator[list[LogEntry], None]:
         """The log's entries after `after_seq`, oldest first, in batches (syncing: whole records of the
         entries that need them come from `executions_by_seq`)."""
-        await self._service.flush()
+        await self._database.flush()
         columns = [getattr(ExecutionRow, f.name) for f in fields(LogEntry)]
         while True:
-            async with self._service.engine.connect() as conn:
+            async with self._database.engine.connect() as conn:
                 result = await conn.execute(
                     select(*columns)
                     .where(ExecutionRow.namespace == namespace, ExecutionRow.seq > after_seq)
@@ -120,7 +129,7 @@ class LogReads:
         """The log's entries after `after_seq` with what learning them needs, oldest first, in batches
         of columns (a replay: one read a batch, where `iter_log` then `executions_by_seq` take two and
         build an object a row)."""
-        async for columns in column_batches(self._service, LogColumns, namespace, after_seq, batch):
+        async for columns in column_batches(self._database, LogColumns, namespace, after_seq, batch):
             yield columns
 
     async def session_query(self, session_id: str, *, namespace: str = "default", before_seq: int | None) -> str | None:
@@ -130,8 +139,8 @@ class LogReads:
         query = select(e.query).where(e.namespace == namespace, e.session_id == session_id, e.query.is_not(None))
         if before_seq is not None:
             query = query.where(e.seq < before_seq)
-        await self._service.flush()
-        async with self._service.engine.connect() as conn:
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
             return await conn.scalar(query.order_by(e.seq.desc()).limit(1))
 
     async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
@@ -139,7 +148,7 @@ class LogReads:
         if not seqs:
             return []
         return await executions(
-            self._service, select(ExecutionRow).where(ExecutionRow.seq.in_(seqs)).order_by(ExecutionRow.seq)
+            self._database, select(ExecutionRow).where(ExecutionRow.seq.in_(seqs)).order_by(ExecutionRow.seq)
         )
 
     async def iter_rating_events(
@@ -163,7 +172,7 @@ class LogReads:
                 .where(ExecutionRow.namespace == namespace)
                 .order_by(page.c.id)
             )
-            async with self._service.engine.connect() as conn:
+            async with self._database.engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
                 last = await conn.scalar(select(func.max(page.c.id)))  # the range read, other namespaces' too
             if rows:
@@ -179,8 +188,8 @@ class LogReads:
 
     async def high_water(self, namespace: str = "default") -> tuple[int, int]:
         """The newest execution seq and rating id of a namespace (0 when there are none)."""
-        await self._service.flush()
-        async with self._service.engine.connect() as conn:
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
             seq = await conn.scalar(select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace))
             rating = await conn.scalar(
                 select(func.max(RatingRow.id))
@@ -193,11 +202,11 @@ class LogReads:
         """The newest execution seq of a namespace, the newest rating id of any namespace and the newest
         episode end of the namespace (0 when none): one statement of three index probes, so a sync that
         finds nothing new costs O(log n)."""
-        await self._service.flush()
+        await self._database.flush()
         seq = select(func.max(ExecutionRow.seq)).where(ExecutionRow.namespace == namespace).scalar_subquery()
         rating = select(func.max(RatingRow.id)).scalar_subquery()
         episode = select(func.max(EpisodeRow.seq)).where(EpisodeRow.namespace == namespace).scalar_subquery()
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             row = (await conn.execute(select(seq, rating, episode))).one()
         heads = int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
         if self._heads.get(namespace) != heads:  # the log moved, maybe by another instance's hand
@@ -208,20 +217,20 @@ class LogReads:
     async def count_executions(self, namespace: str = "default", *, after_seq: int = 0) -> int:
         """Executions of a namespace: the sum of its per-tool summaries (O(tools)), or with `after_seq`
         a count of the index range after it."""
-        await self._service.flush()
+        await self._database.flush()
         if after_seq:
             e = ExecutionRow
             query = select(func.count()).select_from(e).where(e.namespace == namespace, e.seq > after_seq)
         else:
             query = select(func.sum(ToolStatsRow.calls)).where(ToolStatsRow.namespace == namespace)
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             return int(await conn.scalar(query) or 0)
 
 
-async def executions(service: FeedbackService, query: Select[ExecutionRow]) -> list[Execution]:
+async def executions(database: Database, query: Select[ExecutionRow]) -> list[Execution]:
     """The executions a query selects, once what was recorded before it is committed."""
-    await service.flush()
-    async with service.engine.connect() as conn:
+    await database.flush()
+    async with database.engine.connect() as conn:
         result = await conn.execute(query)
         return [execution_from_row(row._mapping) for row in result]
 
@@ -230,14 +239,14 @@ Columns = TypeVar("Columns")
 
 
 async def column_batches(
-    service: FeedbackService, shape: type[Columns], namespace: str, after_seq: int, batch: int
+    database: Database, shape: type[Columns], namespace: str, after_seq: int, batch: int
 ) -> AsyncGenerator[Columns, None]:
     """The namespace's executions after `after_seq`, oldest first, in batches of columns: `shape` is a
     dataclass whose fields name execution columns, `seq` first (no object a row)."""
-    await service.flush()
+    await database.flush()
     columns = [getattr(ExecutionRow, f.name) for f in fields(shape)]  # type: ignore[arg-type]
     while True:
-        async with service.engine.connect() as conn:
+        async with database.engine.connect() as conn:
             rows = (
                 await conn.execute(
                     select(*columns)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -18,8 +18,9 @@ from sqlalchemy import (
 )
 
 from toolwise.feedback import toolstats
+from toolwise.feedback.database import Database
 from toolwise.feedback.export import execution_chunks, within
-from toolwise.feedback.reads import executions
+from toolwise.feedback.reads import Generation, executions
 from toolwise.feedback.records import (
     ActionSummary,
     Episode,
@@ -30,16 +31,12 @@ from toolwise.feedback.records import (
 from toolwise.feedback.rows import episode_from_row
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, ToolStatsRow
 
-if TYPE_CHECKING:
-    from toolwise.feedback.log import Generation
-    from toolwise.feedback.service import FeedbackService
-
 
 class LogReports:
     """`FeedbackService.reports`."""
 
-    def __init__(self, service: FeedbackService, generation: Generation) -> None:
-        self._service = service
+    def __init__(self, database: Database, generation: Generation) -> None:
+        self._database = database
         # get_tool_metrics' answers per namespace, kept while the summaries cannot have changed (`Generation`)
         self._generation = generation
         self._metrics: dict[str, tuple[int, tuple[ToolMetrics, ...]]] = {}
@@ -52,10 +49,10 @@ class LogReports:
     ) -> list[Execution]:
         """The newest `limit` executions of a namespace, newest first."""
         query = select(ExecutionRow).where(ExecutionRow.namespace == namespace)
-        return await executions(self._service, query.order_by(ExecutionRow.seq.desc()).limit(limit))
+        return await executions(self._database, query.order_by(ExecutionRow.seq.desc()).limit(limit))
 
     async def get_episodes(self, *, namespace: str = "default", limit: int = 100) -> list[Episode]:
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             result = await conn.execute(
                 select(EpisodeRow)
                 .where(EpisodeRow.namespace == namespace)
@@ -83,7 +80,7 @@ class LogReports:
         )
         page = query
         while True:
-            async with self._service.engine.connect() as conn:
+            async with self._database.engine.connect() as conn:
                 rows = (await conn.execute(page)).all()
             if rows:
                 yield [episode_from_row(r._mapping) for r in rows]
@@ -101,7 +98,7 @@ class LogReports:
             scope.append(ExecutionRow.finished_at >= since)
         while True:
             rows = await executions(
-                self._service,
+                self._database,
                 select(ExecutionRow)
                 .where(*scope, ExecutionRow.seq > after_seq)
                 .order_by(ExecutionRow.seq)
@@ -123,8 +120,8 @@ class LogReports:
     ) -> AsyncGenerator[list[str], None]:
         """Executions finished in [since, until) as JSON objects (one string each, built by the database),
         oldest first, in batches walking (namespace, seq): an export in bounded memory."""
-        await self._service.flush()
-        chunks = execution_chunks(self._service.engine, namespace=namespace, since=since, until=until, batch=batch)
+        await self._database.flush()
+        chunks = execution_chunks(self._database.engine, namespace=namespace, since=since, until=until, batch=batch)
         async for _, text in chunks:
             yield text.decode().splitlines()
 
@@ -136,8 +133,8 @@ class LogReports:
         aggregated by the database (one grouped query)."""
         e = ExecutionRow
         scope = [e.namespace == namespace] + ([e.finished_at >= since] if since is not None else [])
-        await self._service.flush()
-        async with self._service.engine.connect() as conn:
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
             span = select(func.min(e.finished_at), func.max(e.finished_at)).where(*scope)
             first, last = (await conn.execute(span)).one()
             if first is None:
@@ -188,15 +185,15 @@ class LogReports:
             .where(t.namespace == namespace)
             .order_by(t.calls.desc(), t.tool)
         )
-        await self._service.flush()
-        async with self._service.engine.connect() as conn:
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
             return toolstats.actions(await conn.execute(query))
 
     async def namespaces(self) -> list[str]:
         """The namespaces that have executions, from the per-tool summaries (O(tools))."""
         t = ToolStatsRow
         query = select(t.namespace).where(t.calls > 0).distinct().order_by(t.namespace)
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             return [name for (name,) in await conn.execute(query)]
 
     async def get_tool_metrics(
@@ -217,14 +214,14 @@ class LogReports:
 
     async def _all_metrics(self, namespace: str) -> tuple[ToolMetrics, ...]:
         """Every tool's metrics by name, read again only after the summaries may have changed."""
-        await self._service.flush()
+        await self._database.flush()
         generation = self._generation.value  # taken before the read: a commit during it makes the answer stale
         cached = self._metrics.get(namespace)
         if cached is not None and cached[0] == generation:
             return cached[1]
         t = ToolStatsRow
         query = select(*toolstats.METRICS_COLUMNS).where(t.namespace == namespace, t.calls > 0).order_by(t.tool)
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             every = tuple(toolstats.metrics(await conn.execute(query)))
         self._metrics[namespace] = (generation, every)
         return every
@@ -232,8 +229,8 @@ class LogReports:
     async def mean_reward(self, namespace: str = "default") -> float | None:
         """The mean reward per recorded call that has one, from the per-tool summaries: O(tools)."""
         t = ToolStatsRow
-        await self._service.flush()
-        async with self._service.engine.connect() as conn:
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
             return toolstats.mean_reward(
                 await conn.execute(select(t.reward_sum, t.rewarded).where(t.namespace == namespace))
             )

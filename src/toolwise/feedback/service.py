@@ -1,12 +1,10 @@
 """FeedbackService: the owner of the feedback database, and of the one path every write takes.
 
-It opens the engine, brings the schema up to date, and runs the group-commit writer; what it stores
-is reached through three stores named for it: `log` (executions, ratings, episodes, per-tool
-summaries), `snapshots` (learner snapshots) and `instances` (running toolwise instances).
-
-Every write goes through `write()`: on an SQLite file that is the one thread and connection that
-also commits the executions' batches, because two connections writing one file wait on each other's
-lock (SQLite's busy handler sleeps up to 100 ms a try); on PostgreSQL, a transaction of the engine.
+It opens the engine, brings the schema up to date, and runs the group-commit writer, all held by a
+`Database` handle (feedback/database.py: every write goes through its `write`); what it stores is
+reached through stores named for it, each given that handle: `log` (executions, ratings, episodes,
+per-tool summaries; `reads` and `reports` read it), `snapshots` (learner snapshots) and `instances`
+(running toolwise instances).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from toolwise.feedback import toolstats
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, canonical_json
+from toolwise.feedback.database import Database
 from toolwise.feedback.engine import (
     SQLiteWriteThread,
     check_sqlite,
@@ -36,9 +35,9 @@ from toolwise.feedback.engine import (
 )
 from toolwise.feedback.errors import DatabaseUnusableError, ServiceNotStartedError, describe_database_error
 from toolwise.feedback.instances import InstanceRegistry
-from toolwise.feedback.log import ExecutionLog, Generation
+from toolwise.feedback.log import ExecutionLog
 from toolwise.feedback.migrate import MigrationError, upgrade
-from toolwise.feedback.reads import LogReads
+from toolwise.feedback.reads import Generation, LogReads
 from toolwise.feedback.records import Execution, WriterStats
 from toolwise.feedback.reports import LogReports
 from toolwise.feedback.rows import ExecutionInsert, ExecutionRows, Prepared
@@ -80,46 +79,42 @@ class FeedbackService:
         db_file = sqlite_path(self.url)
         folder = db_file.parent if db_file else data_dir()
         self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
-        self._engine: AsyncEngine | None = None
-        self._thread: SQLiteWriteThread | None = None  # SQLite files: the one writing thread
-        self._writer: GroupCommitWriter[Execution, Prepared] | None = None
+        self.database = Database()
         self._insert: ExecutionInsert | None = None
         generation = Generation()
-        self.reads = LogReads(self, generation)  # what replay, sync and rating read
-        self.reports = LogReports(self, generation)  # what admins read
-        self.log = ExecutionLog(self, self.reads, generation)  # the writes
-        self.snapshots = SnapshotStore(self)
-        self.instances = InstanceRegistry(self)
+        self.reads = LogReads(self.database, generation)  # what replay, sync and rating read
+        self.reports = LogReports(self.database, generation)  # what admins read
+        self.log = ExecutionLog(self.database, self.rows, self.reads, generation)  # the writes
+        self.snapshots = SnapshotStore(self.database)
+        self.instances = InstanceRegistry(self.database)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Open the database and bring its schema up to date; a database that cannot be used raises
         `DatabaseUnusableError` naming it and what is wrong (one message, not a driver traceback)."""
+        engine: AsyncEngine | None = None
         try:
             if (path := sqlite_path(self.url)) is not None:
                 check_sqlite(path)
-            engine = self._engine = create_engine(
-                self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous
-            )
+            engine = create_engine(self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous)
             await upgrade(engine)
             async with engine.connect() as conn:
                 salt = await conn.scalar(select(SecretRow.value).where(SecretRow.name == "argument_salt"))
         except (SQLAlchemyError, sqlite3.Error, OSError, MigrationError) as exc:
-            if self._engine is not None:
-                await self._engine.dispose()
-                self._engine = None
+            if engine is not None:
+                await engine.dispose()
             where = sqlite_path(self.url) or _safe_url(self.url)
             raise DatabaseUnusableError(f"{where}: {describe_database_error(exc)}") from exc
         if salt is None:
+            await engine.dispose()
             raise DatabaseUnusableError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")
         self.rows.open(bytes.fromhex(salt))
+        thread = None  # SQLite files: the one writing thread
         if sqlite_path(self.url) is not None:
-            self._thread = SQLiteWriteThread(
-                self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous
-            )
+            thread = SQLiteWriteThread(self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous)
         self._insert = ExecutionInsert(self.rows, engine.dialect)
-        self._writer = GroupCommitWriter(
+        writer = GroupCommitWriter(
             self._insert.prepare,
             self._write_batch,
             self._dead_letter,
@@ -128,19 +123,14 @@ class FeedbackService:
             max_queue=self._max_queue,
             wait_s=self._store_timeout_s,
         )
-        self._writer.start()
+        self.database.open(engine, thread, writer)
+        writer.start()
         log.info("feedback store ready at %s", _safe_url(self.url))
 
     async def aclose(self) -> None:
         """Write everything queued, then release the database. A database that takes nothing for
         `store_timeout_s` gets the rest dead-lettered rather than a shutdown that never ends."""
-        if self._writer is not None:
-            await self._writer.aclose(self._store_timeout_s)
-        if self._thread is not None:
-            await self._thread.aclose()
-        if self._engine is not None:
-            await self._engine.dispose()
-        self._engine = self._writer = self._thread = None
+        await self.database.aclose(self._store_timeout_s)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -153,16 +143,12 @@ class FeedbackService:
 
     @property
     def engine(self) -> AsyncEngine:
-        if self._engine is None:
-            raise ServiceNotStartedError
-        return self._engine
+        return self.database.engine
 
     @property
     def writer(self) -> GroupCommitWriter[Execution, Prepared]:
         """The group-commit writer of the executions (queued by `log.record_execution`)."""
-        if self._writer is None:
-            raise ServiceNotStartedError
-        return self._writer
+        return self.database.writer
 
     @property
     def stats(self) -> WriterStats:
@@ -172,14 +158,11 @@ class FeedbackService:
 
     async def flush(self) -> None:
         """Return once every execution recorded before this call is committed."""
-        await self.writer.flush()
+        await self.database.flush()
 
     async def write(self, work: Callable[[Connection], R]) -> R:
-        """Run `work` in one write transaction on the write path (see the module's docstring)."""
-        if self._thread is not None:
-            return await self._thread.run(work)
-        async with self.engine.begin() as conn:
-            return await conn.run_sync(work)
+        """Run `work` in one write transaction on the write path (`Database.write`)."""
+        return await self.database.write(work)
 
     async def _write_batch(self, prepared: Prepared) -> None:
         """Insert a batch of executions and fold it into its tools' summaries, in one transaction."""
@@ -192,12 +175,7 @@ class FeedbackService:
             toolstats.apply(conn, toolstats.deltas(summary))
 
         try:
-            if self._thread is not None:
-                await self._thread.execute(sql, params, summarise)
-                return
-            async with self.engine.begin() as conn:
-                await conn.exec_driver_sql(sql, params)
-                await conn.run_sync(summarise)
+            await self.database.execute(sql, params, summarise)
         finally:
             self.log.summaries_changed()
 

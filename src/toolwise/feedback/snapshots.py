@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, delete, insert, select
 
+from toolwise.feedback.database import Database
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.feedback.schema import SnapshotRow
 
-if TYPE_CHECKING:
-    from toolwise.feedback.service import FeedbackService
-
 
 class SnapshotStore:
-    """`FeedbackService.snapshots`: writes go through the service's write path."""
+    """`FeedbackService.snapshots`: writes go through the database's write path."""
 
-    def __init__(self, service: FeedbackService) -> None:
-        self._service = service
+    def __init__(self, database: Database) -> None:
+        self._database = database
 
     async def save(self, snapshot: SnapshotRecord, *, keep: int) -> int:
         """Store a snapshot and drop all but the newest `keep` of its namespace; returns its id."""
@@ -41,12 +38,12 @@ class SnapshotStore:
             )
             return snapshot_id
 
-        return await self._service.write(write)
+        return await self._database.write(write)
 
     async def list(self, namespace: str = "default") -> builtins.list[SnapshotRecord]:
         """Stored snapshots of a namespace, newest first, without their payloads."""
         columns = [c for c in SnapshotRow.__table__.columns if c.key != "payload"]
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             result = await conn.execute(
                 select(*columns).where(SnapshotRow.namespace == namespace).order_by(SnapshotRow.id.desc())
             )
@@ -56,6 +53,6 @@ class SnapshotStore:
         """One snapshot with its payload: by id, or the newest of the namespace."""
         query = select(SnapshotRow.__table__).where(SnapshotRow.namespace == namespace)
         query = query.where(SnapshotRow.id == snapshot_id) if snapshot_id is not None else query
-        async with self._service.engine.connect() as conn:
+        async with self._database.engine.connect() as conn:
             row = (await conn.execute(query.order_by(SnapshotRow.id.desc()).limit(1))).first()
         return None if row is None else SnapshotRecord(**row._mapping)

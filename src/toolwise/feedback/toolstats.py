@@ -228,8 +228,7 @@ METRICS_COLUMNS = (
 def metrics(rows: Iterable[Any]) -> list[ToolMetrics]:
     """ToolMetrics from `tool_stats` rows of `METRICS_COLUMNS` (tools with no calls left out); p95 was
     computed from the histogram when the row was written, so reading needs no histogram. Rows are
-    unpacked by position: reading a SQLAlchemy row's columns by name cost ~4x as much (500 tools:
-    2.6 ms of CPU against 0.6 ms), most of get_tool_metrics' read."""
+    unpacked by position: reading a SQLAlchemy row's columns by name was most of get_tool_metrics' read."""
     return [
         ToolMetrics(
             tool=tool,

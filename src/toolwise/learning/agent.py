@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+from toolwise.errors import UserError
 from toolwise.feedback import OUTCOMES, Episode, Execution, FeedbackError, InvalidOutcomeError, Outcome, utcnow
 from toolwise.learning.service import LearningService, with_session_query
 from toolwise.learning.sessions import Session, step_of
@@ -20,7 +21,7 @@ from toolwise.rl.arguments import Suggestion
 log = logging.getLogger(__name__)
 
 
-class NothingToRateError(FeedbackError):
+class NothingToRateError(FeedbackError, UserError):
     pass
 
 
@@ -41,6 +42,8 @@ class Agent:
     ) -> Decision:
         """Rank the tools for `query` in `session`, and open the decision the calls after it follow."""
         learning = self.learning
+        if len(learning.learner.index.active if candidates is None else candidates) == 0:
+            raise UserError("there are no tools to choose from")  # the caller's to fix, not a bug
         # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
         # states the task, so that memory and the stored row stay bounded.
         query = query[: learning.settings.max_query_chars]
@@ -134,7 +137,7 @@ class Agent:
         learning.sessions.unname(session_id)
         learning.open_decisions.forget_session(session_id)
         if session is None or not session.length:
-            raise FeedbackError(f"session {session_id!r} has no calls to end")
+            raise UserError(f"session {session_id!r} has no calls to end")
         last = session.calls[-1]
         self._end_episode(session, last)
         episode = Episode(

@@ -1,11 +1,11 @@
 """The text-embedding model behind the semantic prior: WordLlama's static token embeddings, offline.
 
 WordLlama (`wordllama` on PyPI) ships its 256-d weights and tokenizer inside its wheel: an embedding
-is the average of token vectors, a fraction of a millisecond per query on one CPU core with no
-model server. Its default loader looks for the shipped tokenizer under a folder name that does not
-exist (`tokenizer/`, the file is in `tokenizers/`) and then downloads it from the network; loading
-with the package's own folder as the cache and downloads disabled finds both files and never
-touches the network (a missing file is a loud FileNotFoundError, not a download).
+is the average of token vectors, computed on one CPU core with no model server. Its default loader
+looks for the shipped tokenizer under a folder name that does not exist (`tokenizer/`, the file is in
+`tokenizers/`) and then downloads it from the network; loading with the package's own folder as the
+cache and downloads disabled finds both files and never touches the network (a missing file is a loud
+FileNotFoundError, not a download).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ EMBEDDINGS = ("wordllama", "none")
 
 class WordLlamaEmbedder:
     """`Embedder` over a WordLlama model loaded from the installed package's own files, at first use or
-    by `load` ahead of it (a server loads it in a worker thread while its downstreams boot: importing
-    and loading it is 0.2-0.5 s that the first answers need not wait for)."""
+    by `load` ahead of it (a server loads it in a worker thread while its downstreams boot: the first
+    answers need not wait for its import and loading)."""
 
     name = "wordllama"
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from toolwise.background import Background
 from toolwise.config import Settings
-from toolwise.downstream.catalogue import CallCancelledError, InvalidArgumentsError
+from toolwise.downstream.catalogue import CallCancelledError, CallOutcome, InvalidArgumentsError
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import (
     Execution,
@@ -215,13 +215,13 @@ class LearningService:
         tool: str,
         server: str,
         arguments: dict[str, Any] | None,
-        outcome: tuple[str | None, str | None, int],
+        outcome: CallOutcome,
         started_at: datetime,
         latency_ms: float,
         opened: OpenDecision | None = None,
     ) -> str:
         """Note one proxied call (session history now; record and learning at the next `drain`);
-        `outcome` is `catalogue.outcome_of`'s; returns the execution id. A call following `opened` is
+        `outcome` says how it went (`catalogue.outcome_of`); returns the execution id. A call following `opened` is
         learned with that decision's query; any other, with its session's last query and recommendation."""
         decision: Decision | None
         query: str | None
@@ -229,13 +229,12 @@ class LearningService:
             decision, query = session.follow(opened.decision), opened.query
         else:
             decision, query = session.follow(), session.query
-        error_type, error_message, result_size = outcome
         followed = decision if decision is not None and decision.chosen == tool else None
         execution = Execution(
             tool,
             server,
             session.id,
-            error_type is None,
+            outcome.success,
             latency_ms,
             started_at,
             utcnow(),
@@ -246,9 +245,9 @@ class LearningService:
             position=session.length,
             decision_id=None if decision is None else decision.decision_id,
             propensity=None if followed is None else followed.propensity,
-            error_type=error_type,
-            error_message=error_message,
-            result_size=result_size,
+            error_type=outcome.error_type,
+            error_message=outcome.error_message,
+            result_size=outcome.result_size,
             instance=self.instance_id,
             explored=None if followed is None else followed.explored,
         )

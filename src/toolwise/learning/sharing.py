@@ -277,7 +277,7 @@ class Sharing:
             if progress.total >= FREEZE_ROWS:
                 # A long replay allocates millions of short-lived objects, and each of the collections they
                 # trigger walked everything alive since start-up (modules, catalogue, learner): moved out of
-                # the collector's sight for good (gunicorn's trick; a third of the replay's reading time).
+                # the collector's sight for good (gunicorn's trick).
                 gc.collect()
                 gc.freeze()
             while True:

@@ -23,6 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from toolwise.errors import UserError
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl.learner import STATE_SCHEMA
 
@@ -30,7 +31,7 @@ VERSION = f"{STATE_SCHEMA}.0.0"  # major.minor.patch; major = learner state sche
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-class SnapshotError(Exception):
+class SnapshotError(UserError):
     """A snapshot that must not be loaded; the message says why. Nothing was changed."""
 
 

@@ -115,8 +115,8 @@ class Snapshotting:
 
     async def save(self, source: str) -> SnapshotRecord:
         """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied on the
-        event loop and packed in a worker thread (a year's state takes ~1 s to pack: proxied calls must
-        not wait on it); one save (or restore) at a time, so the newest stored is the newest taken."""
+        event loop and packed in a worker thread (a year's state is large: proxied calls must not wait
+        on its packing); one save (or restore) at a time, so the newest stored is the newest taken."""
         async with self._saving:
             await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
             await self.learning.drain()
@@ -199,7 +199,7 @@ class Snapshotting:
             record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is None:
                 continue
-            try:  # decoded in a worker thread (~0.7 s at 1M): a server answers meanwhile, from the prior
+            try:  # decoded in a worker thread: a server answers meanwhile, from the prior
                 prepared = await asyncio.to_thread(self._prepare, record)
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
@@ -259,7 +259,7 @@ class Snapshotting:
     async def choose(self, snapshot_id: int | None, path: str | None, previous: bool) -> SnapshotRecord:
         """The snapshot a restore asks for: exactly one of an id, a file, or the one before the current."""
         if sum((snapshot_id is not None, path is not None, previous)) != 1:
-            raise ValueError("give exactly one of snapshot_id, input (a file) or previous")
+            raise snapshots.SnapshotError("give exactly one of snapshot_id, input (a file) or previous")
         if path is not None:
             return snapshots.read_file(Path(path))
         if previous:
@@ -269,9 +269,11 @@ class Snapshotting:
             origin = int(listed[0].covered.get("origin") or listed[0].id or 0) if listed else 0
             older = [r for r in listed if (r.id or 0) < origin]
             if not older:
-                raise ValueError(f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)")
+                raise snapshots.SnapshotError(
+                    f"no snapshot older than #{origin} to roll back to ({len(listed)} stored)"
+                )
             snapshot_id = older[0].id
         record = await self.feedback.snapshots.get(snapshot_id, namespace=self.namespace)
         if record is None:
-            raise ValueError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
+            raise snapshots.SnapshotError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
         return record

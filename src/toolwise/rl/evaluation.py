@@ -36,6 +36,7 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.errors import UserError
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.policies import POLICIES, LinTSConfig, LinUCBConfig, PolicyConfig
@@ -44,7 +45,7 @@ from toolwise.rl.steps import Step
 from toolwise.rl.toolindex import ToolDoc
 
 
-class ThinSupportError(ValueError):
+class ThinSupportError(UserError):
     """The log cannot say how the candidate would do: too few matching decisions, or weights too uneven."""
 
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.errors import UserError
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
 
 
-class UnknownToolError(ValueError):
+class UnknownToolError(UserError):
     def __init__(self, names: Iterable[str]) -> None:
         listed = ", ".join(sorted(names))
         super().__init__(f"unknown tool(s): {listed}")

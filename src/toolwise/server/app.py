@@ -43,14 +43,14 @@ from toolwise.downstream.catalogue import (
     outcome_of,
 )
 from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough
+from toolwise.errors import UserError
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.instances import HEARTBEAT_S
 from toolwise.feedback.records import InstanceStatus
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.sessions import EXECUTION_META_KEY, Session
-from toolwise.learning.snapshots import SnapshotError
-from toolwise.rl import Decision, UnknownToolError
+from toolwise.rl import Decision
 from toolwise.server.discovery import (
     CALL_TOOL,
     SEARCH_TOOLS,
@@ -134,8 +134,8 @@ class Toolwise:
 
     async def __aenter__(self) -> Toolwise:
         # The downstreams' processes boot while the database opens. Serving starts once they are up; the
-        # learned state loads after that, in the upkeep task (decoding a year's state is ~0.5 s of CPU
-        # the first answers need not wait for): meanwhile recommendations come from the prior and calls
+        # learned state loads after that, in the upkeep task (decoding a large state is CPU the first
+        # answers need not wait for): meanwhile recommendations come from the prior and calls
         # wait to be learned into it.
         self.learning.begin_loading()
         await self.catalogue.launch()
@@ -412,11 +412,19 @@ async def on_call_tool(
         return await forward(app, name, arguments, meta, ctx, rounds)
     except ValidationError as exc:
         return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
-    except (FeedbackError, UnknownToolError, SnapshotError, ValueError) as exc:
+    except UserError as exc:  # what the caller got wrong, named
+        return error_result(f"{params.name}: {exc}")
+    except FeedbackError as exc:  # the store refused in time (unavailable, unusable): said as it is
+        log.warning("%s: %s", params.name, exc)
         return error_result(f"{params.name}: {exc}")
     except (SQLAlchemyError, OSError) as exc:
         log.exception("%s: the database failed", params.name)
         return error_result(f"{params.name}: the database is failing: {describe_database_error(exc)}")
+    except MCPError:
+        raise  # a protocol error (an unknown tool, a refusal the downstream gave): the client's JSON-RPC error
+    except Exception:  # a bug: its text stays in the log, as the SDK's tool runner does
+        log.exception("%s raised an unexpected exception", params.name)
+        return error_result(f"Error executing tool {params.name}")
 
 
 async def call_own(

@@ -265,8 +265,8 @@ class Exposure:
         return [t for t in own if t.name in (SEARCH_TOOLS, CALL_TOOL) or self.is_pinned(t.name)]
 
     def _pinned(self) -> list[types.Tool]:
-        """The pinned tools of the current catalogue (a change of the catalogue replaces its routes):
-        matching every pattern against every name was ~2 ms of each tools/list at 2,000 tools."""
+        """The pinned tools of the current catalogue, matched once per catalogue (a change replaces its
+        routes), not every pattern against every name on each tools/list."""
         routes = self.catalogue.routes
         if self._pinned_of is not routes:
             self._pinned_tools = [route.public for name, route in routes.items() if self.is_pinned(name)]

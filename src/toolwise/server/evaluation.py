@@ -10,6 +10,7 @@ from itertools import islice
 import numpy as np
 from pydantic import BaseModel, Field
 
+from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.decisions import DecisionColumns, iter_decision_columns
 from toolwise.learning.sessions import Session, step_columns
@@ -145,7 +146,7 @@ async def fresh_learner(services: Services, candidate: Candidate) -> Learner:
     summary = await services.feedback.reports.action_summary(services.learning.namespace)
     docs += [ToolDoc(a.tool) for a in summary if a.tool not in known]
     if not docs:
-        raise ValueError(f"no tools known in namespace {services.learning.namespace!r}: nothing to evaluate")
+        raise UserError(f"no tools known in namespace {services.learning.namespace!r}: nothing to evaluate")
     return candidate_learner(candidate, running.config, docs, index.embedder)
 
 
@@ -187,13 +188,17 @@ async def evaluate_log(
                 del queries[session]
         return query
 
-    async for batch in iter_decision_columns(feedback, namespace=namespace):
+    async for batch in iter_decision_columns(feedback.database, namespace=namespace):
         await asyncio.to_thread(replay_batch, batch)
     return replay.result(confidence)
 
 
 def candidate_of(args: EvaluateInput) -> tuple[Candidate, SupportRule]:
-    candidate = Candidate(args.policy, args.epsilon, args.prior_weight, learning=not args.frozen)
+    """The candidate the caller described: a value its policy refuses is the caller's to fix."""
+    try:
+        candidate = Candidate(args.policy, args.epsilon, args.prior_weight, learning=not args.frozen)
+    except ValueError as exc:  # the configs validate themselves (rl), naming the value
+        raise UserError(str(exc)) from exc
     return candidate, SupportRule(args.min_matches, args.min_ess, args.min_propensity, args.max_unsupported)
 
 

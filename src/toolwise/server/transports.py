@@ -67,8 +67,8 @@ async def ready_to_serve(config: AppConfig) -> AsyncIterator[tuple[Toolwise, Ser
 
 async def launched(config: AppConfig) -> Toolwise:
     """A Toolwise whose downstreams' processes were spawned before the rest of toolwise was imported:
-    a downstream takes ~1 s to boot (a Python server's own imports), which the rest of our imports and
-    the opening of the database then overlap instead of preceding. Enter it to serve."""
+    a downstream's boot (a Python server's own imports) then overlaps the rest of our imports and the
+    opening of the database instead of preceding them. Enter it to serve."""
     from toolwise.downstream.catalogue import Catalogue
     from toolwise.downstream.passthrough import Passthrough
 
@@ -87,10 +87,10 @@ async def launched(config: AppConfig) -> Toolwise:
 def settle_heap() -> None:
     """Take what start-up built (modules, classes, pydantic validators, the catalogue) out of the cyclic
     garbage collector's walks before serving, and collect again from here on (the CLI turns collection
-    off while it imports: `cli.py`). A full collection visits every tracked object: ~200k after
-    start-up, 0.2–0.3 s on a loaded 2-core machine, and serving a 2,000-tool tools/list allocates
-    enough to set one off every third list or so. Frozen objects are still freed by reference
-    counting; only a reference cycle among them would outlive its use (start-up leaves few)."""
+    off while it imports: `cli.py`). A full collection visits every tracked object, hundreds of
+    thousands after start-up, and serving a large tools/list allocates enough to set one off every
+    few lists. Frozen objects are still freed by reference counting; only a reference cycle among them
+    would outlive its use (start-up leaves few)."""
     gc.freeze()
     gc.enable()
 
