@@ -10,19 +10,50 @@ does not declare `learn_many` learns step by step, as `Learner.learn` does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context, query_only
-from toolwise.rl.policies.base import Lessons
+from toolwise.rl.features import Features
+from toolwise.rl.policies.base import Lessons, Policy
 from toolwise.rl.policies.choice import FEATURES
-from toolwise.rl.reward import check_latency, check_rating
-from toolwise.rl.steps import StepColumns, worked
+from toolwise.rl.reward import Latencies, RewardWeights, check_latency, check_rating
+from toolwise.rl.sequences import SequenceModel
+from toolwise.rl.steps import Step, StepColumns, worked
+from toolwise.rl.toolindex import ToolIndex
 
-if TYPE_CHECKING:  # the learner calls in here (Learner.learn_many); this module only reads it
-    from toolwise.rl.learner import Learner
+
+class RunConfig(Protocol):
+    @property
+    def reward(self) -> RewardWeights: ...
+    @property
+    def sequences_enabled(self) -> bool: ...
+    @property
+    def lexical_weight(self) -> float: ...
+
+
+class Learner(Protocol):
+    """What a run reads and calls of the learner (rl/learner.py's, which calls in here from its
+    `learn_many`): named here rather than imported, so that the two modules do not import each other."""
+
+    @property
+    def config(self) -> RunConfig: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def index(self) -> ToolIndex: ...
+    @property
+    def features(self) -> Features: ...
+    @property
+    def sequences(self) -> SequenceModel: ...
+    @property
+    def latency(self) -> Latencies: ...
+    def learn(self, step: Step, rng: np.random.Generator) -> object: ...
+    def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context: ...
+    def watch(self, tool: str, normalised: float, ok: bool) -> object: ...
+    def count(self, rewards: NDArray[np.float64]) -> None: ...
 
 
 def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
