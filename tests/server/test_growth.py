@@ -93,7 +93,7 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
     learn_many = second.learning.learner.learn_many
 
-    def spy_columns(steps: StepColumns, rng: np.random.Generator) -> int:  # a replay's batches
+    def spy_columns(steps: StepColumns, rng: np.random.Generator) -> np.ndarray:  # a replay's batches
         learned.extend((step.query, step.rating) for step in steps.steps())
         return learn_many(steps, rng)
 

@@ -25,6 +25,11 @@ from toolwise.rl.steps import Step, StepColumns, worked
 from toolwise.rl.toolindex import ToolIndex
 
 
+class Learned(Protocol):
+    @property
+    def reward(self) -> float: ...
+
+
 class RunConfig(Protocol):
     @property
     def reward(self) -> RewardWeights: ...
@@ -50,29 +55,27 @@ class Learner(Protocol):
     def sequences(self) -> SequenceModel: ...
     @property
     def latency(self) -> Latencies: ...
-    def learn(self, step: Step, rng: np.random.Generator) -> object: ...
+    def learn(self, step: Step, rng: np.random.Generator) -> Learned: ...
     def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context: ...
     def watch(self, tool: str, normalised: float, ok: bool) -> object: ...
     def count(self, rewards: NDArray[np.float64]) -> None: ...
 
 
-def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
-    """Learn `steps` in order, as `learner.learn` would one by one; returns how many were learned.
+def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Learn `steps` in order, as `learner.learn` would one by one; returns each step's reward.
     A policy that learns from the query's embedding alone (not a choice among candidates, whose rows
     carry the text) needs the embedding: with a lexical prior it learns step by step."""
     capabilities = learner.policy.capabilities
     if not capabilities.learn_many or not (capabilities.candidates or learner.index.semantic is not None):
-        for i in range(len(steps)):
-            learner.learn(steps.step(i), rng)
-        return len(steps)
+        return np.array([learner.learn(steps.step(i), rng).reward for i in range(len(steps))], dtype=np.float64)
     if not len(steps):
-        return 0
+        return np.zeros(0)
     if capabilities.candidates:
         return _learn_choices(learner, steps, rng)
     return _learn_columns(learner, steps, rng)
 
 
-def _learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
+def _learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
     n = len(steps)
     intern = learner.index.tools.intern
     arm_list = [intern(tool) for tool in steps.tool]
@@ -98,7 +101,7 @@ def _learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generato
     learner.policy.learn_many(lessons, rng)
     _watch(learner, steps, scaled, ok)
     learner.count(rewards)
-    return n
+    return rewards
 
 
 def _scaled(learner: Learner, rewards: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -108,7 +111,7 @@ def _scaled(learner: Learner, rewards: NDArray[np.float64]) -> NDArray[np.float6
     return scaled
 
 
-def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> int:
+def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
     """A policy that learns calls as choices among candidates learns a run in order (minibatches),
     with each distinct query embedded once and each distinct history's sequence column computed once,
     from the n-grams as they stood before the run (the run's own n-grams count from the next run on:
@@ -162,7 +165,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     )
     learner.policy.learn_many(lessons, rng)
     learner.count(rewards)
-    return n
+    return rewards
 
 
 def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], worked: NDArray[np.bool_]) -> None:

@@ -84,7 +84,7 @@ class Observation:
 
 
 def _decision_id(rng: np.random.Generator) -> str:
-    """A UUID4 drawn from `rng` (reproducible under a seed; 128 raw bits is ~10× cheaper than rng.bytes)."""
+    """A UUID4 drawn from `rng` (reproducible under a seed; 128 raw bits, cheaper than rng.bytes)."""
     high, low = rng.bit_generator.random_raw(2).tolist()
     high = (high & ~0xF000) | 0x4000  # version 4
     low = (low & ~(0xC000 << 48)) | (0x8000 << 48)  # RFC 4122 variant
@@ -247,9 +247,9 @@ class Learner:
             self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
         return observation
 
-    def learn_many(self, steps: StepColumns, rng: np.random.Generator) -> int:
-        """Learn a run of steps in order, as `learn` would one by one (a replay of the log: see
-        rl/batch.py); returns how many were learned."""
+    def learn_many(self, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
+        """Learn a run of steps in order, as `learn` would one by one (a replay of the log, a burst of
+        calls: see rl/batch.py); returns each step's reward."""
         return learn_run(self, steps, rng)
 
     def end_episode(self, step: Step, reward: float, rng: np.random.Generator) -> Observation | None:

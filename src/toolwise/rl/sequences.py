@@ -74,7 +74,7 @@ class SequenceModel:
 
     def compact(self) -> None:
         """Fold every n-gram back into sorted columns (prefixes become dicts again when used): after a
-        replay built a year of them as objects, a third of the memory and a snapshot in milliseconds."""
+        replay built a year of them as objects, a fraction of the memory and a quick snapshot."""
         if self._table or self._cold is None:
             self.load_state(self.state_dict())
         else:

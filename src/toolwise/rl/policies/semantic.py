@@ -19,7 +19,7 @@ Memory: a full per-tool precision matrix over 256 components is 512 KB a tool (5
 tools). Here A_t⁻¹ (A_t = λI + Σ x xᵀ) is kept over `dim` = 128 components as its upper triangle in
 float32 (33 KB a tool) and updated by Sherman–Morrison, θ_t by the matching recursive-least-squares
 step: exact ridge, no solve, and no BLAS call on an update (a multi-threaded BLAS on small matrices
-costs milliseconds on a loaded machine). Deciding reads θ (one matrix-vector product over all tools)
+is slow on a loaded machine). Deciding reads θ (one matrix-vector product over all tools)
 and diag(A_t⁻¹) for the widths (the diagonal approximation of xᵀA_t⁻¹x).
 
 Session context: after a session's first call the right tool often depends on the tool just used

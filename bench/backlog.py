@@ -1,0 +1,96 @@
+"""Does learning keep up? Calls learned per second at 1,000 tools, and what was learned, on real
+requests (BFCL live, the catalogue padded with renamed copies).
+
+    python bench/backlog.py [--tools 1000] [--calls 3000]
+
+(a) one call at a time (`Learner.learn`: what the learning thread does with each proxied call: the
+choice model's step and its replays), (b) runs of `RUN` calls (`Learner.learn_many`: how a replay of
+the log learns; the reference a faster live path would have to beat). Both learn the same stream of
+calls (each request's right tool, three requests a session), then rank the tools for held-out
+requests: top-1 after each, so a path that is faster because it learned less shows. Target: ≥ 5,000
+calls/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from toolwise.learning.embedding import load_embedder, tool_document
+from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
+
+RUN = 512  # calls a run learns at once (the catch-up replays the log in batches like it)
+DATA = Path(__file__).resolve().parent / "data" / "bfcl_live"
+
+
+def catalogue(size: int) -> list[ToolDoc]:
+    """The data set's tools, then renamed copies (same documents) until there are `size`."""
+    tools = [json.loads(line) for line in (DATA / "tools.jsonl").read_text().splitlines()]
+    docs: list[ToolDoc] = []
+    copy = 0
+    while len(docs) < size:
+        for t in tools[: size - len(docs)]:
+            name = t["name"] if copy == 0 else f"{t['name']}_copy{copy}"
+            docs.append(ToolDoc(name, t["description"], tool_document(name, None, t["description"], t["parameters"])))
+        copy += 1
+    return docs
+
+
+def stream(calls: int) -> tuple[list[Step], list[tuple[str, str]]]:
+    """`calls` steps over the requests (cycling), three a session, and held-out (request, right tool)s."""
+    rows = [json.loads(line) for line in (DATA / "queries.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if len(r["tools"]) == 1]
+    held, train = [(r["query"], r["tools"][0]) for r in rows[::10]], [r for i, r in enumerate(rows) if i % 10]
+    steps: list[Step] = []
+    history: tuple[str, ...] = ()
+    for i in range(calls):
+        row = train[i % len(train)]
+        position = i % 3
+        history = () if position == 0 else history
+        steps.append(Step(row["tools"][0], True, 120.0, query=row["query"], position=position, history=history))
+        history = (*history, row["tools"][0])[-2:]
+    return steps, held
+
+
+def top1(learner: Learner, held: list[tuple[str, str]]) -> float:
+    rng = np.random.default_rng(0)
+    return float(np.mean([learner.recommend(q, rng, top_k=1).chosen == tool for q, tool in held]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tools", type=int, default=1_000)
+    parser.add_argument("--calls", type=int, default=3_000)
+    args = parser.parse_args()
+    embedder = load_embedder("wordllama")
+    docs = catalogue(args.tools)
+    steps, held = stream(args.calls)
+    print(f"{len(docs):,} tools, {len(steps):,} calls of BFCL live requests, {len(held)} held-out requests")
+    zero = Learner(LearnerConfig(), docs, embedder)
+    print(f"   before learning                     top-1 {top1(zero, held):.3f}")
+    one = Learner(LearnerConfig(), docs, embedder)
+    rng = np.random.default_rng(1)
+    begin = time.perf_counter()
+    for step in steps:
+        one.learn(step, rng)
+    per_call = len(steps) / (time.perf_counter() - begin)
+    print(f"   (a) one call at a time    {per_call:8,.0f} calls/s   top-1 {top1(one, held):.3f}")
+    runs = Learner(LearnerConfig(), docs, embedder)
+    rng = np.random.default_rng(1)
+    begin = time.perf_counter()
+    for start in range(0, len(steps), RUN):
+        runs.learn_many(StepColumns.of(steps[start : start + RUN]), rng)
+    runs.settle()
+    in_runs = len(steps) / (time.perf_counter() - begin)
+    print(f"   (b) runs of {RUN} calls     {in_runs:8,.0f} calls/s   top-1 {top1(runs, held):.3f}")
+    print(f"runs learn {in_runs / per_call:.1f}× as many calls a second as one at a time; target ≥ 5,000 calls/s")
+
+
+if __name__ == "__main__":
+    main()
