@@ -129,13 +129,15 @@ class LogReports:
             yield text.decode().splitlines()
 
     async def trend(
-        self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12
+        self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12, after_seq: int = 0
     ) -> list[TrendBucket]:
-        """Calls, mean reward, success rate and exploration rate (among calls that followed a
-        recommendation) per equal slice of time between the first and last execution since `since`,
-        aggregated by the database (one grouped query)."""
+        """Calls, mean reward, success rate, exploration rate (among calls that followed a
+        recommendation) and how often the tool called was the one recommended, per equal slice of time
+        between the first and last execution since `since` (and after `after_seq`: a bound on the rows
+        read), aggregated by the database (one grouped query)."""
         e = ExecutionRow
         scope = [e.namespace == namespace] + ([e.finished_at >= since] if since is not None else [])
+        scope += [e.seq > after_seq] if after_seq else []
         await self._service.flush()
         async with self._service.engine.connect() as conn:
             span = select(func.min(e.finished_at), func.max(e.finished_at)).where(*scope)
@@ -161,6 +163,8 @@ class LogReports:
                     func.avg(e.reward),
                     func.avg(cast(e.success, Float)),
                     func.avg(cast(e.explored, Float)),
+                    func.count(e.decision_id),  # calls made after a recommendation
+                    func.count(e.propensity),  # … of the tool recommended (a propensity is kept only then)
                 )
                 .where(*scope)
                 .group_by(bucket)
@@ -175,8 +179,10 @@ class LogReports:
                 _float(reward),
                 float(success),
                 _float(explored),
+                int(recommended),
+                int(followed),
             )
-            for b, n, reward, success, explored in rows
+            for b, n, reward, success, explored, recommended, followed in rows
         ]
 
     async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
