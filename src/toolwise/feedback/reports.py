@@ -185,6 +185,17 @@ class LogReports:
             for b, n, reward, success, explored, recommended, followed in rows
         ]
 
+    async def first_seq_since(self, since: datetime) -> int | None:
+        """The log position of the first execution (of any namespace) that finished at or after `since`,
+        or None: one probe of the time index. A trend bounded by it (`after_seq`) walks `(namespace, seq)`
+        over the window alone, where SQLite's planner would otherwise walk the whole namespace; the log is
+        appended in about the order calls finish, so it misses at most calls recorded out of order
+        across the window's edge."""
+        e = ExecutionRow
+        await self._service.flush()
+        async with self._service.engine.connect() as conn:
+            return await conn.scalar(select(e.seq).where(e.finished_at >= since).order_by(e.finished_at).limit(1))
+
     async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
         """Per tool: calls, mean reward, success rate and calls that followed an exploratory
         recommendation, most called first, from the summaries maintained with the log: O(tools)."""

@@ -152,8 +152,13 @@ async def gather(feedback: FeedbackService, namespace: str, database_url: str, q
     tools.sort(key=SORTS[query.sort], reverse=query.descending)
     head = (await feedback.reads.heads(namespace))[0]
     since = now - timedelta(hours=WINDOWS[query.window])
-    trend = await feedback.reports.trend(
-        namespace=namespace, since=since, buckets=TREND_SLICES, after_seq=max(head - TREND_ROWS, 0)
+    first = await feedback.reports.first_seq_since(since)
+    trend = (
+        []
+        if first is None
+        else await feedback.reports.trend(
+            namespace=namespace, since=since, buckets=TREND_SLICES, after_seq=max(head - TREND_ROWS, first - 1)
+        )
     )
     snapshots = await feedback.snapshots.list(namespace)
     snapshot = (
