@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from tests.server.dashboard_log import DRIFT, TOOLS, fill
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
+from toolwise.server import dashboard, dashboard_page
 from toolwise.server.auth import DASHBOARD_COOKIE, http_access
 from toolwise.server.dashboard import dashboard_app
 
@@ -96,3 +97,16 @@ async def test_an_open_page_fetches_its_main_part_again(client: httpx.AsyncClien
     assert "setInterval" in page and "part" in page
     part = (await client.get("/dashboard?part=main", headers=BEARER)).text
     assert "<html" not in part and "<svg" in part and "time__get_current_time" in part
+
+
+async def test_a_window_with_more_calls_than_the_trend_reads_says_which_it_shows(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = (await client.get("/dashboard", headers=BEARER)).text
+    assert "its newest" not in whole
+    assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", whole))) == 21  # every call in the window
+    for module in (dashboard, dashboard_page):
+        monkeypatch.setattr(module, "TREND_ROWS", 5)
+    capped = (await client.get("/dashboard", headers=BEARER)).text
+    assert "its newest 5 calls, since" in capped
+    assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", capped))) == 5

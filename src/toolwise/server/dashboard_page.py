@@ -9,7 +9,7 @@ from html import escape
 
 from toolwise.feedback.instances import liveness
 from toolwise.server.charts import Point, bar_chart, line_chart
-from toolwise.server.dashboard import REFRESH_S, WINDOWS, Chain, Query, Step, ToolRow, View
+from toolwise.server.dashboard import REFRESH_S, TREND_ROWS, WINDOWS, Chain, Query, Step, ToolRow, View
 
 TOOL_ROWS = 100  # the table shows the first this many tools in the order asked for
 CHAIN_STEPS = 12  # a session shows its newest this many calls
@@ -67,7 +67,7 @@ def main_part(view: View, query: Query) -> str:
         [
             _header(view, query),
             f"<section><h2>Served</h2>{_health(view)}</section>",
-            f"<section><h2>Learning, last {query.window} (per slice of time)</h2>{_charts(view)}</section>",
+            f"<section><h2>Learning, last {query.window}{_capped(view)}</h2>{_charts(view)}</section>",
             f'<div class="cols"><section><h2>Tools</h2>{_tools(view.tools, query)}</section>',
             f"<section><h2>Recent sessions</h2>{_sessions(view.sessions)}</section></div>",
         ]
@@ -125,6 +125,13 @@ def _downstream(d: dict[str, object]) -> str:
     return (
         f'<span class="chip {kind}" title="{title}">{escape(str(d.get("server", "?")))}: {escape(state)}{extra}</span>'
     )
+
+
+def _capped(view: View) -> str:
+    """What the trend covers when the window holds more calls than it reads."""
+    if not view.trend_capped or not view.trend:
+        return " (per slice of time)"
+    return f" (per slice of time): its newest {TREND_ROWS:,} calls, since {view.trend[0].start:%Y-%m-%d %H:%M} UTC"
 
 
 def _percent(value: float) -> str:
