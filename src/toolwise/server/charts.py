@@ -23,6 +23,8 @@ class Point:
 
 
 def _when(moment: datetime, span_s: float) -> str:
+    if span_s < 600:
+        return f"{moment:%H:%M:%S}"
     return f"{moment:%H:%M}" if span_s < 86400 else f"{moment:%m-%d %H:%M}"
 
 

@@ -21,7 +21,7 @@ header h1{font-size:16px;margin:0}header a{color:#93c5fd}header .muted{color:#cb
 main{padding:10px 18px;display:grid;gap:12px}
 section{background:#fff;border:1px solid #d8dee4;border-radius:6px;padding:8px 12px}
 h2{font-size:14px;margin:0 0 6px}
-.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:12px}
+.cols{display:grid;grid-template-columns:minmax(0,2fr) minmax(0,1fr);gap:12px}section{overflow-x:auto}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(240px,1fr));gap:8px}
 .chart{width:100%;height:auto}.chart .title{font-size:13px;font-weight:600;fill:#1f2328}
 .chart .axis{font-size:11px;fill:#57606a}.chart .grid{stroke:#eaeef2}
@@ -30,7 +30,7 @@ table{border-collapse:collapse;width:100%}th,td{padding:3px 6px;text-align:right
 th{border-bottom:2px solid #d8dee4;font-weight:600}td{border-bottom:1px solid #eaeef2}
 th:first-child,td:first-child{text-align:left}
 th a{color:inherit;text-decoration:none}th a:hover{text-decoration:underline}
-td.name{max-width:320px;overflow:hidden;text-overflow:ellipsis}
+td.name{max-width:280px;overflow:hidden;text-overflow:ellipsis}
 .ok{color:#1a7f37}.bad{color:#cf222e}.warn{color:#9a6700}.muted{color:#57606a}
 .chip{display:inline-block;padding:0 6px;margin:1px 0;border-radius:10px;font-size:12px;border:1px solid}
 .chip.ok{background:#dafbe1;border-color:#aceebb}.chip.bad{background:#ffebe9;border-color:#ffcecb}
@@ -169,7 +169,7 @@ COLUMNS = [  # (sort key, header)
     ("success", "success"),
     ("latency", "mean ms"),
     ("p95", "p95 ms"),
-    ("reward", "mean reward"),
+    ("reward", "reward"),
     ("explored", "explored"),
     ("rating", "rating"),
     ("last_used", "last used"),
@@ -214,6 +214,11 @@ def _step(s: Step) -> str:
     )
 
 
+def _short(session_id: str) -> str:
+    """A session id that fits its line: a long one (a connection's UUID) keeps its head and its tail."""
+    return session_id if len(session_id) <= 24 else f"{session_id[:12]}…{session_id[-8:]}"
+
+
 def _sessions(chains: list[Chain]) -> str:
     if not chains:
         return '<p class="muted">No sessions yet.</p>'
@@ -231,7 +236,7 @@ def _sessions(chains: list[Chain]) -> str:
             else ' <span class="muted">open</span>'
         )
         out.append(
-            f'<div class="session"><span class="muted" title="{escape(c.session_id)}">{escape(c.session_id[:12])}'
+            f'<div class="session"><span class="muted" title="{escape(c.session_id)}">{escape(_short(c.session_id))}'
             f" · {c.last:%H:%M:%S}</span>{ended}<br>{earlier}{chips}</div>"
         )
     return "".join(out)
