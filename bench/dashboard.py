@@ -6,7 +6,8 @@ its learning curves and per sort of its tools, next to the 200 ms target.
 Fills DB (unless it holds executions already: `bench/scale.py --keep DIR` leaves one too) with
 `bench/scale.py`'s year of executions, then asks the dashboard's ASGI app (the one `toolwise dashboard`
 and `serve --http` serve) for the page, in process, and prints the median and worst wall time of each
-request (`?part=main`: what an open page fetches every few seconds). The machine is shared: other processes' load moves every figure.
+request (`?part=main`: what an open page fetches every few seconds). The machine is shared: other
+processes' load moves every figure.
 """
 
 from __future__ import annotations
