@@ -18,8 +18,8 @@ TOOLS = {
 DRIFT = "search__web_search: rewards fell at call 120 (8.00 → -2.00)"
 
 
-async def fill(url: str) -> None:
-    """The log above in the database at `url`."""
+async def fill(url: str, namespace: str = "default") -> None:
+    """The log above in `namespace` of the database at `url`."""
     now = utcnow()
     calls = [(tool, i < ok, ms) for tool, (n, ok, ms) in TOOLS.items() for i in range(n)]
     async with FeedbackService(url) as feedback:
@@ -32,6 +32,7 @@ async def fill(url: str) -> None:
                     tool=tool,
                     server=tool.split("__")[0],
                     session_id=session,
+                    namespace=namespace,
                     success=success,
                     latency_ms=ms,
                     started_at=finished - timedelta(milliseconds=ms),
@@ -46,11 +47,13 @@ async def fill(url: str) -> None:
             )
         await feedback.flush()
         ended = [t for t, _, _ in calls[:4]]
-        await feedback.log.record_episode(Episode("session-0", ended, 40.0, "success", now - timedelta(hours=1), now))
+        await feedback.log.record_episode(
+            Episode("session-0", ended, 40.0, "success", now - timedelta(hours=1), now, namespace)
+        )
         await feedback.instances.heartbeat(
             InstanceStatus(
-                id="instance-under-test",
-                namespace="default",
+                id=f"instance-under-test-{namespace}",
+                namespace=namespace,
                 host="testhost",
                 pid=4242,
                 started_at=now - timedelta(hours=1),

@@ -3,8 +3,11 @@ cookie), the tools called by name, sorting by a column, the learning curve, heal
 
 from __future__ import annotations
 
+import os
 import re
+import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2 as httpx  # the SDK's HTTP client (an mcp dependency), with its ASGI transport
@@ -22,16 +25,25 @@ TOKEN = "dashboard-token-for-tests-0123"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
-    await fill(url)
+PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
+
+
+@asynccontextmanager
+async def dashboard_on(url: str, namespace: str = "default") -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the dashboard over `namespace` of the database at `url`, once `fill` has filled it."""
+    await fill(url, namespace)
     access = http_access("127.0.0.1", Settings(http_token=SecretStr(TOKEN)))
     async with FeedbackService(url) as feedback:
-        app = dashboard_app(feedback, "default", url, access)
+        app = dashboard_app(feedback, namespace, url, access)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             yield http
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async with dashboard_on(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as http:
+        yield http
 
 
 def tool_order(html: str) -> list[str]:
@@ -110,3 +122,13 @@ async def test_a_window_with_more_calls_than_the_trend_reads_says_which_it_shows
     capped = (await client.get("/dashboard", headers=BEARER)).text
     assert "its newest 5 calls, since" in capped
     assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", capped))) == 5
+
+
+async def test_the_dashboard_reads_a_shared_postgresql() -> None:
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    async with dashboard_on(PG_URL, f"test-{uuid.uuid4().hex[:8]}") as client:
+        page = (await client.get("/dashboard?sort=latency&order=desc", headers=BEARER)).text
+    assert tool_order(page) == sorted(TOOLS, key=lambda t: -TOOLS[t][2])
+    assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", page))) == 21
+    assert "search: ready, circuit open" in page and "session-4" in page

@@ -161,8 +161,8 @@ class LogReports:
                     bucket,
                     func.count(),
                     func.avg(e.reward),
-                    func.avg(cast(e.success, Float)),
-                    func.avg(cast(e.explored, Float)),
+                    func.avg(cast(cast(e.success, Integer), Float)),  # PostgreSQL casts a boolean to integer only
+                    func.avg(cast(cast(e.explored, Integer), Float)),
                     func.count(e.decision_id),  # calls made after a recommendation
                     func.count(e.propensity),  # … of the tool recommended (a propensity is kept only then)
                 )
