@@ -14,6 +14,7 @@ import httpx2 as httpx  # the SDK's HTTP client (an mcp dependency), with its AS
 import pytest
 from pydantic import SecretStr
 
+from tests.feedback.conftest import make_execution
 from tests.server.dashboard_log import DRIFT, TOOLS, fill
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
@@ -132,3 +133,13 @@ async def test_the_dashboard_reads_a_shared_postgresql() -> None:
     assert tool_order(page) == sorted(TOOLS, key=lambda t: -TOOLS[t][2])
     assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", page))) == 21
     assert "search: ready, circuit open" in page and "session-4" in page
+
+
+async def test_calls_another_process_records_show_at_the_next_refresh(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    for _ in range(2):  # the metrics read and cached while the log stands still
+        assert "other__tool" not in (await client.get("/dashboard?part=main", headers=BEARER)).text
+    async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as elsewhere:
+        await elsewhere.log.record_execution(make_execution("other__tool"))
+    assert "other__tool" in tool_order((await client.get("/dashboard?part=main", headers=BEARER)).text)

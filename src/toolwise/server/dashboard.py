@@ -136,6 +136,32 @@ async def gather(feedback: FeedbackService, namespace: str, database_url: str, q
     """Read what the page shows; every read is bounded (the module's docstring)."""
     started = time.perf_counter()
     now = utcnow()
+    # First: a probe that finds the log moved (another process's writes) lets the tools' metrics be read again.
+    head = (await feedback.reads.heads(namespace))[0]
+    trend, capped = await _trend(feedback, namespace, head, now - timedelta(hours=WINDOWS[query.window]))
+    snapshots = await feedback.snapshots.list(namespace)
+    snapshot = (
+        f"#{snapshots[0].id} {snapshots[0].source} {snapshots[0].created_at:%Y-%m-%d %H:%M} UTC"
+        if snapshots
+        else "none"
+    )
+    return View(
+        namespace=namespace,
+        database=make_url(database_url).render_as_string(hide_password=True),
+        now=now,
+        executions=await feedback.reads.count_executions(namespace),
+        snapshot=snapshot,
+        instances=(await feedback.instances.list(namespace))[:INSTANCES],
+        tools=await _tools(feedback, namespace, query),
+        trend=trend,
+        trend_capped=capped,
+        sessions=await _sessions(feedback, namespace),
+        took_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+async def _tools(feedback: FeedbackService, namespace: str, query: Query) -> list[ToolRow]:
+    """Every tool called, in the order asked for, from the per-tool summaries (O(tools))."""
     actions = {a.tool: a for a in await feedback.reports.action_summary(namespace)}
     tools = [
         ToolRow(
@@ -152,36 +178,19 @@ async def gather(feedback: FeedbackService, namespace: str, database_url: str, q
         for m in await feedback.reports.get_tool_metrics(namespace=namespace)
     ]
     tools.sort(key=SORTS[query.sort], reverse=query.descending)
-    head = (await feedback.reads.heads(namespace))[0]
-    since = now - timedelta(hours=WINDOWS[query.window])
+    return tools
+
+
+async def _trend(
+    feedback: FeedbackService, namespace: str, head: int, since: datetime
+) -> tuple[list[TrendBucket], bool]:
+    """The window's slices, over at most the newest `TREND_ROWS` executions, and whether it holds more."""
     first = await feedback.reports.first_seq_since(since)
-    capped = first is not None and head - TREND_ROWS > first - 1
-    trend = (
-        []
-        if first is None
-        else await feedback.reports.trend(
-            namespace=namespace, since=since, buckets=TREND_SLICES, after_seq=max(head - TREND_ROWS, first - 1)
-        )
-    )
-    snapshots = await feedback.snapshots.list(namespace)
-    snapshot = (
-        f"#{snapshots[0].id} {snapshots[0].source} {snapshots[0].created_at:%Y-%m-%d %H:%M} UTC"
-        if snapshots
-        else "none"
-    )
-    return View(
-        namespace=namespace,
-        database=make_url(database_url).render_as_string(hide_password=True),
-        now=now,
-        executions=await feedback.reads.count_executions(namespace),
-        snapshot=snapshot,
-        instances=(await feedback.instances.list(namespace))[:INSTANCES],
-        tools=tools,
-        trend=trend,
-        trend_capped=capped,
-        sessions=await _sessions(feedback, namespace),
-        took_ms=(time.perf_counter() - started) * 1000,
-    )
+    if first is None:
+        return [], False
+    after = max(head - TREND_ROWS, first - 1)
+    trend = await feedback.reports.trend(namespace=namespace, since=since, buckets=TREND_SLICES, after_seq=after)
+    return trend, after > first - 1
 
 
 async def _sessions(feedback: FeedbackService, namespace: str) -> list[Chain]:
