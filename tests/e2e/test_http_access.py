@@ -1,4 +1,4 @@
-"""The HTTP transport has a lock: a bearer token on /mcp and /metrics, Host checks on every bind
+"""The HTTP transport has a lock: a bearer token on /mcp, /metrics and /dashboard, Host checks on every bind
 address, and no non-loopback bind without a token."""
 
 from __future__ import annotations
@@ -64,9 +64,11 @@ def request(url: str, headers: dict[str, str], body: object = None) -> tuple[int
         return exc.code, exc.headers
 
 
-async def test_http_needs_the_right_bearer_token_on_mcp_and_metrics(write_config: Callable[..., Path]) -> None:
+async def test_http_needs_the_right_bearer_token_on_mcp_metrics_and_dashboard(
+    write_config: Callable[..., Path],
+) -> None:
     with serving(write_config({}), "127.0.0.1", TOOLWISE_HTTP_TOKEN=TOKEN) as base:
-        for path, body in (("/mcp", INITIALIZE), ("/metrics", None)):
+        for path, body in (("/mcp", INITIALIZE), ("/metrics", None), ("/dashboard", None)):
             status, headers = await asyncio.to_thread(request, base + path, {}, body)
             assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
             wrong = {"Authorization": "Bearer not-" + TOKEN}
@@ -74,6 +76,7 @@ async def test_http_needs_the_right_bearer_token_on_mcp_and_metrics(write_config
             assert status == 401 and 'error="invalid_token"' in headers["WWW-Authenticate"]
         right = {"Authorization": f"Bearer {TOKEN}"}
         assert (await asyncio.to_thread(request, base + "/metrics", right))[0] == 200
+        assert (await asyncio.to_thread(request, base + "/dashboard", right))[0] == 200
         transport = streamable_http_client(base + "/mcp", http_client=sdk.http_client(headers=right))
         async with Client(transport) as client:
             assert "recommend_tool" in {t.name for t in (await client.list_tools()).tools}
@@ -85,11 +88,13 @@ async def test_a_foreign_host_is_refused_on_any_loopback_address(write_config: C
         evil = {"Host": "evil.example"}
         assert (await asyncio.to_thread(request, base + "/mcp", evil, INITIALIZE))[0] == 421
         assert (await asyncio.to_thread(request, base + "/metrics", evil))[0] == 421
+        assert (await asyncio.to_thread(request, base + "/dashboard", evil))[0] == 421
         origin = {"Origin": "http://evil.example"}
         assert (await asyncio.to_thread(request, base + "/mcp", origin, INITIALIZE))[0] == 403
         own = {"Host": f"127.0.0.2:{port}"}
         assert (await asyncio.to_thread(request, base + "/mcp", own, INITIALIZE))[0] == 200
         assert (await asyncio.to_thread(request, base + "/metrics", own))[0] == 200
+        assert (await asyncio.to_thread(request, base + "/dashboard", own))[0] == 200
 
 
 def test_a_non_loopback_bind_without_a_token_is_refused(write_config: Callable[..., Path]) -> None:

@@ -24,7 +24,7 @@ from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks, rating_chunks
-from toolwise.feedback.instances import STALE_AFTER_S
+from toolwise.feedback.instances import liveness
 from toolwise.learning import snapshots
 
 if TYPE_CHECKING:
@@ -327,13 +327,7 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
         table = Table("instance", "host/pid", "state", "serving", "downstreams", "circuits", "calls", title="instances")
         for i in await feedback.instances.list(settings.namespace):
             s = i.status
-            age = (now - i.heartbeat_at).total_seconds()
-            if i.stopped_at:
-                state = f"stopped {i.stopped_at:%H:%M:%S}"
-            elif age > STALE_AFTER_S:  # no heartbeat for three intervals: killed, hung or cut off
-                state = f"stale since {i.heartbeat_at:%Y-%m-%d %H:%M:%S} (no heartbeat for {age:.0f}s)"
-            else:
-                state = f"alive ({age:.0f}s ago)"
+            state = liveness(i, now)[1]
             if s.get("store", "ok") != "ok":
                 state += f"; store {s['store']}"
             downstreams = ", ".join(f"{d['server']}: {d['state']}" for d in s.get("downstreams", []))

@@ -29,6 +29,7 @@ from toolwise.cli.common import (  # noqa: E402
     options,
     setup_logging,
 )
+from toolwise.cli.dashboard import dashboard  # noqa: E402
 from toolwise.cli.install import Client, InstallError  # noqa: E402
 from toolwise.config import ConfigError  # noqa: E402
 
@@ -43,6 +44,7 @@ app = typer.Typer(
 )
 app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(inspect_app, name="inspect")
+app.command()(dashboard)
 
 
 @app.callback()

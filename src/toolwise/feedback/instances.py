@@ -4,6 +4,8 @@ reports about itself (downstreams, circuits, policy)."""
 from __future__ import annotations
 
 import builtins
+from datetime import datetime
+from typing import Literal
 
 from sqlalchemy import Connection, insert, select, update
 
@@ -40,3 +42,14 @@ class InstanceRegistry:
         async with self._database.engine.connect() as conn:
             result = await conn.execute(query)
             return [InstanceStatus(**{**row._mapping, "status": dict(row.status)}) for row in result]
+
+
+def liveness(instance: InstanceStatus, now: datetime) -> tuple[Literal["alive", "stale", "stopped"], str]:
+    """Whether an instance runs, as a word and in a phrase (`inspect status`, the dashboard): stopped,
+    stale (no heartbeat for three intervals: killed, hung or cut off) or alive."""
+    age = (now - instance.heartbeat_at).total_seconds()
+    if instance.stopped_at:
+        return "stopped", f"stopped {instance.stopped_at:%H:%M:%S}"
+    if age > STALE_AFTER_S:
+        return "stale", f"stale since {instance.heartbeat_at:%Y-%m-%d %H:%M:%S} (no heartbeat for {age:.0f}s)"
+    return "alive", f"alive ({age:.0f}s ago)"

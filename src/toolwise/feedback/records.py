@@ -213,6 +213,13 @@ class TrendBucket:
     mean_reward: float | None
     success_rate: float
     exploration_rate: float | None
+    recommended: int = 0  # calls made after a recommendation
+    followed: int = 0  # … that called the tool recommended
+
+    @property
+    def followed_rate(self) -> float | None:
+        """How often the agent called the tool toolwise recommended (None: no recommendation in the slice)."""
+        return self.followed / self.recommended if self.recommended else None
 
 
 @dataclass(slots=True, frozen=True)

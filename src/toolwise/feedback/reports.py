@@ -126,13 +126,15 @@ class LogReports:
             yield text.decode().splitlines()
 
     async def trend(
-        self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12
+        self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12, after_seq: int = 0
     ) -> list[TrendBucket]:
-        """Calls, mean reward, success rate and exploration rate (among calls that followed a
-        recommendation) per equal slice of time between the first and last execution since `since`,
-        aggregated by the database (one grouped query)."""
+        """Calls, mean reward, success rate, exploration rate (among calls that followed a
+        recommendation) and how often the tool called was the one recommended, per equal slice of time
+        between the first and last execution since `since` (and after `after_seq`: a bound on the rows
+        read), aggregated by the database (one grouped query)."""
         e = ExecutionRow
         scope = [e.namespace == namespace] + ([e.finished_at >= since] if since is not None else [])
+        scope += [e.seq > after_seq] if after_seq else []
         await self._database.flush()
         async with self._database.engine.connect() as conn:
             span = select(func.min(e.finished_at), func.max(e.finished_at)).where(*scope)
@@ -156,8 +158,10 @@ class LogReports:
                     bucket,
                     func.count(),
                     func.avg(e.reward),
-                    func.avg(cast(e.success, Float)),
-                    func.avg(cast(e.explored, Float)),
+                    func.avg(cast(cast(e.success, Integer), Float)),  # PostgreSQL casts a boolean to integer only
+                    func.avg(cast(cast(e.explored, Integer), Float)),
+                    func.count(e.decision_id),  # calls made after a recommendation
+                    func.count(e.propensity),  # … of the tool recommended (a propensity is kept only then)
                 )
                 .where(*scope)
                 .group_by(bucket)
@@ -172,9 +176,22 @@ class LogReports:
                 _float(reward),
                 float(success),
                 _float(explored),
+                int(recommended),
+                int(followed),
             )
-            for b, n, reward, success, explored in rows
+            for b, n, reward, success, explored, recommended, followed in rows
         ]
+
+    async def first_seq_since(self, since: datetime) -> int | None:
+        """The log position of the first execution (of any namespace) that finished at or after `since`,
+        or None: one probe of the time index. A trend bounded by it (`after_seq`) walks `(namespace, seq)`
+        over the window alone, where SQLite's planner would otherwise walk the whole namespace; the log is
+        appended in about the order calls finish, so it misses at most calls recorded out of order
+        across the window's edge."""
+        e = ExecutionRow
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
+            return await conn.scalar(select(e.seq).where(e.finished_at >= since).order_by(e.finished_at).limit(1))
 
     async def action_summary(self, namespace: str = "default") -> list[ActionSummary]:
         """Per tool: calls, mean reward, success rate and calls that followed an exploratory

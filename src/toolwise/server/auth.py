@@ -13,17 +13,24 @@ gets no error code), and no `resource_metadata`: there is no authorization serve
 client that looks for one anyway (the MCP authorization spec's fallback to the RFC 9728 and RFC 8414
 well-known URIs) gets a 404 there without a token, which ends its discovery with "no OAuth here", not
 a second 401 that sends it down an OAuth flow that cannot succeed.
+
+A browser cannot send a bearer header, so /dashboard also takes the token once as `?token=`: the answer
+is a redirect to the same page without it that sets an HttpOnly, SameSite=Strict cookie scoped to
+/dashboard. The cookie holds an HMAC of the token, not the token: it opens the dashboard's read-only
+page and nothing else (not /mcp, not /metrics).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolwise.config import ConfigError, Settings
@@ -82,7 +89,7 @@ class HttpAccess:
     security: TransportSecuritySettings
 
     async def check_metrics(self, request: Request) -> Response | None:
-        """The Host/Origin verdict for a plain route (/metrics), as the SDK gives it for /mcp."""
+        """The Host/Origin verdict for a plain route (/metrics, /dashboard), as the SDK gives it for /mcp."""
         return await TransportSecurityMiddleware(self.security).validate_request(request)
 
 
@@ -109,19 +116,37 @@ NO_OAUTH = (
 )
 
 
+DASHBOARD = "/dashboard"
+DASHBOARD_COOKIE = "toolwise_dashboard"
+
+
+def dashboard_cookie(token: str) -> str:
+    """The dashboard cookie's value for `token`: an HMAC of it, which opens the dashboard only."""
+    return hmac.new(token.encode(), b"toolwise dashboard cookie", hashlib.sha256).hexdigest()
+
+
 class BearerAuth:
     """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`, else 401; OAuth
-    discovery's well-known URIs answer 404 (see the module's docstring)."""
+    discovery's well-known URIs answer 404; /dashboard also takes `?token=` once, then its cookie (see
+    the module's docstring)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
         self._expected = token.encode()
+        self._cookie = dashboard_cookie(token).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization")
+        if header is None and (scope["path"] == DASHBOARD or scope["path"].startswith(DASHBOARD + "/")):
+            response = self._dashboard(Request(scope))
+            if response is None:
+                await self.app(scope, receive, send)
+            else:
+                await response(scope, receive, send)
+            return
         if scope["path"].startswith(OAUTH_DISCOVERY):
             response = Response(NO_OAUTH, status_code=404, media_type="text/plain")
         elif header is None or header[:7].lower() != b"bearer ":
@@ -135,6 +160,35 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         await response(scope, receive, send)
+
+    def _dashboard(self, request: Request) -> Response | None:
+        """A browser at /dashboard: None (let it in) for the dashboard's cookie; for the right `?token=`,
+        a redirect to the page without it that sets the cookie; else 401 saying how to get in."""
+        given = request.query_params.get("token")
+        if given is not None:
+            if not hmac.compare_digest(given.strip().encode(), self._expected):
+                return _unauthorized(
+                    'Bearer realm="toolwise", error="invalid_token"', b"invalid token for the dashboard\n"
+                )
+            rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+            response = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), status_code=303)
+            response.set_cookie(
+                DASHBOARD_COOKIE,
+                self._cookie.decode(),
+                path=DASHBOARD,
+                httponly=True,
+                samesite="strict",
+                secure=request.url.scheme == "https",
+            )
+            return response
+        cookie = request.cookies.get(DASHBOARD_COOKIE)
+        if cookie is not None and hmac.compare_digest(cookie.encode(), self._cookie):
+            return None
+        return _unauthorized(
+            'Bearer realm="toolwise"',
+            b"the dashboard needs the token: open /dashboard?token=<the token in TOOLWISE_HTTP_TOKEN or"
+            b" http_token_file> once (it sets a cookie), or send Authorization: Bearer <token>\n",
+        )
 
 
 def _unauthorized(challenge: str, message: bytes) -> Response:

@@ -175,15 +175,17 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner), Prometheus metrics at
-    /metrics; both behind the bearer token, if any, and the Host/Origin checks. Raises ConfigError
-    (before anything starts) for a non-loopback bind without a token. `listening`: `listening_socket`'s."""
+    /metrics, the dashboard at /dashboard; all behind the bearer token, if any, and the Host/Origin
+    checks. Raises ConfigError (before anything starts) for a non-loopback bind without a token.
+    `listening`: `listening_socket`'s."""
     import uvicorn
     from prometheus_client import CONTENT_TYPE_LATEST
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
-    from toolwise.server.auth import BearerAuth, http_access
+    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access
+    from toolwise.server.dashboard import endpoint
     from toolwise.server.events import RETRY_MS, MemoryEventStore
 
     access = http_access(host, config.toolwise)
@@ -197,6 +199,9 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
             return refused or Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
         starlette.add_route("/metrics", metrics, methods=["GET"])
+        settings = config.toolwise
+        dashboard = endpoint(app.feedback, app.learning.namespace, settings.database_url, access)
+        starlette.add_route(DASHBOARD, dashboard, methods=["GET"])
         asgi: ASGIApp = starlette if access.token is None else BearerAuth(starlette, access.token)
         port = listening.getsockname()[1]
         uv = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_config=None, lifespan="on"))

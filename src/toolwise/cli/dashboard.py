@@ -1,0 +1,44 @@
+"""`toolwise dashboard`: the dashboard of a database (a shared PostgreSQL, a copied SQLite file) without
+serving MCP, on loopback unless told otherwise; it prints the address to open."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption, database_or_exit, fail, settings_or_exit, setup_logging
+from toolwise.config import ConfigError
+
+
+def dashboard(
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+    host: Annotated[str, typer.Option(help="Bind address (another than loopback needs a token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free one).")] = 8766,
+    log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "warning",
+) -> None:
+    """Serve the dashboard of CONFIG's database (or --database-url) at http://HOST:PORT/dashboard.
+
+    With a token (TOOLWISE_HTTP_TOKEN or http_token_file) the printed address carries it once as
+    ?token=; opening it sets a cookie for the dashboard and drops the token from the address."""
+    from toolwise.server.auth import DASHBOARD, http_access
+    from toolwise.server.dashboard import serve_dashboard
+    from toolwise.server.transports import BindError, listening_socket
+
+    setup_logging(log_level)
+    settings = settings_or_exit(config, database_url)
+    try:
+        access = http_access(host, settings)
+        listening = listening_socket(host, port)
+    except (ConfigError, BindError) as exc:
+        fail(str(exc), exc)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{listening.getsockname()[1]}{DASHBOARD}"
+    typer.echo(url + (f"?token={access.token}" if access.token else ""))
+    try:
+        with database_or_exit():
+            asyncio.run(serve_dashboard(settings, host, listening, access))
+    except KeyboardInterrupt:
+        typer.echo("toolwise dashboard stopped", err=True)

@@ -1,0 +1,28 @@
+"""`toolwise dashboard` refuses what `serve --http` refuses, before it serves: a public bind without a
+token, a busy port; each in one line with exit code 2. (It serving a browser: tests/e2e/test_dashboard_browser.py.)"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.cli.test_views import cli_config
+from toolwise.cli.main import app as cli
+
+
+def test_a_public_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+    _, config = cli_config(tmp_path)
+    result = CliRunner().invoke(cli, ["dashboard", *config, "--host", "0.0.0.0"], env={"TOOLWISE_HTTP_TOKEN": None})
+    assert result.exit_code == 2 and "refusing to serve HTTP on '0.0.0.0' without a token" in result.output
+
+
+def test_a_busy_port_is_named(tmp_path: Path) -> None:
+    _, config = cli_config(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, ["dashboard", *config, "--port", str(port)])
+    assert result.exit_code == 2 and f"port {port} on 127.0.0.1 is already in use" in result.output
