@@ -26,7 +26,8 @@ from scale import fill, filled, sqlite_url
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.server.auth import http_access
-from toolwise.server.dashboard import TREND_ROWS, WINDOWS, dashboard_app
+from toolwise.server.dashboard import TREND_ROWS, WINDOWS
+from toolwise.server.dashboard_http import dashboard_app
 
 TARGET_MS = 200.0
 REQUESTS = [f"?window={w}" for w in WINDOWS] + [

@@ -20,7 +20,7 @@ from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.server import dashboard, dashboard_page
 from toolwise.server.auth import DASHBOARD_COOKIE, http_access
-from toolwise.server.dashboard import dashboard_app
+from toolwise.server.dashboard_http import dashboard_app
 
 TOKEN = "dashboard-token-for-tests-0123"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

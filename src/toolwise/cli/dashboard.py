@@ -24,7 +24,7 @@ def dashboard(
     With a token (TOOLWISE_HTTP_TOKEN or http_token_file) the printed address carries it once as
     ?token=; opening it sets a cookie for the dashboard and drops the token from the address."""
     from toolwise.server.auth import DASHBOARD, http_access
-    from toolwise.server.dashboard import serve_dashboard
+    from toolwise.server.dashboard_http import serve_dashboard
     from toolwise.server.transports import BindError, listening_socket
 
     setup_logging(log_level)

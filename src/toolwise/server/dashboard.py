@@ -8,27 +8,20 @@ reads at most the newest `TREND_ROWS` executions. The page itself is `dashboard_
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from toolwise.feedback import utcnow
 from toolwise.feedback.records import InstanceStatus, TrendBucket
 from toolwise.server.auth import DASHBOARD
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
-
-    from toolwise.config import Settings
     from toolwise.feedback import FeedbackService
-    from toolwise.server.auth import HttpAccess
 
 WINDOWS = {"1h": 1.0, "24h": 24.0, "7d": 168.0, "30d": 720.0}  # the trend's look-back, hours
 TREND_ROWS = 20_000  # the trend reads at most the newest this many executions of the namespace: a row read
@@ -216,50 +209,3 @@ async def _sessions(feedback: FeedbackService, namespace: str) -> list[Chain]:
         )
         for sid, steps in chains.items()
     ]
-
-
-def endpoint(
-    feedback: FeedbackService, namespace: str, database_url: str, access: HttpAccess
-) -> Callable[[Request], Awaitable[Response]]:
-    """The route's handler: the whole page, or (`?part=main`) the part an open page fetches to stay live;
-    Host/Origin checked as for /mcp (the token, by `BearerAuth` in front)."""
-    from toolwise.server.dashboard_page import main_part, page
-
-    async def dashboard(request: Request) -> Response:
-        refused = await access.check_metrics(request)
-        if refused is not None:
-            return refused
-        try:
-            query = Query.of(request)
-        except ValueError as exc:
-            return PlainTextResponse(f"toolwise dashboard: {exc}\n", status_code=400)
-        view = await gather(feedback, namespace, database_url, query)
-        html = main_part(view, query) if request.query_params.get("part") == "main" else page(view, query)
-        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
-
-    return dashboard
-
-
-def dashboard_app(feedback: FeedbackService, namespace: str, database_url: str, access: HttpAccess) -> ASGIApp:
-    """An ASGI app that serves the dashboard alone, behind the token, if any, and the Host/Origin checks."""
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    from toolwise.server.auth import BearerAuth
-
-    app = Starlette(routes=[Route(DASHBOARD, endpoint(feedback, namespace, database_url, access), methods=["GET"])])
-    return app if access.token is None else BearerAuth(app, access.token)
-
-
-async def serve_dashboard(settings: Settings, host: str, listening: socket.socket, access: HttpAccess) -> None:
-    """`toolwise dashboard`: the dashboard alone on `listening` (`transports.listening_socket`'s), over
-    the database of `settings`, without serving MCP."""
-    import uvicorn
-
-    from toolwise.feedback import FeedbackService
-
-    async with FeedbackService(settings.database_url) as feedback:
-        app = dashboard_app(feedback, settings.namespace, settings.database_url, access)
-        port = listening.getsockname()[1]
-        uv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="off"))
-        await uv.serve(sockets=[listening])

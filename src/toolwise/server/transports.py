@@ -185,7 +185,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from starlette.types import ASGIApp
 
     from toolwise.server.auth import DASHBOARD, BearerAuth, http_access
-    from toolwise.server.dashboard import endpoint
+    from toolwise.server.dashboard_http import endpoint
     from toolwise.server.events import RETRY_MS, MemoryEventStore
 
     access = http_access(host, config.toolwise)
