@@ -1,7 +1,9 @@
 """Who may talk to the HTTP transport: a bearer token, and the Host/Origin names it answers to.
 
-The token comes from `TOOLWISE_HTTP_TOKEN` or the file named by `http_token_file` and is compared in
-constant time (`hmac.compare_digest`), on every path (/mcp and /metrics). Host and Origin checks (DNS
+The token comes from `TOOLWISE_HTTP_TOKEN` or the file named by `http_token_file`, which may hold
+several, one a line (one for each client: over 2026-07-28 HTTP, where a request has no connection,
+the token is what tells clients apart, `downstream/callers.py`), and is compared in constant time
+(`hmac.compare_digest`, against every token), on every path (/mcp and /metrics). Host and Origin checks (DNS
 rebinding protection) are the SDK's own `TransportSecuritySettings`, switched on whatever the bind
 address (the SDK does so only for the exact strings 127.0.0.1, localhost and ::1), and applied to
 /metrics too. The SDK's OAuth resource-server support does not fit a static token (it wants an issuer
@@ -42,22 +44,28 @@ def is_loopback(host: str) -> bool:
         return False  # a DNS name: it may resolve to anything
 
 
-def load_token(settings: Settings) -> str | None:
-    """The bearer token clients must send, or None (no authentication)."""
+def load_tokens(settings: Settings) -> tuple[str, ...] | None:
+    """The bearer tokens clients may send (the file's: one a line, blank lines and `#` comments
+    skipped), or None (no authentication)."""
     if settings.http_token is not None and settings.http_token_file is not None:
         raise ConfigError("give the HTTP token either in TOOLWISE_HTTP_TOKEN or in http_token_file, not both")
     if settings.http_token_file is not None:
         try:
-            token = settings.http_token_file.read_text(encoding="utf-8").strip()
+            text = settings.http_token_file.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"http_token_file {settings.http_token_file}: {exc.strerror}") from exc
+        lines = [line.strip() for line in text.splitlines()]
+        tokens = tuple(dict.fromkeys(line for line in lines if line and not line.startswith("#")))
+        if not tokens:
+            raise ConfigError(f"http_token_file {settings.http_token_file} holds no token")
     elif settings.http_token is not None:
-        token = settings.http_token.get_secret_value().strip()
+        tokens = (settings.http_token.get_secret_value().strip(),)
     else:
         return None
-    if len(token) < MIN_TOKEN_LENGTH:
-        raise ConfigError(f"the HTTP token must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
-    return token
+    for token in tokens:
+        if len(token) < MIN_TOKEN_LENGTH:
+            raise ConfigError(f"the HTTP token must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
+    return tokens
 
 
 def security_settings(host: str, settings: Settings) -> TransportSecuritySettings:
@@ -78,7 +86,7 @@ def security_settings(host: str, settings: Settings) -> TransportSecuritySetting
 
 @dataclass(frozen=True, slots=True)
 class HttpAccess:
-    token: str | None
+    token: tuple[str, ...] | None  # the tokens a client may send (one each), or None
     security: TransportSecuritySettings
 
     async def check_metrics(self, request: Request) -> Response | None:
@@ -89,7 +97,7 @@ class HttpAccess:
 def http_access(host: str, settings: Settings) -> HttpAccess:
     """What guards an HTTP server bound to `host`; refuses (ConfigError) a non-loopback bind without a
     token, where anyone who can reach the port could run every tool."""
-    token = load_token(settings)
+    token = load_tokens(settings)
     if token is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to serve HTTP on {host!r} without a token: anyone who can reach it could run every "
@@ -110,12 +118,16 @@ NO_OAUTH = (
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`, else 401; OAuth
-    discovery's well-known URIs answer 404 (see the module's docstring)."""
+    """ASGI middleware: every HTTP request needs `Authorization: Bearer <one of the tokens>`, else 401;
+    OAuth discovery's well-known URIs answer 404 (see the module's docstring)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str | tuple[str, ...]) -> None:
         self.app = app
-        self._expected = token.encode()
+        self._expected = [t.encode() for t in ((token,) if isinstance(token, str) else token)]
+
+    def _known(self, sent: bytes) -> bool:
+        """Compared with every token, so the time taken says nothing about which one came close."""
+        return sum(hmac.compare_digest(sent, expected) for expected in self._expected) > 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,7 +138,7 @@ class BearerAuth:
             response = Response(NO_OAUTH, status_code=404, media_type="text/plain")
         elif header is None or header[:7].lower() != b"bearer ":
             response = _unauthorized('Bearer realm="toolwise"', b"missing bearer token: " + NO_OAUTH)
-        elif not hmac.compare_digest(header[7:].strip(), self._expected):
+        elif not self._known(header[7:].strip()):
             challenge = (
                 'Bearer realm="toolwise", error="invalid_token", error_description="not the token toolwise takes"'
             )
