@@ -89,3 +89,16 @@ async def test_share_arguments_suggests_one_clients_values_to_every_client(tmp_p
         ok(await a.call_tool("recommend_tool", {"query": f"repeat {SECRET}", "candidates": [ECHO]}))
         ok(await a.call_tool(ECHO, {"text": SECRET}))
         assert await suggested(b) == {"text": SECRET}
+
+
+async def test_one_clients_timeouts_leave_the_circuit_closed_for_the_others(tmp_path: Path) -> None:
+    async with two_clients(tmp_path, call_timeout_s=1, circuit_failures=5) as (a, b):
+        for _ in range(5):
+            slow = await a.call_tool("toy__sleep", {"seconds": 30})
+            assert slow.is_error and "did not answer within 1s" in text(slow)
+        fast = await a.call_tool("toy__echo", {"text": "again"})
+        served = await b.call_tool(ECHO, {"text": "mine"})
+        stats = ok(await b.call_tool("get_learning_stats", {}))
+    assert fast.is_error and text(fast).startswith("this client's calls to 'toy' timed out 5 times in a row")
+    assert not served.is_error and text(served) == "mine"
+    assert stats["open_circuits"] == []

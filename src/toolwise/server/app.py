@@ -359,7 +359,8 @@ class Toolwise:
         try:
             with self.callers.calling(route.server, ctx):
                 meta = self.callers.call_meta(ctx, route.server)
-                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds), None
+                caller = self.callers.principal(ctx)  # its timeouts are its own until others see them too
+                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds, caller), None
         except DownstreamError as exc:
             return None, exc
 
