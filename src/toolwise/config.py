@@ -91,6 +91,7 @@ class Settings(BaseSettings):
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     store_arguments: bool = False
+    share_arguments: bool = False  # on: argument values that worked are suggested to every client, not only their own
     store_queries: bool = True  # off: recommend_tool queries and rating comments are never stored
     flush_interval_ms: float = Field(default=20.0, ge=0)  # group commit: the longest a record waits in memory
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"  # NORMAL: faster, a power cut may undo the last commits

@@ -204,7 +204,9 @@ async def test_a_search_then_call_tool_is_learned_as_that_searchs_decision(tmp_p
             ended = await client.call_tool("end_session", {"session_id": "conv-1", "outcome": "success"})
             assert ended.structured_content["tools"] == [NOW]
         assert app.learning.learner.updates > updates  # the learner took the outcome in
-    assert executions(db) == [(NOW, "conv-1", decision_id, query, None)]
+    # The log keeps a named session scoped to its client (its connection: `conn-…/conv-1`).
+    named = [(tool, session.partition("/")[2], *rest) for tool, session, *rest in executions(db)]
+    assert named == [(NOW, "conv-1", decision_id, query, None)]
 
 
 async def test_learned_exposure_tells_a_2026_client_through_listen(write_config: Callable[..., Path]) -> None:

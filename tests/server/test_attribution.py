@@ -50,10 +50,14 @@ async def recommend(client: Client, query: str, tool: str, session_id: str) -> s
 
 
 def executions(db: Path) -> dict[str, tuple[Any, ...]]:
-    """Each call's (session, decision, query), by tool + position in call order."""
+    """Each call's (session as the client named it, decision, query), by tool + position in call order
+    (the log keeps a named session scoped to its client: `conn-…/alice`)."""
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT tool, session_id, decision_id, query FROM executions ORDER BY seq").fetchall()
-    return {f"{tool}#{i}": (session, decision, query) for i, (tool, session, decision, query) in enumerate(rows)}
+    return {
+        f"{tool}#{i}": (session.partition("/")[2] or session, decision, query)
+        for i, (tool, session, decision, query) in enumerate(rows)
+    }
 
 
 async def test_a_plain_call_follows_the_decision_that_named_a_session(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from toolwise.config import ConfigError, Settings
-from toolwise.server.auth import BearerAuth, http_access, load_token
+from toolwise.server.auth import BearerAuth, http_access, load_tokens
 
 TOKEN = "0123456789abcdef-token"
 
@@ -19,16 +19,18 @@ TOKEN = "0123456789abcdef-token"
 def test_the_token_comes_from_the_environment_or_a_file_never_both(tmp_path: Path) -> None:
     file = tmp_path / "token"
     file.write_text(TOKEN + "\n")
-    assert load_token(Settings(http_token_file=file)) == TOKEN
-    assert load_token(Settings(http_token=SecretStr(TOKEN))) == TOKEN
-    assert load_token(Settings()) is None
+    assert load_tokens(Settings(http_token_file=file)) == (TOKEN,)
+    assert load_tokens(Settings(http_token=SecretStr(TOKEN))) == (TOKEN,)
+    assert load_tokens(Settings()) is None
+    file.write_text(f"# alice\n{TOKEN}\n\n# bob\n{TOKEN}-bob\n")  # one a client
+    assert load_tokens(Settings(http_token_file=file)) == (TOKEN, f"{TOKEN}-bob")
     with pytest.raises(ConfigError, match="not both"):
-        load_token(Settings(http_token=SecretStr(TOKEN), http_token_file=file))
+        load_tokens(Settings(http_token=SecretStr(TOKEN), http_token_file=file))
     file.write_text("short")
     with pytest.raises(ConfigError, match="at least 16 characters"):
-        load_token(Settings(http_token_file=file))
+        load_tokens(Settings(http_token_file=file))
     with pytest.raises(ConfigError, match="No such file"):
-        load_token(Settings(http_token_file=tmp_path / "missing"))
+        load_tokens(Settings(http_token_file=tmp_path / "missing"))
 
 
 def test_every_bind_address_checks_hosts_and_a_public_one_needs_a_token() -> None:
@@ -66,7 +68,7 @@ async def _answer(path: str, headers: dict[str, str]) -> Answer:
 
     raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
     scope: Scope = {"type": "http", "method": "POST", "path": path, "headers": raw, "query_string": b""}
-    await BearerAuth(app, TOKEN)(scope, receive, send)
+    await BearerAuth(app, (TOKEN, f"{TOKEN}-bob"))(scope, receive, send)
     start = sent[0]
     body = b"".join(m.get("body", b"") for m in sent[1:])
     return Answer(start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, body.decode())
@@ -90,3 +92,4 @@ async def test_a_401_is_the_static_bearer_challenge_and_oauth_discovery_finds_no
         discovery = await _answer(path, {})
         assert discovery.status == 404 and "www-authenticate" not in discovery.headers, path
     assert (await _answer("/mcp", {"Authorization": f"Bearer {TOKEN}"})).text == "served"
+    assert (await _answer("/mcp", {"Authorization": f"Bearer {TOKEN}-bob"})).text == "served"  # each client's

@@ -6,8 +6,14 @@ Which client a request comes from: the connection the SDK serves it on, never a 
 - 2026-07-28 over a duplex stream (stdio, in-process): the pipe, which the SDK keeps as the
   connection's notify-only outbound channel (it builds a fresh `Connection` per request).
 - 2026-07-28 over HTTP: nothing. Every request is a self-contained POST with no session and no
-  channel, so it has no client identity beyond itself: `None`, and the caller treats the request
-  as its own session unless the request names one.
+  channel, so it has no connection beyond itself: `None`, and the caller treats the request as its
+  own session unless the request names one.
+
+Whom a request acts for (`Callers.principal`), which owns the calls, sessions, ratings and argument
+values it leaves: its connection when it has one (unguessable: the SDK's random `Mcp-Session-Id`, or a
+random key of ours for a pipe); over 2026-07-28 HTTP, where it has none, the bearer token it sent (one
+client per token: `http_token_file` may hold one for each), else the one anonymous client a tokenless
+loopback server has. A stdio server has one client, which owns everything (`serve_alone`).
 
 - A call's `_meta` goes to the downstream whole, except toolwise's own keys and the protocol envelope
   of the hop; the downstream's progress reaches the caller under the caller's own token.
@@ -22,6 +28,7 @@ Which client a request comes from: the connection the SDK serves it on, never a 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import uuid
 import warnings
@@ -45,6 +52,7 @@ from mcp_types import (
 )
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import HTTPConnection
 
 from toolwise import sdk
 from toolwise.downstream.catalogue import Catalogue
@@ -54,6 +62,7 @@ log = logging.getLogger(__name__)
 TOOLWISE_META_PREFIX = "toolwise/"
 ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY})  # the caller's capabilities go on
 PROGRESS_TOKEN = "progressToken"
+ANONYMOUS = "anonymous"  # the client of 2026-07-28 HTTP requests without a token (a loopback server)
 _PY_LEVEL = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40}
 
 _keys: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()  # forgotten with the connection
@@ -85,6 +94,17 @@ def client_key(ctx: ServerRequestContext[Any]) -> str | None:
     if key is None:
         key = _keys[channel] = f"conn-{uuid.uuid4()}"
     return key
+
+
+def credential_key(ctx: ServerRequestContext[Any]) -> str | None:
+    """A key for the bearer token a request came with (a digest: the token itself is never kept), or
+    None without one."""
+    if not isinstance(ctx.request, HTTPConnection):  # the HTTP request the SDK hands on (None elsewhere)
+        return None
+    header = ctx.request.headers.get("authorization")
+    if header is None or header[:7].lower() != "bearer ":
+        return None
+    return "token-" + hashlib.sha256(header[7:].strip().encode()).hexdigest()[:32]
 
 
 def client_of(ctx: ServerRequestContext[Any]) -> str:
@@ -145,7 +165,21 @@ class Callers:
     catalogue: Catalogue
     in_flight: dict[str, list[Caller]] = field(default_factory=dict)  # server → requests in flight on it
     log_level: types.LoggingLevel | None = None
+    alone: bool = False  # one client (stdio): it owns everything, nothing is kept apart
     _legacy: dict[str, ServerSession] = field(default_factory=dict)  # by client key
+
+    # -- whom a request acts for ---------------------------------------------------------------------
+
+    def serve_alone(self) -> None:
+        """This server has one client (stdio): everything recorded is its own, across restarts too."""
+        self.alone = True
+
+    def principal(self, ctx: ServerRequestContext[Any]) -> str | None:
+        """Who owns what `ctx`'s request records and may act on it (see the module's docstring); None
+        for the one client of a server serving alone."""
+        if self.alone:
+            return None
+        return client_key(ctx) or credential_key(ctx) or ANONYMOUS
 
     # -- handshake-era clients, told of list changes -------------------------------------------------
 

@@ -63,7 +63,13 @@ State = Literal["starting", "ready", "restarting", "failed", "stopped"]
 
 
 class DownstreamError(Exception):
-    """A call could not be completed by the downstream server; the message says why and what next."""
+    """A call could not be completed by the downstream server; the message says why and what next.
+    `timed_out`: the downstream did not answer in time, which may be the caller's doing (its circuit
+    counts it first: shields.py)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class InvalidArgumentsError(DownstreamError):
@@ -400,32 +406,44 @@ class Downstream:
         meta: types.RequestParamsMeta | None = None,
         progress: ProgressFnT | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Forward one call through the circuit breaker. Raises DownstreamError when the server is
-        down, dies or is too slow, CircuitOpenError (at once) while its circuit is open."""
-        wait = self.circuit.admit(time.monotonic())
+        """Forward one call (of the client `caller`) through the circuit breaker. Raises DownstreamError
+        when the server is down, dies or is too slow, CircuitOpenError (at once) while its circuit, or
+        the caller's own (its timeouts: shields.py), is open."""
+        wait = self.circuit.admit(time.monotonic(), caller)
         if wait is not None:
-            raise CircuitOpenError(
-                f"downstream server {self.name!r} failed {self.circuit.failures} times in a row; its circuit "
-                f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
-            )
+            raise CircuitOpenError(self._open_circuit(wait, caller))
         try:
             result = await self._call(tool, arguments, timeout_s, meta, progress, rounds)
         except InvalidArgumentsError:
-            self.circuit.succeeded()  # it answered, and sanely: the caller sent what it cannot take
+            self.circuit.succeeded(caller)  # it answered, and sanely: the caller sent what it cannot take
             raise
         except InvalidResultError:
-            self.circuit.succeeded()  # it answered: the tool's result is wrong, not the server's health
+            self.circuit.succeeded(caller)  # it answered: the tool's result is wrong, not the server's health
             raise
-        except DownstreamError:
-            self.circuit.failed(time.monotonic())
+        except DownstreamError as exc:
+            self.circuit.failed(time.monotonic(), caller, timed_out=exc.timed_out)
             raise
         except BaseException:
-            if self.circuit.state == "half-open":
-                self.circuit.failed(time.monotonic())  # a cancelled probe must not leave it half-open
+            self.circuit.abandoned(time.monotonic(), caller)  # a cancelled probe must not leave it half-open
             raise
-        self.circuit.succeeded()
+        self.circuit.succeeded(caller)
         return result
+
+    def _open_circuit(self, wait: float, caller: str | None) -> str:
+        """Why a call fails fast: the downstream's circuit, or only this client's (its own timeouts)."""
+        own = self.circuit.timeouts_of(caller) if self.circuit.state == "closed" else None
+        if own is not None:
+            return (
+                f"this client's calls to {self.name!r} timed out {own} times in a row (call_timeout_s); they "
+                f"fail fast for another {max(wait, 0):.0f}s before one is tried again (other clients' calls "
+                "go through)"
+            )
+        return (
+            f"downstream server {self.name!r} failed {self.circuit.failures} times in a row; its circuit "
+            f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
+        )
 
     async def _call(
         self,
@@ -459,7 +477,8 @@ class Downstream:
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
-                    f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)"
+                    f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)",
+                    timed_out=True,
                 ) from None
             raise _answered(self.name, tool, exc, rounds) or self._refused(tool, exc) from exc
         except Exception as exc:
@@ -663,9 +682,10 @@ class Catalogue:
         meta: types.RequestParamsMeta | None = None,
         progress: ProgressFnT | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         return await self.downstreams[route.server].call(
-            route.tool, arguments, self.settings.call_timeout_s, meta, progress, rounds
+            route.tool, arguments, self.settings.call_timeout_s, meta, progress, rounds, caller
         )
 
     def offering(self, capability: str) -> list[tuple[Downstream, Client]]:

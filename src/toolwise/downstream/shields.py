@@ -3,6 +3,12 @@ stop sending calls to a downstream that keeps failing (a circuit breaker).
 
 Both work on recent observations only, kept in memory: a bounded window per tool, a consecutive
 failure count per downstream. Deciding is a set lookup; the (constant) work happens when a call is recorded.
+
+A timeout may be the caller's doing (a request that asks for too much) as well as the downstream's, so
+one client's timeouts must not cut the downstream off for every client: they open a circuit of that
+client's own (its calls fail fast, others' go through), and count towards the downstream's circuit only
+once the failing run holds timeouts of `TIMEOUT_CALLERS` clients or a failure that is not a timeout
+(the downstream died, refused the connection, is restarting), which is everyone's.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 CircuitState = Literal["closed", "open", "half-open"]
+TIMEOUT_CALLERS = 2  # clients whose timeouts, in one run of failures, open a downstream's circuit for all
+CALLER_CIRCUITS = 10_000  # clients with timeouts remembered per downstream (closed ones forgotten past it)
 
 
 @dataclass(slots=True)
@@ -25,9 +33,22 @@ class Circuit:
     failures: int = 0
     opened_at: float = 0.0
     opened: int = 0  # times it opened
+    _timed_out: set[str] = field(default_factory=set)  # clients with a timeout in the current run of failures
+    _shared: bool = False  # the current run holds a failure that is not a timeout
+    _callers: dict[str, Circuit] = field(default_factory=dict)  # each client's own circuit, for its timeouts
 
-    def admit(self, now: float) -> float | None:
-        """None when a call may go through; else the seconds left before the next probe."""
+    def admit(self, now: float, caller: str | None = None) -> float | None:
+        """None when a call (of `caller`) may go through; else the seconds left before the next probe."""
+        wait = self._admit(now)
+        own = self._callers.get(caller) if caller is not None else None
+        return own._admit(now) if wait is None and own is not None else wait
+
+    def timeouts_of(self, caller: str | None) -> int | None:
+        """The timeouts in a row that opened `caller`'s own circuit; None when it is not open."""
+        own = self._callers.get(caller) if caller is not None else None
+        return own.failures if own is not None and own.state != "closed" else None
+
+    def _admit(self, now: float) -> float | None:
         if self.state == "closed":
             return None
         if self.state == "open" and now - self.opened_at >= self.cooldown_s:
@@ -37,15 +58,42 @@ class Circuit:
             return self.cooldown_s  # a probe is in flight: the others wait for its verdict
         return self.cooldown_s - (now - self.opened_at)
 
-    def succeeded(self) -> None:
-        self.state, self.failures = "closed", 0
+    def succeeded(self, caller: str | None = None) -> None:
+        self.state, self.failures, self._shared = "closed", 0, False
+        self._timed_out.clear()
+        if caller is not None:
+            self._callers.pop(caller, None)
 
-    def failed(self, now: float) -> None:
+    def failed(self, now: float, caller: str | None = None, *, timed_out: bool = False) -> None:
+        """A call failed; `timed_out` with a `caller`: the downstream did not answer that client in time
+        (opens that client's own circuit; the downstream's only with others', see the module)."""
+        own = self._callers.get(caller) if caller is not None else None
+        if timed_out and caller is not None:
+            if own is None:
+                if len(self._callers) >= CALLER_CIRCUITS:
+                    self._callers = {c: o for c, o in self._callers.items() if o.state != "closed"}
+                own = self._callers[caller] = Circuit(self.threshold, self.cooldown_s)
+            own.failed(now)
+            self._timed_out.add(caller)
+        else:
+            self._shared = True
+            if own is not None and own.state == "half-open":
+                own.failed(now)  # its probe failed too
         self.failures += 1
-        if self.state == "half-open" or self.failures >= self.threshold:
+        everyone = self._shared or len(self._timed_out) >= TIMEOUT_CALLERS
+        if self.state == "half-open" or (everyone and self.failures >= self.threshold):
             if self.state != "open":
                 self.opened += 1
             self.state, self.opened_at = "open", now
+
+    def abandoned(self, now: float, caller: str | None = None) -> None:
+        """A call ended without a verdict (cancelled): a probe in flight must not leave a circuit
+        (the downstream's, or the caller's own) half-open."""
+        if self.state == "half-open":
+            self.failed(now, caller)
+        own = self._callers.get(caller) if caller is not None else None
+        if own is not None and own.state == "half-open":
+            own.failed(now)
 
 
 @dataclass(frozen=True, slots=True)

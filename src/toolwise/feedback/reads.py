@@ -13,6 +13,7 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     func,
+    or_,
     select,
 )
 
@@ -53,11 +54,16 @@ class LogReads:
         rows = await executions(self._database, select(ExecutionRow).where(ExecutionRow.id == execution_id))
         return rows[0] if rows else None
 
-    async def latest_of(self, tool: str, *, since: datetime, namespace: str = "default") -> Execution | None:
+    async def latest_of(
+        self, tool: str, *, since: datetime, namespace: str = "default", owner: str | None = None
+    ) -> Execution | None:
         """The newest execution of `tool` that finished at or after `since` (rating a call by its tool's
-        name when the caller's session holds none)."""
+        name when the caller's session holds none); with `owner`, only among that client's calls (its
+        session ids: learning/sessions.py's `owns`)."""
         e = ExecutionRow
         query = select(e).where(e.namespace == namespace, e.tool == tool, e.finished_at >= since)
+        if owner is not None:
+            query = query.where(or_(e.session_id == owner, e.session_id.startswith(f"{owner}/", autoescape=True)))
         rows = await executions(self._database, query.order_by(e.seq.desc()).limit(1))
         return rows[0] if rows else None
 

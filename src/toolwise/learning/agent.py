@@ -14,7 +14,7 @@ from typing import Any
 from toolwise.errors import UserError
 from toolwise.feedback import OUTCOMES, Episode, Execution, FeedbackError, InvalidOutcomeError, Outcome, utcnow
 from toolwise.learning.service import LearningService, with_session_query
-from toolwise.learning.sessions import Session, step_of
+from toolwise.learning.sessions import Session, owns, step_of
 from toolwise.rl import Decision
 from toolwise.rl.arguments import Suggestion
 
@@ -70,21 +70,24 @@ class Agent:
         learning.state.decided(decision.explored)
         return decision
 
-    def suggest_arguments(self, tool: str, query: str) -> list[Suggestion]:
-        """Values `tool`'s successful calls used for requests like `query` (none without stored
-        arguments or an embedding)."""
+    def suggest_arguments(self, tool: str, query: str, owner: str | None = None) -> list[Suggestion]:
+        """Values `tool`'s successful calls (by `owner`, unless `share_arguments`) used for requests like
+        `query` (none without stored arguments or an embedding)."""
         learning = self.learning
         semantic = learning.learner.index.semantic
         if not learning.settings.store_arguments or semantic is None:
             return []
+        key = learning.argument_key(owner, tool)
         with learning.lock:
-            return learning.arguments.suggest(tool, semantic.query(query[: learning.settings.max_query_chars]))
+            return learning.arguments.suggest(key, semantic.query(query[: learning.settings.max_query_chars]))
 
     async def rate(
         self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
     ) -> tuple[Execution, float]:
         """Store a 1..5 rating and learn from it; returns the execution and its new reward."""
         await self.learning.drain()
+        if execution_id is not None and session.owner is not None:
+            await self._own_call(session.owner, execution_id)
         if execution_id is None:
             call = session.latest(tool)
             if call is None:
@@ -102,6 +105,16 @@ class Agent:
         except asyncio.CancelledError:
             work.add_done_callback(_log_failure)
             raise
+
+    async def _own_call(self, owner: str, execution_id: str) -> None:
+        """Refuse a rating of a call another client made (unknown and foreign ids alike: which calls
+        exist is not another client's business)."""
+        found = await self.learning.feedback.reads.get_execution(execution_id)
+        if found is None or not owns(owner, found.session_id):
+            raise NothingToRateError(
+                f"no call with execution_id {execution_id!r} made by this client to rate: a client rates only "
+                "its own calls (the _meta['toolwise/execution_id'] its call returned)"
+            )
 
     async def _rate(
         self, session: Session, execution_id: str, rating: int, comment: str | None
@@ -137,7 +150,7 @@ class Agent:
         learning.sessions.unname(session_id)
         learning.open_decisions.forget_session(session_id)
         if session is None or not session.length:
-            raise UserError(f"session {session_id!r} has no calls to end")
+            raise UserError(f"session {session_id!r} has no calls to end (a client ends only its own sessions)")
         last = session.calls[-1]
         self._end_episode(session, last)
         episode = Episode(

@@ -185,7 +185,7 @@ class LearningService:
             self.learner.set_tools(self.tool_docs)
 
     def attribute(
-        self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str
+        self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str, owner: str | None = None
     ) -> tuple[Session, OpenDecision | None]:
         """The session a proxied call of `tool` belongs to and the open decision it follows. The
         session is `fallback`: the one `_meta` names, else the conversation the connection named last
@@ -195,7 +195,7 @@ class LearningService:
         named = meta.get(DECISION_META_KEY) if meta else None
         in_conversation = fallback if fallback != connection else None  # named by _meta or by the connection
         opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)
-        return self.sessions.get(opened.session_id if opened is not None else fallback), opened
+        return self.sessions.get(opened.session_id if opened is not None else fallback, owner), opened
 
     def reopen(self, connection: str, opened: OpenDecision | None) -> None:
         """A call `attribute` placed has not finished (it asked its caller for input, 2026-07-28): the
@@ -251,7 +251,7 @@ class LearningService:
             instance=self.instance_id,
             explored=None if followed is None else followed.explored,
         )
-        self._pending.append(Call(execution, session.recent(session.length, self.history_n), decision))
+        self._pending.append(Call(execution, session.recent(session.length, self.history_n), decision, session.owner))
         session.add(execution)
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
@@ -288,7 +288,7 @@ class LearningService:
         for call in calls:
             if call.execution.context_hash is None:
                 self._learn(call)
-                self._remember_arguments(call.execution)
+                self._remember_arguments(call)
 
     async def _complete(self, call: Call) -> None:
         execution = call.execution
@@ -303,15 +303,22 @@ class LearningService:
         if self.metrics is not None:
             self.metrics.observe_call(execution)
 
-    def _remember_arguments(self, execution: Execution) -> None:
+    def _remember_arguments(self, call: Call) -> None:
         """A successful call's redacted argument values, for suggestions: only with `store_arguments`
-        (the user's consent to keep argument values), only with a request to match them to."""
-        e = execution
+        (the user's consent to keep argument values), only with a request to match them to; kept for
+        its client alone unless `share_arguments` (`argument_key`)."""
+        e = call.execution
         if not (self.settings.store_arguments and e.success and e.arguments and e.query):
             return
         semantic = self.learner.index.semantic
         if semantic is not None:
-            self.arguments.add(e.tool, semantic.query(e.query), redact(e.arguments, self._redact))
+            key = self.argument_key(call.owner, e.tool)
+            self.arguments.add(key, semantic.query(e.query), redact(e.arguments, self._redact))
+
+    def argument_key(self, owner: str | None, tool: str) -> str:
+        """Where the argument memory keeps `tool`'s values for `owner`: one client's values are never
+        suggested to another unless `share_arguments` says so."""
+        return tool if self.settings.share_arguments or owner is None else f"{owner}\x00{tool}"
 
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call

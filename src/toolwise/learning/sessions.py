@@ -4,6 +4,11 @@ A session is the explicit `session_id` argument our tools accept (or `_meta["too
 on a proxied call), otherwise the client connection (`downstream/callers.py`); a request that has no
 connection (2026-07-28 over HTTP) is a session of its own, never kept, never shared.
 
+Sessions belong to a client (its principal, `Callers.principal`): the id a client names is scoped to
+it (`scoped`: "s1" of the client `http-ab…` is `http-ab…/s1` in memory and in the log), so another
+client naming the same string gets a session of its own, and whose a logged call is can be read
+from its session id (`owns`). The one client of a stdio server owns everything: nothing is scoped.
+
 Which decision a proxied call follows (`OpenDecisions`): the open recommendations of each client
 connection. Agent frameworks keep conversations apart on one connection by passing `session_id` to our
 tools, then call the downstream tools as any MCP client does: no `session_id`, no `_meta`. Such a call
@@ -39,6 +44,19 @@ OPEN_PER_CONNECTION = 64  # older open decisions of a connection are forgotten
 CONNECTIONS = 10_000  # connections with open decisions remembered (least recently used forgotten)
 
 
+def scoped(owner: str | None, name: str) -> str:
+    """The id of the session `owner` calls `name` (`name` itself when it is already `owner`'s)."""
+    if owner is None or owns(owner, name):
+        return name
+    return f"{owner}/{name}"
+
+
+def owns(owner: str | None, session_id: str) -> bool:
+    """Whether the session `session_id` (in memory or in the log) is `owner`'s: its connection's own
+    session, or one it named. The one client of a server serving alone (None) owns every session."""
+    return owner is None or session_id == owner or session_id.startswith(f"{owner}/")
+
+
 def session_meta(session: str) -> RequestParamsMeta:
     """The `_meta` that files a plain call under a conversation (what an agent framework sends)."""
     return cast(RequestParamsMeta, {SESSION_META_KEY: session})
@@ -54,6 +72,7 @@ class Call:
     execution: Execution  # `query` is the context it is learned in (the log keeps it once: `stored`)
     history: tuple[str, ...]  # the tools called just before it (the sequence model's prefix)
     decision: Decision | None  # the recommendation before it (dropped once recorded)
+    owner: str | None = None  # the client that made it (its session's)
 
     def step(self, n: int) -> Step:
         """The learner's view of this call."""
@@ -91,6 +110,13 @@ class Session:
     dropped: int = 0  # calls trimmed off the front of `calls`
     reward_total: float = 0.0  # the rewards of all its calls, added as they are learned (and rated)
     connection: str | None = None  # the client connection our tools were last called on for it (attribution)
+    owner: str | None = None  # the client it belongs to (None: the one client of a server serving alone)
+
+    @property
+    def name(self) -> str:
+        """The id as its client named it (without the scope `scoped` added)."""
+        prefix = f"{self.owner}/"
+        return self.id[len(prefix) :] if self.owner is not None and self.id.startswith(prefix) else self.id
 
     @property
     def length(self) -> int:
@@ -182,12 +208,13 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def get(self, session_id: str) -> Session:
-        if session_id.startswith(REQUEST_PREFIX):
-            return Session(session_id)  # one request's own: nothing after it can refer to it
+    def get(self, session_id: str, owner: str | None = None) -> Session:
+        """The open session `session_id` (opened for `owner` if it is not)."""
+        if session_id.rpartition("/")[2].startswith(REQUEST_PREFIX):
+            return Session(session_id, owner=owner)  # one request's own: nothing after it can refer to it
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = Session(session_id, self.window)
+            session = self._sessions[session_id] = Session(session_id, self.window, owner=owner)
         return session
 
     def find(self, session_id: str) -> Session | None:
@@ -197,14 +224,16 @@ class Sessions:
     def pop(self, session_id: str) -> Session | None:
         return self._sessions.pop(session_id, None)
 
-    def resolve(self, explicit: str | None, meta: dict[str, Any] | None, client: str | None) -> str:
-        """Explicit argument, then `_meta`, then `client` (the conversation the connection is in,
-        `current`), else a session for this request alone."""
+    def resolve(
+        self, explicit: str | None, meta: dict[str, Any] | None, client: str | None, owner: str | None = None
+    ) -> str:
+        """Explicit argument, then `_meta` (either scoped to `owner`), then `client` (the conversation
+        the connection is in, `current`), else a session for this request alone."""
         if explicit:
-            return explicit
+            return scoped(owner, explicit)
         if meta and isinstance(meta.get(SESSION_META_KEY), str):
-            return str(meta[SESSION_META_KEY])
-        return client if client is not None else f"{REQUEST_PREFIX}{uuid.uuid4()}"
+            return scoped(owner, str(meta[SESSION_META_KEY]))
+        return client if client is not None else scoped(owner, f"{REQUEST_PREFIX}{uuid.uuid4()}")
 
 
 def step_of(

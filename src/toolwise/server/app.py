@@ -359,7 +359,8 @@ class Toolwise:
         try:
             with self.callers.calling(route.server, ctx):
                 meta = self.callers.call_meta(ctx, route.server)
-                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds), None
+                caller = self.callers.principal(ctx)  # its timeouts are its own until others see them too
+                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds, caller), None
         except DownstreamError as exc:
             return None, exc
 
@@ -443,14 +444,15 @@ async def call_own(
         log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
     sessions = app.learning.sessions
     named = getattr(args, "session_id", None)
-    key = sessions.resolve(named, meta, sessions.current(client_key(ctx)))
+    owner = app.callers.principal(ctx)  # a session named is this client's: another's is never reached
+    key = sessions.resolve(named, meta, sessions.current(client_key(ctx)), owner)
     if named or key != sessions.current(client_key(ctx)):  # a conversation named: the connection is in it
         sessions.name(client_key(ctx), key)
     if tool.takes_session:
-        session = sessions.get(key)
+        session = sessions.get(key, owner)
         session.seen_on(client_key(ctx) or key)  # no connection (2026-07-28 HTTP): the session's own
     else:
-        session = Session(key)  # a tool that takes no session is given one of its own, never kept
+        session = Session(key, owner=owner)  # a tool that takes no session is given one of its own, never kept
     output = await tool.handler(app.services, args, session)
     if tool.name in DECIDING and session.decision is not None:
         await app.decided(ctx, client_key(ctx), session.decision)
@@ -477,9 +479,9 @@ async def forward(
             INVALID_PARAMS,
             f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
         )
-    client = client_key(ctx)
-    fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client))
-    session, opened = app.learning.attribute(name, meta, client or fallback, fallback)
+    client, owner = client_key(ctx), app.callers.principal(ctx)
+    fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client), owner)
+    session, opened = app.learning.attribute(name, meta, client or fallback, fallback, owner)
     started_at, start = utcnow(), time.perf_counter()
     stopped: asyncio.CancelledError | None = None
     error: DownstreamError | CallCancelledError | None

@@ -1,7 +1,9 @@
 """Who may talk to the HTTP transport: a bearer token, and the Host/Origin names it answers to.
 
-The token comes from `TOOLWISE_HTTP_TOKEN` or the file named by `http_token_file` and is compared in
-constant time (`hmac.compare_digest`), on every path (/mcp and /metrics). Host and Origin checks (DNS
+The token comes from `TOOLWISE_HTTP_TOKEN` or the file named by `http_token_file`, which may hold
+several, one a line (one for each client: over 2026-07-28 HTTP, where a request has no connection,
+the token is what tells clients apart, `downstream/callers.py`), and is compared in constant time
+(`hmac.compare_digest`, against every token), on every path (/mcp and /metrics). Host and Origin checks (DNS
 rebinding protection) are the SDK's own `TransportSecuritySettings`, switched on whatever the bind
 address (the SDK does so only for the exact strings 127.0.0.1, localhost and ::1), and applied to
 /metrics too. The SDK's OAuth resource-server support does not fit a static token (it wants an issuer
@@ -49,22 +51,28 @@ def is_loopback(host: str) -> bool:
         return False  # a DNS name: it may resolve to anything
 
 
-def load_token(settings: Settings) -> str | None:
-    """The bearer token clients must send, or None (no authentication)."""
+def load_tokens(settings: Settings) -> tuple[str, ...] | None:
+    """The bearer tokens clients may send (the file's: one a line, blank lines and `#` comments
+    skipped), or None (no authentication)."""
     if settings.http_token is not None and settings.http_token_file is not None:
         raise ConfigError("give the HTTP token either in TOOLWISE_HTTP_TOKEN or in http_token_file, not both")
     if settings.http_token_file is not None:
         try:
-            token = settings.http_token_file.read_text(encoding="utf-8").strip()
+            text = settings.http_token_file.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"http_token_file {settings.http_token_file}: {exc.strerror}") from exc
+        lines = [line.strip() for line in text.splitlines()]
+        tokens = tuple(dict.fromkeys(line for line in lines if line and not line.startswith("#")))
+        if not tokens:
+            raise ConfigError(f"http_token_file {settings.http_token_file} holds no token")
     elif settings.http_token is not None:
-        token = settings.http_token.get_secret_value().strip()
+        tokens = (settings.http_token.get_secret_value().strip(),)
     else:
         return None
-    if len(token) < MIN_TOKEN_LENGTH:
-        raise ConfigError(f"the HTTP token must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
-    return token
+    for token in tokens:
+        if len(token) < MIN_TOKEN_LENGTH:
+            raise ConfigError(f"the HTTP token must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
+    return tokens
 
 
 def security_settings(host: str, settings: Settings) -> TransportSecuritySettings:
@@ -85,7 +93,7 @@ def security_settings(host: str, settings: Settings) -> TransportSecuritySetting
 
 @dataclass(frozen=True, slots=True)
 class HttpAccess:
-    token: str | None
+    token: tuple[str, ...] | None  # the tokens a client may send (one each), or None
     security: TransportSecuritySettings
 
     async def check_metrics(self, request: Request) -> Response | None:
@@ -96,7 +104,7 @@ class HttpAccess:
 def http_access(host: str, settings: Settings) -> HttpAccess:
     """What guards an HTTP server bound to `host`; refuses (ConfigError) a non-loopback bind without a
     token, where anyone who can reach the port could run every tool."""
-    token = load_token(settings)
+    token = load_tokens(settings)
     if token is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to serve HTTP on {host!r} without a token: anyone who can reach it could run every "
@@ -126,14 +134,25 @@ def dashboard_cookie(token: str) -> str:
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`, else 401; OAuth
-    discovery's well-known URIs answer 404; /dashboard also takes `?token=` once, then its cookie (see
-    the module's docstring)."""
+    """ASGI middleware: every HTTP request needs `Authorization: Bearer <one of the tokens>`, else 401;
+    OAuth discovery's well-known URIs answer 404; /dashboard also takes `?token=` once, then its cookie
+    (see the module's docstring)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str | tuple[str, ...]) -> None:
         self.app = app
-        self._expected = token.encode()
-        self._cookie = dashboard_cookie(token).encode()
+        tokens = (token,) if isinstance(token, str) else token
+        self._expected = [t.encode() for t in tokens]
+        self._cookies = [dashboard_cookie(t).encode() for t in tokens]  # the dashboard's, a token each
+
+    def _known(self, sent: bytes) -> bool:
+        """Compared with every token, so the time taken says nothing about which one came close."""
+        return self._which(sent, self._expected) is not None
+
+    @staticmethod
+    def _which(sent: bytes, expected: list[bytes]) -> int | None:
+        """The index of the value `sent` equals, each compared in constant time."""
+        matches = [hmac.compare_digest(sent, value) for value in expected]
+        return matches.index(True) if any(matches) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -151,7 +170,7 @@ class BearerAuth:
             response = Response(NO_OAUTH, status_code=404, media_type="text/plain")
         elif header is None or header[:7].lower() != b"bearer ":
             response = _unauthorized('Bearer realm="toolwise"', b"missing bearer token: " + NO_OAUTH)
-        elif not hmac.compare_digest(header[7:].strip(), self._expected):
+        elif not self._known(header[7:].strip()):
             challenge = (
                 'Bearer realm="toolwise", error="invalid_token", error_description="not the token toolwise takes"'
             )
@@ -166,7 +185,8 @@ class BearerAuth:
         a redirect to the page without it that sets the cookie; else 401 saying how to get in."""
         given = request.query_params.get("token")
         if given is not None:
-            if not hmac.compare_digest(given.strip().encode(), self._expected):
+            which = self._which(given.strip().encode(), self._expected)
+            if which is None:
                 return _unauthorized(
                     'Bearer realm="toolwise", error="invalid_token"', b"invalid token for the dashboard\n"
                 )
@@ -174,7 +194,7 @@ class BearerAuth:
             response = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), status_code=303)
             response.set_cookie(
                 DASHBOARD_COOKIE,
-                self._cookie.decode(),
+                self._cookies[which].decode(),
                 path=DASHBOARD,
                 httponly=True,
                 samesite="strict",
@@ -182,7 +202,7 @@ class BearerAuth:
             )
             return response
         cookie = request.cookies.get(DASHBOARD_COOKIE)
-        if cookie is not None and hmac.compare_digest(cookie.encode(), self._cookie):
+        if cookie is not None and self._which(cookie.encode(), self._cookies) is not None:
             return None
         return _unauthorized(
             'Bearer realm="toolwise"',

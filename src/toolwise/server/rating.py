@@ -7,11 +7,11 @@ rating of the call they just made found nothing. So a call is looked for
 
 1. in the session the rating names (`session_id`): only there;
 2. else in the caller's own session (its connection);
-3. else in the log: the newest call of the tool that finished in the last `RATE_BY_NAME_WINDOW_S`,
-   by this instance or by one that has stopped, unless it belongs to a session still open on this
-   instance (another live client or conversation: one client never rates another's calls by name) or
-   was made by another instance still running. Those cases, and finding nothing, are errors that say
-   what to pass instead.
+3. else in the log: the newest call of the tool by the caller's client (its principal: the stdio
+   server's one client owns every call) that finished in the last `RATE_BY_NAME_WINDOW_S`, by this
+   instance or by one that has stopped, unless it belongs to a session still open on this instance
+   (another conversation) or was made by another instance still running. Those cases, and finding
+   nothing, are errors that say what to pass instead. Another client's calls are never looked at.
 """
 
 from __future__ import annotations
@@ -36,19 +36,20 @@ async def call_to_rate(services: Services, session: Session, tool: str, *, named
         return call.id, session
     if named:
         raise NothingToRateError(
-            f"no call of {tool!r} in session {session.id!r} (its last {session.window} calls): {BY_ID}, "
+            f"no call of {tool!r} in session {session.name!r} (its last {session.window} calls): {BY_ID}, "
             "or leave session_id out to rate the newest call of the tool"
         )
     minutes = f"{RATE_BY_NAME_WINDOW_S / 60:g} minutes"
     since = utcnow() - timedelta(seconds=RATE_BY_NAME_WINDOW_S)
-    newest = await services.feedback.reads.latest_of(tool, since=since, namespace=services.learning.namespace)
+    namespace = services.learning.namespace
+    newest = await services.feedback.reads.latest_of(tool, since=since, namespace=namespace, owner=session.owner)
     if newest is None:
         raise NothingToRateError(f"no call of {tool!r} in this session or in the last {minutes}: {BY_ID}")
     if newest.instance == services.learning.instance_id:
         if services.learning.sessions.find(newest.session_id) is not None:
             raise NothingToRateError(
-                f"the newest call of {tool!r} ({_ago(newest)}) belongs to a session still open on another "
-                f"connection: {BY_ID}, or that session's session_id"
+                f"the newest call of {tool!r} ({_ago(newest)}) belongs to another of this client's sessions, "
+                f"still open: {BY_ID}, or that session's session_id"
             )
         return newest.id, session
     if await _running(services, newest.instance):

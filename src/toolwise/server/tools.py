@@ -354,7 +354,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
             relevance=r.prior,
             reason=reason_of(d, r),
             explored=d.explored and r.tool == d.chosen,
-            arguments={a.name: a.value for a in services.agent.suggest_arguments(r.tool, args.query)}
+            arguments={a.name: a.value for a in services.agent.suggest_arguments(r.tool, args.query, session.owner)}
             if rank < SUGGESTED
             else {},
         )
@@ -366,7 +366,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
         policy=d.policy,
         explored=d.explored,
         propensity=d.propensity,
-        session_id=session.id,
+        session_id=session.name,
         recommendations=recs,
     )
 
@@ -378,7 +378,7 @@ async def recommend_next_tools(services: Services, args: RecommendNextInput, ses
         learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
         found = learner.recommend_next(recent, learner.index.active_names, args.top_k)
     return RecommendNextOutput(
-        session_id=session.id,
+        session_id=session.name,
         recent_tools=recent,
         recommendations=[NextRecommendation.model_validate(n, from_attributes=True) for n in found],
     )
@@ -397,7 +397,7 @@ async def submit_feedback(services: Services, args: SubmitFeedbackInput, session
 
 async def end_session(services: Services, args: EndSessionInput, session: Session) -> EndSessionOutput:
     episode = await services.agent.end_session(session.id, args.outcome)
-    return EndSessionOutput.model_validate(episode, from_attributes=True)
+    return EndSessionOutput.model_validate(replace(episode, session_id=session.name), from_attributes=True)
 
 
 async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:

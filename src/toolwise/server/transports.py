@@ -44,6 +44,7 @@ async def serve_stdio(config: AppConfig) -> None:
     from mcp.server.stdio import stdio_server
 
     async with ready_to_serve(config) as (app, server):
+        app.callers.serve_alone()  # one client: it owns everything recorded, across restarts too
         stdin = await _stdin_lines()
         with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
             async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]  # _Lines offers the async line iteration the SDK reads, not all of AsyncFile
