@@ -100,7 +100,9 @@ async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path
         unended = await client.call_tool("end_session", {"session_id": "never-used", "outcome": "success"})
     assert nothing.is_error and text(nothing) == "recommend_tool: there are no tools to choose from"
     assert stranger.is_error and text(stranger) == "recommend_tool: unknown tool(s): toy__nope"
-    assert unended.is_error and text(unended) == "end_session: session 'never-used' has no calls to end"
+    assert unended.is_error and text(unended) == (
+        "end_session: session 'never-used' has no calls to end (a client ends only its own sessions)"
+    )
 
 
 async def test_a_bug_in_one_of_our_tools_is_logged_with_its_traceback_and_answered_generically(

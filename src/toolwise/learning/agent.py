@@ -140,8 +140,9 @@ class Agent:
             call.learned(reward)
         return execution, reward
 
-    async def end_session(self, session_id: str, outcome: Outcome) -> Episode:
-        """Store the session's episode (and teach a TD learner its last step was the last)."""
+    async def end_session(self, session_id: str, outcome: Outcome, *, shown: str | None = None) -> Episode:
+        """Store the session's episode (and teach a TD learner its last step was the last); `shown` is
+        the session's name as its client gave it, for the error if it has no calls."""
         if outcome not in OUTCOMES:
             raise InvalidOutcomeError(outcome)
         learning = self.learning
@@ -150,7 +151,8 @@ class Agent:
         learning.sessions.unname(session_id)
         learning.open_decisions.forget_session(session_id)
         if session is None or not session.length:
-            raise UserError(f"session {session_id!r} has no calls to end (a client ends only its own sessions)")
+            name = shown if shown is not None else session_id
+            raise UserError(f"session {name!r} has no calls to end (a client ends only its own sessions)")
         last = session.calls[-1]
         self._end_episode(session, last)
         episode = Episode(

@@ -27,6 +27,7 @@ import time
 from collections import deque
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -275,7 +276,7 @@ class LearningService:
         async with self._order:
             while self._pending:
                 chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
-                await self.thread.run(lambda chunk=chunk: self._learn_chunk(chunk))  # type: ignore[misc]  # bound now, not late
+                await self.thread.run(partial(self._learn_chunk, chunk))
                 for call in chunk:
                     # Taken off only once queued: a drainer cancelled with its request, or refused by a
                     # failing database, leaves the call for the next drain rather than losing it.

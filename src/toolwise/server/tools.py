@@ -396,7 +396,7 @@ async def submit_feedback(services: Services, args: SubmitFeedbackInput, session
 
 
 async def end_session(services: Services, args: EndSessionInput, session: Session) -> EndSessionOutput:
-    episode = await services.agent.end_session(session.id, args.outcome)
+    episode = await services.agent.end_session(session.id, args.outcome, shown=session.name)
     return EndSessionOutput.model_validate(replace(episode, session_id=session.name), from_attributes=True)
 
 
