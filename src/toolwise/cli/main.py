@@ -45,10 +45,23 @@ app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(inspect_app, name="inspect")
 
 
+def _print_version(asked: bool) -> None:
+    """`toolwise --version`: the installed distribution's version, then exit (before any command runs)."""
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"toolwise {version('toolwise')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def toolwise_options(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of a start-up failure, not only its one line.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print toolwise's version and exit."),
     ] = False,
 ) -> None:
     """An MCP proxy that records every tool execution and learns which tool to call next.

@@ -111,14 +111,16 @@ NO_OAUTH = (
 
 class BearerAuth:
     """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`, else 401; OAuth
-    discovery's well-known URIs answer 404 (see the module's docstring)."""
+    discovery's well-known URIs answer 404 (see the module's docstring). The `open_paths` (the health
+    probe's) need none."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, open_paths: tuple[str, ...] = ()) -> None:
         self.app = app
         self._expected = token.encode()
+        self._open = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self._open:
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization")
