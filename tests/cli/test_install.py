@@ -321,3 +321,25 @@ def test_the_toolwise_entry_carries_the_shells_certificate_and_proxy_variables(
     env = json.loads(path.read_text())["mcpServers"]["toolwise"]["env"]
     assert env["SSL_CERT_FILE"] == "/etc/ssl/corp.pem" and env["HTTPS_PROXY"] == "http://proxy.corp:3128"
     assert "NODE_EXTRA_CA_CERTS" not in env
+
+
+def test_the_diffs_printed_mask_secrets_and_the_files_keep_them(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token, bearer = "ghp_" + "a1B2" * 9, "sk-ant-" + "x9" * 12
+    sample = {
+        "mcpServers": {
+            "gh": {"command": "mcp-server-gh", "env": {"GITHUB_TOKEN": token, "REF": "${GH_TOKEN}", "TZ": "UTC"}},
+            "api": {"url": "https://example.com/mcp", "headers": {"Authorization": f"Bearer {bearer}"}},
+        }
+    }
+    path = install.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(sample, indent=2))
+    for dry_run in (True, False):
+        install.run(Client.claude_code, None, dry_run=dry_run, undo_it=False)
+        printed = capsys.readouterr().out
+        assert token not in printed and bearer not in printed
+        assert '"GITHUB_TOKEN": "ghp_***"' in printed and '"Authorization": "Bearer sk-***"' in printed
+        assert '"REF": "${GH_TOKEN}"' in printed and '"TZ": "UTC"' in printed  # a reference is no secret
+    written = (home / ".config" / "toolwise" / "claude-code.json").read_text()
+    assert token in written and bearer in written
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    assert token not in capsys.readouterr().out

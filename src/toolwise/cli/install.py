@@ -30,6 +30,7 @@ from typing import Any
 import platformdirs
 from pydantic import TypeAdapter, ValidationError
 
+from toolwise.cli.masked import mask_text
 from toolwise.config import Downstream, describe
 from toolwise.downstream.environment import network_variables
 from toolwise.feedback import utcnow
@@ -215,10 +216,11 @@ class Plan:
         return self.client_before != self.client_after or self.toolwise_before != self.toolwise_after
 
     def diff(self) -> str:
+        """The unified diff of every file it writes, secrets masked (`masked.py`): it is printed."""
         parts = [_diff(self.client_path, self.client_before, self.client_after)]
         if self.toolwise_after is not None:
             parts.append(_diff(self.toolwise_path, self.toolwise_before, self.toolwise_after))
-        return "".join(parts)
+        return mask_text("".join(parts))
 
 
 def _diff(path: Path, before: str | None, after: str) -> str:
