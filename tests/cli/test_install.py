@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from toolwise.cli import install
+from toolwise.cli import install, installs
 from toolwise.cli.install import Client, InstallError
 from toolwise.config import load_config
 
@@ -288,19 +288,19 @@ def test_a_symlinked_client_config_is_written_through_its_link(home: Path) -> No
 
 def test_backups_are_bounded_and_undo_still_restores_the_original(home: Path) -> None:
     path, original = write_sample(Client.claude_desktop)
-    for _ in range(install.KEEP_BACKUPS + 3):
+    for _ in range(installs.KEEP_BACKUPS + 3):
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
     assert path.read_bytes() == original
-    assert len(install_backups(path)) == install.KEEP_BACKUPS
-    for n in range(install.KEEP_BACKUPS + 3):  # a server added between installs: each install writes
+    assert len(install_backups(path)) == installs.KEEP_BACKUPS
+    for n in range(installs.KEEP_BACKUPS + 3):  # a server added between installs: each install writes
         doc = json.loads(path.read_text())
         doc["mcpServers"][f"added-{n}"] = {"command": "mcp-server-fetch"}
         path.write_text(json.dumps(doc, indent=2))
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
-    assert len(install_backups(path)) == install.KEEP_BACKUPS
+    assert len(install_backups(path)) == installs.KEEP_BACKUPS
     install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
-    added = {f"added-{n}": {"command": "mcp-server-fetch"} for n in range(install.KEEP_BACKUPS + 3)}
+    added = {f"added-{n}": {"command": "mcp-server-fetch"} for n in range(installs.KEEP_BACKUPS + 3)}
     assert json.loads(path.read_text())["mcpServers"] == {**SAMPLES[Client.claude_desktop]["mcpServers"], **added}
 
 

@@ -20,24 +20,32 @@ import difflib
 import hashlib
 import json
 import os
-import stat
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
-import platformdirs
 from pydantic import TypeAdapter, ValidationError
 
+from toolwise.cli.installs import (
+    PRIVATE,
+    InstallError,
+    backup,
+    config_dir,
+    file_mode,
+    load_state,
+    prune_backups,
+    save_state,
+    sha,
+    state_path,
+    write_private,
+)
 from toolwise.cli.masked import mask_text
 from toolwise.config import Downstream, describe
 from toolwise.downstream.environment import network_variables
-from toolwise.feedback import utcnow
 
 ENTRY = "toolwise"
-KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
-PRIVATE = 0o600  # files that may hold a server's secrets: owner read/write only
 TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
 _DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
 
@@ -46,15 +54,6 @@ class Client(StrEnum):
     claude_desktop = "claude-desktop"
     claude_code = "claude-code"
     cursor = "cursor"
-
-
-class InstallError(Exception):
-    """Install or undo cannot go ahead; nothing was written. The message says what to fix."""
-
-
-def config_dir() -> Path:
-    """toolwise's folder under the user's config directory: the configs `install` writes."""
-    return Path(platformdirs.user_config_dir("toolwise", appauthor=False))
 
 
 def installed_configs() -> list[Path]:
@@ -66,7 +65,7 @@ def served_configs() -> dict[Path, Path]:
     """The toolwise configs a client config recorded in `installs.json` serves now (its toolwise entry
     names the file), each with that client config. A config an `--undo` left behind is not among them."""
     served: dict[Path, Path] = {}
-    for client_path in map(Path, _load_state()):
+    for client_path in map(Path, load_state()):
         try:
             doc = json.loads(client_path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError):
@@ -319,93 +318,6 @@ def _check_nothing_lost(
         raise InstallError(f"internal error: servers {lost} would be lost; nothing was changed")
 
 
-# -- the record of installs, for --undo -----------------------------------------------------------
-
-
-def _state_path() -> Path:
-    return config_dir() / "installs.json"
-
-
-def _load_state() -> dict[str, list[dict[str, Any]]]:
-    path = _state_path()
-    if not path.exists():
-        return {}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InstallError(f"{path}: not valid JSON at line {exc.lineno} ({exc.msg})") from exc
-    return state if isinstance(state, dict) else {}
-
-
-def _save_state(state: dict[str, list[dict[str, Any]]]) -> None:
-    _write(_state_path(), json.dumps(state, indent=2) + "\n")
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _write(path: Path, text: str, mode: int = PRIVATE) -> None:
-    """Write through a temporary file (created with `mode`, never wider) and a rename: a crash leaves
-    the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
-    target = path.resolve() if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = target.with_name(f".{target.name}.toolwise-tmp")
-    tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
-            os.fchmod(fd, mode)
-        f.write(text)
-    os.replace(tmp, target)
-
-
-def file_mode(path: Path) -> int | None:
-    """The permission bits of `path` (through a symlink), or None when there is no file."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        return None
-
-
-def backup(path: Path, text: str) -> Path:
-    """A private (0600) copy of `text` beside `path`, named with the time (UTC) it was taken."""
-    stamp = utcnow().strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.toolwise-backup-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.toolwise-backup-{stamp}-{n}")
-    _write(target, text)
-    return target
-
-
-def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> list[Path]:
-    """Delete the backups of `path` but the newest `keep` and those --undo can still restore; returns
-    the deleted ones."""
-    needed = _restorable(_load_state().get(str(path), []))
-    found = sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
-    stale = [p for p in found[: max(len(found) - keep, 0)] if p not in needed]
-    for old in stale:
-        old.unlink()
-    return stale
-
-
-def _restorable(history: list[dict[str, Any]]) -> set[Path]:
-    """The backups `plan_undo` may restore verbatim: the newest install's, and each older one's while the
-    newer backup is exactly what the older install wrote (an edit in between breaks the chain for good)."""
-    needed: set[Path] = set()
-    for i in range(len(history) - 1, -1, -1):
-        needed.add(Path(history[i]["backup"]))
-        try:
-            text = Path(history[i]["backup"]).read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            break
-        if i == 0 or _sha(text) != history[i - 1]["written_sha256"]:
-            break
-    return needed
-
-
 def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | None:
     """Write what the plan says (backup first); returns the backup, None when nothing changed. The
     client's file keeps its mode (or gets `mode`); the toolwise config is private."""
@@ -414,20 +326,20 @@ def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | No
     before_mode = file_mode(plan.client_path)
     saved = backup(plan.client_path, plan.client_before)
     if plan.toolwise_after is not None and plan.toolwise_after != plan.toolwise_before:
-        _write(plan.toolwise_path, plan.toolwise_after)
+        write_private(plan.toolwise_path, plan.toolwise_after)
     if plan.client_after != plan.client_before:
-        _write(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
+        write_private(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
     if record and plan.client_after != plan.client_before:
-        state = _load_state()
+        state = load_state()
         state.setdefault(str(plan.client_path), []).append(
             {
                 "backup": str(saved),
-                "written_sha256": _sha(plan.client_after),
+                "written_sha256": sha(plan.client_after),
                 "moved": plan.moved,
                 "mode": before_mode,
             }
         )
-        _save_state(state)
+        save_state(state)
         prune_backups(plan.client_path)
     return saved
 
@@ -436,13 +348,13 @@ def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
     """Put the client's config back: the backups of installs the file still shows unchanged are restored
     verbatim; if it was edited since, the toolwise entry is replaced by the servers moved out (the
     edits are kept). Returns the plan and how many install records it consumes."""
-    history = _load_state().get(str(client_path), [])
+    history = load_state().get(str(client_path), [])
     if not history:
-        raise InstallError(f"no install of toolwise into {client_path} is recorded in {_state_path()}")
+        raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
     current = read(client_path)
     text, used = current, 0
     for record in reversed(history):
-        if _sha(text) != record["written_sha256"]:
+        if sha(text) != record["written_sha256"]:
             break
         text = Path(record["backup"]).read_text(encoding="utf-8-sig")
         used += 1
@@ -461,7 +373,7 @@ def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
 def undo(plan: Plan, used: int) -> Path | None:
     """Write the undo plan with the mode the file had before the first install it undoes (installs
     recorded before modes were: the file keeps its mode), and drop the records it consumed."""
-    state = _load_state()
+    state = load_state()
     history = state.get(str(plan.client_path), [])
     mode = history[-used].get("mode") if used else None
     saved = apply(plan, record=False, mode=mode)
@@ -470,7 +382,7 @@ def undo(plan: Plan, used: int) -> Path | None:
         state[str(plan.client_path)] = records
     else:
         state.pop(str(plan.client_path), None)
-    _save_state(state)
+    save_state(state)
     prune_backups(plan.client_path)
     return saved
 
