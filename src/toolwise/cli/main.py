@@ -29,7 +29,8 @@ from toolwise.cli.common import (  # noqa: E402
     options,
     setup_logging,
 )
-from toolwise.cli.install import Client, InstallError  # noqa: E402
+from toolwise.cli.install import Client  # noqa: E402
+from toolwise.cli.installs import InstallError  # noqa: E402
 from toolwise.config import ConfigError  # noqa: E402
 
 gc.freeze()  # what they built lives on: kept out of the collections from here on (`settle_heap`)
