@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,8 @@ from typing import Any
 import pytest
 
 from toolwise.cli import install, installs
-from toolwise.cli.install import Client, InstallError
+from toolwise.cli.install import Client
+from toolwise.cli.installs import InstallError
 from toolwise.config import load_config
 
 SAMPLES: dict[Client, dict[str, Any]] = {
@@ -89,13 +92,14 @@ def test_install_dry_run_apply_rerun_and_undo(home: Path, client: Client, capsys
     assert not set(served) & kept
     if client is Client.claude_code:
         assert kept == {"legacy"} and entry["type"] == "stdio"  # SSE is not proxied: it stays with the client
-    backups = list(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+    backups = install_backups(path)
     assert len(backups) == 1 and backups[0].read_bytes() == original
+    assert not list(path.parent.glob("*.toolwise-backup-*")), "no backup beside the client's file"
 
     installed = path.read_bytes()
     install.run(client, None, dry_run=False, undo_it=False)
     assert "nothing to change" in capsys.readouterr().out
-    assert path.read_bytes() == installed and len(list(path.parent.glob("*.toolwise-backup-*"))) == 1
+    assert path.read_bytes() == installed and len(install_backups(path)) == 1
     assert "toolwise" not in load_config(toolwise_config).servers, "toolwise is never wrapped inside toolwise"
 
     install.run(client, None, dry_run=False, undo_it=True)
@@ -305,7 +309,7 @@ def test_backups_are_bounded_and_undo_still_restores_the_original(home: Path) ->
 
 
 def install_backups(path: Path) -> list[Path]:
-    return sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+    return sorted(installs.backups_dir(path).glob(f"{path.name}.toolwise-backup-*"))
 
 
 def test_the_toolwise_entry_carries_the_shells_certificate_and_proxy_variables(
@@ -343,3 +347,25 @@ def test_the_diffs_printed_mask_secrets_and_the_files_keep_them(home: Path, caps
     assert token in written and bearer in written
     install.run(Client.claude_code, None, dry_run=False, undo_it=True)
     assert token not in capsys.readouterr().out
+
+
+def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_and_no_backup_stays_in_it(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = home / "src" / "app"
+    project.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    mcp_json = project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"gh": {"command": "mcp-server-gh", "env": {"GH_TOKEN": "t" * 20}}}}))
+    original = mcp_json.read_bytes()
+    monkeypatch.chdir(project)  # --path relative to where it runs: recorded absolute
+    install.run(Client.claude_code, Path(".mcp.json"), dry_run=False, undo_it=False)
+    printed = capsys.readouterr().out
+    assert f"project config (.mcp.json): {mcp_json}" in printed and "claude-code config" not in printed
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project, capture_output=True, text=True)
+    assert status.stdout.split() == ["??", ".mcp.json"], "nothing but the file itself in the project's repository"
+    undo = printed.rsplit("puts the old config back:\n", 1)[1].strip()
+    monkeypatch.chdir(home)
+    done = subprocess.run(shlex.split(undo), capture_output=True, text=True, env=os.environ)
+    assert done.returncode == 0, done.stderr
+    assert mcp_json.read_bytes() == original

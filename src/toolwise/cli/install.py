@@ -4,22 +4,24 @@ Cursor) already starts, and `--undo` it.
 The client's `mcpServers` move into a toolwise config in the user's config dir (one file per client,
 so each client keeps exactly its own servers) and the client gets one entry that starts toolwise on
 that file. Every other key of the client's file stays as it was. Before a write the file is copied
-to a timestamped backup beside it, and the write is recorded in `installs.json` (next to the toolwise
-configs) so that `--undo` can put the file back even after several installs.
+to a timestamped backup in toolwise's data dir (`installs.py`), and the write is recorded in
+`installs.json` (next to the toolwise configs) so that `--undo` can put the file back even after
+several installs.
 
 A server's `env` and `headers` often hold secrets (tokens, API keys), so every file written here is
 private: the toolwise configs, `installs.json` and the backups are created 0600; the client's own file
 keeps its mode (a 0600 file stays 0600; `--undo` puts back the mode it had before the install), and a
-symlinked client config is written through its link (the link stays). Backups are bounded: the newest
-`KEEP_BACKUPS` (5) of each file are kept, and any older one a recorded install still needs for `--undo`.
+symlinked client config is written through its link (the link stays).
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -323,6 +325,9 @@ def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | No
     client's file keeps its mode (or gets `mode`); the toolwise config is private."""
     if not plan.changed:
         return None
+    folder = (plan.client_path.resolve() if plan.client_path.is_symlink() else plan.client_path).parent
+    if not os.access(folder, os.W_OK):  # found before the backup and the toolwise config are written
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(plan.client_path))
     before_mode = file_mode(plan.client_path)
     saved = backup(plan.client_path, plan.client_before)
     if plan.toolwise_after is not None and plan.toolwise_after != plan.toolwise_before:
@@ -390,16 +395,32 @@ def undo(plan: Plan, used: int) -> Path | None:
 # -- the command ------------------------------------------------------------------------------------
 
 
+def what_file(client: Client, path: Path | None) -> str:
+    """What the file `install` changes is, in its output: the client's own config, or a project's
+    `.mcp.json` (Claude Code's project scope), or just a config when --path names another file."""
+    if path is None:
+        return f"{client.value} config"
+    return "project config (.mcp.json)" if path.name == ".mcp.json" else "MCP config"
+
+
+def undo_command(client: Client, path: Path | None) -> str:
+    """The `--undo` of this install as a shell command that works as printed: toolwise's absolute
+    path (it need not be on the shell's PATH) and the file's, quoted."""
+    where = ["--path", str(path)] if path is not None else []
+    return shlex.join([*toolwise_command(), "install", "--client", client.value, *where, "--undo"])
+
+
 def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan:
     """`toolwise install`: print what changes (a unified diff), write it unless a dry run."""
+    path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
     client_path = path or client_config_path(client)
     toolwise_path = toolwise_config_path(client, path)
     if undo_it:
         plan, used = plan_undo(client_path, toolwise_path)
     else:
         plan, used = plan_install(client, client_path, toolwise_path), 0
-    echo = _echo
-    echo(f"{client.value} config: {client_path}")
+    echo, owner = _echo, client.value if path is None else "the client"
+    echo(f"{what_file(client, path)}: {client_path}")
     if not undo_it:
         if plan.moved:
             echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
@@ -407,7 +428,7 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
             names = ", ".join(plan.replaced)
             echo(f"updates {names} in {plan.toolwise_path} (left by an earlier --undo) to the client's entries")
         for name, why in plan.kept.items():
-            echo(f"stays with {client.value}: {name!r} ({why})")
+            echo(f"stays with {owner}: {name!r} ({why})")
         for what in plan.missing:
             echo(f"warning: command not found on PATH: {what}; install it, or toolwise will report it as failed")
     if not plan.changed:
@@ -429,8 +450,8 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
         echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")
     else:
         echo(
-            f"wrote {client_path} and {plan.toolwise_path}. Restart {client.value}; `toolwise doctor` checks every "
-            f"server starts; `toolwise install --client {client.value} --undo` puts the old config back."
+            f"wrote {client_path} and {plan.toolwise_path}. Restart {owner}; `toolwise doctor` checks every "
+            f"server starts; this puts the old config back:\n  {undo_command(client, path)}"
         )
     return plan
 

@@ -1,7 +1,9 @@
 """The record of installs (`installs.json`, what `--undo` reads) and the backups of client configs: files
 that may hold a server's secrets, so each is written private (0600) through a temporary file and a
-rename. Backups are bounded: the newest `KEEP_BACKUPS` of each file are kept, and any older one a
-recorded install still needs for `--undo`."""
+rename. Backups live in toolwise's data dir, a folder per client config (keyed by its path), never beside
+the file: a project's `.mcp.json` is often in a git repository, where a copy holding its secrets would
+wait, untracked, to be committed. They are bounded: the newest `KEEP_BACKUPS` of each file are kept,
+and any older one a recorded install still needs for `--undo`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import platformdirs
 
 from toolwise.feedback import utcnow
+from toolwise.feedback.engine import data_dir
 
 KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
 PRIVATE = 0o600  # files that may hold a server's secrets: owner read/write only
@@ -75,14 +78,21 @@ def file_mode(path: Path) -> int | None:
         return None
 
 
+def backups_dir(path: Path) -> Path:
+    """The folder of the backups of the client config at `path`: named for the file and its path's hash."""
+    digest = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:8]
+    return data_dir() / "backups" / f"{path.name}-{digest}"
+
+
 def backup(path: Path, text: str) -> Path:
-    """A private (0600) copy of `text` beside `path`, named with the time (UTC) it was taken."""
+    """A private (0600) copy of `text`, the config at `path`, in `backups_dir`, named with the time (UTC)."""
     stamp = utcnow().strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.toolwise-backup-{stamp}")
+    folder = backups_dir(path)
+    target = folder / f"{path.name}.toolwise-backup-{stamp}"
     n = 1
     while target.exists():
         n += 1
-        target = path.with_name(f"{path.name}.toolwise-backup-{stamp}-{n}")
+        target = folder / f"{path.name}.toolwise-backup-{stamp}-{n}"
     write_private(target, text)
     return target
 
@@ -91,7 +101,7 @@ def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> list[Path]:
     """Delete the backups of `path` but the newest `keep` and those --undo can still restore; returns
     the deleted ones."""
     needed = restorable(load_state().get(str(path), []))
-    found = sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
+    found = sorted(backups_dir(path).glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
     stale = [p for p in found[: max(len(found) - keep, 0)] if p not in needed]
     for old in stale:
         old.unlink()
