@@ -369,3 +369,52 @@ def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_a
     done = subprocess.run(shlex.split(undo), capture_output=True, text=True, env=os.environ)
     assert done.returncode == 0, done.stderr
     assert mcp_json.read_bytes() == original
+
+
+CLAUDE_CODE_PROJECTS: dict[str, Any] = {
+    "numStartups": 3,
+    "mcpServers": {"time": {"type": "stdio", "command": "mcp-server-time", "args": []}},
+    "projects": {
+        "/home/me/app": {
+            "allowedTools": ["Bash"],
+            "mcpServers": {"gh": {"type": "stdio", "command": "mcp-server-gh", "env": {"GH_TOKEN": "t" * 24}}},
+        },
+        "/home/me/web": {"mcpServers": {"legacy": {"type": "sse", "url": "https://example.com/sse"}}},
+        "/home/me/empty": {"mcpServers": {}, "history": []},
+    },
+}
+
+
+def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_undone(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = install.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
+    original = path.read_bytes()
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    printed = capsys.readouterr().out
+    assert "moves 1 server(s) of project /home/me/app into" in printed
+    assert "stays with claude-code of project /home/me/web: 'legacy'" in printed
+    doc = json.loads(path.read_text())
+    app = doc["projects"]["/home/me/app"]
+    assert list(app["mcpServers"]) == ["toolwise"] and app["allowedTools"] == ["Bash"]
+    project_config = Path(app["mcpServers"]["toolwise"]["args"][-1])
+    user_config = Path(doc["mcpServers"]["toolwise"]["args"][-1])
+    assert project_config != user_config
+    assert set(load_config(project_config).servers) == {"gh"} and set(load_config(user_config).servers) == {"time"}
+    assert doc["projects"]["/home/me/web"] == CLAUDE_CODE_PROJECTS["projects"]["/home/me/web"]
+    assert doc["projects"]["/home/me/empty"] == CLAUDE_CODE_PROJECTS["projects"]["/home/me/empty"]
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original
+
+
+def test_undo_after_an_edit_puts_each_project_scopes_servers_back(home: Path) -> None:
+    path = install.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    doc["numStartups"] = 4  # Claude Code rewrites its file all the time
+    path.write_text(json.dumps(doc, indent=2))
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    undone = json.loads(path.read_text())
+    assert undone == {**CLAUDE_CODE_PROJECTS, "numStartups": 4}

@@ -16,14 +16,12 @@ symlinked client config is written through its link (the link stays).
 
 from __future__ import annotations
 
-import difflib
 import errno
 import hashlib
 import json
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PureWindowsPath
 from typing import Any
@@ -43,7 +41,7 @@ from toolwise.cli.installs import (
     state_path,
     write_private,
 )
-from toolwise.cli.masked import mask_text
+from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import Downstream, describe
 from toolwise.downstream.environment import network_variables
 
@@ -64,19 +62,22 @@ def installed_configs() -> list[Path]:
 
 
 def served_configs() -> dict[Path, Path]:
-    """The toolwise configs a client config recorded in `installs.json` serves now (its toolwise entry
-    names the file), each with that client config. A config an `--undo` left behind is not among them."""
+    """The toolwise configs a client config recorded in `installs.json` serves now (a toolwise entry in
+    one of its scopes names the file), each with that client config. A config an `--undo` left behind is
+    not among them."""
     served: dict[Path, Path] = {}
     for client_path in map(Path, load_state()):
         try:
             doc = json.loads(client_path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError):
             continue  # moved, unreadable or broken: it serves nothing toolwise can tell
-        servers = doc.get("mcpServers") if isinstance(doc, dict) else None
-        for entry in servers.values() if isinstance(servers, dict) else ():
-            config = _served_config(entry) if is_toolwise(entry) else None
-            if config is not None and config.exists():
-                served.setdefault(config, client_path)
+        if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers", {}), dict):
+            continue
+        for where in [USER_SCOPE, *project_scopes(doc)]:
+            for entry in servers_of(doc, where).values():
+                config = _served_config(entry) if is_toolwise(entry) else None
+                if config is not None and config.exists():
+                    served.setdefault(config, client_path)
     return served
 
 
@@ -197,43 +198,6 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
     return os.pathsep.join(dict.fromkeys(f for f in folders if f)), missing
 
 
-@dataclass
-class Plan:
-    """What install or undo would write: each file's text before (None: no file) and after."""
-
-    client_path: Path
-    toolwise_path: Path
-    client_before: str
-    client_after: str
-    toolwise_before: str | None = None
-    toolwise_after: str | None = None
-    moved: dict[str, Any] = field(default_factory=dict)  # name → the client's own entry
-    kept: dict[str, str] = field(default_factory=dict)  # name → why it stays with the client
-    missing: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)  # servers whose entry in a stale toolwise config changes
-
-    @property
-    def changed(self) -> bool:
-        return self.client_before != self.client_after or self.toolwise_before != self.toolwise_after
-
-    def diff(self) -> str:
-        """The unified diff of every file it writes, secrets masked (`masked.py`): it is printed."""
-        parts = [_diff(self.client_path, self.client_before, self.client_after)]
-        if self.toolwise_after is not None:
-            parts.append(_diff(self.toolwise_path, self.toolwise_before, self.toolwise_after))
-        return mask_text("".join(parts))
-
-
-def _diff(path: Path, before: str | None, after: str) -> str:
-    lines = difflib.unified_diff(
-        (before or "").splitlines(keepends=True),
-        after.splitlines(keepends=True),
-        fromfile=str(path) if before is not None else "/dev/null",
-        tofile=str(path),
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
 def read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
@@ -244,37 +208,56 @@ def read(path: Path) -> str:
         ) from None
 
 
-def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan:
-    """Move the client's servers into the toolwise config and leave one toolwise entry in their place."""
+def plan_install(client: Client, client_path: Path, toolwise_path: Path, projects: bool = False) -> Plan:
+    """Move the client's servers into the toolwise config and leave one toolwise entry in their place;
+    with `projects`, also each of Claude Code's project scopes into a toolwise config of its own."""
     before = read(client_path)
     doc = parse(client_path, before)
-    servers: dict[str, Any] = doc.get("mcpServers", {})
+    plan, new_doc = Plan(client_path, before, before), doc
+    for where in [USER_SCOPE, *(project_scopes(doc) if projects else [])]:
+        target = toolwise_path if where == USER_SCOPE else toolwise_config_path(client, Path(where))
+        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where))
+        plan.scopes.append(scope)  # one that serves nothing still says which servers stay and why
+        if servers is not None:
+            new_doc = with_servers(new_doc, where, servers)
+    if not any(scope.serves for scope in plan.scopes):
+        raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
+    if new_doc != doc:
+        plan.client_after = dump(new_doc, before)
+    return plan
+
+
+def _plan_scope(
+    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any]
+) -> tuple[Scope, dict[str, Any] | None]:
+    """One scope's servers into its toolwise config: the scope and its new `mcpServers` (None when it
+    has nothing toolwise can serve)."""
     ours = [name for name, entry in servers.items() if is_toolwise(entry)]
     # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
-    toolwise_path = next((p for name in ours if (p := _served_config(servers[name]))), toolwise_path)
-    toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
-    toolwise_doc = parse(toolwise_path, toolwise_before) if toolwise_before is not None else {}
+    scope.toolwise_path = next((p for name in ours if (p := _served_config(servers[name]))), scope.toolwise_path)
+    toolwise_path = scope.toolwise_path
+    scope.toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
+    toolwise_doc = parse(toolwise_path, scope.toolwise_before) if scope.toolwise_before is not None else {}
     downstream: dict[str, Any] = dict(toolwise_doc.get("mcpServers", {}))
-    plan = Plan(client_path, toolwise_path, before, before, toolwise_before)
     for name, entry in servers.items():
         if name in ours:
             continue
         spec, why = translate(name, entry)
         if spec is None:
-            plan.kept[name] = why or "?"
+            scope.kept[name] = why or "?"
             continue
         if name in downstream and downstream[name] != spec and not ours:
-            plan.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
+            scope.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
         elif name in downstream and downstream[name] != spec:
             raise InstallError(
-                f"server {name!r} is in {client_path} and, differently, in {toolwise_path}; rename one of "
-                "them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
+                f"server {name!r} is in {client_path}{scope.of} and, differently, in {toolwise_path}; rename one "
+                "of them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
             )
         downstream[name] = spec
-        plan.moved[name] = entry
+        scope.moved[name] = entry
     if not downstream:
-        raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
-    path_env, plan.missing = search_path(downstream)
+        return scope, None
+    path_env, scope.missing = search_path(downstream)
     entry_name = ours[0] if ours else _free_name(servers)
     previous = servers.get(entry_name, {}) if ours else {}
     own: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
@@ -285,14 +268,12 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
         "args": [*command[1:], "serve", "--config", str(toolwise_path)],
         "env": {**previous.get("env", {}), **network_variables(), "PATH": path_env},
     }
-    kept = {name: servers[name] for name in plan.kept}
-    new_doc = {**doc, "mcpServers": {entry_name: own, **kept}}
-    if new_doc != doc:
-        plan.client_after = dump(new_doc, before)
+    new_servers = {entry_name: own, **{name: servers[name] for name in scope.kept}}
     new_toolwise = {**toolwise_doc, "mcpServers": downstream}
-    plan.toolwise_after = toolwise_before if new_toolwise == toolwise_doc else dump(new_toolwise, toolwise_before)
-    _check_nothing_lost(servers, new_doc["mcpServers"], downstream, ours)
-    return plan
+    unchanged = new_toolwise == toolwise_doc
+    scope.toolwise_after = scope.toolwise_before if unchanged else dump(new_toolwise, scope.toolwise_before)
+    _check_nothing_lost(servers, new_servers, downstream, ours)
+    return scope, new_servers
 
 
 def _served_config(entry: dict[str, Any]) -> Path | None:
@@ -330,8 +311,9 @@ def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | No
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(plan.client_path))
     before_mode = file_mode(plan.client_path)
     saved = backup(plan.client_path, plan.client_before)
-    if plan.toolwise_after is not None and plan.toolwise_after != plan.toolwise_before:
-        write_private(plan.toolwise_path, plan.toolwise_after)
+    for scope in plan.scopes:
+        if scope.writes and scope.toolwise_after is not None:
+            write_private(scope.toolwise_path, scope.toolwise_after)
     if plan.client_after != plan.client_before:
         write_private(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
     if record and plan.client_after != plan.client_before:
@@ -340,7 +322,10 @@ def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | No
             {
                 "backup": str(saved),
                 "written_sha256": sha(plan.client_after),
-                "moved": plan.moved,
+                "moved": {
+                    name: e for scope in plan.scopes if scope.where == USER_SCOPE for name, e in scope.moved.items()
+                },
+                "projects": {s.where: s.moved for s in plan.scopes if s.where != USER_SCOPE and s.moved},
                 "mode": before_mode,
             }
         )
@@ -349,10 +334,10 @@ def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | No
     return saved
 
 
-def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
+def plan_undo(client_path: Path) -> tuple[Plan, int]:
     """Put the client's config back: the backups of installs the file still shows unchanged are restored
-    verbatim; if it was edited since, the toolwise entry is replaced by the servers moved out (the
-    edits are kept). Returns the plan and how many install records it consumes."""
+    verbatim; if it was edited since, each scope's toolwise entry is replaced by the servers moved out of
+    it (the edits are kept). Returns the plan and how many install records it consumes."""
     history = load_state().get(str(client_path), [])
     if not history:
         raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
@@ -364,15 +349,21 @@ def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
         text = Path(record["backup"]).read_text(encoding="utf-8-sig")
         used += 1
     doc = parse(client_path, text)
-    servers: dict[str, Any] = doc.get("mcpServers", {})
-    if used < len(history) and any(is_toolwise(e) for e in servers.values()):
-        restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
-        for record in history[: len(history) - used]:
-            for name, entry in record["moved"].items():
-                restored.setdefault(name, entry)
-        text = dump({**doc, "mcpServers": restored}, text)
-        used = len(history)
-    return Plan(client_path, toolwise_path, current, text), used
+    if used < len(history):
+        pending, restored_doc = history[: len(history) - used], doc
+        for where in [USER_SCOPE, *project_scopes(doc)]:
+            servers = servers_of(doc, where)
+            if not any(is_toolwise(e) for e in servers.values()):
+                continue
+            restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
+            for record in pending:
+                moved = record["moved"] if where == USER_SCOPE else record.get("projects", {}).get(where, {})
+                for name, entry in moved.items():
+                    restored.setdefault(name, entry)
+            restored_doc = with_servers(restored_doc, where, restored)
+        if restored_doc != doc:
+            text, used = dump(restored_doc, text), len(history)
+    return Plan(client_path, current, text), used
 
 
 def undo(plan: Plan, used: int) -> Path | None:
@@ -411,25 +402,26 @@ def undo_command(client: Client, path: Path | None) -> str:
 
 
 def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan:
-    """`toolwise install`: print what changes (a unified diff), write it unless a dry run."""
+    """`toolwise install`: print what changes (a unified diff), write it unless a dry run. Claude Code's
+    ~/.claude.json: its user scope and every project scope with servers of its own."""
     path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
     client_path = path or client_config_path(client)
-    toolwise_path = toolwise_config_path(client, path)
     if undo_it:
-        plan, used = plan_undo(client_path, toolwise_path)
+        plan, used = plan_undo(client_path)
     else:
-        plan, used = plan_install(client, client_path, toolwise_path), 0
+        projects = client is Client.claude_code and path is None
+        plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects), 0
     echo, owner = _echo, client.value if path is None else "the client"
     echo(f"{what_file(client, path)}: {client_path}")
-    if not undo_it:
-        if plan.moved:
-            echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
-        if plan.replaced:
-            names = ", ".join(plan.replaced)
-            echo(f"updates {names} in {plan.toolwise_path} (left by an earlier --undo) to the client's entries")
-        for name, why in plan.kept.items():
-            echo(f"stays with {owner}: {name!r} ({why})")
-        for what in plan.missing:
+    for scope in plan.scopes:
+        if scope.moved:
+            echo(f"moves {len(scope.moved)} server(s){scope.of} into {scope.toolwise_path}: {', '.join(scope.moved)}")
+        if scope.replaced:
+            names = ", ".join(scope.replaced)
+            echo(f"updates {names} in {scope.toolwise_path} (left by an earlier --undo) to the client's entries")
+        for name, why in scope.kept.items():
+            echo(f"stays with {owner}{scope.of}: {name!r} ({why})")
+        for what in scope.missing:
             echo(f"warning: command not found on PATH: {what}; install it, or toolwise will report it as failed")
     if not plan.changed:
         echo("nothing to change: " + ("toolwise is already installed" if not undo_it else "already undone"))
@@ -447,10 +439,11 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
         ) from exc
     echo(f"backup of the previous {client_path.name}: {saved}")
     if undo_it:
-        echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")
+        echo(f"restored {client_path}; the toolwise configs and the recorded data are left in place")
     else:
+        configs = " and ".join(str(scope.toolwise_path) for scope in plan.scopes if scope.serves)
         echo(
-            f"wrote {client_path} and {plan.toolwise_path}. Restart {owner}; `toolwise doctor` checks every "
+            f"wrote {client_path} and {configs}. Restart {owner}; `toolwise doctor` checks every "
             f"server starts; this puts the old config back:\n  {undo_command(client, path)}"
         )
     return plan
