@@ -112,7 +112,7 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
     database_url: Annotated[
         str | None,
-        typer.Option(help="Record into this database (kept, e.g. for `toolwise inspect`) not a scratch one."),
+        typer.Option(help="Record into this database, not demo.db in the data dir (made afresh each run)."),
     ] = None,
 ) -> None:
     """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
