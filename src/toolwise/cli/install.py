@@ -177,10 +177,14 @@ def dump(doc: dict[str, Any], like: str | None = None) -> str:
     return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
 
 
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # where a desktop app's bare PATH looks
+
+
 def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
-    """PATH for toolwise's entry: the folders of the servers' commands as found now, then this shell's
-    PATH (GUI apps such as Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing);
-    also the commands found nowhere."""
+    """PATH for toolwise's entry: the folders of the servers' commands as found now (GUI apps such as
+    Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing; `node` sits beside `npx`),
+    then the system's folders; also the commands found nowhere. Not the whole shell PATH: an entry that
+    pinned it would go stale when the shell's changes, and toolwise itself is started by absolute path."""
     from toolwise.downstream.catalogue import resolve_command  # the MCP client: not for every CLI command
 
     folders: list[str] = []
@@ -194,8 +198,8 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
             missing.append(f"{command} (server {name!r})")
         else:
             folders.append(str(Path(found).parent))
-    folders += os.environ.get("PATH", "").split(os.pathsep)
-    return os.pathsep.join(dict.fromkeys(f for f in folders if f)), missing
+    system = [] if sys.platform == "win32" else list(SYSTEM_PATH)
+    return os.pathsep.join(dict.fromkeys(f for f in [*folders, *system] if f)), missing
 
 
 def read(path: Path) -> str:
