@@ -418,3 +418,17 @@ def test_undo_after_an_edit_puts_each_project_scopes_servers_back(home: Path) ->
     install.run(Client.claude_code, None, dry_run=False, undo_it=True)
     undone = json.loads(path.read_text())
     assert undone == {**CLAUDE_CODE_PROJECTS, "numStartups": 4}
+
+
+def test_an_entry_whose_url_is_a_variable_moves_and_keeps_the_reference(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCS_MCP_URL", "https://docs.example/mcp")
+    path = install.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"mcpServers": {"docs": {"url": "${DOCS_MCP_URL}"}}}))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    config = home / ".config" / "toolwise" / "cursor.json"
+    assert json.loads(config.read_text())["mcpServers"]["docs"] == {"url": "${DOCS_MCP_URL}"}
+    served = load_config(config).servers["docs"]
+    assert getattr(served, "url", None) == "https://docs.example/mcp"

@@ -42,7 +42,7 @@ from toolwise.cli.installs import (
     write_private,
 )
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
-from toolwise.config import Downstream, describe
+from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables
 
 ENTRY = "toolwise"
@@ -143,8 +143,12 @@ def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]
     if "__" in name:
         return None, "its name contains '__', toolwise's separator between server and tool"
     spec = {k: v for k, v in entry.items() if k != "type"}
+    try:  # as toolwise will load it: `${VAR}` expanded (kept as written in the file)
+        expanded = expand_variables({name: spec}, os.environ)[name]
+    except ConfigError:
+        expanded = spec  # unset here: toolwise names it when it loads the config, if still unset then
     try:
-        _DOWNSTREAM.validate_python(spec)
+        _DOWNSTREAM.validate_python(expanded)
     except ValidationError as exc:
         return None, describe(exc)
     return spec, None
