@@ -159,6 +159,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     tools are listed. Exits 1 when something is wrong.
     """
     from toolwise.cli.doctor import diagnose
+    from toolwise.cli.masked import mask_text  # a url's password, a token in an error: never printed whole
 
     setup_logging("error")
     path = config_path_or_exit(config)
@@ -166,9 +167,9 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     typer.echo(f"config: {path}")
     checks = asyncio.run(diagnose(loaded, path))
     for check in checks:
-        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}")
+        typer.echo(mask_text(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}"))
         if check.fix:
-            typer.echo(f"     fix: {check.fix}")
+            typer.echo(mask_text(f"     fix: {check.fix}"))
     failed = sum(not c.ok for c in checks)
     typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
     if failed:
