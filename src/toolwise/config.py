@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +34,18 @@ class ConfigError(Exception):
 Prefix = Annotated[str | None, Field(default=None, pattern=r"^_?([A-Za-z0-9-]+_?)*$")]
 
 
+# Which of a downstream's tools toolwise offers (Gemini CLI's keys on a server entry): names or globs
+# (fnmatch); every tool when `includeTools` is absent, and `excludeTools` wins over it. A tool left out is
+# neither listed nor callable nor learned.
+IncludeTools = Annotated[list[str] | None, Field(default=None, alias="includeTools")]
+ExcludeTools = Annotated[list[str], Field(default_factory=list, alias="excludeTools")]
+
+
 class StdioServer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     prefix: Prefix
+    include_tools: IncludeTools
+    exclude_tools: ExcludeTools
     type: Literal["stdio"] | None = None  # Claude Desktop's own keys: `type` and `disabled`
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
@@ -44,8 +55,10 @@ class StdioServer(BaseModel):
 
 
 class HttpServer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     prefix: Prefix
+    include_tools: IncludeTools
+    exclude_tools: ExcludeTools
     type: Literal["http", "streamable-http", "streamableHttp"] | None = None
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] | None = None
@@ -65,6 +78,8 @@ class InProcessServer:
     server: Server[Any] | MCPServer
     prefix: str | None = None
     disabled: bool = False
+    include_tools: list[str] | None = None
+    exclude_tools: tuple[str, ...] = ()
 
 
 ServerSpec = StdioServer | HttpServer | InProcessServer
@@ -240,8 +255,12 @@ def load_config(path: Path) -> AppConfig:
     if "mcpServers" not in raw:
         raise ConfigError(f"{path}: no 'mcpServers' object (the servers toolwise stands in front of)")
     try:
+        servers = expand_variables(raw["mcpServers"], os.environ)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    try:
         settings = Settings(**raw.get("toolwise", {}))
-        return AppConfig.model_validate({"mcpServers": raw.get("mcpServers"), "toolwise": settings})
+        return AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe(exc)}") from exc
     except TypeError as exc:
@@ -249,6 +268,48 @@ def load_config(path: Path) -> AppConfig:
 
 
 TOP_LEVEL = ("mcpServers", "toolwise")
+EXPANDED = ("command", "args", "env", "cwd", "url", "headers")  # the server fields `${VAR}` may appear in
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_variables(servers: Any, environ: Mapping[str, str]) -> Any:
+    """The servers with `${VAR}` and `${VAR:-default}` in their command, args, env, cwd, url and headers
+    replaced from the environment when the file is loaded (as Claude Code reads a `.mcp.json`), so a
+    config can name a secret instead of holding it. A variable that is unset and has no default is a
+    ConfigError naming it and where it is used."""
+    if not isinstance(servers, dict):
+        return servers  # validation says what is wrong with it
+
+    def expand(value: Any, where: str) -> Any:
+        if isinstance(value, list):
+            return [expand(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: expand(v, f"{where}.{k}") for k, v in value.items()}
+        if not isinstance(value, str):
+            return value
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            found = environ.get(name)
+            if default is not None:
+                return found or default  # as the shell's `:-`: unset or empty
+            if found is None:
+                raise ConfigError(
+                    f"{where}: environment variable {name!r} is not set (referenced as ${{{name}}}); "
+                    f"set it, or give a default as ${{{name}:-value}}"
+                )
+            return found
+
+        return _REFERENCE.sub(substitute, value)
+
+    return {
+        name: {
+            key: expand(value, f"mcpServers.{name}.{key}") if key in EXPANDED else value for key, value in spec.items()
+        }
+        if isinstance(spec, dict)
+        else spec
+        for name, spec in servers.items()
+    }
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
@@ -260,7 +321,7 @@ def did_you_mean(key: str, known: Iterable[str]) -> str:
 def _field_names() -> set[str]:
     """Every key a config may hold inside a server or the toolwise section."""
     models: tuple[type[BaseModel], ...] = (StdioServer, HttpServer, Settings, RewardSettings)
-    return {name for model in models for name in model.model_fields}
+    return {field.alias or name for model in models for name, field in model.model_fields.items()}
 
 
 def describe(exc: ValidationError) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from toolwise.cli import install
-from toolwise.cli.install import Client, InstallError
+from toolwise.cli import install, installs
+from toolwise.cli.install import Client
+from toolwise.cli.installs import InstallError
 from toolwise.config import load_config
 
 SAMPLES: dict[Client, dict[str, Any]] = {
@@ -89,13 +92,14 @@ def test_install_dry_run_apply_rerun_and_undo(home: Path, client: Client, capsys
     assert not set(served) & kept
     if client is Client.claude_code:
         assert kept == {"legacy"} and entry["type"] == "stdio"  # SSE is not proxied: it stays with the client
-    backups = list(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+    backups = install_backups(path)
     assert len(backups) == 1 and backups[0].read_bytes() == original
+    assert not list(path.parent.glob("*.toolwise-backup-*")), "no backup beside the client's file"
 
     installed = path.read_bytes()
     install.run(client, None, dry_run=False, undo_it=False)
     assert "nothing to change" in capsys.readouterr().out
-    assert path.read_bytes() == installed and len(list(path.parent.glob("*.toolwise-backup-*"))) == 1
+    assert path.read_bytes() == installed and len(install_backups(path)) == 1
     assert "toolwise" not in load_config(toolwise_config).servers, "toolwise is never wrapped inside toolwise"
 
     install.run(client, None, dry_run=False, undo_it=True)
@@ -288,24 +292,24 @@ def test_a_symlinked_client_config_is_written_through_its_link(home: Path) -> No
 
 def test_backups_are_bounded_and_undo_still_restores_the_original(home: Path) -> None:
     path, original = write_sample(Client.claude_desktop)
-    for _ in range(install.KEEP_BACKUPS + 3):
+    for _ in range(installs.KEEP_BACKUPS + 3):
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
     assert path.read_bytes() == original
-    assert len(install_backups(path)) == install.KEEP_BACKUPS
-    for n in range(install.KEEP_BACKUPS + 3):  # a server added between installs: each install writes
+    assert len(install_backups(path)) == installs.KEEP_BACKUPS
+    for n in range(installs.KEEP_BACKUPS + 3):  # a server added between installs: each install writes
         doc = json.loads(path.read_text())
         doc["mcpServers"][f"added-{n}"] = {"command": "mcp-server-fetch"}
         path.write_text(json.dumps(doc, indent=2))
         install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
-    assert len(install_backups(path)) == install.KEEP_BACKUPS
+    assert len(install_backups(path)) == installs.KEEP_BACKUPS
     install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
-    added = {f"added-{n}": {"command": "mcp-server-fetch"} for n in range(install.KEEP_BACKUPS + 3)}
+    added = {f"added-{n}": {"command": "mcp-server-fetch"} for n in range(installs.KEEP_BACKUPS + 3)}
     assert json.loads(path.read_text())["mcpServers"] == {**SAMPLES[Client.claude_desktop]["mcpServers"], **added}
 
 
 def install_backups(path: Path) -> list[Path]:
-    return sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"))
+    return sorted(installs.backups_dir(path).glob(f"{path.name}.toolwise-backup-*"))
 
 
 def test_the_toolwise_entry_carries_the_shells_certificate_and_proxy_variables(
@@ -321,3 +325,110 @@ def test_the_toolwise_entry_carries_the_shells_certificate_and_proxy_variables(
     env = json.loads(path.read_text())["mcpServers"]["toolwise"]["env"]
     assert env["SSL_CERT_FILE"] == "/etc/ssl/corp.pem" and env["HTTPS_PROXY"] == "http://proxy.corp:3128"
     assert "NODE_EXTRA_CA_CERTS" not in env
+
+
+def test_the_diffs_printed_mask_secrets_and_the_files_keep_them(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token, bearer = "ghp_" + "a1B2" * 9, "sk-ant-" + "x9" * 12
+    sample = {
+        "mcpServers": {
+            "gh": {"command": "mcp-server-gh", "env": {"GITHUB_TOKEN": token, "REF": "${GH_TOKEN}", "TZ": "UTC"}},
+            "api": {"url": "https://example.com/mcp", "headers": {"Authorization": f"Bearer {bearer}"}},
+        }
+    }
+    path = install.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(sample, indent=2))
+    for dry_run in (True, False):
+        install.run(Client.claude_code, None, dry_run=dry_run, undo_it=False)
+        printed = capsys.readouterr().out
+        assert token not in printed and bearer not in printed
+        assert '"GITHUB_TOKEN": "ghp_***"' in printed and '"Authorization": "Bearer sk-***"' in printed
+        assert '"REF": "${GH_TOKEN}"' in printed and '"TZ": "UTC"' in printed  # a reference is no secret
+    written = (home / ".config" / "toolwise" / "claude-code.json").read_text()
+    assert token in written and bearer in written
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    assert token not in capsys.readouterr().out
+
+
+def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_and_no_backup_stays_in_it(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = home / "src" / "app"
+    project.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    mcp_json = project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"gh": {"command": "mcp-server-gh", "env": {"GH_TOKEN": "t" * 20}}}}))
+    original = mcp_json.read_bytes()
+    monkeypatch.chdir(project)  # --path relative to where it runs: recorded absolute
+    install.run(Client.claude_code, Path(".mcp.json"), dry_run=False, undo_it=False)
+    printed = capsys.readouterr().out
+    assert f"project config (.mcp.json): {mcp_json}" in printed and "claude-code config" not in printed
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project, capture_output=True, text=True)
+    assert status.stdout.split() == ["??", ".mcp.json"], "nothing but the file itself in the project's repository"
+    undo = printed.rsplit("puts the old config back:\n", 1)[1].strip()
+    monkeypatch.chdir(home)
+    done = subprocess.run(shlex.split(undo), capture_output=True, text=True, env=os.environ)
+    assert done.returncode == 0, done.stderr
+    assert mcp_json.read_bytes() == original
+
+
+CLAUDE_CODE_PROJECTS: dict[str, Any] = {
+    "numStartups": 3,
+    "mcpServers": {"time": {"type": "stdio", "command": "mcp-server-time", "args": []}},
+    "projects": {
+        "/home/me/app": {
+            "allowedTools": ["Bash"],
+            "mcpServers": {"gh": {"type": "stdio", "command": "mcp-server-gh", "env": {"GH_TOKEN": "t" * 24}}},
+        },
+        "/home/me/web": {"mcpServers": {"legacy": {"type": "sse", "url": "https://example.com/sse"}}},
+        "/home/me/empty": {"mcpServers": {}, "history": []},
+    },
+}
+
+
+def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_undone(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = install.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
+    original = path.read_bytes()
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    printed = capsys.readouterr().out
+    assert "moves 1 server(s) of project /home/me/app into" in printed
+    assert "stays with claude-code of project /home/me/web: 'legacy'" in printed
+    doc = json.loads(path.read_text())
+    app = doc["projects"]["/home/me/app"]
+    assert list(app["mcpServers"]) == ["toolwise"] and app["allowedTools"] == ["Bash"]
+    project_config = Path(app["mcpServers"]["toolwise"]["args"][-1])
+    user_config = Path(doc["mcpServers"]["toolwise"]["args"][-1])
+    assert project_config != user_config
+    assert set(load_config(project_config).servers) == {"gh"} and set(load_config(user_config).servers) == {"time"}
+    assert doc["projects"]["/home/me/web"] == CLAUDE_CODE_PROJECTS["projects"]["/home/me/web"]
+    assert doc["projects"]["/home/me/empty"] == CLAUDE_CODE_PROJECTS["projects"]["/home/me/empty"]
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original
+
+
+def test_undo_after_an_edit_puts_each_project_scopes_servers_back(home: Path) -> None:
+    path = install.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    doc["numStartups"] = 4  # Claude Code rewrites its file all the time
+    path.write_text(json.dumps(doc, indent=2))
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    undone = json.loads(path.read_text())
+    assert undone == {**CLAUDE_CODE_PROJECTS, "numStartups": 4}
+
+
+def test_an_entry_whose_url_is_a_variable_moves_and_keeps_the_reference(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCS_MCP_URL", "https://docs.example/mcp")
+    path = install.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"mcpServers": {"docs": {"url": "${DOCS_MCP_URL}"}}}))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    config = home / ".config" / "toolwise" / "cursor.json"
+    assert json.loads(config.read_text())["mcpServers"]["docs"] == {"url": "${DOCS_MCP_URL}"}
+    served = load_config(config).servers["docs"]
+    assert getattr(served, "url", None) == "https://docs.example/mcp"

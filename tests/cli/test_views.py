@@ -52,8 +52,17 @@ def test_plot_draws_the_curves_from_slices_of_time(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "40 calls in 5 slices of 2 h" in result.output
+    (tmp_path / "toolwise.db-empty").touch()  # a database with nothing in it (an empty file is one)
     nothing = CliRunner().invoke(cli, ["inspect", "plot", *config, "-o", str(plot), "--database-url", f"{url}-empty"])
     assert nothing.exit_code == 1 and "no executions in namespace 'default' to plot" in nothing.output
+
+
+def test_a_command_that_reads_refuses_a_database_that_does_not_exist_and_makes_none(tmp_path: Path) -> None:
+    missing = tmp_path / "never.db"
+    for command in (["inspect", "status"], ["inspect", "progress"], ["snapshot", "list"]):
+        result = CliRunner().invoke(cli, [*command, "--database-url", f"sqlite+aiosqlite:///{missing}"])
+        assert result.exit_code == 1 and "no database at" in result.output and "toolwise demo" in result.output
+    assert not missing.exists()
 
 
 def test_export_writes_the_episodes_and_summaries_of_its_window(tmp_path: Path) -> None:

@@ -114,3 +114,38 @@ def test_a_downstream_given_in_process_and_in_the_file_under_one_name_is_refused
         {"other": InProcessServer(toy_server.build()), "off": InProcessServer(toy_server.build(), disabled=True)}
     )
     assert list(both) == ["toy", "other"]
+
+
+def test_variables_in_server_fields_expand_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "ghp_secret")
+    monkeypatch.setenv("API_HOST", "api.example")
+    monkeypatch.delenv("TOOLWISE_TEST_UNSET", raising=False)
+    config = load_config(
+        write(
+            tmp_path,
+            {
+                "mcpServers": {
+                    "gh": {
+                        "command": "${TOOLWISE_TEST_UNSET:-npx}",
+                        "args": ["--host", "${API_HOST}"],
+                        "env": {"GITHUB_TOKEN": "${GH_TOKEN}", "LITERAL": "$GH_TOKEN"},
+                    },
+                    "api": {"url": "https://${API_HOST}/mcp", "headers": {"Authorization": "Bearer ${GH_TOKEN}"}},
+                }
+            },
+        )
+    )
+    gh, api = config.servers["gh"], config.servers["api"]
+    assert isinstance(gh, StdioServer) and isinstance(api, HttpServer)
+    assert (gh.command, gh.args) == ("npx", ["--host", "api.example"])
+    assert gh.env == {"GITHUB_TOKEN": "ghp_secret", "LITERAL": "$GH_TOKEN"}  # only ${…} is a reference
+    assert (api.url, api.headers) == ("https://api.example/mcp", {"Authorization": "Bearer ghp_secret"})
+
+
+def test_a_missing_variable_is_an_error_naming_it_and_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOOLWISE_TEST_UNSET", raising=False)
+    path = write(tmp_path, {"mcpServers": {"gh": {"command": "x", "env": {"TOKEN": "${TOOLWISE_TEST_UNSET}"}}}})
+    with pytest.raises(ConfigError, match=r"mcpServers\.gh\.env\.TOKEN: environment variable 'TOOLWISE_TEST_UNSET'"):
+        load_config(path)

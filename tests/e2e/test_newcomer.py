@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,8 @@ def test_the_demo_prints_the_same_figures_and_table_twice_with_one_seed_within_8
     second = cli(home, "demo", "--calls", "24", "--seed", "5")
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
-    lines = first.stdout.splitlines()
+    whole = ("  toolwise ", "  /")  # a command and a path are printed whole, to be copied
+    lines = [line for line in first.stdout.splitlines() if not line.startswith(whole)]
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     assert "toolwise serves 22 tools: 14 downstream (time 2, git 12) + 8 own" in first.stdout
     table = first.stdout[first.stdout.index("top recommendation") :]
@@ -50,6 +52,25 @@ def test_the_demo_prints_the_same_figures_and_table_twice_with_one_seed_within_8
     assert "time__get_current_time" in table and "…" not in table, "no tool name is cut"
     picks = next(line for line in lines if line.startswith("right first time"))
     assert "scripted" in picks
+
+
+def test_the_demo_says_where_it_recorded_and_the_inspect_command_it_prints_reads_it(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    demo = cli(home, "demo", "--calls", "12", "--seed", "3")
+    assert demo.returncode == 0, demo.stderr
+    assert "learns from every call the agent makes" in " ".join(demo.stdout.split())
+    data = Path(home["XDG_DATA_HOME"]) / "toolwise"
+    command = next(line.strip() for line in demo.stdout.splitlines() if line.startswith("  toolwise inspect"))
+    assert f"recorded in\n  {data / 'demo.db'}\n" in demo.stdout
+    status = cli(home, *shlex.split(command)[1:])
+    assert status.returncode == 0 and "12 executions" in " ".join(status.stdout.split()), status.stdout
+    url = shlex.split(command)[-1]
+    plot = cli(home, "inspect", "plot", "--database-url", url, "--output", str(tmp_path / "demo.png"))
+    assert plot.returncode == 0 and (tmp_path / "demo.png").stat().st_size > 0, plot.stdout + plot.stderr
+    plain = cli(home, "inspect", "status")  # the database serve records into: nothing yet, and none is made
+    assert plain.returncode == 1 and "no database at" in plain.stdout and "toolwise demo" in plain.stdout
+    assert {p.name for p in data.iterdir() if p.suffix == ".db"} == {"demo.db"}, "no empty database left"
 
 
 def test_the_demo_with_a_missing_downstream_says_what_to_install_in_one_line(

@@ -72,11 +72,11 @@ def test_a_read_only_data_folder_is_one_line_and_exit_2(home: dict[str, str]) ->
     local = Path(home["HOME"]) / ".local"
     local.mkdir()
     local.chmod(0o555)
-    result = cli(home, "inspect", "status", unprivileged=True)
+    result = cli(home, "demo", "--calls", "1", unprivileged=True)  # inspect makes no database: it refuses first
     share = Path(home["XDG_DATA_HOME"])
     assert (result.returncode, one_line(result)) == (
         2,
-        f"toolwise: unusable database: cannot create {share / 'toolwise' / 'toolwise.db'}: Permission denied "
+        f"toolwise: unusable database: cannot create {share / 'toolwise' / 'demo.db'}: Permission denied "
         f"({share}); make that folder writable, or use another database with --database-url (or "
         "TOOLWISE_DATABASE_URL)",
     )
@@ -157,6 +157,7 @@ def test_a_config_left_by_undo_is_not_installed_and_several_name_the_command_to_
         f"`toolwise inspect status --config {folder / 'claude-desktop.json'}`",
     )
     url = f"sqlite+aiosqlite:///{tmp_path / 'kept.db'}"
+    (tmp_path / "kept.db").touch()  # an (empty) database: inspect makes none
     status = cli(home, "inspect", "status", "--database-url", url)
     assert status.returncode == 0 and "kept.db" in status.stdout, status.stderr
 

@@ -23,6 +23,7 @@ from toolwise.cli.views import Column, fitted_table, natural_width, plot_slices
 from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.instances import liveness
 from toolwise.learning import snapshots
@@ -48,9 +49,21 @@ inspect_app = typer.Typer(help="What toolwise learned, from its database.", no_a
 
 
 def run(
-    config: Path | None, work: Callable[[Settings, FeedbackService], Awaitable[None]], database_url: str | None = None
+    config: Path | None,
+    work: Callable[[Settings, FeedbackService], Awaitable[None]],
+    database_url: str | None = None,
+    create: bool = False,
 ) -> None:
+    """`work` on the database of CONFIG (or --database-url). A command that only reads (`create` false)
+    refuses an SQLite file that does not exist rather than leave an empty database behind."""
     settings = settings_or_exit(config, database_url)
+    path = sqlite_path(settings.database_url)
+    if not create and path is not None and not path.exists():
+        console.print(
+            f"[red]toolwise: no database at {path}: nothing was recorded there yet[/red] (`toolwise serve` "
+            "records into it; `toolwise demo` into a database of its own, and it prints how to read that one)"
+        )
+        raise typer.Exit(1)
 
     async def main() -> None:
         async with FeedbackService(settings.database_url) as feedback:
@@ -139,7 +152,7 @@ def snapshot_restore(
             f"{adopted.sample_count} samples, sha256 {adopted.sha256[:16]}…"
         )
 
-    run(config, work, database_url)
+    run(config, work, database_url, create=input_path is not None)  # a file may seed a new database
 
 
 @snapshot_app.command("list")

@@ -16,7 +16,8 @@ from typing import Annotated, NoReturn
 import typer
 from pydantic import ValidationError
 
-from toolwise.cli.install import InstallError, config_dir, installed_configs, served_configs
+from toolwise.cli.install import installed_configs, served_configs
+from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config
 from toolwise.feedback import DatabaseUnusableError
 
@@ -45,7 +46,9 @@ def fail(message: str, exc: BaseException | None = None, code: int = EXIT_STARTU
     raise typer.Exit(code) from exc
 
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "toolwise.example.json"  # the checkout's root
+# The demo's default config, shipped in the package (a pipx or uv tool install has no checkout); the
+# checkout's root holds the same file for the README (tests/cli/test_packaged.py keeps them equal).
+EXAMPLE_CONFIG = Path(__file__).resolve().parent / "toolwise.example.json"
 ConfigOption = Annotated[
     Path | None,
     typer.Option(

@@ -1,10 +1,12 @@
 """`toolwise demo`: the main job end to end, with no set-up.
 
-Starts toolwise over stdio on a config (the example by default) with a throwaway database and a
-scratch git repository, then plays an agent through a real MCP client: it asks `recommend_tool`
+Starts toolwise over stdio on a config (the example by default) with a database of its own (`demo.db`
+in the data dir, made afresh each run, or the one --database-url names) and a scratch git repository,
+then plays an agent through a real MCP client: it asks `recommend_tool`
 in varied words, calls what was recommended, rates the result (5 when it was the right tool for
 the request, 1 when not), follows up within a session, and ends sessions. Shows what the
-recommendations were before and after, and how often they were right early and late.
+recommendations were before and after, how often they were right early and late, and the `inspect`
+command that reads what it recorded.
 
 Every figure printed is measured in the run. The same `--seed` prints the same output: the demo
 leaves latency out of the rewards and keeps a shielded tool out for the rest of the run, the two
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,7 @@ from rich.table import Table
 from toolwise.cli.doctor import command_found, near_commands
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
+from toolwise.feedback.engine import data_dir
 from toolwise.learning.sessions import session_meta
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
@@ -160,9 +164,10 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             f"{', '.join(missing)} not installed (the demo's downstream servers); "
             f"install with: {sys.executable} -m pip install {' '.join(missing)}"
         )
-    if database_url is not None:  # opened here first: an unusable one is one line, not the server's death
-        async with FeedbackService(database_url):
-            pass
+    if database_url is None:  # its own, afresh: the same seed prints the same output
+        database_url = f"sqlite+aiosqlite:///{fresh_demo_database()}"
+    async with FeedbackService(database_url):  # opened here first: an unusable one is one line, not the server's death
+        pass
     console = Console(stderr=False)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="toolwise-demo-") as tmp:
@@ -174,7 +179,7 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             **own,
             **REPLAYABLE,
             "reward": {**own.get("reward", {}), **REPLAYABLE_REWARD},
-            "database_url": database_url or f"sqlite+aiosqlite:///{folder / 'demo.db'}",
+            "database_url": database_url,
             "seed": seed,
         }
         demo_config = folder / "config.json"
@@ -201,6 +206,21 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             stats = (await client.call_tool("get_learning_stats", {})).structured_content
             sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).content
         show(console, before, after, played, stats, sequences)
+    command = shlex.join(["toolwise", "inspect", "status", "--database-url", database_url])
+    console.print(
+        f"recorded in\n  {database_url.removeprefix('sqlite+aiosqlite:///')}\nread it with\n  {command}\n"
+        "(or progress, top-actions, plot --output demo.png)",
+        soft_wrap=True,
+    )
+
+
+def fresh_demo_database() -> Path:
+    """`demo.db` in toolwise's data dir, emptied: the demo's own database, apart from the one `serve`
+    records into, kept after the run for `toolwise inspect --database-url`."""
+    path = data_dir() / "demo.db"
+    for leftover in (path, path.with_name("demo.db-wal"), path.with_name("demo.db-shm")):
+        leftover.unlink(missing_ok=True)
+    return path
 
 
 def announce(console: Console, loaded: AppConfig, names: list[str]) -> None:
@@ -289,9 +309,10 @@ def why_wrong(before: dict[str, str], after: dict[str, str], played: Played, sta
     """Why a pick may still be wrong, from what this run measured: what was learned from, how much."""
     wrong = [i for i in INTENTS if after[i.label] != i.tool]
     lines = [
-        f"{len(INTENTS) - len(wrong)} of {len(INTENTS)} picks right. toolwise ({stats['policy']}) learns only from "
-        f"the calls it recommended and their ratings ({played.ratings} here), on top of a prior from the tools' "
-        "names and descriptions: a request whose right tool it seldom recommended has few ratings to correct it"
+        f"{len(INTENTS) - len(wrong)} of {len(INTENTS)} picks right. toolwise ({stats['policy']}) learns from "
+        f"every call the agent makes and its rating ({played.ratings} here), on top of a prior from the tools' "
+        "names and descriptions. This scripted agent calls only what toolwise recommended, so a request whose "
+        "right tool was seldom recommended has few calls to learn from"
         + (":" if wrong else ", and words it has not seen may still get a wrong pick.")
     ]
     for i in wrong:

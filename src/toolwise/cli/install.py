@@ -4,39 +4,48 @@ Cursor) already starts, and `--undo` it.
 The client's `mcpServers` move into a toolwise config in the user's config dir (one file per client,
 so each client keeps exactly its own servers) and the client gets one entry that starts toolwise on
 that file. Every other key of the client's file stays as it was. Before a write the file is copied
-to a timestamped backup beside it, and the write is recorded in `installs.json` (next to the toolwise
-configs) so that `--undo` can put the file back even after several installs.
+to a timestamped backup in toolwise's data dir (`installs.py`), and the write is recorded in
+`installs.json` (next to the toolwise configs) so that `--undo` can put the file back even after
+several installs.
 
 A server's `env` and `headers` often hold secrets (tokens, API keys), so every file written here is
 private: the toolwise configs, `installs.json` and the backups are created 0600; the client's own file
 keeps its mode (a 0600 file stays 0600; `--undo` puts back the mode it had before the install), and a
-symlinked client config is written through its link (the link stays). Backups are bounded: the newest
-`KEEP_BACKUPS` (5) of each file are kept, and any older one a recorded install still needs for `--undo`.
+symlinked client config is written through its link (the link stays).
 """
 
 from __future__ import annotations
 
-import difflib
+import errno
 import hashlib
 import json
 import os
-import stat
+import shlex
 import sys
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
-import platformdirs
 from pydantic import TypeAdapter, ValidationError
 
-from toolwise.config import Downstream, describe
+from toolwise.cli.installs import (
+    PRIVATE,
+    InstallError,
+    backup,
+    config_dir,
+    file_mode,
+    load_state,
+    prune_backups,
+    save_state,
+    sha,
+    state_path,
+    write_private,
+)
+from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
+from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables
-from toolwise.feedback import utcnow
 
 ENTRY = "toolwise"
-KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
-PRIVATE = 0o600  # files that may hold a server's secrets: owner read/write only
 TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
 _DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
 
@@ -47,34 +56,28 @@ class Client(StrEnum):
     cursor = "cursor"
 
 
-class InstallError(Exception):
-    """Install or undo cannot go ahead; nothing was written. The message says what to fix."""
-
-
-def config_dir() -> Path:
-    """toolwise's folder under the user's config directory: the configs `install` writes."""
-    return Path(platformdirs.user_config_dir("toolwise", appauthor=False))
-
-
 def installed_configs() -> list[Path]:
     """The toolwise configs `install` wrote, one per client config installed."""
     return sorted(p for p in config_dir().glob("*.json") if p.name != "installs.json")
 
 
 def served_configs() -> dict[Path, Path]:
-    """The toolwise configs a client config recorded in `installs.json` serves now (its toolwise entry
-    names the file), each with that client config. A config an `--undo` left behind is not among them."""
+    """The toolwise configs a client config recorded in `installs.json` serves now (a toolwise entry in
+    one of its scopes names the file), each with that client config. A config an `--undo` left behind is
+    not among them."""
     served: dict[Path, Path] = {}
-    for client_path in map(Path, _load_state()):
+    for client_path in map(Path, load_state()):
         try:
             doc = json.loads(client_path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError):
             continue  # moved, unreadable or broken: it serves nothing toolwise can tell
-        servers = doc.get("mcpServers") if isinstance(doc, dict) else None
-        for entry in servers.values() if isinstance(servers, dict) else ():
-            config = _served_config(entry) if is_toolwise(entry) else None
-            if config is not None and config.exists():
-                served.setdefault(config, client_path)
+        if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers", {}), dict):
+            continue
+        for where in [USER_SCOPE, *project_scopes(doc)]:
+            for entry in servers_of(doc, where).values():
+                config = _served_config(entry) if is_toolwise(entry) else None
+                if config is not None and config.exists():
+                    served.setdefault(config, client_path)
     return served
 
 
@@ -140,8 +143,12 @@ def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]
     if "__" in name:
         return None, "its name contains '__', toolwise's separator between server and tool"
     spec = {k: v for k, v in entry.items() if k != "type"}
+    try:  # as toolwise will load it: `${VAR}` expanded (kept as written in the file)
+        expanded = expand_variables({name: spec}, os.environ)[name]
+    except ConfigError:
+        expanded = spec  # unset here: toolwise names it when it loads the config, if still unset then
     try:
-        _DOWNSTREAM.validate_python(spec)
+        _DOWNSTREAM.validate_python(expanded)
     except ValidationError as exc:
         return None, describe(exc)
     return spec, None
@@ -174,10 +181,14 @@ def dump(doc: dict[str, Any], like: str | None = None) -> str:
     return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
 
 
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # where a desktop app's bare PATH looks
+
+
 def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
-    """PATH for toolwise's entry: the folders of the servers' commands as found now, then this shell's
-    PATH (GUI apps such as Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing);
-    also the commands found nowhere."""
+    """PATH for toolwise's entry: the folders of the servers' commands as found now (GUI apps such as
+    Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing; `node` sits beside `npx`),
+    then the system's folders; also the commands found nowhere. Not the whole shell PATH: an entry that
+    pinned it would go stale when the shell's changes, and toolwise itself is started by absolute path."""
     from toolwise.downstream.catalogue import resolve_command  # the MCP client: not for every CLI command
 
     folders: list[str] = []
@@ -191,44 +202,8 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
             missing.append(f"{command} (server {name!r})")
         else:
             folders.append(str(Path(found).parent))
-    folders += os.environ.get("PATH", "").split(os.pathsep)
-    return os.pathsep.join(dict.fromkeys(f for f in folders if f)), missing
-
-
-@dataclass
-class Plan:
-    """What install or undo would write: each file's text before (None: no file) and after."""
-
-    client_path: Path
-    toolwise_path: Path
-    client_before: str
-    client_after: str
-    toolwise_before: str | None = None
-    toolwise_after: str | None = None
-    moved: dict[str, Any] = field(default_factory=dict)  # name → the client's own entry
-    kept: dict[str, str] = field(default_factory=dict)  # name → why it stays with the client
-    missing: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)  # servers whose entry in a stale toolwise config changes
-
-    @property
-    def changed(self) -> bool:
-        return self.client_before != self.client_after or self.toolwise_before != self.toolwise_after
-
-    def diff(self) -> str:
-        parts = [_diff(self.client_path, self.client_before, self.client_after)]
-        if self.toolwise_after is not None:
-            parts.append(_diff(self.toolwise_path, self.toolwise_before, self.toolwise_after))
-        return "".join(parts)
-
-
-def _diff(path: Path, before: str | None, after: str) -> str:
-    lines = difflib.unified_diff(
-        (before or "").splitlines(keepends=True),
-        after.splitlines(keepends=True),
-        fromfile=str(path) if before is not None else "/dev/null",
-        tofile=str(path),
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    system = [] if sys.platform == "win32" else list(SYSTEM_PATH)
+    return os.pathsep.join(dict.fromkeys(f for f in [*folders, *system] if f)), missing
 
 
 def read(path: Path) -> str:
@@ -241,37 +216,56 @@ def read(path: Path) -> str:
         ) from None
 
 
-def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan:
-    """Move the client's servers into the toolwise config and leave one toolwise entry in their place."""
+def plan_install(client: Client, client_path: Path, toolwise_path: Path, projects: bool = False) -> Plan:
+    """Move the client's servers into the toolwise config and leave one toolwise entry in their place;
+    with `projects`, also each of Claude Code's project scopes into a toolwise config of its own."""
     before = read(client_path)
     doc = parse(client_path, before)
-    servers: dict[str, Any] = doc.get("mcpServers", {})
+    plan, new_doc = Plan(client_path, before, before), doc
+    for where in [USER_SCOPE, *(project_scopes(doc) if projects else [])]:
+        target = toolwise_path if where == USER_SCOPE else toolwise_config_path(client, Path(where))
+        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where))
+        plan.scopes.append(scope)  # one that serves nothing still says which servers stay and why
+        if servers is not None:
+            new_doc = with_servers(new_doc, where, servers)
+    if not any(scope.serves for scope in plan.scopes):
+        raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
+    if new_doc != doc:
+        plan.client_after = dump(new_doc, before)
+    return plan
+
+
+def _plan_scope(
+    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any]
+) -> tuple[Scope, dict[str, Any] | None]:
+    """One scope's servers into its toolwise config: the scope and its new `mcpServers` (None when it
+    has nothing toolwise can serve)."""
     ours = [name for name, entry in servers.items() if is_toolwise(entry)]
     # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
-    toolwise_path = next((p for name in ours if (p := _served_config(servers[name]))), toolwise_path)
-    toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
-    toolwise_doc = parse(toolwise_path, toolwise_before) if toolwise_before is not None else {}
+    scope.toolwise_path = next((p for name in ours if (p := _served_config(servers[name]))), scope.toolwise_path)
+    toolwise_path = scope.toolwise_path
+    scope.toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
+    toolwise_doc = parse(toolwise_path, scope.toolwise_before) if scope.toolwise_before is not None else {}
     downstream: dict[str, Any] = dict(toolwise_doc.get("mcpServers", {}))
-    plan = Plan(client_path, toolwise_path, before, before, toolwise_before)
     for name, entry in servers.items():
         if name in ours:
             continue
         spec, why = translate(name, entry)
         if spec is None:
-            plan.kept[name] = why or "?"
+            scope.kept[name] = why or "?"
             continue
         if name in downstream and downstream[name] != spec and not ours:
-            plan.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
+            scope.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
         elif name in downstream and downstream[name] != spec:
             raise InstallError(
-                f"server {name!r} is in {client_path} and, differently, in {toolwise_path}; rename one of "
-                "them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
+                f"server {name!r} is in {client_path}{scope.of} and, differently, in {toolwise_path}; rename one "
+                "of them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
             )
         downstream[name] = spec
-        plan.moved[name] = entry
+        scope.moved[name] = entry
     if not downstream:
-        raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
-    path_env, plan.missing = search_path(downstream)
+        return scope, None
+    path_env, scope.missing = search_path(downstream)
     entry_name = ours[0] if ours else _free_name(servers)
     previous = servers.get(entry_name, {}) if ours else {}
     own: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
@@ -282,14 +276,12 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path) -> Plan
         "args": [*command[1:], "serve", "--config", str(toolwise_path)],
         "env": {**previous.get("env", {}), **network_variables(), "PATH": path_env},
     }
-    kept = {name: servers[name] for name in plan.kept}
-    new_doc = {**doc, "mcpServers": {entry_name: own, **kept}}
-    if new_doc != doc:
-        plan.client_after = dump(new_doc, before)
+    new_servers = {entry_name: own, **{name: servers[name] for name in scope.kept}}
     new_toolwise = {**toolwise_doc, "mcpServers": downstream}
-    plan.toolwise_after = toolwise_before if new_toolwise == toolwise_doc else dump(new_toolwise, toolwise_before)
-    _check_nothing_lost(servers, new_doc["mcpServers"], downstream, ours)
-    return plan
+    unchanged = new_toolwise == toolwise_doc
+    scope.toolwise_after = scope.toolwise_before if unchanged else dump(new_toolwise, scope.toolwise_before)
+    _check_nothing_lost(servers, new_servers, downstream, ours)
+    return scope, new_servers
 
 
 def _served_config(entry: dict[str, Any]) -> Path | None:
@@ -317,149 +309,75 @@ def _check_nothing_lost(
         raise InstallError(f"internal error: servers {lost} would be lost; nothing was changed")
 
 
-# -- the record of installs, for --undo -----------------------------------------------------------
-
-
-def _state_path() -> Path:
-    return config_dir() / "installs.json"
-
-
-def _load_state() -> dict[str, list[dict[str, Any]]]:
-    path = _state_path()
-    if not path.exists():
-        return {}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InstallError(f"{path}: not valid JSON at line {exc.lineno} ({exc.msg})") from exc
-    return state if isinstance(state, dict) else {}
-
-
-def _save_state(state: dict[str, list[dict[str, Any]]]) -> None:
-    _write(_state_path(), json.dumps(state, indent=2) + "\n")
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _write(path: Path, text: str, mode: int = PRIVATE) -> None:
-    """Write through a temporary file (created with `mode`, never wider) and a rename: a crash leaves
-    the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
-    target = path.resolve() if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = target.with_name(f".{target.name}.toolwise-tmp")
-    tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
-            os.fchmod(fd, mode)
-        f.write(text)
-    os.replace(tmp, target)
-
-
-def file_mode(path: Path) -> int | None:
-    """The permission bits of `path` (through a symlink), or None when there is no file."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        return None
-
-
-def backup(path: Path, text: str) -> Path:
-    """A private (0600) copy of `text` beside `path`, named with the time (UTC) it was taken."""
-    stamp = utcnow().strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.toolwise-backup-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.toolwise-backup-{stamp}-{n}")
-    _write(target, text)
-    return target
-
-
-def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> list[Path]:
-    """Delete the backups of `path` but the newest `keep` and those --undo can still restore; returns
-    the deleted ones."""
-    needed = _restorable(_load_state().get(str(path), []))
-    found = sorted(path.parent.glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
-    stale = [p for p in found[: max(len(found) - keep, 0)] if p not in needed]
-    for old in stale:
-        old.unlink()
-    return stale
-
-
-def _restorable(history: list[dict[str, Any]]) -> set[Path]:
-    """The backups `plan_undo` may restore verbatim: the newest install's, and each older one's while the
-    newer backup is exactly what the older install wrote (an edit in between breaks the chain for good)."""
-    needed: set[Path] = set()
-    for i in range(len(history) - 1, -1, -1):
-        needed.add(Path(history[i]["backup"]))
-        try:
-            text = Path(history[i]["backup"]).read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            break
-        if i == 0 or _sha(text) != history[i - 1]["written_sha256"]:
-            break
-    return needed
-
-
 def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | None:
     """Write what the plan says (backup first); returns the backup, None when nothing changed. The
     client's file keeps its mode (or gets `mode`); the toolwise config is private."""
     if not plan.changed:
         return None
+    folder = (plan.client_path.resolve() if plan.client_path.is_symlink() else plan.client_path).parent
+    if not os.access(folder, os.W_OK):  # found before the backup and the toolwise config are written
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(plan.client_path))
     before_mode = file_mode(plan.client_path)
     saved = backup(plan.client_path, plan.client_before)
-    if plan.toolwise_after is not None and plan.toolwise_after != plan.toolwise_before:
-        _write(plan.toolwise_path, plan.toolwise_after)
+    for scope in plan.scopes:
+        if scope.writes and scope.toolwise_after is not None:
+            write_private(scope.toolwise_path, scope.toolwise_after)
     if plan.client_after != plan.client_before:
-        _write(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
+        write_private(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
     if record and plan.client_after != plan.client_before:
-        state = _load_state()
+        state = load_state()
         state.setdefault(str(plan.client_path), []).append(
             {
                 "backup": str(saved),
-                "written_sha256": _sha(plan.client_after),
-                "moved": plan.moved,
+                "written_sha256": sha(plan.client_after),
+                "moved": {
+                    name: e for scope in plan.scopes if scope.where == USER_SCOPE for name, e in scope.moved.items()
+                },
+                "projects": {s.where: s.moved for s in plan.scopes if s.where != USER_SCOPE and s.moved},
                 "mode": before_mode,
             }
         )
-        _save_state(state)
+        save_state(state)
         prune_backups(plan.client_path)
     return saved
 
 
-def plan_undo(client_path: Path, toolwise_path: Path) -> tuple[Plan, int]:
+def plan_undo(client_path: Path) -> tuple[Plan, int]:
     """Put the client's config back: the backups of installs the file still shows unchanged are restored
-    verbatim; if it was edited since, the toolwise entry is replaced by the servers moved out (the
-    edits are kept). Returns the plan and how many install records it consumes."""
-    history = _load_state().get(str(client_path), [])
+    verbatim; if it was edited since, each scope's toolwise entry is replaced by the servers moved out of
+    it (the edits are kept). Returns the plan and how many install records it consumes."""
+    history = load_state().get(str(client_path), [])
     if not history:
-        raise InstallError(f"no install of toolwise into {client_path} is recorded in {_state_path()}")
+        raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
     current = read(client_path)
     text, used = current, 0
     for record in reversed(history):
-        if _sha(text) != record["written_sha256"]:
+        if sha(text) != record["written_sha256"]:
             break
         text = Path(record["backup"]).read_text(encoding="utf-8-sig")
         used += 1
     doc = parse(client_path, text)
-    servers: dict[str, Any] = doc.get("mcpServers", {})
-    if used < len(history) and any(is_toolwise(e) for e in servers.values()):
-        restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
-        for record in history[: len(history) - used]:
-            for name, entry in record["moved"].items():
-                restored.setdefault(name, entry)
-        text = dump({**doc, "mcpServers": restored}, text)
-        used = len(history)
-    return Plan(client_path, toolwise_path, current, text), used
+    if used < len(history):
+        pending, restored_doc = history[: len(history) - used], doc
+        for where in [USER_SCOPE, *project_scopes(doc)]:
+            servers = servers_of(doc, where)
+            if not any(is_toolwise(e) for e in servers.values()):
+                continue
+            restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
+            for record in pending:
+                moved = record["moved"] if where == USER_SCOPE else record.get("projects", {}).get(where, {})
+                for name, entry in moved.items():
+                    restored.setdefault(name, entry)
+            restored_doc = with_servers(restored_doc, where, restored)
+        if restored_doc != doc:
+            text, used = dump(restored_doc, text), len(history)
+    return Plan(client_path, current, text), used
 
 
 def undo(plan: Plan, used: int) -> Path | None:
     """Write the undo plan with the mode the file had before the first install it undoes (installs
     recorded before modes were: the file keeps its mode), and drop the records it consumed."""
-    state = _load_state()
+    state = load_state()
     history = state.get(str(plan.client_path), [])
     mode = history[-used].get("mode") if used else None
     saved = apply(plan, record=False, mode=mode)
@@ -468,7 +386,7 @@ def undo(plan: Plan, used: int) -> Path | None:
         state[str(plan.client_path)] = records
     else:
         state.pop(str(plan.client_path), None)
-    _save_state(state)
+    save_state(state)
     prune_backups(plan.client_path)
     return saved
 
@@ -476,25 +394,42 @@ def undo(plan: Plan, used: int) -> Path | None:
 # -- the command ------------------------------------------------------------------------------------
 
 
+def what_file(client: Client, path: Path | None) -> str:
+    """What the file `install` changes is, in its output: the client's own config, or a project's
+    `.mcp.json` (Claude Code's project scope), or just a config when --path names another file."""
+    if path is None:
+        return f"{client.value} config"
+    return "project config (.mcp.json)" if path.name == ".mcp.json" else "MCP config"
+
+
+def undo_command(client: Client, path: Path | None) -> str:
+    """The `--undo` of this install as a shell command that works as printed: toolwise's absolute
+    path (it need not be on the shell's PATH) and the file's, quoted."""
+    where = ["--path", str(path)] if path is not None else []
+    return shlex.join([*toolwise_command(), "install", "--client", client.value, *where, "--undo"])
+
+
 def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan:
-    """`toolwise install`: print what changes (a unified diff), write it unless a dry run."""
+    """`toolwise install`: print what changes (a unified diff), write it unless a dry run. Claude Code's
+    ~/.claude.json: its user scope and every project scope with servers of its own."""
+    path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
     client_path = path or client_config_path(client)
-    toolwise_path = toolwise_config_path(client, path)
     if undo_it:
-        plan, used = plan_undo(client_path, toolwise_path)
+        plan, used = plan_undo(client_path)
     else:
-        plan, used = plan_install(client, client_path, toolwise_path), 0
-    echo = _echo
-    echo(f"{client.value} config: {client_path}")
-    if not undo_it:
-        if plan.moved:
-            echo(f"moves {len(plan.moved)} server(s) into {plan.toolwise_path}: {', '.join(plan.moved)}")
-        if plan.replaced:
-            names = ", ".join(plan.replaced)
-            echo(f"updates {names} in {plan.toolwise_path} (left by an earlier --undo) to the client's entries")
-        for name, why in plan.kept.items():
-            echo(f"stays with {client.value}: {name!r} ({why})")
-        for what in plan.missing:
+        projects = client is Client.claude_code and path is None
+        plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects), 0
+    echo, owner = _echo, client.value if path is None else "the client"
+    echo(f"{what_file(client, path)}: {client_path}")
+    for scope in plan.scopes:
+        if scope.moved:
+            echo(f"moves {len(scope.moved)} server(s){scope.of} into {scope.toolwise_path}: {', '.join(scope.moved)}")
+        if scope.replaced:
+            names = ", ".join(scope.replaced)
+            echo(f"updates {names} in {scope.toolwise_path} (left by an earlier --undo) to the client's entries")
+        for name, why in scope.kept.items():
+            echo(f"stays with {owner}{scope.of}: {name!r} ({why})")
+        for what in scope.missing:
             echo(f"warning: command not found on PATH: {what}; install it, or toolwise will report it as failed")
     if not plan.changed:
         echo("nothing to change: " + ("toolwise is already installed" if not undo_it else "already undone"))
@@ -512,11 +447,12 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
         ) from exc
     echo(f"backup of the previous {client_path.name}: {saved}")
     if undo_it:
-        echo(f"restored {client_path}; {plan.toolwise_path} and the recorded data are left in place")
+        echo(f"restored {client_path}; the toolwise configs and the recorded data are left in place")
     else:
+        configs = " and ".join(str(scope.toolwise_path) for scope in plan.scopes if scope.serves)
         echo(
-            f"wrote {client_path} and {plan.toolwise_path}. Restart {client.value}; `toolwise doctor` checks every "
-            f"server starts; `toolwise install --client {client.value} --undo` puts the old config back."
+            f"wrote {client_path} and {configs}. Restart {owner}; `toolwise doctor` checks every "
+            f"server starts; this puts the old config back:\n  {undo_command(client, path)}"
         )
     return plan
 

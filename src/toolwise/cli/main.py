@@ -30,7 +30,8 @@ from toolwise.cli.common import (  # noqa: E402
     setup_logging,
 )
 from toolwise.cli.dashboard import dashboard  # noqa: E402
-from toolwise.cli.install import Client, InstallError  # noqa: E402
+from toolwise.cli.install import Client  # noqa: E402
+from toolwise.cli.installs import InstallError  # noqa: E402
 from toolwise.config import ConfigError  # noqa: E402
 
 gc.freeze()  # what they built lives on: kept out of the collections from here on (`settle_heap`)
@@ -47,10 +48,23 @@ app.add_typer(inspect_app, name="inspect")
 app.command()(dashboard)
 
 
+def _print_version(asked: bool) -> None:
+    """`toolwise --version`: the installed distribution's version, then exit (before any command runs)."""
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"toolwise {version('toolwise')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def toolwise_options(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of a start-up failure, not only its one line.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print toolwise's version and exit."),
     ] = False,
 ) -> None:
     """An MCP proxy that records every tool execution and learns which tool to call next.
@@ -100,7 +114,7 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the scripted agent and of toolwise.")] = 7,
     database_url: Annotated[
         str | None,
-        typer.Option(help="Record into this database (kept, e.g. for `toolwise inspect`) not a scratch one."),
+        typer.Option(help="Record into this database, not demo.db in the data dir (made afresh each run)."),
     ] = None,
 ) -> None:
     """Run toolwise on CONFIG, drive a scripted agent through a real MCP client, and show what it learned."""
@@ -147,6 +161,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     tools are listed. Exits 1 when something is wrong.
     """
     from toolwise.cli.doctor import diagnose
+    from toolwise.cli.masked import mask_text  # a url's password, a token in an error: never printed whole
 
     setup_logging("error")
     path = config_path_or_exit(config)
@@ -154,9 +169,9 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     typer.echo(f"config: {path}")
     checks = asyncio.run(diagnose(loaded, path))
     for check in checks:
-        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}")
+        typer.echo(mask_text(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}"))
         if check.fix:
-            typer.echo(f"     fix: {check.fix}")
+            typer.echo(mask_text(f"     fix: {check.fix}"))
     failed = sum(not c.ok for c in checks)
     typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
     if failed:

@@ -54,6 +54,7 @@ from toolwise.downstream.environment import downstream_environment
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import assign
+from toolwise.downstream.selection import offered
 from toolwise.downstream.shields import Circuit, CircuitState
 from toolwise.downstream.twin import Twin
 
@@ -395,7 +396,7 @@ class Downstream:
             await self._relayed(message)
 
     async def _refresh(self, client: Client) -> None:
-        self.tools = await all_tools(client)
+        self.tools = offered(self.name, self.spec, await all_tools(client))
         self.on_tools()
 
     async def call(

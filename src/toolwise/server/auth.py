@@ -136,10 +136,11 @@ def dashboard_cookie(token: str) -> str:
 class BearerAuth:
     """ASGI middleware: every HTTP request needs `Authorization: Bearer <one of the tokens>`, else 401;
     OAuth discovery's well-known URIs answer 404; /dashboard also takes `?token=` once, then its cookie
-    (see the module's docstring)."""
+    (see the module's docstring). The `open_paths` (the health probe's) need none."""
 
-    def __init__(self, app: ASGIApp, token: str | tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, token: str | tuple[str, ...], open_paths: tuple[str, ...] = ()) -> None:
         self.app = app
+        self._open = frozenset(open_paths)
         tokens = (token,) if isinstance(token, str) else token
         self._expected = [t.encode() for t in tokens]
         self._cookies = [dashboard_cookie(t).encode() for t in tokens]  # the dashboard's, a token each
@@ -155,7 +156,7 @@ class BearerAuth:
         return matches.index(True) if any(matches) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self._open:
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization")

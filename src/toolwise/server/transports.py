@@ -177,7 +177,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
 async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp (several clients, one learner), Prometheus metrics at
     /metrics, the dashboard at /dashboard; all behind the bearer token, if any, and the Host/Origin
-    checks. Raises ConfigError (before anything starts) for a non-loopback bind without a token.
+    checks; /healthz outside them (`health.py`). Raises ConfigError (before anything starts) for a
+    non-loopback bind without a token.
     `listening`: `listening_socket`'s."""
     import uvicorn
     from prometheus_client import CONTENT_TYPE_LATEST
@@ -188,6 +189,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from toolwise.server.auth import DASHBOARD, BearerAuth, http_access
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.events import RETRY_MS, MemoryEventStore
+    from toolwise.server.health import HEALTH_PATH, health_route
 
     access = http_access(host, config.toolwise)
     async with ready_to_serve(config) as (app, server):
@@ -203,7 +205,10 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         settings = config.toolwise
         dashboard = endpoint(app.feedback, app.learning.namespace, settings.database_url, access)
         starlette.add_route(DASHBOARD, dashboard, methods=["GET"])
-        asgi: ASGIApp = starlette if access.token is None else BearerAuth(starlette, access.token)
+        starlette.add_route(HEALTH_PATH, health_route(app.catalogue.health), methods=["GET"])  # no token: health.py
+        asgi: ASGIApp = (
+            starlette if access.token is None else BearerAuth(starlette, access.token, open_paths=(HEALTH_PATH,))
+        )
         port = listening.getsockname()[1]
         uv = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_config=None, lifespan="on"))
         log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)

@@ -1,0 +1,123 @@
+"""The record of installs (`installs.json`, what `--undo` reads) and the backups of client configs: files
+that may hold a server's secrets, so each is written private (0600) through a temporary file and a
+rename. Backups live in toolwise's data dir, a folder per client config (keyed by its path), never beside
+the file: a project's `.mcp.json` is often in a git repository, where a copy holding its secrets would
+wait, untracked, to be committed. They are bounded: the newest `KEEP_BACKUPS` of each file are kept,
+and any older one a recorded install still needs for `--undo`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from toolwise.feedback import utcnow
+from toolwise.feedback.engine import data_dir
+
+KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
+PRIVATE = 0o600  # files that may hold a server's secrets: owner read/write only
+
+
+class InstallError(Exception):
+    """Install or undo cannot go ahead; nothing was written. The message says what to fix."""
+
+
+def config_dir() -> Path:
+    """toolwise's folder under the user's config directory: the configs `install` writes."""
+    return Path(platformdirs.user_config_dir("toolwise", appauthor=False))
+
+
+def state_path() -> Path:
+    return config_dir() / "installs.json"
+
+
+def load_state() -> dict[str, list[dict[str, Any]]]:
+    path = state_path()
+    if not path.exists():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InstallError(f"{path}: not valid JSON at line {exc.lineno} ({exc.msg})") from exc
+    return state if isinstance(state, dict) else {}
+
+
+def save_state(state: dict[str, list[dict[str, Any]]]) -> None:
+    write_private(state_path(), json.dumps(state, indent=2) + "\n")
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_private(path: Path, text: str, mode: int = PRIVATE) -> None:
+    """Write through a temporary file (created with `mode`, never wider) and a rename: a crash leaves
+    the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
+    target = path.resolve() if path.is_symlink() else path
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = target.with_name(f".{target.name}.toolwise-tmp")
+    tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
+            os.fchmod(fd, mode)
+        f.write(text)
+    os.replace(tmp, target)
+
+
+def file_mode(path: Path) -> int | None:
+    """The permission bits of `path` (through a symlink), or None when there is no file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def backups_dir(path: Path) -> Path:
+    """The folder of the backups of the client config at `path`: named for the file and its path's hash."""
+    digest = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:8]
+    return data_dir() / "backups" / f"{path.name}-{digest}"
+
+
+def backup(path: Path, text: str) -> Path:
+    """A private (0600) copy of `text`, the config at `path`, in `backups_dir`, named with the time (UTC)."""
+    stamp = utcnow().strftime("%Y%m%d-%H%M%S")
+    folder = backups_dir(path)
+    target = folder / f"{path.name}.toolwise-backup-{stamp}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder / f"{path.name}.toolwise-backup-{stamp}-{n}"
+    write_private(target, text)
+    return target
+
+
+def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> list[Path]:
+    """Delete the backups of `path` but the newest `keep` and those --undo can still restore; returns
+    the deleted ones."""
+    needed = restorable(load_state().get(str(path), []))
+    found = sorted(backups_dir(path).glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
+    stale = [p for p in found[: max(len(found) - keep, 0)] if p not in needed]
+    for old in stale:
+        old.unlink()
+    return stale
+
+
+def restorable(history: list[dict[str, Any]]) -> set[Path]:
+    """The backups `plan_undo` may restore verbatim: the newest install's, and each older one's while the
+    newer backup is exactly what the older install wrote (an edit in between breaks the chain for good)."""
+    needed: set[Path] = set()
+    for i in range(len(history) - 1, -1, -1):
+        needed.add(Path(history[i]["backup"]))
+        try:
+            text = Path(history[i]["backup"]).read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            break
+        if i == 0 or sha(text) != history[i - 1]["written_sha256"]:
+            break
+    return needed

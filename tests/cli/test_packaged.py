@@ -1,0 +1,96 @@
+"""toolwise installed as a user installs it: built from a copy of the checkout and installed, not
+editable, into a fresh virtual environment (what `pipx install .` and `uv tool install .` do). Its
+command answers `--version` whatever the shell's PATH, the demo's example config ships inside it, and
+the client entry `install` writes starts that installed command and its servers with the entry's own
+environment alone, not the PATH of the shell that ran `install`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX venv layout (bin/)")
+ROOT = Path(__file__).resolve().parents[2]
+BARE_PATH = "/usr/bin:/bin"  # what a desktop app starts with, and nothing of this checkout's venv
+
+
+def test_the_packaged_example_config_is_the_checkouts() -> None:
+    packaged = ROOT / "src" / "toolwise" / "cli" / "toolwise.example.json"
+    assert packaged.read_bytes() == (ROOT / "toolwise.example.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bin folder of a fresh venv holding toolwise built from the checkout's files (its
+    dependencies are this venv's, reached through a .pth file: no download beyond the build's own)."""
+    work = tmp_path_factory.mktemp("packaged")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+    )
+    clone = work / "clone"
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(work / "wheels"), str(clone)], check=True)
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    wheel = next((work / "wheels").glob("toolwise-*.whl"))
+    subprocess.run([*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)], check=True)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return venv / "bin"
+
+
+def test_the_installed_command_answers_its_version_on_a_bare_path(installed: Path, tmp_path: Path) -> None:
+    env = {"PATH": BARE_PATH, "HOME": str(tmp_path)}
+    result = subprocess.run([str(installed / "toolwise"), "--version"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"toolwise {version('toolwise')}"
+    probe = "import toolwise.cli.common as c; print(c.__file__); print(c.EXAMPLE_CONFIG.is_file())"
+    where, example = subprocess.run(
+        [str(installed / "python"), "-c", probe], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    assert Path(where).is_relative_to(installed.parent), "the installed copy, not the checkout's"
+    assert example == "True", "the demo's example config ships in the package"
+
+
+def test_the_client_entry_starts_the_installed_command_without_the_shells_path(installed: Path, tmp_path: Path) -> None:
+    home = {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "XDG_DATA_HOME": str(tmp_path / ".local" / "share"),
+    }
+    cursor = tmp_path / ".cursor" / "mcp.json"
+    cursor.parent.mkdir()
+    cursor.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}}))
+    shell = os.pathsep.join([str(tmp_path / "in-the-shell-only"), str(Path(sys.executable).parent), BARE_PATH])
+    done = subprocess.run(
+        [str(installed / "toolwise"), "install", "--client", "cursor"],
+        capture_output=True,
+        text=True,
+        env={**home, "PATH": shell},
+    )
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(cursor.read_text())["mcpServers"]["toolwise"]
+    assert entry["command"] == str(installed / "toolwise")
+    assert "in-the-shell-only" not in entry["env"]["PATH"], "the shell's PATH is not pinned"
+    # As the client starts it: the entry's command, args and env, nothing of the shell's.
+    doctor = [entry["command"], "doctor", *entry["args"][entry["args"].index("--config") :]]
+    checked = subprocess.run(doctor, capture_output=True, text=True, env={**home, **entry["env"]}, timeout=120)
+    assert checked.returncode == 0 and "everything starts" in checked.stdout, checked.stdout + checked.stderr
