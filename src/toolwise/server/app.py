@@ -43,6 +43,7 @@ from toolwise.downstream.catalogue import (
     outcome_of,
 )
 from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough
+from toolwise.downstream.tracing import Tracing
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.instances import HEARTBEAT_S
@@ -63,6 +64,7 @@ from toolwise.server.own import OwnTool
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 from toolwise.server.tools import own_tools
+from toolwise.server.tracing import noted, traced
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +91,12 @@ class Toolwise:
         config: AppConfig,
         passthrough: Passthrough | None = None,
         in_process: Mapping[str, InProcessServer] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """`passthrough`: of a catalogue whose downstreams were already launched (`transports.launched`);
         else the downstreams are launched when the app is entered. `in_process`: more downstreams, SDK
-        `Server` objects served in this process, beside the config's."""
+        `Server` objects served in this process, beside the config's. `tracing`: of a catalogue built
+        here (a given catalogue brings its own); None, tracing is off."""
         settings = config.toolwise
         self.config = config
         self.feedback = FeedbackService(
@@ -105,9 +109,10 @@ class Toolwise:
         )
         self.metrics = Metrics()
         if passthrough is None:
-            passthrough = Passthrough.serving(Catalogue(config.downstreams(in_process), settings))
+            passthrough = Passthrough.serving(Catalogue(config.downstreams(in_process), settings, tracing))
         self.passthrough = passthrough
         self.catalogue = passthrough.catalogue
+        self.tracing = self.catalogue.tracing
         self.callers = passthrough.callers
         self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
         self.learning, self.sharing, self.snapshots = (
@@ -498,6 +503,8 @@ async def forward(
         latency_ms=latency_ms,
         opened=opened,
     )
+    if app.tracing is not None:
+        noted(session.find(execution_id))
     if stopped is not None:
         log.info("%s", error)
         raise stopped
@@ -515,6 +522,7 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
     """The composition root: the MCP server with every handler named (the handlers reach the running
     app as their lifespan context)."""
     passthrough = app.passthrough
+    serve = traced(app.tracing)  # a SERVER span around each handler when tracing is on, else the handler
     with warnings.catch_warnings():  # logging/setLevel is the handshake era's, still served to it
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = _Server(  # the overload with on_set_logging_level is deprecated (handshake era)
@@ -522,18 +530,18 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
             version=VERSION,
             instructions=INSTRUCTIONS if app.exposure.mode == "all" else INSTRUCTIONS + SEARCH_INSTRUCTIONS,
             lifespan=lambda _server: contextlib.nullcontext(app),
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
+            on_list_tools=serve(on_list_tools),
+            on_call_tool=serve(on_call_tool),
             on_subscriptions_listen=passthrough.listen,
-            on_list_resources=passthrough.list_resources,
-            on_list_resource_templates=passthrough.list_resource_templates,
-            on_read_resource=passthrough.read_resource,
-            on_subscribe_resource=passthrough.subscribe_resource,
-            on_unsubscribe_resource=passthrough.unsubscribe_resource,
-            on_list_prompts=passthrough.list_prompts,
-            on_get_prompt=passthrough.get_prompt,
-            on_completion=passthrough.complete,
-            on_set_logging_level=passthrough.callers.set_logging_level,
+            on_list_resources=serve(passthrough.list_resources),
+            on_list_resource_templates=serve(passthrough.list_resource_templates),
+            on_read_resource=serve(passthrough.read_resource),
+            on_subscribe_resource=serve(passthrough.subscribe_resource),
+            on_unsubscribe_resource=serve(passthrough.unsubscribe_resource),
+            on_list_prompts=serve(passthrough.list_prompts),
+            on_get_prompt=serve(passthrough.get_prompt),
+            on_completion=serve(passthrough.complete),
+            on_set_logging_level=serve(passthrough.callers.set_logging_level),
         )
     server.offered = passthrough.catalogue.capabilities
     return server

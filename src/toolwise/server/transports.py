@@ -71,8 +71,9 @@ async def launched(config: AppConfig) -> Toolwise:
     the opening of the database then overlap instead of preceding. Enter it to serve."""
     from toolwise.downstream.catalogue import Catalogue
     from toolwise.downstream.passthrough import Passthrough
+    from toolwise.server.tracing import from_environment
 
-    catalogue = Catalogue(config.enabled_servers, config.toolwise)
+    catalogue = Catalogue(config.enabled_servers, config.toolwise, from_environment())  # OTEL_*: traced or not
     passthrough = Passthrough.serving(catalogue)  # what each connection declares, before it connects
     try:
         await catalogue.launch()
