@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
+from pydantic import ValidationError
 
 try:
     from opentelemetry import metrics, propagate, trace
@@ -64,11 +66,17 @@ class Operation:
     error: str | None = field(default=None, init=False)
 
     def answered(self, result: R) -> R:
-        """The request's answer: a tool result with isError marks the span failed (`tool_error`)."""
+        """The request's answer: a tool result with isError (a model, or its wire form from a middleware's
+        `call_next`) marks the span failed (`tool_error`)."""
+        text: Any
         if isinstance(result, types.CallToolResult) and result.is_error:
-            self.error = TOOL_ERROR
             text = next((b.text for b in result.content if isinstance(b, types.TextContent)), TOOL_ERROR)
-            self.span.set_status(StatusCode.ERROR, text[:200])
+        elif isinstance(result, Mapping) and result.get("isError") is True:
+            text = next((b.get("text") for b in result.get("content") or [] if isinstance(b, Mapping)), None)
+        else:
+            return result
+        self.error = TOOL_ERROR
+        self.span.set_status(StatusCode.ERROR, str(text or TOOL_ERROR)[:200])
         return result
 
     def failed(self, exc: BaseException) -> None:
@@ -77,6 +85,10 @@ class Operation:
             self.error = str(exc.code)
             self.span.set_attribute("rpc.response.status_code", self.error)
             self.span.set_status(StatusCode.ERROR, exc.error.message)
+        elif isinstance(exc, ValidationError):  # answered as invalid params; its message carries the input
+            self.error = str(INVALID_PARAMS)
+            self.span.set_attribute("rpc.response.status_code", self.error)
+            self.span.set_status(StatusCode.ERROR, "Invalid request parameters")
         else:
             self.error = type(exc).__qualname__
             self.span.set_status(StatusCode.ERROR, str(exc)[:200])

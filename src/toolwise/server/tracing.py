@@ -1,22 +1,24 @@
 """The SERVER side of toolwise's OpenTelemetry traces (the conventions for MCP; shared parts and the
-CLIENT side: downstream/tracing.py): a span for every request toolwise serves, whose parent is the
+CLIENT side: downstream/tracing.py): a span for every message toolwise serves, whose parent is the
 context the caller put in `params._meta`, with toolwise's own attributes (execution, decision, whether
-the call followed the recommendation) beside the conventional ones.
+the call followed the recommendation) beside the conventional ones. It takes the place of the SDK's
+`OpenTelemetryMiddleware` (whose span lacks the transport, the session and toolwise's attributes, and
+which records no duration); with tracing off neither runs.
 
 Configured by the standard OTEL_* variables (`from_environment`): a process started under
 `opentelemetry-instrument` keeps the SDK it set up; otherwise, with OTEL_EXPORTER_OTLP_ENDPOINT (or
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set, toolwise sets up the SDK with OTLP exporters itself. Off
-otherwise: the handlers are the plain ones, nothing on a request's path calls into OpenTelemetry.
+otherwise: the server runs no middleware, nothing on a request's path calls into OpenTelemetry.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from mcp.server import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware
 
 from toolwise.downstream.callers import connection_of, wire_meta
 from toolwise.downstream.tracing import INSTALLED, Tracing, configured
@@ -28,48 +30,45 @@ if INSTALLED:
 
 log = logging.getLogger(__name__)
 
-H = TypeVar("H", bound=Callable[..., Awaitable[Any]])
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 
 
-def traced(tracing: Tracing | None) -> Callable[[H], H]:
-    """What wraps a request handler: a SERVER span around it when tracing is on, else nothing (the
-    handler itself, so tracing off costs a request nothing)."""
-    if tracing is None:
-        return _plain
-    active = tracing
+class TracingMiddleware:
+    """A SERVER span around every message toolwise serves (the SDK's middleware seam), with the
+    transport, the session and toolwise's attributes the SDK's own span lacks, and its duration."""
 
-    def wrap(handler: H) -> H:
-        async def serve(ctx: ServerRequestContext[Any], params: Any) -> Any:
-            with active.operation(
-                SpanKind.SERVER, _attributes(ctx, params), propagate.extract(wire_meta(ctx) or {})
-            ) as op:
-                return op.answered(await handler(ctx, params))
+    def __init__(self, tracing: Tracing) -> None:
+        self.tracing = tracing
 
-        return cast(H, serve)
-
-    return wrap
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        parent = propagate.extract(wire_meta(ctx) or {})
+        with self.tracing.operation(SpanKind.SERVER, _attributes(ctx), parent) as operation:
+            return operation.answered(await call_next(ctx))
 
 
-def _plain(handler: H) -> H:
-    return handler
+def middleware(tracing: Tracing | None) -> list[ServerMiddleware[Any]]:
+    """The middleware toolwise's server runs: ours when tracing is on, in place of the SDK's span (one
+    SERVER span a request); none when it is off, so a request never calls into OpenTelemetry."""
+    return [] if tracing is None else [TracingMiddleware(tracing)]
 
 
-def _attributes(ctx: ServerRequestContext[Any], params: Any) -> dict[str, Any]:
-    """The conventions' attributes of a request served (`ctx.request`: the HTTP request, on HTTP)."""
-    method = ctx.method
+def _attributes(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """The conventions' attributes of a message served (`ctx.params`: raw, not validated yet;
+    `ctx.request`: the HTTP request, on HTTP)."""
+    method, params = ctx.method, ctx.params or {}
     attributes: dict[str, Any] = {
         "mcp.method.name": method,
         "mcp.protocol.version": ctx.protocol_version,
         "network.transport": "tcp" if ctx.request is not None else "pipe",
     }
-    if method == "tools/call":
-        attributes["gen_ai.tool.name"] = params.name
+    name = params.get("name")
+    if method == "tools/call" and isinstance(name, str):
+        attributes["gen_ai.tool.name"] = name
         attributes["gen_ai.operation.name"] = "execute_tool"
-    elif method == "prompts/get":
-        attributes["gen_ai.prompt.name"] = params.name
-    elif method in _RESOURCE_METHODS:
-        attributes["mcp.resource.uri"] = str(params.uri)
+    elif method == "prompts/get" and isinstance(name, str):
+        attributes["gen_ai.prompt.name"] = name
+    elif method in _RESOURCE_METHODS and isinstance(params.get("uri"), str):
+        attributes["mcp.resource.uri"] = params["uri"]
     if ctx.request_id is not None:
         attributes["jsonrpc.request.id"] = str(ctx.request_id)
     session_id = connection_of(ctx).session_id  # the Mcp-Session-Id of a handshake-era HTTP client
