@@ -460,10 +460,8 @@ class Downstream:
             timeout = max(deadline - loop.time(), 0.001)
             if self.tracing is None:
                 return await _call_tool(client, tool, arguments, timeout, progress, meta, rounds)
-            with self.tracing.client_call(tool, self.name, client, _transport(self.spec), meta) as traced:
-                return traced.answered(
-                    await _call_tool(client, tool, arguments, timeout, progress, traced.meta, rounds)
-                )
+            with self.tracing.client_call(tool, self.name, client, _transport(self.spec)) as traced:
+                return traced.answered(await _call_tool(client, tool, arguments, timeout, progress, meta, rounds))
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(

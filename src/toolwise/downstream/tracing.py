@@ -3,11 +3,12 @@
 `{mcp.method.name} {target}`, its error as `error.type` (the JSON-RPC code, or `tool_error` for an
 `isError` result), its trace context carried in `params._meta` (`traceparent`, `tracestate`, `baggage`).
 
-Here: what both sides share, and the CLIENT span of a call toolwise makes of a downstream, whose
-context goes into the downstream request's `_meta` so that one trace runs client → toolwise →
-downstream. The SERVER side is server/tracing.py.
+Here: what both sides share, and the CLIENT span of a call toolwise makes of a downstream. The SDK's
+client sends the request in a span of its own (`MCP send tools/call …`) within the current one and
+injects that span's context into the request's `_meta` (replacing the caller's, forwarded whole), so
+one trace runs client → toolwise → downstream. The SERVER side is server/tracing.py.
 
-Tracing is on only with the `otel` extra installed and an SDK configured (`configured`); otherwise no
+Tracing is on only with an SDK configured (`configured`; the `otel` extra installs one); otherwise no
 `Tracing` exists and the request paths test one `None` and never reach this module's code.
 """
 
@@ -17,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -25,7 +26,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
 
 try:
-    from opentelemetry import metrics, propagate, trace
+    from opentelemetry import metrics, trace
     from opentelemetry.context import Context
     from opentelemetry.trace import ProxyTracerProvider, SpanKind, StatusCode
 
@@ -57,12 +58,10 @@ R = TypeVar("R")
 
 @dataclass
 class Operation:
-    """One MCP request in flight under its span. `meta`: the `_meta` a request toolwise sends goes
-    with (the caller's, with this span's context injected)."""
+    """One MCP request in flight under its span."""
 
     span: Span
     attributes: dict[str, Any]
-    meta: types.RequestParamsMeta | None = None
     error: str | None = field(default=None, init=False)
 
     def answered(self, result: R) -> R:
@@ -148,11 +147,9 @@ class Tracing:
                 histogram.record(time.perf_counter() - start, kept)
 
     @contextlib.contextmanager
-    def client_call(
-        self, tool: str, downstream: str, client: Client, transport: str, meta: Mapping[str, Any] | None
-    ) -> Iterator[Operation]:
-        """The CLIENT span of one tools/call toolwise makes of `downstream`; the operation's `meta` is the
-        request's `_meta` with the span's context in it (replacing the caller's, whose span is its parent)."""
+    def client_call(self, tool: str, downstream: str, client: Client, transport: str) -> Iterator[Operation]:
+        """The CLIENT span of one tools/call toolwise makes of `downstream` (current while it runs: the
+        request's `_meta` carries its context)."""
         attributes: dict[str, Any] = {
             "mcp.method.name": "tools/call",
             "gen_ai.tool.name": tool,
@@ -162,14 +159,11 @@ class Tracing:
             "toolwise.downstream": downstream,
         }
         with self.operation(SpanKind.CLIENT, attributes) as operation:
-            carrier: dict[str, Any] = dict(meta or {})
-            propagate.inject(carrier)
-            operation.meta = cast(types.RequestParamsMeta, carrier)
             yield operation
 
 
 def configured() -> Tracing | None:
-    """The tracing of the globally configured SDK (server/tracing.py `configure_from_environment`, or
+    """The tracing of the globally configured SDK (server/tracing.py `from_environment`, or
     `opentelemetry-instrument`); None when the extra is missing or no SDK is configured: tracing is off."""
     if not INSTALLED or isinstance(trace.get_tracer_provider(), ProxyTracerProvider | trace.NoOpTracerProvider):
         return None

@@ -20,6 +20,7 @@ from typing import Any
 from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware
 
+from toolwise.config import ConfigError
 from toolwise.downstream.callers import connection_of, wire_meta
 from toolwise.downstream.tracing import INSTALLED, Tracing, configured
 from toolwise.feedback.records import Execution
@@ -114,7 +115,7 @@ def _set_up_otlp() -> None:
     OTEL_RESOURCE_ATTRIBUTES. The SDK flushes what is left when the process exits."""
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
     if protocol != "http/protobuf":
-        raise RuntimeError(
+        raise ConfigError(
             f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: toolwise sets up OTLP over http/protobuf only (port 4318); "
             "for another protocol start it under opentelemetry-instrument, which sets the SDK up as configured"
         )
@@ -128,9 +129,9 @@ def _set_up_otlp() -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise RuntimeError(
+        raise ConfigError(
             "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK or its OTLP exporter is not installed "
-            f"({exc}): pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http"
+            f"({exc}): pip install 'toolwise[otel]'"
         ) from exc
     resource = Resource.create({"service.name": "toolwise"}).merge(OTELResourceDetector().detect())
     tracer_provider = TracerProvider(resource=resource)
