@@ -157,6 +157,7 @@ async def test_a_call_that_follows_a_recommendation_carries_the_decision(tmp_pat
     assert call.attributes["toolwise.decision_id"] == decision and call.attributes["toolwise.followed"] is True
     own = recorded.span("tools/call recommend_tool")
     assert own.parent is None and own.kind is SpanKind.SERVER  # no context from the caller: a trace of its own
+    assert own.attributes is not None and own.attributes["toolwise.decision_id"] == decision
 
 
 async def test_with_tracing_off_the_callers_trace_context_reaches_the_downstream_unchanged(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ from toolwise.server.own import OwnTool
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 from toolwise.server.tools import own_tools
-from toolwise.server.tracing import middleware, noted
+from toolwise.server.tracing import middleware, noted, recommended
 
 log = logging.getLogger(__name__)
 
@@ -451,6 +451,8 @@ async def call_own(
     output = await tool.handler(app.services, args, session)
     if tool.name in DECIDING and session.decision is not None:
         await app.decided(ctx, client_key(ctx), session.decision)
+        if app.tracing is not None:
+            recommended(session.decision.decision_id)
     return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
 
 

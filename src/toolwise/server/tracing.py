@@ -94,6 +94,12 @@ def noted(execution: Execution | None) -> None:
         span.set_attribute("toolwise.reward", execution.reward)
 
 
+def recommended(decision_id: str) -> None:
+    """One of our tools answered with a decision (recommend_tool, search_tools): its id on the request's
+    span, as on the spans of the calls that follow it."""
+    trace.get_current_span().set_attribute("toolwise.decision_id", decision_id)
+
+
 def from_environment() -> Tracing | None:
     """Tracing as the OTEL_* variables configure it; None (off) without the `otel` extra, with
     OTEL_SDK_DISABLED=true, or with neither an SDK set up already nor an OTLP endpoint named."""
