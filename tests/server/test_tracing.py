@@ -23,9 +23,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.server import meta_server
 from tests.server.surface import as_meta, execution_of
-from toolwise.config import AppConfig
+from toolwise.config import AppConfig, ConfigError
 from toolwise.downstream.tracing import Tracing
 from toolwise.server.app import Toolwise, build_server
+from toolwise.server.tracing import from_environment
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -165,3 +166,12 @@ async def test_with_tracing_off_the_callers_trace_context_reaches_the_downstream
         result = await client.call_tool("probe__meta", {}, meta=as_meta(CALLER))
     heard = dict(result.structured_content or {})
     assert {k: heard.get(k) for k in CALLER} == CALLER
+
+
+def test_an_otlp_protocol_toolwise_cannot_set_up_is_refused_with_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with pytest.raises(ConfigError, match=r"http/protobuf only.*opentelemetry-instrument"):
+        from_environment()
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert from_environment() is None  # disabled: nothing is set up, nothing refused
