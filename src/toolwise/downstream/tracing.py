@@ -31,7 +31,7 @@ try:
     from opentelemetry.trace import ProxyTracerProvider, SpanKind, StatusCode
 
     INSTALLED = True
-except ImportError:  # the `otel` extra is not installed: tracing stays off
+except ImportError:  # the API comes with mcp; should it not, tracing stays off
     INSTALLED = False
 
 if TYPE_CHECKING:
