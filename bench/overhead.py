@@ -1,12 +1,13 @@
 """Latency a proxy adds to a trivial tool, alone and under concurrent callers, and what learning costs
 the event loop.
 
-    python bench/overhead.py [--calls 1000] [--rounds 3] [--concurrency 1,4,16] [--settings '{...}']
+    python bench/overhead.py [--calls 1000] [--rounds 3] [--concurrency 1,4,16] [--settings '{...}'] [--tracing]
 
 Over stdio, four paths to the same echo tool: (a) direct, (b) a bare pass-through proxy on the same SDK,
 (c) toolwise at default settings (recording and learning), (d) toolwise with `learning: false` (it still
-records). The clients stay open and are called in alternating blocks, so machine drift during the run
-weighs on each path alike; at concurrency N each block runs N callers at once on the client's one
+records), and with `--tracing` (e) toolwise with OpenTelemetry tracing on (OTLP/HTTP to a stand-in
+collector that accepts everything; (c) is tracing off). The clients stay open and are called in
+alternating blocks, so machine drift during the run weighs on each path alike; at concurrency N each block runs N callers at once on the client's one
 connection. Prints median and p99 per call, (c − a) / (b − a) (how toolwise's added latency compares with
 the bare proxy's; target ≤ 1.1 at the median, ≤ 1.5 at p99) and p99(c) / p99(d) (what learning adds to the
 tail; target ≤ 1.3 with 4 callers), per round and the median over rounds.
@@ -21,12 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +87,12 @@ def p99(x: np.ndarray) -> float:
 def report(runs: dict[str, np.ndarray], ratios: dict[str, list[float]]) -> None:
     for name, lat in runs.items():
         print(f"   {name:<26} median {np.median(lat):7.3f}   p99 {p99(lat):7.3f}")
-    a, b, c, d = (runs[k] for k in runs)
+    a, b, c, d = runs["a. direct"], runs["b. bare proxy"], runs["c. toolwise"], runs["d. toolwise, learning off"]
+    if "e. toolwise, traced" in runs:
+        traced = runs["e. toolwise, traced"]
+        print(
+            f"   tracing on adds {np.median(traced) - np.median(c):.3f} ms at the median to toolwise with tracing off"
+        )
     for stat, f in (("median", lambda x: float(np.median(x))), ("p99", p99)):
         ratio = (f(c) - f(a)) / (f(b) - f(a))
         ratios[stat].append(ratio)
@@ -107,10 +116,12 @@ def toolwise_config(tmp: Path, name: str, settings: dict[str, object]) -> Path:
     return config
 
 
-async def one_round(calls: int, callers: int, settings: dict[str, object]) -> tuple[dict[str, np.ndarray], int]:
-    """One interleaved run of the four paths in fresh processes, toolwise on fresh databases."""
+async def one_round(
+    calls: int, callers: int, settings: dict[str, object], *, tracing: bool = False
+) -> tuple[dict[str, np.ndarray], int]:
+    """One interleaved run of the paths in fresh processes, toolwise on fresh databases."""
     python = sys.executable
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, collector() as endpoint:
         tmp = Path(folder)
         learning = toolwise_config(tmp, "learning", settings)
         recording = toolwise_config(tmp, "recording", {**settings, "learning": False})
@@ -126,6 +137,13 @@ async def one_round(calls: int, callers: int, settings: dict[str, object]) -> tu
                 "echo__echo",
             ),
         }
+        if tracing:
+            traced = toolwise_config(tmp, "traced", settings)
+            environment = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "bench"}
+            paths["e. toolwise, traced"] = (
+                StdioServerParameters(command=python, args=[*TOOLWISE, "-c", str(traced), *QUIET], env=environment),
+                "echo__echo",
+            )
         async with AsyncExitStack() as stack:
             targets: dict[str, Call] = {}
             for name, (params, tool) in paths.items():
@@ -135,6 +153,29 @@ async def one_round(calls: int, callers: int, settings: dict[str, object]) -> tu
         with sqlite3.connect(tmp / "learning.db") as conn:
             recorded = int(conn.execute("SELECT count(*) FROM executions").fetchone()[0])
     return runs, recorded
+
+
+@contextmanager
+def collector() -> Iterator[str]:
+    """A stand-in OTLP/HTTP collector that accepts every export (and keeps nothing); its endpoint."""
+
+    class Accept(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Accept)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join()
 
 
 async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -178,13 +219,14 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=1_000, help="calls per path, round and concurrency")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes and databases each round")
     parser.add_argument("--concurrency", default="1,4,16", help="concurrent callers, comma-separated")
+    parser.add_argument("--tracing", action="store_true", help="also toolwise with tracing on (e)")
     parser.add_argument("--settings", default="{}", help='toolwise settings as JSON, e.g. \'{"policy": "semantic"}\'')
     args = parser.parse_args()
     settings = json.loads(args.settings)
     for callers in (int(n) for n in args.concurrency.split(",")):
         ratios: dict[str, list[float]] = {"median": [], "p99": [], "learning p99": []}
         for round_ in range(1, args.rounds + 1):
-            runs, recorded = await one_round(args.calls, callers, settings)
+            runs, recorded = await one_round(args.calls, callers, settings, tracing=args.tracing)
             print(f"{callers} caller(s), round {round_}: {args.calls:,} calls of an echo tool over stdio (ms per call)")
             report(runs, ratios)
             print(f"   toolwise recorded {recorded:,} executions (warm-up included)")

@@ -56,6 +56,7 @@ from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import assign
 from toolwise.downstream.selection import offered
 from toolwise.downstream.shields import Circuit, CircuitState
+from toolwise.downstream.tracing import Tracing
 from toolwise.downstream.twin import Twin
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,7 @@ class Downstream:
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
+    tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
     circuit: Circuit = field(init=False)
     junk: JunkReport = field(init=False)
 
@@ -474,7 +476,11 @@ class Downstream:
         try:
             # The SDK's read timeout: armed once the request is written, and on expiry it tells the
             # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            return await _call_tool(client, tool, arguments, max(deadline - loop.time(), 0.001), progress, meta, rounds)
+            timeout = max(deadline - loop.time(), 0.001)
+            if self.tracing is None:
+                return await _call_tool(client, tool, arguments, timeout, progress, meta, rounds)
+            with self.tracing.client_call(tool, self.name, client, _transport(self.spec)) as traced:
+                return traced.answered(await _call_tool(client, tool, arguments, timeout, progress, meta, rounds))
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 raise DownstreamError(
@@ -564,6 +570,13 @@ def _answered(server: str, tool: str, exc: MCPError, rounds: InputRound | None) 
     return None
 
 
+def _transport(spec: ServerSpec) -> str:
+    """network.transport of a downstream, as the conventions name it (stdio: a pipe; HTTP: TCP)."""
+    if isinstance(spec, StdioServer):
+        return "pipe"
+    return "tcp" if isinstance(spec, HttpServer) else "inproc"
+
+
 def _untagged_reporter(server: str) -> Callable[[str], None]:
     def report(method: str) -> None:
         log.warning(
@@ -615,9 +628,13 @@ class InputRound:
 class Catalogue:
     """All downstreams and the public tool names that route to them."""
 
-    def __init__(self, servers: Mapping[str, ServerSpec], settings: Settings) -> None:
+    def __init__(self, servers: Mapping[str, ServerSpec], settings: Settings, tracing: Tracing | None = None) -> None:
+        """`tracing`: a CLIENT span for every call made of a downstream (None: tracing is off)."""
         self.settings = settings
-        self.downstreams = {name: Downstream(name, spec, settings, self._rebuild) for name, spec in servers.items()}
+        self.tracing = tracing
+        self.downstreams = {
+            name: Downstream(name, spec, settings, self._rebuild, tracing=tracing) for name, spec in servers.items()
+        }
         self.routes: dict[str, Route] = {}
         self.prefixes = {name: prefix_of(name, spec) for name, spec in servers.items()}
         self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's

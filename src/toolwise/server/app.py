@@ -43,6 +43,7 @@ from toolwise.downstream.catalogue import (
     outcome_of,
 )
 from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough
+from toolwise.downstream.tracing import Tracing
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
@@ -63,6 +64,7 @@ from toolwise.server.own import OwnTool
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 from toolwise.server.tools import own_tools
+from toolwise.server.tracing import middleware, noted, recommended
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +91,12 @@ class Toolwise:
         config: AppConfig,
         passthrough: Passthrough | None = None,
         in_process: Mapping[str, InProcessServer] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """`passthrough`: of a catalogue whose downstreams were already launched (`transports.launched`);
         else the downstreams are launched when the app is entered. `in_process`: more downstreams, SDK
-        `Server` objects served in this process, beside the config's."""
+        `Server` objects served in this process, beside the config's. `tracing`: of a catalogue built
+        here (a given catalogue brings its own); None, tracing is off."""
         settings = config.toolwise
         self.config = config
         self.feedback = FeedbackService(
@@ -105,9 +109,10 @@ class Toolwise:
         )
         self.metrics = Metrics()
         if passthrough is None:
-            passthrough = Passthrough.serving(Catalogue(config.downstreams(in_process), settings))
+            passthrough = Passthrough.serving(Catalogue(config.downstreams(in_process), settings, tracing))
         self.passthrough = passthrough
         self.catalogue = passthrough.catalogue
+        self.tracing = self.catalogue.tracing
         self.callers = passthrough.callers
         self.services = Services.open(settings, self.feedback, self.catalogue, self.metrics)
         self.learning, self.sharing, self.snapshots = (
@@ -456,6 +461,8 @@ async def call_own(
     output = await tool.handler(app.services, args, session)
     if tool.name in DECIDING and session.decision is not None:
         await app.decided(ctx, client_key(ctx), session.decision)
+        if app.tracing is not None:
+            recommended(session.decision.decision_id)
     return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
 
 
@@ -508,6 +515,8 @@ async def forward(
         latency_ms=latency_ms,
         opened=opened,
     )
+    if app.tracing is not None:
+        noted(session.find(execution_id))
     if stopped is not None:
         log.info("%s", error)
         raise stopped
@@ -546,6 +555,9 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
             on_set_logging_level=passthrough.callers.set_logging_level,
         )
     server.offered = passthrough.catalogue.capabilities
+    # In place of the SDK's span middleware (`Server.middleware`, provisional in the SDK: its TODO L54):
+    # ours, a SERVER span per request, when tracing is on; else none.
+    server.middleware = middleware(app.tracing)
     return server
 
 

@@ -72,8 +72,9 @@ async def launched(config: AppConfig) -> Toolwise:
     opening of the database instead of preceding them. Enter it to serve."""
     from toolwise.downstream.catalogue import Catalogue
     from toolwise.downstream.passthrough import Passthrough
+    from toolwise.server.tracing import from_environment
 
-    catalogue = Catalogue(config.enabled_servers, config.toolwise)
+    catalogue = Catalogue(config.enabled_servers, config.toolwise, from_environment())  # OTEL_*: traced or not
     passthrough = Passthrough.serving(catalogue)  # what each connection declares, before it connects
     try:
         await catalogue.launch()
