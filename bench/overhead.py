@@ -7,10 +7,11 @@ Over stdio, four paths to the same echo tool: (a) direct, (b) a bare pass-throug
 (c) toolwise at default settings (recording and learning), (d) toolwise with `learning: false` (it still
 records), and with `--tracing` (e) toolwise with OpenTelemetry tracing on (OTLP/HTTP to a stand-in
 collector that accepts everything; (c) is tracing off). The clients stay open and are called in
-alternating blocks, so machine drift during the run weighs on each path alike; at concurrency N each block runs N callers at once on the client's one
-connection. Prints median and p99 per call, (c − a) / (b − a) (how toolwise's added latency compares with
-the bare proxy's; target ≤ 1.1 at the median, ≤ 1.5 at p99) and p99(c) / p99(d) (what learning adds to the
-tail; target ≤ 1.3 with 4 callers), per round and the median over rounds.
+alternating blocks, so machine drift during the run weighs on each path alike; at concurrency N each
+block runs N callers at once on the client's one connection. Prints median and p99 per call, (c − a) /
+(b − a) (how toolwise's added latency compares with the bare proxy's; target ≤ 1.1 at the median, ≤ 1.5
+at p99) and p99(c) / p99(d) (what learning adds to the tail; target ≤ 1.3 with 4 callers), per round and
+the median over rounds.
 
 Then toolwise in-process (the echo server in-process too) with 4 callers, learning on and off: the event
 loop's lag, measured by a task that asks to wake every millisecond (how late it woke: what every call
