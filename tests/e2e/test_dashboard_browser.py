@@ -47,7 +47,8 @@ def chromium() -> str:
 
 @contextmanager
 def dashboard(config: Path, url: str) -> Iterator[str]:
-    """`toolwise dashboard` on any free port; yields the address it prints (with the token)."""
+    """`toolwise dashboard` on any free port; yields the address it prints (never the token), with the
+    token added as a user would once."""
     command = [str(BIN / "toolwise"), "dashboard", "-c", str(config), "--database-url", url, "--port", "0"]
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TOOLWISE_HTTP_TOKEN": TOKEN}
@@ -55,7 +56,7 @@ def dashboard(config: Path, url: str) -> Iterator[str]:
     try:
         assert proc.stdout is not None
         address = proc.stdout.readline().decode().strip()
-        assert address.startswith("http://127.0.0.1:") and address.endswith(f"/dashboard?token={TOKEN}"), address
+        assert address.startswith("http://127.0.0.1:") and address.endswith("/dashboard"), address
         port = int(address.split(":")[2].split("/")[0])
         for _ in range(300):
             try:
@@ -64,7 +65,7 @@ def dashboard(config: Path, url: str) -> Iterator[str]:
             except OSError:
                 assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
                 time.sleep(0.1)
-        yield address
+        yield f"{address}?token={TOKEN}"
     finally:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)

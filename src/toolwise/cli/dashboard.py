@@ -21,8 +21,9 @@ def dashboard(
 ) -> None:
     """Serve the dashboard of CONFIG's database (or --database-url) at http://HOST:PORT/dashboard.
 
-    With a token (TOOLWISE_HTTP_TOKEN or http_token_file) the printed address carries it once as
-    ?token=; opening it sets a cookie for the dashboard and drops the token from the address."""
+    With a token (TOOLWISE_HTTP_TOKEN or http_token_file), open the address once with ?token=<the token>
+    added: it sets a cookie for the dashboard and drops the token from the address. The token itself is
+    never printed."""
     from toolwise.server.auth import DASHBOARD, http_access
     from toolwise.server.dashboard_http import serve_dashboard
     from toolwise.server.transports import BindError, listening_socket
@@ -36,7 +37,9 @@ def dashboard(
         fail(str(exc), exc)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{listening.getsockname()[1]}{DASHBOARD}"
-    typer.echo(url + (f"?token={access.token}" if access.token else ""))
+    typer.echo(url)
+    if access.token:
+        typer.echo("open it once as …/dashboard?token=<your token> (it sets a cookie for the dashboard)", err=True)
     try:
         with database_or_exit():
             asyncio.run(serve_dashboard(settings, host, listening, access))
