@@ -31,7 +31,7 @@ from toolwise.downstream.catalogue import Catalogue, Route
 from toolwise.learning.sessions import Session
 from toolwise.rl import Decision
 from toolwise.rl.names import name_key
-from toolwise.server.own import Input, Output, OwnTool
+from toolwise.server.own import Input, Output, OwnTool, compact
 from toolwise.server.services import Services
 from toolwise.server.tools import own_tools, reason_of, resolved, type_of
 
@@ -130,31 +130,6 @@ class CallToolInput(Input):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-LISTING_DROPS = frozenset(["title", "additionalProperties", "minLength", "minimum", "maximum"])
-
-
-def compact(schema: dict[str, Any]) -> dict[str, Any]:
-    """A pydantic input schema as every turn's tools/list carries it: what a model needs to write a
-    call (names, types, allowed values, defaults, what is required), without titles, null unions
-    (an optional field's `anyOf [X, null]` with default null is plain X: absent means unset), a type an
-    enum implies, nor bounds and `additionalProperties` (checked when called, the error naming them)."""
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in LISTING_DROPS or (key == "type" and "enum" in schema):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: compact(spec) for name, spec in value.items()}
-        elif isinstance(value, dict):
-            out[key] = compact(value)
-        else:
-            out[key] = value
-    options = out.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and out.get("default") is None:
-        kept = next(o for o in options if o != {"type": "null"})
-        out = {**{k: v for k, v in out.items() if k not in ("anyOf", "default")}, **compact(kept)}
-    return out
-
-
 def call_tool_definition() -> types.Tool:
     return types.Tool(
         name=CALL_TOOL,
@@ -205,17 +180,8 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ListedCompact(OwnTool[SearchToolsInput, SearchToolsOutput]):
-    """An own tool listed in every turn's tools/list: its input schema compact (see `compact`)."""
-
-    def definition(self) -> types.Tool:
-        full = OwnTool.definition(self)
-        return full.model_copy(update={"input_schema": compact(full.input_schema)})
-
-
 def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
-    return ListedCompact(
+    return OwnTool(
         SEARCH_TOOLS,
         "Find tools for a task: full definitions, best first, ranked by what toolwise learned.",
         SearchToolsInput,

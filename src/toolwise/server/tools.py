@@ -29,9 +29,9 @@ log = logging.getLogger(__name__)
 
 
 class RecommendToolInput(Input):
-    query: str = Field(min_length=1, description="What the agent wants to do, in its own words.")
+    query: str = Field(min_length=1, description="the task, in words")
     top_k: int = Field(default=5, ge=1, le=50)
-    candidates: list[str] | None = Field(default=None, description="Limit the choice to these tool names.")
+    candidates: list[str] | None = Field(default=None, description="only these tools")
     session_id: str | None = SESSION_FIELD
 
 
@@ -87,7 +87,7 @@ def reason_of(decision: Decision, ranked: Ranked) -> str:
 
 
 class RecommendNextInput(Input):
-    recent_tools: list[str] | None = Field(default=None, description="Defaults to the session's own calls.")
+    recent_tools: list[str] | None = Field(default=None, description="default: the session's calls")
     top_k: int = Field(default=5, ge=1, le=50)
     session_id: str | None = SESSION_FIELD
 
@@ -116,13 +116,11 @@ class RecommendNextOutput(Output):
 
 
 class SubmitFeedbackInput(Input):
-    rating: int = Field(ge=1, le=5, strict=True, description="1 (useless) to 5 (exactly right).")
-    execution_id: str | None = Field(default=None, description="From the call's _meta['toolwise/execution_id'].")
-    tool: str | None = Field(
-        default=None,
-        description="Rate the newest call of this tool instead: in session_id if given, else in this "
-        "connection, else the newest made in the last 10 minutes (not in another open session).",
-    )
+    rating: int = Field(ge=1, le=5, strict=True)
+    execution_id: str | None = None
+    # else the newest call of `tool`: in session_id if given, else in this connection, else the newest
+    # made in the last 10 minutes (not in another open session)
+    tool: str | None = None
     comment: str | None = Field(default=None, max_length=4000)
     session_id: str | None = SESSION_FIELD
 
@@ -264,12 +262,8 @@ def checked_per_row(row: type[Any]) -> Callable[[dict[str, Any]], None]:
 
 
 class ToolMetricsInput(Input):
-    tool: str | None = Field(default=None, description="Only this tool.")
-    limit: int | None = Field(
-        default=None,
-        ge=1,
-        description="Only the `limit` most-called tools, most called first (default: every tool, by name).",
-    )
+    tool: str | None = None
+    limit: int | None = Field(default=None, ge=1, description="the most called first (default: all, by name)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +519,7 @@ async def snapshot_restore(services: Services, args: SnapshotRestoreInput, sessi
 TOOLS: list[OwnTool[Any, Any]] = [
     OwnTool(
         "recommend_tool",
-        "Rank the available tools for a task described in words; learns from every call and rating that follows.",
+        "Rank the tools for a task described in words, best first.",
         RecommendToolInput,
         RecommendToolOutput,
         recommend_tool,
@@ -534,7 +528,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "recommend_next_tools",
-        "Suggest the tools that usually come next after the recent ones, from learned tool sequences.",
+        "The tools that usually come next after the recent ones.",
         RecommendNextInput,
         RecommendNextOutput,
         recommend_next_tools,
@@ -543,8 +537,8 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "submit_feedback",
-        "Rate a tool call 1..5, by execution_id or by tool name (see `tool`); the rating changes its "
-        "reward and what is learned.",
+        "Rate a tool call 1 (useless) to 5 (right): by execution_id (in its result's _meta), else the newest "
+        "call of tool.",
         SubmitFeedbackInput,
         SubmitFeedbackOutput,
         submit_feedback,
@@ -552,7 +546,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "end_session",
-        "Close the session's episode with its outcome (success, partial, failure).",
+        "End the session with its outcome.",
         EndSessionInput,
         EndSessionOutput,
         end_session,
@@ -560,7 +554,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "get_learning_stats",
-        "Admin: what the learner knows, the policy serving, downstream health.",
+        "Admin: what the learner knows, downstream health.",
         NoInput,
         LearningStatsOutput,
         get_learning_stats,
@@ -570,7 +564,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "get_tool_metrics",
-        "Admin: calls, success rate, latency (mean, p95) and ratings per tool.",
+        "Admin: calls, success, latency, ratings per tool.",
         ToolMetricsInput,
         ToolMetricsOutput,
         get_tool_metrics,
