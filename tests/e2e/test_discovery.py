@@ -245,3 +245,16 @@ async def test_learning_promotes_the_tool_called_right_after_a_search(tmp_path: 
                 await client.call_tool("end_session", {"session_id": session})
             await app.learning.drain()
         assert await first_pick() == second
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_real_client_session_keeps_recommend_tool_and_the_pinned_tools_loaded(
+    write_config: Callable[..., Path], mode: str
+) -> None:
+    """`toolwise serve` as a client starts it (stdio, both eras): in its tools/list recommend_tool and
+    the pinned tool carry `_meta["anthropic/alwaysLoad"]`, the other downstream tools do not."""
+    config = write_config(pinned_tools=[CONVERT])
+    async with toolwise(config, mode) as client:
+        listed = (await client.list_tools()).tools
+    marked = {t.name for t in listed if (t.meta or {}).get("anthropic/alwaysLoad") is True}
+    assert marked == {"recommend_tool", CONVERT} and {NOW, "git__git_status"} <= {t.name for t in listed}

@@ -10,7 +10,8 @@ is what every turn pays for. `search_tools` is a decision like `recommend_tool`'
 `LearningService.recommend`), returning full definitions so the model can call at once, and finds
 toolwise's own tools when the query names one (`submit_feedback`, "end session"); `call_tool` is a
 proxied call like any other (validated, recorded, attributed to the search that listed the tool).
-Every tool stays callable by its own name in every mode.
+Every tool stays callable by its own name in every mode. The tools toolwise knows matter carry
+`_meta["anthropic/alwaysLoad"]`, so clients with a tool search of their own keep them loaded.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from toolwise.server.tools import own_tools, reason_of, resolved, type_of
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
+ALWAYS_LOAD = "anthropic/alwaysLoad"  # the `_meta` key that keeps a tool loaded in a client's own tool search
+KEPT_LOADED = ("recommend_tool", SEARCH_TOOLS, CALL_TOOL)  # own tools every client keeps loaded
 CLIENTS = 10_000  # clients whose learned set is remembered (least recently used forgotten)
 RECENT = 8  # decisions per client the learned set is drawn from
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]'\"])(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z])")  # not after e.g, i.e
@@ -192,6 +195,12 @@ def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
     )
 
 
+def kept_loaded(tool: types.Tool) -> types.Tool:
+    """`tool` marked to stay loaded in a client that hides tools behind a search of its own (Claude
+    Code, Copilot CLI, VS Code): `_meta["anthropic/alwaysLoad"]`, beside the `_meta` it had."""
+    return tool.model_copy(update={"meta": {**(tool.meta or {}), ALWAYS_LOAD: True}})
+
+
 @dataclass(slots=True)
 class _Learned:
     recent: deque[tuple[str, ...]] = field(default_factory=lambda: deque(maxlen=RECENT))  # ranked tools, newest last
@@ -211,19 +220,36 @@ class Exposure:
         self._clients: OrderedDict[str, _Learned] = OrderedDict()
         self._pinned_of: dict[str, Route] | None = None  # the catalogue's routes `_pinned_tools` was found in
         self._pinned_tools: list[types.Tool] = []
+        self._every_tool: list[types.Tool] = []  # the catalogue's tools, the pinned ones marked
+        self._own_of: list[types.Tool] | None = None  # the own definitions `_own_marked` was made from
+        self._own_marked: list[types.Tool] = []
 
     def is_pinned(self, name: str) -> bool:
         return any(fnmatchcase(name, pattern) for pattern in self.pinned)
 
     def tools(self, own: list[types.Tool], client: str | None) -> list[types.Tool]:
-        """tools/list for `client` (None: a request on no connection, which has no learned set):
-        `search_tools`, `call_tool` and the pinned tools (own ones, then the catalogue's, found once per
-        catalogue), then the client's learned ones, looked up by name."""
+        """tools/list for `client` (None: a request on no connection, which has no learned set): in
+        `all` every tool; else `search_tools`, `call_tool` and the pinned tools (own ones, then the
+        catalogue's, found once per catalogue), then the client's learned ones, looked up by name. The
+        tools toolwise knows matter (recommend_tool, the way to the rest, the pinned and the learned
+        ones) are marked to stay loaded (`kept_loaded`); the rest is left to the client's own search."""
+        own = self._marked_own(own)
         if self.mode == "all":
-            return own + self.catalogue.tools()
+            self._pinned()
+            return own + self._every_tool
         learned = self._clients.get(client) if client is not None and self.mode == "learned" else None
         routes = [self.catalogue.resolve(name) for name in learned.shown] if learned is not None else []
-        return self.listed_own(own) + self._pinned() + [route.public for route in routes if route is not None]
+        shown = [kept_loaded(route.public) for route in routes if route is not None]
+        return self.listed_own(own) + self._pinned() + shown
+
+    def _marked_own(self, own: list[types.Tool]) -> list[types.Tool]:
+        """toolwise's own definitions, recommend_tool, search_tools, call_tool and the pinned marked
+        (made once: the definitions are fixed)."""
+        if self._own_of is not own:
+            keep = [t.name in KEPT_LOADED or self.is_pinned(t.name) for t in own]
+            self._own_marked = [kept_loaded(t) if k else t for t, k in zip(own, keep, strict=True)]
+            self._own_of = own
+        return self._own_marked
 
     def listed_own(self, own: list[types.Tool]) -> list[types.Tool]:
         """Of toolwise's own tools, the ones tools/list holds outside `all`: the way to the rest, and the
@@ -235,7 +261,9 @@ class Exposure:
         matching every pattern against every name was ~2 ms of each tools/list at 2,000 tools."""
         routes = self.catalogue.routes
         if self._pinned_of is not routes:
-            self._pinned_tools = [route.public for name, route in routes.items() if self.is_pinned(name)]
+            pinned = {name for name in routes if self.is_pinned(name)}
+            self._every_tool = [kept_loaded(r.public) if n in pinned else r.public for n, r in routes.items()]
+            self._pinned_tools = [tool for tool, name in zip(self._every_tool, routes, strict=True) if name in pinned]
             self._pinned_of = routes
         return self._pinned_tools
 
