@@ -34,7 +34,7 @@ from toolwise.rl import Decision
 from toolwise.rl.names import name_key
 from toolwise.server.own import Input, Output, OwnTool, compact
 from toolwise.server.services import Services
-from toolwise.server.tools import own_tools, reason_of, resolved, type_of
+from toolwise.server.tools import evidence_of, own_tools, reason_of, resolved, type_of
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
@@ -154,6 +154,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes, a tool the query names outright first) with each tool's full definition."""
     d = services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
+    evidence = evidence_of(services, None)
     found = [
         FoundTool(
             name=t.name,
@@ -175,7 +176,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
                 description=tool.description or "",
                 input_schema=tool.input_schema,
                 score=r.score,
-                reason=reason_of(d, r),
+                reason=reason_of(d, r, evidence),
             )
         )
     return SearchToolsOutput(

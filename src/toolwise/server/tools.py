@@ -40,7 +40,8 @@ class Recommendation(BaseModel):
     score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
     confidence: float = Field(
         description="In 0..1, from what was learned: the probability this is the tool wanted here (the choice "
-        "model, the default policy), or the expected normalised reward (the reward-learning policies)."
+        "model, the default policy; uniform over the tools until calls were learned, see `confidence_of`), or "
+        "the expected normalised reward (the reward-learning policies)."
     )
     relevance: float = Field(description="Lexical/sequence relevance to the query in 0..1 (the prior).")
     reason: str
@@ -71,13 +72,39 @@ class RecommendToolOutput(Output):
 
 
 SUGGESTED = 3  # recommendations that carry argument suggestions (each looks through its tool's memory)
+PRIOR_CALLS = 20  # learned calls the reported probability's uniform start counts as
 
 
-def reason_of(decision: Decision, ranked: Ranked) -> str:
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a reported probability rests on: calls learned (learner updates) and tools to choose from."""
+
+    calls: int
+    choices: int
+
+
+def evidence_of(services: Services, candidates: list[str] | None) -> Evidence:
+    learner = services.learning.learner
+    return Evidence(learner.updates, len(set(candidates)) if candidates else len(learner.index.active))
+
+
+def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> float:
+    """The confidence reported for a ranked tool, in 0..1. The choice model's softmax over the prior's text
+    scores says 0.9 before a call was learned (its weights set the scale, not the data), so its probability
+    is shrunk toward uniform over the choices by the evidence: n/(n + PRIOR_CALLS) of it after n learned calls."""
+    expected = min(1.0, max(0.0, ranked.expected))
+    if decision.policy != "choice":
+        return expected
+    n, uniform = evidence.calls, 1.0 / max(evidence.choices, 1)
+    return (n * expected + PRIOR_CALLS * uniform) / (n + PRIOR_CALLS)
+
+
+def reason_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> str:
     """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
     exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
     if decision.policy == "choice":  # its estimate is the probability that this is the tool wanted
-        return f"relevance {ranked.prior:.2f}, probability {ranked.expected:.2f} it is the one{exploring}"
+        confidence = confidence_of(decision, ranked, evidence)
+        return f"relevance {ranked.prior:.2f}, probability {confidence:.2f} it is the one{exploring}"
     # The estimate is a regression's: it can overshoot the scale it estimates, shown clipped to it.
     expected = min(1.0, max(0.0, ranked.expected))
     return f"relevance {ranked.prior:.2f}, expected reward {expected:.2f} of 1{exploring}"
@@ -340,13 +367,14 @@ def _known(services: Services, names: list[str]) -> None:
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
     d = services.agent.recommend(session, args.query, args.top_k, args.candidates)
+    evidence = evidence_of(services, args.candidates)
     recs = [
         Recommendation(
             tool=r.tool,
             score=r.score,
-            confidence=min(1.0, max(0.0, r.expected)),
+            confidence=confidence_of(d, r, evidence),
             relevance=r.prior,
-            reason=reason_of(d, r),
+            reason=reason_of(d, r, evidence),
             explored=d.explored and r.tool == d.chosen,
             arguments={a.name: a.value for a in services.agent.suggest_arguments(r.tool, args.query)}
             if rank < SUGGESTED
