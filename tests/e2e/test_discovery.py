@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -14,12 +13,10 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-import wordllama
 from mcp import Client
-from tokenizers import Tokenizer
 
 from tests.e2e.conftest import time_server, toolwise
-from tests.server.surface import execution_of, text
+from tests.server.surface import as_model_reads, execution_of, llama2_tokens, text
 from toolwise.config import AppConfig, Settings
 from toolwise.rl import Decision, Ranked
 from toolwise.server.app import Toolwise, build_server
@@ -33,12 +30,6 @@ OWN = {"recommend_tool", "recommend_next_tools", "submit_feedback", "end_session
 # tools/list of FastMCP 4.2.3's BM25SearchTransform (search_tools + call_tool) in Llama 2 tokens, as
 # bench/discovery.py measures it next to toolwise's (it needs `fastmcp`, which tests do not install).
 PEER_LIST_TOKENS = 225
-
-
-def llama2_tokens(text: str) -> int:
-    """Tokens of `text` by the Llama 2 tokenizer that ships inside the wordllama wheel (bench/discovery.py's)."""
-    vocabulary = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
-    return len(Tokenizer.from_file(str(vocabulary)).encode(text, add_special_tokens=False).ids)
 
 
 @asynccontextmanager
@@ -91,10 +82,7 @@ async def test_search_exposure_lists_compact_definitions_an_agent_can_still_use(
         "required": ["name"],
         "type": "object",
     }
-    as_model_reads = json.dumps(
-        [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in listed.values()]
-    )
-    assert llama2_tokens(as_model_reads) <= PEER_LIST_TOKENS
+    assert llama2_tokens(as_model_reads(list(listed.values()))) <= PEER_LIST_TOKENS
     assert too_many.is_error and "less than or equal to 50" in text(too_many)
 
 
@@ -259,3 +247,16 @@ async def test_learning_promotes_the_tool_called_right_after_a_search(tmp_path: 
                 await client.call_tool("end_session", {"session_id": session})
             await app.learning.drain()
         assert await first_pick() == second
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_real_client_session_keeps_recommend_tool_and_the_pinned_tools_loaded(
+    write_config: Callable[..., Path], mode: str
+) -> None:
+    """`toolwise serve` as a client starts it (stdio, both eras): in its tools/list recommend_tool and
+    the pinned tool carry `_meta["anthropic/alwaysLoad"]`, the other downstream tools do not."""
+    config = write_config(pinned_tools=[CONVERT])
+    async with toolwise(config, mode) as client:
+        listed = (await client.list_tools()).tools
+    marked = {t.name for t in listed if (t.meta or {}).get("anthropic/alwaysLoad") is True}
+    assert marked == {"recommend_tool", CONVERT} and {NOW, "git__git_status"} <= {t.name for t in listed}

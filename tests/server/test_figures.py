@@ -6,7 +6,7 @@ from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.learning.service import LearningService
 from toolwise.rl import Decision, Ranked
-from toolwise.server.tools import reason_of
+from toolwise.server.tools import Evidence, confidence_of, reason_of
 
 
 def test_a_reason_shows_the_expected_reward_on_the_0_to_1_scale_the_help_promises() -> None:
@@ -14,8 +14,18 @@ def test_a_reason_shows_the_expected_reward_on_the_0_to_1_scale_the_help_promise
     over = Ranked("t__a", score=1.3, expected=1.08, prior=0.9)
     under = Ranked("t__b", score=0.1, expected=-0.2, prior=0.1)
     decision = Decision("d", "semantic", "h" * 64, "t__a", [over, under], explored=False, propensity=1.0)
-    assert reason_of(decision, over) == "relevance 0.90, expected reward 1.00 of 1"
-    assert reason_of(decision, under) == "relevance 0.10, expected reward 0.00 of 1"
+    assert reason_of(decision, over, Evidence(0, 2)) == "relevance 0.90, expected reward 1.00 of 1"
+    assert reason_of(decision, under, Evidence(0, 2)) == "relevance 0.10, expected reward 0.00 of 1"
+
+
+def test_a_probability_is_as_sure_as_the_calls_learned_behind_it() -> None:
+    """The choice model's softmax says 0.9 before a call was learned: reported, it starts uniform over
+    the tools and reaches the model's own figure as calls are learned."""
+    top = Ranked("t__a", score=12.0, expected=0.9, prior=0.4)
+    decision = Decision("d", "choice", "h" * 64, "t__a", [top], explored=False, propensity=1.0)
+    shown = [confidence_of(decision, top, Evidence(n, 10)) for n in (0, 4, 100, 10_000)]
+    assert shown[0] == 0.1 and shown[1] < 0.3 and shown[2] > 0.7 and round(shown[3], 2) == 0.9
+    assert reason_of(decision, top, Evidence(4, 10)) == f"relevance 0.40, probability {shown[1]:.2f} it is the one"
 
 
 def test_serving_says_what_it_catches_up_with_before_the_replay_is_counted() -> None:

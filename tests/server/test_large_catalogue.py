@@ -65,3 +65,27 @@ async def test_a_pinned_tool_a_downstream_adds_later_is_listed_once(tmp_path: Pa
                 await anyio.sleep(0.05)
         after = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
     assert "toy__late_one" not in before and after.count("toy__late_one") == 1
+
+
+def kept_loaded(tools: list[types.Tool]) -> set[str]:
+    """The tools a client with a tool search of its own (Claude Code, …) keeps loaded."""
+    return {t.name for t in tools if (t.meta or {}).get("anthropic/alwaysLoad") is True}
+
+
+async def test_the_tools_toolwise_knows_matter_stay_loaded_in_a_client_with_its_own_tool_search(
+    tmp_path: Path,
+) -> None:
+    """`_meta["anthropic/alwaysLoad"]` on recommend_tool and the pinned tools in `all`; in `learned` on
+    the way to the rest, the pinned and the client's learned tools; nothing else, so a client's own
+    search still hides the other tools of a large catalogue."""
+    pinned: dict[str, Any] = {"pinned_tools": ["toy__echo", "get_tool_metrics"]}
+    async with serving(tmp_path / "all", {"toy": toy_server.spec(bulk=50)}, **pinned) as client:
+        every = (await client.list_tools()).tools
+    assert kept_loaded(every) == {"recommend_tool", "toy__echo", "get_tool_metrics"} and len(every) > 60
+    learned: dict[str, Any] = {"exposure": "learned", "exposure_k": 2, "exposure_interval_s": 0, **pinned}
+    async with serving(tmp_path / "learned", {"toy": toy_server.spec(bulk=50)}, **learned) as client:
+        found = ok(await client.call_tool("search_tools", {"query": "bulk tool number 42", "top_k": 5}))
+        listed = (await client.list_tools(cache_mode="refresh")).tools
+    shown = {t.name for t in listed} - {"search_tools", "call_tool", "toy__echo", "get_tool_metrics"}
+    assert len(shown) == 2 and shown <= {t["name"] for t in found["tools"]}
+    assert kept_loaded(listed) == {t.name for t in listed}

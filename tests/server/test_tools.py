@@ -13,9 +13,9 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.feedback.exact_metrics import recompute_tool_metrics
-from tests.server.surface import execution_of, ok, rows, serving, text
+from tests.server.surface import as_model_reads, execution_of, llama2_tokens, ok, rows, serving, text
 from toolwise.feedback import FeedbackService
-from toolwise.server.tools import ToolMetricsOutput
+from toolwise.server.tools import ToolMetricsOutput, own_tools
 
 ECHO, FAIL = "toy__echo", "toy__fail"
 
@@ -235,3 +235,26 @@ async def test_a_floor_on_exploration_keeps_a_share_of_picks_exploring(tmp_path:
         stats = ok(await client.call_tool("get_learning_stats", {}))
     assert stats["epsilon"] == pytest.approx(0.3)
     assert stats["decisions"] == 100 and 0.15 <= stats["exploration_rate"] <= 0.45  # about 30 of 100
+
+
+OWN_TOOLS_BUDGET = 800  # tokens of name, description and input schema, all of toolwise's own tools (issue 38)
+
+
+async def test_toolwises_own_tools_cost_every_turn_at_most_800_tokens_yet_say_what_a_call_needs(
+    tmp_path: Path,
+) -> None:
+    """With `exposure: all` every turn's tools/list carries toolwise's own tools beside the downstreams':
+    the admin ones included, they cost at most 800 Llama 2 tokens (bench/discovery.py's count); the
+    listing still names what a call requires, and the bounds and knobs it leaves out still hold."""
+    async with serving(tmp_path) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        too_high = await client.call_tool("submit_feedback", {"rating": 9, "tool": ECHO})
+        expert = await client.call_tool("evaluate_policy", {"policy": "semantic", "min_propensity": 0.5})
+    own = [t for name, t in listed.items() if name in own_tools(admin=True)]
+    assert {t.name for t in own} == set(own_tools(admin=True))
+    assert llama2_tokens(as_model_reads(own)) <= OWN_TOOLS_BUDGET
+    assert listed["recommend_tool"].input_schema["required"] == ["query"]
+    assert listed["end_session"].input_schema["properties"]["outcome"] == {"enum": ["success", "partial", "failure"]}
+    assert too_high.is_error and "less than or equal to 5" in text(too_high)
+    assert "min_propensity" not in listed["evaluate_policy"].input_schema["properties"]
+    assert "with one below 0.5," in text(expert)  # accepted though not listed

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.embedding import name_words
+from toolwise.rl.toolindex import Effect
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +100,13 @@ def tool_document(name: str, title: str | None, description: str | None, input_s
             about = spec.get("description", "") if isinstance(spec, dict) else ""
             parts.append(f"{name_words(str(key))}: {about}" if about else name_words(str(key)))
     return " ".join(p for p in parts if p)
+
+
+def tool_effect(read_only: bool | None, destructive: bool | None) -> Effect:
+    """What a call of a tool does, from its annotations' `readOnlyHint` and `destructiveHint` as the MCP
+    spec reads them: destructive unless said otherwise once it is not read-only; unknown without hints."""
+    if read_only:
+        return "reads"
+    if read_only is None and destructive is None:
+        return "unknown"
+    return "writes" if destructive is False else "destroys"

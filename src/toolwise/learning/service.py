@@ -45,7 +45,7 @@ from toolwise.feedback import (
 )
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
 from toolwise.feedback.records import new_id
-from toolwise.learning.embedding import load_embedder, tool_document
+from toolwise.learning.embedding import load_embedder, tool_document, tool_effect
 from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.sessions import DECISION_META_KEY, Call, OpenDecision, OpenDecisions, Session, Sessions
@@ -179,6 +179,9 @@ class LearningService:
                 t.name,
                 f"{t.title or ''} {t.description or ''}",
                 tool_document(t.name, t.title, t.description, t.input_schema),
+                tool_effect(t.annotations.read_only_hint, t.annotations.destructive_hint)
+                if t.annotations
+                else "unknown",
             )
             for t in tools
         ]

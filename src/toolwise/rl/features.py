@@ -1,12 +1,18 @@
 """What a policy reads about each tool for one request: the prior (how well the query matches the
 tool, raised to what is known to work right after the last tool) and the choice model's feature rows.
 
+A tool whose annotations say it changes things (it writes, or destroys) keeps only part of its text
+relevance until calls of it have worked (`caution`): the words of a request alone are weak evidence,
+and "stage my changes" reads much like "unstage all staged changes". The part it gives up is larger
+for a request that reads as a question or asks to see something.
+
 Both are read from the tool index and the sequence model, which learn elsewhere; this module only
 combines them, so a policy sees one number (or one row) a tool.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +21,19 @@ from numpy.typing import NDArray
 from toolwise.rl.policies.choice import FEATURES
 from toolwise.rl.sequences import SequenceModel
 from toolwise.rl.toolindex import ToolIndex
+
+EVIDENCE = 3.0  # worked calls of a tool that halve its caution
+READING = 2.2  # the caution is this many times larger for a request that asks to read
+# A request that opens with a question word or a verb of looking, or ends with "?", asks to read.
+_READS = re.compile(
+    r"^\s*(what|what's|whats|which|who|whose|when|where|why|is|are|was|were|does|did|has|have|show|list|"
+    r"get|find|display|view|see|tell|print|check)\b|\?\s*$",
+    re.IGNORECASE,
+)
+
+
+def asks_to_read(query: str | None) -> bool:
+    return bool(query) and _READS.search(query or "") is not None
 
 
 class Features:
@@ -27,6 +46,10 @@ class Features:
         """Relevance of every known tool in [0, 1]: the index's match with the query (semantic and
         BM25, or BM25 alone), raised to what the sequence model knows works right after `previous_tool`."""
         scores = self.index.scores(query)  # may be read-only (cached): copied before raising
+        cautious = np.flatnonzero(self.index.caution)
+        if len(cautious):
+            scores = scores.copy()
+            scores[cautious] *= self.kept(query, cautious)
         follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
         if follow:
             scores = scores.copy()
@@ -40,6 +63,8 @@ class Features:
         """`prior(query, previous_tool)[arm]` (0 for a tool the catalogue does not list), without
         scoring every tool: what learning from one step needs."""
         score = self.index.score(query, arm)
+        if self.index.caution_of(np.array([arm]))[0]:
+            score *= float(self.kept(query, np.array([arm]))[0])
         follow = self.sequences.follow_score(previous_tool, self.index.tools.names[arm]) if previous_tool else None
         return score if follow is None else max(score, follow)
 
@@ -50,12 +75,31 @@ class Features:
         distribution on a session's first call (history empty)."""
         rows = np.zeros((len(arms), len(FEATURES)))
         if query:
-            rows[:, :2] = self.index.text_columns(query, arms)
+            rows[:, :2] = self.text_columns(query, arms)
         if self.sequences_enabled:
             rows[:, 2 if history else 3] = self.sequence_column(history, arms)
         if history:
             rows[:, 4] = self.index.repeat_column(history, arms)
         return rows
+
+    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`), with the caution of
+        the tools that change things: the choice model's first two features."""
+        columns = self.index.text_columns(query, arms)
+        at = np.flatnonzero(self.index.caution_of(arms))
+        if len(at):
+            columns[at] *= self.kept(query, arms.take(at))[:, None]
+        return columns
+
+    def kept(self, query: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The share of their text relevance `arms` keep: 1 − c · k/(k + n), c their effect's CAUTION
+        (READING times it, at most 0.9, for a request that asks to read), n the calls of each that
+        worked (the sequence model's count), k = EVIDENCE: the caution lifts as calls of it work."""
+        caution = self.index.caution_of(arms) * (READING if asks_to_read(query) else 1.0)
+        unigrams, names = self.sequences.unigrams, self.index.tools.names
+        worked = np.array([s.successes if (s := unigrams.get(names[a])) else 0 for a in arms.tolist()], dtype=float)
+        kept: NDArray[np.float64] = 1.0 - np.minimum(caution, 0.9) * EVIDENCE / (EVIDENCE + worked)
+        return kept
 
     def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,11 +27,18 @@ class UnknownToolError(UserError):
         super().__init__(f"unknown tool(s): {listed}")
 
 
+Effect = Literal["reads", "writes", "destroys", "unknown"]  # what a call does, as the server's annotations say
+# How much of its text relevance a tool that changes things gives up while nothing was learned of it:
+# a destructive tool is never first on the words of a request alone (see `Features.caution`).
+CAUTION: dict[Effect, float] = {"reads": 0.0, "writes": 0.25, "destroys": 0.6, "unknown": 0.0}
+
+
 @dataclass(frozen=True, slots=True)
 class ToolDoc:
     name: str
     description: str = ""
     document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
+    effect: Effect = "unknown"  # from the tool's annotations (learning/embedding.py's tool_effect)
 
 
 class ToolIndex:
@@ -42,6 +50,8 @@ class ToolIndex:
         self.tools = Interner()
         self.descriptions: dict[str, str] = {}
         self.documents: dict[str, str] = {}
+        self.effects: dict[str, Effect] = {}
+        self.caution = np.zeros(0)  # CAUTION of each tool id's effect
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -54,7 +64,10 @@ class ToolIndex:
             self.descriptions[tool.name] = tool.description
             if tool.document or tool.name not in self.documents:  # a restored state's docs name no parameters
                 self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
+            if tool.effect != "unknown" or tool.name not in self.effects:  # nor annotations
+                self.effects[tool.name] = tool.effect
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
+        self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.semantic.by_document if self.semantic is not None else None
@@ -71,6 +84,14 @@ class ToolIndex:
         self.descriptions = dict(descriptions)
         listed = [self.tools.names[i] for i in active]
         self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed])
+
+    def caution_of(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """CAUTION of each of `arms` (0 for a tool the catalogue never described)."""
+        caution = self.caution
+        if not len(caution):
+            return np.zeros(len(arms))
+        out: NDArray[np.float64] = np.where(arms < len(caution), caution.take(np.minimum(arms, len(caution) - 1)), 0.0)
+        return out
 
     @property
     def active_names(self) -> list[str]:

@@ -132,7 +132,7 @@ class Toolwise:
             self._tools_changed, frozenset([*self.own, *([CALL_TOOL] if settings.exposure != "all" else [])])
         )
         self.exposure = Exposure(settings, self.catalogue)
-        self._listed: list[types.Tool] = list(self._own_definitions)  # tools/list, rebuilt when a catalogue changes
+        self._listed = self.exposure.tools(self._own_definitions, None)  # `all`'s, rebuilt when a catalogue changes
         self.started_at = utcnow()
         self._upkeep: asyncio.Task[None] | None = None
         self.metrics.watch(self._gauges)
@@ -154,7 +154,7 @@ class Toolwise:
             await self.catalogue.aclose()
             raise
         await self.catalogue.start()
-        self._listed = self._own_definitions + self.catalogue.tools()
+        self._listed = self.exposure.tools(self._own_definitions, None)
         self.learning.set_tools(self.catalogue.tools())
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
@@ -317,7 +317,7 @@ class Toolwise:
 
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
-        self._listed = self._own_definitions + self.catalogue.tools()
+        self._listed = self.exposure.tools(self._own_definitions, None)
         self.learning.set_tools(self.catalogue.tools())
         await self.passthrough.bus.publish(ToolsListChanged())
         await self.callers.tell_all(ServerSession.send_tool_list_changed, "tool changes")

@@ -10,7 +10,8 @@ is what every turn pays for. `search_tools` is a decision like `recommend_tool`'
 `LearningService.recommend`), returning full definitions so the model can call at once, and finds
 toolwise's own tools when the query names one (`submit_feedback`, "end session"); `call_tool` is a
 proxied call like any other (validated, recorded, attributed to the search that listed the tool).
-Every tool stays callable by its own name in every mode.
+Every tool stays callable by its own name in every mode. The tools toolwise knows matter carry
+`_meta["anthropic/alwaysLoad"]`, so clients with a tool search of their own keep them loaded.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from toolwise.downstream.catalogue import Catalogue, Route
 from toolwise.learning.sessions import Session
 from toolwise.rl import Decision
 from toolwise.rl.names import name_key
-from toolwise.server.own import Input, Output, OwnTool
+from toolwise.server.own import Input, Output, OwnTool, compact
 from toolwise.server.services import Services
-from toolwise.server.tools import own_tools, reason_of, resolved, type_of
+from toolwise.server.tools import evidence_of, own_tools, reason_of, resolved, type_of
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
+ALWAYS_LOAD = "anthropic/alwaysLoad"  # the `_meta` key that keeps a tool loaded in a client's own tool search
+KEPT_LOADED = ("recommend_tool", SEARCH_TOOLS, CALL_TOOL)  # own tools every client keeps loaded
 CLIENTS = 10_000  # clients whose learned set is remembered (least recently used forgotten)
 RECENT = 8  # decisions per client the learned set is drawn from
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]'\"])(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z])")  # not after e.g, i.e
@@ -130,31 +133,6 @@ class CallToolInput(Input):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-LISTING_DROPS = frozenset(["title", "additionalProperties", "minLength", "minimum", "maximum"])
-
-
-def compact(schema: dict[str, Any]) -> dict[str, Any]:
-    """A pydantic input schema as every turn's tools/list carries it: what a model needs to write a
-    call (names, types, allowed values, defaults, what is required), without titles, null unions
-    (an optional field's `anyOf [X, null]` with default null is plain X: absent means unset), a type an
-    enum implies, nor bounds and `additionalProperties` (checked when called, the error naming them)."""
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in LISTING_DROPS or (key == "type" and "enum" in schema):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: compact(spec) for name, spec in value.items()}
-        elif isinstance(value, dict):
-            out[key] = compact(value)
-        else:
-            out[key] = value
-    options = out.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and out.get("default") is None:
-        kept = next(o for o in options if o != {"type": "null"})
-        out = {**{k: v for k, v in out.items() if k not in ("anyOf", "default")}, **compact(kept)}
-    return out
-
-
 def call_tool_definition() -> types.Tool:
     return types.Tool(
         name=CALL_TOOL,
@@ -176,6 +154,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes, a tool the query names outright first) with each tool's full definition."""
     d = services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
+    evidence = evidence_of(services, None)
     found = [
         FoundTool(
             name=t.name,
@@ -197,7 +176,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
                 description=tool.description or "",
                 input_schema=tool.input_schema,
                 score=r.score,
-                reason=reason_of(d, r),
+                reason=reason_of(d, r, evidence),
             )
         )
     return SearchToolsOutput(
@@ -205,17 +184,8 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ListedCompact(OwnTool[SearchToolsInput, SearchToolsOutput]):
-    """An own tool listed in every turn's tools/list: its input schema compact (see `compact`)."""
-
-    def definition(self) -> types.Tool:
-        full = OwnTool.definition(self)
-        return full.model_copy(update={"input_schema": compact(full.input_schema)})
-
-
 def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
-    return ListedCompact(
+    return OwnTool(
         SEARCH_TOOLS,
         "Find tools for a task: full definitions, best first, ranked by what toolwise learned.",
         SearchToolsInput,
@@ -224,6 +194,12 @@ def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
         False,
         uses_store=False,
     )
+
+
+def kept_loaded(tool: types.Tool) -> types.Tool:
+    """`tool` marked to stay loaded in a client that hides tools behind a search of its own (Claude
+    Code, Copilot CLI, VS Code): `_meta["anthropic/alwaysLoad"]`, beside the `_meta` it had."""
+    return tool.model_copy(update={"meta": {**(tool.meta or {}), ALWAYS_LOAD: True}})
 
 
 @dataclass(slots=True)
@@ -245,19 +221,36 @@ class Exposure:
         self._clients: OrderedDict[str, _Learned] = OrderedDict()
         self._pinned_of: dict[str, Route] | None = None  # the catalogue's routes `_pinned_tools` was found in
         self._pinned_tools: list[types.Tool] = []
+        self._every_tool: list[types.Tool] = []  # the catalogue's tools, the pinned ones marked
+        self._own_of: list[types.Tool] | None = None  # the own definitions `_own_marked` was made from
+        self._own_marked: list[types.Tool] = []
 
     def is_pinned(self, name: str) -> bool:
         return any(fnmatchcase(name, pattern) for pattern in self.pinned)
 
     def tools(self, own: list[types.Tool], client: str | None) -> list[types.Tool]:
-        """tools/list for `client` (None: a request on no connection, which has no learned set):
-        `search_tools`, `call_tool` and the pinned tools (own ones, then the catalogue's, found once per
-        catalogue), then the client's learned ones, looked up by name."""
+        """tools/list for `client` (None: a request on no connection, which has no learned set): in
+        `all` every tool; else `search_tools`, `call_tool` and the pinned tools (own ones, then the
+        catalogue's, found once per catalogue), then the client's learned ones, looked up by name. The
+        tools toolwise knows matter (recommend_tool, the way to the rest, the pinned and the learned
+        ones) are marked to stay loaded (`kept_loaded`); the rest is left to the client's own search."""
+        own = self._marked_own(own)
         if self.mode == "all":
-            return own + self.catalogue.tools()
+            self._pinned()
+            return own + self._every_tool
         learned = self._clients.get(client) if client is not None and self.mode == "learned" else None
         routes = [self.catalogue.resolve(name) for name in learned.shown] if learned is not None else []
-        return self.listed_own(own) + self._pinned() + [route.public for route in routes if route is not None]
+        shown = [kept_loaded(route.public) for route in routes if route is not None]
+        return self.listed_own(own) + self._pinned() + shown
+
+    def _marked_own(self, own: list[types.Tool]) -> list[types.Tool]:
+        """toolwise's own definitions, recommend_tool, search_tools, call_tool and the pinned marked
+        (made once: the definitions are fixed)."""
+        if self._own_of is not own:
+            keep = [t.name in KEPT_LOADED or self.is_pinned(t.name) for t in own]
+            self._own_marked = [kept_loaded(t) if k else t for t, k in zip(own, keep, strict=True)]
+            self._own_of = own
+        return self._own_marked
 
     def listed_own(self, own: list[types.Tool]) -> list[types.Tool]:
         """Of toolwise's own tools, the ones tools/list holds outside `all`: the way to the rest, and the
@@ -269,7 +262,9 @@ class Exposure:
         routes), not every pattern against every name on each tools/list."""
         routes = self.catalogue.routes
         if self._pinned_of is not routes:
-            self._pinned_tools = [route.public for name, route in routes.items() if self.is_pinned(name)]
+            pinned = {name for name in routes if self.is_pinned(name)}
+            self._every_tool = [kept_loaded(r.public) if n in pinned else r.public for n, r in routes.items()]
+            self._pinned_tools = [tool for tool, name in zip(self._every_tool, routes, strict=True) if name in pinned]
             self._pinned_of = routes
         return self._pinned_tools
 

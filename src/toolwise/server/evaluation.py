@@ -8,7 +8,7 @@ import math
 from itertools import islice
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
@@ -34,25 +34,18 @@ METHOD = "normal approximation with the empirical variance (SNIPS: delta method)
 
 
 class EvaluateInput(Input):
-    policy: str = Field(description=f"The candidate policy: one of {', '.join(sorted(POLICIES))}.")
-    epsilon: float | None = Field(default=None, ge=0, le=1, description="Another ε (default: the policy's).")
-    prior_weight: float | None = Field(default=None, ge=0, description="Another prior weight (default: the policy's).")
-    frozen: bool = Field(
-        default=False,
-        description="Learn the first `train_fraction` of the log, then evaluate the rest without learning "
-        "(default: learn while replaying, from the decisions it would have made: Li et al. 2011).",
-    )
-    train_fraction: float = Field(default=0.5, gt=0, lt=1, description="Frozen: the part of the log learned first.")
+    # Listed tersely (an admin tool: every turn reads the list); docs/evaluation.md says the rest.
+    policy: str = Field(json_schema_extra={"enum": list[JsonValue](sorted(POLICIES))})
+    epsilon: float | None = Field(default=None, ge=0, le=1, description="default: the policy's")
+    prior_weight: float | None = Field(default=None, ge=0, description="default: the policy's")
+    frozen: bool = Field(default=False, description="learn half the log, evaluate the rest without learning")
+    train_fraction: float = Field(default=0.5, gt=0, lt=1)
     confidence: float = Field(default=0.95, gt=0, lt=1)
     min_matches: int = Field(default=RULE.min_matches, ge=1)
     min_ess: float = Field(default=RULE.min_ess, ge=1)
     min_propensity: float = Field(default=RULE.min_propensity, gt=0, le=1)
     max_unsupported: float = Field(
-        default=RULE.max_unsupported,
-        ge=0,
-        le=1,
-        description="Refuse when more of the decisions than this fraction were certain (propensity ≈ 1) "
-        "and the candidate picked another tool.",
+        default=RULE.max_unsupported, ge=0, le=1, description="most share of certain decisions it disagrees with"
     )
     seed: int = 0
 
@@ -221,12 +214,12 @@ async def evaluate_policy(services: Services, args: EvaluateInput, session: Sess
 
 EVALUATE_TOOL: OwnTool[EvaluateInput, EvaluateOutput] = OwnTool(
     "evaluate_policy",
-    "Admin: would another policy (or ε, or prior weight) have done better? Its estimated mean reward on "
-    "the logged decisions (IPS, SNIPS, doubly robust, with intervals) next to the logged policy's own; "
-    "refused, with the numbers, where the log's support is too thin.",
+    "Admin: another policy's estimated reward on the logged decisions, beside the logged one's "
+    "(more parameters: docs/evaluation.md).",
     EvaluateInput,
     EvaluateOutput,
     evaluate_policy,
     True,
     admin=True,
+    unlisted=("train_fraction", "confidence", "min_matches", "min_ess", "min_propensity", "max_unsupported", "seed"),
 )

@@ -14,10 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
 
-SESSION_FIELD = Field(
-    default=None,
-    description="Session to act in; defaults to this client connection (stdio process or HTTP session).",
-)
+SESSION_FIELD = Field(default=None)  # a conversation's id; absent: this client connection (stdio process, HTTP session)
+# What a listed input schema leaves out: the model reads the list every turn, and the input model
+# still checks every bound when called, its error naming the bound.
+LISTING_DROPS = frozenset(
+    ["title", "additionalProperties", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+     "exclusiveMaximum"]
+)  # fmt: skip
 
 
 class Input(BaseModel):
@@ -31,6 +34,28 @@ class Output(BaseModel):
     def structured(self) -> dict[str, Any]:
         """The structured content of the answer: the model as JSON values."""
         return self.model_dump(mode="json")
+
+
+def compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic input schema as every turn's tools/list carries it: what a model needs to write a
+    call (names, types, allowed values, defaults, what is required), without titles, null unions
+    (an optional field's `anyOf [X, null]` with default null is plain X: absent means unset), a type an
+    enum implies, nor bounds and `additionalProperties` (checked when called, the error naming them)."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in LISTING_DROPS or (key == "type" and "enum" in schema):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: compact(spec) for name, spec in value.items()}
+        elif isinstance(value, dict):
+            out[key] = compact(value)
+        else:
+            out[key] = value
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options and out.get("default") is None:
+        kept = next(o for o in options if o != {"type": "null"})
+        out = {**{k: v for k, v in out.items() if k not in ("anyOf", "default")}, **compact(kept)}
+    return out
 
 
 In = TypeVar("In", bound=Input)
@@ -52,16 +77,25 @@ class OwnTool(Generic[In, Out]):
     read_only: bool
     admin: bool = False
     uses_store: bool = True  # False: answers from memory, so it still answers while the database fails
+    unlisted: tuple[str, ...] = ()  # input fields accepted but left out of the listing (experts' knobs)
 
     @property
     def takes_session(self) -> bool:
         return "session_id" in self.input.model_fields
 
+    def listed_schema(self) -> dict[str, Any]:
+        """The input schema tools/list carries: compact, without the `unlisted` fields."""
+        schema = compact(self.input.model_json_schema())
+        if self.unlisted:
+            kept = {k: v for k, v in schema["properties"].items() if k not in self.unlisted}
+            schema = {**schema, "properties": kept}
+        return schema
+
     def definition(self) -> types.Tool:
         return types.Tool(
             name=self.name,
             description=self.description,
-            input_schema=self.input.model_json_schema(),
+            input_schema=self.listed_schema(),
             output_schema=self.output.model_json_schema(),
             annotations=types.ToolAnnotations(
                 read_only_hint=self.read_only,

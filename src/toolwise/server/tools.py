@@ -29,9 +29,9 @@ log = logging.getLogger(__name__)
 
 
 class RecommendToolInput(Input):
-    query: str = Field(min_length=1, description="What the agent wants to do, in its own words.")
+    query: str = Field(min_length=1, description="the task, in words")
     top_k: int = Field(default=5, ge=1, le=50)
-    candidates: list[str] | None = Field(default=None, description="Limit the choice to these tool names.")
+    candidates: list[str] | None = Field(default=None, description="only these tools")
     session_id: str | None = SESSION_FIELD
 
 
@@ -40,7 +40,8 @@ class Recommendation(BaseModel):
     score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
     confidence: float = Field(
         description="In 0..1, from what was learned: the probability this is the tool wanted here (the choice "
-        "model, the default policy), or the expected normalised reward (the reward-learning policies)."
+        "model, the default policy; uniform over the tools until calls were learned, see `confidence_of`), or "
+        "the expected normalised reward (the reward-learning policies)."
     )
     relevance: float = Field(description="Lexical/sequence relevance to the query in 0..1 (the prior).")
     reason: str
@@ -71,13 +72,39 @@ class RecommendToolOutput(Output):
 
 
 SUGGESTED = 3  # recommendations that carry argument suggestions (each looks through its tool's memory)
+PRIOR_CALLS = 20  # learned calls the reported probability's uniform start counts as
 
 
-def reason_of(decision: Decision, ranked: Ranked) -> str:
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a reported probability rests on: calls learned (learner updates) and tools to choose from."""
+
+    calls: int
+    choices: int
+
+
+def evidence_of(services: Services, candidates: list[str] | None) -> Evidence:
+    learner = services.learning.learner
+    return Evidence(learner.updates, len(set(candidates)) if candidates else len(learner.index.active))
+
+
+def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> float:
+    """The confidence reported for a ranked tool, in 0..1. The choice model's softmax over the prior's text
+    scores says 0.9 before a call was learned (its weights set the scale, not the data), so its probability
+    is shrunk toward uniform over the choices by the evidence: n/(n + PRIOR_CALLS) of it after n learned calls."""
+    expected = min(1.0, max(0.0, ranked.expected))
+    if decision.policy != "choice":
+        return expected
+    n, uniform = evidence.calls, 1.0 / max(evidence.choices, 1)
+    return (n * expected + PRIOR_CALLS * uniform) / (n + PRIOR_CALLS)
+
+
+def reason_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> str:
     """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
     exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
     if decision.policy == "choice":  # its estimate is the probability that this is the tool wanted
-        return f"relevance {ranked.prior:.2f}, probability {ranked.expected:.2f} it is the one{exploring}"
+        confidence = confidence_of(decision, ranked, evidence)
+        return f"relevance {ranked.prior:.2f}, probability {confidence:.2f} it is the one{exploring}"
     # The estimate is a regression's: it can overshoot the scale it estimates, shown clipped to it.
     expected = min(1.0, max(0.0, ranked.expected))
     return f"relevance {ranked.prior:.2f}, expected reward {expected:.2f} of 1{exploring}"
@@ -87,7 +114,7 @@ def reason_of(decision: Decision, ranked: Ranked) -> str:
 
 
 class RecommendNextInput(Input):
-    recent_tools: list[str] | None = Field(default=None, description="Defaults to the session's own calls.")
+    recent_tools: list[str] | None = Field(default=None, description="default: the session's calls")
     top_k: int = Field(default=5, ge=1, le=50)
     session_id: str | None = SESSION_FIELD
 
@@ -116,13 +143,11 @@ class RecommendNextOutput(Output):
 
 
 class SubmitFeedbackInput(Input):
-    rating: int = Field(ge=1, le=5, strict=True, description="1 (useless) to 5 (exactly right).")
-    execution_id: str | None = Field(default=None, description="From the call's _meta['toolwise/execution_id'].")
-    tool: str | None = Field(
-        default=None,
-        description="Rate the newest call of this tool instead: in session_id if given, else in this "
-        "connection, else the newest made in the last 10 minutes (not in another open session).",
-    )
+    rating: int = Field(ge=1, le=5, strict=True)
+    execution_id: str | None = None
+    # else the newest call of `tool`: in session_id if given, else in this connection, else the newest
+    # made in the last 10 minutes (not in another open session)
+    tool: str | None = None
     comment: str | None = Field(default=None, max_length=4000)
     session_id: str | None = SESSION_FIELD
 
@@ -264,12 +289,8 @@ def checked_per_row(row: type[Any]) -> Callable[[dict[str, Any]], None]:
 
 
 class ToolMetricsInput(Input):
-    tool: str | None = Field(default=None, description="Only this tool.")
-    limit: int | None = Field(
-        default=None,
-        ge=1,
-        description="Only the `limit` most-called tools, most called first (default: every tool, by name).",
-    )
+    tool: str | None = None
+    limit: int | None = Field(default=None, ge=1, description="the most called first (default: all, by name)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,13 +367,14 @@ def _known(services: Services, names: list[str]) -> None:
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
     d = services.agent.recommend(session, args.query, args.top_k, args.candidates)
+    evidence = evidence_of(services, args.candidates)
     recs = [
         Recommendation(
             tool=r.tool,
             score=r.score,
-            confidence=min(1.0, max(0.0, r.expected)),
+            confidence=confidence_of(d, r, evidence),
             relevance=r.prior,
-            reason=reason_of(d, r),
+            reason=reason_of(d, r, evidence),
             explored=d.explored and r.tool == d.chosen,
             arguments={a.name: a.value for a in services.agent.suggest_arguments(r.tool, args.query, session.owner)}
             if rank < SUGGESTED
@@ -527,7 +549,7 @@ async def snapshot_restore(services: Services, args: SnapshotRestoreInput, sessi
 TOOLS: list[OwnTool[Any, Any]] = [
     OwnTool(
         "recommend_tool",
-        "Rank the available tools for a task described in words; learns from every call and rating that follows.",
+        "Rank the tools for a task described in words, best first.",
         RecommendToolInput,
         RecommendToolOutput,
         recommend_tool,
@@ -536,7 +558,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "recommend_next_tools",
-        "Suggest the tools that usually come next after the recent ones, from learned tool sequences.",
+        "The tools that usually come next after the recent ones.",
         RecommendNextInput,
         RecommendNextOutput,
         recommend_next_tools,
@@ -545,8 +567,8 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "submit_feedback",
-        "Rate a tool call 1..5, by execution_id or by tool name (see `tool`); the rating changes its "
-        "reward and what is learned.",
+        "Rate a tool call 1 (useless) to 5 (right): by execution_id (in its result's _meta), else the newest "
+        "call of tool.",
         SubmitFeedbackInput,
         SubmitFeedbackOutput,
         submit_feedback,
@@ -554,7 +576,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "end_session",
-        "Close the session's episode with its outcome (success, partial, failure).",
+        "End the session with its outcome.",
         EndSessionInput,
         EndSessionOutput,
         end_session,
@@ -562,7 +584,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "get_learning_stats",
-        "Admin: what the learner knows, the policy serving, downstream health.",
+        "Admin: what the learner knows, downstream health.",
         NoInput,
         LearningStatsOutput,
         get_learning_stats,
@@ -572,7 +594,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "get_tool_metrics",
-        "Admin: calls, success rate, latency (mean, p95) and ratings per tool.",
+        "Admin: calls, success, latency, ratings per tool.",
         ToolMetricsInput,
         ToolMetricsOutput,
         get_tool_metrics,

@@ -1,0 +1,52 @@
+"""recommend_tool on the README's own example (mcp-server-time and mcp-server-git, real processes),
+through an in-process `Client(server)`: what a new user sees before much was learned."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mcp import Client
+
+from tests.e2e.conftest import time_server
+from tests.server.surface import ok
+from toolwise.config import AppConfig
+from toolwise.server.app import Toolwise, build_server
+
+SERVERS = {"time": time_server(), "git": {"command": "mcp-server-git"}}
+
+
+def config(tmp_path: Path) -> AppConfig:
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    return AppConfig.model_validate({"mcpServers": SERVERS, "toolwise": {"database_url": database, "seed": 7}})
+
+
+async def test_no_tool_that_changes_the_repository_is_first_for_a_request_that_reads(tmp_path: Path) -> None:
+    reading = [
+        "what changed",
+        "which files did I modify",
+        "what's the state of the repo",
+        "compare my branch with main",
+    ]
+    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        firsts = [
+            ok(await client.call_tool("recommend_tool", {"query": q, "top_k": 1}))["recommendations"][0]["tool"]
+            for q in reading
+        ]
+    annotations = [tools[t].annotations for t in firsts]
+    assert all(a is not None and a.read_only_hint for a in annotations), firsts
+
+
+async def test_a_probability_after_a_few_calls_is_not_reported_as_near_certain(tmp_path: Path, repo: Path) -> None:
+    """After 4 calls the choice model's softmax over text scores says 0.9 for a tool: what is reported
+    is shrunk toward uniform by the calls learned, in the confidence and in the reason alike."""
+    calls = ["git__git_status", "git__git_diff_unstaged", "git__git_log", "git__git_status"]
+    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        for tool in calls:
+            assert not (await client.call_tool(tool, {"repo_path": str(repo)})).is_error
+        answer = ok(await client.call_tool("recommend_tool", {"query": "show me the recent commits", "top_k": 3}))
+    top = answer["recommendations"][0]
+    assert top["confidence"] < 0.3
+    assert re.search(r"probability (\d\.\d\d)", top["reason"])[1] == f"{top['confidence']:.2f}"  # type: ignore[index]
+    assert sum(r["confidence"] for r in answer["recommendations"]) <= 1

@@ -1,0 +1,61 @@
+"""A tool whose annotations say it changes things is not first on the words of a request alone: it
+gives up part of its text relevance until calls of it have worked (rl/features.py's caution). The
+example's git tools, with the real embedding model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolwise.learning.embedding import load_embedder, tool_document
+from toolwise.rl import Learner, Step, ToolDoc
+from toolwise.rl.features import asks_to_read
+
+GIT = [  # mcp-server-git's tools, descriptions and annotations as it serves them
+    ("git_status", "Shows the working tree status", "reads"),
+    ("git_diff_unstaged", "Shows changes in the working directory that are not yet staged", "reads"),
+    ("git_diff_staged", "Shows changes that are staged for commit", "reads"),
+    ("git_add", "Adds file contents to the staging area", "writes"),
+    ("git_reset", "Unstages all staged changes", "destroys"),
+    ("git_commit", "Records changes to the repository", "writes"),
+    ("git_log", "Shows the commit logs", "reads"),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():  # type: ignore[no-untyped-def]
+    return load_embedder("wordllama")
+
+
+def catalogue(*, annotated: bool) -> list[ToolDoc]:
+    schema = {"properties": {"repo_path": {"type": "string"}}}
+    return [
+        ToolDoc(f"git__{n}", d, tool_document(f"git__{n}", None, d, schema), effect if annotated else "unknown")  # type: ignore[arg-type]
+        for n, d, effect in GIT
+    ]
+
+
+def test_a_destructive_tool_is_not_first_on_the_words_of_a_request_alone(embedder) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    bare = Learner(tools=catalogue(annotated=False), embedder=embedder)
+    annotated = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    for query in ("stage all my changes", "what changed"):
+        assert bare.recommend(query, rng, top_k=1).chosen == "git__git_reset"  # the words alone say reset
+        assert annotated.recommend(query, rng, top_k=1).chosen != "git__git_reset", query
+
+
+def test_the_caution_lifts_as_calls_of_the_tool_work(embedder) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    learner = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    query, reset = "take my files out of the staging area", np.array([learner.index.tools.get("git__git_reset") or 0])
+    before = float(learner.features.kept(query, reset)[0])
+    assert learner.recommend(query, rng, top_k=1).chosen != "git__git_reset"
+    for _ in range(6):
+        learner.learn(Step("git__git_reset", True, 40.0, query=query), rng)
+    assert learner.recommend(query, rng, top_k=1).chosen == "git__git_reset"
+    assert before < 0.5 < float(learner.features.kept(query, reset)[0]) < 1
+
+
+def test_a_request_that_asks_to_read_is_told_from_one_that_asks_to_act() -> None:
+    assert all(map(asks_to_read, ["what changed", "Show me the log", "which files did I modify", "diff vs main?"]))
+    assert not any(map(asks_to_read, ["stage all my changes", "commit with message 'x'", "showcase", None]))
