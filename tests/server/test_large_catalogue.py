@@ -79,11 +79,11 @@ async def test_the_tools_toolwise_knows_matter_stay_loaded_in_a_client_with_its_
     the way to the rest, the pinned and the client's learned tools; nothing else, so a client's own
     search still hides the other tools of a large catalogue."""
     pinned: dict[str, Any] = {"pinned_tools": ["toy__echo", "get_tool_metrics"]}
-    async with serving(tmp_path / "all", {"toy": toy_server.spec(bulk=50)}, **pinned) as client:
+    async with serving(tmp_path / "all", in_process={"toy": toy_server.served(bulk=50)}, **pinned) as client:
         every = (await client.list_tools()).tools
     assert kept_loaded(every) == {"recommend_tool", "toy__echo", "get_tool_metrics"} and len(every) > 60
     learned: dict[str, Any] = {"exposure": "learned", "exposure_k": 2, "exposure_interval_s": 0, **pinned}
-    async with serving(tmp_path / "learned", {"toy": toy_server.spec(bulk=50)}, **learned) as client:
+    async with serving(tmp_path / "learned", in_process={"toy": toy_server.served(bulk=50)}, **learned) as client:
         found = ok(await client.call_tool("search_tools", {"query": "bulk tool number 42", "top_k": 5}))
         listed = (await client.list_tools(cache_mode="refresh")).tools
     shown = {t.name for t in listed} - {"search_tools", "call_tool", "toy__echo", "get_tool_metrics"}
