@@ -131,7 +131,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     rewards, _ = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
     contexts = _query_contexts(learner, queries)  # embeds them in one call (memoised for the text columns)
-    text = {q: learner.index.text_columns(q, arms) for q in queries}
+    text = {q: learner.features.text_columns(q, arms) for q in queries}  # with the caution on tools that write
     ratings = steps.rating if steps.rating is not None else [None] * n
     ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
     scaled = _scaled(learner, rewards)
@@ -229,7 +229,8 @@ def _query_part(
     learner: Learner, queries: list[str], rows: NDArray[np.int64], arms: NDArray[np.int64]
 ) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
     """The distinct queries' embeddings (one call; a last zero row for "no query") and each step's
-    semantic + lexical prior for its tool, as `Learner.prior` computes it without the follow part."""
+    semantic + lexical prior for its tool, as `Features.prior` computes it without the follow part (the
+    caution on tools that write included)."""
     semantic = learner.index.semantic
     assert semantic is not None
     index, weight = learner.index.lexical, learner.config.lexical_weight
@@ -248,4 +249,7 @@ def _query_part(
     without = inside & (rows == len(queries))
     if without.any():
         base[without] = index.scores("").take(arms[without])
+    for i in np.flatnonzero(inside & (learner.index.caution_of(np.where(inside, arms, 0)) > 0)).tolist():
+        query = queries[rows[i]] if rows[i] < len(queries) else None
+        base[i] *= float(learner.features.kept(query, arms[i : i + 1])[0])
     return embeddings, base
