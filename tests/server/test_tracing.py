@@ -117,6 +117,8 @@ async def test_a_proxied_call_is_one_trace_from_the_caller_through_toolwise_to_t
     assert server.attributes["network.transport"] == "pipe" and server.attributes["jsonrpc.request.id"]
     assert server.attributes["toolwise.execution_id"] == execution_of(result)
     assert server.attributes["toolwise.downstream"] == "probe"
+    reward = server.attributes["toolwise.reward"]
+    assert isinstance(reward, float) and 5 < reward <= 12  # a call that worked: +10, less its latency
     assert downstream.attributes["gen_ai.tool.name"] == "meta"
     assert downstream.attributes["network.transport"] == "pipe"  # the downstream's stdio
     assert downstream.attributes["mcp.protocol.version"] in {"2026-07-28", "2025-11-25"}
@@ -139,6 +141,10 @@ async def test_a_tool_error_and_a_protocol_error_are_error_types_on_the_spans(tm
         span = recorded.span(name)
         assert span.attributes is not None and span.attributes["error.type"] == "tool_error", name
         assert span.status.status_code is StatusCode.ERROR and span.status.description == "failed on purpose"
+    failed_call = recorded.span("tools/call probe__fail").attributes
+    assert failed_call is not None
+    penalty = failed_call["toolwise.reward"]
+    assert isinstance(penalty, float) and penalty < 0  # a failure: −5, less its latency
     unknown = recorded.span("tools/call probe__nothing")
     assert unknown.attributes is not None and unknown.attributes["error.type"] == "-32602"  # INVALID_PARAMS
     (failed,) = [keys for keys, _ in recorded.histogram("mcp.client.operation.duration") if "error.type" in keys]

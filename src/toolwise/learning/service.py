@@ -48,7 +48,15 @@ from toolwise.feedback.records import new_id
 from toolwise.learning.embedding import load_embedder, tool_document, tool_effect
 from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
-from toolwise.learning.sessions import DECISION_META_KEY, Call, OpenDecision, OpenDecisions, Session, Sessions
+from toolwise.learning.sessions import (
+    DECISION_META_KEY,
+    Call,
+    OpenDecision,
+    OpenDecisions,
+    Session,
+    Sessions,
+    step_of,
+)
 from toolwise.learning.watermark import Covered
 from toolwise.learning.worker import LearningThread
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
@@ -371,6 +379,15 @@ class LearningService:
             self.learner.learn(step, self.state.rng)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", step.tool)
+
+    def reward_of(self, execution: Execution) -> float | None:
+        """The reward a noted call will be learned with, now (its tool's running mean latency as the
+        calls before it left it; for a trace, before the call is learned); None for a call not learned
+        from (`learned_from`)."""
+        if not learned_from(execution.error_type):
+            return None
+        with self.lock:
+            return self.learner.reward_of(step_of(execution, (), self.history_n))
 
     def shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,

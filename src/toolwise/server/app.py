@@ -516,7 +516,8 @@ async def forward(
         opened=opened,
     )
     if app.tracing is not None:
-        noted(session.find(execution_id))
+        execution = session.find(execution_id)
+        noted(execution, None if execution is None else app.learning.reward_of(execution))
     if stopped is not None:
         log.info("%s", error)
         raise stopped

@@ -78,8 +78,9 @@ def _attributes(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
     return attributes
 
 
-def noted(execution: Execution | None) -> None:
-    """A proxied call was noted: its execution (and the decision it follows) on the request's span."""
+def noted(execution: Execution | None, reward: float | None = None) -> None:
+    """A proxied call was noted: its execution, the decision it follows and the reward it will be
+    learned with (learning happens after the answer) on the request's span."""
     if execution is None:  # not in its session's window: cannot be, it was noted just now
         return
     span = trace.get_current_span()
@@ -90,8 +91,8 @@ def noted(execution: Execution | None) -> None:
         span.set_attribute("toolwise.followed", execution.propensity is not None)  # set only for the chosen tool
     if execution.explored is not None:
         span.set_attribute("toolwise.explored", execution.explored)
-    if execution.reward is not None:  # learned after the answer as a rule: a rating's reward is the log's
-        span.set_attribute("toolwise.reward", execution.reward)
+    if reward is not None:
+        span.set_attribute("toolwise.reward", reward)
 
 
 def recommended(decision_id: str) -> None:
