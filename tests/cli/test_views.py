@@ -82,3 +82,16 @@ def test_export_writes_the_episodes_and_summaries_of_its_window(tmp_path: Path) 
     actions = {line["tool"]: line for line in lines if line["type"] == "action"}  # the whole namespace
     assert actions["s__t0"]["calls"] == 20 and actions["s__t0"]["success_rate"] == 0.5
     assert actions["s__t1"]["mean_reward"] == 10.0 and actions["s__t1"]["explored"] == 0
+
+
+def test_an_export_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
+    url, config = cli_config(tmp_path)
+    fill(url, utcnow())
+    new, old = tmp_path / "new.jsonl", tmp_path / "old.jsonl"
+    old.write_text("an older export\n")
+    old.chmod(0o644)
+    for out in (new, old):
+        result = CliRunner().invoke(cli, ["inspect", "export", *config, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert out.stat().st_mode & 0o777 == 0o600, oct(out.stat().st_mode)
+    assert [json.loads(line)["type"] for line in old.read_text().splitlines()].count("execution") == 40

@@ -72,6 +72,31 @@ async def test_snapshot_tools_read_and_write_only_inside_the_snapshot_directory(
     assert restored.path == "state.snapshot"
 
 
+async def test_stored_snapshot_files_are_readable_by_their_owner_alone(services: Services, tmp_path: Path) -> None:
+    """A snapshot holds what users asked for (the learned state, argument digests): 0600 in a 0700 folder."""
+    dump = own_tools(admin=True, snapshots=True)["snapshot_dump"]
+    await dump.handler(services, SnapshotDumpInput(output="new.snapshot"), Session("admin"))
+    older = tmp_path / "snapshots" / "older.snapshot"
+    older.write_bytes(b"an older file")
+    older.chmod(0o644)
+    await dump.handler(services, SnapshotDumpInput(output="older.snapshot", overwrite=True), Session("admin"))
+    assert (tmp_path / "snapshots").stat().st_mode & 0o777 == 0o700
+    for written in (tmp_path / "snapshots" / "new.snapshot", older):
+        assert written.stat().st_mode & 0o777 == 0o600, f"{written.name}: {oct(written.stat().st_mode)}"
+
+
+def test_a_dumped_snapshot_and_its_signature_are_readable_by_their_owner_alone(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    key = ["--private", str(tmp_path / "k.pem"), "--public", str(tmp_path / "k.pub")]
+    assert CliRunner().invoke(cli, ["snapshot", "keygen", *key]).exit_code == 0
+    out = tmp_path / "state.snapshot"
+    dump = ["snapshot", "dump", "--database-url", url, "--output", str(out), "--sign-key", str(tmp_path / "k.pem")]
+    result = CliRunner().invoke(cli, dump)
+    assert result.exit_code == 0, result.output
+    for written in (out, snapshots.signature_path(out)):
+        assert written.stat().st_mode & 0o777 == 0o600, f"{written.name}: {oct(written.stat().st_mode)}"
+
+
 def test_keygen_keeps_an_existing_key_unless_forced(tmp_path: Path) -> None:
     private, public = tmp_path / "key.pem", tmp_path / "key.pub"
     args = ["snapshot", "keygen", "--private", str(private), "--public", str(public)]

@@ -9,6 +9,7 @@ in-process (`served`); `main` serves it over stdio (tests/server/test_sdk.py's s
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,13 @@ async def main() -> None:
     server = build(os.environ.get("TOY_NAME", "toy"), Path(log) if log else None, int(os.environ.get("TOY_BULK", "0")))
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
+
+
+def spec(name: str = "toy", log: Path | None = None, bulk: int = 0, **extra: Any) -> dict[str, Any]:
+    """The mcpServers entry that starts this server as a process under `name` (for the end-to-end tests
+    that need one; `log`: where `sleep` notes a cancel; `bulk`: that many more tools)."""
+    env = {"TOY_NAME": name, "TOY_BULK": str(bulk), **({"TOY_LOG": str(log)} if log is not None else {})}
+    return {"command": sys.executable, "args": [__file__], "env": env, **extra}
 
 
 def served(name: str = "toy", log: Path | None = None, bulk: int = 0, prefix: str | None = None) -> InProcessServer:

@@ -23,7 +23,7 @@ from toolwise.cli.views import Column, fitted_table, natural_width, plot_slices
 from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.engine import sqlite_path
+from toolwise.feedback.engine import open_private, sqlite_path
 from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.instances import liveness
 from toolwise.learning import snapshots
@@ -387,7 +387,7 @@ def inspect_export(
         ns = settings.namespace
         written = ratings = 0
         # binary: the executions come as the database's UTF-8 bytes, the few other lines are encoded here
-        with output.open("wb") as out, Progress(console=console, transient=True) as progress:
+        with open_private(output) as out, Progress(console=console, transient=True) as progress:
             header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from toolwise.errors import UserError
+from toolwise.feedback.engine import open_private
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl.learner import STATE_SCHEMA
 
@@ -90,17 +90,18 @@ def write_file(snapshot: SnapshotRecord, path: Path, *, overwrite: bool = True) 
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr(zipfile.ZipInfo("manifest.json", _EPOCH), manifest_bytes(snapshot))
         archive.writestr(zipfile.ZipInfo("state.bin", _EPOCH), snapshot.payload)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not overwrite and signature_path(path).exists():
         raise SnapshotError(f"{path.name}.sig already exists; pass overwrite to replace it")
     try:
-        with path.open("wb" if overwrite else "xb") as f:
+        with open_private(path, exclusive=not overwrite) as f:  # the learned state tells what users asked
             f.write(buffer.getvalue())
     except FileExistsError:
         raise SnapshotError(f"{path.name} already exists; pass overwrite to replace it") from None
     signature = signature_path(path)
     if snapshot.signature is not None:
-        signature.write_bytes(snapshot.signature)
+        with open_private(signature) as f:
+            f.write(snapshot.signature)
     elif signature.exists():
         signature.unlink()  # a stale signature of an earlier file would not verify this one
 
@@ -166,8 +167,7 @@ def generate_keys(private_path: Path, public_path: Path, *, force: bool = False)
     if force:
         private_path.unlink(missing_ok=True)
     # Created 0600 from the start: a chmod after writing would leave the key readable for a moment.
-    descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "wb") as f:
+    with open_private(private_path, exclusive=True) as f:
         f.write(private)
     public_path.write_bytes(
         key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)

@@ -1,9 +1,10 @@
 """Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know.
 
-On stdio, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clean shutdown as the
+On either, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clean shutdown as the
 client closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read
 on the event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once
-even while the client keeps stdin open.
+even while the client keeps stdin open. Over HTTP the calls in flight get `DRAIN_S` to be answered,
+then open streams end (`draining.py`): connected clients never hold a shutdown up.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
 
+from toolwise.background import Background
 from toolwise.config import AppConfig
 
 if TYPE_CHECKING:
+    import uvicorn
     from mcp.server import Server
 
     from toolwise.server.app import Toolwise
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line)
+DRAIN_S = 3.0  # seconds the HTTP calls in flight get to be answered once a signal says stop
 
 
 async def serve_stdio(config: AppConfig) -> None:
@@ -46,7 +50,7 @@ async def serve_stdio(config: AppConfig) -> None:
     async with ready_to_serve(config) as (app, server):
         app.callers.serve_alone()  # one client: it owns everything recorded, across restarts too
         stdin = await _stdin_lines()
-        with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving):
+        with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving.cancel):
             async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]  # _Lines offers the async line iteration the SDK reads, not all of AsyncFile
                 log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
                 await server.run(read, write, server.create_initialization_options())
@@ -98,19 +102,22 @@ def settle_heap() -> None:
 
 
 @contextlib.contextmanager
-def _stop_on(signals: tuple[signal.Signals, ...], scope: anyio.CancelScope) -> Iterator[None]:
-    """While inside, each of `signals` cancels `scope` (once; a second signal only says so)."""
+def _stop_on(signals: tuple[signal.Signals, ...], stop: Callable[[], object]) -> Iterator[None]:
+    """While inside, the first of `signals` calls `stop` (a second signal only says so)."""
     loop = asyncio.get_running_loop()
+    stopping = False
 
-    def stop(sig: signal.Signals) -> None:
-        if scope.cancel_called:
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal stopping
+        if stopping:
             log.warning("%s: already shutting down", sig.name)
             return
+        stopping = True
         log.info("%s received: stopping", sig.name)
-        scope.cancel()
+        stop()
 
     for sig in signals:
-        loop.add_signal_handler(sig, stop, sig)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         yield
     finally:
@@ -189,6 +196,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
 
     from toolwise.server.auth import DASHBOARD, BearerAuth, http_access
     from toolwise.server.dashboard_http import endpoint
+    from toolwise.server.draining import Draining
     from toolwise.server.events import RETRY_MS, MemoryEventStore
     from toolwise.server.health import HEALTH_PATH, health_route
 
@@ -203,14 +211,40 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
             return refused or Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
         starlette.add_route("/metrics", metrics, methods=["GET"])
-        settings = config.toolwise
-        dashboard = endpoint(app.feedback, app.learning.namespace, settings.database_url, access)
+        dashboard = endpoint(app.feedback, app.learning.namespace, config.toolwise.database_url, access)
         starlette.add_route(DASHBOARD, dashboard, methods=["GET"])
         starlette.add_route(HEALTH_PATH, health_route(app.catalogue.health), methods=["GET"])  # no token: health.py
+        draining = Draining(starlette)
         asgi: ASGIApp = (
-            starlette if access.token is None else BearerAuth(starlette, access.token, open_paths=(HEALTH_PATH,))
+            draining if access.token is None else BearerAuth(draining, access.token, open_paths=(HEALTH_PATH,))
         )
         port = listening.getsockname()[1]
-        uv = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_config=None, lifespan="on"))
+        # DRAIN_S, then a second for the streams to end: uvicorn cancels what is left, then toolwise shuts down.
+        settings = uvicorn.Config(
+            asgi, host=host, port=port, log_config=None, lifespan="on", timeout_graceful_shutdown=int(DRAIN_S) + 1
+        )
+        uv = _without_signal_handlers(settings)
+        stopping = Background()
+
+        def stop() -> None:
+            uv.should_exit = True  # uvicorn stops accepting, closes idle connections, waits for the others
+            stopping.spawn(draining.close(DRAIN_S), name="toolwise-drain", failure="draining the HTTP requests failed")
+
         log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
-        await uv.serve(sockets=[listening])
+        with _stop_on(STOP_SIGNALS, stop):
+            await uv.serve(sockets=[listening])
+        log.info("toolwise shutting down: recording what is left and saving a snapshot")
+
+
+def _without_signal_handlers(settings: uvicorn.Config) -> uvicorn.Server:
+    """A uvicorn server that leaves the signals to toolwise (`_stop_on`): its own handlers re-raise the
+    signal once uvicorn has shut down, which kills the process before toolwise's shutdown runs (exit -15,
+    no snapshot, the instance never marked stopped, downstreams left behind)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server(settings)
