@@ -86,6 +86,7 @@ async def test_stored_snapshot_files_are_readable_by_their_owner_alone(services:
 
 
 def test_a_dumped_snapshot_and_its_signature_are_readable_by_their_owner_alone(tmp_path: Path) -> None:
+    (tmp_path / "toolwise.db").touch()  # a database that exists: the read-only commands refuse a missing one
     url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
     key = ["--private", str(tmp_path / "k.pem"), "--public", str(tmp_path / "k.pub")]
     assert CliRunner().invoke(cli, ["snapshot", "keygen", *key]).exit_code == 0
