@@ -3,6 +3,7 @@ thread, in call order, and what it learned is what the recommendations after it 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 import pytest
 
 from tests.server.surface import ok, running
+from toolwise.learning import service
 from toolwise.rl import Step
+from toolwise.server.app import STALE_CALLS
 
 
 async def test_proxied_calls_are_learned_on_the_learning_thread_in_call_order(
@@ -36,3 +39,25 @@ async def test_proxied_calls_are_learned_on_the_learning_thread_in_call_order(
         assert [position for position, _ in seen] == [str(("say hello back", i)) for i in range(10)]
         stats = ok(await client.call_tool("get_learning_stats", {}))
         assert stats["updates"] == 10 and stats["calls"] == 10
+
+
+async def test_a_recommendation_reads_the_learned_state_as_it_is_unless_a_seed_asks_for_exact_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # nothing is learned until someone waits for it
+    async with running(tmp_path, seed=None) as (app, client):
+        while app.learning.loading or app.learning.catching_up:  # start-up's catch-up ends with a drain of its own
+            await asyncio.sleep(0.01)
+        assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        assert app.learning.pending == 1, "the recommendation did not wait for the call before it"
+        for i in range(STALE_CALLS):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        ok(await client.call_tool("recommend_next_tools", {}))
+        assert app.learning.pending == 0, "past STALE_CALLS pending calls, a recommendation waits for them"
+    async with running(tmp_path / "seeded") as (app, client):  # surface.running's seed: decisions replay exactly
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        assert app.learning.pending == 0

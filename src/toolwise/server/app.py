@@ -67,6 +67,7 @@ from toolwise.server.tools import own_tools
 from toolwise.server.tracing import middleware, noted, recommended
 
 log = logging.getLogger(__name__)
+STALE_CALLS = 64  # calls pending past which a recommendation waits for them to be learned first (staleness bound)
 
 VERSION = "0.1.0"
 UNMARKED_RESNAPSHOT = 10_000  # own executions unseen in the log that make a shutdown sync and snapshot again
@@ -442,7 +443,11 @@ async def call_own(
 ) -> types.CallToolResult:
     args = tool.input.model_validate(arguments)
     try:
-        await app.learning.drain()  # what our tools report or change includes every call made so far
+        if tool.waits or app.learning.pending > STALE_CALLS or app.learning.settings.seed is not None:
+            # what our tools report or change includes every call made so far; a recommendation reads the
+            # learned state as it is (a call is learned within IDLE_DRAIN_S), unless a seed asks for
+            # decisions that replay exactly, or the calls pending are many
+            await app.learning.drain()
     except StoreUnavailableError as exc:
         if tool.uses_store:
             raise

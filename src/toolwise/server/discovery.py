@@ -193,6 +193,7 @@ def search_tool() -> OwnTool[SearchToolsInput, SearchToolsOutput]:
         search_tools,
         False,
         uses_store=False,
+        waits=False,
     )
 
 

@@ -77,6 +77,7 @@ class OwnTool(Generic[In, Out]):
     read_only: bool
     admin: bool = False
     uses_store: bool = True  # False: answers from memory, so it still answers while the database fails
+    waits: bool = True  # False (a recommendation): reads the learned state as it is, not after the calls pending
     unlisted: tuple[str, ...] = ()  # input fields accepted but left out of the listing (experts' knobs)
 
     @property

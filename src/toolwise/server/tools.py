@@ -555,6 +555,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
         recommend_tool,
         False,
         uses_store=False,
+        waits=False,
     ),
     OwnTool(
         "recommend_next_tools",
@@ -564,6 +565,7 @@ TOOLS: list[OwnTool[Any, Any]] = [
         recommend_next_tools,
         True,
         uses_store=False,
+        waits=False,
     ),
     OwnTool(
         "submit_feedback",
