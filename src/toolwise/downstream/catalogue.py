@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -123,6 +125,7 @@ class Route:
 
 
 MAX_MESSAGE = 300  # characters of the validator's message (it quotes the offending value)
+STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
 
 
 def compile_validator(tool: str, schema: Mapping[str, Any]) -> Validator | None:
@@ -196,6 +199,7 @@ class Downstream:
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _launched: asyncio.Event = field(default_factory=asyncio.Event)  # its process spawned (or attempt over)
     _task: asyncio.Task[None] | None = None
+    _spawns: list[Any] = field(default_factory=list)  # the processes of its latest start
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
@@ -221,10 +225,28 @@ class Downstream:
     async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
+                # The SDK stops a stdio server under a shield (close stdin, 2 s, then kill) that a cancel can
+                # break into: a process hung in its start is then never killed and its stdout never ends.
+                self._kill_spawned()
+                if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
+                    log.error("downstream %s did not stop within %gs of its process being killed", self.name, STOP_S)
         self.junk.close()
         self.state = "stopped"
+
+    def _kill_spawned(self) -> None:
+        """SIGKILL the process group of each process of its latest start still running (the SDK starts
+        each in a session of its own, so a wrapper's children go with it)."""
+        for process in self._spawns:
+            if process.returncode is None:
+                log.warning(
+                    "downstream %s did not stop within %gs: killing its process %d", self.name, STOP_S, process.pid
+                )
+                if os.name == "posix":
+                    with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
+                        os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
 
     @property
     def client(self) -> Client | None:
@@ -289,6 +311,7 @@ class Downstream:
         self._process = None
         async with contextlib.AsyncExitStack() as stack:
             with recording_spawns(self._launched) as spawned:
+                self._spawns = spawned
                 try:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
