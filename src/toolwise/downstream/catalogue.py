@@ -219,6 +219,11 @@ class Downstream:
     async def wait_first_attempt(self) -> None:
         await self._attempted.wait()
 
+    @property
+    def first_start_over(self) -> bool:
+        """Its first start has ended: it came up, or failed (or timed out) once."""
+        return self._attempted.is_set()
+
     async def wait_launched(self) -> None:
         await self._launched.wait()
 
@@ -615,6 +620,7 @@ class Catalogue:
         self.on_change: Callable[[], Coroutine[Any, Any, None]] | None = None  # `serve` sets it
         self._announcing = Background()
         self._launched = False  # `launch` has waited for the processes once
+        self._started_at: float | None = None  # loop time of the first start: `first_started`'s deadline
 
     def serve(self, on_change: Callable[[], Coroutine[Any, Any, None]], reserved: frozenset[str]) -> None:
         """Served by an app (which may start after the downstreams were launched): `on_change` runs after
@@ -647,6 +653,8 @@ class Catalogue:
     async def _start_each(self, ready: Callable[[Downstream], Coroutine[Any, Any, None]]) -> None:
         """Start every downstream (a started one is left as it is) and wait until each is `ready`, at
         most `start_wait_s`."""
+        if self._started_at is None:
+            self._started_at = asyncio.get_running_loop().time()
         for downstream in self.downstreams.values():
             downstream.start()
         waits = [asyncio.create_task(ready(d)) for d in self.downstreams.values()]
@@ -654,6 +662,29 @@ class Catalogue:
             _, waiting = await asyncio.wait(waits, timeout=self.settings.start_wait_s)
             for task in waiting:
                 task.cancel()
+
+    async def first_started(self, enough: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until every downstream has ended its first start (up, or failed once), or `enough` holds
+        after one has, at most until `start_timeout_s` after the start (which bounds each first start
+        anyway); True if it waited. What a client's tools/list waits for: a downstream still starting
+        after `start_wait_s` would be missing from it, and not every client refreshes its list on
+        `tools/list_changed`."""
+        starting = [d for d in self.downstreams.values() if not d.first_start_over]
+        if not starting or self._started_at is None:
+            return False
+        waits = {asyncio.ensure_future(d.wait_first_attempt()) for d in starting}
+        deadline = self._started_at + self.settings.start_timeout_s
+        log.info("waiting up to %.1fs for downstreams still starting", deadline - asyncio.get_running_loop().time())
+        try:
+            while waits and not enough():
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                _, waits = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        return True
 
     async def aclose(self) -> None:
         await asyncio.gather(*(d.aclose() for d in self.downstreams.values()))
