@@ -96,7 +96,9 @@ async def test_a_signal_over_http_shuts_down_cleanly_with_a_client_connected(
     toy = toy_server.spec()
     toy["env"]["TOOLWISE_TEST_MARKER"] = marker
     servers = {"time": time_server(marker), "toy": toy, "hung": hung_server(marker)}
-    config = write_config(servers, snapshot_interval_s=0, start_wait_s=0.5, start_timeout_s=600)
+    # The hung one never starts: its first start times out after 3 s (a first tools/list waits that long), then
+    # it is started again, and again, a process hung in its start each time.
+    config = write_config(servers, snapshot_interval_s=0, start_wait_s=0.5, start_timeout_s=3, restart_backoff_s=0.1)
     port = free_port()
     proc = subprocess.Popen(
         [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(config)],

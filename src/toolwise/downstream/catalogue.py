@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -131,6 +133,7 @@ class Route:
 
 
 MAX_MESSAGE = 300  # characters of the validator's message (it quotes the offending value)
+STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
 
 
 def compile_validator(tool: str, schema: Mapping[str, Any]) -> Validator | None:
@@ -204,6 +207,7 @@ class Downstream:
     _attempted: asyncio.Event = field(default_factory=asyncio.Event)
     _launched: asyncio.Event = field(default_factory=asyncio.Event)  # its process spawned (or attempt over)
     _task: asyncio.Task[None] | None = None
+    _spawns: list[Any] = field(default_factory=list)  # the processes of its latest start
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
@@ -224,16 +228,39 @@ class Downstream:
     async def wait_first_attempt(self) -> None:
         await self._attempted.wait()
 
+    @property
+    def first_start_over(self) -> bool:
+        """Its first start has ended: it came up, or failed (or timed out) once."""
+        return self._attempted.is_set()
+
     async def wait_launched(self) -> None:
         await self._launched.wait()
 
     async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
+                # The SDK stops a stdio server under a shield (close stdin, 2 s, then kill) that a cancel can
+                # break into: a process hung in its start is then never killed and its stdout never ends.
+                self._kill_spawned()
+                if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
+                    log.error("downstream %s did not stop within %gs of its process being killed", self.name, STOP_S)
         self.junk.close()
         self.state = "stopped"
+
+    def _kill_spawned(self) -> None:
+        """SIGKILL the process group of each process of its latest start still running (the SDK starts
+        each in a session of its own, so a wrapper's children go with it)."""
+        for process in self._spawns:
+            if process.returncode is None:
+                log.warning(
+                    "downstream %s did not stop within %gs: killing its process %d", self.name, STOP_S, process.pid
+                )
+                if os.name == "posix":
+                    with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
+                        os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
 
     @property
     def client(self) -> Client | None:
@@ -298,6 +325,7 @@ class Downstream:
         self._process = None
         async with contextlib.AsyncExitStack() as stack:
             with recording_spawns(self._launched) as spawned:
+                self._spawns = spawned
                 try:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
@@ -641,6 +669,7 @@ class Catalogue:
         self.on_change: Callable[[], Coroutine[Any, Any, None]] | None = None  # `serve` sets it
         self._announcing = Background()
         self._launched = False  # `launch` has waited for the processes once
+        self._started_at: float | None = None  # loop time of the first start: `first_started`'s deadline
 
     def serve(self, on_change: Callable[[], Coroutine[Any, Any, None]], reserved: frozenset[str]) -> None:
         """Served by an app (which may start after the downstreams were launched): `on_change` runs after
@@ -673,6 +702,8 @@ class Catalogue:
     async def _start_each(self, ready: Callable[[Downstream], Coroutine[Any, Any, None]]) -> None:
         """Start every downstream (a started one is left as it is) and wait until each is `ready`, at
         most `start_wait_s`."""
+        if self._started_at is None:
+            self._started_at = asyncio.get_running_loop().time()
         for downstream in self.downstreams.values():
             downstream.start()
         waits = [asyncio.create_task(ready(d)) for d in self.downstreams.values()]
@@ -680,6 +711,29 @@ class Catalogue:
             _, waiting = await asyncio.wait(waits, timeout=self.settings.start_wait_s)
             for task in waiting:
                 task.cancel()
+
+    async def first_started(self, enough: Callable[[], bool] = lambda: False) -> bool:
+        """Wait until every downstream has ended its first start (up, or failed once), or `enough` holds
+        after one has, at most until `start_timeout_s` after the start (which bounds each first start
+        anyway); True if it waited. What a client's tools/list waits for: a downstream still starting
+        after `start_wait_s` would be missing from it, and not every client refreshes its list on
+        `tools/list_changed`."""
+        starting = [d for d in self.downstreams.values() if not d.first_start_over]
+        if not starting or self._started_at is None:
+            return False
+        waits = {asyncio.ensure_future(d.wait_first_attempt()) for d in starting}
+        deadline = self._started_at + self.settings.start_timeout_s
+        log.info("waiting up to %.1fs for downstreams still starting", deadline - asyncio.get_running_loop().time())
+        try:
+            while waits and not enough():
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                _, waits = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        return True
 
     async def aclose(self) -> None:
         await asyncio.gather(*(d.aclose() for d in self.downstreams.values()))

@@ -316,6 +316,12 @@ class Toolwise:
         else:
             await ctx.session.send_tool_list_changed()
 
+    async def first_started(self, enough: Callable[[], bool] = lambda: False) -> None:
+        """Wait for the downstreams still in their first start (`Catalogue.first_started`), then list
+        what they brought (the tool-list change they caused may not have run yet)."""
+        if await self.catalogue.first_started(enough):
+            self._listed = self._own_definitions + self.catalogue.tools()
+
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
         self._listed = self.exposure.tools(self._own_definitions, None)
@@ -400,6 +406,7 @@ async def on_list_tools(
     app = ctx.lifespan_context
     app.watch_connection(ctx)
     app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
+    await app.first_started()  # a list without a downstream still starting would not be refreshed by all
     return types.ListToolsResult(tools=app.list_tools(client_key(ctx)))
 
 
@@ -486,6 +493,9 @@ async def forward(
     A round that ends in `input_required` (2026-07-28) goes back as it is, its decision still open:
     the call is noted once, when its last round answers."""
     route = app.catalogue.resolve(name)
+    if route is None:  # perhaps a tool of a downstream still starting
+        await app.first_started(lambda: app.catalogue.resolve(name) is not None)
+        route = app.catalogue.resolve(name)
     if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
         raise MCPError(
             INVALID_PARAMS,
