@@ -125,9 +125,17 @@ def _sqlite_pragmas(engine: Engine, synchronous: str) -> None:
         cursor.close()
 
 
+class DatabaseFileGoneError(OSError):
+    """The SQLite file toolwise writes was deleted or replaced while it ran: what it wrote since would go
+    to a file nobody sees (the open connection keeps writing the deleted one) and vanish at exit.
+    Transient for the writer (an OSError): records wait, and are dead-lettered at shutdown (a restart
+    opens the file anew)."""
+
+
 class SQLiteWriteThread:
     """The one thread (and sync engine) that writes an SQLite file: batches of executions (the
-    group-commit writer keeps one in flight at a time) and every other write, each in its own transaction."""
+    group-commit writer keeps one in flight at a time) and every other write, each in its own transaction.
+    Before each, it checks that the file is still the one it opened (`DatabaseFileGoneError`)."""
 
     def __init__(self, url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL") -> None:
         self.engine = sqlalchemy.create_engine(
@@ -136,12 +144,34 @@ class SQLiteWriteThread:
         )
         _sqlite_pragmas(self.engine, synchronous)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="toolwise-sqlite-writer")
+        self._path = sqlite_path(url)
+        self._identity: tuple[int, int] | None = None  # the file's (device, inode) at the first write
+
+    def _check_file(self) -> None:
+        if self._path is None:
+            return
+        try:
+            found = os.stat(self._path)
+        except FileNotFoundError:
+            raise DatabaseFileGoneError(
+                f"the database file {self._path} was deleted while toolwise ran: nothing written now would be "
+                "kept; records wait and are dead-lettered at shutdown; restore the file and restart toolwise"
+            ) from None
+        identity = (found.st_dev, found.st_ino)
+        if self._identity is None:
+            self._identity = identity
+        elif identity != self._identity:
+            raise DatabaseFileGoneError(
+                f"the database file {self._path} was replaced while toolwise ran (it writes the file it opened, "
+                "which nothing reads any more): restart toolwise to use the new one"
+            )
 
     async def execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None = None) -> None:
         """Run `sql` for every parameter row, then `then(connection)`, in one transaction."""
         await asyncio.get_running_loop().run_in_executor(self._thread, self._execute, sql, params, then)
 
     def _execute(self, sql: str, params: Sequence[Any], then: Callable[[Connection], None] | None) -> None:
+        self._check_file()
         with self.engine.begin() as conn:
             conn.exec_driver_sql(sql, params)
             if then is not None:
@@ -152,6 +182,7 @@ class SQLiteWriteThread:
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._run, work)
 
     def _run(self, work: Callable[[Connection], R]) -> R:
+        self._check_file()
         with self.engine.begin() as conn:
             return work(conn)
 
