@@ -325,7 +325,7 @@ class Learner:
         update = self.policy.learn_one(lesson, rng)
         self.updates += 1
         self.reward_sum += reward
-        if update.transition is not None and self.config.replay_enabled:
+        if capabilities.replay and update.transition is not None and self.config.replay_enabled:
             self.replay.add(update.transition)
             if self.updates % self.config.replay_every == 0 and len(self.replay) >= self.config.replay_batch:
                 batch = self.replay.sample(self.config.replay_batch, rng)
