@@ -14,6 +14,7 @@ import asyncio
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,6 +32,7 @@ R = TypeVar("R")
 
 
 PRIVATE_FILE = 0o600  # what holds users' history: owner read/write only
+WAL_RETRY_S = 0.05  # between tries of the switch to WAL while another instance holds the lock
 
 
 def data_dir() -> Path:
@@ -77,11 +79,16 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def check_sqlite(path: Path) -> None:
-    """Open the file and read its header synchronously, so that a corrupt or unopenable database fails
-    here with sqlite's own message (through aiosqlite the failure leaves a worker thread behind that
-    prints a traceback when the event loop is gone). A folder or file that cannot be made raises
-    DatabaseUnusableError saying what to do."""
+def check_sqlite(path: Path, wait_s: float) -> None:
+    """Open the file, read its header and put it in WAL mode, synchronously (run it on a thread), so that
+    a corrupt or unopenable database fails here with sqlite's own message (through aiosqlite the failure
+    leaves a worker thread behind that prints a traceback when the event loop is gone). A folder or file
+    that cannot be made raises DatabaseUnusableError saying what to do.
+
+    The switch to WAL takes the file's exclusive lock once, on a fresh file; instances started together
+    meet there, and SQLite answers "database is locked" at once, without waiting, where waiting could
+    deadlock (two readers both promoting). So it is retried for up to `wait_s`, as long as a migration may
+    hold the schema (after it, every connection's own `journal_mode=WAL` is a no-op)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         create_private(path)  # before sqlite3 creates it with the umask's mode
@@ -91,9 +98,19 @@ def check_sqlite(path: Path) -> None:
             f"cannot create {path}: {exc.strerror} ({where}); make that folder writable, or use another "
             "database with --database-url (or TOOLWISE_DATABASE_URL)"
         ) from exc
-    conn = sqlite3.connect(path)
+    deadline = time.monotonic() + wait_s
+    conn = sqlite3.connect(path, timeout=wait_s, isolation_level=None)
     try:
         conn.execute("PRAGMA schema_version").fetchone()
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(WAL_RETRY_S)
+            else:
+                return
     finally:
         conn.close()
 

@@ -9,6 +9,7 @@ per-tool summaries; `reads` and `reports` read it), `snapshots` (learner snapsho
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from toolwise.feedback.engine import (
 from toolwise.feedback.errors import DatabaseUnusableError, ServiceNotStartedError, describe_database_error
 from toolwise.feedback.instances import InstanceRegistry
 from toolwise.feedback.log import ExecutionLog
-from toolwise.feedback.migrate import MigrationError, upgrade
+from toolwise.feedback.migrate import SCHEMA_WAIT_S, MigrationError, upgrade
 from toolwise.feedback.reads import Generation, LogReads
 from toolwise.feedback.records import Execution, WriterStats
 from toolwise.feedback.reports import LogReports
@@ -96,7 +97,7 @@ class FeedbackService:
         engine: AsyncEngine | None = None
         try:
             if (path := sqlite_path(self.url)) is not None:
-                check_sqlite(path)
+                await asyncio.to_thread(check_sqlite, path, SCHEMA_WAIT_S)
             engine = create_engine(self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous)
             await upgrade(engine)
             async with engine.connect() as conn:
