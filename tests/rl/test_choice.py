@@ -57,7 +57,7 @@ def test_a_success_only_stream_of_agent_chosen_calls_rises_above_the_prior_and_s
 ) -> None:
     docs, requests = bfcl
     stream = requests[:600] + requests[:600]  # users repeat requests: the second time it should know
-    learned, prior = agent_stream(Learner(LearnerConfig(), docs, embedder), stream)
+    learned, prior = agent_stream(Learner(LearnerConfig(policy="choice"), docs, embedder), stream)
     for window in (slice(300, 600), slice(600, 900), slice(900, 1200)):
         assert np.mean(learned[window]) >= np.mean(prior[window]) + 0.05, (window, np.mean(learned[window]))
     assert np.mean(learned[900:]) >= np.mean(learned[300:600])  # it keeps what it learned
@@ -76,7 +76,7 @@ def test_a_success_never_lowers_the_called_tool_in_its_context(
     embedder: Embedder, bfcl: tuple[list[ToolDoc], list[tuple[str, str]]]
 ) -> None:
     docs, requests = bfcl
-    learner, rng = Learner(LearnerConfig(), docs, embedder), np.random.default_rng(2)
+    learner, rng = Learner(LearnerConfig(policy="choice"), docs, embedder), np.random.default_rng(2)
     policy = learner.policy
     assert isinstance(policy, ChoiceModel)
     for query, right in requests[:200]:
@@ -100,7 +100,7 @@ def test_a_failure_pushes_the_tool_down_for_that_kind_of_request_only(embedder: 
         ToolDoc("flights__search", "Search flights between two airports on a date"),
         ToolDoc("calendar__create_event", "Create a calendar event at a date and time"),
     ]
-    learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(3)
+    learner, rng = Learner(LearnerConfig(policy="choice"), catalogue, embedder), np.random.default_rng(3)
     storm = "is there a storm warning for Florida"
     first = learner.recommend(storm, rng).chosen
     for _ in range(3):
@@ -115,7 +115,7 @@ def test_a_passed_over_recommendation_loses_ground_to_what_the_agent_called(embe
         ToolDoc("files__search", "Search files by name or content"),
         ToolDoc("git__log", "Show the commit history of a repository"),
     ]
-    learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(4)
+    learner, rng = Learner(LearnerConfig(policy="choice"), catalogue, embedder), np.random.default_rng(4)
     query = "find the file that mentions the release date"
     recommended = learner.recommend(query, rng).chosen
     other = next(t.name for t in catalogue if t.name not in (recommended, "git__log"))
@@ -131,7 +131,7 @@ def test_the_next_tool_after_a_tool_is_learned_from_the_sequence(embedder: Embed
         ToolDoc("git__commit", "Record changes to the repository"),
         ToolDoc("git__status", "Show the working tree status"),
     ]
-    learner, rng = Learner(LearnerConfig(), catalogue, embedder), np.random.default_rng(5)
+    learner, rng = Learner(LearnerConfig(policy="choice"), catalogue, embedder), np.random.default_rng(5)
     for _ in range(20):
         history: list[str] = []
         for tool in ("git__status", "files__read", "files__edit", "git__commit"):
@@ -146,9 +146,9 @@ def test_its_state_round_trips_and_ranks_the_same(
     embedder: Embedder, bfcl: tuple[list[ToolDoc], list[tuple[str, str]]]
 ) -> None:
     docs, requests = bfcl
-    learner = Learner(LearnerConfig(), docs, embedder)
+    learner = Learner(LearnerConfig(policy="choice"), docs, embedder)
     agent_stream(learner, requests[:150])
-    copy = Learner(LearnerConfig(), docs, embedder)
+    copy = Learner(LearnerConfig(policy="choice"), docs, embedder)
     copy.load_state(learner.state_dict())
     for query, _ in requests[150:200]:
         assert (
@@ -167,7 +167,8 @@ def test_a_replay_of_the_log_in_batches_learns_about_as_well_as_call_by_call(
     learned it remembers nearly as well (minibatch steps fit a single call less closely)."""
     docs, requests = bfcl
     steps = [Step(right, True, 50.0, query=query) for query, right in requests[:700]]
-    online, batched = Learner(LearnerConfig(), docs, embedder), Learner(LearnerConfig(), docs, embedder)
+    choice = LearnerConfig(policy="choice")
+    online, batched = Learner(choice, docs, embedder), Learner(choice, docs, embedder)
     rng = np.random.default_rng(6)
     for step in steps:
         online.learn(step, rng)

@@ -344,6 +344,21 @@ class LearningService:
             learned = self.learner.learn(step, self.state.rng, update=False)
         execution.learned(learned.reward if learnable else None, learned.context_hash)
 
+    def session_closed(self, session_id: str) -> None:
+        """The session's connection closed: a failure of its last call, waiting to be read from the
+        session's next call (rl/hindsight.py), is learned as the session's end, on the learning thread
+        after the calls noted before it. Not once closing: it waits in the learned state (its snapshot)."""
+        if self._closing:
+            return
+        self._draining.spawn(
+            self._read_waiting(session_id), name="toolwise-session-end", failure="learning a session's end failed"
+        )
+
+    async def _read_waiting(self, session_id: str) -> None:
+        await self.drain()
+        if self.settings.learning:
+            await self.thread.run(lambda: self.learner.read_waiting(session_id, self.state.rng))
+
     def _drain_when_idle(self) -> None:
         self._idle = None
         if self._pending:

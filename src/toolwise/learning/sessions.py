@@ -32,8 +32,15 @@ from typing import Any, Protocol, cast
 
 from mcp_types import RequestParamsMeta
 
+from toolwise.downstream.catalogue import (
+    CircuitOpenError,
+    DownstreamError,
+    InvalidArgumentsError,
+    RefusedCallerError,
+)
 from toolwise.feedback import Execution, utcnow
 from toolwise.rl import Decision, Step, StepColumns
+from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
 
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
@@ -236,6 +243,20 @@ class Sessions:
         return client if client is not None else scoped(owner, f"{REQUEST_PREFIX}{uuid.uuid4()}")
 
 
+FAULTS = {
+    DownstreamError.__name__: HEALTH,  # no answer in time, the connection lost: the server's state
+    CircuitOpenError.__name__: HEALTH,
+    InvalidArgumentsError.__name__: ARGUMENTS,
+    RefusedCallerError.__name__: ARGUMENTS,
+}
+
+
+def fault_of(error_type: str | None) -> str | None:
+    """Why a call failed as learning reads it (rl/hindsight.py): None for a success; a tool's error
+    answer or broken output (and whatever else) may be its fit."""
+    return None if error_type is None else FAULTS.get(error_type, FIT)
+
+
 def step_of(
     execution: Execution,
     history: Sequence[str],
@@ -256,6 +277,8 @@ def step_of(
         history=recent(history, execution.previous_tool, n),
         rating=rating,
         passed_over=passed_over,
+        session=execution.session_id,
+        fault=fault_of(execution.error_type),
     )
 
 
@@ -272,6 +295,10 @@ class CallColumns(Protocol):
     def previous_tool(self) -> Sequence[str | None]: ...
     @property
     def position(self) -> Sequence[int]: ...
+    @property
+    def session_id(self) -> Sequence[str]: ...
+    @property
+    def error_type(self) -> Sequence[str | None]: ...
 
 
 def step_columns(
@@ -293,6 +320,8 @@ def step_columns(
         previous,
         [recent(history, before, n) for history, before in zip(histories, previous, strict=True)],
         [batch.position[i] for i in rows],
+        session=[batch.session_id[i] for i in rows],
+        fault=[fault_of(batch.error_type[i]) for i in rows],
     )
 
 

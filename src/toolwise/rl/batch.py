@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from toolwise.rl.context import Context, query_only
 from toolwise.rl.features import Features
+from toolwise.rl.hindsight import readings
 from toolwise.rl.policies.base import Lessons, Policy
 from toolwise.rl.policies.choice import FEATURES
 from toolwise.rl.reward import Latencies, RewardWeights, check_latency, check_rating
@@ -136,6 +137,8 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
     scaled = _scaled(learner, rewards)
     _watch(learner, steps, scaled, ok)
+    sessions, faults = steps.session or [None] * n, steps.fault or [None] * n
+    chosen, fit = readings(steps.tool, steps.success, ratings, sessions, faults)  # rl/hindsight.py
     empty = np.zeros(len(arms))
     no_text = np.zeros((len(arms), 2))
 
@@ -156,12 +159,13 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64),
         np.array(arm_list, dtype=np.int64),
         scaled,
-        ok,
-        0.5 + 0.5 * np.where(ok, scaled, 1 - scaled),
+        chosen,
+        0.5 + 0.5 * np.where(chosen, scaled, 1 - scaled),
         np.zeros(n),
         steps.previous_tool,
         arms,
         rows,
+        fit,
     )
     learner.policy.learn_many(lessons, rng)
     learner.count(rewards)

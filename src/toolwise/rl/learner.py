@@ -6,6 +6,7 @@ per tool (for the reward's speed bonus), the policy, the replay buffer and the s
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -18,6 +19,7 @@ from toolwise.rl.context import Context, ContextEncoder, embedded
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
 from toolwise.rl.features import Features
+from toolwise.rl.hindsight import reading, waits
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import Lesson, baseline_selection
 from toolwise.rl.replay import PrioritizedReplay
@@ -28,11 +30,12 @@ from toolwise.rl.toolindex import ToolDoc, ToolIndex
 
 STATE_SCHEMA = 1
 HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
+WAITING = 4096  # sessions whose last call failed and waits for the next one (the oldest is read as ended)
 
 
 @dataclass(frozen=True, slots=True)
 class LearnerConfig:
-    policy: str = "choice"
+    policy: str = "outcome"
     policy_config: PolicyConfig | None = None
     reward: RewardWeights = field(default_factory=RewardWeights)
     encoder: ContextEncoder = field(default_factory=ContextEncoder)
@@ -60,8 +63,10 @@ class LearnerConfig:
 class Ranked:
     tool: str
     score: float
-    expected: float  # expected normalised reward in [0, 1] (exploitation estimate)
+    expected: float  # exploitation estimate in [0, 1]: P(works) (outcome) or expected normalised reward
     prior: float  # lexical relevance in [0, 1]
+    p_agent: float | None = None  # the probability the agent calls it here (policies that model the agent)
+    evidence: float | None = None  # the calls (kernel-weighted) `expected` rests on (outcome)
 
 
 @dataclass(slots=True)
@@ -108,6 +113,7 @@ class Learner:
         self.updates = 0
         self.reward_sum = 0.0
         self.exploration = Exploration(self.config.exploration)
+        self.waiting: OrderedDict[str, tuple[Step, float]] = OrderedDict()  # session → its failed last call
         self.set_tools(tools)
 
     def set_tools(self, tools: Sequence[ToolDoc]) -> None:
@@ -180,6 +186,9 @@ class Learner:
                 strict=True,
             )
         ]
+        if selection.agent is not None and selection.evidence is not None:
+            for r, agent, evidence in zip(ranked, selection.agent.tolist(), selection.evidence.tolist(), strict=False):
+                r.p_agent, r.evidence = agent, evidence
         return Decision(
             decision_id=_decision_id(rng),
             policy="baseline" if baseline else self.policy.name,
@@ -240,7 +249,18 @@ class Learner:
         reward = self.reward_of(step) if reward is None else reward
         if not update:
             return Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
-        observation = self._learn(step, reward, rng, context)
+        if step.session is not None:
+            self.read_waiting(step.session, rng, next_tool=step.tool)
+        if waits(step):
+            assert step.session is not None
+            self.waiting[step.session] = (step, reward)
+            self.updates += 1
+            self.reward_sum += reward
+            if len(self.waiting) > WAITING:
+                self.read_waiting(next(iter(self.waiting)), rng)
+            observation = Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
+        else:
+            observation = self._learn(step, reward, rng, context)
         self.watch(step.tool, observation.normalised, worked(step.success, step.rating))
         self.latency.add(self.index.tools.intern(step.tool), step.latency_ms / 1000)
         if self.config.sequences_enabled:
@@ -252,10 +272,22 @@ class Learner:
         calls: see rl/batch.py); returns each step's reward."""
         return learn_run(self, steps, rng)
 
+    def read_waiting(self, session: str, rng: np.random.Generator, *, next_tool: str | None = None) -> None:
+        """The session's failed last call, waiting for what came next, is learned now: `next_tool` is the
+        session's next call's tool (None: the session ended). See rl/hindsight.py."""
+        found = self.waiting.pop(session, None)
+        if found is not None:
+            step, reward = found
+            context = self.encode(step.query, step.previous_tool, step.position)
+            self._learn(step, reward, rng, context, next_tool, waited=True)
+
     def end_episode(self, step: Step, reward: float, rng: np.random.Generator) -> Observation | None:
-        """The session ended after `step` (already learned, with `reward` as it stands now): a TD policy
-        learns its transition again as terminal, so ending there is not valued by a next context that
-        never came; a bandit has no future term to drop and learns nothing (None)."""
+        """The session ended after `step` (already noted, with `reward` as it stands now): a failure
+        of it waiting for a next call is learned as ended; a TD policy learns its transition again as
+        terminal, so ending there is not valued by a next context that never came; a bandit has no
+        future term to drop and learns nothing more (None)."""
+        if step.session is not None:
+            self.read_waiting(step.session, rng)
         if not self.policy.capabilities.next_context:
             return None
         context = self.encode(step.query, step.previous_tool, step.position)
@@ -287,18 +319,34 @@ class Learner:
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
         context = self.encode(step.query, step.previous_tool, step.position)
-        observation = self._learn(step, self.reward_of(step), rng, context)
+        fit_before = float(worked(step.success, previous_rating)) if step.success else None
+        observation = self._learn(step, self.reward_of(step), rng, context, fit_before=fit_before, revision=True)
         if self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
             self.sequences.revise(step.history, step.tool, observation.reward - previous_reward, success_delta)
         return observation
 
-    def _learn(self, step: Step, reward: float, rng: np.random.Generator, context: Context) -> Observation:
-        """The policy learns the step, given what it declares it reads (`Capabilities`)."""
+    def _learn(
+        self,
+        step: Step,
+        reward: float,
+        rng: np.random.Generator,
+        context: Context,
+        next_tool: str | None = None,
+        *,
+        fit_before: float | None = None,
+        revision: bool = False,
+        waited: bool = False,
+    ) -> Observation:
+        """The policy learns the step, given what it declares it reads (`Capabilities`), a failure read
+        in hindsight from `next_tool` (rl/hindsight.py). A `revision` (a rating) changes the fit counted
+        for the step from `fit_before` (None: none was counted, none is)."""
         capabilities = self.policy.capabilities
         arm = self.index.tools.intern(step.tool)
         scaled = normalise(self.config.reward, reward)
-        ok = worked(step.success, step.rating)
+        ok, fit = reading(step, next_tool)
+        if revision and fit_before is None:
+            fit = None
         candidates = rows = over = None
         prior = 0.0
         if capabilities.candidates:  # the call as a choice among the catalogue (rl/policies/choice.py)
@@ -321,10 +369,13 @@ class Learner:
             candidates=candidates,
             rows=rows,
             passed_over=over,
+            fit=fit,
+            fit_before=fit_before if revision else None,
         )
         update = self.policy.learn_one(lesson, rng)
-        self.updates += 1
-        self.reward_sum += reward
+        if not waited:  # a call read in hindsight was counted when it was noted
+            self.updates += 1
+            self.reward_sum += reward
         if capabilities.replay and update.transition is not None and self.config.replay_enabled:
             self.replay.add(update.transition)
             if self.updates % self.config.replay_every == 0 and len(self.replay) >= self.config.replay_batch:
@@ -362,6 +413,7 @@ class Learner:
             "replay": self.replay.state_dict(),
             "sequences": self.sequences.state_dict(),
             "exploration": self.exploration.state_dict(),
+            "waiting": [(asdict(step), reward) for step, reward in self.waiting.values()],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -378,6 +430,10 @@ class Learner:
         self.sequences.load_state(state["sequences"])
         if "exploration" in state:  # states saved before adaptive exploration start it afresh
             self.exploration.load_state(state["exploration"])
+        self.waiting = OrderedDict()
+        for fields, reward in state.get("waiting", ()):
+            step = Step(**fields)
+            self.waiting[str(step.session)] = (step, float(reward))
         self.index.restore(state["tools"], state["descriptions"], np.asarray(state["active"], dtype=np.int64).tolist())
         self.latency.grow(len(self.index.tools))
 

@@ -6,6 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# Why a call failed, as learning reads it (rl/hindsight.py); None or FIT: it may be the tool's fit
+FIT = "fit"  # the tool answered with an error, or broke its output schema
+HEALTH = "health"  # the server did not answer in time, the connection was lost, its circuit is open
+ARGUMENTS = "arguments"  # the server refused the call's arguments
+
 
 @dataclass(slots=True)
 class Step:
@@ -21,6 +26,8 @@ class Step:
     rating: int | None = None
     terminal: bool = False
     passed_over: str | None = None  # the tool toolwise recommended for this call, when the agent called another
+    session: str | None = None  # the conversation it belongs to (a failure is read from its next call)
+    fault: str | None = None  # why it failed (FIT, HEALTH, ARGUMENTS); None for a success
 
 
 def worked(success: bool, rating: int | None) -> bool:
@@ -41,6 +48,8 @@ class StepColumns:
     history: Sequence[Sequence[str]]
     position: Sequence[int]
     rating: Sequence[int | None] | None = None  # None: no step is rated
+    session: Sequence[str | None] | None = None  # None: no step's session is known (no hindsight)
+    fault: Sequence[str | None] | None = None
 
     @classmethod
     def of(cls, steps: Sequence[Step]) -> StepColumns:
@@ -53,6 +62,8 @@ class StepColumns:
             [s.history for s in steps],
             [s.position for s in steps],
             [s.rating for s in steps],
+            [s.session for s in steps],
+            [s.fault for s in steps],
         )
 
     def step(self, i: int) -> Step:
@@ -66,6 +77,8 @@ class StepColumns:
             position=self.position[i],
             history=self.history[i],
             rating=None if self.rating is None else self.rating[i],
+            session=None if self.session is None else self.session[i],
+            fault=None if self.fault is None else self.fault[i],
         )
 
     def steps(self) -> list[Step]:

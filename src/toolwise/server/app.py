@@ -352,6 +352,7 @@ class Toolwise:
 
     def _forget(self, key: str) -> None:
         self.learning.sessions.pop(key)
+        self.learning.session_closed(key)
         self.exposure.forget(key)
         self.callers.forget(key)
 

@@ -39,9 +39,15 @@ class Recommendation(BaseModel):
     tool: str
     score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
     confidence: float = Field(
-        description="In 0..1, from what was learned: the probability this is the tool wanted here (the choice "
-        "model, the default policy; uniform over the tools until calls were learned, see `confidence_of`), or "
-        "the expected normalised reward (the reward-learning policies)."
+        description="In 0..1, from what was learned: the probability that a call of this tool works for this "
+        "request (the default policy, `outcome`: calibrated on the outcomes seen), the probability this is the "
+        "tool the agent wants (policy `choice`), or the expected normalised reward (the reward-learning policies)."
+    )
+    p_agent: float | None = Field(
+        default=None, description="The probability the agent calls this tool here (what the choice model learned)."
+    )
+    evidence: float | None = Field(
+        default=None, description="The calls (similarity-weighted) `confidence` rests on; 0: the prior alone."
     )
     relevance: float = Field(description="Lexical/sequence relevance to the query in 0..1 (the prior).")
     reason: str
@@ -93,7 +99,7 @@ def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> flo
     scores says 0.9 before a call was learned (its weights set the scale, not the data), so its probability
     is shrunk toward uniform over the choices by the evidence: n/(n + PRIOR_CALLS) of it after n learned calls."""
     expected = min(1.0, max(0.0, ranked.expected))
-    if decision.policy != "choice":
+    if decision.policy != "choice":  # outcome: P(works), already shrunk to its prior by its evidence
         return expected
     n, uniform = evidence.calls, 1.0 / max(evidence.choices, 1)
     return (n * expected + PRIOR_CALLS * uniform) / (n + PRIOR_CALLS)
@@ -102,6 +108,10 @@ def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> flo
 def reason_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> str:
     """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
     exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
+    if ranked.p_agent is not None and ranked.evidence is not None:
+        works = f"probability {ranked.expected:.2f} it works"
+        basis = f"on {ranked.evidence:.1f} similar calls" if ranked.evidence >= 0.05 else "before any similar call"
+        return f"relevance {ranked.prior:.2f}, {works} ({basis}), {ranked.p_agent:.2f} the agent picks it{exploring}"
     if decision.policy == "choice":  # its estimate is the probability that this is the tool wanted
         confidence = confidence_of(decision, ranked, evidence)
         return f"relevance {ranked.prior:.2f}, probability {confidence:.2f} it is the one{exploring}"
@@ -373,6 +383,8 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
             tool=r.tool,
             score=r.score,
             confidence=confidence_of(d, r, evidence),
+            p_agent=r.p_agent,
+            evidence=r.evidence,
             relevance=r.prior,
             reason=reason_of(d, r, evidence),
             explored=d.explored and r.tool == d.chosen,

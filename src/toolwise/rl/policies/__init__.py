@@ -8,12 +8,15 @@ from typing import Any
 from toolwise.rl.policies.base import Policy, Selection, Update
 from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
 from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
+from toolwise.rl.policies.outcome import OutcomeModel, OutcomeModelConfig
 from toolwise.rl.policies.ridge import RidgeConfig
 from toolwise.rl.policies.semantic import SemanticConfig, SemanticUCB
 from toolwise.rl.policies.thompson import TabularThompson, ThompsonConfig
 from toolwise.rl.policies.ucb import TabularUCB, UCBConfig
 
-PolicyConfig = UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig | SemanticConfig | ChoiceConfig
+PolicyConfig = (
+    UCBConfig | ThompsonConfig | LinUCBConfig | LinTSConfig | SemanticConfig | ChoiceConfig | OutcomeModelConfig
+)
 
 POLICIES: dict[str, tuple[Callable[[Any], Policy], type]] = {
     TabularUCB.name: (TabularUCB, UCBConfig),
@@ -22,6 +25,7 @@ POLICIES: dict[str, tuple[Callable[[Any], Policy], type]] = {
     LinTS.name: (LinTS, LinTSConfig),
     SemanticUCB.name: (SemanticUCB, SemanticConfig),
     ChoiceModel.name: (ChoiceModel, ChoiceConfig),
+    OutcomeModel.name: (OutcomeModel, OutcomeModelConfig),
 }
 
 
@@ -43,6 +47,8 @@ __all__ = [
     "LinTSConfig",
     "LinUCB",
     "LinUCBConfig",
+    "OutcomeModel",
+    "OutcomeModelConfig",
     "Policy",
     "PolicyConfig",
     "RidgeConfig",

@@ -26,6 +26,8 @@ class Selection:
     chosen: int
     explored: bool
     propensity: float
+    agent: NDArray[np.float64] | None = None  # each ranked arm's probability that the agent calls it (outcome)
+    evidence: NDArray[np.float64] | None = None  # the calls (kernel-weighted) `expected` rests on (outcome)
 
 
 @dataclass(slots=True)
@@ -54,7 +56,9 @@ class Lesson:
     counts; `prior` the prior's relevance of the arm. `next_context` is None when the episode ended
     (read with `capabilities.next_context`); `candidates`/`rows` are the tools the call chose among and
     their feature rows, and `passed_over` the recommended arm the agent did not call (read with
-    `capabilities.candidates`)."""
+    `capabilities.candidates`). `fit` is what the call says of the tool's fit to the request, as the
+    learner read it in hindsight (1 worked, 0 did not fit, None: nothing, e.g. a retried bad call, a
+    timeout); `fit_before` is set when a rating revises the fit of a call already learned."""
 
     context: Context
     arm: int
@@ -66,6 +70,8 @@ class Lesson:
     candidates: NDArray[np.int64] | None = None
     rows: NDArray[np.float64] | None = None
     passed_over: int | None = None
+    fit: float | None = None
+    fit_before: float | None = None
 
 
 @dataclass(slots=True)
@@ -74,7 +80,8 @@ class Lessons:
     `contexts[context_of[i]]` (each distinct query once, embedded where the prior is semantic; a run is
     long and its queries repeat). With `capabilities.candidates` every call chose among `candidates`,
     and `rows(part)` gives the feature rows of the calls in `part` (calls × candidates × FEATURES):
-    computed per minibatch, since a run's rows at once would not fit in memory."""
+    computed per minibatch, since a run's rows at once would not fit in memory. `fit` is each call's fit
+    as `Lesson.fit` (NaN: none); None: as `worked`."""
 
     contexts: Sequence[Context]
     context_of: NDArray[np.int64]
@@ -86,6 +93,7 @@ class Lessons:
     previous: Sequence[str | None]
     candidates: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     rows: Callable[[range], NDArray[np.float64]] | None = None
+    fit: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return len(self.arms)

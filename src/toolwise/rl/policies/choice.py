@@ -204,17 +204,23 @@ class ChoiceModel(PolicyBase):
         return Update((1.0 if lesson.worked else 0.0) - before, None)
 
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
-        """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once."""
+        self.learn_run(lessons, rng)
+
+    def learn_run(self, lessons: Lessons, rng: np.random.Generator) -> NDArray[np.float64]:
+        """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once;
+        returns each call's probability of the called tool before its minibatch (what `learn_call`
+        returns of one)."""
         if lessons.rows is None:
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
         x = np.stack([self.features(c) for c in lessons.contexts])
         position = {arm: i for i, arm in enumerate(candidates.tolist())}
         called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
+        before = np.zeros(n)
         for start in range(0, n, BATCH):
             part = range(start, min(start + BATCH, n))
             window = slice(part.start, part.stop)
-            self.learn_calls(
+            before[window] = self.learn_calls(
                 x.take(lessons.context_of[window], 0),
                 candidates,
                 lessons.rows(part),
@@ -223,6 +229,7 @@ class ChoiceModel(PolicyBase):
                 lessons.weights[window],
                 rng,
             )
+        return before
 
     def learn_call(
         self,
@@ -275,13 +282,14 @@ class ChoiceModel(PolicyBase):
         worked: NDArray[np.bool_],
         weight: NDArray[np.float64],
         rng: np.random.Generator | None = None,
-    ) -> None:
+    ) -> NDArray[np.float64]:
         """A minibatch of calls (a replay of the log): call r chose `arms[called[r]]` for the query
         with features `x[r]` among `arms` with feature rows `rows[r]`. Every call's step is computed
         against the parameters before the batch; each tool then moves by the mean of its steps (a sum
         would overshoot: a tool called 50 times in a batch would move 50 steps at once), the feature
         weights by the mean gradient. The calls are remembered, and with `rng` `replays` remembered calls
-        a call are learned again (`batch_replays`), as one more minibatch."""
+        a call are learned again (`batch_replays`), as one more minibatch. Returns each call's probability
+        of its called tool before the step."""
         c = self.config
         batch, k = len(x), min(c.shortlist, len(arms))
         self._ensure(int(arms.max()))
@@ -292,7 +300,7 @@ class ChoiceModel(PolicyBase):
         at = np.argmax(short == called[:, None], axis=1)
         tools = arms.take(short)
         picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
-        self._learn_rows(x, tools, picked, at, worked, weight)
+        before = self._learn_rows(x, tools, picked, at, worked, weight)
         self.observed += batch
         np.add.at(self.chosen, arms.take(called), 1)
         for r in range(max(0, batch - len(self.memory.x)), batch):
@@ -300,6 +308,7 @@ class ChoiceModel(PolicyBase):
         if c.batch_replays and rng is not None and len(self.memory):
             slots = rng.integers(len(self.memory), size=c.batch_replays * batch)
             self._learn_rows(*self.memory.rows_of(slots))
+        return before
 
     def _learn_rows(
         self,
@@ -309,10 +318,11 @@ class ChoiceModel(PolicyBase):
         at: NDArray[np.int64],
         worked: NDArray[np.bool_],
         weight: NDArray[np.float64],
-    ) -> None:
+    ) -> NDArray[np.float64]:
         """One minibatch step: row r's candidates are `tools[r]` (−1: none) with feature `rows[r]`, the
         call chose `tools[r, at[r]]`. Steps against the parameters before it; each tool moves by its
-        steps' sum over the calls of it in the batch (their mean), the feature weights by the mean gradient."""
+        steps' sum over the calls of it in the batch (their mean), the feature weights by the mean gradient.
+        Returns each call's probability of its called tool before the step."""
         c = self.config
         batch, k = tools.shape
         valid = tools >= 0
@@ -323,7 +333,7 @@ class ChoiceModel(PolicyBase):
         p = np.exp(scores - scores.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         mine = np.arange(batch), at
-        chosen = p[mine]
+        chosen: NDArray[np.float64] = p[mine]
         direction = np.where(worked[:, None], -p, p * (chosen / np.maximum(1.0 - chosen, 0.05))[:, None])
         direction[mine] = np.where(worked, 1.0 - chosen, -chosen)
         direction *= weight[:, None]
@@ -340,6 +350,7 @@ class ChoiceModel(PolicyBase):
         gradient = np.einsum("bk,bkf->f", direction, rows) / batch
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
+        return chosen
 
     def _again(self, slot: int) -> None:
         """Learn the remembered call in `slot` again, as it was (its candidates and their features

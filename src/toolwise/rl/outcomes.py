@@ -1,0 +1,223 @@
+"""Whether a call of a tool works for a request: evidence kept per tool and request, and its calibration.
+
+The choice model answers "which tool will the agent call here?"; this answers "will a call of this tool
+work for this request?", from outcomes only (success, failure, a rating; read in hindsight: see
+rl/hindsight.py). For each tool it keeps up to `slots` prototypes of the requests it was called for
+(unit vectors x(q), the choice model's query features), each with the weight of calls that worked and
+failed there. A request q reads a tool's evidence through a kernel on the cosine to each prototype,
+
+    W = Σ_j k(cos(q, x_j)) · worked_j,   F = Σ_j k(cos(q, x_j)) · failed_j,   k(c) = clip((c − c₀)/(1 − c₀), 0, 1)^γ
+
+so an exact repeat of a request counts in full (the tabular memory of the design's seed) and a
+paraphrase in part. With m the prior mean, P(works) = (s₀·m + W) / (s₀ + W + F): a Beta posterior
+whose evidence n = W + F says how much it rests on. The prior m is the choice model's probability
+p_agent calibrated on the outcomes seen (`Calibration`): with no evidence, "works" is as likely as
+the agent's habitual tool has turned out to be. A request never seen near a tool gives n = 0, m.
+
+Memory is bounded: a new request within `merge` cosine of a prototype adds to it; when a tool's slots
+are full, its two closest prototypes merge (weighted mean, counts summed) to make room, so nothing
+learned is dropped and nothing grows with the log. float32 vectors: slots × dim × 4 bytes a tool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeConfig:
+    slots: int = 16  # prototypes of requests kept per tool
+    merge: float = 0.95  # a request this close (cosine) to a prototype adds to it
+    floor: float = 0.5  # cosine below which a prototype says nothing of a request
+    power: float = 2.0  # the kernel's sharpness above the floor
+    prior_strength: float = 1.0  # s₀: calls the prior mean counts as
+    calibration_rate: float = 0.05  # AdaGrad rate of the calibration's two weights
+
+    def __post_init__(self) -> None:
+        if self.slots < 2:
+            raise ValueError(f"need slots ≥ 2, got {self.slots}")
+        if not -1.0 < self.floor < self.merge <= 1.0:
+            raise ValueError(f"need -1 < floor < merge ≤ 1, got floor {self.floor}, merge {self.merge}")
+        if self.power <= 0 or self.prior_strength <= 0 or self.calibration_rate < 0:
+            raise ValueError(
+                "need power > 0, prior_strength > 0, calibration_rate ≥ 0; got "
+                f"{self.power}, {self.prior_strength}, {self.calibration_rate}"
+            )
+
+
+def logit(p: NDArray[np.float64]) -> NDArray[np.float64]:
+    q = np.clip(p, 1e-4, 1.0 - 1e-4)
+    out: NDArray[np.float64] = np.log(q / (1.0 - q))
+    return out
+
+
+class Calibration:
+    """A probability p made a calibrated P(works): σ(a + b·logit p), learned online (Platt scaling:
+    logistic regression, AdaGrad) from each call's p before it was learned and whether it worked. Starts
+    at the identity (a = 0, b = 1). Twice: the choice model's p_agent as the prior mean of a call with no
+    evidence, and the posterior as the P(works) reported."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.weights = np.array([0.0, 1.0])
+        self.steps = np.zeros(2)
+
+    def mean(self, p_agent: NDArray[np.float64]) -> NDArray[np.float64]:
+        z = self.weights[0] + self.weights[1] * logit(p_agent)
+        m: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-z))
+        return m
+
+    def learn(self, p_agent: float, worked: float) -> None:
+        z = float(logit(np.array([p_agent]))[0])
+        g = (worked - float(self.mean(np.array([p_agent]))[0])) * np.array([1.0, z])
+        self.steps += g * g
+        self.weights += self.rate * g / np.sqrt(1.0 + self.steps)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"weights": self.weights.copy(), "steps": self.steps.copy()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
+        self.steps = np.asarray(state["steps"], dtype=np.float64).copy()
+
+
+@dataclass(slots=True)
+class Estimate:
+    """P(works) of each arm asked about, and the evidence (calls, kernel-weighted) it rests on."""
+
+    p_works: NDArray[np.float64]
+    evidence: NDArray[np.float64]
+
+
+class OutcomeMemory:
+    def __init__(self, dim: int, config: OutcomeConfig | None = None) -> None:
+        self.config = c = config or OutcomeConfig()
+        self.dim = dim
+        self.vectors = np.zeros((16, c.slots, dim), np.float32)
+        self.worked = np.zeros((16, c.slots))
+        self.failed = np.zeros((16, c.slots))
+        self.used = np.zeros(16, np.int64)
+
+    def _ensure(self, arm: int) -> None:
+        rows = len(self.used)
+        if arm < rows:
+            return
+        grow = max(2 * rows, arm + 1) - rows
+        c = self.config
+        self.vectors = np.concatenate([self.vectors, np.zeros((grow, c.slots, self.dim), np.float32)])
+        self.worked = np.concatenate([self.worked, np.zeros((grow, c.slots))])
+        self.failed = np.concatenate([self.failed, np.zeros((grow, c.slots))])
+        self.used = np.concatenate([self.used, np.zeros(grow, np.int64)])
+
+    def kernel(self, cosine: NDArray[np.float64]) -> NDArray[np.float64]:
+        c = self.config
+        k: NDArray[np.float64] = np.clip((cosine - c.floor) / (1.0 - c.floor), 0.0, 1.0) ** c.power
+        return k
+
+    def estimate(self, arms: NDArray[np.int64], x: NDArray[np.float64], prior: NDArray[np.float64]) -> Estimate:
+        """P(works) for each of `arms` for the request x(q) (unit length), shrunk to `prior` (each arm's
+        prior mean) by s₀ calls."""
+        known = arms < len(self.used)
+        safe = np.where(known, arms, 0)
+        cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
+        k = self.kernel(cosine.astype(np.float64)) * known[:, None]
+        w = (k * self.worked.take(safe, 0)).sum(axis=1)
+        f = (k * self.failed.take(safe, 0)).sum(axis=1)
+        s0 = self.config.prior_strength
+        return Estimate((s0 * prior + w) / (s0 + w + f), w + f)
+
+    def add(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
+        """Count `worked` and `failed` (call weights) for `arm` at the request x(q). A zero x (no request)
+        says nothing of any request and is not kept."""
+        if not x.any():
+            return
+        self._ensure(arm)
+        slot = self._slot(arm, x)
+        self.worked[arm, slot] += worked
+        self.failed[arm, slot] += failed
+
+    def revise(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
+        """Change counts kept for `arm` at x(q), as hindsight or a rating revises a call already
+        counted: at the prototype nearest x (where it was added), never below zero."""
+        if not x.any() or arm >= len(self.used) or not self.used[arm]:
+            return
+        n = int(self.used[arm])
+        slot = int(np.argmax(self.vectors[arm, :n] @ x.astype(np.float32)))
+        self.worked[arm, slot] = max(0.0, self.worked[arm, slot] + worked)
+        self.failed[arm, slot] = max(0.0, self.failed[arm, slot] + failed)
+
+    def _slot(self, arm: int, x: NDArray[np.float64]) -> int:
+        """The prototype x adds to: the nearest within `merge`, else a new one (the two closest merged
+        first when the slots are full); its vector moves to the weighted mean."""
+        n = int(self.used[arm])
+        v = x.astype(np.float32)
+        if n:
+            cosine = self.vectors[arm, :n] @ v
+            near = int(np.argmax(cosine))
+            if cosine[near] >= self.config.merge:
+                self._move(arm, near, v, 1.0)
+                return near
+        if n == self.config.slots:
+            n = self._merge_closest(arm)
+        self.vectors[arm, n] = v / max(float(np.linalg.norm(v)), 1e-12)
+        self.used[arm] = n + 1
+        return n
+
+    def _move(self, arm: int, slot: int, v: NDArray[np.float32], weight: float) -> None:
+        held = self.worked[arm, slot] + self.failed[arm, slot]
+        mean = self.vectors[arm, slot] * np.float32(held) + v * np.float32(weight)
+        self.vectors[arm, slot] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+
+    def _merge_closest(self, arm: int) -> int:
+        """Merge the two closest prototypes of a full tool into one; returns the freed slot (the last)."""
+        vectors = self.vectors[arm]
+        cosine = vectors @ vectors.T
+        np.fill_diagonal(cosine, -np.inf)
+        i, j = divmod(int(np.argmax(cosine)), len(vectors))
+        i, j = min(i, j), max(i, j)
+        self._move(arm, i, vectors[j], self.worked[arm, j] + self.failed[arm, j])
+        self.worked[arm, i] += self.worked[arm, j]
+        self.failed[arm, i] += self.failed[arm, j]
+        last = len(vectors) - 1
+        if j != last:  # the last slot is the one freed
+            vectors[j] = vectors[last]
+            self.worked[arm, j], self.failed[arm, j] = self.worked[arm, last], self.failed[arm, last]
+        vectors[last], self.worked[arm, last], self.failed[arm, last] = 0.0, 0.0, 0.0
+        return last
+
+    def forget(self, arm: int) -> None:
+        """The tool changed (drift): what it did before says nothing of it now."""
+        if arm < len(self.used):
+            self.vectors[arm], self.worked[arm], self.failed[arm], self.used[arm] = 0.0, 0.0, 0.0, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "config": asdict(self.config),
+            "vectors": self.vectors.copy(),
+            "worked": self.worked.copy(),
+            "failed": self.failed.copy(),
+            "used": self.used.copy(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        vectors = np.asarray(state["vectors"], dtype=np.float32)
+        if vectors.shape[1:] != (self.config.slots, self.dim):
+            want = (self.config.slots, self.dim)
+            raise ValueError(f"outcome memory of shape {vectors.shape[1:]} does not fit {want}")
+        self.vectors = vectors.copy()
+        self.worked = np.asarray(state["worked"], dtype=np.float64).copy()
+        self.failed = np.asarray(state["failed"], dtype=np.float64).copy()
+        self.used = np.asarray(state["used"], dtype=np.int64).copy()
+
+    def nbytes(self) -> int:
+        return self.vectors.nbytes + self.worked.nbytes + self.failed.nbytes + self.used.nbytes
+
+
+def beta_sd(p: NDArray[np.float64], n: NDArray[np.float64], s0: float) -> NDArray[np.float64]:
+    """The posterior's standard deviation (uncertainty of P(works)) after evidence n with s₀ prior calls."""
+    sd: NDArray[np.float64] = np.sqrt(p * (1.0 - p) / (s0 + n + 1.0))
+    return sd

@@ -1,0 +1,185 @@
+"""The outcome policy (the default): which tool the agent will call, corrected by whether it will work.
+
+Two questions, two models. The choice model (choice.py) learns which tool the agent calls for a request,
+from every call it makes: far ahead on chains of right calls, but a model of the agent converges to the
+agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choice like any other). The
+outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
+with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
+tool the agent habitually calls only where that tool is predicted to fail with enough evidence and
+another is clearly predicted to work (`OutcomeModelConfig`). Its estimate (`expected`, the confidence a
+client acts on) is P(works), calibrated; the choice model's probability is reported beside it
+(`Selection.agent`).
+
+A failed call teaches only what it says: the learner reads it in hindsight (rl/hindsight.py) and hands
+each lesson its `fit` (1 worked, 0 did not fit the request, None: says nothing of the fit, e.g. a retry
+after bad arguments, a timeout) apart from `worked` (what the choice model learns: the agent did choose it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.outcomes import Calibration, OutcomeConfig, OutcomeMemory
+from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
+from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeModelConfig:
+    choice: ChoiceConfig = field(default_factory=ChoiceConfig)
+    outcomes: OutcomeConfig = field(default_factory=OutcomeConfig)
+    enough: float = 1.0  # evidence (kernel-weighted calls) a verdict of "fails" or "works" needs
+    fails_below: float = 0.5  # P(works) under which a tool with enough evidence is predicted to fail
+    works_above: float = 0.6  # P(works) from which a tool with enough evidence is predicted to work
+
+    def __post_init__(self) -> None:
+        if self.enough <= 0 or not 0 < self.fails_below <= self.works_above < 1:
+            raise ValueError(
+                "need enough > 0 and 0 < fails_below ≤ works_above < 1; got "
+                f"{self.enough}, {self.fails_below}, {self.works_above}"
+            )
+
+
+class OutcomeModel(PolicyBase):
+    name: ClassVar[str] = "outcome"
+    SCHEMA: ClassVar[int] = 1
+    capabilities: ClassVar[Capabilities] = Capabilities(candidates=True, learn_many=True, health=True)
+
+    def __init__(self, config: OutcomeModelConfig | None = None) -> None:
+        super().__init__()
+        self.config = c = config or OutcomeModelConfig()
+        self.choice = ChoiceModel(c.choice)
+        self.health = self.choice.health  # one table: the choice model ranks by it
+        self.memory = OutcomeMemory(c.choice.dim, c.outcomes)
+        self.calibration = Calibration(c.outcomes.calibration_rate)  # p_agent → the prior mean
+        self.reported = Calibration(c.outcomes.calibration_rate)  # the posterior → the P(works) reported
+
+    # -- deciding ----------------------------------------------------------------------------------
+
+    def select(
+        self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64], rng: np.random.Generator
+    ) -> Selection:
+        chosen = self.choice.select(context, arms, inputs, rng)
+        p_agent = chosen.expected
+        estimate = self.memory.estimate(chosen.ranked, self.choice.features(context), self.calibration.mean(p_agent))
+        self._broken(chosen.ranked, estimate.p_works)
+        order = self.order(estimate.p_works, estimate.evidence)  # verdicts on the evidence's own posterior
+        estimate.p_works = self.reported.mean(estimate.p_works)
+        if chosen.explored:  # the choice model's exploration keeps its pick first
+            order = np.concatenate(([0], order[order != 0]))
+        ranked = chosen.ranked.take(order)
+        return Selection(
+            ranked,
+            chosen.scores.take(order),
+            estimate.p_works.take(order),
+            int(ranked[0]),
+            chosen.explored,
+            chosen.propensity,
+            agent=p_agent.take(order),
+            evidence=estimate.evidence.take(order),
+        )
+
+    def order(self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]) -> NDArray[np.int64]:
+        """The choice model's ranking (positions 0..n−1), with the override: where its first is predicted
+        to fail and another is predicted to work, those predicted to work come first, those predicted
+        to fail last (each tier in the choice model's order). Elsewhere only the tools predicted to fail
+        below the first move down."""
+        c = self.config
+        enough = evidence >= c.enough
+        fails = enough & (p_works < c.fails_below)
+        works = enough & (p_works >= c.works_above)
+        if fails[0] and works.any():
+            tier = np.where(works, 0, np.where(fails, 2, 1))
+        else:
+            tier = fails.astype(np.int64)
+            tier[0] = 0
+        order: NDArray[np.int64] = np.argsort(tier, kind="stable")
+        return order
+
+    def expected(self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64]) -> NDArray[np.float64]:
+        """P(works) of each arm for the request."""
+        prior = self.calibration.mean(self.choice.expected(context, arms, inputs))
+        p_works = self.memory.estimate(arms, self.choice.features(context), prior).p_works
+        self._broken(arms, p_works)
+        return self.reported.mean(p_works)
+
+    def _broken(self, arms: NDArray[np.int64], p_works: NDArray[np.float64]) -> None:
+        """A tool that broke lately works as often as it did lately, whatever it did before for the
+        request: its P(works) times its recent success rate (`health` holds its log)."""
+        for arm, offset in self.health.items():
+            p_works[arms == arm] *= math.exp(offset)
+
+    # -- learning ----------------------------------------------------------------------------------
+
+    def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
+        """The choice model learns the call as the agent's choice (`worked`); the outcome memory and
+        the calibration learn its `fit`, or revise it (`fit_before`: a rating changed the outcome of a
+        call already counted; the choice model learns a rating as a second, stronger step)."""
+        update = self.choice.learn_one(lesson, rng)
+        if lesson.fit is None:
+            return update
+        x = self.choice.features(lesson.context)
+        if lesson.fit_before is not None:
+            change = lesson.fit - lesson.fit_before
+            self.memory.revise(lesson.arm, x, change, -change)
+            return update
+        p_before = (1.0 if lesson.worked else 0.0) - update.td_error  # the called tool's choice probability
+        self._learn_fit(lesson.arm, x, p_before, lesson.fit)
+        return update
+
+    def _learn_fit(self, arm: int, x: NDArray[np.float64], p_agent: float, fit: float) -> None:
+        """Both calibrations learn from what they said of the call before it, then the memory counts it."""
+        prior = self.calibration.mean(np.array([p_agent]))
+        posterior = self.memory.estimate(np.array([arm], dtype=np.int64), x, prior).p_works
+        self.reported.learn(float(posterior[0]), fit)
+        self.calibration.learn(p_agent, fit)
+        self.memory.add(arm, x, fit, 1.0 - fit)
+
+    def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
+        p_before = self.choice.learn_run(lessons, rng)
+        fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
+        x = [self.choice.features(context) for context in lessons.contexts]
+        for i in np.flatnonzero(~np.isnan(fit)).tolist():
+            self._learn_fit(int(lessons.arms[i]), x[int(lessons.context_of[i])], float(p_before[i]), float(fit[i]))
+
+    def set_health(self, arm: int, success_rate: float | None) -> None:
+        self.choice.set_health(arm, success_rate)
+
+    def forget(self, arm: int) -> None:
+        """The tool changed (the drift guard saw its rewards move): its choice weights and its outcome
+        evidence start afresh."""
+        self.choice.forget(arm)
+        self.memory.forget(arm)
+
+    def finish_batches(self) -> None:
+        self.choice.finish_batches()
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.name,
+            "schema": self.SCHEMA,
+            "config": asdict(self.config),
+            "choice": self.choice.state_dict(),
+            "memory": self.memory.state_dict(),
+            "calibration": self.calibration.state_dict(),
+            "reported": self.reported.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        check_state(state, self.name, self.SCHEMA)
+        self.choice.load_state(state["choice"])
+        self.health = self.choice.health
+        self.memory.load_state(state["memory"])
+        self.calibration.load_state(state["calibration"])
+        self.reported.load_state(state["reported"])
+
+    def nbytes(self) -> int:
+        return int(self.choice.nbytes() + self.memory.nbytes())

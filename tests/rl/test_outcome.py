@@ -1,0 +1,180 @@
+"""The outcome policy (the default): it overrides an agent's recurring mistake once the habitual tool is
+seen to fail and another to work, leaves a good agent's ranking alone, reads a failure from what the
+agent did next (a retry is not "wrong tool", a timeout says nothing of the fit), learns a replayed run as
+it learns live, and keeps what it learned across a state round trip. Real embedding model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolwise.learning.embedding import load_embedder
+from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
+from toolwise.rl.embedding import Embedder
+from toolwise.rl.policies import OutcomeModel
+from toolwise.rl.steps import HEALTH
+
+CATALOGUE = [
+    ToolDoc("convert_currency", "Convert an amount of money from one currency to another at today's rate."),
+    ToolDoc("get_exchange_rate", "Get the exchange rate between two currencies."),
+    ToolDoc("get_weather", "Current weather and forecast for a city."),
+    ToolDoc("send_email", "Send an email to a recipient with a subject and body."),
+    ToolDoc("search_web", "Search the web for pages matching a query."),
+]
+REQUEST = "convert 250 dollars into euros"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    loaded = load_embedder("wordllama")
+    assert loaded is not None
+    return loaded
+
+
+def learner_of(embedder: Embedder, policy: str = "outcome") -> Learner:
+    return Learner(LearnerConfig(policy=policy), CATALOGUE, embedder)
+
+
+def call(learner: Learner, tool: str, ok: bool, rng: np.random.Generator, session: str, query: str = REQUEST) -> None:
+    """One call of a session of its own (its end read right after)."""
+    step = Step(tool, ok, 80.0, query=query, session=session, fault=None if ok else "fit")
+    learner.learn(step, rng)
+    learner.end_episode(step, 0.0, rng)
+
+
+def test_the_agents_recurring_mistake_is_overridden_once_it_fails_and_another_works(embedder: Embedder) -> None:
+    """The agent habitually calls the rate tool for a conversion: it fails, or "succeeds" and is rated 1,
+    or succeeds unrated (a positive step for a model of the agent); now and then it calls the right one."""
+    learner, rng = learner_of(embedder), np.random.default_rng(0)
+    habit = ["fails", "rated 1", "unrated", "fails", "rated 1", "fails", "rated 1", "unrated", "fails"]
+    for i, outcome in enumerate(habit):
+        session = f"s{i}"
+        step = Step("get_exchange_rate", outcome != "fails", 80.0, query=REQUEST, session=session, fault="fit")
+        learner.learn(step, rng)
+        if outcome == "rated 1":
+            rated = Step("get_exchange_rate", True, 80.0, query=REQUEST, session=session, rating=1)
+            learner.observe_rating(rated, rng, learner.reward_of(step), None)
+        learner.end_episode(step, 0.0, rng)
+        if i % 3 == 2:
+            call(learner, "convert_currency", True, rng, f"right{i}")
+    ranked = learner.recommend(REQUEST, rng, top_k=5).ranked
+    by_tool = {r.tool: r for r in ranked}
+    assert ranked[0].tool == "convert_currency"
+    assert ranked[0].expected > 0.5 > by_tool["get_exchange_rate"].expected
+    assert all(r.p_agent is not None and r.evidence is not None for r in ranked), "p_agent and evidence reported"
+
+
+def test_a_good_agents_ranking_is_the_choice_models_own(embedder: Embedder) -> None:
+    """Every call works: nothing is predicted to fail, so the outcome policy ranks as the choice model."""
+    outcome, choice = learner_of(embedder), learner_of(embedder, "choice")
+    requests = [(REQUEST, "convert_currency"), ("weather in Paris tomorrow", "get_weather"), ("mail Bob", "send_email")]
+    for learner in (outcome, choice):
+        rng = np.random.default_rng(1)
+        for i in range(30):
+            query, tool = requests[i % 3]
+            call(learner, tool, True, rng, f"s{i}", query)
+    for query, _ in requests:
+        rng_a, rng_b = np.random.default_rng(2), np.random.default_rng(2)
+        assert [r.tool for r in outcome.recommend(query, rng_a).ranked] == [
+            r.tool for r in choice.recommend(query, rng_b).ranked
+        ]
+
+
+def p_works(learner: Learner, tool: str, query: str = REQUEST) -> float:
+    return next(
+        r.expected for r in learner.recommend(query, np.random.default_rng(3), top_k=5).ranked if r.tool == tool
+    )
+
+
+def test_a_failure_the_agent_retries_is_not_read_as_the_wrong_tool(embedder: Embedder) -> None:
+    retried, switched = learner_of(embedder), learner_of(embedder)
+    rng = np.random.default_rng(4)
+    for i in range(4):
+        session = f"s{i}"
+        for learner, then in ((retried, "convert_currency"), (switched, "get_exchange_rate")):
+            learner.learn(Step("convert_currency", False, 80.0, query=REQUEST, session=session, fault="fit"), rng)
+            learner.learn(Step(then, True, 80.0, query=REQUEST, session=session, previous_tool="convert_currency"), rng)
+    assert p_works(retried, "convert_currency") > 0.8
+    assert p_works(switched, "convert_currency") < 0.5
+    assert retried.recommend(REQUEST, rng).chosen == "convert_currency", "right after a failure, the retry"
+
+
+def test_a_timeout_says_nothing_of_the_tools_fit(embedder: Embedder) -> None:
+    timed_out, untouched = learner_of(embedder), learner_of(embedder)
+    rng = np.random.default_rng(5)
+    for i in range(4):
+        step = Step("convert_currency", False, 30_000.0, query=REQUEST, session=f"s{i}", fault=HEALTH)
+        timed_out.learn(step, rng)
+        timed_out.end_episode(step, 0.0, rng)
+    policy = timed_out.policy
+    assert isinstance(policy, OutcomeModel)
+    assert not policy.memory.failed.any(), "no failure counted against the tool for a timeout"
+    assert p_works(timed_out, "convert_currency") == pytest.approx(p_works(untouched, "convert_currency"), abs=0.1)
+
+
+def test_a_replayed_run_reads_failures_as_live_learning_does(embedder: Embedder) -> None:
+    steps = [
+        Step("convert_currency", False, 80.0, query=REQUEST, session="a", fault="fit"),
+        Step("convert_currency", True, 80.0, query=REQUEST, session="a", previous_tool="convert_currency"),
+        Step("get_exchange_rate", False, 80.0, query=REQUEST, session="b", fault="fit"),
+        Step("convert_currency", True, 80.0, query=REQUEST, session="b", previous_tool="get_exchange_rate"),
+        Step("send_email", False, 80.0, query="mail Bob", session="c", fault="fit"),
+    ]
+    live, replayed = learner_of(embedder), learner_of(embedder)
+    rng = np.random.default_rng(6)
+    for step in steps:
+        live.learn(step, rng)
+    live.end_episode(steps[-1], 0.0, rng)
+    replayed.learn_many(StepColumns.of(steps), np.random.default_rng(6))
+    counts = []
+    for learner in (live, replayed):
+        policy = learner.policy
+        assert isinstance(policy, OutcomeModel)
+        tools = learner.index.tools
+        counts.append(
+            {
+                name: (
+                    round(float(policy.memory.worked[tools.intern(name)].sum()), 6),
+                    float(policy.memory.failed[tools.intern(name)].sum()),
+                )
+                for name in ("convert_currency", "get_exchange_rate", "send_email")
+            }
+        )
+    assert (
+        counts[0]
+        == counts[1]
+        == {
+            "convert_currency": (2.0, 0.0),  # the retried failure is not counted
+            "get_exchange_rate": (0.0, 1.0),  # the agent switched away: it did not fit
+            "send_email": (0.0, 1.0),  # the session ended on it
+        }
+    )
+    assert live.updates == replayed.updates == len(steps)
+
+
+def test_a_low_rating_revises_the_outcome_it_counted(embedder: Embedder) -> None:
+    learner, rng = learner_of(embedder), np.random.default_rng(7)
+    step = Step("get_exchange_rate", True, 80.0, query=REQUEST, session="s")
+    for _ in range(3):
+        learner.learn(step, rng)
+    before = p_works(learner, "get_exchange_rate")
+    for _ in range(3):
+        rated = Step("get_exchange_rate", True, 80.0, query=REQUEST, session="s", rating=1)
+        learner.observe_rating(rated, rng, learner.reward_of(step), None)
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    arm = learner.index.tools.intern("get_exchange_rate")
+    assert (float(policy.memory.worked[arm].sum()), float(policy.memory.failed[arm].sum())) == (0.0, 3.0)
+    assert p_works(learner, "get_exchange_rate") < before
+
+
+def test_what_it_learned_and_a_waiting_failure_survive_a_state_round_trip(embedder: Embedder) -> None:
+    learner, rng = learner_of(embedder), np.random.default_rng(8)
+    for i in range(6):
+        call(learner, "get_exchange_rate", i % 2 == 0, rng, f"s{i}")
+    learner.learn(Step("convert_currency", False, 80.0, query=REQUEST, session="open", fault="fit"), rng)
+    copy = learner_of(embedder)
+    copy.load_state(learner.state_dict())
+    assert list(copy.waiting) == ["open"]
+    a, b = learner.recommend(REQUEST, np.random.default_rng(9)), copy.recommend(REQUEST, np.random.default_rng(9))
+    assert [(r.tool, r.expected, r.p_agent) for r in a.ranked] == [(r.tool, r.expected, r.p_agent) for r in b.ranked]
