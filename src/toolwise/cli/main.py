@@ -178,5 +178,33 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
         raise typer.Exit(EXIT_FOUND)
 
 
+@app.command("import-dead-letters")
+def import_dead_letters(
+    files: Annotated[list[Path], typer.Argument(help="Dead-letter files (JSON Lines) to put back.")],
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Put the executions of dead-letter files back into the database (those already there are skipped).
+
+    toolwise writes a call the database refused (a full disk, a deleted file) to a dead-letter file, and
+    names that file in an error; once the database takes records again, this returns them to the log.
+    """
+    from toolwise.cli.admin import run
+    from toolwise.config import Settings
+    from toolwise.feedback import FeedbackService
+
+    for file in files:
+        if not file.is_file():
+            typer.echo(f"toolwise: no dead-letter file at {file}", err=True)
+            raise typer.Exit(EXIT_FOUND)
+
+    async def work(_settings: Settings, feedback: FeedbackService) -> None:
+        for file in files:
+            imported, known = await feedback.import_dead_letters(file)
+            typer.echo(f"{file}: {imported} executions imported, {known} already in the database")
+
+    run(config, work, database_url, create=True)
+
+
 def main() -> None:
     app()

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -25,16 +26,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from toolwise.feedback import toolstats
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, canonical_json
 from toolwise.feedback.database import Database
+from toolwise.feedback.deadletter import DeadLetters, import_rows, read_dead_letters
 from toolwise.feedback.engine import (
     SQLiteWriteThread,
     check_sqlite,
     create_engine,
-    create_private,
     data_dir,
     default_database_url,
     sqlite_path,
 )
-from toolwise.feedback.errors import DatabaseUnusableError, ServiceNotStartedError, describe_database_error
+from toolwise.feedback.errors import (
+    DatabaseUnusableError,
+    DeadLetterError,
+    ServiceNotStartedError,
+    describe_database_error,
+)
 from toolwise.feedback.instances import InstanceRegistry
 from toolwise.feedback.log import ExecutionLog
 from toolwise.feedback.migrate import SCHEMA_WAIT_S, MigrationError, upgrade
@@ -48,6 +54,7 @@ from toolwise.feedback.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+IMPORT_BATCH = 500  # dead letters a transaction
 
 
 class FeedbackService:
@@ -79,7 +86,7 @@ class FeedbackService:
         self._store_timeout_s = store_timeout_s
         db_file = sqlite_path(self.url)
         folder = db_file.parent if db_file else data_dir()
-        self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
+        self.dead_letters = DeadLetters(dead_letter_path or folder / "toolwise-dead-letter.jsonl")
         self.database = Database()
         self._insert: ExecutionInsert | None = None
         generation = Generation()
@@ -98,6 +105,8 @@ class FeedbackService:
         try:
             if (path := sqlite_path(self.url)) is not None:
                 await asyncio.to_thread(check_sqlite, path, SCHEMA_WAIT_S)
+                # the database's disk can fill up: dead letters keep room on it
+                await asyncio.to_thread(self.dead_letters.reserve)
             engine = create_engine(self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous)
             await upgrade(engine)
             async with engine.connect() as conn:
@@ -143,6 +152,11 @@ class FeedbackService:
         await self.aclose()
 
     @property
+    def dead_letter_path(self) -> Path:
+        """The dead-letter file (on a full disk, records may go to `dead_letters.fallbacks` instead)."""
+        return self.dead_letters.path
+
+    @property
     def engine(self) -> AsyncEngine:
         return self.database.engine
 
@@ -181,13 +195,24 @@ class FeedbackService:
             self.log.summaries_changed()
 
     def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
-        """Last resort for a record the database refuses: keep it on disk, loudly."""
+        """Last resort for a record the database refuses: keep it on disk, loudly. When no file takes
+        it, `DeadLetterError` carries the record as it would have been stored (redacted), for the log."""
         line = canonical_json({"error": repr(exc), "execution": self.rows.named(execution)})
-        self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
-        create_private(self.dead_letter_path)
-        with self.dead_letter_path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-        log.error("execution %s written to %s", execution.id, self.dead_letter_path)
+        try:
+            where = self.dead_letters.write(line)
+        except DeadLetterError as lost:
+            raise DeadLetterError(f"execution {execution.id} is lost ({lost}); its record: {line}") from exc
+        log.error("execution %s written to %s", execution.id, where)
+
+    async def import_dead_letters(self, path: Path) -> tuple[int, int]:
+        """Put the executions of a dead-letter file into the log; (imported, already there). Learners
+        replay them as any record that follows their snapshot."""
+        rows = list(read_dead_letters(path))
+        imported = 0
+        for start in range(0, len(rows), IMPORT_BATCH):
+            imported += await self.write(partial(import_rows, rows=rows[start : start + IMPORT_BATCH]))
+        self.log.summaries_changed()
+        return imported, len(rows) - imported
 
 
 def _safe_url(url: str) -> str:
