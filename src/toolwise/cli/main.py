@@ -158,7 +158,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     """Check that every downstream starts and the database opens, and say what to fix.
 
     Per downstream: its command is found, the handshake completes (name, version, protocol) and its
-    tools are listed. Exits 1 when something is wrong.
+    tools are listed; an SQLite database gets the full integrity check. Exits 1 when something is wrong.
     """
     from toolwise.cli.doctor import diagnose
     from toolwise.cli.masked import mask_text  # a url's password, a token in an error: never printed whole

@@ -13,6 +13,8 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +44,7 @@ from toolwise.feedback.errors import (
     describe_database_error,
 )
 from toolwise.feedback.instances import InstanceRegistry
+from toolwise.feedback.integrity import CHECK_AFTER_S, IntegrityCheck
 from toolwise.feedback.log import ExecutionLog
 from toolwise.feedback.migrate import SCHEMA_WAIT_S, MigrationError, upgrade
 from toolwise.feedback.reads import Generation, LogReads
@@ -72,6 +75,7 @@ class FeedbackService:
         synchronous: str = "FULL",
         dead_letter_path: Path | None = None,
         store_timeout_s: float = 10.0,
+        integrity_check_after_s: float | None = CHECK_AFTER_S,
     ) -> None:
         self.url = url or default_database_url()
         # The salt is the database's own, read at start; off, `store_queries` keeps queries and comments out.
@@ -87,6 +91,11 @@ class FeedbackService:
         db_file = sqlite_path(self.url)
         folder = db_file.parent if db_file else data_dir()
         self.dead_letters = DeadLetters(dead_letter_path or folder / "toolwise-dead-letter.jsonl")
+        # an SQLite file is checked once in the background, `integrity_check_after_s` after start (None: never)
+        checked = db_file is not None and integrity_check_after_s is not None
+        self.integrity = IntegrityCheck(db_file) if db_file is not None and checked else None
+        self._integrity_after_s = integrity_check_after_s or 0.0
+        self._integrity_task: asyncio.Task[None] | None = None
         self.database = Database()
         self._insert: ExecutionInsert | None = None
         generation = Generation()
@@ -135,11 +144,28 @@ class FeedbackService:
         )
         self.database.open(engine, thread, writer)
         writer.start()
+        if self.integrity is not None:
+            work = self._check_integrity(self.integrity)
+            self._integrity_task = asyncio.create_task(work, name="toolwise-integrity-check")
         log.info("feedback store ready at %s", _safe_url(self.url))
+
+    async def _check_integrity(self, check: IntegrityCheck) -> None:
+        """The background integrity check, on a thread of its own (it lowers its own priority)."""
+        await asyncio.sleep(self._integrity_after_s)
+        thread = ThreadPoolExecutor(1, thread_name_prefix="toolwise-integrity-check")
+        try:
+            await asyncio.get_running_loop().run_in_executor(thread, check.run)
+        finally:
+            thread.shutdown(wait=False)  # a check cancelled at shutdown was interrupted: it ends by itself
 
     async def aclose(self) -> None:
         """Write everything queued, then release the database. A database that takes nothing for
         `store_timeout_s` gets the rest dead-lettered rather than a shutdown that never ends."""
+        if self.integrity is not None:
+            self.integrity.stop()  # interrupts a check under way: a long one would hold up the exit
+        if self._integrity_task is not None:
+            self._integrity_task.cancel()
+            await asyncio.wait([self._integrity_task])
         await self.database.aclose(self._store_timeout_s)
 
     async def __aenter__(self) -> Self:
@@ -167,7 +193,10 @@ class FeedbackService:
 
     @property
     def stats(self) -> WriterStats:
-        return self.writer.stats
+        """The writer's counters, and what the integrity check found wrong with the file."""
+        stats = self.writer.stats
+        damaged = self.integrity.damaged if self.integrity is not None else None
+        return stats if damaged is None else replace(stats, damaged=damaged)
 
     # -- the write path ----------------------------------------------------------------------------
 
