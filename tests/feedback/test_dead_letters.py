@@ -8,6 +8,8 @@ import asyncio
 import errno
 import json
 import logging
+import os
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -106,3 +108,15 @@ async def test_a_record_no_file_takes_is_logged_whole_as_lost(
     [line] = [r.getMessage() for r in caplog.records if "feedback record lost" in r.getMessage()]
     assert f"execution {lost} is lost" in line and f'"id":"{lost}"' in line
     assert "No space left on device" in line and str(tmp_path / "dead.jsonl") in line
+
+
+async def test_dead_letters_are_imported_into_postgresql(tmp_path: Path) -> None:
+    url = os.environ.get("TOOLWISE_TEST_PG_URL")
+    if not url:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    async with FeedbackService(url, dead_letter_path=tmp_path / "dead.jsonl") as svc:
+        for _ in range(3):  # the writer's last resort, called directly
+            svc._dead_letter(make_execution(namespace=namespace, arguments={"q": 1}), OSError(28, "No space"))
+        assert await svc.import_dead_letters(svc.dead_letter_path) == (3, 0)
+        assert await svc.reads.count_executions(namespace) == 3
