@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from pathlib import Path
 
 from typer.testing import CliRunner
 
+from tests.feedback.test_integrity import damage_a_page, write_log
 from toolwise.cli.main import app
 
 
@@ -22,3 +24,17 @@ def test_doctor_masks_a_password_in_a_failing_servers_url(tmp_path: Path) -> Non
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1 and "FAIL server 'api'" in result.output, result.output
     assert "hunter2-secret" not in result.output and "me:***@127.0.0.1" in result.output
+
+
+def test_doctor_runs_the_full_integrity_check_and_names_a_damaged_page(tmp_path: Path) -> None:
+    db = tmp_path / "toolwise.db"
+    asyncio.run(write_log(db))
+    config = tmp_path / "toolwise.json"
+    config.write_text(json.dumps({"mcpServers": {}, "toolwise": {"database_url": f"sqlite+aiosqlite:///{db}"}}))
+    sound = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert sound.exit_code == 0 and "300 executions in namespace 'default', integrity_check ok" in sound.output
+    page = damage_a_page(db)
+    damaged = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert damaged.exit_code == 1, damaged.output
+    assert f"FAIL database: {db} is damaged: " in damaged.output and f"page {page}" in damaged.output
+    assert ".recover" in damaged.output  # and what to do about it

@@ -1,5 +1,6 @@
-"""`toolwise doctor`: does every downstream of a config start, and does the database open? Each
-check says what to fix, so a server that fails inside Claude Desktop can be mended from a terminal."""
+"""`toolwise doctor`: does every downstream of a config start, and does the database open (and is its file
+sound)? Each check says what to fix, so a server that fails inside Claude Desktop can be mended from a
+terminal."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import difflib
 import os
 import re
 import shutil
+import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +28,8 @@ from toolwise.downstream.catalogue import resolve_command
 from toolwise.downstream.environment import downstream_environment
 from toolwise.downstream.listing import all_tools
 from toolwise.feedback import DatabaseUnusableError, FeedbackService
+from toolwise.feedback.engine import sqlite_path
+from toolwise.feedback.integrity import check_file, recovery
 
 
 @dataclass(frozen=True)
@@ -224,13 +228,23 @@ async def check_database(config: AppConfig) -> Check:
     url = config.toolwise.database_url
     shown = make_url(url).render_as_string(hide_password=True)
     try:
-        async with FeedbackService(url) as feedback:
+        async with FeedbackService(url, integrity_check_after_s=None) as feedback:  # checked below, waited for
             count = await feedback.reads.count_executions(config.toolwise.namespace)
     except DatabaseUnusableError as exc:  # its message names the database and what to do
         return Check("database", False, str(exc), "fix database_url, or pass --database-url")
     except Exception as exc:  # noqa: BLE001 - any failure to open is what this check reports
         return Check("database", False, f"{shown}: {type(exc).__name__}: {exc}", "fix database_url (or the server)")
-    return Check("database", True, f"{shown}: {count} executions in namespace {config.toolwise.namespace!r}")
+    detail = f"{shown}: {count} executions in namespace {config.toolwise.namespace!r}"
+    if (path := sqlite_path(url)) is None:
+        return Check("database", True, detail)
+    try:
+        problems = await asyncio.to_thread(check_file, path, full=True)  # every page: as long as the file is big
+    except sqlite3.Error as exc:
+        return Check("database", False, f"{path}: the integrity check could not run: {exc}", "run doctor again")
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return Check("database", False, f"{path} is damaged: {'; '.join(problems[:3])}{more}", recovery(path))
+    return Check("database", True, f"{detail}, integrity_check ok")
 
 
 async def diagnose(config: AppConfig, path: Path) -> list[Check]:

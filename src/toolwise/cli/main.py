@@ -158,7 +158,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     """Check that every downstream starts and the database opens, and say what to fix.
 
     Per downstream: its command is found, the handshake completes (name, version, protocol) and its
-    tools are listed. Exits 1 when something is wrong.
+    tools are listed; an SQLite database gets the full integrity check. Exits 1 when something is wrong.
     """
     from toolwise.cli.doctor import diagnose
     from toolwise.cli.masked import mask_text  # a url's password, a token in an error: never printed whole
@@ -176,6 +176,34 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
     if failed:
         raise typer.Exit(EXIT_FOUND)
+
+
+@app.command("import-dead-letters")
+def import_dead_letters(
+    files: Annotated[list[Path], typer.Argument(help="Dead-letter files (JSON Lines) to put back.")],
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Put the executions of dead-letter files back into the database (those already there are skipped).
+
+    toolwise writes a call the database refused (a full disk, a deleted file) to a dead-letter file, and
+    names that file in an error; once the database takes records again, this returns them to the log.
+    """
+    from toolwise.cli.admin import run
+    from toolwise.config import Settings
+    from toolwise.feedback import FeedbackService
+
+    for file in files:
+        if not file.is_file():
+            typer.echo(f"toolwise: no dead-letter file at {file}", err=True)
+            raise typer.Exit(EXIT_FOUND)
+
+    async def work(_settings: Settings, feedback: FeedbackService) -> None:
+        for file in files:
+            imported, known = await feedback.import_dead_letters(file)
+            typer.echo(f"{file}: {imported} executions imported, {known} already in the database")
+
+    run(config, work, database_url, create=True)
 
 
 def main() -> None:

@@ -36,6 +36,10 @@ class StoreUnavailableError(FeedbackError):
     """The database does not take records (full disk, lost connection, locked) within the bound."""
 
 
+class DeadLetterError(FeedbackError):
+    """A record the database refused could not be written to any dead-letter file either."""
+
+
 class DatabaseUnusableError(FeedbackError):
     """The database cannot be opened or migrated (corrupt file, no permission, unreachable server)."""
 

@@ -234,10 +234,15 @@ class WriterStats:
     dead_lettered: int
     failing: str | None = None  # why the database refuses writes right now (None: it takes them)
     failing_since: datetime | None = None
+    damaged: str | None = None  # what the integrity check found wrong with the database file (feedback/integrity.py)
 
     def health(self) -> str:
-        """`ok`, or since when and why the database refuses records (stats, heartbeat, inspect status)."""
-        if self.failing is None:
-            return "ok"
-        since = f" since {self.failing_since:%Y-%m-%d %H:%M:%S} UTC" if self.failing_since else ""
-        return f"failing{since}: {self.failing} ({self.queue_depth} records waiting)"
+        """`ok`, or since when and why the database refuses records, and what is damaged in its file
+        (stats, heartbeat, inspect status)."""
+        said = []
+        if self.failing is not None:
+            since = f" since {self.failing_since:%Y-%m-%d %H:%M:%S} UTC" if self.failing_since else ""
+            said.append(f"failing{since}: {self.failing} ({self.queue_depth} records waiting)")
+        if self.damaged is not None:
+            said.append(f"damaged: {self.damaged}")
+        return "; ".join(said) or "ok"

@@ -13,6 +13,9 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -25,17 +28,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from toolwise.feedback import toolstats
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, canonical_json
 from toolwise.feedback.database import Database
+from toolwise.feedback.deadletter import DeadLetters, import_rows, read_dead_letters
 from toolwise.feedback.engine import (
     SQLiteWriteThread,
     check_sqlite,
     create_engine,
-    create_private,
     data_dir,
     default_database_url,
     sqlite_path,
 )
-from toolwise.feedback.errors import DatabaseUnusableError, ServiceNotStartedError, describe_database_error
+from toolwise.feedback.errors import (
+    DatabaseUnusableError,
+    DeadLetterError,
+    ServiceNotStartedError,
+    describe_database_error,
+)
 from toolwise.feedback.instances import InstanceRegistry
+from toolwise.feedback.integrity import CHECK_AFTER_S, IntegrityCheck
 from toolwise.feedback.log import ExecutionLog
 from toolwise.feedback.migrate import SCHEMA_WAIT_S, MigrationError, upgrade
 from toolwise.feedback.reads import Generation, LogReads
@@ -48,6 +57,7 @@ from toolwise.feedback.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+IMPORT_BATCH = 500  # dead letters a transaction
 
 
 class FeedbackService:
@@ -65,6 +75,7 @@ class FeedbackService:
         synchronous: str = "FULL",
         dead_letter_path: Path | None = None,
         store_timeout_s: float = 10.0,
+        integrity_check_after_s: float | None = CHECK_AFTER_S,
     ) -> None:
         self.url = url or default_database_url()
         # The salt is the database's own, read at start; off, `store_queries` keeps queries and comments out.
@@ -79,7 +90,12 @@ class FeedbackService:
         self._store_timeout_s = store_timeout_s
         db_file = sqlite_path(self.url)
         folder = db_file.parent if db_file else data_dir()
-        self.dead_letter_path = dead_letter_path or folder / "toolwise-dead-letter.jsonl"
+        self.dead_letters = DeadLetters(dead_letter_path or folder / "toolwise-dead-letter.jsonl")
+        # an SQLite file is checked once in the background, `integrity_check_after_s` after start (None: never)
+        checked = db_file is not None and integrity_check_after_s is not None
+        self.integrity = IntegrityCheck(db_file) if db_file is not None and checked else None
+        self._integrity_after_s = integrity_check_after_s or 0.0
+        self._integrity_task: asyncio.Task[None] | None = None
         self.database = Database()
         self._insert: ExecutionInsert | None = None
         generation = Generation()
@@ -98,6 +114,8 @@ class FeedbackService:
         try:
             if (path := sqlite_path(self.url)) is not None:
                 await asyncio.to_thread(check_sqlite, path, SCHEMA_WAIT_S)
+                # the database's disk can fill up: dead letters keep room on it
+                await asyncio.to_thread(self.dead_letters.reserve)
             engine = create_engine(self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous)
             await upgrade(engine)
             async with engine.connect() as conn:
@@ -126,11 +144,28 @@ class FeedbackService:
         )
         self.database.open(engine, thread, writer)
         writer.start()
+        if self.integrity is not None:
+            work = self._check_integrity(self.integrity)
+            self._integrity_task = asyncio.create_task(work, name="toolwise-integrity-check")
         log.info("feedback store ready at %s", _safe_url(self.url))
+
+    async def _check_integrity(self, check: IntegrityCheck) -> None:
+        """The background integrity check, on a thread of its own (it lowers its own priority)."""
+        await asyncio.sleep(self._integrity_after_s)
+        thread = ThreadPoolExecutor(1, thread_name_prefix="toolwise-integrity-check")
+        try:
+            await asyncio.get_running_loop().run_in_executor(thread, check.run)
+        finally:
+            thread.shutdown(wait=False)  # a check cancelled at shutdown was interrupted: it ends by itself
 
     async def aclose(self) -> None:
         """Write everything queued, then release the database. A database that takes nothing for
         `store_timeout_s` gets the rest dead-lettered rather than a shutdown that never ends."""
+        if self.integrity is not None:
+            self.integrity.stop()  # interrupts a check under way: a long one would hold up the exit
+        if self._integrity_task is not None:
+            self._integrity_task.cancel()
+            await asyncio.wait([self._integrity_task])
         await self.database.aclose(self._store_timeout_s)
 
     async def __aenter__(self) -> Self:
@@ -143,6 +178,11 @@ class FeedbackService:
         await self.aclose()
 
     @property
+    def dead_letter_path(self) -> Path:
+        """The dead-letter file (on a full disk, records may go to `dead_letters.fallbacks` instead)."""
+        return self.dead_letters.path
+
+    @property
     def engine(self) -> AsyncEngine:
         return self.database.engine
 
@@ -153,7 +193,10 @@ class FeedbackService:
 
     @property
     def stats(self) -> WriterStats:
-        return self.writer.stats
+        """The writer's counters, and what the integrity check found wrong with the file."""
+        stats = self.writer.stats
+        damaged = self.integrity.damaged if self.integrity is not None else None
+        return stats if damaged is None else replace(stats, damaged=damaged)
 
     # -- the write path ----------------------------------------------------------------------------
 
@@ -181,13 +224,24 @@ class FeedbackService:
             self.log.summaries_changed()
 
     def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
-        """Last resort for a record the database refuses: keep it on disk, loudly."""
+        """Last resort for a record the database refuses: keep it on disk, loudly. When no file takes
+        it, `DeadLetterError` carries the record as it would have been stored (redacted), for the log."""
         line = canonical_json({"error": repr(exc), "execution": self.rows.named(execution)})
-        self.dead_letter_path.parent.mkdir(parents=True, exist_ok=True)
-        create_private(self.dead_letter_path)
-        with self.dead_letter_path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-        log.error("execution %s written to %s", execution.id, self.dead_letter_path)
+        try:
+            where = self.dead_letters.write(line)
+        except DeadLetterError as lost:
+            raise DeadLetterError(f"execution {execution.id} is lost ({lost}); its record: {line}") from exc
+        log.error("execution %s written to %s", execution.id, where)
+
+    async def import_dead_letters(self, path: Path) -> tuple[int, int]:
+        """Put the executions of a dead-letter file into the log; (imported, already there). Learners
+        replay them as any record that follows their snapshot."""
+        rows = list(read_dead_letters(path))
+        imported = 0
+        for start in range(0, len(rows), IMPORT_BATCH):
+            imported += await self.write(partial(import_rows, rows=rows[start : start + IMPORT_BATCH]))
+        self.log.summaries_changed()
+        return imported, len(rows) - imported
 
 
 def _safe_url(url: str) -> str:

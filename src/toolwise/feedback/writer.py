@@ -35,7 +35,7 @@ from typing import Generic, TypeVar
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from toolwise.feedback.errors import StoreUnavailableError, describe_database_error
+from toolwise.feedback.errors import DeadLetterError, StoreUnavailableError, describe_database_error
 from toolwise.feedback.records import WriterStats, utcnow
 
 T = TypeVar("T")
@@ -289,11 +289,15 @@ class GroupCommitWriter(Generic[T, P]):
         self._give_up(batch[0], exc)
 
     def _give_up(self, item: T, exc: BaseException) -> None:
-        """Dead-letter a record the database refused; if even that fails (a full disk), the record
-        goes to the log, so it is never lost without a trace."""
-        log.error("feedback record could not be written and was dead-lettered: %s", exc)
+        """Dead-letter a record the database refused; if even that fails (every disk it may go to is
+        full), the record goes to the log, so it is never lost without a trace."""
+        log.error("feedback record could not be written to the database, dead-lettering it: %s", exc)
         try:
             self._dead_letter(item, exc)
+        except DeadLetterError as lost:  # its message names the record as it would have been stored
+            log.error("feedback record lost, it is only in this log: %s", lost)  # noqa: TRY400 - its message is all
+            return
         except Exception:
             log.exception("dead-lettering failed too; the record is only in this log: %r", item)
+            return
         self._dead += 1

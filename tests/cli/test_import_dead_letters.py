@@ -1,0 +1,39 @@
+"""`toolwise import-dead-letters` puts the calls a refusing database sent to a dead-letter file back."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.feedback.conftest import make_execution
+from toolwise.cli.main import app
+from toolwise.feedback import FeedbackService
+
+
+def test_dead_letters_are_imported_once(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+
+    async def dead_letter() -> Path:
+        async with FeedbackService(url) as svc:
+            svc._dead_letter(make_execution(), OSError(28, "No space left on device"))  # the writer's last resort
+            return svc.dead_letter_path
+
+    async def count() -> int:
+        async with FeedbackService(url) as svc:
+            return await svc.reads.count_executions("default")
+
+    dead = asyncio.run(dead_letter())
+    assert asyncio.run(count()) == 0
+    first = CliRunner().invoke(app, ["import-dead-letters", str(dead), "--database-url", url])
+    assert first.exit_code == 0 and "1 executions imported, 0 already in the database" in first.output, first.output
+    again = CliRunner().invoke(app, ["import-dead-letters", str(dead), "--database-url", url])
+    assert "0 executions imported, 1 already in the database" in again.output, again.output
+    assert asyncio.run(count()) == 1
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    result = CliRunner().invoke(app, ["import-dead-letters", str(tmp_path / "nope.jsonl"), "--database-url", url])
+    assert result.exit_code == 1 and "no dead-letter file at" in result.output
