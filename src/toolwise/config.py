@@ -101,7 +101,7 @@ class Settings(BaseSettings):
 
     database_url: str = Field(default_factory=default_database_url)
     namespace: str = Field(default="default", min_length=1, max_length=64)
-    policy: str = "choice"
+    policy: str = "outcome"
     embedding: Literal["wordllama", "none"] = "wordllama"  # the prior's text embedding (none: lexical BM25)
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)

@@ -228,7 +228,7 @@ async def test_snapshot_dump_list_and_restore_previous_roll_the_learned_state_ba
 async def test_a_floor_on_exploration_keeps_a_share_of_picks_exploring(tmp_path: Path) -> None:
     async with serving(tmp_path, epsilon_min=0.3, seed=3) as client:
         with anyio.fail_after(30):  # the policy serves once the start-up has caught up with the log
-            while ok(await client.call_tool("get_learning_stats", {}))["serving"] != "choice":
+            while ok(await client.call_tool("get_learning_stats", {}))["serving"] != "outcome":
                 await anyio.sleep(0.05)
         for _ in range(100):
             await client.call_tool("recommend_tool", {"query": "answer the text unchanged"})
