@@ -6,6 +6,12 @@ the oldest tool of h, c counts the steps that worked, T(h) is how many distinct 
 and the recursion ends at the unigram c(w) / N. A prefix seen once still answers, an unseen one backs
 off to the shorter one, and a session's first step (no prefix) gets the tools that work most often.
 Witten-Bell needs only the counts after each prefix, which the table already keeps.
+
+The next call as the agent will make it (`recommend_next`) is the same estimate over every call, whether
+it worked or not: after a failed call agents mostly retry it, which a model of the calls that worked
+cannot predict. A failed last call is its own context: the steps that followed one are also counted
+after the prefix with that tool marked failed (`failed`), so "B failed" backs off to "B" and "B worked"
+is B's counts less those. Each suggestion carries P(the agent calls it) and P(it works) there.
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ class NextTool:
     mean_reward: float
     prefix: tuple[str, ...]
     reason: str
+    p_agent: float = 0.0  # P(the agent calls it next), over all calls (`recommend_next`)
+    p_works: float = 0.0  # P(that call works), its success counts there shrunk to the tool's own rate
+
+
+FAILED = "\x00failed"  # marks a prefix's last tool as a call that failed (no MCP tool name holds a NUL)
+WORKS_PRIOR = 2.0  # pseudo-calls at the tool's own success rate in `p_works`
+
+
+def failed(tool: str) -> str:
+    """The name a failed call of `tool` has as the last tool of a prefix."""
+    return tool + FAILED
 
 
 class SequenceModel:
@@ -59,6 +76,7 @@ class SequenceModel:
         self._size = 0  # n-grams counted
         self.unigrams: dict[str, NgramStats] = {}  # every step of every session, first steps included
         self._unigram_p: dict[str, float] | None = None  # P(w) over the unigrams that worked, until they move
+        self._called_p: dict[str, float] | None = None  # P(w) over every call, until they move
 
     def __len__(self) -> int:
         """How many distinct n-grams are counted."""
@@ -89,12 +107,14 @@ class SequenceModel:
                 self._table[prefix] = found
         return found
 
-    def observe_step(self, history: Sequence[str], tool: str, reward: float, success: bool) -> None:
+    def observe_step(
+        self, history: Sequence[str], tool: str, reward: float, success: bool, *, after_failure: bool = False
+    ) -> None:
         """Count `tool` (a unigram) and `tool` after each suffix (length 1..max_n-1) of the session's
-        `history` so far. Feeding a session call by call counts exactly the n-grams of its whole sequence."""
+        `history` so far. Feeding a session call by call counts exactly the n-grams of its whole sequence.
+        `after_failure`: the last call of `history` failed (counted again after its marked prefixes)."""
         self._count_unigram(tool, 1, reward, int(success))
-        for length in range(1, min(self.max_n - 1, len(history)) + 1):
-            prefix = tuple(history[-length:])
+        for prefix in self._prefixes(history, after_failure):
             nexts = self._nexts(prefix)
             if nexts is None:
                 nexts = self._table[prefix] = {}
@@ -106,6 +126,14 @@ class SequenceModel:
             stats.reward_sum += reward
             stats.successes += int(success)
 
+    def _prefixes(self, history: Sequence[str], after_failure: bool) -> list[tuple[str, ...]]:
+        """The prefixes a step after `history` counts under: each suffix, and with `after_failure` each
+        suffix again with its last tool marked failed."""
+        suffixes = [tuple(history[-length:]) for length in range(1, min(self.max_n - 1, len(history)) + 1)]
+        if after_failure and suffixes:
+            suffixes += [(*prefix[:-1], failed(prefix[-1])) for prefix in suffixes]
+        return suffixes
+
     def _count_unigram(self, tool: str, count: int, reward_sum: float, successes: int) -> None:
         stats = self.unigrams.get(tool)
         if stats is None:
@@ -113,7 +141,7 @@ class SequenceModel:
         stats.count += count
         stats.reward_sum += reward_sum
         stats.successes += successes
-        self._unigram_p = None
+        self._unigram_p = self._called_p = None
 
     def observe_batch(
         self,
@@ -177,7 +205,7 @@ class SequenceModel:
         wins = np.bincount(where, weights=worked, minlength=len(used)).tolist()
         for s, count, reward_sum, successes in zip(stats, counts, sums.tolist(), wins, strict=True):
             s.count, s.reward_sum, s.successes = s.count + count, reward_sum, s.successes + round(successes)
-        self._unigram_p = None
+        self._unigram_p = self._called_p = None
 
     def _columns_for_batch(
         self, tools: Sequence[str], previous: Sequence[str | None], histories: Sequence[Sequence[str]] | None
@@ -221,15 +249,24 @@ class SequenceModel:
                 self.observe_step(histories[i], tool, reward, success)
         return follow
 
-    def revise(self, history: Sequence[str], tool: str, reward_delta: float, success_delta: int) -> None:
-        """Correct an observed step after the fact (a rating changed its reward and whether it worked)."""
+    def revise(
+        self,
+        history: Sequence[str],
+        tool: str,
+        reward_delta: float,
+        success_delta: int,
+        *,
+        after_failure: bool = False,
+    ) -> None:
+        """Correct an observed step after the fact (a rating changed its reward and whether it worked);
+        `after_failure` as the step was observed."""
         stats = self.unigrams.get(tool)
         if stats is not None:
             stats.reward_sum += reward_delta
             stats.successes = min(stats.count, max(0, stats.successes + success_delta))
             self._unigram_p = None
-        for length in range(1, min(self.max_n - 1, len(history)) + 1):
-            stats = (self._nexts(tuple(history[-length:])) or {}).get(tool)
+        for prefix in self._prefixes(history, after_failure):
+            stats = (self._nexts(prefix) or {}).get(tool)
             if stats is not None:
                 stats.reward_sum += reward_delta
                 stats.successes = min(stats.count, max(0, stats.successes + success_delta))
@@ -272,29 +309,85 @@ class SequenceModel:
             self._unigram_p = {t: s.successes / total for t, s in self.unigrams.items() if s.successes > 0}
         return self._unigram_p
 
+    def _called_probabilities(self) -> dict[str, float]:
+        if self._called_p is None:
+            total = sum(s.count for s in self.unigrams.values())
+            self._called_p = {t: s.count / total for t, s in self.unigrams.items() if s.count > 0}
+        return self._called_p
+
+    def _agent_contexts(self, history: Sequence[str], after_failure: bool) -> list[tuple[tuple[str, ...], bool]]:
+        """The contexts of `agent_distribution`, shortest first, each a prefix of the table and whether it
+        is read as the part of its counts that followed a call that worked (its counts less the marked
+        prefix's): a failed last call backs off from its marked prefixes to its plain bigram, a last call
+        that worked reads only what followed one that worked."""
+        suffixes = [tuple(history[-length:]) for length in range(1, min(self.max_n - 1, len(history)) + 1)]
+        if not after_failure or not suffixes or not self._nexts((failed(history[-1]),)):
+            return [(prefix, after_failure is False) for prefix in suffixes]  # no failure of it seen: all calls
+        return [(suffixes[0], False)] + [((*prefix[:-1], failed(prefix[-1])), False) for prefix in suffixes]
+
+    def _agent_counts(self, prefix: tuple[str, ...], worked_only: bool) -> dict[str, NgramStats]:
+        nexts = self._nexts(prefix) or {}
+        marked = self._nexts((*prefix[:-1], failed(prefix[-1]))) if worked_only else None
+        if not marked:
+            return nexts
+        left = {}
+        for tool, s in nexts.items():
+            m = marked.get(tool)
+            if m is None:
+                left[tool] = s
+            elif s.count > m.count:
+                left[tool] = NgramStats(s.count - m.count, s.reward_sum - m.reward_sum, s.successes - m.successes)
+        return left
+
+    def agent_distribution(self, history: Sequence[str], after_failure: bool = False) -> dict[str, float]:
+        """P(the agent's next call | its last calls, and whether the last one failed): interpolated
+        Witten-Bell over every call (see the module's docstring); sums to 1 over the tools ever called."""
+        probability = dict(self._called_probabilities())
+        for prefix, worked_only in self._agent_contexts(history, after_failure):
+            called = {t: s.count for t, s in self._agent_counts(prefix, worked_only).items() if s.count > 0}
+            if not called:
+                continue
+            total, types = sum(called.values()), len(called)
+            keep = types / (total + types)
+            for tool in probability:
+                probability[tool] *= keep
+            for tool, count in called.items():
+                probability[tool] = probability.get(tool, 0.0) + count / (total + types)
+        return probability
+
     def recommend_next(
-        self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
+        self,
+        recent_tools: Sequence[str],
+        candidates: Iterable[str] | None = None,
+        top_k: int = 5,
+        *,
+        after_failure: bool = False,
     ) -> list[NextTool]:
-        """The `top_k` most probable next tools (`next_distribution`) among `candidates`, each with the
-        longest prefix of `recent_tools` it was seen after (none: it is just often used) and its
-        counts there."""
-        probability = self.next_distribution(recent_tools)
+        """The `top_k` calls the agent most probably makes next (`agent_distribution`; a retry of a failed
+        last call included) among `candidates`, each with P(it works) there and the longest context it
+        was seen after (none: it is just often called) with its counts."""
+        probability = self.agent_distribution(recent_tools, after_failure)
         if candidates is not None:
             allowed = set(candidates)
             probability = {t: p for t, p in probability.items() if t in allowed}
         best = sorted(probability.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-        return [self._explain(recent_tools, tool, p) for tool, p in best]
+        return [self._explain(recent_tools, after_failure, tool, p) for tool, p in best]
 
-    def _explain(self, recent_tools: Sequence[str], tool: str, probability: float) -> NextTool:
-        for length in range(min(self.max_n - 1, len(recent_tools)), 0, -1):
-            prefix = tuple(recent_tools[-length:])
-            s = (self._nexts(prefix) or {}).get(tool)
-            if s is not None and s.successes:
-                reason = f"follows {' → '.join(prefix)} → {tool} ({s.count}×, {s.success_rate:.0%} success)"
-                return NextTool(tool, probability, s.count, s.success_rate, s.mean_reward, prefix, reason)
-        s = self.unigrams[tool]
-        reason = f"often used ({s.count}×, {s.success_rate:.0%} success), never yet after these tools"
-        return NextTool(tool, probability, s.count, s.success_rate, s.mean_reward, (), reason)
+    def _explain(self, recent_tools: Sequence[str], after_failure: bool, tool: str, probability: float) -> NextTool:
+        own = self.unigrams[tool]
+        base = (own.successes + 1) / (own.count + 2)  # the tool's own success rate, Laplace-smoothed
+        for prefix, worked_only in reversed(self._agent_contexts(recent_tools, after_failure)):
+            s = self._agent_counts(prefix, worked_only).get(tool)
+            if s is not None and s.count:
+                shown = tuple(t.removesuffix(FAILED) for t in prefix)
+                steps = [*shown[:-1], shown[-1] + (" (failed)" if prefix[-1].endswith(FAILED) else "")]
+                reason = f"follows {' → '.join(steps)} → {tool} ({s.count}×, {s.success_rate:.0%} success)"
+                works = (s.successes + WORKS_PRIOR * base) / (s.count + WORKS_PRIOR)
+                return NextTool(
+                    tool, probability, s.count, s.success_rate, s.mean_reward, shown, reason, probability, works
+                )
+        reason = f"often called ({own.count}×, {own.success_rate:.0%} success), never yet after these tools"
+        return NextTool(tool, probability, own.count, own.success_rate, own.mean_reward, (), reason, probability, base)
 
     def top_sequences(self, tool: str | None = None, limit: int = 10) -> list[NextTool]:
         """The most frequent successful n-grams (optionally those containing `tool`)."""
@@ -309,6 +402,7 @@ class SequenceModel:
                 f"{' → '.join((*prefix, nxt))} ({s.count}×, {s.success_rate:.0%} success)",
             )
             for prefix, nexts in self.table.items()
+            if not prefix[-1].endswith(FAILED)  # the steps after a failed call, counted twice
             for nxt, s in nexts.items()
             if s.count >= self.min_count and (tool is None or tool == nxt or tool in prefix)
         ]
