@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from toolwise.rl import SequenceModel
@@ -86,3 +87,38 @@ def test_the_failed_contexts_survive_a_state_round_trip() -> None:
         )
     assert clone.table == model.table
     assert all("\x00" not in "".join(r.prefix) + r.tool for r in clone.top_sequences())
+
+
+def test_a_replays_batches_count_the_failed_contexts_as_steps_do() -> None:
+    rng = np.random.default_rng(3)
+    tools = [f"t{k}" for k in range(8)]
+    rows: list[tuple[str | None, str, tuple[str, ...], float, bool, bool]] = []
+    history: list[tuple[str, bool]] = []
+    for k in range(3_000):
+        if k % 7 == 0:
+            history = []
+        tool = history[-1][0] if history and not history[-1][1] else tools[int(rng.integers(len(tools)))]
+        ok = bool(rng.random() < 0.7)
+        before = history[-1][0] if history else None
+        after_failure = bool(history) and not history[-1][1]
+        rows.append((before, tool, tuple(t for t, _ in history[-2:]), float(rng.normal(5, 3)), ok, after_failure))
+        history.append((tool, ok))
+    one, other = SequenceModel(), SequenceModel()
+    for _, tool, prefix, reward, ok, after_failure in rows:
+        one.observe_step(prefix, tool, reward, ok, after_failure=after_failure)
+    for start, end in ((0, 1_000), (1_000, 3_000)):
+        part = rows[start:end]
+        other.observe_batch(
+            [r[0] for r in part],
+            [r[1] for r in part],
+            [r[2] for r in part],
+            np.array([r[3] for r in part]),
+            np.array([r[4] for r in part]),
+            np.array([r[5] for r in part]),
+        )
+        other.load_state(other.state_dict())
+    assert other.table == one.table and len(other) == len(one)
+    assert other.recommend_next(["t1", "t2"], after_failure=True) == one.recommend_next(
+        ["t1", "t2"], after_failure=True
+    )
+    assert one.recommend_next(["t1", "t2"], top_k=1, after_failure=True)[0].tool == "t2"

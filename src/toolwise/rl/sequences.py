@@ -150,14 +150,18 @@ class SequenceModel:
         histories: Sequence[Sequence[str]] | None,
         rewards: NDArray[np.float64],
         worked: NDArray[np.bool_],
+        after_failure: NDArray[np.bool_] | None = None,
     ) -> NDArray[np.float64]:
         """A run of steps at once, over columns: each step's `follow_score(previous[i], tools[i])`
         before it (−1 where None or `previous[i]` is None), then, with `histories`, `observe_step` of
-        each (the same counts and sums as one step at a time, without an object an n-gram)."""
+        each (the same counts and sums as one step at a time, without an object an n-gram), with
+        `after_failure[i]` where given."""
         width = self.max_n - 1
-        columns = self._columns_for_batch(tools, previous, histories)
+        flags = np.zeros(len(tools), dtype=bool) if after_failure is None else np.asarray(after_failure, dtype=bool)
+        marked = [failed(h[-1]) for h, f in zip(histories or (), flags.tolist(), strict=False) if f and h]
+        columns = self._columns_for_batch(tools, previous, histories, marked)
         if columns is None:  # more tool names than the keys hold: one step at a time
-            return self._observe_steps(previous, tools, histories, rewards, worked)
+            return self._observe_steps(previous, tools, histories, rewards, worked, flags)
         ids = columns.ids  # every name of the batch is interned by now
         tool_ids = np.array([ids[t] for t in tools], dtype=np.int32)
         if histories is not None:
@@ -187,11 +191,33 @@ class SequenceModel:
         earlier_count, earlier_successes = _earlier(look_keys, looked, seen_keys, seen_step, seen_worked)
         count, successes = count + earlier_count, successes + earlier_successes
         self._size += new
+        if marked:
+            self._size += self._count_after_failures(
+                columns, seen_step[flags[seen_step]], seen_prefix[flags[seen_step]], tool_ids, rewards, worked
+            )
         follow = np.full(len(tools), -1.0)
         enough = count >= self.min_count
         rate = successes[enough] / count[enough]
         follow[looked[enough]] = rate * count[enough] / (count[enough] + 1)
         return follow
+
+    @staticmethod
+    def _count_after_failures(
+        columns: _Columns,
+        step: NDArray[np.int64],
+        prefix: NDArray[np.int32],
+        tool_ids: NDArray[np.int32],
+        rewards: NDArray[np.float64],
+        worked: NDArray[np.bool_],
+    ) -> int:
+        """The n-grams of steps that followed a failed call, again under their prefixes with the last
+        tool marked failed (`_prefixes`); returns how many are new."""
+        rows = np.arange(len(prefix))
+        last = (prefix >= 0).sum(axis=1) - 1  # where each prefix holds its most recent tool
+        prefix = prefix.copy()
+        prefix[rows, last] = [columns.ids[failed(columns.names[i])] for i in prefix[rows, last].tolist()]
+        keys = columns._keys(prefix, tool_ids[step])
+        return columns.add(keys, prefix, tool_ids[step], rewards[step], worked[step].astype(np.int64))
 
     def _count_unigrams(
         self, names: list[str], tool_ids: NDArray[np.int32], rewards: NDArray[np.float64], worked: NDArray[np.bool_]
@@ -208,7 +234,11 @@ class SequenceModel:
         self._unigram_p = self._called_p = None
 
     def _columns_for_batch(
-        self, tools: Sequence[str], previous: Sequence[str | None], histories: Sequence[Sequence[str]] | None
+        self,
+        tools: Sequence[str],
+        previous: Sequence[str | None],
+        histories: Sequence[Sequence[str]] | None,
+        marked: Sequence[str] = (),
     ) -> _Columns | None:
         """Every n-gram in the columns (the prefixes taken into dicts put back), with room for the
         batch's names; None if they do not fit."""
@@ -220,6 +250,7 @@ class SequenceModel:
         names = dict.fromkeys(tools)  # in order of appearance: the same ids whatever the hash seed
         names.update(dict.fromkeys(p for p in previous if p is not None))
         names.update(dict.fromkeys(t for history in histories or () for t in history))
+        names.update(dict.fromkeys(marked))
         names.update(dict.fromkeys(t for prefix, nexts in self._table.items() for t in (*prefix, *nexts)))
         missing = [name for name in names if name not in cold.ids]
         if not _Columns.fits(len(cold.ids) + len(missing), width):
@@ -238,15 +269,16 @@ class SequenceModel:
         histories: Sequence[Sequence[str]] | None,
         rewards: NDArray[np.float64],
         worked: NDArray[np.bool_],
+        after_failure: NDArray[np.bool_],
     ) -> NDArray[np.float64]:
         follow = np.full(len(tools), -1.0)
-        for i, (before, tool, reward, success) in enumerate(
-            zip(previous, tools, rewards.tolist(), worked.tolist(), strict=True)
+        for i, (before, tool, reward, success, flag) in enumerate(
+            zip(previous, tools, rewards.tolist(), worked.tolist(), after_failure.tolist(), strict=True)
         ):
             if before is not None and (score := self.follow_score(before, tool)) is not None:
                 follow[i] = score
             if histories is not None:
-                self.observe_step(histories[i], tool, reward, success)
+                self.observe_step(histories[i], tool, reward, success, after_failure=flag)
         return follow
 
     def revise(
