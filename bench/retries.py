@@ -4,7 +4,8 @@ toolwise's MCP surface as the agent made them, next to simple references on the 
 
 The downstream (bench/catalogue_server.py) answers each call as it went: an error result where the
 call failed. Before every step from the second `recommend_next_tools(session_id)` is asked (hit@1,
-hit@3 of the tool the agent called next), and `recommend_tool(text)` where the step has a text. The
+hit@3 of the tool the agent called next), and `recommend_tool(text)` where the step has a text (the
+last column, on the same steps: the text-free references beside it are its references too). The
 references learn online from the same calls in the same run: a Witten-Bell trigram over every call,
 "repeat the last call" (then the calls before it, most recent first), a Witten-Bell trigram over the
 calls that worked (what recommend_next_tools was before issue 34), and toolwise's own `SequenceModel`
@@ -48,12 +49,10 @@ def marks(ranked: Sequence[str], truth: str, prefix: str) -> dict[str, bool]:
     return {f"{prefix}1": list(ranked[:1]) == [truth], f"{prefix}3": truth in ranked[:3]}
 
 
-async def toolwise_run(
-    tools_file: Path, runs: list[dict[str, Any]], seed: int
-) -> tuple[Hits, Hits, dict[str, str], float]:
-    """The stream through toolwise: its next-tool hits (steps 2+), recommend_tool's (steps with a text),
-    and its public name of each data-set tool."""
-    nxt, text = Hits(), Hits()
+async def toolwise_run(tools_file: Path, runs: list[dict[str, Any]], seed: int) -> tuple[Hits, dict[str, str], float]:
+    """The stream through toolwise, steps 2+: recommend_next_tools' hits (`hit`) and recommend_tool's
+    (`tool`; a step without a text counts as a miss); and its public name of each data-set tool."""
+    hits = Hits()
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed)) as app,
@@ -65,17 +64,17 @@ async def toolwise_run(
                 session = f"trajectory-{i}"
                 for j, step in enumerate(run["steps"]):
                     truth = public[step["tool"]]
+                    picked: list[str] = []
                     if step["text"]:
                         answer = await client.call_tool(
                             "recommend_tool", {"query": step["text"], "session_id": session, "top_k": 3}
                         )
-                        text.add(
-                            i, **marks([r["tool"] for r in answer.structured_content["recommendations"]], truth, "hit")
-                        )
+                        picked = [r["tool"] for r in answer.structured_content["recommendations"]]
                     if j:
                         answer = await client.call_tool("recommend_next_tools", {"session_id": session, "top_k": 3})
                         ranked = [r["tool"] for r in answer.structured_content["recommendations"]]
-                        nxt.add(i, failed=not run["steps"][j - 1]["ok"], **marks(ranked, truth, "hit"))
+                        failed = not run["steps"][j - 1]["ok"]
+                        hits.add(i, failed=failed, **marks(ranked, truth, "hit"), **marks(picked, truth, "tool"))
                     expect = [step["tool"]] if step["ok"] else []  # the downstream fails the call as it failed
                     result = await client.call_tool(truth, {"expect": expect}, meta=session_meta(session))
                     if result.is_error == step["ok"]:
@@ -87,7 +86,7 @@ async def toolwise_run(
                 if ended.is_error:
                     raise RuntimeError(f"end_session failed: {ended.content}")
             elapsed = time.perf_counter() - started
-    return nxt, text, public, elapsed
+    return hits, public, elapsed
 
 
 def references(runs: list[dict[str, Any]], names: list[str]) -> Hits:
@@ -124,40 +123,29 @@ def rates(hits: Hits, name: str) -> tuple[float, float, float]:
     return float(hit.mean()), float(hit[failed].mean()), float(hit[~failed].mean())
 
 
-def table(name: str, per_seed: list[tuple[int, Hits, Hits]], text: list[Hits]) -> str:
+def key(name: str) -> str:
+    return "hit" if name == "toolwise" else f"{name}_hit"
+
+
+def table(name: str, per_seed: list[tuple[int, Hits, Hits]]) -> str:
     failed = int(np.sum(per_seed[0][1].marks["failed"]))
     steps = len(per_seed[0][1].marks["failed"])
     lines = [
         f"{name}: next-tool hit@3 (hit@1), {steps} steps 2+, {failed} right after a failed call",
-        f"{'seed':>4} {'':>7} | " + " ".join(f"{n:>14}" for n in NEXT),
+        f"{'seed':>4} {'after':>7} | " + " ".join(f"{n:>14}" for n in NEXT) + " | " + f"{'recommend_tool':>14}",
     ]
     for seed, ours, refs in per_seed:
-        for i, part in enumerate(("all", "failed", "worked")):
+        for i, part in enumerate(("any", "failed", "worked")):
             row = f"{seed if i == 0 else '':>4} {part:>7} | "
             for n in NEXT:
-                source, key = (ours, "hit") if n == "toolwise" else (refs, f"{n}_hit")
-                row += f"{rates(source, key + '3')[i]:7.3f} ({rates(source, key + '1')[i]:.3f})"
+                source = ours if n == "toolwise" else refs
+                row += f"{rates(source, key(n) + '3')[i]:7.3f} ({rates(source, key(n) + '1')[i]:.3f})"
+            row += f" | {rates(ours, 'tool3')[i]:7.3f} ({rates(ours, 'tool1')[i]:.3f})"
             lines.append(row)
-    for part, i in (("all", 0), ("failed", 1)):
-        mean = {
-            n: np.mean(
-                [
-                    rates(o if n == "toolwise" else r, ("hit" if n == "toolwise" else f"{n}_hit") + "3")[i]
-                    for _, o, r in per_seed
-                ]
-            )
-            for n in NEXT
-        }
-        lines.append(f"{'mean':>4} {part:>7} | " + " ".join(f"{mean[n]:14.3f}" for n in NEXT))
-    tool1 = [float(np.mean(t.marks["hit1"])) for t in text]
-    tool3 = [float(np.mean(t.marks["hit3"])) for t in text]
-    lines.append(
-        f"recommend_tool on the {len(text[0].marks['hit1'])} steps with a user text: hit@1 "
-        + ", ".join(f"{v:.3f}" for v in tool1)
-        + "; hit@3 "
-        + ", ".join(f"{v:.3f}" for v in tool3)
-        + " (one a seed)"
-    )
+    for i, part in enumerate(("any", "failed")):
+        mean = [np.mean([rates(o if n == "toolwise" else r, key(n) + "3")[i] for _, o, r in per_seed]) for n in NEXT]
+        mean.append(np.mean([rates(o, "tool3")[i] for _, o, _ in per_seed]))
+        lines.append(f"{'mean':>4} {part:>7} | " + " ".join(f"{m:14.3f}" for m in mean[:-1]) + f" | {mean[-1]:14.3f}")
     return "\n".join(lines)
 
 
@@ -171,15 +159,14 @@ async def main() -> None:
         steps = sum(len(r["steps"]) for r in runs)
         failures = sum(not s["ok"] for r in runs for s in r["steps"])
         print(f"\n{path.name}: {len(runs)} trajectories, {steps} calls, {failures} failed")
-        per_seed, text = [], []
+        per_seed = []
         for seed in (int(s) for s in args.seeds.split(",")):
             order = [runs[i] for i in np.random.default_rng(seed).permutation(len(runs))]
-            ours, tool, public, elapsed = await toolwise_run(path / "tools.jsonl", order, seed)
+            ours, public, elapsed = await toolwise_run(path / "tools.jsonl", order, seed)
             print(f"  seed {seed}: {elapsed:.0f} s through the MCP surface ({elapsed / steps * 1000:.1f} ms a call)")
             named = [{**r, "steps": [{**s, "tool": public[s["tool"]]} for s in r["steps"]]} for r in order]
             per_seed.append((seed, ours, references(named, sorted(public.values()))))
-            text.append(tool)
-        print(table(path.name, per_seed, text))
+        print(table(path.name, per_seed))
 
 
 if __name__ == "__main__":
