@@ -371,12 +371,21 @@ class SequenceModel:
                 left[tool] = NgramStats(s.count - m.count, s.reward_sum - m.reward_sum, s.successes - m.successes)
         return left
 
+    def _agent_levels(
+        self, history: Sequence[str], after_failure: bool
+    ) -> list[tuple[tuple[str, ...], dict[str, NgramStats]]]:
+        """Each context of `agent_distribution` (shortest first) with the calls counted after it."""
+        return [(p, self._agent_counts(p, worked)) for p, worked in self._agent_contexts(history, after_failure)]
+
     def agent_distribution(self, history: Sequence[str], after_failure: bool = False) -> dict[str, float]:
         """P(the agent's next call | its last calls, and whether the last one failed): interpolated
         Witten-Bell over every call (see the module's docstring); sums to 1 over the tools ever called."""
+        return self._agent_probabilities(self._agent_levels(history, after_failure))
+
+    def _agent_probabilities(self, levels: list[tuple[tuple[str, ...], dict[str, NgramStats]]]) -> dict[str, float]:
         probability = dict(self._called_probabilities())
-        for prefix, worked_only in self._agent_contexts(history, after_failure):
-            called = {t: s.count for t, s in self._agent_counts(prefix, worked_only).items() if s.count > 0}
+        for _, counts in levels:
+            called = {t: s.count for t, s in counts.items() if s.count > 0}
             if not called:
                 continue
             total, types = sum(called.values()), len(called)
@@ -398,18 +407,21 @@ class SequenceModel:
         """The `top_k` calls the agent most probably makes next (`agent_distribution`; a retry of a failed
         last call included) among `candidates`, each with P(it works) there and the longest context it
         was seen after (none: it is just often called) with its counts."""
-        probability = self.agent_distribution(recent_tools, after_failure)
+        levels = self._agent_levels(recent_tools, after_failure)
+        probability = self._agent_probabilities(levels)
         if candidates is not None:
             allowed = set(candidates)
             probability = {t: p for t, p in probability.items() if t in allowed}
         best = sorted(probability.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-        return [self._explain(recent_tools, after_failure, tool, p) for tool, p in best]
+        return [self._explain(levels, tool, p) for tool, p in best]
 
-    def _explain(self, recent_tools: Sequence[str], after_failure: bool, tool: str, probability: float) -> NextTool:
+    def _explain(
+        self, levels: list[tuple[tuple[str, ...], dict[str, NgramStats]]], tool: str, probability: float
+    ) -> NextTool:
         own = self.unigrams[tool]
         base = (own.successes + 1) / (own.count + 2)  # the tool's own success rate, Laplace-smoothed
-        for prefix, worked_only in reversed(self._agent_contexts(recent_tools, after_failure)):
-            s = self._agent_counts(prefix, worked_only).get(tool)
+        for prefix, counts in reversed(levels):
+            s = counts.get(tool)
             if s is not None and s.count:
                 shown = tuple(t.removesuffix(FAILED) for t in prefix)
                 steps = [*shown[:-1], shown[-1] + (" (failed)" if prefix[-1].endswith(FAILED) else "")]
