@@ -11,6 +11,7 @@ Nothing is downloaded: pass the git directory of a clone.
     python bench/extract_data.py nestful <NESTFUL git dir>          # TathagataChakraborti/NESTFUL (Apache-2.0)
     python bench/extract_data.py ultratool <UltraTool git dir>      # JoeYing1019/UltraTool (no licence: git-ignored)
     python bench/extract_data.py toollens <COLT git dir>            # quchangle1/COLT (no licence: git-ignored)
+    python bench/extract_data.py tau_airline <tau-bench git dir>    # sierra-research/tau-bench (MIT, vendored)
 
 BFCL live: every `BFCL_v4_live_{simple,multiple,parallel,parallel_multiple}` entry (queries users
 contributed), its functions pooled into one catalogue (first description of a name kept), the
@@ -20,7 +21,11 @@ split (qrels/test.tsv), each API of the corpus a tool named `tool_name: api_name
 the `base`, `long_context` and `miss_param` conversations (a user turn, the calls that answer it,
 the next turn…), the catalogue every multi_turn_func_doc class; each call's text is its turn's user
 message. NESTFUL (data_v1): each request's nested calls in order, the request as every step's text.
-UltraTool (English test set): each plan step that calls a tool, with its text."""
+UltraTool (English test set): each plan step that calls a tool, with its text. tau-bench: the
+historical trajectories of an LLM agent (gpt-4o) serving simulated users of a domain (the airline: 50
+tasks, 4 trials each), as trajectories.jsonl ({id, reward, steps: [{tool, ok, error: the kind of error
+(its text with every token holding a digit as #) or null, text: the user message it answered}]}): a
+call failed where its tool returned "Error: ..."; the catalogue is each tool module's `get_info()`."""
 
 from __future__ import annotations
 
@@ -202,18 +207,60 @@ def ultratool(gitdir: Path) -> Chains:
     return list(tools.values()), chains
 
 
+TAU_ERROR = re.compile(r"\S*\d\S*")
+
+
+def tau_bench(gitdir: Path, domain: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    listing = subprocess.run(
+        ["git", "-C", str(gitdir), "ls-tree", "--name-only", "HEAD", f"tau_bench/envs/{domain}/tools/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    tools = [info for path in sorted(listing) if (info := tau_tool(show(gitdir, path))) is not None]
+    known = {t["name"] for t in tools}
+    trajectories = []
+    for run in json.loads(show(gitdir, f"historical_trajectories/gpt-4o-{domain}.json")):
+        text, steps = None, []
+        for message in run["traj"]:
+            if message["role"] == "user":
+                text = message["content"]
+            elif message["role"] == "tool" and message["name"] in known:
+                failed = message["content"].startswith("Error")
+                error = TAU_ERROR.sub("#", message["content"])[:120] if failed else None
+                steps.append({"tool": message["name"], "ok": not failed, "error": error, "text": text})
+        if steps:
+            trajectories.append(
+                {"id": f"{domain}-{run['task_id']}-{run['trial']}", "reward": run["reward"], "steps": steps}
+            )
+    return tools, trajectories
+
+
+def tau_tool(source: str) -> dict[str, Any] | None:
+    """The function a tau-bench tool module's `get_info()` returns (a literal dict), as a catalogue entry."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == "get_info":
+            returned = next(n for n in ast.walk(node) if isinstance(n, ast.Return))
+            fn = ast.literal_eval(returned.value)["function"] if returned.value is not None else None
+            return {k: fn.get(k, "") for k in ("name", "description", "parameters")} if fn else None
+    return None
+
+
 MULTI_STEP = {"bfcl_multi_turn": bfcl_multi_turn, "nestful": nestful, "ultratool": ultratool}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=["bfcl_live", "toollens", *MULTI_STEP])
+    parser.add_argument("name", choices=["bfcl_live", "toollens", "tau_airline", *MULTI_STEP])
     parser.add_argument("gitdir", type=Path)
     args = parser.parse_args()
     out = HERE / "data" / args.name
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, list[dict[str, Any]]] = {}
-    if args.name in MULTI_STEP:
+    if args.name.startswith("tau_"):
+        tools, trajectories = tau_bench(args.gitdir, args.name.removeprefix("tau_"))
+        files = {"tools.jsonl": tools, "trajectories.jsonl": trajectories}
+    elif args.name in MULTI_STEP:
         tools, chains = MULTI_STEP[args.name](args.gitdir)
         queries = []  # each distinct text of a conversation as one request; the tools it led to are right
         for c in chains:

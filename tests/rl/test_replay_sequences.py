@@ -69,19 +69,26 @@ def test_next_tools_are_witten_bell_estimates_that_back_off_to_shorter_prefixes(
         observe(model, ["git_log", "git_diff", "git_show"], [1, 1, 0], [True, True, False])
     observe(model, ["git_status", "git_diff", "git_add"], [1, 1, 1], [True, True, True])
 
-    longest = model.recommend_next(["git_status", "git_diff"])
-    assert [r.tool for r in longest][:3] == ["git_commit", "git_add", "git_diff"]
+    worked = model.next_distribution(["git_status", "git_diff"])  # the steps that worked only
     # P(commit | diff) = 2/5 · P(commit) + 2/5, P(commit) = 2/15; P(commit | status, diff) = 2/5 · that + 2/5
-    assert longest[0].score == pytest.approx(2 / 5 * (2 / 5 * 2 / 15 + 2 / 5) + 2 / 5)
+    assert worked["git_commit"] == pytest.approx(2 / 5 * (2 / 5 * 2 / 15 + 2 / 5) + 2 / 5)
+    assert "git_show" not in worked, "every call of it failed"
+    assert sum(worked.values()) == pytest.approx(1.0)
+
+    longest = model.recommend_next(["git_status", "git_diff"])  # the agent's next call: every call counts
+    assert [r.tool for r in longest][:3] == ["git_commit", "git_add", "git_show"]
+    # P(commit | diff) = 3/9 · P(commit) + 2/9, P(commit) = 2/18; P(commit | status, diff) = 2/5 · that + 2/5
+    assert longest[0].score == longest[0].p_agent == pytest.approx(2 / 5 * (3 / 9 * 2 / 18 + 2 / 9) + 2 / 5)
     assert longest[0].prefix == ("git_status", "git_diff")
     assert longest[0].reason == "follows git_status → git_diff → git_commit (2×, 100% success)"
     assert longest[1].prefix == ("git_status", "git_diff"), "seen once after this prefix: it still answers"
-    assert "git_show" not in [r.tool for r in longest], "every call of it failed"
-    assert sum(model.next_distribution(["git_status", "git_diff"]).values()) == pytest.approx(1.0)
+    show = longest[2]
+    assert (show.prefix, show.success_rate) == (("git_diff",), 0.0)
+    assert show.p_works == pytest.approx((0 + 2 * 1 / 5) / (3 + 2)), "no success in 3: shrunk to its own 1/5"
 
     [unseen] = model.recommend_next(["git_add"], top_k=1)  # never followed by anything: the unigrams answer
     assert (unseen.tool, unseen.prefix) == ("git_diff", ())
-    assert unseen.reason == "often used (6×, 100% success), never yet after these tools"
+    assert unseen.reason == "often called (6×, 100% success), never yet after these tools"
     assert [r.tool for r in model.recommend_next([], top_k=1)] == ["git_diff"]
     assert [r.tool for r in model.recommend_next(["git_diff"], candidates=["git_add"])] == ["git_add"]
 

@@ -63,6 +63,19 @@ async def test_recommend_next_tools_suggests_what_followed_in_the_session(tmp_pa
     assert [FAIL, ECHO] in [s["sequence"] for s in sequences["sequences"]]
 
 
+async def test_right_after_a_failed_call_recommend_next_tools_suggests_the_retry(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        for _ in range(2):  # the agent retries the tool that failed, then moves on
+            await client.call_tool(FAIL, {"reason": "first"})
+            await client.call_tool(FAIL, {"reason": "again"})
+            await client.call_tool(ECHO, {"text": "then"})
+        await client.call_tool(FAIL, {"reason": "once more"})
+        after_fail = ok(await client.call_tool("recommend_next_tools", {"top_k": 2}))
+    [retry, other] = after_fail["recommendations"]
+    assert retry["tool"] == FAIL and retry["p_agent"] == retry["score"] > other["p_agent"]
+    assert 0 < retry["p_works"] < 0.5 < other["p_works"] < 1, "every call of it failed; every echo worked"
+
+
 async def test_recommend_next_tools_names_the_recent_tools_it_does_not_know(tmp_path: Path) -> None:
     async with serving(tmp_path) as client:
         result = await client.call_tool("recommend_next_tools", {"recent_tools": [ECHO, "toy__ghost"]})

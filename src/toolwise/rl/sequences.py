@@ -6,6 +6,12 @@ the oldest tool of h, c counts the steps that worked, T(h) is how many distinct 
 and the recursion ends at the unigram c(w) / N. A prefix seen once still answers, an unseen one backs
 off to the shorter one, and a session's first step (no prefix) gets the tools that work most often.
 Witten-Bell needs only the counts after each prefix, which the table already keeps.
+
+The next call as the agent will make it (`recommend_next`) is the same estimate over every call, whether
+it worked or not: after a failed call agents mostly retry it, which a model of the calls that worked
+cannot predict. A failed last call is its own context: the steps that followed one are also counted
+after the prefix with that tool marked failed (`failed`), so "B failed" backs off to "B" and "B worked"
+is B's counts less those. Each suggestion carries P(the agent calls it) and P(it works) there.
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ class NextTool:
     mean_reward: float
     prefix: tuple[str, ...]
     reason: str
+    p_agent: float = 0.0  # P(the agent calls it next), over all calls (`recommend_next`)
+    p_works: float = 0.0  # P(that call works), its success counts there shrunk to the tool's own rate
+
+
+FAILED = "\x00failed"  # marks a prefix's last tool as a call that failed (no MCP tool name holds a NUL)
+WORKS_PRIOR = 2.0  # pseudo-calls at the tool's own success rate in `p_works`
+
+
+def failed(tool: str) -> str:
+    """The name a failed call of `tool` has as the last tool of a prefix."""
+    return tool + FAILED
 
 
 class SequenceModel:
@@ -59,6 +76,7 @@ class SequenceModel:
         self._size = 0  # n-grams counted
         self.unigrams: dict[str, NgramStats] = {}  # every step of every session, first steps included
         self._unigram_p: dict[str, float] | None = None  # P(w) over the unigrams that worked, until they move
+        self._called_p: dict[str, float] | None = None  # P(w) over every call, until they move
 
     def __len__(self) -> int:
         """How many distinct n-grams are counted."""
@@ -89,12 +107,14 @@ class SequenceModel:
                 self._table[prefix] = found
         return found
 
-    def observe_step(self, history: Sequence[str], tool: str, reward: float, success: bool) -> None:
+    def observe_step(
+        self, history: Sequence[str], tool: str, reward: float, success: bool, *, after_failure: bool = False
+    ) -> None:
         """Count `tool` (a unigram) and `tool` after each suffix (length 1..max_n-1) of the session's
-        `history` so far. Feeding a session call by call counts exactly the n-grams of its whole sequence."""
+        `history` so far. Feeding a session call by call counts exactly the n-grams of its whole sequence.
+        `after_failure`: the last call of `history` failed (counted again after its marked prefixes)."""
         self._count_unigram(tool, 1, reward, int(success))
-        for length in range(1, min(self.max_n - 1, len(history)) + 1):
-            prefix = tuple(history[-length:])
+        for prefix in self._prefixes(history, after_failure):
             nexts = self._nexts(prefix)
             if nexts is None:
                 nexts = self._table[prefix] = {}
@@ -106,6 +126,14 @@ class SequenceModel:
             stats.reward_sum += reward
             stats.successes += int(success)
 
+    def _prefixes(self, history: Sequence[str], after_failure: bool) -> list[tuple[str, ...]]:
+        """The prefixes a step after `history` counts under: each suffix, and with `after_failure` each
+        suffix again with its last tool marked failed."""
+        suffixes = [tuple(history[-length:]) for length in range(1, min(self.max_n - 1, len(history)) + 1)]
+        if after_failure and suffixes:
+            suffixes += [(*prefix[:-1], failed(prefix[-1])) for prefix in suffixes]
+        return suffixes
+
     def _count_unigram(self, tool: str, count: int, reward_sum: float, successes: int) -> None:
         stats = self.unigrams.get(tool)
         if stats is None:
@@ -113,7 +141,7 @@ class SequenceModel:
         stats.count += count
         stats.reward_sum += reward_sum
         stats.successes += successes
-        self._unigram_p = None
+        self._unigram_p = self._called_p = None
 
     def observe_batch(
         self,
@@ -122,14 +150,18 @@ class SequenceModel:
         histories: Sequence[Sequence[str]] | None,
         rewards: NDArray[np.float64],
         worked: NDArray[np.bool_],
+        after_failure: NDArray[np.bool_] | None = None,
     ) -> NDArray[np.float64]:
         """A run of steps at once, over columns: each step's `follow_score(previous[i], tools[i])`
         before it (−1 where None or `previous[i]` is None), then, with `histories`, `observe_step` of
-        each (the same counts and sums as one step at a time, without an object an n-gram)."""
+        each (the same counts and sums as one step at a time, without an object an n-gram), with
+        `after_failure[i]` where given."""
         width = self.max_n - 1
-        columns = self._columns_for_batch(tools, previous, histories)
+        flags = np.zeros(len(tools), dtype=bool) if after_failure is None else np.asarray(after_failure, dtype=bool)
+        marked = [failed(h[-1]) for h, f in zip(histories or (), flags.tolist(), strict=False) if f and h]
+        columns = self._columns_for_batch(tools, previous, histories, marked)
         if columns is None:  # more tool names than the keys hold: one step at a time
-            return self._observe_steps(previous, tools, histories, rewards, worked)
+            return self._observe_steps(previous, tools, histories, rewards, worked, flags)
         ids = columns.ids  # every name of the batch is interned by now
         tool_ids = np.array([ids[t] for t in tools], dtype=np.int32)
         if histories is not None:
@@ -159,11 +191,33 @@ class SequenceModel:
         earlier_count, earlier_successes = _earlier(look_keys, looked, seen_keys, seen_step, seen_worked)
         count, successes = count + earlier_count, successes + earlier_successes
         self._size += new
+        if marked:
+            self._size += self._count_after_failures(
+                columns, seen_step[flags[seen_step]], seen_prefix[flags[seen_step]], tool_ids, rewards, worked
+            )
         follow = np.full(len(tools), -1.0)
         enough = count >= self.min_count
         rate = successes[enough] / count[enough]
         follow[looked[enough]] = rate * count[enough] / (count[enough] + 1)
         return follow
+
+    @staticmethod
+    def _count_after_failures(
+        columns: _Columns,
+        step: NDArray[np.int64],
+        prefix: NDArray[np.int32],
+        tool_ids: NDArray[np.int32],
+        rewards: NDArray[np.float64],
+        worked: NDArray[np.bool_],
+    ) -> int:
+        """The n-grams of steps that followed a failed call, again under their prefixes with the last
+        tool marked failed (`_prefixes`); returns how many are new."""
+        rows = np.arange(len(prefix))
+        last = (prefix >= 0).sum(axis=1) - 1  # where each prefix holds its most recent tool
+        prefix = prefix.copy()
+        prefix[rows, last] = [columns.ids[failed(columns.names[i])] for i in prefix[rows, last].tolist()]
+        keys = columns._keys(prefix, tool_ids[step])
+        return columns.add(keys, prefix, tool_ids[step], rewards[step], worked[step].astype(np.int64))
 
     def _count_unigrams(
         self, names: list[str], tool_ids: NDArray[np.int32], rewards: NDArray[np.float64], worked: NDArray[np.bool_]
@@ -177,10 +231,14 @@ class SequenceModel:
         wins = np.bincount(where, weights=worked, minlength=len(used)).tolist()
         for s, count, reward_sum, successes in zip(stats, counts, sums.tolist(), wins, strict=True):
             s.count, s.reward_sum, s.successes = s.count + count, reward_sum, s.successes + round(successes)
-        self._unigram_p = None
+        self._unigram_p = self._called_p = None
 
     def _columns_for_batch(
-        self, tools: Sequence[str], previous: Sequence[str | None], histories: Sequence[Sequence[str]] | None
+        self,
+        tools: Sequence[str],
+        previous: Sequence[str | None],
+        histories: Sequence[Sequence[str]] | None,
+        marked: Sequence[str] = (),
     ) -> _Columns | None:
         """Every n-gram in the columns (the prefixes taken into dicts put back), with room for the
         batch's names; None if they do not fit."""
@@ -192,6 +250,7 @@ class SequenceModel:
         names = dict.fromkeys(tools)  # in order of appearance: the same ids whatever the hash seed
         names.update(dict.fromkeys(p for p in previous if p is not None))
         names.update(dict.fromkeys(t for history in histories or () for t in history))
+        names.update(dict.fromkeys(marked))
         names.update(dict.fromkeys(t for prefix, nexts in self._table.items() for t in (*prefix, *nexts)))
         missing = [name for name in names if name not in cold.ids]
         if not _Columns.fits(len(cold.ids) + len(missing), width):
@@ -210,26 +269,36 @@ class SequenceModel:
         histories: Sequence[Sequence[str]] | None,
         rewards: NDArray[np.float64],
         worked: NDArray[np.bool_],
+        after_failure: NDArray[np.bool_],
     ) -> NDArray[np.float64]:
         follow = np.full(len(tools), -1.0)
-        for i, (before, tool, reward, success) in enumerate(
-            zip(previous, tools, rewards.tolist(), worked.tolist(), strict=True)
+        for i, (before, tool, reward, success, flag) in enumerate(
+            zip(previous, tools, rewards.tolist(), worked.tolist(), after_failure.tolist(), strict=True)
         ):
             if before is not None and (score := self.follow_score(before, tool)) is not None:
                 follow[i] = score
             if histories is not None:
-                self.observe_step(histories[i], tool, reward, success)
+                self.observe_step(histories[i], tool, reward, success, after_failure=flag)
         return follow
 
-    def revise(self, history: Sequence[str], tool: str, reward_delta: float, success_delta: int) -> None:
-        """Correct an observed step after the fact (a rating changed its reward and whether it worked)."""
+    def revise(
+        self,
+        history: Sequence[str],
+        tool: str,
+        reward_delta: float,
+        success_delta: int,
+        *,
+        after_failure: bool = False,
+    ) -> None:
+        """Correct an observed step after the fact (a rating changed its reward and whether it worked);
+        `after_failure` as the step was observed."""
         stats = self.unigrams.get(tool)
         if stats is not None:
             stats.reward_sum += reward_delta
             stats.successes = min(stats.count, max(0, stats.successes + success_delta))
             self._unigram_p = None
-        for length in range(1, min(self.max_n - 1, len(history)) + 1):
-            stats = (self._nexts(tuple(history[-length:])) or {}).get(tool)
+        for prefix in self._prefixes(history, after_failure):
+            stats = (self._nexts(prefix) or {}).get(tool)
             if stats is not None:
                 stats.reward_sum += reward_delta
                 stats.successes = min(stats.count, max(0, stats.successes + success_delta))
@@ -272,29 +341,97 @@ class SequenceModel:
             self._unigram_p = {t: s.successes / total for t, s in self.unigrams.items() if s.successes > 0}
         return self._unigram_p
 
+    def _called_probabilities(self) -> dict[str, float]:
+        if self._called_p is None:
+            total = sum(s.count for s in self.unigrams.values())
+            self._called_p = {t: s.count / total for t, s in self.unigrams.items() if s.count > 0}
+        return self._called_p
+
+    def _agent_contexts(self, history: Sequence[str], after_failure: bool) -> list[tuple[tuple[str, ...], bool]]:
+        """The contexts of `agent_distribution`, shortest first, each a prefix of the table and whether it
+        is read as the part of its counts that followed a call that worked (its counts less the marked
+        prefix's): a failed last call backs off from its marked prefixes to its plain bigram, a last call
+        that worked reads only what followed one that worked."""
+        suffixes = [tuple(history[-length:]) for length in range(1, min(self.max_n - 1, len(history)) + 1)]
+        if not after_failure or not suffixes or not self._nexts((failed(history[-1]),)):
+            return [(prefix, after_failure is False) for prefix in suffixes]  # no failure of it seen: all calls
+        return [(suffixes[0], False)] + [((*prefix[:-1], failed(prefix[-1])), False) for prefix in suffixes]
+
+    def _agent_counts(self, prefix: tuple[str, ...], worked_only: bool) -> dict[str, NgramStats]:
+        nexts = self._nexts(prefix) or {}
+        marked = self._nexts((*prefix[:-1], failed(prefix[-1]))) if worked_only else None
+        if not marked:
+            return nexts
+        left = {}
+        for tool, s in nexts.items():
+            m = marked.get(tool)
+            if m is None:
+                left[tool] = s
+            elif s.count > m.count:
+                left[tool] = NgramStats(s.count - m.count, s.reward_sum - m.reward_sum, s.successes - m.successes)
+        return left
+
+    def _agent_levels(
+        self, history: Sequence[str], after_failure: bool
+    ) -> list[tuple[tuple[str, ...], dict[str, NgramStats]]]:
+        """Each context of `agent_distribution` (shortest first) with the calls counted after it."""
+        return [(p, self._agent_counts(p, worked)) for p, worked in self._agent_contexts(history, after_failure)]
+
+    def agent_distribution(self, history: Sequence[str], after_failure: bool = False) -> dict[str, float]:
+        """P(the agent's next call | its last calls, and whether the last one failed): interpolated
+        Witten-Bell over every call (see the module's docstring); sums to 1 over the tools ever called."""
+        return self._agent_probabilities(self._agent_levels(history, after_failure))
+
+    def _agent_probabilities(self, levels: list[tuple[tuple[str, ...], dict[str, NgramStats]]]) -> dict[str, float]:
+        probability = dict(self._called_probabilities())
+        for _, counts in levels:
+            called = {t: s.count for t, s in counts.items() if s.count > 0}
+            if not called:
+                continue
+            total, types = sum(called.values()), len(called)
+            keep = types / (total + types)
+            for tool in probability:
+                probability[tool] *= keep
+            for tool, count in called.items():
+                probability[tool] = probability.get(tool, 0.0) + count / (total + types)
+        return probability
+
     def recommend_next(
-        self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
+        self,
+        recent_tools: Sequence[str],
+        candidates: Iterable[str] | None = None,
+        top_k: int = 5,
+        *,
+        after_failure: bool = False,
     ) -> list[NextTool]:
-        """The `top_k` most probable next tools (`next_distribution`) among `candidates`, each with the
-        longest prefix of `recent_tools` it was seen after (none: it is just often used) and its
-        counts there."""
-        probability = self.next_distribution(recent_tools)
+        """The `top_k` calls the agent most probably makes next (`agent_distribution`; a retry of a failed
+        last call included) among `candidates`, each with P(it works) there and the longest context it
+        was seen after (none: it is just often called) with its counts."""
+        levels = self._agent_levels(recent_tools, after_failure)
+        probability = self._agent_probabilities(levels)
         if candidates is not None:
             allowed = set(candidates)
             probability = {t: p for t, p in probability.items() if t in allowed}
         best = sorted(probability.items(), key=lambda item: (-item[1], item[0]))[:top_k]
-        return [self._explain(recent_tools, tool, p) for tool, p in best]
+        return [self._explain(levels, tool, p) for tool, p in best]
 
-    def _explain(self, recent_tools: Sequence[str], tool: str, probability: float) -> NextTool:
-        for length in range(min(self.max_n - 1, len(recent_tools)), 0, -1):
-            prefix = tuple(recent_tools[-length:])
-            s = (self._nexts(prefix) or {}).get(tool)
-            if s is not None and s.successes:
-                reason = f"follows {' → '.join(prefix)} → {tool} ({s.count}×, {s.success_rate:.0%} success)"
-                return NextTool(tool, probability, s.count, s.success_rate, s.mean_reward, prefix, reason)
-        s = self.unigrams[tool]
-        reason = f"often used ({s.count}×, {s.success_rate:.0%} success), never yet after these tools"
-        return NextTool(tool, probability, s.count, s.success_rate, s.mean_reward, (), reason)
+    def _explain(
+        self, levels: list[tuple[tuple[str, ...], dict[str, NgramStats]]], tool: str, probability: float
+    ) -> NextTool:
+        own = self.unigrams[tool]
+        base = (own.successes + 1) / (own.count + 2)  # the tool's own success rate, Laplace-smoothed
+        for prefix, counts in reversed(levels):
+            s = counts.get(tool)
+            if s is not None and s.count:
+                shown = tuple(t.removesuffix(FAILED) for t in prefix)
+                steps = [*shown[:-1], shown[-1] + (" (failed)" if prefix[-1].endswith(FAILED) else "")]
+                reason = f"follows {' → '.join(steps)} → {tool} ({s.count}×, {s.success_rate:.0%} success)"
+                works = (s.successes + WORKS_PRIOR * base) / (s.count + WORKS_PRIOR)
+                return NextTool(
+                    tool, probability, s.count, s.success_rate, s.mean_reward, shown, reason, probability, works
+                )
+        reason = f"often called ({own.count}×, {own.success_rate:.0%} success), never yet after these tools"
+        return NextTool(tool, probability, own.count, own.success_rate, own.mean_reward, (), reason, probability, base)
 
     def top_sequences(self, tool: str | None = None, limit: int = 10) -> list[NextTool]:
         """The most frequent successful n-grams (optionally those containing `tool`)."""
@@ -309,6 +446,7 @@ class SequenceModel:
                 f"{' → '.join((*prefix, nxt))} ({s.count}×, {s.success_rate:.0%} success)",
             )
             for prefix, nexts in self.table.items()
+            if not prefix[-1].endswith(FAILED)  # the steps after a failed call, counted twice
             for nxt, s in nexts.items()
             if s.count >= self.min_count and (tool is None or tool == nxt or tool in prefix)
         ]

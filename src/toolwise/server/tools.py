@@ -125,13 +125,16 @@ def reason_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> str:
 
 class RecommendNextInput(Input):
     recent_tools: list[str] | None = Field(default=None, description="default: the session's calls")
+    last_failed: bool | None = Field(default=None, description="default: whether the session's last call failed")
     top_k: int = Field(default=5, ge=1, le=50)
     session_id: str | None = SESSION_FIELD
 
 
 class NextRecommendation(BaseModel):
     tool: str
-    score: float = Field(description="P(it comes next), 0..1, backing off to shorter histories (Witten-Bell)")
+    score: float = Field(description="= p_agent")
+    p_agent: float = Field(description="P(the agent calls it next, a retry included)")
+    p_works: float = Field(description="P(that call works)")
     count: int
     success_rate: float
     mean_reward: float
@@ -145,7 +148,7 @@ class RecommendNextOutput(Output):
 
     def text(self) -> str:
         if not self.recommendations:
-            return "No call has worked yet: nothing to suggest."
+            return "No call has been made yet: nothing to suggest."
         return "\n".join(f"{r.tool}: {r.reason}" for r in self.recommendations)
 
 
@@ -408,9 +411,16 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
 async def recommend_next_tools(services: Services, args: RecommendNextInput, session: Session) -> RecommendNextOutput:
     recent = session.tools if args.recent_tools is None else args.recent_tools
     _known(services, recent)
+    last_failed = args.last_failed
+    if last_failed is None:
+        last_failed = args.recent_tools is None and bool(session.calls) and not session.calls[-1].success
     with services.learning.lock:
         learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
-        found = learner.recommend_next(recent, learner.index.active_names, args.top_k)
+        found = (
+            learner.sequences.recommend_next(recent, learner.index.active_names, args.top_k, after_failure=last_failed)
+            if learner.config.sequences_enabled
+            else []
+        )
     return RecommendNextOutput(
         session_id=session.name,
         recent_tools=recent,
@@ -571,13 +581,14 @@ TOOLS: list[OwnTool[Any, Any]] = [
     ),
     OwnTool(
         "recommend_next_tools",
-        "The tools that usually come next after the recent ones.",
+        "The tools likely called next after the recent ones (a retry of a failed call included).",
         RecommendNextInput,
         RecommendNextOutput,
         recommend_next_tools,
         True,
         uses_store=False,
         waits=False,
+        unlisted=("last_failed",),
     ),
     OwnTool(
         "submit_feedback",
