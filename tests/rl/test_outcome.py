@@ -178,3 +178,38 @@ def test_what_it_learned_and_a_waiting_failure_survive_a_state_round_trip(embedd
     assert list(copy.waiting) == ["open"]
     a, b = learner.recommend(REQUEST, np.random.default_rng(9)), copy.recommend(REQUEST, np.random.default_rng(9))
     assert [(r.tool, r.expected, r.p_agent) for r in a.ranked] == [(r.tool, r.expected, r.p_agent) for r in b.ranked]
+
+
+def test_after_a_failure_the_retry_is_the_next_call_suggested_live_and_replayed(embedder: Embedder) -> None:
+    """The learner tells the sequence model which calls came right after a failure, live and in a replay."""
+    steps = []
+    for i in range(3):
+        s = f"s{i}"
+        steps += [
+            Step("search_web", True, 80.0, query=REQUEST, session=s),
+            Step("convert_currency", False, 80.0, query=REQUEST, session=s, previous_tool="search_web", fault="fit"),
+            Step("convert_currency", True, 80.0, query=REQUEST, session=s, previous_tool="convert_currency"),
+            Step("send_email", True, 80.0, query=REQUEST, session=s, previous_tool="convert_currency"),
+        ]
+    for i, step in enumerate(steps):  # each call's history and whether the one before it failed
+        steps[i] = Step(
+            step.tool,
+            step.success,
+            step.latency_ms,
+            query=step.query,
+            previous_tool=step.previous_tool,
+            history=tuple(s.tool for s in steps[i - i % 4 : i]),
+            session=step.session,
+            fault=step.fault,
+            after_failure=i % 4 == 2,
+        )
+    live, replayed = learner_of(embedder), learner_of(embedder)
+    rng = np.random.default_rng(10)
+    for step in steps:
+        live.learn(step, rng)
+    replayed.learn_many(StepColumns.of(steps), np.random.default_rng(10))
+    for learner in (live, replayed):
+        after = learner.recommend_next(["search_web", "convert_currency"], after_failure=True)
+        worked = learner.recommend_next(["search_web", "convert_currency"], after_failure=False)
+        assert after[0].tool == "convert_currency", "after a failure: the retry"
+        assert worked[0].tool == "send_email", "after it worked: what followed it"

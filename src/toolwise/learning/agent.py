@@ -125,8 +125,10 @@ class Agent:
         assert event.rating.id is not None  # committed
         learning.covered.ratings.add(event.rating.id)
         execution = await with_session_query(learning.feedback, event.execution, learning.namespace)
-        history = session.recent(execution.position, n) if execution.session_id == session.id else ()
-        step = step_of(execution, history, n, rating=rating)
+        mine = execution.session_id == session.id
+        history = session.recent(execution.position, n) if mine else ()
+        after_failure = mine and session.failed_before(execution.position)
+        step = step_of(execution, history, n, rating=rating, after_failure=after_failure)
         with learning.lock:
             learner = learning.learner
             previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)

@@ -22,12 +22,14 @@ class LogLearning:
     def __init__(self, learning: LearningService) -> None:
         self.learning = learning
 
-    def execution(self, execution: Execution, history: Sequence[str]) -> None:
-        """Learn an execution of the shared log (another instance's, or an earlier run's)."""
+    def execution(self, execution: Execution, history: Sequence[str], *, after_failure: bool = False) -> None:
+        """Learn an execution of the shared log (another instance's, or an earlier run's); `after_failure`:
+        its session's call before it failed."""
         self.learning.state.learned()
         if learned_from(execution.error_type):
+            step = step_of(execution, history, self.learning.history_n, after_failure=after_failure)
             with self.learning.lock:
-                self.learning.observe(step_of(execution, history, self.learning.history_n))
+                self.learning.observe(step)
         self.learning.shield(execution)
 
     @property
@@ -51,7 +53,12 @@ class LogLearning:
             log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
 
     def columns(
-        self, batch: LogColumns, rows: list[int], histories: list[list[str]], queries: list[str | None]
+        self,
+        batch: LogColumns,
+        rows: list[int],
+        histories: list[list[str]],
+        queries: list[str | None],
+        after_failure: list[bool] | None = None,
     ) -> None:
         """Learn rows `rows` of a replayed batch of the log at once, each with the tools before it in
         its session and its query, without an object a row (a cancelled call is left out, see
@@ -60,8 +67,9 @@ class LogLearning:
         error = batch.error_type
         kept = [k for k, i in enumerate(rows) if learned_from(error[i])]
         rows, histories, queries = [rows[k] for k in kept], [histories[k] for k in kept], [queries[k] for k in kept]
+        flags = None if after_failure is None else [after_failure[k] for k in kept]
         if self.learning.settings.learning:
-            steps = step_columns(batch, rows, histories, queries, self.learning.history_n)
+            steps = step_columns(batch, rows, histories, queries, self.learning.history_n, flags)
             try:
                 with self.learning.lock:
                     self.learning.learner.learn_many(steps, self.learning.state.rng)

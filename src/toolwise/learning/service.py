@@ -263,7 +263,9 @@ class LearningService:
             instance=self.instance_id,
             explored=None if followed is None else followed.explored,
         )
-        self._pending.append(Call(execution, session.recent(session.length, self.history_n), decision, session.owner))
+        history = session.recent(session.length, self.history_n)
+        failed_before = session.failed_before(session.length)
+        self._pending.append(Call(execution, history, decision, session.owner, failed_before))
         session.add(execution)
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)

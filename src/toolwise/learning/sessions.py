@@ -80,12 +80,13 @@ class Call:
     history: tuple[str, ...]  # the tools called just before it (the sequence model's prefix)
     decision: Decision | None  # the recommendation before it (dropped once recorded)
     owner: str | None = None  # the client that made it (its session's)
+    after_failure: bool = False  # its session's call before it failed
 
     def step(self, n: int) -> Step:
         """The learner's view of this call."""
         decision, tool = self.decision, self.execution.tool
         passed_over = decision.chosen if decision is not None and decision.chosen != tool else None
-        return step_of(self.execution, self.history, n, passed_over=passed_over)
+        return step_of(self.execution, self.history, n, passed_over=passed_over, after_failure=self.after_failure)
 
     def stored(self) -> Execution:
         """A copy of the record for the log (the writer holds it until committed, while the session's
@@ -166,6 +167,11 @@ class Session:
         """The (up to) `n` tools called before position `end`, while this session still holds them."""
         end -= self.dropped
         return tuple(self.tools[max(end - n, 0) : end]) if 0 <= end <= len(self.tools) else ()
+
+    def failed_before(self, position: int) -> bool:
+        """Whether its call just before `position` failed (False when it is no longer among the recent)."""
+        at = position - 1 - self.dropped
+        return 0 <= at < len(self.calls) and not self.calls[at].success
 
     def find(self, execution_id: str) -> Execution | None:
         """The recent call with this execution id."""
@@ -264,6 +270,7 @@ def step_of(
     *,
     rating: int | None = None,
     passed_over: str | None = None,
+    after_failure: bool = False,
 ) -> Step:
     """The learner's view of a call's record, live or read back from the log, with (up to) `n` tools
     before it (`recent`): the one place a record becomes a `Step`."""
@@ -279,6 +286,7 @@ def step_of(
         passed_over=passed_over,
         session=execution.session_id,
         fault=fault_of(execution.error_type),
+        after_failure=after_failure,
     )
 
 
@@ -307,6 +315,7 @@ def step_columns(
     histories: Sequence[Sequence[str]],
     queries: Sequence[str | None],
     n: int,
+    after_failure: Sequence[bool] | None = None,
 ) -> StepColumns:
     """The learner's view of rows `rows` of a batch of the log's columns, each with the tools before
     it in its session (`histories`, cut to `n` as `step_of` does) and its query: what `step_of` is
@@ -322,6 +331,7 @@ def step_columns(
         [batch.position[i] for i in rows],
         session=[batch.session_id[i] for i in rows],
         fault=[fault_of(batch.error_type[i]) for i in rows],
+        after_failure=after_failure,
     )
 
 

@@ -43,6 +43,7 @@ class Sharing:
         self.namespace = settings.namespace
         self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
         self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
+        self._last: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # session → its last call's position, success
         self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
         self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
 
@@ -99,7 +100,8 @@ class Sharing:
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
                 for execution in executions:
                     assert execution.seq is not None  # read from the log
-                    self.logged.execution(execution, history[execution.seq])
+                    after = self._after_failure(execution.session_id, execution.position, execution.success)
+                    self.logged.execution(execution, history[execution.seq], after_failure=after)
                     if execution.id in ends:
                         self.logged.end(execution)
                 self._mark_ends(ends.values())
@@ -130,6 +132,7 @@ class Sharing:
                 rows: list[int] = []  # the fresh ones to learn (not learned live)
                 histories: list[list[str]] = []
                 queries: list[str | None] = []
+                flags: list[bool] = []  # whether the session's call before it failed
                 for i, (seq, session_id, position) in enumerate(
                     zip(batch.seq, batch.session_id, batch.position, strict=True)
                 ):
@@ -137,14 +140,16 @@ class Sharing:
                         continue
                     fresh.append(i)
                     history = self._log_history(session_id, position, batch.tool[i])
+                    after = self._after_failure(session_id, position, batch.success[i])
                     if batch.instance[i] == own or batch.id[i] in live:  # learned live
                         self._queries.pop(session_id, None)  # it may have changed the session's query
                         continue
                     rows.append(i)
                     histories.append(history)
+                    flags.append(after)
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
                 # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
-                self.logged.columns(batch, rows, histories, queries)
+                self.logged.columns(batch, rows, histories, queries, flags)
                 for i in fresh:
                     mark.add(batch.seq[i])
                     live.discard(batch.id[i])
@@ -247,6 +252,15 @@ class Sharing:
         if len(self._queries) > LOGGED_SESSIONS:
             self._queries.popitem(last=False)
         return query
+
+    def _after_failure(self, session_id: str, position: int, success: bool) -> bool:
+        """Whether the session's call just before `position` failed, as the log told it; remembers this one."""
+        last = self._last.get(session_id)
+        self._last[session_id] = (position, success)
+        self._last.move_to_end(session_id)
+        if len(self._last) > LOGGED_SESSIONS:
+            self._last.popitem(last=False)
+        return last is not None and last[0] == position - 1 and not last[1]
 
     def _log_history(self, session_id: str, position: int, tool: str) -> list[str]:
         """The tools the session called just before its call at `position` (the sequence model's

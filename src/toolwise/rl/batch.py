@@ -200,7 +200,8 @@ def _ordered_part(
     histories = steps.history if learner.config.sequences_enabled else None
     if steps.rating is not None:
         success = np.fromiter(map(worked, success.tolist(), steps.rating), dtype=bool, count=len(success))
-    follow = learner.sequences.observe_batch(previous, steps.tool, histories, rewards, success)
+    flags = None if steps.after_failure is None else np.asarray(steps.after_failure, dtype=bool)
+    follow = learner.sequences.observe_batch(previous, steps.tool, histories, rewards, success, after_failure=flags)
     return rewards, follow
 
 

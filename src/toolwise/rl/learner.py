@@ -200,11 +200,17 @@ class Learner:
         )
 
     def recommend_next(
-        self, recent_tools: Sequence[str], candidates: Iterable[str] | None = None, top_k: int = 5
+        self,
+        recent_tools: Sequence[str],
+        candidates: Iterable[str] | None = None,
+        top_k: int = 5,
+        *,
+        after_failure: bool = False,
     ) -> list[NextTool]:
+        """The agent's likeliest next calls after `recent_tools` (`after_failure`: the last of them failed)."""
         if not self.config.sequences_enabled:
             return []
-        return self.sequences.recommend_next(recent_tools, candidates, top_k)
+        return self.sequences.recommend_next(recent_tools, candidates, top_k, after_failure=after_failure)
 
     def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
         """(tool, expected normalised reward, prior) for every active tool, best first: what the
@@ -264,7 +270,8 @@ class Learner:
         self.watch(step.tool, observation.normalised, worked(step.success, step.rating))
         self.latency.add(self.index.tools.intern(step.tool), step.latency_ms / 1000)
         if self.config.sequences_enabled:
-            self.sequences.observe_step(step.history, step.tool, reward, worked(step.success, step.rating))
+            ok = worked(step.success, step.rating)
+            self.sequences.observe_step(step.history, step.tool, reward, ok, after_failure=step.after_failure)
         return observation
 
     def learn_many(self, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
@@ -323,7 +330,8 @@ class Learner:
         observation = self._learn(step, self.reward_of(step), rng, context, fit_before=fit_before, revision=True)
         if self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
-            self.sequences.revise(step.history, step.tool, observation.reward - previous_reward, success_delta)
+            change = observation.reward - previous_reward
+            self.sequences.revise(step.history, step.tool, change, success_delta, after_failure=step.after_failure)
         return observation
 
     def _learn(

@@ -28,6 +28,7 @@ class Step:
     passed_over: str | None = None  # the tool toolwise recommended for this call, when the agent called another
     session: str | None = None  # the conversation it belongs to (a failure is read from its next call)
     fault: str | None = None  # why it failed (FIT, HEALTH, ARGUMENTS); None for a success
+    after_failure: bool = False  # the session's call before it failed (the sequence model's marked prefixes)
 
 
 def worked(success: bool, rating: int | None) -> bool:
@@ -50,6 +51,7 @@ class StepColumns:
     rating: Sequence[int | None] | None = None  # None: no step is rated
     session: Sequence[str | None] | None = None  # None: no step's session is known (no hindsight)
     fault: Sequence[str | None] | None = None
+    after_failure: Sequence[bool] | None = None  # None: no step follows a failure
 
     @classmethod
     def of(cls, steps: Sequence[Step]) -> StepColumns:
@@ -64,6 +66,7 @@ class StepColumns:
             [s.rating for s in steps],
             [s.session for s in steps],
             [s.fault for s in steps],
+            [s.after_failure for s in steps],
         )
 
     def step(self, i: int) -> Step:
@@ -79,6 +82,7 @@ class StepColumns:
             rating=None if self.rating is None else self.rating[i],
             session=None if self.session is None else self.session[i],
             fault=None if self.fault is None else self.fault[i],
+            after_failure=False if self.after_failure is None else self.after_failure[i],
         )
 
     def steps(self) -> list[Step]:

@@ -416,11 +416,7 @@ async def recommend_next_tools(services: Services, args: RecommendNextInput, ses
         last_failed = args.recent_tools is None and bool(session.calls) and not session.calls[-1].success
     with services.learning.lock:
         learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
-        found = (
-            learner.sequences.recommend_next(recent, learner.index.active_names, args.top_k, after_failure=last_failed)
-            if learner.config.sequences_enabled
-            else []
-        )
+        found = learner.recommend_next(recent, learner.index.active_names, args.top_k, after_failure=last_failed)
     return RecommendNextOutput(
         session_id=session.name,
         recent_tools=recent,
