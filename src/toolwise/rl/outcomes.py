@@ -61,8 +61,11 @@ class Calibration:
     at the identity (a = 0, b = 1). Twice: the choice model's p_agent as the prior mean of a call with no
     evidence, and the posterior as the P(works) reported."""
 
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
+    def __init__(self, rate: float, min_slope: float = 0.0) -> None:
+        """`min_slope`: the least b may be. The choice model's p_agent is learned only on the tools the agent
+        called, whose outcomes say little of the tools it did not (a tool it seldom calls may seem to work as
+        often as its habit): at 1, p_agent says at least as much as it claims."""
+        self.rate, self.min_slope = rate, min_slope
         self.weights = np.array([0.0, 1.0])
         self.steps = np.zeros(2)
 
@@ -76,6 +79,7 @@ class Calibration:
         g = (worked - float(self.mean(np.array([p_agent]))[0])) * np.array([1.0, z])
         self.steps += g * g
         self.weights += self.rate * g / np.sqrt(1.0 + self.steps)
+        self.weights[1] = max(self.weights[1], self.min_slope)
 
     def state_dict(self) -> dict[str, Any]:
         return {"weights": self.weights.copy(), "steps": self.steps.copy()}

@@ -5,8 +5,8 @@ from every call it makes: far ahead on chains of right calls, but a model of the
 agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choice like any other). The
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
-tool the agent habitually calls only where that tool is predicted to fail with enough evidence and
-another is clearly predicted to work (`OutcomeModelConfig`). Its estimate (`expected`, the confidence a
+tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
+tool predicted to work, else the next not yet seen to fail (`OutcomeModelConfig`). Its estimate (`expected`, the confidence a
 client acts on) is P(works), calibrated; the choice model's probability is reported beside it
 (`Selection.agent`).
 
@@ -57,7 +57,7 @@ class OutcomeModel(PolicyBase):
         self.choice = ChoiceModel(c.choice)
         self.health = self.choice.health  # one table: the choice model ranks by it
         self.memory = OutcomeMemory(c.choice.dim, c.outcomes)
-        self.calibration = Calibration(c.outcomes.calibration_rate)  # p_agent → the prior mean
+        self.calibration = Calibration(c.outcomes.calibration_rate, min_slope=1.0)  # p_agent → the prior mean
         self.reported = Calibration(c.outcomes.calibration_rate)  # the posterior → the P(works) reported
 
     # -- deciding ----------------------------------------------------------------------------------
@@ -87,14 +87,15 @@ class OutcomeModel(PolicyBase):
 
     def order(self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]) -> NDArray[np.int64]:
         """The choice model's ranking (positions 0..n−1), with the override: where its first is predicted
-        to fail and another is predicted to work, those predicted to work come first, those predicted
-        to fail last (each tier in the choice model's order). Elsewhere only the tools predicted to fail
-        below the first move down."""
+        to fail, those predicted to work come first, then those with too little evidence either way, and
+        those predicted to fail last (each tier in the choice model's order): following a tool seen to
+        fail here is worth less than one not yet tried. Elsewhere only the tools predicted to fail below
+        the first move down."""
         c = self.config
         enough = evidence >= c.enough
         fails = enough & (p_works < c.fails_below)
         works = enough & (p_works >= c.works_above)
-        if fails[0] and works.any():
+        if fails[0]:
             tier = np.where(works, 0, np.where(fails, 2, 1))
         else:
             tier = fails.astype(np.int64)
