@@ -1,4 +1,4 @@
-""" "Nothing fits" on requests no tool of the catalogue serves, and what it costs on those it does.
+"""Saying "nothing fits" to requests no tool of the catalogue serves, and what it costs on those it does.
 
 For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn), three kinds of request:
 

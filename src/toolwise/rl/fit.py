@@ -1,4 +1,4 @@
-""" "Nothing fits": whether any listed tool serves a request at all, read from the prior's relevance.
+"""Saying "nothing fits": whether any listed tool serves a request at all, read from the prior's relevance.
 
 A ranking always has a first tool; a request no tool serves ("what is the capital of Peru?" to a
 file system) still gets one. Two numbers the prior already computed for the decision say how well the
