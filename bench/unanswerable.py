@@ -1,6 +1,8 @@
 """Saying "nothing fits" to requests no tool of the catalogue serves, and what it costs on those it does.
 
-For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn), three kinds of request:
+For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn; and `everyday`: the README's
+example, mcp-server-time and mcp-server-git started as toolwise.example.json says, 14 short-described
+tools, with bench/everyday.py's 36 requests), three kinds of request:
 
 - answerable: the set's requests against its whole catalogue. hit@1 is toolwise's first pick being a
   right tool; a request answered "nothing fits" counts as a miss, so the drop in hit@1 is its cost.
@@ -23,34 +25,44 @@ Each request falls in a calibration or a test split (CRC-32 of its id). Methods,
 4. toolwise: `Learner.recommend`'s `nothing_fits` with its default `FitConfig` (rl/fit.py), learned
    from nothing (a fresh learner per catalogue).
 
-The references' thresholds are the best single ones on the calibration split of `--calibrate`'s set:
-the most unanswerable requests caught with at most TARGET_DROP points of hit@1 lost; toolwise's
-defaults were fitted the same way by `--fit` (which prints them). Figures in the README come from
+The references' thresholds are the best single ones on the calibration splits of `--calibrate`'s sets
+(BFCL live and everyday: long and short tool descriptions, whose relevance levels differ): the most
+unanswerable requests caught with at most TARGET_DROP points of hit@1 lost on each; toolwise's
+defaults were fitted on the same splits by `--fit` (which prints them), its threshold chosen the same
+way. Figures in the README come from
 
-    python bench/unanswerable.py                 # about a minute
+    python bench/unanswerable.py                 # about 2.5 minutes
     python bench/unanswerable.py --fit           # refit FitConfig's defaults (prints them)
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
 import math
+import shutil
+import sys
+import tempfile
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from everyday import EXAMPLE, REQUESTS
 
+from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.rl.embedding import name_words
 from toolwise.rl.fit import FitConfig, relevance_of
 from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.text import tokenize
 from toolwise.rl.toolindex import ToolDoc
+from toolwise.server.app import Toolwise
 
 HERE = Path(__file__).resolve().parent
 SETS = ("bfcl_live", "nestful", "bfcl_multi_turn")
@@ -106,11 +118,9 @@ def bm25_top(documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> Call
 class Catalogue:
     """A catalogue as toolwise and the references see it: a fresh learner and a BM25 over its documents."""
 
-    def __init__(self, tools: list[dict[str, Any]], embedder: WordLlamaEmbedder, fit: FitConfig) -> None:
-        documents = [tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools]
-        docs = [ToolDoc(t["name"], t.get("description", ""), d) for t, d in zip(tools, documents, strict=True)]
-        self.learner = Learner(LearnerConfig(fit=fit), docs, embedder)
-        self.bm25 = bm25_top(documents)
+    def __init__(self, tools: list[ToolDoc], embedder: WordLlamaEmbedder, fit: FitConfig) -> None:
+        self.learner = Learner(LearnerConfig(fit=fit), tools, embedder)
+        self.bm25 = bm25_top([t.document for t in tools])
         self.rng = np.random.default_rng(0)
 
     def row(self, kind: str, identifier: str, query: str, right: frozenset[str]) -> Row:
@@ -128,23 +138,53 @@ def last_words(name: str) -> str:
     return name_words(name.rsplit(".", maxsplit=1)[-1]).lower()
 
 
-def without(tools: list[dict[str, Any]], right: frozenset[str]) -> list[dict[str, Any]]:
+def without(tools: list[ToolDoc], right: frozenset[str]) -> list[ToolDoc]:
     """The catalogue without the right tools and those sharing a right tool's description or last name."""
-    gone = [t for t in tools if t["name"] in right]
-    descriptions = {t.get("description", "").strip().lower() for t in gone} - {""}
-    names = {last_words(t["name"]) for t in gone}
+    gone = [t for t in tools if t.name in right]
+    descriptions = {t.description.strip().lower() for t in gone} - {""}
+    names = {last_words(t.name) for t in gone}
     return [
         t
         for t in tools
-        if t["name"] not in right
-        and t.get("description", "").strip().lower() not in descriptions
-        and last_words(t["name"]) not in names
+        if t.name not in right and t.description.strip().lower() not in descriptions and last_words(t.name) not in names
     ]
 
 
-def rows_of(name: str, irrelevant: list[dict[str, Any]], embedder: WordLlamaEmbedder, fit: FitConfig) -> list[Row]:
-    tools = load(HERE / "data" / name / "tools.jsonl")
-    requests = load(HERE / "data" / name / "queries.jsonl")
+@dataclass(frozen=True, slots=True)
+class DataSet:
+    tools: list[ToolDoc]
+    requests: list[dict[str, Any]]  # {id, query, tools: the right ones}
+
+
+def data_set(name: str) -> DataSet:
+    """A set of bench/data as the server would describe its tools (`tool_document`, no annotations)."""
+    tools = [
+        ToolDoc(
+            t["name"],
+            t.get("description", ""),
+            tool_document(t["name"], None, t.get("description"), t.get("parameters")),
+        )
+        for t in load(HERE / "data" / name / "tools.jsonl")
+    ]
+    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"))
+
+
+async def everyday_set() -> DataSet:
+    """The README's example (toolwise.example.json: mcp-server-time and mcp-server-git, 14 tools, their
+    annotations read) as toolwise describes it after starting them, and bench/everyday.py's requests."""
+    servers = json.loads(EXAMPLE.read_text())["mcpServers"]
+    for spec in servers.values():  # installed beside this Python when its folder is not on PATH
+        spec["command"] = shutil.which(spec["command"]) or str(Path(sys.executable).parent / spec["command"])
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/unanswerable.db", "snapshot_interval_s": 0}
+        async with Toolwise(AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})) as app:
+            tools = list(app.learning.tool_docs)
+    requests = [{"id": f"everyday-{i}", "query": r.query, "tools": list(r.right)} for i, r in enumerate(REQUESTS)]
+    return DataSet(tools, requests)
+
+
+def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlamaEmbedder, fit: FitConfig) -> list[Row]:
+    tools, requests = data.tools, data.requests
     whole = Catalogue(tools, embedder, fit)
     rows = [whole.row("answerable", r["id"], r["query"], frozenset(r["tools"])) for r in requests]
     rows += [whole.row(r["set"], r["id"], r["query"], frozenset()) for r in irrelevant]
@@ -163,13 +203,16 @@ def rows_of(name: str, irrelevant: list[dict[str, Any]], embedder: WordLlamaEmbe
 Rule = Callable[[Row], bool]  # True: the method says nothing fits
 
 
-def threshold(rows: list[Row], value: Callable[[Row], float]) -> float:
-    """The largest threshold (nothing fits below it) that loses at most TARGET_DROP points of the
-    answerable hit@1 of `rows`: the best single one, since a higher one catches more."""
-    answerable = [r for r in rows if r.kind == "answerable"]
-    hits = sorted(value(r) for r in answerable if r.hit)
-    allowed = int(TARGET_DROP / 100 * len(answerable))
-    return hits[allowed] if allowed < len(hits) else math.inf
+def threshold(calibration: list[list[Row]], value: Callable[[Row], float]) -> float:
+    """The largest threshold (nothing fits below it) that loses at most TARGET_DROP points of answerable
+    hit@1 on each calibration set: the best single one, since a higher one catches more."""
+    found = math.inf
+    for rows in calibration:
+        answerable = [r for r in rows if r.kind == "answerable"]
+        hits = sorted(value(r) for r in answerable if r.hit)
+        allowed = int(TARGET_DROP / 100 * len(answerable))
+        found = min(found, hits[allowed] if allowed < len(hits) else math.inf)
+    return found
 
 
 def scores(rows: list[Row], rule: Rule) -> dict[str, float]:
@@ -204,34 +247,43 @@ def logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
     return w
 
 
-def fit(rows: list[Row]) -> FitConfig:
-    """FitConfig fitted on calibration rows: unanswerable against answerable hits (an answerable miss
-    said to fit nothing costs nothing), its threshold the lowest losing at most TARGET_DROP points."""
-    positive = [r for r in rows if r.kind in KINDS]
-    negative = [r for r in rows if r.kind == "answerable" and r.hit]
+def fit(calibration: list[list[Row]]) -> FitConfig:
+    """FitConfig fitted on the calibration sets' rows: unanswerable against answerable hits (an answerable
+    miss said to fit nothing costs nothing); its threshold the lowest losing at most TARGET_DROP points
+    on each calibration set."""
+    pooled = [r for rows in calibration for r in rows]
+    positive = [r for r in pooled if r.kind in KINDS]
+    negative = [r for r in pooled if r.kind == "answerable" and r.hit]
     x = np.array([[r.cosine, r.coverage] for r in positive + negative])
     w = logistic(x, np.r_[np.ones(len(positive)), np.zeros(len(negative))])
-    config = FitConfig(intercept=float(w[0]), cosine=float(w[1]), coverage=float(w[2]), threshold=0.5)
-    logit = np.array([w[0] + w[1] * r.cosine + w[2] * r.coverage for r in rows if r.kind == "answerable" and r.hit])
-    allowed = int(TARGET_DROP / 100 * sum(r.kind == "answerable" for r in rows))
-    cut = float(np.sort(logit)[::-1][allowed]) if allowed < len(logit) else -math.inf
-    return replace(config, threshold=round(1 / (1 + math.exp(-cut)), 4))
+    cut = -threshold(calibration, lambda r: -(w[0] + w[1] * r.cosine + w[2] * r.coverage))  # on the logit
+    return FitConfig(
+        intercept=round(float(w[0]), 3),
+        cosine=round(float(w[1]), 3),
+        coverage=round(float(w[2]), 3),
+        # rounded up: a calibration hit exactly at the cut stays answered
+        threshold=math.ceil(1e4 / (1 + math.exp(-cut))) / 1e4 if math.isfinite(cut) else 0.9999,
+    )
 
 
-def main() -> None:
+async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calibrate", choices=SETS, default="bfcl_live", help="the set thresholds are chosen on")
-    parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration split and use it")
+    parser.add_argument("--calibrate", default="bfcl_live,everyday", help="the sets thresholds are chosen on")
+    parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration splits and use it")
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     irrelevant = load(HERE / "data" / "bfcl_irrelevance" / "queries.jsonl")
+    sets = {name: data_set(name) for name in SETS} | {"everyday": await everyday_set()}
+    chosen = args.calibrate.split(",")
+    if unknown := set(chosen) - set(sets):
+        parser.error(f"--calibrate: unknown set(s) {sorted(unknown)}, known: {sorted(sets)}")
     config = FitConfig()
-    rows = {name: rows_of(name, irrelevant, embedder, config) for name in SETS}
-    calibration = [r for r in rows[args.calibrate] if r.calibration]
+    rows = {name: rows_of(data, irrelevant, embedder, config) for name, data in sets.items()}
+    calibration = [[r for r in rows[name] if r.calibration] for name in chosen]
     if args.fit:
         config = fit(calibration)
-        print(f"fitted on {args.calibrate}'s calibration split: {config}")
-        rows = {name: rows_of(name, irrelevant, embedder, config) for name in SETS}
+        print(f"fitted on the calibration splits of {', '.join(chosen)}: {config}")
+        rows = {name: rows_of(data, irrelevant, embedder, config) for name, data in sets.items()}
     bm25_at = threshold(calibration, lambda r: r.bm25)
     cosine_at = threshold(calibration, lambda r: r.cosine)
     methods: dict[str, Rule] = {
@@ -240,13 +292,15 @@ def main() -> None:
         f"embedding-cosine threshold ({cosine_at:.3f})": lambda r: r.cosine < cosine_at,
         "toolwise (rl/fit.py defaults)": lambda r: r.nothing_fits,
     }
-    print(f"thresholds chosen on {args.calibrate}'s calibration split (≤ {TARGET_DROP} points of hit@1 lost there)")
-    for name in SETS:
+    print(f"thresholds chosen on the calibration splits of {', '.join(chosen)} (≤ {TARGET_DROP} points lost on each)")
+    for name in sets:
         test = [r for r in rows[name] if not r.calibration]
         counts = Counter(r.kind for r in test)
-        print(f"\n{name}, test split ({', '.join(f'{counts[k]} {k}' for k in ('answerable', *KINDS))}):\n")
+        sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *KINDS))
+        print(f"\n{name} ({len(sets[name].tools)} tools), test split ({sizes}):\n")
         print(table({method: scores(test, rule) for method, rule in methods.items()}))
 
 
 if __name__ == "__main__":
-    main()
+    logging.getLogger("client").setLevel(logging.ERROR)
+    asyncio.run(main())
