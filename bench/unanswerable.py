@@ -179,6 +179,11 @@ async def everyday_set() -> DataSet:
         settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/unanswerable.db", "snapshot_interval_s": 0}
         async with Toolwise(AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})) as app:
             tools = list(app.learning.tool_docs)
+    if len(tools) < 14:
+        sys.exit(
+            f"the README example's servers served {len(tools)} tools, not 14: "
+            "are mcp-server-time and mcp-server-git installed?"
+        )
     requests = [{"id": f"everyday-{i}", "query": r.query, "tools": list(r.right)} for i, r in enumerate(REQUESTS)]
     return DataSet(tools, requests)
 
