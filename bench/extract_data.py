@@ -8,6 +8,7 @@ Nothing is downloaded: pass the git directory of a clone.
 
     python bench/extract_data.py bfcl_live <gorilla git dir>        # ShishirPatil/gorilla (Apache-2.0, vendored)
     python bench/extract_data.py bfcl_multi_turn <gorilla git dir>  # the same repository, multi-turn
+    python bench/extract_data.py bfcl_irrelevance <gorilla git dir> # the same repository, no right tool
     python bench/extract_data.py nestful <NESTFUL git dir>          # TathagataChakraborti/NESTFUL (Apache-2.0)
     python bench/extract_data.py ultratool <UltraTool git dir>      # JoeYing1019/UltraTool (no licence: git-ignored)
     python bench/extract_data.py toollens <COLT git dir>            # quchangle1/COLT (no licence: git-ignored)
@@ -25,7 +26,10 @@ UltraTool (English test set): each plan step that calls a tool, with its text. t
 historical trajectories of an LLM agent (gpt-4o) serving simulated users of a domain (the airline: 50
 tasks, 4 trials each), as trajectories.jsonl ({id, reward, steps: [{tool, ok, error: the kind of error
 (its text with every token holding a digit as #) or null, text: the user message it answered}]}): a
-call failed where its tool returned "Error: ..."; the catalogue is each tool module's `get_info()`."""
+call failed where its tool returned "Error: ..."; the catalogue is each tool module's `get_info()`.
+BFCL irrelevance: every `BFCL_v4_irrelevance` and `BFCL_v4_live_irrelevance` entry's last user message,
+a request none of the functions it came with serves (queries.jsonl alone, `tools` empty, `given` those
+functions, `set` its file: bench/unanswerable.py)."""
 
 from __future__ import annotations
 
@@ -79,6 +83,20 @@ def bfcl_live(gitdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
             ]
             queries.append({"id": entry["id"], "query": users[-1], "tools": right, "calls": calls})
     return list(tools.values()), queries
+
+
+IRRELEVANCE = ("irrelevance", "live_irrelevance")
+
+
+def bfcl_irrelevance(gitdir: Path) -> list[dict[str, Any]]:
+    queries = []
+    for name in IRRELEVANCE:
+        for entry in lines(show(gitdir, f"{BFCL}/BFCL_v4_{name}.json")):
+            users = [m["content"] for turn in entry["question"] for m in turn if m["role"] == "user"]
+            if users and users[-1].strip():
+                given = [fn["name"] for fn in entry["function"]]
+                queries.append({"id": entry["id"], "query": users[-1], "tools": [], "set": name, "given": given})
+    return queries
 
 
 _FIELD = re.compile(r"(category_name|tool_name|api_name|api_description|required_params|optional_params):")
@@ -251,7 +269,7 @@ MULTI_STEP = {"bfcl_multi_turn": bfcl_multi_turn, "nestful": nestful, "ultratool
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=["bfcl_live", "toollens", "tau_airline", *MULTI_STEP])
+    parser.add_argument("name", choices=["bfcl_live", "bfcl_irrelevance", "toollens", "tau_airline", *MULTI_STEP])
     parser.add_argument("gitdir", type=Path)
     args = parser.parse_args()
     out = HERE / "data" / args.name
@@ -271,6 +289,8 @@ def main() -> None:
                 {"id": f"{c['id']}-{i}", "query": t, "tools": sorted(r)} for i, (t, r) in enumerate(right.items())
             ]
         files = {"tools.jsonl": tools, "queries.jsonl": queries, "chains.jsonl": chains}
+    elif args.name == "bfcl_irrelevance":
+        files = {"queries.jsonl": bfcl_irrelevance(args.gitdir)}
     else:
         tools, queries = (bfcl_live if args.name == "bfcl_live" else toollens)(args.gitdir)
         files = {"tools.jsonl": tools, "queries.jsonl": queries}

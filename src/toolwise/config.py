@@ -125,6 +125,7 @@ class Settings(BaseSettings):
     learning: bool = True  # off: calls are recorded, nothing is learned
     replay: bool = True
     sequences: bool = True
+    nothing_fits: bool = True  # off: recommend_tool and search_tools never say that no tool seems to fit
     # the least exploration (ε): 0 lets it fall away while toolwise's picks keep working; more keeps the log
     # varied enough for `inspect evaluate` to judge other policies (and costs that share of picks)
     epsilon_min: float = Field(default=0.0, ge=0, le=1)

@@ -62,6 +62,7 @@ from toolwise.learning.worker import LearningThread
 from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
+from toolwise.rl.fit import FitConfig
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class LearningService:
             replay_enabled=s.replay,
             sequences_enabled=s.sequences,
             exploration=ExplorationConfig(epsilon_min=s.epsilon_min, epsilon_max=max(s.epsilon_min, EPSILON_MAX)),
+            fit=FitConfig(enabled=s.nothing_fits),
         )
         return Learner(config, self.tool_docs, self.embedder)
 

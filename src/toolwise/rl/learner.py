@@ -19,6 +19,7 @@ from toolwise.rl.context import Context, ContextEncoder, embedded
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
 from toolwise.rl.features import Features
+from toolwise.rl.fit import FitConfig, nothing_fits
 from toolwise.rl.hindsight import reading, waits
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import Lesson, baseline_selection
@@ -49,6 +50,7 @@ class LearnerConfig:
     sequences_enabled: bool = True
     lexical_weight: float = 0.25  # with an embedder: BM25 over the tool documents added to the cosine, this much
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
+    fit: FitConfig = field(default_factory=FitConfig)  # when a decision says no tool fits (rl/fit.py)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -78,6 +80,7 @@ class Decision:
     ranked: list[Ranked]
     explored: bool
     propensity: float
+    nothing_fits: bool = False  # no candidate seems to serve the query (rl/fit.py); `ranked` holds the best guesses
 
 
 @dataclass(slots=True)
@@ -197,6 +200,7 @@ class Learner:
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,
+            nothing_fits=not named and nothing_fits(self.index, query, arms, self.config.fit),
         )
 
     def recommend_next(

@@ -33,6 +33,8 @@ class LexicalIndex:
         tf_values = np.array(tfs, dtype=np.float64)
         df = np.bincount(term, minlength=len(self.vocabulary))
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        self._best = idf * (k1 + 1)  # a term's largest weight in any document (tf → ∞, any length)
+        self._unknown = float(np.log1p((n + 0.5) / 0.5) * (k1 + 1))  # the same of a term no document holds
         lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
         avg = float(lengths.mean()) if n else 1.0
         norm = k1 * (1 - b + b * lengths[doc_ids] / max(avg, 1e-9))
@@ -42,7 +44,7 @@ class LexicalIndex:
         self._weights = weights[order]
         self._start = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
         self._size = n
-        self._memo: dict[str, NDArray[np.float64]] = {}  # per index: a new catalogue starts afresh
+        self._memo: dict[str, tuple[NDArray[np.float64], float]] = {}  # per index: a catalogue starts afresh
 
     def __len__(self) -> int:
         return self._size
@@ -51,6 +53,15 @@ class LexicalIndex:
         """Relevance of every document to `query`, divided by the best one (all zeros if none match).
         Read-only: memoised (a bounded dict, emptied when full), since a decision and its update score
         the same query."""
+        return self._scored(query)[0]
+
+    def coverage(self, query: str) -> float:
+        """How much of `query` the best document covers, in [0, 1]: its BM25 over the most any document
+        could score (every term of the query, unknown ones too, at its largest weight). Unlike `scores`,
+        comparable across queries: "nothing fits" reads it (rl/fit.py)."""
+        return self._scored(query)[1]
+
+    def _scored(self, query: str) -> tuple[NDArray[np.float64], float]:
         found = self._memo.get(query)
         if found is None:
             if len(self._memo) >= 1024:
@@ -58,16 +69,20 @@ class LexicalIndex:
             found = self._memo[query] = self._scores(query)
         return found
 
-    def _scores(self, query: str) -> NDArray[np.float64]:
+    def _scores(self, query: str) -> tuple[NDArray[np.float64], float]:
         vocabulary, start = self.vocabulary, self._start
         raw = np.zeros(self._size)
+        most = 0.0
         for token in tokenize(query):
             term = vocabulary.get(token)
-            if term is not None:  # a term's documents are distinct: a plain fancy-index add is exact
-                postings = slice(start[term], start[term + 1])
-                raw[self._docs[postings]] += self._weights[postings]
+            if term is None:
+                most += self._unknown
+                continue
+            most += float(self._best[term])
+            postings = slice(start[term], start[term + 1])  # a term's documents are distinct: an exact add
+            raw[self._docs[postings]] += self._weights[postings]
         top = float(raw[raw.argmax()]) if self._size else 0.0
         if top > 0:
             raw /= top
         raw.setflags(write=False)
-        return raw
+        return raw, (top / most if most > 0 else 0.0)

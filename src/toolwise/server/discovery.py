@@ -34,7 +34,7 @@ from toolwise.rl import Decision
 from toolwise.rl.names import name_key
 from toolwise.server.own import Input, Output, OwnTool, compact
 from toolwise.server.services import Services
-from toolwise.server.tools import evidence_of, own_tools, reason_of, resolved, type_of
+from toolwise.server.tools import evidence_of, nothing_fits_line, own_tools, reason_of, resolved, type_of
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"
@@ -65,13 +65,18 @@ class SearchToolsOutput(Output):
     session_id: str
     policy: str
     format: str
+    nothing_fits: bool = Field(
+        default=False, description="No tool seems to serve this request; the tools are best guesses (rl/fit.py)."
+    )
     tools: list[FoundTool]
 
     def text(self) -> str:
+        """The tools as JSON or markdown, after a line saying so when nothing fits."""
+        first = [nothing_fits_line(self.tools[0].name)] if self.nothing_fits and self.tools else []
         if self.format == "json":
-            return json.dumps([t.model_dump() for t in self.tools], separators=(",", ":"))
+            return "\n".join([*first, json.dumps([t.model_dump() for t in self.tools], separators=(",", ":"))])
         return "\n".join(
-            ["Call one with call_tool(name, arguments), or by its name:", *(markdown(t) for t in self.tools)]
+            [*first, "Call one with call_tool(name, arguments), or by its name:", *(markdown(t) for t in self.tools)]
         )
 
 
@@ -155,6 +160,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     makes, a tool the query names outright first) with each tool's full definition."""
     d = services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
     evidence = evidence_of(services, None)
+    own = own_named(services, args.query)
     found = [
         FoundTool(
             name=t.name,
@@ -163,7 +169,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
             score=1.0,
             reason="toolwise's own tool, named by the query",
         )
-        for t in own_named(services, args.query)
+        for t in own
     ]
     for r in d.ranked[: max(args.top_k - len(found), 0)]:
         route = services.catalogue.resolve(r.tool)
@@ -180,7 +186,12 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
             )
         )
     return SearchToolsOutput(
-        decision_id=d.decision_id, session_id=session.id, policy=d.policy, format=args.format, tools=found
+        decision_id=d.decision_id,
+        session_id=session.id,
+        policy=d.policy,
+        format=args.format,
+        nothing_fits=d.nothing_fits and not own,  # a query naming toolwise's own tool found it
+        tools=found,
     )
 
 

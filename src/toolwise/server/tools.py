@@ -66,15 +66,26 @@ class RecommendToolOutput(Output):
     explored: bool
     propensity: float
     session_id: str
+    nothing_fits: bool = Field(
+        default=False,
+        description="No tool seems to serve this request (the best relevance is low: rl/fit.py); the "
+        "recommendations are best guesses.",
+    )
     recommendations: list[Recommendation]
 
     def text(self) -> str:
-        lines = []
+        lines = [nothing_fits_line(self.recommendations[0].tool)] if self.nothing_fits and self.recommendations else []
+        lines.append(f"Recommended ({self.policy}, decision {self.decision_id}):")
         for i, r in enumerate(self.recommendations, 1):
             lines.append(f"{i}. {r.tool} — {r.reason}")
             if r.arguments:
                 lines.append("   worked before: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in r.arguments.items()))
-        return "\n".join([f"Recommended ({self.policy}, decision {self.decision_id}):", *lines])
+        return "\n".join(lines)
+
+
+def nothing_fits_line(best: str) -> str:
+    """The first line of an answer whose decision says no tool fits (recommend_tool, search_tools)."""
+    return f"No tool seems to fit this request; best guess: {best}."
 
 
 SUGGESTED = 3  # recommendations that carry argument suggestions (each looks through its tool's memory)
@@ -404,6 +415,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
         explored=d.explored,
         propensity=d.propensity,
         session_id=session.name,
+        nothing_fits=d.nothing_fits,
         recommendations=recs,
     )
 

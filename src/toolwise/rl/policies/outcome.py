@@ -6,9 +6,9 @@ agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choic
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
-tool predicted to work, else the next not yet seen to fail (`OutcomeModelConfig`). Its estimate (`expected`, the confidence a
-client acts on) is P(works), calibrated; the choice model's probability is reported beside it
-(`Selection.agent`).
+tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Its
+estimate (`expected`, the confidence a client acts on) is P(works), calibrated; the choice model's
+probability is reported beside it (`Selection.agent`).
 
 A failed call teaches only what it says: the learner reads it in hindsight (rl/hindsight.py) and hands
 each lesson its `fit` (1 worked, 0 did not fit the request, None: says nothing of the fit, e.g. a retry

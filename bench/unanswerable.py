@@ -1,0 +1,311 @@
+"""Saying "nothing fits" to requests no tool of the catalogue serves, and what it costs on those it does.
+
+For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn; and `everyday`: the README's
+example, mcp-server-time and mcp-server-git started as toolwise.example.json says, 14 short-described
+tools, with bench/everyday.py's 36 requests), three kinds of request:
+
+- answerable: the set's requests against its whole catalogue. hit@1 is toolwise's first pick being a
+  right tool; a request answered "nothing fits" counts as a miss, so the drop in hit@1 is its cost.
+- held-out (unanswerable): the same requests, each against the catalogue without its right tools (and
+  without the tools that share a right tool's description or last name segment, `weather.get_current_
+  weather` beside `get_current_weather`): the request is of the catalogue's own domain, its tool missing.
+- BFCL irrelevance and live irrelevance (unanswerable; bench/data/bfcl_irrelevance, extracted by
+  bench/extract_data.py): requests none of the functions they came with serves, against the set's
+  catalogue. Some are served by a tool of a catalogue (live irrelevance came from the users whose
+  functions make up BFCL live: "the weather in Boston" meets get_current_weather), so a share of them
+  is rightly answered; the figures count every one as unanswerable.
+
+Each request falls in a calibration or a test split (CRC-32 of its id). Methods, each deciding
+"nothing fits" per request, reported on the test split of every set:
+
+1. always answer (every search today);
+2. BM25 threshold: nothing fits when the best BM25 score of the query (Okapi, k1 1.2, b 0.75, over the
+   same tool documents) is below a threshold;
+3. embedding-cosine threshold: the same with the best cosine of WordLlama embeddings;
+4. toolwise: `Learner.recommend`'s `nothing_fits` with its default `FitConfig` (rl/fit.py), learned
+   from nothing (a fresh learner per catalogue).
+
+The references' thresholds are the best single ones on the calibration splits of `--calibrate`'s sets
+(BFCL live and everyday: long and short tool descriptions, whose relevance levels differ): the most
+unanswerable requests caught with at most TARGET_DROP points of hit@1 lost on each; toolwise's
+defaults were fitted on the same splits by `--fit` (which prints them), its threshold chosen the same
+way. Figures in the README come from
+
+    python bench/unanswerable.py                 # about 2.5 minutes
+    python bench/unanswerable.py --fit           # refit FitConfig's defaults (prints them)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import shutil
+import sys
+import tempfile
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from everyday import EXAMPLE, REQUESTS
+
+from toolwise.config import AppConfig
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
+from toolwise.rl.embedding import name_words
+from toolwise.rl.fit import FitConfig, relevance_of
+from toolwise.rl.learner import Learner, LearnerConfig
+from toolwise.rl.text import tokenize
+from toolwise.rl.toolindex import ToolDoc
+from toolwise.server.app import Toolwise
+
+HERE = Path(__file__).resolve().parent
+SETS = ("bfcl_live", "nestful", "bfcl_multi_turn")
+KINDS = ("held-out", "irrelevance", "live_irrelevance")  # the unanswerable kinds
+TARGET_DROP = 1.5  # points of answerable hit@1 a threshold may cost on the calibration split
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One request as each method sees it."""
+
+    kind: str  # answerable, or one of KINDS
+    calibration: bool
+    hit: bool  # toolwise's first pick is right (never, for an unanswerable request)
+    nothing_fits: bool  # toolwise said so
+    cosine: float
+    coverage: float
+    bm25: float  # the best raw BM25 score
+
+
+def split(identifier: str) -> bool:
+    """True for the calibration split (half the requests, fixed by their id)."""
+    return zlib.crc32(identifier.encode()) % 2 == 0
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def bm25_top(documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> Callable[[str], float]:
+    """The best Okapi BM25 score of a query over `documents` (the reference a BM25 search thresholds)."""
+    counts = [Counter(tokenize(d)) for d in documents]
+    lengths = np.array([sum(c.values()) for c in counts], dtype=float)
+    norm = k1 * (1 - b + b * lengths / max(float(lengths.mean()), 1e-9))
+    postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for row, c in enumerate(counts):
+        for term, tf in c.items():
+            postings[term].append((row, tf))
+    n = len(documents)
+
+    def top(query: str) -> float:
+        scores = np.zeros(n)
+        for term in tokenize(query):
+            found = postings.get(term, [])
+            idf = math.log1p((n - len(found) + 0.5) / (len(found) + 0.5))
+            for row, tf in found:
+                scores[row] += idf * tf * (k1 + 1) / (tf + norm[row])
+        return float(scores.max()) if n else 0.0
+
+    return top
+
+
+class Catalogue:
+    """A catalogue as toolwise and the references see it: a fresh learner and a BM25 over its documents."""
+
+    def __init__(self, tools: list[ToolDoc], embedder: WordLlamaEmbedder, fit: FitConfig) -> None:
+        self.learner = Learner(LearnerConfig(fit=fit), tools, embedder)
+        self.bm25 = bm25_top([t.document for t in tools])
+        self.rng = np.random.default_rng(0)
+
+    def row(self, kind: str, identifier: str, query: str, right: frozenset[str]) -> Row:
+        decision = self.learner.recommend(query, self.rng, top_k=1)
+        relevance = relevance_of(self.learner.index, query, self.learner.index.active)
+        if relevance is None:
+            raise RuntimeError(f"no relevance for {identifier}: the learner has no embedder or no tools")
+        hit = decision.ranked[0].tool in right
+        return Row(
+            kind, split(identifier), hit, decision.nothing_fits, relevance.cosine, relevance.coverage, self.bm25(query)
+        )
+
+
+def last_words(name: str) -> str:
+    return name_words(name.rsplit(".", maxsplit=1)[-1]).lower()
+
+
+def without(tools: list[ToolDoc], right: frozenset[str]) -> list[ToolDoc]:
+    """The catalogue without the right tools and those sharing a right tool's description or last name."""
+    gone = [t for t in tools if t.name in right]
+    descriptions = {t.description.strip().lower() for t in gone} - {""}
+    names = {last_words(t.name) for t in gone}
+    return [
+        t
+        for t in tools
+        if t.name not in right and t.description.strip().lower() not in descriptions and last_words(t.name) not in names
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class DataSet:
+    tools: list[ToolDoc]
+    requests: list[dict[str, Any]]  # {id, query, tools: the right ones}
+
+
+def data_set(name: str) -> DataSet:
+    """A set of bench/data as the server would describe its tools (`tool_document`, no annotations)."""
+    tools = [
+        ToolDoc(
+            t["name"],
+            t.get("description", ""),
+            tool_document(t["name"], None, t.get("description"), t.get("parameters")),
+        )
+        for t in load(HERE / "data" / name / "tools.jsonl")
+    ]
+    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"))
+
+
+async def everyday_set() -> DataSet:
+    """The README's example (toolwise.example.json: mcp-server-time and mcp-server-git, 14 tools, their
+    annotations read) as toolwise describes it after starting them, and bench/everyday.py's requests."""
+    servers = json.loads(EXAMPLE.read_text())["mcpServers"]
+    for spec in servers.values():  # installed beside this Python when its folder is not on PATH
+        spec["command"] = shutil.which(spec["command"]) or str(Path(sys.executable).parent / spec["command"])
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/unanswerable.db", "snapshot_interval_s": 0}
+        async with Toolwise(AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})) as app:
+            tools = list(app.learning.tool_docs)
+    if len(tools) < 14:
+        sys.exit(
+            f"the README example's servers served {len(tools)} tools, not 14: "
+            "are mcp-server-time and mcp-server-git installed?"
+        )
+    requests = [{"id": f"everyday-{i}", "query": r.query, "tools": list(r.right)} for i, r in enumerate(REQUESTS)]
+    return DataSet(tools, requests)
+
+
+def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlamaEmbedder, fit: FitConfig) -> list[Row]:
+    tools, requests = data.tools, data.requests
+    whole = Catalogue(tools, embedder, fit)
+    rows = [whole.row("answerable", r["id"], r["query"], frozenset(r["tools"])) for r in requests]
+    rows += [whole.row(r["set"], r["id"], r["query"], frozenset()) for r in irrelevant]
+    groups: dict[frozenset[str], list[dict[str, Any]]] = defaultdict(list)
+    for r in requests:
+        groups[frozenset(r["tools"])].append(r)
+    for right, members in groups.items():
+        held = Catalogue(without(tools, right), embedder, fit)
+        rows += [held.row("held-out", r["id"], r["query"], frozenset()) for r in members]
+    return rows
+
+
+# -- deciding and scoring ---------------------------------------------------------------------------
+
+
+Rule = Callable[[Row], bool]  # True: the method says nothing fits
+
+
+def threshold(calibration: list[list[Row]], value: Callable[[Row], float]) -> float:
+    """The largest threshold (nothing fits below it) that loses at most TARGET_DROP points of answerable
+    hit@1 on each calibration set: the best single one, since a higher one catches more."""
+    found = math.inf
+    for rows in calibration:
+        answerable = [r for r in rows if r.kind == "answerable"]
+        hits = sorted(value(r) for r in answerable if r.hit)
+        allowed = int(TARGET_DROP / 100 * len(answerable))
+        found = min(found, hits[allowed] if allowed < len(hits) else math.inf)
+    return found
+
+
+def scores(rows: list[Row], rule: Rule) -> dict[str, float]:
+    """Per unanswerable kind the share said to fit nothing; answerable hit@1 with the rule and its drop."""
+    out = {k: float(np.mean([rule(r) for r in rows if r.kind == k])) for k in KINDS}
+    answerable = [r for r in rows if r.kind == "answerable"]
+    always = float(np.mean([r.hit for r in answerable]))
+    kept = float(np.mean([r.hit and not rule(r) for r in answerable]))
+    return {**out, "hit@1": kept, "drop": 100 * (always - kept)}
+
+
+def table(results: dict[str, dict[str, float]]) -> str:
+    head = "| method | held-out | BFCL irrelevance | BFCL live irrelevance | answerable hit@1 | drop (points) |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|"]
+    for method, s in results.items():
+        cells = [f"{100 * s[k]:.1f}%" for k in KINDS] + [f"{s['hit@1']:.3f}", f"{s['drop']:.1f}"]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- fitting FitConfig ------------------------------------------------------------------------------
+
+
+def logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
+    """Weights (intercept first) of an L2-regularised logistic regression, by Newton's method."""
+    x = np.c_[np.ones(len(x)), x]
+    w = np.zeros(x.shape[1])
+    ridge = l2 * np.diag([0.0] + [1.0] * (x.shape[1] - 1))
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ w))
+        w -= np.linalg.solve((x.T * (p * (1 - p))) @ x + ridge, x.T @ (p - y) + ridge @ w)
+    return w
+
+
+def fit(calibration: list[list[Row]]) -> FitConfig:
+    """FitConfig fitted on the calibration sets' rows: unanswerable against answerable hits (an answerable
+    miss said to fit nothing costs nothing); its threshold the lowest losing at most TARGET_DROP points
+    on each calibration set."""
+    pooled = [r for rows in calibration for r in rows]
+    positive = [r for r in pooled if r.kind in KINDS]
+    negative = [r for r in pooled if r.kind == "answerable" and r.hit]
+    x = np.array([[r.cosine, r.coverage] for r in positive + negative])
+    w = logistic(x, np.r_[np.ones(len(positive)), np.zeros(len(negative))])
+    cut = -threshold(calibration, lambda r: -(w[0] + w[1] * r.cosine + w[2] * r.coverage))  # on the logit
+    return FitConfig(
+        intercept=round(float(w[0]), 3),
+        cosine=round(float(w[1]), 3),
+        coverage=round(float(w[2]), 3),
+        # rounded up: a calibration hit exactly at the cut stays answered
+        threshold=math.ceil(1e4 / (1 + math.exp(-cut))) / 1e4 if math.isfinite(cut) else 0.9999,
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calibrate", default="bfcl_live,everyday", help="the sets thresholds are chosen on")
+    parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration splits and use it")
+    args = parser.parse_args()
+    embedder = WordLlamaEmbedder()
+    irrelevant = load(HERE / "data" / "bfcl_irrelevance" / "queries.jsonl")
+    sets = {name: data_set(name) for name in SETS} | {"everyday": await everyday_set()}
+    chosen = args.calibrate.split(",")
+    if unknown := set(chosen) - set(sets):
+        parser.error(f"--calibrate: unknown set(s) {sorted(unknown)}, known: {sorted(sets)}")
+    config = FitConfig()
+    rows = {name: rows_of(data, irrelevant, embedder, config) for name, data in sets.items()}
+    calibration = [[r for r in rows[name] if r.calibration] for name in chosen]
+    if args.fit:
+        config = fit(calibration)
+        print(f"fitted on the calibration splits of {', '.join(chosen)}: {config}")
+        rows = {name: rows_of(data, irrelevant, embedder, config) for name, data in sets.items()}
+    bm25_at = threshold(calibration, lambda r: r.bm25)
+    cosine_at = threshold(calibration, lambda r: r.cosine)
+    methods: dict[str, Rule] = {
+        "always answer": lambda r: False,
+        f"BM25 threshold ({bm25_at:.2f})": lambda r: r.bm25 < bm25_at,
+        f"embedding-cosine threshold ({cosine_at:.3f})": lambda r: r.cosine < cosine_at,
+        "toolwise (rl/fit.py defaults)": lambda r: r.nothing_fits,
+    }
+    print(f"thresholds chosen on the calibration splits of {', '.join(chosen)} (≤ {TARGET_DROP} points lost on each)")
+    for name in sets:
+        test = [r for r in rows[name] if not r.calibration]
+        counts = Counter(r.kind for r in test)
+        sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *KINDS))
+        print(f"\n{name} ({len(sets[name].tools)} tools), test split ({sizes}):\n")
+        print(table({method: scores(test, rule) for method, rule in methods.items()}))
+
+
+if __name__ == "__main__":
+    logging.getLogger("client").setLevel(logging.ERROR)
+    asyncio.run(main())

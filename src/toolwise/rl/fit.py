@@ -1,0 +1,91 @@
+"""Saying "nothing fits": whether any listed tool serves a request at all, read from the prior's relevance.
+
+A ranking always has a first tool; a request no tool serves ("what is the capital of Peru?" to a
+file system) still gets one. Two numbers the prior already computed for the decision say how well the
+best candidate matches: the best cosine of the query with a tool document (the semantic prior) and
+how much of the query the best BM25 match covers (`LexicalIndex.coverage`). A fixed logistic model
+over them (fitted offline on public data by `python bench/unanswerable.py --fit`; its coefficients are
+`FitConfig`'s defaults) gives the probability that nothing fits; above `threshold`, nothing does.
+
+Text alone separates requests from another domain well and requests of the catalogue's own domain
+whose tool is missing poorly (bench/unanswerable.py prints both), so the default threshold is set
+for a small loss of right answers, not for catching every unanswerable request. Without an embedder
+the detector says nothing: BM25 alone did not carry a threshold from one data set to another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.toolindex import ToolIndex
+
+
+@dataclass(frozen=True, slots=True)
+class FitConfig:
+    """The "nothing fits" model: logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage),
+    both in [0, 1]; nothing fits when the probability exceeds `threshold`. Fitted on the calibration
+    splits of BFCL live (528 tools, long descriptions) and the README's example (14 tools, one-line
+    descriptions) by bench/unanswerable.py --fit, the threshold losing at most 1.5 points of hit@1 on
+    either: the level of relevance a right tool reaches differs between such catalogues, and a
+    threshold set on one alone says "nothing fits" to right answers on the other."""
+
+    enabled: bool = True
+    intercept: float = 3.982
+    cosine: float = -6.024
+    coverage: float = -0.522
+    threshold: float = 0.9477  # probability that nothing fits, above which the decision says so
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "enabled" and not math.isfinite(value):
+                raise ValueError(f"FitConfig.{f.name} must be finite, got {value}")
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"FitConfig.threshold must be a probability in (0, 1), got {self.threshold}")
+        if self.cosine > 0 or self.coverage > 0:
+            raise ValueError(
+                f"FitConfig.cosine and coverage must be ≤ 0 (more relevance, less 'nothing fits'), "
+                f"got {self.cosine}, {self.coverage}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Relevance:
+    """How well the best of a decision's candidates matches its query (each in [0, 1])."""
+
+    cosine: float  # the best cosine of the query with a candidate's document
+    coverage: float  # the share of the query's BM25 the best candidate reaches (`LexicalIndex.coverage`)
+
+
+def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -> Relevance | None:
+    """The relevance of the best of `arms` to `query`, from the scores the index memoised for the decision
+    (None without a query or an embedder: then nothing is judged)."""
+    semantic = index.semantic
+    if not query or semantic is None or not len(arms):
+        return None
+    known = arms[arms < len(semantic)]
+    if not len(known):
+        return Relevance(0.0, 0.0)
+    cosine = float(semantic.scores(query).take(known).max())
+    # scores are BM25 over the best of all tools: the best of `arms` times that best's coverage
+    lexical = index.lexical
+    coverage = float(lexical.scores(query).take(known[known < len(lexical)]).max(initial=0.0)) * lexical.coverage(query)
+    return Relevance(cosine, coverage)
+
+
+def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
+    """The model's probability that no candidate serves the request."""
+    logit = config.intercept + config.cosine * relevance.cosine + config.coverage * relevance.coverage
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def nothing_fits(index: ToolIndex, query: str | None, arms: NDArray[np.int64], config: FitConfig) -> bool:
+    """Whether no tool of `arms` seems to serve `query` (False when switched off or without an embedder)."""
+    if not config.enabled:
+        return False
+    relevance = relevance_of(index, query, arms)
+    return relevance is not None and unfit_probability(relevance, config) > config.threshold
