@@ -213,3 +213,17 @@ def test_after_a_failure_the_retry_is_the_next_call_suggested_live_and_replayed(
         worked = learner.recommend_next(["search_web", "convert_currency"], after_failure=False)
         assert after[0].tool == "convert_currency", "after a failure: the retry"
         assert worked[0].tool == "send_email", "after it worked: what followed it"
+
+
+def test_a_request_every_tool_tried_fails_for_says_nothing_fits(embedder: Embedder) -> None:
+    """Words may match, but once the best candidates have each been seen to fail for the request, the
+    decision says no tool serves it (the ranking still given); a request they worked for does not."""
+    learner, rng = learner_of(embedder), np.random.default_rng(11)
+    unserved = "convert 250 dollars into bitcoin at the current rate"
+    assert not learner.recommend(unserved, rng).nothing_fits
+    for i in range(12):
+        tried = [r.tool for r in learner.recommend(unserved, rng, top_k=5).ranked][: 1 + i % 3]
+        call(learner, tried[-1], False, rng, f"s{i}", unserved)
+    decision = learner.recommend(unserved, rng)
+    assert decision.nothing_fits and decision.ranked, "nothing fits, with the best guesses beside it"
+    assert not learner.recommend("weather in Paris tomorrow", rng).nothing_fits

@@ -209,6 +209,7 @@ class Exploration:
             propensity,
             agent=None if agent is None else agent.take(order),
             evidence=None if evidence is None else evidence.take(order),
+            failing=None if selection.failing is None else np.append(selection.failing, False)[: len(order)][order],
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from toolwise.rl.features import Features
 from toolwise.rl.fit import FitConfig, nothing_fits
 from toolwise.rl.hindsight import reading, waits
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
-from toolwise.rl.policies.base import Lesson, baseline_selection
+from toolwise.rl.policies.base import Lesson, Selection, baseline_selection
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import Latencies, RewardWeights, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
@@ -31,6 +31,7 @@ from toolwise.rl.toolindex import ToolDoc, ToolIndex
 
 STATE_SCHEMA = 1
 HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
+TRIED = 3  # "nothing fits" once this many best candidates (or all) are each seen to fail for the request
 WAITING = 4096  # sessions whose last call failed and waits for the next one (the oldest is read as ended)
 
 
@@ -89,6 +90,13 @@ class Observation:
     normalised: float
     td_error: float
     context_hash: str
+
+
+def all_fail(selection: Selection) -> bool:
+    """Whether the best `TRIED` candidates (all, if fewer) were each seen to fail for such requests: what
+    was tried says no tool serves it, whatever the words say (policies that predict outcomes)."""
+    failing = selection.failing
+    return failing is not None and len(failing) > 0 and bool(failing[:TRIED].all())
 
 
 def _decision_id(rng: np.random.Generator) -> str:
@@ -200,8 +208,14 @@ class Learner:
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,
-            nothing_fits=not named and nothing_fits(self.index, query, arms, self.config.fit),
+            nothing_fits=not named and self.nothing_fits(query, arms, selection),
         )
+
+    def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection) -> bool:
+        """No candidate seems to serve the request: its words match none (rl/fit.py), or the best ones
+        were each seen to fail for such requests (`all_fail`)."""
+        fit = self.config.fit
+        return nothing_fits(self.index, query, arms, fit) or (fit.enabled and all_fail(selection))
 
     def recommend_next(
         self,

@@ -28,6 +28,7 @@ class Selection:
     propensity: float
     agent: NDArray[np.float64] | None = None  # each ranked arm's probability that the agent calls it (outcome)
     evidence: NDArray[np.float64] | None = None  # the calls (kernel-weighted) `expected` rests on (outcome)
+    failing: NDArray[np.bool_] | None = None  # each ranked arm predicted to fail here, with enough evidence
 
 
 @dataclass(slots=True)

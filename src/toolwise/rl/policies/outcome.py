@@ -70,6 +70,7 @@ class OutcomeModel(PolicyBase):
         estimate = self.memory.estimate(chosen.ranked, self.choice.features(context), self.calibration.mean(p_agent))
         self._broken(chosen.ranked, estimate.p_works)
         order = self.order(estimate.p_works, estimate.evidence)  # verdicts on the evidence's own posterior
+        failing = (estimate.evidence >= self.config.enough) & (estimate.p_works < self.config.fails_below)
         estimate.p_works = self.reported.mean(estimate.p_works)
         if chosen.explored:  # the choice model's exploration keeps its pick first
             order = np.concatenate(([0], order[order != 0]))
@@ -83,6 +84,7 @@ class OutcomeModel(PolicyBase):
             chosen.propensity,
             agent=p_agent.take(order),
             evidence=estimate.evidence.take(order),
+            failing=failing.take(order),
         )
 
     def order(self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]) -> NDArray[np.int64]:
