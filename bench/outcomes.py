@@ -1,0 +1,310 @@
+"""Can toolwise correct the agent it watches? An imperfect agent (bench/imperfect_agent.py: right 60% or
+80% of the time on real requests, part of its mistakes the same confusion on the same requests; a wrong
+call fails half the time, else it works and is rated 1–2 half the time) meets a stream of requests that
+recur (shuffled passes over a pool of a real set's requests), each arm a fresh toolwise through its MCP
+surface (an in-process `mcp.Client`, a fake downstream serving the catalogue whose calls fail or work as
+the simulation says, ratings through `submit_feedback`):
+
+- counterfactual consult: before each request `recommend_tool(query)`; its top-1, `confidence` and `p_agent`
+  (where it exists) are recorded, and the agent calls its own choice (toolwise learns the agent's calls);
+- live consult: the agent calls toolwise's top-1 when its `confidence` ≥ `--follow` (0.5), else its own
+  choice (toolwise learns whatever was called).
+
+References on the same stream, same run: the agent alone; the imitation logit (toolwise's choice model,
+policy "choice", both arms; the toolwise arms themselves when that is the policy run); the outcome ridge
+(per tool, ridge regression of "the call was good" on the query embedding, learning from the same calls,
+the agent's choice where nothing has evidence; numpy, no MCP). Printed next to the targets of issue 34:
+the gain of following toolwise (last 1,000 requests), toolwise's top-1 on the recurring confusions by
+window, and the reliability of `confidence` (10 bins, expected calibration error).
+
+    python bench/outcomes.py [--data bench/data/bfcl_live bench/data/nestful] [--policy choice] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from imperfect_agent import OutcomeRidge, Request, Stream, Trouble, difficulty, load, simulate, troubles
+from mcp import Client
+from numpy.typing import NDArray
+
+from toolwise.config import AppConfig, Settings
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
+from toolwise.learning.sessions import EXECUTION_META_KEY, session_meta
+from toolwise.server.app import Toolwise, build_server
+
+HERE = Path(__file__).resolve().parent
+SERVER = "cat"
+LAST = 1_000  # requests the accuracies are taken over, at the end of the stream
+WINDOW = 500  # requests per window of the confusions' table
+GAIN_AT_60, GAIN_AT_80 = 0.08, 0.0  # issue 34's targets: following toolwise at 60% / at 80%
+ON_CONFUSIONS, WITHIN = 0.40, 2_500  # toolwise's top-1 on the recurring confusions, within this many requests
+ECE_TARGET = 0.05
+
+
+@dataclass(frozen=True)
+class Arm:
+    """What one arm did at each position of the stream (data-set tool names)."""
+
+    top: list[str]  # the recommender's top-1
+    confidence: NDArray[np.float64]
+    p_agent: NDArray[np.float64]  # nan where recommend_tool reports none
+    called: list[str]
+
+
+def config(tools_file: Path, db: Path, seed: int, policy: str) -> AppConfig:
+    downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
+    toolwise = {
+        "database_url": f"sqlite+aiosqlite:///{db}",
+        "seed": seed,
+        "snapshot_interval_s": 0,
+        "policy": policy,
+        "flush_interval_ms": 0,
+    }
+    return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
+
+
+@dataclass(frozen=True)
+class Connected:
+    """A fresh toolwise, an in-process client on it, and its public name of each data-set tool."""
+
+    client: Client
+    public: dict[str, str]
+
+
+async def connect(stack: AsyncExitStack, tools_file: Path, seed: int, policy: str) -> Connected:
+    """Started one after the other: two migrations of fresh files at once in one process collide."""
+    tmp = stack.enter_context(tempfile.TemporaryDirectory())
+    app = await stack.enter_async_context(Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed, policy)))
+    client = await stack.enter_async_context(Client(build_server(app), mode="legacy"))
+    public = {r.tool: t.name for t in app.catalogue.tools() if (r := app.catalogue.resolve(t.name)) is not None}
+    return Connected(client, public)
+
+
+async def checked(client: Client, tool: str, arguments: Mapping[str, object]) -> dict[str, Any]:
+    result = await client.call_tool(tool, dict(arguments))
+    if result.is_error or result.structured_content is None:
+        raise RuntimeError(f"{tool} failed: {result.content}")
+    content: dict[str, Any] = result.structured_content
+    return content
+
+
+async def toolwise_arm(toolwise: Connected, stream: Stream, follow: float | None) -> Arm:
+    """The stream through toolwise: consulted before every call, followed (live) when `follow` is a level
+    its confidence reaches, else only recorded (counterfactual)."""
+    client, public = toolwise.client, toolwise.public
+    private = {v: k for k, v in public.items()}
+    top, confidence, p_agent, called = [], [], [], []
+    for i in range(len(stream.order)):
+        session = f"conversation-{i}"
+        query = stream.request(i).query
+        rec = await checked(client, "recommend_tool", {"query": query, "session_id": session, "top_k": 1})
+        first = rec["recommendations"][0]
+        top.append(private[first["tool"]])
+        confidence.append(float(first["confidence"]))
+        p_agent.append(float(first.get("p_agent", np.nan)))  # not reported before issue 34
+        pick = top[-1] if follow is not None and confidence[-1] >= follow else stream.choice[i]
+        called.append(pick)
+        outcome = stream.outcome(i, pick)
+        # the downstream works a call only when `expect` names the tool called
+        arguments = {"expect": [pick] if outcome.worked else []}
+        result = await client.call_tool(public[pick], arguments, meta=session_meta(session))
+        if result.is_error == outcome.worked:
+            raise RuntimeError(f"{pick} answered is_error={result.is_error}, the simulation said otherwise")
+        if outcome.rating is not None:
+            execution = (result.meta or {})[EXECUTION_META_KEY]
+            rating = {"rating": outcome.rating, "execution_id": execution, "session_id": session}
+            await checked(client, "submit_feedback", rating)
+        ended = {"session_id": session, "outcome": "success" if outcome.good else "failure"}
+        await checked(client, "end_session", ended)
+    return Arm(top, np.array(confidence), np.array(p_agent), called)
+
+
+def ridge_arms(stream: Stream, names: list[str], queries: dict[str, NDArray[np.float64]]) -> tuple[Arm, Arm]:
+    """The outcome ridge, counterfactual (learning the agent's calls) and live (its pick called)."""
+    index = {n: i for i, n in enumerate(names)}
+    arms = []
+    for live in (False, True):
+        ridge = OutcomeRidge(len(names))
+        top, confidence, called = [], [], []
+        for i, own in enumerate(stream.choice):
+            x = ridge.features(queries[stream.request(i).query])
+            pick, p = ridge.pick(x, index[own])
+            top.append(names[pick])
+            confidence.append(p)
+            called.append(names[pick] if live else own)
+            ridge.learn(x, index[called[-1]], stream.outcome(i, called[-1]).good)
+        nan = np.full(len(top), np.nan)
+        arms.append(Arm(top, np.array(confidence), nan, called))
+    return arms[0], arms[1]
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "pass" if ok else "FAIL"
+
+
+def reliability(confidence: NDArray[np.float64], right: NDArray[np.float64], bins: int = 10) -> tuple[list[str], float]:
+    """A reliability table (equal-width bins of confidence) and the expected calibration error."""
+    which = np.minimum((confidence * bins).astype(int), bins - 1)
+    lines, ece = [f"{'confidence':>12} {'requests':>9} {'mean':>6} {'right':>6}"], 0.0
+    for b in range(bins):
+        inside = which == b
+        if not inside.any():
+            continue
+        mean, observed = float(confidence[inside].mean()), float(right[inside].mean())
+        ece += inside.mean() * abs(mean - observed)
+        lines.append(f"{b / bins:5.1f}–{(b + 1) / bins:<5.1f} {int(inside.sum()):>9} {mean:6.3f} {observed:6.3f}")
+    return lines, ece
+
+
+def by_window(hits: NDArray[np.float64], mask: NDArray[np.bool_]) -> list[float]:
+    return [
+        float(hits[start : start + WINDOW][mask[start : start + WINDOW]].mean())
+        if mask[start : start + WINDOW].any()
+        else float("nan")
+        for start in range(0, len(hits), WINDOW)
+    ]
+
+
+def report(stream: Stream, accuracy: float, arms: dict[str, tuple[Arm, Arm]]) -> None:
+    agent = stream.hits(stream.choice)
+    confused = stream.on_confused()
+    tail = slice(-LAST, None)
+    print(
+        f"\nagent right {accuracy:.0%} (measured {agent.mean():.3f}; on its recurring confusions "
+        f"{agent[confused].mean():.3f}, {confused.mean():.0%} of the requests)"
+    )
+    print(f"last {min(LAST, len(agent)):,} requests: {'top-1':>6} {'overrode':>9} {'agent+it':>9} {'gain':>7}")
+    print(f"  {'agent alone':<32} {'':>6} {'':>9} {agent[tail].mean():9.3f}")
+    target = GAIN_AT_60 if accuracy <= 0.7 else GAIN_AT_80
+    for name, (counterfactual, live) in arms.items():
+        followed = np.array([c != own for c, own in zip(live.called, stream.choice, strict=True)], dtype=float)
+        gain = stream.hits(live.called)[tail].mean() - agent[tail].mean()
+        line = f"  {name:<32} {stream.hits(counterfactual.top)[tail].mean():6.3f} {followed[tail].mean():9.1%}"
+        line += f" {stream.hits(live.called)[tail].mean():9.3f} {100 * gain:+6.1f}"
+        if name.startswith("toolwise"):
+            line += f"   target ≥ {100 * target:+.0f} points: {verdict(gain >= target)}"
+        print(line)
+    windows = [f"{s + 1}–{min(s + WINDOW, len(agent))}" for s in range(0, len(agent), WINDOW)]
+    print("\non the recurring confusions, right by window (requests): " + " ".join(f"{w:>10}" for w in windows))
+    rows = {"agent alone": agent}
+    for name, (counterfactual, live) in arms.items():
+        rows[f"{name} top-1"] = stream.hits(counterfactual.top)
+        rows[f"{name} followed (live)"] = stream.hits(live.called)
+    for name, hits in rows.items():
+        print(f"  {name:<55}" + " ".join(f"{v:10.3f}" for v in by_window(hits, confused)))
+    toolwise = next(name for name in arms if name.startswith("toolwise"))
+    reached = by_window(stream.hits(arms[toolwise][0].top), confused)[: max(1, WITHIN // WINDOW)][-1]
+    target_line = f"top-1 ≥ {ON_CONFUSIONS} by request {WITHIN:,}: {reached:.3f} {verdict(reached >= ON_CONFUSIONS)}"
+    print(f"  target: {toolwise} {target_line}")
+    counterfactual = arms[toolwise][0]
+    lines, ece = reliability(counterfactual.confidence, stream.hits(counterfactual.top))
+    print(f"\nreliability of {toolwise}'s confidence in its top-1 (counterfactual arm, every request):")
+    print("\n".join("  " + line for line in lines))
+    print(f"  expected calibration error {ece:.3f}; target ≤ {ECE_TARGET}: {verdict(ece <= ECE_TARGET)}")
+    p_agent = counterfactual.p_agent
+    if np.isnan(p_agent).all():
+        print("  p_agent: n/a (recommend_tool reports none)")
+    else:
+        calls = np.array([t == own for t, own in zip(counterfactual.top, stream.choice, strict=True)], dtype=float)
+        shown = ~np.isnan(p_agent)
+        _, agent_ece = reliability(p_agent[shown], calls[shown])
+        print(
+            f"  p_agent: mean {p_agent[shown].mean():.3f}, the agent called the top-1 {calls[shown].mean():.3f} "
+            f"of the time; its calibration error {agent_ece:.3f}"
+        )
+
+
+@dataclass(frozen=True)
+class World:
+    """A data set's pool of requests, with what the agent and the ridge need about them."""
+
+    path: Path
+    names: list[str]
+    pool: list[Request]
+    trouble: list[Trouble]
+    hardness: NDArray[np.float64] | None  # where the agent's confusions go: the hardest requests (None: random)
+    queries: dict[str, NDArray[np.float64]]  # each request's embedding
+
+
+def world(path: Path, pool_size: int, seed: int, embedder: WordLlamaEmbedder, confusion: str, confused: str) -> World:
+    tools, requests = load(path)
+    names = [t["name"] for t in tools]
+    pool = [requests[i] for i in np.random.default_rng(seed).permutation(len(requests))[: pool_size or None]]
+    documents = [tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools]
+    vectors = embedder.embed(documents).astype(np.float64)
+    embedded = embedder.embed([r.query for r in pool]).astype(np.float64)
+    queries = dict(zip((r.query for r in pool), embedded, strict=True))
+    trouble = troubles(pool, names, vectors, embedded if confusion == "query" else None)
+    hardness = difficulty(pool, names, vectors, embedded) if confused == "hard" else None
+    return World(path, names, pool, trouble, hardness, queries)
+
+
+async def arms_of(
+    w: World, stream: Stream, policies: list[str], seed: int, follow: float
+) -> dict[str, tuple[Arm, Arm]]:
+    """Per policy, toolwise's counterfactual and live arms on the stream; then the outcome ridge's."""
+    arms: dict[str, tuple[Arm, Arm]] = {}
+    for policy in dict.fromkeys(policies):
+        started = time.perf_counter()
+        async with AsyncExitStack() as stack:
+            pair = [await connect(stack, w.path / "tools.jsonl", seed, policy) for _ in range(2)]
+            # side by side: each waits on its store much of the time
+            counterfactual, live = await asyncio.gather(
+                toolwise_arm(pair[0], stream, None), toolwise_arm(pair[1], stream, follow)
+            )
+        label = f"toolwise ({policy})" if policy == policies[0] else f"imitation logit ({policy})"
+        arms[label] = (counterfactual, live)
+        print(f"  {label}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    arms["outcome ridge (reference)"] = ridge_arms(stream, w.names, w.queries)
+    return arms
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, nargs="+", default=[HERE / "data" / "bfcl_live"])
+    parser.add_argument("--accuracy", default="0.6,0.8", help="the agent's accuracies, comma-separated")
+    parser.add_argument("--recurring", type=float, default=0.6, help="share of its mistakes that recur")
+    parser.add_argument("--requests", type=int, default=2_500)
+    parser.add_argument("--pool", type=int, default=500, help="requests drawn from the set, which then recur (0: all)")
+    parser.add_argument(
+        "--confusion", choices=["query", "tool"], default="query", help="mistakes: wrong tools most similar to"
+    )
+    parser.add_argument(
+        "--confused", choices=["hard", "random"], default="hard", help="which requests the agent's confusions are on"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policy", default=Settings.model_fields["policy"].default, help="toolwise's policy")
+    parser.add_argument("--follow", type=float, default=0.5, help="the confidence the agent follows toolwise at")
+    parser.add_argument("--quick", action="store_true", help="400 requests over a pool of 100 (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests, args.pool = 400, 100
+    embedder = WordLlamaEmbedder()
+    for path in args.data:
+        w = world(path, args.pool, args.seed, embedder, args.confusion, args.confused)
+        print(
+            f"\n{path.name}: {len(w.names)} tools, {len(w.pool)} requests recurring over {args.requests:,}, "
+            f"seed {args.seed}, policy {args.policy!r}, follow at confidence ≥ {args.follow}"
+        )
+        for accuracy in (float(a) for a in args.accuracy.split(",")):
+            stream = simulate(w.pool, w.trouble, accuracy, args.recurring, args.requests, args.seed, w.hardness)
+            arms = await arms_of(w, stream, [args.policy, "choice"], args.seed, args.follow)
+            report(stream, accuracy, arms)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
