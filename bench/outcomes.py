@@ -195,7 +195,7 @@ class Verdict:
 
     def row(self) -> str:
         return (
-            f"  {self.label:<28} gain {100 * self.gain:+5.1f} (≥ {100 * self.gain_target:+.0f}) "
+            f"  {self.label:<30} gain {100 * self.gain:+5.1f} (≥ {100 * self.gain_target:+.0f}) "
             f"{verdict(self.gain >= self.gain_target)} · confusions {self.on_confusions:.3f} (≥ {ON_CONFUSIONS}) "
             f"{verdict(self.on_confusions >= ON_CONFUSIONS)} · ECE {self.ece:.3f} (≤ {ECE_TARGET}) "
             f"{verdict(self.ece <= ECE_TARGET)}"
@@ -205,14 +205,15 @@ class Verdict:
 def following(stream: Stream, arms: dict[str, tuple[Arm, Arm]], target: float) -> dict[str, float]:
     """The last LAST requests: each recommender's top-1 and the agent following it; the gains."""
     agent, tail = stream.hits(stream.choice), slice(-LAST, None)
-    print(f"last {min(LAST, len(agent)):,} requests: {'top-1':>6} {'overrode':>9} {'agent+it':>9} {'gain':>7}")
-    print(f"  {'agent alone':<32} {'':>6} {'':>9} {agent[tail].mean():9.3f}")
+    head = f"last {min(LAST, len(agent)):,} requests"
+    print(f"{head:<38} {'top-1':>6} {'overrode':>9} {'agent+it':>9} {'gain':>7}")
+    print(f"  {'agent alone':<36} {'':>6} {'':>9} {agent[tail].mean():9.3f}")
     gains = {}
     for name, (counterfactual, live) in arms.items():
         overrode = np.array([c != own for c, own in zip(live.called, stream.choice, strict=True)], dtype=float)
         followed = stream.hits(live.called)[tail].mean()
         gains[name] = gain = float(followed - agent[tail].mean())
-        line = f"  {name:<32} {stream.hits(counterfactual.top)[tail].mean():6.3f} {overrode[tail].mean():9.1%}"
+        line = f"  {name:<36} {stream.hits(counterfactual.top)[tail].mean():6.3f} {overrode[tail].mean():9.1%}"
         line += f" {followed:9.3f} {100 * gain:+6.1f}"
         if name.startswith("toolwise"):
             line += f"   target ≥ {100 * target:+.0f} points: {verdict(gain >= target)}"
