@@ -201,6 +201,12 @@ class Verdict:
             f"{verdict(self.ece <= ECE_TARGET)}"
         )
 
+    @classmethod
+    def mean(cls, label: str, runs: list[Verdict]) -> Verdict:
+        """The figures averaged over runs (seeds) of one set and agent."""
+        figures = [float(np.mean([getattr(v, f) for v in runs])) for f in ("gain", "on_confusions", "ece")]
+        return cls(label, figures[0], runs[0].gain_target, figures[1], figures[2])
+
 
 def following(stream: Stream, arms: dict[str, tuple[Arm, Arm]], target: float) -> dict[str, float]:
     """The last LAST requests: each recommender's top-1 and the agent following it; the gains."""
@@ -343,7 +349,7 @@ async def main() -> None:
     if args.quick:
         args.requests, args.pool, args.data, args.accuracy = 400, 100, args.data[:1], args.accuracy.split(",")[0]
     embedder = WordLlamaEmbedder()
-    verdicts = []
+    verdicts: dict[str, list[Verdict]] = {}
     for path in args.data:
         for seed in range(args.seed, args.seed + args.seeds):
             w = world(path, args.pool, seed, embedder, args.confusion, args.confused)
@@ -354,10 +360,13 @@ async def main() -> None:
             for accuracy in (float(a) for a in args.accuracy.split(",")):
                 stream = simulate(w.pool, w.trouble, accuracy, args.recurring, args.requests, seed, w.hardness)
                 arms = await arms_of(w, stream, [args.policy, "choice"], seed, args.follow)
-                label = f"{path.name}, agent {accuracy:.0%}, seed {seed}"
-                verdicts.append(report(label, stream, accuracy, arms))
+                label = f"{path.name}, agent {accuracy:.0%}"
+                verdicts.setdefault(label, []).append(report(f"{label}, seed {seed}", stream, accuracy, arms))
     print(f"\nissue 34's targets, toolwise ({args.policy}):")
-    print("\n".join(v.row() for v in verdicts))
+    for label, runs in verdicts.items():
+        print("\n".join(v.row() for v in runs))
+        if len(runs) > 1:
+            print(Verdict.mean(f"{label}, mean", runs).row())
 
 
 if __name__ == "__main__":
