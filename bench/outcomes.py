@@ -116,7 +116,8 @@ async def toolwise_arm(toolwise: Connected, stream: Stream, follow: float | None
         first = rec["recommendations"][0]
         top.append(private[first["tool"]])
         confidence.append(float(first["confidence"]))
-        p_agent.append(float(first.get("p_agent", np.nan)))  # not reported before issue 34
+        reported = first.get("p_agent")  # not reported before issue 34
+        p_agent.append(np.nan if reported is None else float(reported))
         pick = top[-1] if follow is not None and confidence[-1] >= follow else stream.choice[i]
         called.append(pick)
         outcome = stream.outcome(i, pick)
