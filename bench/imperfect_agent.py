@@ -127,6 +127,14 @@ class Stream:
         """1 where the tool named at a position is one of that request's right tools."""
         return np.array([self.right(i, t) for i, t in enumerate(tools)], dtype=float)
 
+    def works(self, tools: list[str]) -> NDArray[np.float64]:
+        """Per position, the probability that a call of the tool named there works (succeeds, not rated
+        1–2): 1 for a right tool, (1 − FAILS)(1 − RATED_WRONG) for a wrong one. What `confidence`, P(works),
+        claims; the expectation rather than one draw, so the reliability table is not blurred by the coin."""
+        hits = self.hits(tools)
+        wrong_works: NDArray[np.float64] = hits + (1.0 - hits) * (1.0 - FAILS) * (1.0 - RATED_WRONG)
+        return wrong_works
+
     def on_confused(self) -> NDArray[np.bool_]:
         """Per position: the request is one of the agent's recurring confusions."""
         return self.confused[self.order]

@@ -31,17 +31,20 @@ def verdict(ok: bool) -> str:
     return "pass" if ok else "FAIL"
 
 
-def reliability(confidence: NDArray[np.float64], right: NDArray[np.float64], bins: int = 10) -> tuple[list[str], float]:
-    """A reliability table (equal-width bins of confidence) and the expected calibration error."""
+def reliability(
+    confidence: NDArray[np.float64], right: NDArray[np.float64], bins: int = 10, observed: str = "works"
+) -> tuple[list[str], float]:
+    """A reliability table (equal-width bins of confidence against the `observed` rate) and the expected
+    calibration error."""
     which = np.minimum((confidence * bins).astype(int), bins - 1)
-    lines, ece = [f"{'confidence':>12} {'requests':>9} {'mean':>6} {'right':>6}"], 0.0
+    lines, ece = [f"{'confidence':>12} {'requests':>9} {'mean':>6} {observed:>6}"], 0.0
     for b in range(bins):
         inside = which == b
         if not inside.any():
             continue
-        mean, observed = float(confidence[inside].mean()), float(right[inside].mean())
-        ece += inside.mean() * abs(mean - observed)
-        lines.append(f"{b / bins:5.1f}–{(b + 1) / bins:<5.1f} {int(inside.sum()):>9} {mean:6.3f} {observed:6.3f}")
+        mean, rate = float(confidence[inside].mean()), float(right[inside].mean())
+        ece += inside.mean() * abs(mean - rate)
+        lines.append(f"{b / bins:5.1f}–{(b + 1) / bins:<5.1f} {int(inside.sum()):>9} {mean:6.3f} {rate:6.3f}")
     return lines, ece
 
 
@@ -116,9 +119,9 @@ def confusions(stream: Stream, arms: dict[str, tuple[Arm, Arm]], toolwise: str) 
 
 
 def calibration(stream: Stream, arm: Arm, toolwise: str) -> float:
-    """The reliability of `confidence` (is the top-1 right?) and, where reported, of `p_agent` (is it the
-    agent's own choice?); the expected calibration error of `confidence`."""
-    lines, ece = reliability(arm.confidence, stream.hits(arm.top))
+    """The reliability of `confidence` (would a call of the top-1 work? `Stream.works`) and, where reported,
+    of `p_agent` (is it the agent's own choice?); the expected calibration error of `confidence`."""
+    lines, ece = reliability(arm.confidence, stream.works(arm.top))
     print(f"\nreliability of {toolwise}'s confidence in its top-1 (counterfactual arm, every request):")
     print("\n".join("  " + line for line in lines))
     print(f"  expected calibration error {ece:.3f}; target ≤ {ECE_TARGET}: {verdict(ece <= ECE_TARGET)}")
@@ -127,7 +130,7 @@ def calibration(stream: Stream, arm: Arm, toolwise: str) -> float:
         print("  p_agent: n/a (recommend_tool reports none)")
         return ece
     calls = np.array([t == own for t, own in zip(arm.top, stream.choice, strict=True)], dtype=float)
-    _, agent_ece = reliability(arm.p_agent[shown], calls[shown])
+    _, agent_ece = reliability(arm.p_agent[shown], calls[shown], observed="called")
     print(
         f"  p_agent: mean {arm.p_agent[shown].mean():.3f}; the agent called the top-1 {calls[shown].mean():.3f} "
         f"of the time; calibration error {agent_ece:.3f}"

@@ -16,7 +16,8 @@ policy "choice", both arms; the toolwise arms themselves when that is the policy
 (per tool, ridge regression of "the call was good" on the query embedding, learning from the same calls,
 the agent's choice where nothing has evidence; numpy, no MCP). Printed next to the targets of issue 34:
 the gain of following toolwise (last 1,000 requests), toolwise's top-1 on the recurring confusions by
-window of 500, and the reliability of `confidence` against "its top-1 is a right tool" (10 bins, expected
+window of 500, and the reliability of `confidence` against "a call of its top-1 would work" (1 for a right
+tool; a wrong one works when it neither fails nor is rated 1–2: `Stream.works`; 10 bins, expected
 calibration error). A request with several right tools (NESTFUL's chains) counts any of them right.
 
     python bench/outcomes.py                   # both sets, today's default policy (~7 min on 2 cores)

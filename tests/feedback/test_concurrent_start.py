@@ -129,3 +129,17 @@ async def test_an_instance_waits_out_another_switching_a_fresh_file_to_wal(tmp_p
     finally:
         switching.close()
     await assert_at_head(f"sqlite+aiosqlite:///{path}")
+
+
+async def test_two_stores_started_together_in_one_process_on_fresh_files_both_come_up(tmp_path: Path) -> None:
+    """Two instances in one process (a test, a bench, an embedding app) each migrate their own fresh file;
+    alembic's running migration is process-global, so two at once on one event loop collided ("table
+    executions already exists")."""
+
+    async def start(name: str) -> None:
+        async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / name}"):
+            pass
+
+    await asyncio.gather(start("a.db"), start("b.db"), start("c.db"))
+    for name in ("a.db", "b.db", "c.db"):
+        await assert_at_head(f"sqlite+aiosqlite:///{tmp_path / name}")

@@ -12,6 +12,8 @@ import, environment and script scan on every start and every CLI command.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,11 +97,35 @@ def _upgrade(connection: Connection) -> None:
             connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(waited)}")
 
 
+_MIGRATING = threading.Lock()  # alembic keeps its running migration in module globals: one at a time a process
+
+
+async def _turn() -> None:
+    """Take `_MIGRATING`, waiting on a worker thread; a caller cancelled meanwhile gives the turn back
+    once it comes (else no migration would run again in this process)."""
+    taken = asyncio.ensure_future(asyncio.to_thread(_MIGRATING.acquire))
+    try:
+        await asyncio.shield(taken)
+    except asyncio.CancelledError:
+        taken.add_done_callback(lambda _: _MIGRATING.release())
+        raise
+
+
 async def upgrade(engine: AsyncEngine) -> None:
-    """Bring the database to the newest schema (one query when it is there)."""
-    async with engine.begin() as conn:
-        if not await conn.run_sync(_at_head):
-            await conn.run_sync(_upgrade)
+    """Bring the database to the newest schema (one query when it is there). Migrations of several databases
+    in one process (two instances started together) take turns: alembic's `context` is process-global, and two
+    at once on one event loop interleave in it (the second ran the first's script). The turn is waited for on
+    a worker thread, never on the event loop."""
+    async with engine.connect() as conn:
+        if await conn.run_sync(_at_head):
+            return
+    await _turn()
+    try:
+        async with engine.begin() as conn:
+            if not await conn.run_sync(_at_head):
+                await conn.run_sync(_upgrade)
+    finally:
+        _MIGRATING.release()
 
 
 async def revision(engine: AsyncEngine) -> str | None:
