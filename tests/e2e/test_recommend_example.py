@@ -39,14 +39,14 @@ async def test_no_tool_that_changes_the_repository_is_first_for_a_request_that_r
 
 
 async def test_a_probability_after_a_few_calls_is_not_reported_as_near_certain(tmp_path: Path, repo: Path) -> None:
-    """After 4 calls the choice model's softmax over text scores says 0.9 for a tool: what is reported
-    is shrunk toward uniform by the calls learned, in the confidence and in the reason alike."""
+    """After 4 calls the choice model's softmax over text scores says 0.9 for a tool: the probability that
+    it works, reported, is near "not known" (0.5) until outcomes say more, in the confidence and in the
+    reason alike."""
     calls = ["git__git_status", "git__git_diff_unstaged", "git__git_log", "git__git_status"]
     async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
         for tool in calls:
             assert not (await client.call_tool(tool, {"repo_path": str(repo)})).is_error
         answer = ok(await client.call_tool("recommend_tool", {"query": "show me the recent commits", "top_k": 3}))
     top = answer["recommendations"][0]
-    assert top["confidence"] < 0.3
+    assert top["confidence"] < 0.65, top
     assert re.search(r"probability (\d\.\d\d)", top["reason"])[1] == f"{top['confidence']:.2f}"  # type: ignore[index]
-    assert sum(r["confidence"] for r in answer["recommendations"]) <= 1

@@ -11,6 +11,7 @@ import pytest
 from toolwise.learning.embedding import load_embedder
 from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.embedding import Embedder
+from toolwise.rl.learner import WAIT_CALLS
 from toolwise.rl.policies import OutcomeModel
 from toolwise.rl.steps import HEALTH
 
@@ -125,7 +126,11 @@ def test_a_replayed_run_reads_failures_as_live_learning_does(embedder: Embedder)
     for step in steps:
         live.learn(step, rng)
     live.end_episode(steps[-1], 0.0, rng)
-    replayed.learn_many(StepColumns.of(steps), np.random.default_rng(6))
+    replay_rng = np.random.default_rng(6)
+    replayed.learn_many(StepColumns.of(steps[:1]), replay_rng)  # a retry in the next run of the log, as live
+    replayed.learn_many(StepColumns.of(steps[1:]), replay_rng)
+    assert list(replayed.waiting) == ["c"], "the run's last failure waits for its session's next call"
+    replayed.end_episode(steps[-1], 0.0, replay_rng)
     counts = []
     for learner in (live, replayed):
         policy = learner.policy
@@ -227,3 +232,15 @@ def test_a_request_every_tool_tried_fails_for_says_nothing_fits(embedder: Embedd
     decision = learner.recommend(unserved, rng)
     assert decision.nothing_fits and decision.ranked, "nothing fits, with the best guesses beside it"
     assert not learner.recommend("weather in Paris tomorrow", rng).nothing_fits
+
+
+def test_a_failure_whose_session_never_goes_on_is_read_as_its_end_after_a_while(embedder: Embedder) -> None:
+    """An agent framework's session may never be ended: its failed last call is not kept waiting for ever."""
+    learner, rng = learner_of(embedder), np.random.default_rng(12)
+    learner.learn(Step("get_exchange_rate", False, 80.0, query=REQUEST, session="forgotten", fault="fit"), rng)
+    for i in range(WAIT_CALLS + 1):
+        learner.learn(Step("get_weather", True, 80.0, query="weather in Paris", session=f"other{i}"), rng)
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    assert "forgotten" not in learner.waiting
+    assert float(policy.memory.failed[learner.index.tools.intern("get_exchange_rate")].sum()) == 1.0

@@ -41,7 +41,11 @@ class LogLearning:
         """An episode of the shared log (another instance's, or an earlier run's) ended after
         `execution`: learned as terminal as `end_session` does live, with the reward the log holds for
         it (a rating made after the end is in it; live, the end was learned before it). A call never
-        learned (cancelled: no reward) has no transition to end."""
+        learned (cancelled: no reward) has no transition to end. A failure of the session waiting for a
+        next call (rl/hindsight.py) is read as the session's end, whatever the policy."""
+        if self.learning.settings.learning and self.learning.learner.waiting:
+            with self.learning.lock:
+                self.learning.learner.read_waiting(execution.session_id, self.learning.state.rng)
         if not self.learns_ends or execution.reward is None:
             return
         try:

@@ -223,7 +223,7 @@ class Sessions:
 
     def get(self, session_id: str, owner: str | None = None) -> Session:
         """The open session `session_id` (opened for `owner` if it is not)."""
-        if session_id.rpartition("/")[2].startswith(REQUEST_PREFIX):
+        if one_request(session_id):
             return Session(session_id, owner=owner)  # one request's own: nothing after it can refer to it
         session = self._sessions.get(session_id)
         if session is None:
@@ -257,6 +257,11 @@ FAULTS = {
 }
 
 
+def one_request(session_id: str) -> bool:
+    """Whether the session is one request's own (it came on no connection): no call comes after it."""
+    return session_id.rpartition("/")[2].startswith(REQUEST_PREFIX)
+
+
 def fault_of(error_type: str | None) -> str | None:
     """Why a call failed as learning reads it (rl/hindsight.py): None for a success; a tool's error
     answer or broken output (and whatever else) may be its fit."""
@@ -284,7 +289,7 @@ def step_of(
         history=recent(history, execution.previous_tool, n),
         rating=rating,
         passed_over=passed_over,
-        session=execution.session_id,
+        session=None if one_request(execution.session_id) else execution.session_id,  # no next call to wait for
         fault=fault_of(execution.error_type),
         after_failure=after_failure,
     )

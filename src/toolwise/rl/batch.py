@@ -60,6 +60,8 @@ class Learner(Protocol):
     def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context: ...
     def watch(self, tool: str, normalised: float, ok: bool) -> object: ...
     def count(self, rewards: NDArray[np.float64]) -> None: ...
+    def hold(self, step: Step, reward: float, rng: np.random.Generator) -> None: ...
+    def read_waiting(self, session: str, rng: np.random.Generator, *, next_tool: str | None = None) -> None: ...
 
 
 def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
@@ -138,13 +140,18 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     scaled = _scaled(learner, rewards)
     _watch(learner, steps, scaled, ok)
     sessions, faults = steps.session or [None] * n, steps.fault or [None] * n
-    chosen, fit = readings(steps.tool, steps.success, ratings, sessions, faults)  # rl/hindsight.py
+    chosen, fit, pending = readings(steps.tool, steps.success, ratings, sessions, faults)  # rl/hindsight.py
+    if learner.policy.capabilities.hindsight:
+        _read_waiting(learner, steps, rng)
+    else:
+        pending[:] = False
+    kept = np.flatnonzero(~pending)  # a failure last of its session in the run waits for its next call, as live
     empty = np.zeros(len(arms))
     no_text = np.zeros((len(arms), 2))
 
     def rows(part: range) -> NDArray[np.float64]:
         block = np.zeros((len(part), len(arms), len(FEATURES)))
-        for r, i in enumerate(part):
+        for r, i in enumerate(kept[part.start : part.stop].tolist()):
             query, history = steps.query[i], tuple(steps.history[i])
             block[r, :, :2] = text[query] if query else no_text
             if learner.config.sequences_enabled:
@@ -154,22 +161,38 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         return block
 
     index = {query: i for i, query in enumerate(queries)}
+    context_of = np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64)
     lessons = Lessons(
         contexts,
-        np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64),
-        np.array(arm_list, dtype=np.int64),
-        scaled,
-        chosen,
-        0.5 + 0.5 * np.where(chosen, scaled, 1 - scaled),
-        np.zeros(n),
-        steps.previous_tool,
+        context_of[kept],
+        np.array(arm_list, dtype=np.int64)[kept],
+        scaled[kept],
+        chosen[kept],
+        (0.5 + 0.5 * np.where(chosen, scaled, 1 - scaled))[kept],
+        np.zeros(len(kept)),
+        [steps.previous_tool[i] for i in kept.tolist()],
         arms,
         rows,
-        fit,
+        fit[kept],
     )
     learner.policy.learn_many(lessons, rng)
     learner.count(rewards)
+    for i in np.flatnonzero(pending).tolist():
+        learner.hold(steps.step(i), float(rewards[i]), rng)
     return rewards
+
+
+def _read_waiting(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> None:
+    """Failures that wait from before the run (live, or the run before) are read from their session's
+    first step in it, before it is learned, as a live learner reads them when that call comes."""
+    if steps.session is None:
+        return
+    first: dict[str, str] = {}
+    for session, tool in zip(steps.session, steps.tool, strict=True):
+        if session is not None and session not in first:
+            first[session] = tool
+    for session, tool in first.items():
+        learner.read_waiting(session, rng, next_tool=tool)
 
 
 def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], worked: NDArray[np.bool_]) -> None:

@@ -49,20 +49,24 @@ def readings(
     ratings: Sequence[int | None],
     sessions: Sequence[str | None],
     faults: Sequence[str | None],
-) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
-    """`reading` of every step of a run in order (each failure read from the next step of its session
-    in the run; none after it: ended): the choice model's `worked` and the fit (NaN: none) as columns."""
+) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.bool_]]:
+    """`reading` of every step of a run in order, each failure read from the next step of its session in
+    the run: the choice model's `worked` and the fit (NaN: none) as columns, and which failures have no
+    next step in the run (they wait, as live: `Learner.hold`)."""
     n = len(tools)
     chosen = np.zeros(n, dtype=bool)
     fit = np.full(n, np.nan)
+    pending = np.zeros(n, dtype=bool)
     after: dict[str, str] = {}  # session → the tool of its next step, walking the run backwards
     for i in range(n - 1, -1, -1):
         step = Step(tools[i], success[i], 0.0, rating=ratings[i], session=sessions[i], fault=faults[i])
         session = sessions[i]
-        ok, value = reading(step, None if session is None else after.get(session))
+        next_tool = None if session is None else after.get(session)
+        pending[i] = waits(step) and next_tool is None
+        ok, value = reading(step, next_tool)
         chosen[i] = ok
         if value is not None:
             fit[i] = value
         if session is not None:
             after[session] = tools[i]
-    return chosen, fit
+    return chosen, fit, pending

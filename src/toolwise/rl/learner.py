@@ -33,6 +33,7 @@ STATE_SCHEMA = 1
 HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
 TRIED = 3  # "nothing fits" once this many best candidates (or all) are each seen to fail for the request
 WAITING = 4096  # sessions whose last call failed and waits for the next one (the oldest is read as ended)
+WAIT_CALLS = 256  # calls learned after which a failure still waiting is read as its session's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +125,8 @@ class Learner:
         self.updates = 0
         self.reward_sum = 0.0
         self.exploration = Exploration(self.config.exploration)
-        self.waiting: OrderedDict[str, tuple[Step, float]] = OrderedDict()  # session → its failed last call
+        # session → its failed last call waiting for the next (rl/hindsight.py), its reward, `updates` then
+        self.waiting: OrderedDict[str, tuple[Step, float, int]] = OrderedDict()
         self.set_tools(tools)
 
     def set_tools(self, tools: Sequence[ToolDoc]) -> None:
@@ -275,16 +277,15 @@ class Learner:
             return Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
         if step.session is not None:
             self.read_waiting(step.session, rng, next_tool=step.tool)
-        if waits(step):
-            assert step.session is not None
-            self.waiting[step.session] = (step, reward)
+        if self.policy.capabilities.hindsight and waits(step):
             self.updates += 1
             self.reward_sum += reward
-            if len(self.waiting) > WAITING:
-                self.read_waiting(next(iter(self.waiting)), rng)
+            self.hold(step, reward, rng)
             observation = Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
         else:
             observation = self._learn(step, reward, rng, context)
+        if self.waiting:
+            self.age(rng)
         self.watch(step.tool, observation.normalised, worked(step.success, step.rating))
         self.latency.add(self.index.tools.intern(step.tool), step.latency_ms / 1000)
         if self.config.sequences_enabled:
@@ -297,12 +298,29 @@ class Learner:
         calls: see rl/batch.py); returns each step's reward."""
         return learn_run(self, steps, rng)
 
+    def hold(self, step: Step, reward: float, rng: np.random.Generator) -> None:
+        """A failure waits for its session's next call (counted already); the oldest waiting are read as
+        their sessions' ends past `WAITING` sessions or `WAIT_CALLS` calls (a session may never end: an
+        agent framework's, a connection that is never closed)."""
+        assert step.session is not None
+        self.waiting[step.session] = (step, reward, self.updates)
+        self.waiting.move_to_end(step.session)
+        self.age(rng)
+
+    def age(self, rng: np.random.Generator) -> None:
+        """Read the failures that waited too long as their sessions' ends (see `hold`)."""
+        while self.waiting:
+            session, (_, _, at) = next(iter(self.waiting.items()))
+            if len(self.waiting) <= WAITING and self.updates - at <= WAIT_CALLS:
+                break
+            self.read_waiting(session, rng)
+
     def read_waiting(self, session: str, rng: np.random.Generator, *, next_tool: str | None = None) -> None:
         """The session's failed last call, waiting for what came next, is learned now: `next_tool` is the
         session's next call's tool (None: the session ended). See rl/hindsight.py."""
         found = self.waiting.pop(session, None)
         if found is not None:
-            step, reward = found
+            step, reward, _ = found
             context = self.encode(step.query, step.previous_tool, step.position)
             self._learn(step, reward, rng, context, next_tool, waited=True)
 
@@ -439,7 +457,7 @@ class Learner:
             "replay": self.replay.state_dict(),
             "sequences": self.sequences.state_dict(),
             "exploration": self.exploration.state_dict(),
-            "waiting": [(asdict(step), reward) for step, reward in self.waiting.values()],
+            "waiting": [(asdict(step), reward, at) for step, reward, at in self.waiting.values()],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -457,9 +475,9 @@ class Learner:
         if "exploration" in state:  # states saved before adaptive exploration start it afresh
             self.exploration.load_state(state["exploration"])
         self.waiting = OrderedDict()
-        for fields, reward in state.get("waiting", ()):
+        for fields, reward, at in state.get("waiting", ()):
             step = Step(**fields)
-            self.waiting[str(step.session)] = (step, float(reward))
+            self.waiting[str(step.session)] = (step, float(reward), int(at))
         self.index.restore(state["tools"], state["descriptions"], np.asarray(state["active"], dtype=np.int64).tolist())
         self.latency.grow(len(self.index.tools))
 

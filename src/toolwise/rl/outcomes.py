@@ -36,6 +36,7 @@ class OutcomeConfig:
     power: float = 2.0  # the kernel's sharpness above the floor
     prior_strength: float = 1.0  # s₀: calls the prior mean counts as
     calibration_rate: float = 0.05  # AdaGrad rate of the calibration's two weights
+    start: float = 20.0  # outcomes the prior's calibration counts its start as (it says 0.5 until it has learned)
 
     def __post_init__(self) -> None:
         if self.slots < 2:
@@ -61,32 +62,39 @@ class Calibration:
     at the identity (a = 0, b = 1). Twice: the choice model's p_agent as the prior mean of a call with no
     evidence, and the posterior as the P(works) reported."""
 
-    def __init__(self, rate: float, min_slope: float = 0.0) -> None:
+    def __init__(self, rate: float, min_slope: float = 0.0, start: float = 0.0) -> None:
         """`min_slope`: the least b may be. The choice model's p_agent is learned only on the tools the agent
         called, whose outcomes say little of the tools it did not (a tool it seldom calls may seem to work as
-        often as its habit): at 1, p_agent says at least as much as it claims."""
-        self.rate, self.min_slope = rate, min_slope
+        often as its habit): at 1, p_agent says at least as much as it claims. `start`: outcomes the map's
+        identity start counts as; until it has learned from many, it says 0.5, "not known", in proportion
+        (the choice model's softmax says 0.9 before any call: its initial weights' scale, not data)."""
+        self.rate, self.min_slope, self.start = rate, min_slope, start
         self.weights = np.array([0.0, 1.0])
         self.steps = np.zeros(2)
+        self.seen = 0
 
     def mean(self, p_agent: NDArray[np.float64]) -> NDArray[np.float64]:
         z = self.weights[0] + self.weights[1] * logit(p_agent)
         m: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-z))
+        if self.start:
+            m = (self.seen * m + self.start * 0.5) / (self.seen + self.start)
         return m
 
     def learn(self, p_agent: float, worked: float) -> None:
         z = float(logit(np.array([p_agent]))[0])
-        g = (worked - float(self.mean(np.array([p_agent]))[0])) * np.array([1.0, z])
+        g = (worked - float(1.0 / (1.0 + np.exp(-(self.weights[0] + self.weights[1] * z))))) * np.array([1.0, z])
+        self.seen += 1
         self.steps += g * g
         self.weights += self.rate * g / np.sqrt(1.0 + self.steps)
         self.weights[1] = max(self.weights[1], self.min_slope)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weights": self.weights.copy(), "steps": self.steps.copy()}
+        return {"weights": self.weights.copy(), "steps": self.steps.copy(), "seen": self.seen}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
         self.steps = np.asarray(state["steps"], dtype=np.float64).copy()
+        self.seen = int(state.get("seen", 0))
 
 
 @dataclass(slots=True)
@@ -150,7 +158,10 @@ class OutcomeMemory:
         if not x.any() or arm >= len(self.used) or not self.used[arm]:
             return
         n = int(self.used[arm])
-        slot = int(np.argmax(self.vectors[arm, :n] @ x.astype(np.float32)))
+        cosine = self.vectors[arm, :n] @ x.astype(np.float32)
+        slot = int(np.argmax(cosine))
+        if cosine[slot] < self.config.floor:  # its prototype is gone (the tool was forgotten): nothing to revise
+            return
         self.worked[arm, slot] = max(0.0, self.worked[arm, slot] + worked)
         self.failed[arm, slot] = max(0.0, self.failed[arm, slot] + failed)
 

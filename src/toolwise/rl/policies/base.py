@@ -48,6 +48,7 @@ class Capabilities:
     replay: bool = False  # `learn_one` hands back a transition, and `replay` learns again from sampled ones
     learn_many: bool = False  # learns a run at once (`learn_many`); without, a run is learned one step at a time
     health: bool = False  # reads `set_health`: a tool that broke lately is ranked down everywhere
+    hindsight: bool = False  # a failure is learned once its session's next call is known (rl/hindsight.py)
 
 
 @dataclass(slots=True)

@@ -102,7 +102,7 @@ class ChoiceModel(PolicyBase):
     name: ClassVar[str] = "choice"
     SCHEMA: ClassVar[int] = 1
     # `inputs` are (arms, len(FEATURES)) feature rows; it replays its own memory of calls, not transitions
-    capabilities: ClassVar[Capabilities] = Capabilities(candidates=True, learn_many=True, health=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(candidates=True, learn_many=True, health=True, hindsight=True)
 
     def __init__(self, config: ChoiceConfig | None = None) -> None:
         super().__init__()

@@ -49,7 +49,7 @@ class OutcomeModelConfig:
 class OutcomeModel(PolicyBase):
     name: ClassVar[str] = "outcome"
     SCHEMA: ClassVar[int] = 1
-    capabilities: ClassVar[Capabilities] = Capabilities(candidates=True, learn_many=True, health=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(candidates=True, learn_many=True, health=True, hindsight=True)
 
     def __init__(self, config: OutcomeModelConfig | None = None) -> None:
         super().__init__()
@@ -57,7 +57,8 @@ class OutcomeModel(PolicyBase):
         self.choice = ChoiceModel(c.choice)
         self.health = self.choice.health  # one table: the choice model ranks by it
         self.memory = OutcomeMemory(c.choice.dim, c.outcomes)
-        self.calibration = Calibration(c.outcomes.calibration_rate, min_slope=1.0)  # p_agent → the prior mean
+        # p_agent → the prior mean, "not known" (0.5) until outcomes say more
+        self.calibration = Calibration(c.outcomes.calibration_rate, min_slope=1.0, start=c.outcomes.start)
         self.reported = Calibration(c.outcomes.calibration_rate)  # the posterior → the P(works) reported
 
     # -- deciding ----------------------------------------------------------------------------------
