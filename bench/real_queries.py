@@ -19,7 +19,7 @@ Also: `recommend_tool` p50 at 1,000 tools (the catalogue padded with renamed cop
 semantic prior against the lexical one in the same run, and the policy state's memory at
 1,000 tools against a full per-tool 256×256 matrix.
 
-    python bench/real_queries.py [--data bench/data/bfcl_live] [--passes 3] [--seed 0]
+    python bench/real_queries.py [--data bench/data/bfcl_live] [--passes 3] [--seed 0] [--speed-only]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from mcp import Client
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import session_meta
-from toolwise.rl.policies import SemanticUCB
+from toolwise.rl.policies import OutcomeModel
 from toolwise.rl.text import tokenize
 from toolwise.server.app import Toolwise, build_server
 
@@ -219,6 +219,7 @@ async def main() -> None:
     parser.add_argument("--flows", default="tagged,framework")
     parser.add_argument("--speed-tools", type=int, default=1_000)
     parser.add_argument("--settings", default="{}", help="toolwise settings as JSON (default: its defaults)")
+    parser.add_argument("--speed-only", action="store_true", help="only recommend_tool's latency at --speed-tools")
     args = parser.parse_args()
     data = DataSet.load(args.data)
     requests = stream(data, args.passes, args.seed)
@@ -227,6 +228,13 @@ async def main() -> None:
         f"{data.path.name}: {len(names)} tools, {len(data.requests)} requests × {args.passes} passes, seed {args.seed}"
     )
 
+    if not args.speed_only:
+        await accuracy(args, data, requests, names)
+    await speed(args, data)
+
+
+async def accuracy(args: argparse.Namespace, data: DataSet, requests: list[Request], names: list[str]) -> None:
+    """Right first time of each method over the stream, as a table."""
     embedder = WordLlamaEmbedder()
     tools = embedder.embed(data.documents()).astype(np.float64)
     memo: dict[str, np.ndarray] = {}
@@ -256,6 +264,9 @@ async def main() -> None:
     print("\nright first time, cumulative over the first N requests:\n")
     print(table(results, checkpoints, n))
 
+
+async def speed(args: argparse.Namespace, data: DataSet) -> None:
+    """recommend_tool's round trip at `--speed-tools` tools, semantic prior against lexical, and memory."""
     with tempfile.TemporaryDirectory() as tmp:
         padded = Path(tmp) / "tools.jsonl"
         padded_catalogue(data, args.speed_tools, padded)
@@ -265,8 +276,9 @@ async def main() -> None:
     print(f"\nrecommend_tool round trip at {args.speed_tools:,} tools (in-process client, new query each call):")
     print(f"  semantic prior (default): p50 {semantic[0]:.2f} ms, p90 {semantic[1]:.2f} ms")
     print(f"  lexical prior (reference): p50 {lexical[0]:.2f} ms, p90 {lexical[1]:.2f} ms")
-    policy = SemanticUCB()
-    policy._ensure(args.speed_tools - 1)
+    policy = OutcomeModel()  # the default policy, grown to the catalogue as its first calls of each tool grow it
+    policy.choice._ensure(args.speed_tools - 1)
+    policy.memory._ensure(args.speed_tools - 1)
     print(
         f"\npolicy state at {args.speed_tools:,} tools: {policy.nbytes() / 1e6:.1f} MB "
         f"(a full 256×256 float64 matrix per tool: {args.speed_tools * 256 * 256 * 8 / 1e6:.0f} MB)"
