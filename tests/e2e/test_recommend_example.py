@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import anyio
 from mcp import Client
 
 from tests.e2e.conftest import time_server
@@ -44,6 +45,9 @@ async def test_a_probability_after_a_few_calls_is_not_reported_as_near_certain(t
     reason alike."""
     calls = ["git__git_status", "git__git_diff_unstaged", "git__git_log", "git__git_status"]
     async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        with anyio.fail_after(30):  # the policy serves once the start-up has caught up (before: the prior alone)
+            while ok(await client.call_tool("get_learning_stats", {}))["serving"] != "outcome":
+                await anyio.sleep(0.05)
         for tool in calls:
             assert not (await client.call_tool(tool, {"repo_path": str(repo)})).is_error
         answer = ok(await client.call_tool("recommend_tool", {"query": "show me the recent commits", "top_k": 3}))

@@ -86,7 +86,15 @@ class Call:
         """The learner's view of this call."""
         decision, tool = self.decision, self.execution.tool
         passed_over = decision.chosen if decision is not None and decision.chosen != tool else None
-        return step_of(self.execution, self.history, n, passed_over=passed_over, after_failure=self.after_failure)
+        followed = decision is not None and decision.chosen == tool
+        return step_of(
+            self.execution,
+            self.history,
+            n,
+            passed_over=passed_over,
+            after_failure=self.after_failure,
+            followed=followed,
+        )
 
     def stored(self) -> Execution:
         """A copy of the record for the log (the writer holds it until committed, while the session's
@@ -276,6 +284,7 @@ def step_of(
     rating: int | None = None,
     passed_over: str | None = None,
     after_failure: bool = False,
+    followed: bool = False,
 ) -> Step:
     """The learner's view of a call's record, live or read back from the log, with (up to) `n` tools
     before it (`recent`): the one place a record becomes a `Step`."""
@@ -292,6 +301,7 @@ def step_of(
         session=None if one_request(execution.session_id) else execution.session_id,  # no next call to wait for
         fault=fault_of(execution.error_type),
         after_failure=after_failure,
+        followed=followed,
     )
 
 

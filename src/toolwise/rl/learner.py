@@ -415,6 +415,7 @@ class Learner:
             passed_over=over,
             fit=fit,
             fit_before=fit_before if revision else None,
+            followed=step.followed and not revision,
         )
         update = self.policy.learn_one(lesson, rng)
         if not waited:  # a call read in hindsight was counted when it was noted

@@ -29,6 +29,7 @@ class Step:
     session: str | None = None  # the conversation it belongs to (a failure is read from its next call)
     fault: str | None = None  # why it failed (FIT, HEALTH, ARGUMENTS); None for a success
     after_failure: bool = False  # the session's call before it failed (the sequence model's marked prefixes)
+    followed: bool = False  # the call is of the tool toolwise recommended just before it (else see passed_over)
 
 
 def worked(success: bool, rating: int | None) -> bool:

@@ -74,6 +74,7 @@ class Lesson:
     passed_over: int | None = None
     fit: float | None = None
     fit_before: float | None = None
+    followed: bool = False  # `arm` is the tool recommended just before the call (else `passed_over` was)
 
 
 @dataclass(slots=True)

@@ -125,6 +125,7 @@ class OutcomeModel(PolicyBase):
         """The choice model learns the call as the agent's choice (`worked`); the outcome memory and
         the calibration learn its `fit`, or revise it (`fit_before`: a rating changed the outcome of a
         call already counted; the choice model learns a rating as a second, stronger step)."""
+        self._learn_reported(lesson)
         update = self.choice.learn_one(lesson, rng)
         if lesson.fit is None:
             return update
@@ -138,12 +139,30 @@ class OutcomeModel(PolicyBase):
         return update
 
     def _learn_fit(self, arm: int, x: NDArray[np.float64], p_agent: float, fit: float) -> None:
-        """Both calibrations learn from what they said of the call before it, then the memory counts it."""
-        prior = self.calibration.mean(np.array([p_agent]))
-        posterior = self.memory.estimate(np.array([arm], dtype=np.int64), x, prior).p_works
-        self.reported.learn(float(posterior[0]), fit)
+        """The prior's calibration learns from what it said of the call, then the memory counts it."""
         self.calibration.learn(p_agent, fit)
         self.memory.add(arm, x, fit, 1.0 - fit)
+
+    def _learn_reported(self, lesson: Lesson) -> None:
+        """The calibration of what is reported learns from the recommendations themselves, the population
+        a client acts on: a call of the tool recommended just before it says whether that tool worked.
+        (A call of another says little: many requests have several right tools; read as "the recommendation
+        was wrong" it sank the confidence of chains to nothing. The agent's own calls are no sample of the
+        recommendations either: learned from them, the confidence of a tool never tried for a request was
+        the agent's success rate, not the recommendation's.) Learned before the call is counted, from the
+        posterior the recommendation had (about: the choice model's probability now over all candidates).
+        A replay of the log does not know which calls followed: it is learned live only."""
+        if not lesson.followed or lesson.fit is None or lesson.fit_before is not None or lesson.candidates is None:
+            return
+        recommended = lesson.arm
+        at = np.flatnonzero(lesson.candidates == recommended)
+        if lesson.rows is None or not len(at):
+            return
+        p_agent = self.choice.expected(lesson.context, lesson.candidates, lesson.rows)[at[:1]]
+        arm = np.array([recommended], dtype=np.int64)
+        posterior = self.memory.estimate(arm, self.choice.features(lesson.context), self.calibration.mean(p_agent))
+        self._broken(arm, posterior.p_works)
+        self.reported.learn(float(posterior.p_works[0]), lesson.fit)
 
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
         p_before = self.choice.learn_run(lessons, rng)
