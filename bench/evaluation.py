@@ -43,7 +43,9 @@ DATA = Path(__file__).parent / "data" / "bfcl_live"
 LATENCY_S = 0.5
 RIGHT = 0.85
 CANDIDATES = [
-    Candidate("choice", epsilon=0.0, learning=False),  # the default policy
+    Candidate("outcome", epsilon=0.0, learning=False),  # the default policy
+    Candidate("outcome", epsilon=0.05),
+    Candidate("choice", epsilon=0.0, learning=False),  # the agent model alone (the default until issue 34)
     Candidate("choice", epsilon=0.05),
     Candidate("linucb", epsilon=0.0, learning=False),
     Candidate("semantic", epsilon=0.0, learning=False),

@@ -19,6 +19,7 @@ from toolwise.rl.evaluation import (
     candidate_learner,
     estimate,
 )
+from toolwise.rl.policies import OutcomeModelConfig
 
 TOOLS = [
     ToolDoc("weather_forecast", "Weather forecast for a city: rain, temperature, wind."),
@@ -153,3 +154,9 @@ def test_a_setting_the_candidate_policy_lacks_is_refused() -> None:
         Candidate("thompson", epsilon=0.1)
     with pytest.raises(ValueError, match="policy must be one of"):
         Candidate("greedy")
+
+
+def test_the_default_policy_can_be_evaluated_at_an_epsilon_of_its_own() -> None:
+    """`evaluate_policy(policy="outcome", epsilon=0.05)`: the outcome policy explores as its choice model does."""
+    config = Candidate("outcome", epsilon=0.05).policy_config()
+    assert isinstance(config, OutcomeModelConfig) and config.choice.epsilon == 0.05

@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from toolwise.errors import UserError
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.learner import Learner, LearnerConfig
-from toolwise.rl.policies import POLICIES, LinTSConfig, LinUCBConfig, PolicyConfig
+from toolwise.rl.policies import POLICIES, LinTSConfig, LinUCBConfig, OutcomeModelConfig, PolicyConfig
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
 from toolwise.rl.steps import Step
 from toolwise.rl.toolindex import ToolDoc
@@ -72,9 +72,12 @@ class Candidate:
         names = {f.name for f in fields(config)}
         changes: dict[str, object] = {}
         if self.epsilon is not None:
-            if "epsilon" not in names:
+            if isinstance(config, OutcomeModelConfig):  # it explores as its choice model does
+                changes["choice"] = replace(config.choice, epsilon=self.epsilon)
+            elif "epsilon" not in names:
                 raise ValueError(f"policy {self.policy!r} has no ε to set (it explores by sampling)")
-            changes["epsilon"] = self.epsilon
+            else:
+                changes["epsilon"] = self.epsilon
             if "epsilon_min" in names:  # a decaying ε (ucb) is held at the value asked for
                 changes["epsilon_min"] = self.epsilon
         if self.prior_weight is not None:
