@@ -73,6 +73,11 @@ def config(tools_file: Path, db: Path, seed: int) -> AppConfig:
     return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
 
 
+def public_names(app: Toolwise) -> dict[str, str]:
+    """Each data-set tool's public name in toolwise (`cat__…`)."""
+    return {r.tool: t.name for t in app.catalogue.tools() if (r := app.catalogue.resolve(t.name)) is not None}
+
+
 async def toolwise_run(
     tools_file: Path, chains: list[dict[str, Any]], flow: str, seed: int
 ) -> tuple[Hits, dict[str, str], list[ToolDoc], float]:
@@ -83,7 +88,7 @@ async def toolwise_run(
             Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed)) as app,
             Client(build_server(app), mode="legacy") as client,
         ):
-            public = {r.tool: t.name for t in app.catalogue.tools() if (r := app.catalogue.resolve(t.name)) is not None}
+            public = public_names(app)
             started = time.perf_counter()
             for i, chain in enumerate(chains):
                 session = f"conversation-{i}"

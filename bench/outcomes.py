@@ -41,28 +41,17 @@ from typing import Any
 import numpy as np
 from imperfect_agent import OutcomeRidge, Request, Stream, Trouble, difficulty, load, simulate, troubles
 from mcp import Client
+from multistep import public_names
 from numpy.typing import NDArray
 from outcome_report import Arm, Verdict, report
+from real_queries import config
 
-from toolwise.config import AppConfig, Settings
+from toolwise.config import Settings
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import EXECUTION_META_KEY, session_meta
 from toolwise.server.app import Toolwise, build_server
 
 HERE = Path(__file__).resolve().parent
-SERVER = "cat"
-
-
-def config(tools_file: Path, db: Path, seed: int, policy: str) -> AppConfig:
-    downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
-    toolwise = {
-        "database_url": f"sqlite+aiosqlite:///{db}",
-        "seed": seed,
-        "snapshot_interval_s": 0,
-        "policy": policy,
-        "flush_interval_ms": 0,
-    }
-    return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
 
 
 @dataclass(frozen=True)
@@ -76,10 +65,10 @@ class Connected:
 async def connect(stack: AsyncExitStack, tools_file: Path, seed: int, policy: str) -> Connected:
     """Started one after the other: two migrations of fresh files at once in one process collide."""
     tmp = stack.enter_context(tempfile.TemporaryDirectory())
-    app = await stack.enter_async_context(Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed, policy)))
+    db = Path(tmp) / "toolwise.db"
+    app = await stack.enter_async_context(Toolwise(config(tools_file, db, seed, policy=policy, flush_interval_ms=0)))
     client = await stack.enter_async_context(Client(build_server(app), mode="legacy"))
-    public = {r.tool: t.name for t in app.catalogue.tools() if (r := app.catalogue.resolve(t.name)) is not None}
-    return Connected(client, public)
+    return Connected(client, public_names(app))
 
 
 async def checked(client: Client, tool: str, arguments: Mapping[str, object]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from mcp import Client
-from multistep import Hits, config
+from multistep import Hits, config, public_names
 from references import WittenBell
 
 from toolwise.learning.sessions import session_meta
@@ -58,7 +58,7 @@ async def toolwise_run(tools_file: Path, runs: list[dict[str, Any]], seed: int) 
             Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed)) as app,
             Client(build_server(app), mode="legacy") as client,
         ):
-            public = {r.tool: t.name for t in app.catalogue.tools() if (r := app.catalogue.resolve(t.name)) is not None}
+            public = public_names(app)
             started = time.perf_counter()
             for i, run in enumerate(runs):
                 session = f"trajectory-{i}"

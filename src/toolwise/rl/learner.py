@@ -280,16 +280,16 @@ class Learner:
         if self.policy.capabilities.hindsight and waits(step):
             self.updates += 1
             self.reward_sum += reward
-            self.hold(step, reward, rng)
+            self.hold(step, reward)
             observation = Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
         else:
             observation = self._learn(step, reward, rng, context)
         if self.waiting:
             self.age(rng)
-        self.watch(step.tool, observation.normalised, worked(step.success, step.rating))
+        ok = worked(step.success, step.rating)
+        self.watch(step.tool, observation.normalised, ok)
         self.latency.add(self.index.tools.intern(step.tool), step.latency_ms / 1000)
         if self.config.sequences_enabled:
-            ok = worked(step.success, step.rating)
             self.sequences.observe_step(step.history, step.tool, reward, ok, after_failure=step.after_failure)
         return observation
 
@@ -298,17 +298,16 @@ class Learner:
         calls: see rl/batch.py); returns each step's reward."""
         return learn_run(self, steps, rng)
 
-    def hold(self, step: Step, reward: float, rng: np.random.Generator) -> None:
-        """A failure waits for its session's next call (counted already); the oldest waiting are read as
-        their sessions' ends past `WAITING` sessions or `WAIT_CALLS` calls (a session may never end: an
-        agent framework's, a connection that is never closed)."""
+    def hold(self, step: Step, reward: float) -> None:
+        """A failure waits for its session's next call (counted already; `age` reads it as the session's end
+        once it has waited too long)."""
         assert step.session is not None
         self.waiting[step.session] = (step, reward, self.updates)
         self.waiting.move_to_end(step.session)
-        self.age(rng)
 
     def age(self, rng: np.random.Generator) -> None:
-        """Read the failures that waited too long as their sessions' ends (see `hold`)."""
+        """Read the failures waiting past `WAITING` sessions or `WAIT_CALLS` calls as their sessions' ends:
+        a session may never end (an agent framework's, a connection that is never closed)."""
         while self.waiting:
             session, (_, _, at) = next(iter(self.waiting.items()))
             if len(self.waiting) <= WAITING and self.updates - at <= WAIT_CALLS:

@@ -70,8 +70,8 @@ class OutcomeModel(PolicyBase):
         p_agent = chosen.expected
         estimate = self.memory.estimate(chosen.ranked, self.choice.features(context), self.calibration.mean(p_agent))
         self._broken(chosen.ranked, estimate.p_works)
-        order = self.order(estimate.p_works, estimate.evidence)  # verdicts on the evidence's own posterior
-        failing = (estimate.evidence >= self.config.enough) & (estimate.p_works < self.config.fails_below)
+        failing, working = self.verdicts(estimate.p_works, estimate.evidence)  # on the evidence's own posterior
+        order = self.order(failing, working)
         estimate.p_works = self.reported.mean(estimate.p_works)
         if chosen.explored:  # the choice model's exploration keeps its pick first
             order = np.concatenate(([0], order[order != 0]))
@@ -88,16 +88,21 @@ class OutcomeModel(PolicyBase):
             failing=failing.take(order),
         )
 
-    def order(self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]) -> NDArray[np.int64]:
+    def verdicts(
+        self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """Which arms are predicted to fail and which to work, each on enough evidence."""
+        c = self.config
+        enough = evidence >= c.enough
+        return enough & (p_works < c.fails_below), enough & (p_works >= c.works_above)
+
+    @staticmethod
+    def order(fails: NDArray[np.bool_], works: NDArray[np.bool_]) -> NDArray[np.int64]:
         """The choice model's ranking (positions 0..n−1), with the override: where its first is predicted
         to fail, those predicted to work come first, then those with too little evidence either way, and
         those predicted to fail last (each tier in the choice model's order): following a tool seen to
         fail here is worth less than one not yet tried. Elsewhere only the tools predicted to fail below
         the first move down."""
-        c = self.config
-        enough = evidence >= c.enough
-        fails = enough & (p_works < c.fails_below)
-        works = enough & (p_works >= c.works_above)
         if fails[0]:
             tier = np.where(works, 0, np.where(fails, 2, 1))
         else:
