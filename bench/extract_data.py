@@ -13,6 +13,7 @@ Nothing is downloaded: pass the git directory of a clone.
     python bench/extract_data.py ultratool <UltraTool git dir>      # JoeYing1019/UltraTool (no licence: git-ignored)
     python bench/extract_data.py toollens <COLT git dir>            # quchangle1/COLT (no licence: git-ignored)
     python bench/extract_data.py tau_airline <tau-bench git dir>    # sierra-research/tau-bench (MIT, vendored)
+    python bench/extract_data.py seal_tools <Seal-Tools git dir>    # fairyshine/Seal-Tools (Apache-2.0)
 
 BFCL live: every `BFCL_v4_live_{simple,multiple,parallel,parallel_multiple}` entry (queries users
 contributed), its functions pooled into one catalogue (first description of a name kept), the
@@ -27,6 +28,8 @@ historical trajectories of an LLM agent (gpt-4o) serving simulated users of a do
 tasks, 4 trials each), as trajectories.jsonl ({id, reward, steps: [{tool, ok, error: the kind of error
 (its text with every token holding a digit as #) or null, text: the user message it answered}]}): a
 call failed where its tool returned "Error: ..."; the catalogue is each tool module's `get_info()`.
+Seal-Tools: its 4,076 generated tools as one catalogue, each request of its dev, in-domain and
+out-of-domain test sets (its train set is in Git LFS) with the tools it calls as the right tools.
 BFCL irrelevance: every `BFCL_v4_irrelevance` and `BFCL_v4_live_irrelevance` entry's last user message,
 a request none of the functions it came with serves (queries.jsonl alone, `tools` empty, `given` those
 functions, `set` its file: bench/unanswerable.py)."""
@@ -264,12 +267,28 @@ def tau_tool(source: str) -> dict[str, Any] | None:
     return None
 
 
+def seal_tools(gitdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    tools = []
+    for spec in lines(show(gitdir, "Seal-Tools_Dataset/tool.jsonl")):
+        schema = {"type": "object", "properties": spec.get("parameters") or {}, "required": spec.get("required") or []}
+        tools.append({"name": spec["api_name"], "description": spec.get("api_description", ""), "parameters": schema})
+    known = {t["name"] for t in tools}
+    queries = []
+    for part in ("dev", "test_in_domain", "test_out_domain"):
+        for entry in lines(show(gitdir, f"Seal-Tools_Dataset/{part}.jsonl")):
+            right = sorted({c["api"] for c in entry["calling"] if c["api"] in known})
+            if right:
+                queries.append({"id": entry["id"], "query": entry["query"], "tools": right})
+    return tools, queries
+
+
 MULTI_STEP = {"bfcl_multi_turn": bfcl_multi_turn, "nestful": nestful, "ultratool": ultratool}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=["bfcl_live", "bfcl_irrelevance", "toollens", "tau_airline", *MULTI_STEP])
+    single = ["bfcl_live", "bfcl_irrelevance", "toollens", "seal_tools", "tau_airline"]
+    parser.add_argument("name", choices=[*single, *MULTI_STEP])
     parser.add_argument("gitdir", type=Path)
     args = parser.parse_args()
     out = HERE / "data" / args.name
@@ -292,7 +311,8 @@ def main() -> None:
     elif args.name == "bfcl_irrelevance":
         files = {"queries.jsonl": bfcl_irrelevance(args.gitdir)}
     else:
-        tools, queries = (bfcl_live if args.name == "bfcl_live" else toollens)(args.gitdir)
+        extract = {"bfcl_live": bfcl_live, "toollens": toollens, "seal_tools": seal_tools}[args.name]
+        tools, queries = extract(args.gitdir)
         files = {"tools.jsonl": tools, "queries.jsonl": queries}
     for filename, rows in files.items():
         (out / filename).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
