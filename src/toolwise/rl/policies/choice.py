@@ -115,11 +115,23 @@ class ChoiceModel(PolicyBase):
         self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
+        self._last: tuple[Context, NDArray[np.float32] | None, NDArray[np.float64]] | None = None  # `features`
 
     # -- features ----------------------------------------------------------------------------------
 
     def features(self, context: Context) -> NDArray[np.float64]:
-        """x(q): the leading `dim` embedding components (or the folded hashed features), unit length."""
+        """x(q): the leading `dim` embedding components (or the folded hashed features), unit length;
+        read-only, kept for the last context (a decision and the outcome model read it twice, a learned
+        call three times)."""
+        last = self._last
+        if last is not None and last[0] is context and last[1] is context.embedding:
+            return last[2]
+        x = self._features(context)
+        x.setflags(write=False)
+        self._last = (context, context.embedding, x)
+        return x
+
+    def _features(self, context: Context) -> NDArray[np.float64]:
         dim = self.config.dim
         if context.embedding is not None:
             x = np.zeros(dim)
