@@ -69,7 +69,7 @@ class ChoiceConfig:
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
     replays: int = 8  # past calls learned again after each call (SGD's second look; 0: off)
     replay_capacity: int = 4096  # the most recent calls kept for that
-    batch_replays: int = 2  # the same in a replay of the log (minibatches; fewer: a year of log is long)
+    batch_replays: int = 4  # the same in runs (minibatches: a replay of the log, the learning thread behind)
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
