@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.surface import ok, running
+from tests.server.surface import ok, rows, running
 from toolwise.learning import service
 from toolwise.rl import Step
 from toolwise.server.app import STALE_CALLS
@@ -61,3 +61,39 @@ async def test_a_recommendation_reads_the_learned_state_as_it_is_unless_a_seed_a
         assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
         ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
         assert app.learning.pending == 0
+
+
+async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keeping_its_reward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        learner = app.learning.learner
+        runs: list[int] = []
+        ones: list[str] = []
+        learn_many, learn = learner.learn_many, learner.learn
+
+        def run_spy(steps: Any, *args: Any) -> Any:
+            runs.append(len(steps))
+            return learn_many(steps, *args)
+
+        def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
+            ones.append(step.tool)
+            return learn(step, *args, **kwargs)
+
+        monkeypatch.setattr(learner, "learn_many", run_spy)
+        monkeypatch.setattr(learner, "learn", one_spy)
+        for i in range(service.BEHIND * 3):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        assert not (await client.call_tool("toy__echo", {"text": "followed"})).is_error  # learned on its own
+        await app.learning.drain()
+        assert sum(runs) == service.BEHIND * 3 and max(runs) <= service.LEARN_RUN
+        assert ones == ["toy__echo"], "a call that follows a recommendation is learned one at a time"
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+        assert stats["updates"] == service.BEHIND * 3 + 1
+    learned = rows(tmp_path, "SELECT reward, context_hash FROM executions")
+    assert len(learned) == service.BEHIND * 3 + 1
+    assert all(reward is not None and reward > 0 and len(context) == 64 for reward, context in learned)

@@ -12,8 +12,11 @@ What a call leaves to do (compute the reward, update the policy, queue the recor
 only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks of `LEARN_CHUNK` calls
 learned on the learning thread while the event loop serves calls, and always before anything reads
 what was recorded (every own tool drains first; so does shutdown). Drained in call order, by one
-drainer at a time, so learning is the same as if each call had been learned from on the spot. Whatever
-else reads or changes the learned state on the event loop holds the learning thread's `lock` for it.
+drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
+learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
+recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
+replay of the log learns), several times as many a second. Whatever else reads or changes the learned
+state on the event loop holds the learning thread's `lock` for it.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from toolwise.learning.sessions import (
 )
 from toolwise.learning.watermark import Covered
 from toolwise.learning.worker import LearningThread
-from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, ToolDoc
+from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
 from toolwise.rl.fit import FitConfig
@@ -81,6 +84,8 @@ CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downs
 CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
+BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
+LEARN_RUN = 64  # calls a run learns at most: what a reader waits for while learning catches up
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 
 
@@ -290,7 +295,8 @@ class LearningService:
             await self.until_loaded()
         async with self._order:
             while self._pending:
-                chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
+                size = LEARN_RUN if self._behind() else LEARN_CHUNK
+                chunk = list(itertools.islice(self._pending, size))
                 await self.thread.run(partial(self._learn_chunk, chunk))
                 for call in chunk:
                     # Taken off only once queued: a drainer cancelled with its request, or refused by a
@@ -298,13 +304,53 @@ class LearningService:
                     await self._complete(call)
                     self._pending.popleft()
 
+    def _behind(self) -> bool:
+        """Whether the calls pending are many enough to learn as runs: not under a seed, whose decisions
+        replay exactly (how many calls wait at a drain depends on timing, and a run learns as a minibatch)."""
+        return len(self._pending) >= BEHIND and self.settings.seed is None and self.settings.learning
+
     def _learn_chunk(self, calls: list[Call]) -> None:
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
         the store refuses its record and it is retried, or a cancelled drain hands it over again)."""
-        for call in calls:
-            if call.execution.context_hash is None:
+        todo = [call for call in calls if call.execution.context_hash is None]
+        if len(todo) >= BEHIND:
+            self._learn_runs(todo)
+        else:
+            for call in todo:
                 self._learn(call)
-                self._remember_arguments(call)
+        for call in todo:
+            self._remember_arguments(call)
+
+    def _learn_runs(self, calls: list[Call]) -> None:
+        """Learning is behind: each stretch of plain calls is learned as one run (`Learner.learn_many`, the
+        replay's vectorised minibatches: rl/batch.py), the others one at a time in their place. A plain call
+        follows no recommendation (the run does not learn a passed-over or followed one) and is learned from."""
+        start = 0
+        for end in range(len(calls) + 1):
+            if end < len(calls) and self._plain(calls[end]):
+                continue
+            if end - start > 1:
+                self._learn_run(calls[start:end])
+            elif end > start:
+                self._learn(calls[start])
+            if end < len(calls):
+                self._learn(calls[end])
+            start = end + 1
+
+    def _plain(self, call: Call) -> bool:
+        return call.decision is None and learned_from(call.execution.error_type)
+
+    def _learn_run(self, calls: list[Call]) -> None:
+        """`_learn` of each of `calls`, as one run; a run that fails is recorded unlearned, as a call is."""
+        steps = [call.step(self.history_n) for call in calls]
+        learner = self.learner
+        try:
+            rewards = learner.learn_many(StepColumns.of(steps), self.state.rng).tolist()
+        except Exception:
+            log.exception("learning a run of %d calls failed; the executions are recorded", len(calls))
+            rewards = [learner.reward_of(step) for step in steps]  # not learned: the record keeps what it says
+        for call, step, reward in zip(calls, steps, rewards, strict=True):
+            call.execution.learned(reward, learner.context_hash(step))
 
     async def _complete(self, call: Call) -> None:
         execution = call.execution

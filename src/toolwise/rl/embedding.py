@@ -74,6 +74,8 @@ class SemanticIndex:
         missing = [q for q in dict.fromkeys(queries) if q not in self._queries]
         fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
         out = np.stack([fresh[q] if q in fresh else self._queries[q][0] for q in queries])
+        if len(self._queries) + len(fresh) > QUERY_MEMO:  # emptied now rather than midway: the run's queries stay
+            self._queries = {q: self._queries[q] for q in dict.fromkeys(queries) if q in self._queries}
         for query, vector in fresh.items():
             self._remember(query, vector)
         return out

@@ -265,6 +265,10 @@ class Learner:
             mean_latency_s=self.latency.mean_of(self.index.tools.get(step.tool)),
         )
 
+    def context_hash(self, step: Step) -> str:
+        """The hash of the step's context: what its record keeps (`learn` returns it too)."""
+        return self.config.encoder.encode(step.query, step.previous_tool, step.position).hash
+
     def learn(
         self, step: Step, rng: np.random.Generator, *, reward: float | None = None, update: bool = True
     ) -> Observation:

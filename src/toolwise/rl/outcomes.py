@@ -134,11 +134,14 @@ class OutcomeMemory:
         """P(works) for each of `arms` for the request x(q) (unit length), shrunk to `prior` (each arm's
         prior mean) by s₀ calls."""
         known = arms < len(self.used)
-        safe = np.where(known, arms, 0)
-        cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
-        k = self.kernel(cosine.astype(np.float64)) * known[:, None]
-        w = (k * self.worked.take(safe, 0)).sum(axis=1)
-        f = (k * self.failed.take(safe, 0)).sum(axis=1)
+        w, f = np.zeros(len(arms)), np.zeros(len(arms))
+        seen = np.flatnonzero(self.used.take(np.where(known, arms, 0)) * known)  # the arms with a prototype
+        if len(seen):  # the others read no evidence: nothing to gather
+            safe = arms.take(seen)
+            cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
+            k = self.kernel(cosine.astype(np.float64))
+            w[seen] = (k * self.worked.take(safe, 0)).sum(axis=1)
+            f[seen] = (k * self.failed.take(safe, 0)).sum(axis=1)
         s0 = self.config.prior_strength
         return Estimate((s0 * prior + w) / (s0 + w + f), w + f)
 

@@ -58,6 +58,40 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+ANNOTATIONS = frozenset(["title", "description", "default", "examples"])  # keywords that validate nothing
+
+
+def inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic output schema with its local `$ref`s replaced by the definitions they name (the same
+    documents validate): a client validates every answer against it, and resolving a `$ref` per list item
+    cost a Python client (jsonschema) a third of its validation. A recursive definition keeps its `$ref`s."""
+    definitions = schema.get("$defs", {})
+
+    def walk(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        beside = {key: value for key, value in node.items() if key != "$ref"}
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and set(beside) <= ANNOTATIONS:
+            name = ref.removeprefix("#/$defs/")
+            if name in definitions and name not in seen:
+                return {**walk(definitions[name], seen | {name}), **beside}  # a field's own description wins
+        return {key: walk(value, seen) for key, value in node.items()}
+
+    out: dict[str, Any] = walk({k: v for k, v in schema.items() if k != "$defs"}, frozenset())
+    if _refers(out):  # a recursive definition: its $refs still need $defs
+        out["$defs"] = definitions
+    return out
+
+
+def _refers(node: Any) -> bool:
+    if isinstance(node, dict):
+        return "$ref" in node or any(_refers(value) for value in node.values())
+    return isinstance(node, list) and any(_refers(item) for item in node)
+
+
 In = TypeVar("In", bound=Input)
 Out = TypeVar("Out", bound=Output)
 
@@ -97,7 +131,7 @@ class OwnTool(Generic[In, Out]):
             name=self.name,
             description=self.description,
             input_schema=self.listed_schema(),
-            output_schema=self.output.model_json_schema(),
+            output_schema=inlined(self.output.model_json_schema()),
             annotations=types.ToolAnnotations(
                 read_only_hint=self.read_only,
                 destructive_hint=False,

@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context
 from toolwise.rl.policies.base import (
     Capabilities,
@@ -68,7 +69,7 @@ class ChoiceConfig:
     passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
     replays: int = 8  # past calls learned again after each call (SGD's second look; 0: off)
     replay_capacity: int = 4096  # the most recent calls kept for that
-    batch_replays: int = 2  # the same in a replay of the log (minibatches; fewer: a year of log is long)
+    batch_replays: int = 4  # the same in runs (minibatches: a replay of the log, the learning thread behind)
     epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
 
     def __post_init__(self) -> None:
@@ -114,11 +115,23 @@ class ChoiceModel(PolicyBase):
         self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
+        self._last: tuple[Context, NDArray[np.float32] | None, NDArray[np.float64]] | None = None  # `features`
 
     # -- features ----------------------------------------------------------------------------------
 
     def features(self, context: Context) -> NDArray[np.float64]:
-        """x(q): the leading `dim` embedding components (or the folded hashed features), unit length."""
+        """x(q): the leading `dim` embedding components (or the folded hashed features), unit length;
+        read-only, kept for the last context (a decision and the outcome model read it twice, a learned
+        call three times)."""
+        last = self._last
+        if last is not None and last[0] is context and last[1] is context.embedding:
+            return last[2]
+        x = self._features(context)
+        x.setflags(write=False)
+        self._last = (context, context.embedding, x)
+        return x
+
+    def _features(self, context: Context) -> NDArray[np.float64]:
         dim = self.config.dim
         if context.embedding is not None:
             x = np.zeros(dim)
@@ -217,18 +230,19 @@ class ChoiceModel(PolicyBase):
         position = {arm: i for i, arm in enumerate(candidates.tolist())}
         called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
         before = np.zeros(n)
-        for start in range(0, n, BATCH):
-            part = range(start, min(start + BATCH, n))
-            window = slice(part.start, part.stop)
-            before[window] = self.learn_calls(
-                x.take(lessons.context_of[window], 0),
-                candidates,
-                lessons.rows(part),
-                called[window],
-                lessons.worked[window],
-                lessons.weights[window],
-                rng,
-            )
+        with one_blas_thread():
+            for start in range(0, n, BATCH):
+                part = range(start, min(start + BATCH, n))
+                window = slice(part.start, part.stop)
+                before[window] = self.learn_calls(
+                    x.take(lessons.context_of[window], 0),
+                    candidates,
+                    lessons.rows(part),
+                    called[window],
+                    lessons.worked[window],
+                    lessons.weights[window],
+                    rng,
+                )
         return before
 
     def learn_call(
@@ -303,8 +317,7 @@ class ChoiceModel(PolicyBase):
         before = self._learn_rows(x, tools, picked, at, worked, weight)
         self.observed += batch
         np.add.at(self.chosen, arms.take(called), 1)
-        for r in range(max(0, batch - len(self.memory.x)), batch):
-            self.memory.add(x[r], tools[r], picked[r], int(at[r]), bool(worked[r]), float(weight[r]))
+        self.memory.add_many(x, tools, picked, at, worked, weight)
         if c.batch_replays and rng is not None and len(self.memory):
             slots = rng.integers(len(self.memory), size=c.batch_replays * batch)
             self._learn_rows(*self.memory.rows_of(slots))
@@ -339,14 +352,19 @@ class ChoiceModel(PolicyBase):
         direction *= weight[:, None]
         direction[~valid] = 0.0
         flat, moved = safe.ravel(), direction.ravel()
-        steps = moved * shrunk.ravel()
-        np.add.at(self.steps, flat, moved * moved)
-        total = np.zeros_like(self.theta)
-        np.add.at(total, flat, steps[:, None] * np.repeat(x, k, axis=0))
-        used = np.unique(flat[valid.ravel()])
-        called = np.maximum(np.bincount(tools[mine], minlength=len(self.steps)), 1).take(used)
+        tools_n = len(self.steps)
+        self.steps += np.bincount(flat, moved * moved, tools_n)
+        used = np.flatnonzero(np.bincount(flat[valid.ravel()], minlength=tools_n))
+        # Σ over the batch of each used tool's steps times its call's x(q): a (used × batch) matrix of the
+        # steps summed per call, times x (one product instead of a scatter of k·batch rows of x)
+        slot = np.zeros(tools_n, np.int64)
+        slot[used] = np.arange(len(used))
+        per_call = np.bincount(
+            slot[flat] * batch + np.repeat(np.arange(batch), k), moved * shrunk.ravel(), len(used) * batch
+        ).reshape(len(used), batch)
+        called = np.maximum(np.bincount(tools[mine], minlength=tools_n), 1).take(used)
         rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
-        self.theta[used] += total[used] * (rate / called)[:, None]
+        self.theta[used] += (per_call @ x) * (rate / called)[:, None]
         gradient = np.einsum("bk,bkf->f", direction, rows) / batch
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
@@ -470,6 +488,32 @@ class CallMemory:
         self.at[i], self.worked[i], self.weight[i] = at, worked, weight
         self.cursor = (i + 1) % len(self.x)
         self.size = min(self.size + 1, len(self.x))
+
+    def add_many(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        at: NDArray[np.int64],
+        worked: NDArray[np.bool_],
+        weight: NDArray[np.float64],
+    ) -> None:
+        """`add` of each call in order (`arms[r]` its candidates, as wide as the ring or narrower), the
+        ring's slots written at once."""
+        capacity, n = len(self.x), arms.shape[1]
+        if n > self.arms.shape[1]:
+            for r in range(max(0, len(x) - capacity), len(x)):
+                self.add(x[r], arms[r], rows[r], int(at[r]), bool(worked[r]), float(weight[r]))
+            return
+        keep = slice(max(0, len(x) - capacity), len(x))  # a run longer than the ring leaves its last calls
+        slots = (self.cursor + np.arange(keep.start, keep.stop) - keep.start) % capacity
+        self.x[slots] = x[keep]
+        self.arms[slots] = -1
+        self.arms[slots, :n] = arms[keep]
+        self.rows[slots, :n] = rows[keep]
+        self.at[slots], self.worked[slots], self.weight[slots] = at[keep], worked[keep], weight[keep]
+        self.cursor = (self.cursor + keep.stop - keep.start) % capacity
+        self.size = min(self.size + keep.stop - keep.start, capacity)
 
     def get(self, slot: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], int, bool, float]:
         n = int(np.count_nonzero(self.arms[slot] >= 0))
