@@ -105,6 +105,15 @@ class Estimate:
     evidence: NDArray[np.float64]
 
 
+@dataclass(slots=True)
+class Served:
+    """What each arm asked about has served: the best cosine of the request x(q) to a prototype of requests
+    a call of it worked for (−1: none), and how many of its calls worked (the evidence behind that)."""
+
+    near: NDArray[np.float64]
+    worked: NDArray[np.float64]
+
+
 class OutcomeMemory:
     def __init__(self, dim: int, config: OutcomeConfig | None = None) -> None:
         self.config = c = config or OutcomeConfig()
@@ -141,6 +150,15 @@ class OutcomeMemory:
         f = (k * self.failed.take(safe, 0)).sum(axis=1)
         s0 = self.config.prior_strength
         return Estimate((s0 * prior + w) / (s0 + w + f), w + f)
+
+    def served(self, arms: NDArray[np.int64], x: NDArray[np.float64]) -> Served:
+        """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read
+        only ("nothing fits", rl/fit.py: a request far from all a well-known tool served is not its kind)."""
+        known = arms < len(self.used)
+        safe = np.where(known, arms, 0)
+        worked = self.worked.take(safe, 0) * known[:, None]
+        cosine = (self.vectors.take(safe, 0) @ x.astype(np.float32)).astype(np.float64)
+        return Served(np.where(worked > 0, cosine, -1.0).max(axis=1), worked.sum(axis=1))
 
     def add(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
         """Count `worked` and `failed` (call weights) for `arm` at the request x(q). A zero x (no request)
