@@ -37,7 +37,8 @@ of their texts learned). Beside it in the same run: the embedding-cosine thresho
 request threshold (the best cosine of the request to any request a candidate worked for: the same
 learned memory, used simply), and toolwise's zero-shot model on the same learner. Their thresholds and
 `FitConfig.learned` (`--fit`) are chosen on `--calibrate-learned`'s sets (BFCL live, NESTFUL, BFCL
-multi-turn; the example has too few requests to learn from half and judge the other half).
+multi-turn; the example has too few requests to learn from half and judge the other half); last, the
+example's requests each judged after learning all the others twice (a check, not fitted on).
 Figures in docs/benchmarks.md come from
 
     python bench/unanswerable.py                 # about 4 minutes
@@ -378,6 +379,15 @@ def learned_arm(
     )
     for name, data in sets.items():
         print_set(name, len(data.tools), rows[name][1], methods)
+    example = sets["everyday"]
+    again = learned.each_after_the_others(
+        example.tools, example.requests, embedder, config, partial(remaining, example.tools)
+    )
+    print(
+        "\n\neveryday, each request after learning all the others twice "
+        "(its tools serve up to 4 kinds of request; a check, not fitted on):\n"
+    )
+    print(table({method: scores(again, rule) for method, rule in methods.items()}))
 
 
 if __name__ == "__main__":

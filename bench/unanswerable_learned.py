@@ -25,6 +25,7 @@ import numpy as np
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, relevance_of, unfit_probability
 from toolwise.rl.learner import Learner, LearnerConfig
+from toolwise.rl.policies.outcome import OutcomeModel
 from toolwise.rl.steps import Step
 from toolwise.rl.toolindex import ToolDoc
 
@@ -42,7 +43,8 @@ class LearnedRow:
     cosine: float
     coverage: float
     near: float  # the best cosine of x(q) to a request the first candidate worked for (−1: none)
-    worked: float  # calls of the first candidate that worked
+    kinds: int  # prototypes of requests the first candidate worked for (OutcomeMemory.served)
+    coherence: float  # how alike those are (OutcomeMemory.served)
     nearest: float  # the reference: the best cosine of x(q) to a request any candidate worked for (−1: none)
 
 
@@ -87,11 +89,12 @@ def judge(
     relevance = relevance_of(learner.index, query, arms)
     if relevance is None:
         raise RuntimeError(f"no relevance for {query!r}: the learner has no embedder or no tools")
-    context = learner.encode(query, None, 0)
+    policy, context = learner.policy, learner.encode(query, None, 0)
+    if not isinstance(policy, OutcomeModel):
+        raise TypeError(f"the policy {policy.name!r} keeps no outcomes per request")
     first = np.array([learner.index.tools.intern(decision.chosen)], dtype=np.int64)
-    top, every = learner.policy.served(context, first), learner.policy.served(context, arms)
-    if top is None or every is None:
-        raise RuntimeError(f"the policy {learner.policy.name!r} keeps no outcomes per request")
+    top = policy.served(context, first)
+    every = policy.memory.served(arms, policy.choice.features(context), coherence=False)  # the reference
     return LearnedRow(
         kind,
         decision.chosen in right,
@@ -99,7 +102,8 @@ def judge(
         relevance.cosine,
         relevance.coverage,
         float(top.near[0]),
-        float(top.worked[0]),
+        int(top.kinds[0]),
+        float(top.coherence[0]),
         float(every.near.max(initial=-1.0)),
     )
 
@@ -158,8 +162,12 @@ def fit_learned(
 ) -> LearnedFit:
     """LearnedFit fitted on rows whose first candidate is known (unanswerable against answerable hits),
     its threshold the lowest losing at most TARGET_DROP points on each set, zero-shot losses counted."""
-    least = config.learned.min_worked
-    known = [r for rows in calibration for r in rows if r.worked >= least]
+    least, alike = config.learned.min_kinds, config.learned.min_coherence
+
+    def gate(r: LearnedRow) -> bool:
+        return r.kinds >= least and r.coherence >= alike
+
+    known = [r for rows in calibration for r in rows if gate(r)]
     positive = [r for r in known if r.kind in KINDS]
     negative = [r for r in known if r.kind == "answerable" and r.hit]
     x = np.array([[r.cosine, r.coverage, r.near] for r in positive + negative])
@@ -168,9 +176,10 @@ def fit_learned(
     def logit(r: LearnedRow) -> float:
         return float(w[0] + w[1] * r.cosine + w[2] * r.coverage + w[3] * r.near)
 
-    cut = -gated_threshold(calibration, lambda r: -logit(r), lambda r: r.worked >= least, zero_shot(config))
+    cut = -gated_threshold(calibration, lambda r: -logit(r), gate, zero_shot(config))
     return LearnedFit(
-        min_worked=least,
+        min_kinds=least,
+        min_coherence=alike,
         intercept=round(float(w[0]), 3),
         cosine=round(float(w[1]), 3),
         coverage=round(float(w[2]), 3),
@@ -198,3 +207,24 @@ def split_rows(
     irrelevant_test = [r for r in irrelevant if not split(r["id"])]
     fitting = learned_rows(tools, learned, judged, irrelevant_calibration, embedder, fit, held)
     return fitting, learned_rows(tools, calibration, test, irrelevant_test, embedder, fit, held)
+
+
+def each_after_the_others(
+    tools: list[ToolDoc],
+    requests: Sequence[dict[str, Any]],
+    embedder: WordLlamaEmbedder,
+    fit: FitConfig,
+    held: Callable[[frozenset[str]], list[str]],
+) -> list[LearnedRow]:
+    """Each request judged (answerable and held-out) by a learner that learned all the others twice: a small
+    catalogue whose tools have each served every kind of request it has (the splits leave the README
+    example's tools below `min_kinds`). A check of what the learned model costs there, not fitted on."""
+    rows = []
+    for request in requests:
+        text = normal(request["query"])
+        learner = Learner(LearnerConfig(fit=fit), tools, embedder)
+        learn(learner, [r for r in requests if normal(r["query"]) != text] * 2)
+        right = frozenset(request["tools"])
+        rows.append(judge(learner, "answerable", request["query"], right))
+        rows.append(judge(learner, "held-out", request["query"], frozenset(), held(right)))
+    return rows

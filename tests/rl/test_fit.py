@@ -88,33 +88,47 @@ FILES = [
     ToolDoc("fs__list_directory", "List the files and folders in a directory"),
     ToolDoc("fs__move_file", "Move or rename a file"),
 ]
-SERVED = {  # the requests each tool was called for, and worked
+SERVED = {  # the requests each tool was called for, and worked: alike, as a tool's requests often are
     "fs__read_file": [
         "show me what is in notes.txt",
-        "print the contents of config.yaml",
-        "open the README and read it to me",
+        "show me what is in todo.txt",
+        "show me what is in config.yaml",
+        "show me what is in the README",
     ],
-    "fs__write_file": ["save this text into draft.txt", "write hello world to output.txt", "put my list in list.txt"],
+    "fs__write_file": [
+        "write hello world to output.txt",
+        "write my shopping list to list.txt",
+        "write these settings to config.yaml",
+        "write the summary to report.txt",
+    ],
     "fs__list_directory": [
-        "what files are in my documents folder",
-        "list the contents of src",
-        "show the folders under home",
+        "list the files in my documents folder",
+        "list the files in src",
+        "list the files in the downloads folder",
+        "list the files under home",
     ],
     "fs__move_file": [
         "rename report.doc to final.doc",
-        "move photo.jpg into the pictures folder",
-        "rename draft.txt to a.txt",
+        "rename photo.jpg to holiday.jpg",
+        "rename draft.txt to notes.txt",
+        "rename old.log to archive.log",
     ],
 }
+UNALIKE = [  # what fs__read_file served in another deployment: requests that share little but the tool
+    "show me what is in notes.txt",
+    "print config.yaml",
+    "open the README and read it to me",
+    "what does todo.md say",
+]
 MISSING = ["find every file containing the word TODO", "how much disk space is left on this drive"]  # no tool does it
 PARAPHRASES = ["show me what is written in notes.txt", "rename report.doc to final_report.doc"]
 
 
-def served(embedder: Embedder, calls: int = 3) -> Learner:
-    """A learner that saw each tool called `calls` times for its requests, each call working."""
+def served(embedder: Embedder, calls: int = 4, requests: dict[str, list[str]] = SERVED) -> Learner:
+    """A learner that saw each tool called for `calls` of its requests (kinds of request), each call working."""
     learner, rng = Learner(tools=FILES, embedder=embedder), np.random.default_rng(0)
     for i in range(calls):
-        for tool, queries in SERVED.items():
+        for tool, queries in requests.items():
             learner.recommend(queries[i], rng)
             learner.learn(Step(tool, True, 100.0, query=queries[i], session=f"{tool}-{i}", terminal=True), rng)
     return learner
@@ -133,8 +147,14 @@ def test_after_learning_a_paraphrase_of_a_served_request_fits(embedder: Embedder
     assert not served(embedder).recommend(query, np.random.default_rng(0)).nothing_fits
 
 
-def test_with_too_few_calls_served_the_words_alone_decide(embedder: Embedder) -> None:
+def test_with_too_few_kinds_of_request_served_the_words_alone_decide(embedder: Embedder) -> None:
     assert not served(embedder, calls=2).recommend(MISSING[0], np.random.default_rng(0)).nothing_fits
+
+
+def test_requests_served_that_are_unlike_one_another_leave_the_words_to_decide(embedder: Embedder) -> None:
+    learner = served(embedder, requests={**SERVED, "fs__read_file": UNALIKE})
+    decision = learner.recommend(MISSING[0], np.random.default_rng(0))
+    assert decision.chosen == "fs__read_file" and not decision.nothing_fits
 
 
 def test_what_a_tool_served_is_read_from_the_prototypes_that_worked() -> None:
@@ -142,7 +162,11 @@ def test_what_a_tool_served_is_read_from_the_prototypes_that_worked() -> None:
     memory.add(0, np.array([1.0, 0.0, 0.0, 0.0]), worked=2.0, failed=0.0)
     memory.add(0, np.array([0.0, 1.0, 0.0, 0.0]), worked=0.0, failed=1.0)  # failed there: served nothing
     memory.add(1, np.array([0.0, 1.0, 0.0, 0.0]), worked=1.0, failed=0.0)
+    for v in ([1.0, 0.0, 0.0, 0.0], [0.8, 0.6, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]):  # nearest others: 0.8, 0.8, 0
+        memory.add(2, np.array(v), worked=1.0, failed=0.0)
     x = np.array([0.6, 0.8, 0.0, 0.0])
-    found = memory.served(np.array([0, 1, 2, 99]), x)
-    assert found.near.tolist() == pytest.approx([0.6, 0.8, -1.0, -1.0])
-    assert found.worked.tolist() == [2.0, 1.0, 0.0, 0.0]
+    found = memory.served(np.array([0, 1, 2, 3, 99]), x)
+    assert found.near.tolist() == pytest.approx([0.6, 0.8, 0.96, -1.0, -1.0])
+    assert found.worked.tolist() == [2.0, 1.0, 3.0, 0.0, 0.0]
+    assert found.kinds.tolist() == [1, 1, 3, 0, 0]
+    assert found.coherence.tolist() == pytest.approx([-1.0, -1.0, 0.8, -1.0, -1.0])

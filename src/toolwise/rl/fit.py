@@ -13,7 +13,7 @@ for a small loss of right answers, not for catching every unanswerable request. 
 the detector says nothing: BM25 alone did not carry a threshold from one data set to another.
 
 Once toolwise has seen traffic, outcomes say more: the outcome memory keeps the requests each tool
-worked for (rl/outcomes.py). When the first candidate has worked for at least `min_worked` calls, a
+worked for (rl/outcomes.py). When the first candidate has worked for enough kinds of request, a
 second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them: a
 request far from everything a well-known tool served is seldom its kind. With less evidence the
 zero-shot model decides.
@@ -41,27 +41,32 @@ def _check_finite(config: LearnedFit | FitConfig, name: str) -> None:
 @dataclass(frozen=True, slots=True)
 class LearnedFit:
     """The "nothing fits" model once the first candidate is known by its outcomes (it worked for at least
-    `min_worked` calls): logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage) +
-    near·(the best cosine of the request's x(q) to a request the first candidate worked for). Fitted by
-    bench/unanswerable.py --fit on the calibration splits of BFCL live, NESTFUL and BFCL multi-turn after
-    a stream of their answerable requests was learned, the threshold losing at most 1.5 points of hit@1
-    on each (counting what the zero-shot model loses where too little is known)."""
+    `min_kinds` kinds of request, prototypes in rl/outcomes.py, alike to `min_coherence`):
+    logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage) + near·(the best cosine of the
+    request's x(q) to a request the first candidate worked for). Fitted by bench/unanswerable.py --fit on
+    the calibration splits of BFCL live, NESTFUL and BFCL multi-turn after a stream of their answerable
+    requests was learned, the threshold losing at most 1.5 points of hit@1 on each (counting what the
+    zero-shot model loses where too little is known). WordLlama's request vectors are much about the
+    names in a request ("the time in Lima" and "in Tokyo": cosine 0.3): a tool whose requests differ
+    that way (its kinds unlike one another) can seem far from the next one it serves, so then the
+    zero-shot model decides."""
 
-    min_worked: float = 3.0
-    intercept: float = 5.156
-    cosine: float = -2.592
-    coverage: float = -0.913
-    near: float = -6.35
-    threshold: float = 0.9315  # probability that nothing fits, above which the decision says so
+    min_kinds: int = 3  # fewer, the zero-shot model decides
+    min_coherence: float = 0.4  # the kinds less alike than this (median nearest-other cosine): likewise
+    intercept: float = 5.5
+    cosine: float = -1.65
+    coverage: float = -1.15
+    near: float = -7.39
+    threshold: float = 0.9153  # probability that nothing fits, above which the decision says so
 
     def __post_init__(self) -> None:
         _check_finite(self, "LearnedFit")
         if not 0 < self.threshold < 1:
             raise ValueError(f"LearnedFit.threshold must be a probability in (0, 1), got {self.threshold}")
-        if self.near > 0 or self.min_worked < 1:
+        if self.near > 0 or self.min_kinds < 1:
             raise ValueError(
-                f"LearnedFit.near must be ≤ 0 (nearer a served request, less 'nothing fits') and min_worked ≥ 1, "
-                f"got {self.near}, {self.min_worked}"
+                f"LearnedFit.near must be ≤ 0 (nearer a served request, less 'nothing fits') and min_kinds ≥ 1, "
+                f"got {self.near}, {self.min_kinds}"
             )
 
 
@@ -122,6 +127,12 @@ def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
+def known(served: Served, learned: LearnedFit) -> bool:
+    """Whether the first candidate's served requests say enough of what it serves for the learned model:
+    enough kinds of request, alike enough that a request far from all of them is seldom its kind."""
+    return bool(served.kinds[0] >= learned.min_kinds and served.coherence[0] >= learned.min_coherence)
+
+
 def learned_unfit_probability(relevance: Relevance, near: float, learned: LearnedFit) -> float:
     """The learned model's probability that no candidate serves the request, `near` the best cosine of the
     request to one the first candidate worked for."""
@@ -141,6 +152,6 @@ def nothing_fits(
     if relevance is None:
         return False
     learned = config.learned
-    if served is not None and len(served.worked) and served.worked[0] >= learned.min_worked:
+    if served is not None and len(served.kinds) and known(served, learned):
         return learned_unfit_probability(relevance, float(served.near[0]), learned) > learned.threshold
     return unfit_probability(relevance, config) > config.threshold
