@@ -13,7 +13,8 @@ for a small loss of right answers, not for catching every unanswerable request. 
 the detector says nothing: BM25 alone did not carry a threshold from one data set to another.
 
 Once toolwise has seen traffic, outcomes say more: the outcome memory keeps the requests each tool
-worked for (rl/outcomes.py). When the first candidate has worked for enough kinds of request, a
+worked for (rl/outcomes.py). When the first candidate has worked for enough kinds of request, alike
+enough to say what it serves, a
 second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them: a
 request far from everything a well-known tool served is seldom its kind. With less evidence the
 zero-shot model decides.
@@ -53,11 +54,11 @@ class LearnedFit:
 
     min_kinds: int = 3  # fewer, the zero-shot model decides
     min_coherence: float = 0.4  # the kinds less alike than this (median nearest-other cosine): likewise
-    intercept: float = 5.5
-    cosine: float = -1.65
-    coverage: float = -1.15
-    near: float = -7.39
-    threshold: float = 0.9153  # probability that nothing fits, above which the decision says so
+    intercept: float = 5.496
+    cosine: float = -1.652
+    coverage: float = -1.146
+    near: float = -7.385
+    threshold: float = 0.9151  # probability that nothing fits, above which the decision says so
 
     def __post_init__(self) -> None:
         _check_finite(self, "LearnedFit")
