@@ -23,6 +23,7 @@ zero-shot model decides.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -128,12 +129,6 @@ def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-def known(served: Served, learned: LearnedFit) -> bool:
-    """Whether the first candidate's served requests say enough of what it serves for the learned model:
-    enough kinds of request, alike enough that a request far from all of them is seldom its kind."""
-    return bool(served.kinds[0] >= learned.min_kinds and served.coherence[0] >= learned.min_coherence)
-
-
 def learned_unfit_probability(relevance: Relevance, near: float, learned: LearnedFit) -> float:
     """The learned model's probability that no candidate serves the request, `near` the best cosine of the
     request to one the first candidate worked for."""
@@ -142,17 +137,28 @@ def learned_unfit_probability(relevance: Relevance, near: float, learned: Learne
 
 
 def nothing_fits(
-    index: ToolIndex, query: str | None, arms: NDArray[np.int64], config: FitConfig, served: Served | None = None
+    index: ToolIndex,
+    query: str | None,
+    arms: NDArray[np.int64],
+    config: FitConfig,
+    served: Served | None = None,
+    coherence: Callable[[], float] | None = None,
 ) -> bool:
     """Whether no tool of `arms` seems to serve `query` (False when switched off or without an embedder).
-    `served`: what the first candidate worked for (`Policy.served`); known well enough, the learned
-    model decides, else the zero-shot one."""
+    `served`: what the first candidate worked for (`Policy.served`); with enough kinds of request, alike
+    enough (`coherence`, asked only when the two models disagree: it costs the most; else `served`'s),
+    the learned model decides, else the zero-shot one."""
     if not config.enabled:
         return False
     relevance = relevance_of(index, query, arms)
     if relevance is None:
         return False
+    zero_shot = unfit_probability(relevance, config) > config.threshold
     learned = config.learned
-    if served is not None and len(served.kinds) and known(served, learned):
-        return learned_unfit_probability(relevance, float(served.near[0]), learned) > learned.threshold
-    return unfit_probability(relevance, config) > config.threshold
+    if served is None or not len(served.kinds) or served.kinds[0] < learned.min_kinds:
+        return zero_shot
+    verdict = learned_unfit_probability(relevance, float(served.near[0]), learned) > learned.threshold
+    if verdict == zero_shot:  # whether the first candidate's requests are alike cannot change it
+        return verdict
+    alike = coherence() if coherence is not None else float(served.coherence[0])
+    return verdict if alike >= learned.min_coherence else zero_shot

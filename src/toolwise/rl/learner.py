@@ -219,8 +219,14 @@ class Learner:
         fit = self.config.fit
         if not fit.enabled:
             return False
-        served = self.policy.served(context, selection.ranked[:1]) if query else None
-        return nothing_fits(self.index, query, arms, fit, served) or all_fail(selection)
+        first = selection.ranked[:1]
+
+        def coherence() -> float:
+            alike = self.policy.served(context, first)
+            return -1.0 if alike is None else float(alike.coherence[0])
+
+        served = self.policy.served(context, first, coherence=False) if query else None
+        return nothing_fits(self.index, query, arms, fit, served, coherence) or all_fail(selection)
 
     def recommend_next(
         self,

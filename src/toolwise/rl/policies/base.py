@@ -148,8 +148,9 @@ class Policy(Protocol):
         """A run of `learn_many` is over: settle what it left pending and free its caches."""
         ...
 
-    def served(self, context: Context, arms: NDArray[np.int64]) -> Served | None:
-        """How near the request comes to the requests each of `arms` worked for (None: not kept)."""
+    def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served | None:
+        """How near the request comes to the requests each of `arms` worked for (None: not kept); without
+        `coherence`, how alike those are is left out (−1), which costs the most."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -186,7 +187,7 @@ class PolicyBase:
     def finish_batches(self) -> None:
         """Nothing is left pending by a policy that learns every call at once."""
 
-    def served(self, context: Context, arms: NDArray[np.int64]) -> Served | None:
+    def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served | None:
         """Only a policy that keeps the requests each tool worked for (the outcome model) can say."""
         return None
 

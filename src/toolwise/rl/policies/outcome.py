@@ -118,9 +118,9 @@ class OutcomeModel(PolicyBase):
         self._broken(arms, p_works)
         return self.reported.mean(p_works)
 
-    def served(self, context: Context, arms: NDArray[np.int64]) -> Served:
+    def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served:
         """How near the request comes to those each of `arms` worked for (the outcome memory's prototypes)."""
-        return self.memory.served(arms, self.choice.features(context))
+        return self.memory.served(arms, self.choice.features(context), coherence=coherence)
 
     def _broken(self, arms: NDArray[np.int64], p_works: NDArray[np.float64]) -> None:
         """A tool that broke lately works as often as it did lately, whatever it did before for the
