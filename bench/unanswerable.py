@@ -29,10 +29,20 @@ The references' thresholds are the best single ones on the calibration splits of
 (BFCL live and everyday: long and short tool descriptions, whose relevance levels differ): the most
 unanswerable requests caught with at most TARGET_DROP points of hit@1 lost on each; toolwise's
 defaults were fitted on the same splits by `--fit` (which prints them), its threshold chosen the same
-way. Figures in the README come from
+way.
 
-    python bench/unanswerable.py                 # about 2.5 minutes
-    python bench/unanswerable.py --fit           # refit FitConfig's defaults (prints them)
+Then the learned arm (bench/unanswerable_learned.py): toolwise after a stream of each catalogue's
+calibration answerable requests (right tools called, working), judging the test split's requests (none
+of their texts learned). Beside it in the same run: the embedding-cosine threshold, the nearest served
+request threshold (the best cosine of the request to any request a candidate worked for: the same
+learned memory, used simply), and toolwise's zero-shot model on the same learner. Their thresholds and
+`FitConfig.learned` (`--fit`) are chosen on `--calibrate-learned`'s sets (BFCL live, NESTFUL, BFCL
+multi-turn; the example has too few requests to learn from half and judge the other half); last, the
+example's requests each judged after learning all the others twice (a check, not fitted on).
+Figures in docs/benchmarks.md come from
+
+    python bench/unanswerable.py                 # about 4 minutes
+    python bench/unanswerable.py --fit           # refit FitConfig's defaults, both parts (prints them)
 """
 
 from __future__ import annotations
@@ -48,11 +58,13 @@ import tempfile
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import unanswerable_learned as learned
 from everyday import EXAMPLE, REQUESTS
 
 from toolwise.config import AppConfig
@@ -150,6 +162,11 @@ def without(tools: list[ToolDoc], right: frozenset[str]) -> list[ToolDoc]:
     ]
 
 
+def remaining(tools: list[ToolDoc], right: frozenset[str]) -> list[str]:
+    """The names `without` keeps: a held-out request's candidates."""
+    return [t.name for t in without(tools, right)]
+
+
 @dataclass(frozen=True, slots=True)
 class DataSet:
     tools: list[ToolDoc]
@@ -205,7 +222,14 @@ def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlama
 # -- deciding and scoring ---------------------------------------------------------------------------
 
 
-Rule = Callable[[Row], bool]  # True: the method says nothing fits
+class Judged(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def hit(self) -> bool: ...
+
+
+Rule = Callable[[Any], bool]  # True: the method says nothing fits (a Row or a learned.LearnedRow)
 
 
 def threshold(calibration: list[list[Row]], value: Callable[[Row], float]) -> float:
@@ -220,9 +244,9 @@ def threshold(calibration: list[list[Row]], value: Callable[[Row], float]) -> fl
     return found
 
 
-def scores(rows: list[Row], rule: Rule) -> dict[str, float]:
+def scores(rows: Sequence[Judged], rule: Rule) -> dict[str, float]:
     """Per unanswerable kind the share said to fit nothing; answerable hit@1 with the rule and its drop."""
-    out = {k: float(np.mean([rule(r) for r in rows if r.kind == k])) for k in KINDS}
+    out = {k: float(np.mean(found)) if (found := [rule(r) for r in rows if r.kind == k]) else math.nan for k in KINDS}
     answerable = [r for r in rows if r.kind == "answerable"]
     always = float(np.mean([r.hit for r in answerable]))
     kept = float(np.mean([r.hit and not rule(r) for r in answerable]))
@@ -233,7 +257,8 @@ def table(results: dict[str, dict[str, float]]) -> str:
     head = "| method | held-out | BFCL irrelevance | BFCL live irrelevance | answerable hit@1 | drop (points) |"
     lines = [head, "|---|---:|---:|---:|---:|---:|"]
     for method, s in results.items():
-        cells = [f"{100 * s[k]:.1f}%" for k in KINDS] + [f"{s['hit@1']:.3f}", f"{s['drop']:.1f}"]
+        cells = [f"{100 * s[k]:.1f}%" if math.isfinite(s[k]) else "—" for k in KINDS]
+        cells += [f"{s['hit@1']:.3f}", f"{s['drop']:.1f}"]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -274,6 +299,9 @@ def fit(calibration: list[list[Row]]) -> FitConfig:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibrate", default="bfcl_live,everyday", help="the sets thresholds are chosen on")
+    parser.add_argument(
+        "--calibrate-learned", default="bfcl_live,nestful,bfcl_multi_turn", help="the sets the learned arm fits on"
+    )
     parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration splits and use it")
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
@@ -300,10 +328,64 @@ async def main() -> None:
     print(f"thresholds chosen on the calibration splits of {', '.join(chosen)} (≤ {TARGET_DROP} points lost on each)")
     for name in sets:
         test = [r for r in rows[name] if not r.calibration]
-        counts = Counter(r.kind for r in test)
-        sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *KINDS))
-        print(f"\n{name} ({len(sets[name].tools)} tools), test split ({sizes}):\n")
-        print(table({method: scores(test, rule) for method, rule in methods.items()}))
+        print_set(name, len(sets[name].tools), test, methods)
+    learned_arm(sets, irrelevant, embedder, config, args.calibrate_learned.split(","), args.fit)
+
+
+def print_set(name: str, tools: int, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
+    counts = Counter(r.kind for r in test)
+    sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *KINDS))
+    print(f"\n{name} ({tools} tools), test split ({sizes}):\n")
+    print(table({method: scores(test, rule) for method, rule in methods.items()}))
+
+
+def learned_arm(
+    sets: dict[str, DataSet],
+    irrelevant: list[dict[str, Any]],
+    embedder: WordLlamaEmbedder,
+    config: FitConfig,
+    chosen: list[str],
+    refit: bool,
+) -> None:
+    """The learned arm (bench/unanswerable_learned.py): each catalogue after a stream of its calibration
+    split's answerable requests; thresholds and, with `refit`, FitConfig.learned chosen on `chosen`."""
+    if unknown := set(chosen) - set(sets):
+        sys.exit(f"--calibrate-learned: unknown set(s) {sorted(unknown)}, known: {sorted(sets)}")
+
+    def rows_for(config: FitConfig) -> dict[str, tuple[list[learned.LearnedRow], list[learned.LearnedRow]]]:
+        out = {}
+        for name, data in sets.items():
+            held = partial(remaining, data.tools)
+            out[name] = learned.split_rows(data.tools, data.requests, irrelevant, embedder, config, held, split)
+        return out
+
+    rows = rows_for(config)
+    calibration = [rows[name][0] for name in chosen]
+    if refit:
+        config = replace(config, learned=learned.fit_learned(calibration, config, logistic))
+        print(f"\nlearned part fitted on the calibration splits of {', '.join(chosen)}: {config.learned}")
+        rows = rows_for(config)
+    cosine_at = learned.threshold(calibration, lambda r: r.cosine)
+    nearest_at = learned.threshold(calibration, lambda r: r.nearest)
+    methods: dict[str, Rule] = {
+        "always answer": lambda r: False,
+        f"embedding-cosine threshold ({cosine_at:.3f})": lambda r: r.cosine < cosine_at,
+        f"nearest served request threshold ({nearest_at:.3f})": lambda r: r.nearest < nearest_at,
+        "toolwise zero-shot model": learned.zero_shot(config),
+        "toolwise (learned, rl/fit.py defaults)": lambda r: r.nothing_fits,
+    }
+    print(
+        f"\n\nAFTER LEARNING each catalogue's calibration split (answerable requests, right tools working); "
+        f"thresholds chosen on {', '.join(chosen)} (half of each calibration split learned, half judged)"
+    )
+    for name, data in sets.items():
+        print_set(name, len(data.tools), rows[name][1], methods)
+    example = sets["everyday"]
+    again = learned.each_after_the_others(
+        example.tools, example.requests, embedder, config, partial(remaining, example.tools)
+    )
+    print("\n\neveryday, each request (answerable, held-out) after learning all the others twice (not fitted on):\n")
+    print(table({method: scores(again, rule) for method, rule in methods.items()}))
 
 
 if __name__ == "__main__":

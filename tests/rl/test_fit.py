@@ -1,5 +1,6 @@
 """The "nothing fits" of rl/fit.py: a request no listed tool serves is said to fit nothing, with the ranking
-still given; a related one is not; the switch and the lexical prior say nothing."""
+still given; a related one is not; the switch and the lexical prior say nothing. Once the first candidate
+is known by what it served, a request of the catalogue's domain far from all of it fits nothing too."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import numpy as np
 import pytest
 
 from toolwise.learning.embedding import load_embedder
-from toolwise.rl import Learner, LearnerConfig, LexicalIndex, ToolDoc
+from toolwise.rl import Learner, LearnerConfig, LexicalIndex, Step, ToolDoc
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.fit import FitConfig
+from toolwise.rl.fit import FitConfig, LearnedFit
+from toolwise.rl.outcomes import OutcomeMemory
 
 CATALOGUE = [
     ToolDoc("weather__forecast", "Weather forecast for a city: rain, temperature, wind"),
@@ -65,6 +67,10 @@ def test_a_bad_config_is_refused_by_name() -> None:
         FitConfig(cosine=2.0)
     with pytest.raises(ValueError, match="intercept"):
         FitConfig(intercept=float("nan"))
+    with pytest.raises(ValueError, match="near"):
+        LearnedFit(near=1.0)
+    with pytest.raises(ValueError, match=r"LearnedFit\.threshold"):
+        LearnedFit(threshold=0.0)
 
 
 def test_coverage_says_how_much_of_the_query_the_best_document_holds() -> None:
@@ -72,3 +78,95 @@ def test_coverage_says_how_much_of_the_query_the_best_document_holds() -> None:
     whole, half, none = index.coverage("weather forecast"), index.coverage("weather haiku"), index.coverage("haiku")
     assert 0 < half < whole <= 1
     assert none == 0
+
+
+# -- after learning: what each tool served --------------------------------------------------------
+
+FILES = [
+    ToolDoc("fs__read_file", "Read the contents of a file"),
+    ToolDoc("fs__write_file", "Write text to a file, replacing its contents"),
+    ToolDoc("fs__list_directory", "List the files and folders in a directory"),
+    ToolDoc("fs__move_file", "Move or rename a file"),
+]
+SERVED = {  # the requests each tool was called for, and worked: alike, as a tool's requests often are
+    "fs__read_file": [
+        "show me what is in notes.txt",
+        "show me what is in todo.txt",
+        "show me what is in config.yaml",
+        "show me what is in the README",
+    ],
+    "fs__write_file": [
+        "write hello world to output.txt",
+        "write my shopping list to list.txt",
+        "write these settings to config.yaml",
+        "write the summary to report.txt",
+    ],
+    "fs__list_directory": [
+        "list the files in my documents folder",
+        "list the files in src",
+        "list the files in the downloads folder",
+        "list the files under home",
+    ],
+    "fs__move_file": [
+        "rename report.doc to final.doc",
+        "rename photo.jpg to holiday.jpg",
+        "rename draft.txt to notes.txt",
+        "rename old.log to archive.log",
+    ],
+}
+UNALIKE = [  # what fs__read_file served in another deployment: requests that share little but the tool
+    "show me what is in notes.txt",
+    "print config.yaml",
+    "open the README and read it to me",
+    "what does todo.md say",
+]
+MISSING = ["find every file containing the word TODO", "how much disk space is left on this drive"]  # no tool does it
+PARAPHRASES = ["show me what is written in notes.txt", "rename report.doc to final_report.doc"]
+
+
+def served(embedder: Embedder, calls: int = 4, requests: dict[str, list[str]] = SERVED) -> Learner:
+    """A learner that saw each tool called for `calls` of its requests (kinds of request), each call working."""
+    learner, rng = Learner(tools=FILES, embedder=embedder), np.random.default_rng(0)
+    for i in range(calls):
+        for tool, queries in requests.items():
+            learner.recommend(queries[i], rng)
+            learner.learn(Step(tool, True, 100.0, query=queries[i], session=f"{tool}-{i}", terminal=True), rng)
+    return learner
+
+
+@pytest.mark.parametrize("query", MISSING)
+def test_after_learning_a_request_whose_tool_is_missing_fits_nothing(embedder: Embedder, query: str) -> None:
+    fresh = Learner(tools=FILES, embedder=embedder).recommend(query, np.random.default_rng(0))
+    assert not fresh.nothing_fits  # its words alone seem to fit a file tool
+    decision = served(embedder).recommend(query, np.random.default_rng(0), top_k=2)
+    assert decision.nothing_fits and len(decision.ranked) == 2
+
+
+@pytest.mark.parametrize("query", PARAPHRASES)
+def test_after_learning_a_paraphrase_of_a_served_request_fits(embedder: Embedder, query: str) -> None:
+    assert not served(embedder).recommend(query, np.random.default_rng(0)).nothing_fits
+
+
+def test_with_too_few_kinds_of_request_served_the_words_alone_decide(embedder: Embedder) -> None:
+    assert not served(embedder, calls=2).recommend(MISSING[0], np.random.default_rng(0)).nothing_fits
+
+
+def test_requests_served_that_are_unlike_one_another_leave_the_words_to_decide(embedder: Embedder) -> None:
+    learner = served(embedder, requests={**SERVED, "fs__read_file": UNALIKE})
+    decision = learner.recommend(MISSING[0], np.random.default_rng(0))
+    assert decision.chosen == "fs__read_file" and not decision.nothing_fits
+
+
+def test_what_a_tool_served_is_read_from_the_prototypes_that_worked() -> None:
+    memory = OutcomeMemory(4)
+    memory.add(0, np.array([1.0, 0.0, 0.0, 0.0]), worked=2.0, failed=0.0)
+    memory.add(0, np.array([0.0, 1.0, 0.0, 0.0]), worked=0.0, failed=1.0)  # failed there: served nothing
+    memory.add(1, np.array([0.0, 1.0, 0.0, 0.0]), worked=1.0, failed=0.0)
+    for v in ([1.0, 0.0, 0.0, 0.0], [0.8, 0.6, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]):  # nearest others: 0.8, 0.8, 0
+        memory.add(2, np.array(v), worked=1.0, failed=0.0)
+    x = np.array([0.6, 0.8, 0.0, 0.0])
+    found = memory.served(np.array([0, 1, 2, 3, 99]), x)
+    assert found.near.tolist() == pytest.approx([0.6, 0.8, 0.96, -1.0, -1.0])
+    assert found.worked.tolist() == [2.0, 1.0, 3.0, 0.0, 0.0]
+    assert found.kinds.tolist() == [1, 1, 3, 0, 0]
+    assert found.coherence.tolist() == pytest.approx([-1.0, -1.0, 0.8, -1.0, -1.0])

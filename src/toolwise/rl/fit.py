@@ -11,17 +11,65 @@ Text alone separates requests from another domain well and requests of the catal
 whose tool is missing poorly (bench/unanswerable.py prints both), so the default threshold is set
 for a small loss of right answers, not for catching every unanswerable request. Without an embedder
 the detector says nothing: BM25 alone did not carry a threshold from one data set to another.
+
+Once toolwise has seen traffic, outcomes say more: the outcome memory keeps the requests each tool
+worked for (rl/outcomes.py). When the first candidate has worked for enough kinds of request, alike
+enough to say what it serves, a
+second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them: a
+request far from everything a well-known tool served is seldom its kind. With less evidence the
+zero-shot model decides.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.outcomes import Served
 from toolwise.rl.toolindex import ToolIndex
+
+
+def _check_finite(config: LearnedFit | FitConfig, name: str) -> None:
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}.{f.name} must be finite, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedFit:
+    """The "nothing fits" model once the first candidate is known by its outcomes (it worked for at least
+    `min_kinds` kinds of request, prototypes in rl/outcomes.py, alike to `min_coherence`):
+    logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage) + near·(the best cosine of the
+    request's x(q) to a request the first candidate worked for). Fitted by bench/unanswerable.py --fit on
+    the calibration splits of BFCL live, NESTFUL and BFCL multi-turn after a stream of their answerable
+    requests was learned, the threshold losing at most 1.5 points of hit@1 on each (counting what the
+    zero-shot model loses where too little is known). WordLlama's request vectors are much about the
+    names in a request ("the time in Lima" and "in Tokyo": cosine 0.3): a tool whose requests differ
+    that way (its kinds unlike one another) can seem far from the next one it serves, so then the
+    zero-shot model decides."""
+
+    min_kinds: int = 3  # fewer, the zero-shot model decides
+    min_coherence: float = 0.4  # the kinds less alike than this (median nearest-other cosine): likewise
+    intercept: float = 5.496
+    cosine: float = -1.652
+    coverage: float = -1.146
+    near: float = -7.385
+    threshold: float = 0.9151  # probability that nothing fits, above which the decision says so
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "LearnedFit")
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"LearnedFit.threshold must be a probability in (0, 1), got {self.threshold}")
+        if self.near > 0 or self.min_kinds < 1:
+            raise ValueError(
+                f"LearnedFit.near must be ≤ 0 (nearer a served request, less 'nothing fits') and min_kinds ≥ 1, "
+                f"got {self.near}, {self.min_kinds}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +86,10 @@ class FitConfig:
     cosine: float = -6.024
     coverage: float = -0.522
     threshold: float = 0.9477  # probability that nothing fits, above which the decision says so
+    learned: LearnedFit = field(default_factory=LearnedFit)  # once the first candidate is known by its outcomes
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "enabled" and not math.isfinite(value):
-                raise ValueError(f"FitConfig.{f.name} must be finite, got {value}")
+        _check_finite(self, "FitConfig")
         if not 0 < self.threshold < 1:
             raise ValueError(f"FitConfig.threshold must be a probability in (0, 1), got {self.threshold}")
         if self.cosine > 0 or self.coverage > 0:
@@ -83,9 +129,36 @@ def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-def nothing_fits(index: ToolIndex, query: str | None, arms: NDArray[np.int64], config: FitConfig) -> bool:
-    """Whether no tool of `arms` seems to serve `query` (False when switched off or without an embedder)."""
+def learned_unfit_probability(relevance: Relevance, near: float, learned: LearnedFit) -> float:
+    """The learned model's probability that no candidate serves the request, `near` the best cosine of the
+    request to one the first candidate worked for."""
+    logit = learned.intercept + learned.cosine * relevance.cosine + learned.coverage * relevance.coverage
+    return 1.0 / (1.0 + math.exp(-(logit + learned.near * near)))
+
+
+def nothing_fits(
+    index: ToolIndex,
+    query: str | None,
+    arms: NDArray[np.int64],
+    config: FitConfig,
+    served: Served | None = None,
+    coherence: Callable[[], float] | None = None,
+) -> bool:
+    """Whether no tool of `arms` seems to serve `query` (False when switched off or without an embedder).
+    `served`: what the first candidate worked for (`Policy.served`); with enough kinds of request, alike
+    enough (`coherence`, asked only when the two models disagree: it costs the most; else `served`'s),
+    the learned model decides, else the zero-shot one."""
     if not config.enabled:
         return False
     relevance = relevance_of(index, query, arms)
-    return relevance is not None and unfit_probability(relevance, config) > config.threshold
+    if relevance is None:
+        return False
+    zero_shot = unfit_probability(relevance, config) > config.threshold
+    learned = config.learned
+    if served is None or not len(served.kinds) or served.kinds[0] < learned.min_kinds:
+        return zero_shot
+    verdict = learned_unfit_probability(relevance, float(served.near[0]), learned) > learned.threshold
+    if verdict == zero_shot:  # whether the first candidate's requests are alike cannot change it
+        return verdict
+    alike = coherence() if coherence is not None else float(served.coherence[0])
+    return verdict if alike >= learned.min_coherence else zero_shot

@@ -210,14 +210,23 @@ class Learner:
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,
-            nothing_fits=not named and self.nothing_fits(query, arms, selection),
+            nothing_fits=not named and self.nothing_fits(query, arms, selection, context),
         )
 
-    def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection) -> bool:
-        """No candidate seems to serve the request: its words match none (rl/fit.py), or the best ones
-        were each seen to fail for such requests (`all_fail`)."""
+    def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
+        """No candidate seems to serve the request: its words match none, or it is far from all the first
+        candidate worked for (rl/fit.py), or the best ones were each seen to fail for such requests (`all_fail`)."""
         fit = self.config.fit
-        return nothing_fits(self.index, query, arms, fit) or (fit.enabled and all_fail(selection))
+        if not fit.enabled:
+            return False
+        first = selection.ranked[:1]
+
+        def coherence() -> float:
+            alike = self.policy.served(context, first)
+            return -1.0 if alike is None else float(alike.coherence[0])
+
+        served = self.policy.served(context, first, coherence=False) if query else None
+        return nothing_fits(self.index, query, arms, fit, served, coherence) or all_fail(selection)
 
     def recommend_next(
         self,

@@ -105,6 +105,19 @@ class Estimate:
     evidence: NDArray[np.float64]
 
 
+@dataclass(slots=True)
+class Served:
+    """What each arm asked about has served: the best cosine of the request x(q) to a prototype of requests
+    a call of it worked for (−1: none), how many of its calls worked, at how many prototypes (kinds of
+    request, up to `slots`), and how alike those are (the median of each one's cosine to its nearest other;
+    −1 below two). Far from a tool's requests says most when they resemble one another."""
+
+    near: NDArray[np.float64]
+    worked: NDArray[np.float64]
+    kinds: NDArray[np.int64]
+    coherence: NDArray[np.float64]
+
+
 class OutcomeMemory:
     def __init__(self, dim: int, config: OutcomeConfig | None = None) -> None:
         self.config = c = config or OutcomeConfig()
@@ -144,6 +157,30 @@ class OutcomeMemory:
             f[seen] = (k * self.failed.take(safe, 0)).sum(axis=1)
         s0 = self.config.prior_strength
         return Estimate((s0 * prior + w) / (s0 + w + f), w + f)
+
+    def served(self, arms: NDArray[np.int64], x: NDArray[np.float64], *, coherence: bool = True) -> Served:
+        """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read
+        only ("nothing fits", rl/fit.py: a request far from all a well-known tool served is not its kind).
+        `coherence` costs a product of a tool's prototypes with themselves each (without: all −1)."""
+        known = arms < len(self.used)
+        safe = np.where(known, arms, 0)
+        worked = self.worked.take(safe, 0) * known[:, None]
+        cosine = (self.vectors.take(safe, 0) @ x.astype(np.float32)).astype(np.float64)
+        served = worked > 0
+        kinds = served.sum(axis=1)
+        alike = np.full(len(arms), -1.0)
+        for i in np.flatnonzero(kinds >= 2).tolist() if coherence else ():
+            alike[i] = self._coherence(int(safe[i]), served[i])
+        return Served(np.where(served, cosine, -1.0).max(axis=1), worked.sum(axis=1), kinds, alike)
+
+    def _coherence(self, arm: int, served: NDArray[np.bool_]) -> float:
+        """The median of each `served` prototype's cosine to its nearest other served one (≥ 2 of them)."""
+        vectors = self.vectors[arm][served]
+        alike = vectors @ vectors.T
+        np.fill_diagonal(alike, -np.inf)
+        nearest = np.sort(alike.max(axis=1))
+        n = len(nearest)
+        return (float(nearest[(n - 1) // 2]) + float(nearest[n // 2])) / 2.0
 
     def add(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
         """Count `worked` and `failed` (call weights) for `arm` at the request x(q). A zero x (no request)

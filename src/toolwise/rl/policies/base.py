@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
+from toolwise.rl.outcomes import Served
 from toolwise.rl.replay import Batch, Transition
 
 
@@ -147,6 +148,11 @@ class Policy(Protocol):
         """A run of `learn_many` is over: settle what it left pending and free its caches."""
         ...
 
+    def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served | None:
+        """How near the request comes to the requests each of `arms` worked for (None: not kept); without
+        `coherence`, how alike those are is left out (−1), which costs the most."""
+        ...
+
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state(self, state: dict[str, Any]) -> None: ...
@@ -180,6 +186,10 @@ class PolicyBase:
 
     def finish_batches(self) -> None:
         """Nothing is left pending by a policy that learns every call at once."""
+
+    def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served | None:
+        """Only a policy that keeps the requests each tool worked for (the outcome model) can say."""
+        return None
 
 
 def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray[np.int64], int, int]:

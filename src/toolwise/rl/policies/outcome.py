@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.context import Context
-from toolwise.rl.outcomes import Calibration, OutcomeConfig, OutcomeMemory
+from toolwise.rl.outcomes import Calibration, OutcomeConfig, OutcomeMemory, Served
 from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
 from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
 
@@ -117,6 +117,10 @@ class OutcomeModel(PolicyBase):
         p_works = self.memory.estimate(arms, self.choice.features(context), prior).p_works
         self._broken(arms, p_works)
         return self.reported.mean(p_works)
+
+    def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served:
+        """How near the request comes to those each of `arms` worked for (the outcome memory's prototypes)."""
+        return self.memory.served(arms, self.choice.features(context), coherence=coherence)
 
     def _broken(self, arms: NDArray[np.int64], p_works: NDArray[np.float64]) -> None:
         """A tool that broke lately works as often as it did lately, whatever it did before for the
