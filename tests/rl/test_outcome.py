@@ -244,3 +244,41 @@ def test_a_failure_whose_session_never_goes_on_is_read_as_its_end_after_a_while(
     assert isinstance(policy, OutcomeModel)
     assert "forgotten" not in learner.waiting
     assert float(policy.memory.failed[learner.index.tools.intern("get_exchange_rate")].sum()) == 1.0
+
+
+def test_the_confidence_does_not_rise_because_the_agent_followed_what_it_would_have_called(embedder: Embedder) -> None:
+    """An agent that consults toolwise and calls the recommended tool mostly when it would have called it
+    anyway (right far more often than the recommendations it passes over: on BFCL live 0.95 against 0.54)
+    is no sample of the recommendations: the same calls, followed or not, leave the same confidence."""
+    following, alone = learner_of(embedder), learner_of(embedder)
+    for learner, followed in ((following, True), (alone, False)):
+        rng = np.random.default_rng(13)
+        for i in range(20):
+            tool, ok = ("convert_currency", True) if i % 4 else ("get_exchange_rate", False)
+            step = Step(tool, ok, 80.0, query=REQUEST, session=f"s{i}", fault=None if ok else "fit", followed=followed)
+            learner.learn(step, rng)
+            learner.end_episode(step, 0.0, rng)
+    for query in (REQUEST, "weather in Paris tomorrow"):
+        assert p_works(following, "get_weather", query) == pytest.approx(p_works(alone, "get_weather", query))
+        assert p_works(following, "convert_currency", query) == pytest.approx(p_works(alone, "convert_currency", query))
+
+
+def test_a_low_rating_lowers_what_a_tool_never_tried_for_a_request_is_expected_to_do(embedder: Embedder) -> None:
+    """Calls that succeeded and were then rated 1 did not work: the prior of a tool with no evidence for a
+    request (the choice model's probability, calibrated on outcomes) learns that too, not only the memory."""
+    rated, unrated = learner_of(embedder), learner_of(embedder)
+    for learner, rating in ((rated, 1), (unrated, None)):
+        rng = np.random.default_rng(14)
+        for i in range(30):
+            step = Step("get_exchange_rate", True, 80.0, query=REQUEST, session=f"s{i}")
+            learner.learn(step, rng)
+            if rating is not None:
+                learner.observe_rating(
+                    Step(step.tool, True, 80.0, query=REQUEST, session=f"s{i}", rating=rating),
+                    rng,
+                    learner.reward_of(step),
+                    None,
+                )
+            learner.end_episode(step, 0.0, rng)
+    fresh = "email me the forecast"  # no evidence for it; the choice model splits it over two tools
+    assert p_works(rated, "send_email", fresh) < p_works(unrated, "send_email", fresh) - 0.03

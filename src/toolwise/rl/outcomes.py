@@ -58,9 +58,9 @@ def logit(p: NDArray[np.float64]) -> NDArray[np.float64]:
 
 class Calibration:
     """A probability p made a calibrated P(works): σ(a + b·logit p), learned online (Platt scaling:
-    logistic regression, AdaGrad) from each call's p before it was learned and whether it worked. Starts
-    at the identity (a = 0, b = 1). Twice: the choice model's p_agent as the prior mean of a call with no
-    evidence, and the posterior as the P(works) reported."""
+    logistic regression, AdaGrad) from each call's p before it was learned and whether it worked (a rating
+    that says otherwise later revises it). Starts at the identity (a = 0, b = 1). It makes the choice
+    model's p_agent the prior mean of a call with no evidence."""
 
     def __init__(self, rate: float, min_slope: float = 0.0, start: float = 0.0) -> None:
         """`min_slope`: the least b may be. The choice model's p_agent is learned only on the tools the agent
@@ -86,6 +86,13 @@ class Calibration:
         self.seen += 1
         self.steps += g * g
         self.weights += self.rate * g / np.sqrt(1.0 + self.steps)
+        self.weights[1] = max(self.weights[1], self.min_slope)
+
+    def revise(self, p_agent: float, change: float) -> None:
+        """A call already learned turned out otherwise (a rating): its step again with the label's change
+        (the log-loss gradient is linear in the label), its count and step sizes left as they were."""
+        z = float(logit(np.array([p_agent]))[0])
+        self.weights += self.rate * change * np.array([1.0, z]) / np.sqrt(1.0 + self.steps)
         self.weights[1] = max(self.weights[1], self.min_slope)
 
     def state_dict(self) -> dict[str, Any]:
