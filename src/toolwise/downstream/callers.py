@@ -179,7 +179,13 @@ class Callers:
         for the one client of a server serving alone."""
         if self.alone:
             return None
-        return client_key(ctx) or credential_key(ctx) or ANONYMOUS
+        return self.principal_of(ctx, client_key(ctx))
+
+    def principal_of(self, ctx: ServerRequestContext[Any], client: str | None) -> str | None:
+        """`principal` of a request whose `client_key` is known already (a proxied call reads it once)."""
+        if self.alone:
+            return None
+        return client or credential_key(ctx) or ANONYMOUS
 
     # -- handshake-era clients, told of list changes -------------------------------------------------
 
@@ -239,10 +245,11 @@ class Callers:
         return meta
 
     @contextlib.contextmanager
-    def calling(self, server: str, ctx: ServerRequestContext[Any]) -> Iterator[None]:
-        """Mark a client request in flight on `server` (what that server sends meanwhile is its)."""
+    def calling(self, server: str, ctx: ServerRequestContext[Any], client: str | None = None) -> Iterator[None]:
+        """Mark a client request in flight on `server` (what that server sends meanwhile is its);
+        `client`: its `client_key`, when known already."""
         callers = self.in_flight.setdefault(server, [])
-        caller = Caller(client_of(ctx), ctx)
+        caller = Caller(client or client_of(ctx), ctx)
         callers.append(caller)
         try:
             yield
