@@ -361,18 +361,16 @@ class Toolwise:
         route: Route,
         arguments: dict[str, Any] | None,
         ctx: ServerRequestContext[Any],
-        rounds: InputRound | None = None,
-        client: str | None = None,
+        rounds: InputRound | None,
+        client: str | None,
     ) -> tuple[types.CallToolResult | types.InputRequiredResult | None, DownstreamError | None]:
         """The downstream's answer to one call, or why there is none. Arguments that break the tool's
         schema are the caller's mistake: refused here, never forwarded, blamed on no downstream.
-        `client`: the request's `client_key`, when read already."""
+        `client`: the request's `client_key`."""
         wrong = route.problem(arguments)
         if wrong is not None:
             message = f"invalid arguments for {route.public.name}: {wrong} (not forwarded to {route.server!r})"
             return None, InvalidArgumentsError(message)
-        if client is None:
-            client = client_key(ctx)
         try:
             with self.callers.calling(route.server, ctx, client):
                 meta = self.callers.call_meta(ctx, route.server)
@@ -490,8 +488,8 @@ async def forward(
     arguments: dict[str, Any] | None,
     meta: dict[str, Any] | None,
     ctx: ServerRequestContext[Toolwise],
-    rounds: InputRound | None = None,
-    client: str | None = None,
+    rounds: InputRound | None,
+    client: str | None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """A proxied call: attributed to a session (and the decision it follows), forwarded, noted for
     recording and learning (`LearningService.note`), its result tagged with the execution id. A call
@@ -509,8 +507,6 @@ async def forward(
             INVALID_PARAMS,
             f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
         )
-    if client is None:
-        client = client_key(ctx)
     owner = app.callers.principal_of(ctx, client)
     fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client), owner)
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback, owner)
