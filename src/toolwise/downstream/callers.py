@@ -233,11 +233,11 @@ class Callers:
         (a stdio downstream's), who hears every level unless it set one, the opt-in is its level (or
         all)."""
         meta = forwarded_meta(wire_meta(ctx))
-        handshake = not modern(ctx)
-        client = self.catalogue.downstreams[server].connection(handshake=handshake)
+        if modern(ctx):
+            return meta
+        client = self.catalogue.downstreams[server].connection(handshake=True)
         if (
-            handshake
-            and client is not None
+            client is not None
             and client.protocol_version in MODERN_PROTOCOL_VERSIONS
             and LOG_LEVEL_META_KEY not in (meta or {})
         ):
