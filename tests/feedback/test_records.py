@@ -1,11 +1,12 @@
-"""Execution and session ids: random version-4 UUIDs, never repeated, not even by a forked child."""
+"""Records: ids are random version-4 UUIDs, never repeated, not even by a forked child; a record's copy
+for the log keeps every field and is apart from the session's."""
 
 from __future__ import annotations
 
 import os
 import uuid
 
-from toolwise.feedback.records import new_id
+from toolwise.feedback.records import Execution, new_id, utcnow
 
 
 def test_ids_are_distinct_version_4_uuids() -> None:
@@ -29,3 +30,13 @@ def test_a_forked_child_draws_other_ids_than_its_parent() -> None:
     os.waitpid(pid, 0)
     assert len(child) == 10
     assert not parent & child
+
+
+def test_the_copy_of_a_record_keeps_every_field_and_is_apart() -> None:
+    now = utcnow()
+    record = Execution("t", "s", "sess", False, 2.5, now, now, {"a": 1}, query="q", position=3, error_type="E")
+    record.learned(0.25, "ctx")
+    copy = record.copy()
+    assert copy == record and copy is not record
+    record.recorded()
+    assert copy.arguments == {"a": 1}
