@@ -11,7 +11,8 @@ path is driven by `mcp.Client(server)` in interleaved blocks against the same in
 Prints CPU µs per call (`time.process_time` over each block of 100 calls and the drain that records
 and learns them: every thread of the process, the store's writer and the learner included) and wall µs
 per call, the median over the blocks (other processes' bursts hit a few blocks), and each path's excess
-over (a).
+over (a). In-process a client has no connection channel, so each call is a session of its own (a stdio
+client's calls share its connection's): the per-call session work differs a little from stdio's.
 """
 
 from __future__ import annotations
