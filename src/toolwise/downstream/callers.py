@@ -179,7 +179,13 @@ class Callers:
         for the one client of a server serving alone."""
         if self.alone:
             return None
-        return client_key(ctx) or credential_key(ctx) or ANONYMOUS
+        return self.principal_of(ctx, client_key(ctx))
+
+    def principal_of(self, ctx: ServerRequestContext[Any], client: str | None) -> str | None:
+        """`principal` of a request whose `client_key` is known already (a proxied call reads it once)."""
+        if self.alone:
+            return None
+        return client or credential_key(ctx) or ANONYMOUS
 
     # -- handshake-era clients, told of list changes -------------------------------------------------
 
@@ -227,11 +233,11 @@ class Callers:
         (a stdio downstream's), who hears every level unless it set one, the opt-in is its level (or
         all)."""
         meta = forwarded_meta(wire_meta(ctx))
-        handshake = not modern(ctx)
-        client = self.catalogue.downstreams[server].connection(handshake=handshake)
+        if modern(ctx):
+            return meta
+        client = self.catalogue.downstreams[server].connection(handshake=True)
         if (
-            handshake
-            and client is not None
+            client is not None
             and client.protocol_version in MODERN_PROTOCOL_VERSIONS
             and LOG_LEVEL_META_KEY not in (meta or {})
         ):
@@ -239,10 +245,11 @@ class Callers:
         return meta
 
     @contextlib.contextmanager
-    def calling(self, server: str, ctx: ServerRequestContext[Any]) -> Iterator[None]:
-        """Mark a client request in flight on `server` (what that server sends meanwhile is its)."""
+    def calling(self, server: str, ctx: ServerRequestContext[Any], client: str | None = None) -> Iterator[None]:
+        """Mark a client request in flight on `server` (what that server sends meanwhile is its);
+        `client`: its `client_key`, when known already."""
         callers = self.in_flight.setdefault(server, [])
-        caller = Caller(client_of(ctx), ctx)
+        caller = Caller(client or client_of(ctx), ctx)
         callers.append(caller)
         try:
             yield

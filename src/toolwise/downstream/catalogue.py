@@ -56,6 +56,7 @@ from toolwise.downstream.environment import downstream_environment
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import assign
+from toolwise.downstream.quickcheck import Check, quick_check
 from toolwise.downstream.selection import offered
 from toolwise.downstream.shields import Circuit, CircuitState
 from toolwise.downstream.tracing import Tracing
@@ -126,10 +127,15 @@ class Route:
     tool: str
     public: types.Tool
     validator: Validator | None = None  # the input schema, compiled when the catalogue changed
+    quick: Check | None = None  # a fast yes for a plain schema (quickcheck.py); jsonschema judges the rest
 
     def problem(self, arguments: dict[str, Any] | None) -> str | None:
         """What is wrong with these arguments for this tool, or None (also when there is no schema)."""
-        return None if self.validator is None else problem(self.validator, arguments)
+        if self.validator is None:
+            return None
+        if self.quick is not None and self.quick(arguments if arguments is not None else {}):
+            return None
+        return problem(self.validator, arguments)
 
 
 MAX_MESSAGE = 300  # characters of the validator's message (it quotes the offending value)
@@ -814,10 +820,11 @@ class Catalogue:
         """A route with its argument validator, compiled anew only when the tool's schema changed."""
         old = self.routes.get(public)
         if old is not None and old.server == server and old.public.input_schema == tool.input_schema:
-            validator = old.validator
+            validator, quick = old.validator, old.quick
         else:
             validator = compile_validator(public, tool.input_schema)
-        return Route(server, tool.name, tool.model_copy(update={"name": public}), validator)
+            quick = quick_check(tool.input_schema) if validator is not None else None
+        return Route(server, tool.name, tool.model_copy(update={"name": public}), validator, quick)
 
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""

@@ -138,7 +138,14 @@ class Shields:
     _recent: dict[str, _Window] = field(default_factory=dict)
     _blocked: dict[str, tuple[str, float]] = field(default_factory=dict)  # tool → (why, since)
 
+    @property
+    def active(self) -> bool:
+        """Whether any limit is set: without one no tool is ever dropped, so calls need not be watched."""
+        return self.budget.max_failure_rate is not None or self.budget.max_p95_latency_ms is not None
+
     def observe(self, tool: str, success: bool, latency_ms: float, now: float) -> None:
+        if not self.active:
+            return
         window = self._recent.get(tool)
         if window is None:
             window = self._recent[tool] = _Window(self.budget.window)

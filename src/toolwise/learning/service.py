@@ -457,7 +457,7 @@ class LearningService:
     def shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,
         a cancel)."""
-        if learned_from(execution.error_type):
+        if self.shields.active and learned_from(execution.error_type):
             self.shield_fields(
                 execution.tool, execution.success, execution.latency_ms, execution.error_type, time.monotonic()
             )

@@ -23,10 +23,9 @@ connections: the call's path reads no database.
 
 from __future__ import annotations
 
-import uuid
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, cast
 
@@ -39,6 +38,7 @@ from toolwise.downstream.catalogue import (
     RefusedCallerError,
 )
 from toolwise.feedback import Execution, utcnow
+from toolwise.feedback.records import new_id
 from toolwise.rl import Decision, Step, StepColumns
 from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
 
@@ -100,8 +100,10 @@ class Call:
         """A copy of the record for the log (the writer holds it until committed, while the session's
         record sheds its arguments): the session's query only on the call right after a recommendation;
         the session's later calls find it there (`learning.service.with_session_query`)."""
-        e = self.execution
-        return replace(e, query=e.query if e.decision_id is not None else None)
+        stored = self.execution.copy()
+        if stored.decision_id is None:
+            stored.query = None
+        return stored
 
     def recorded(self) -> None:
         """In the log now: the session keeps what later steps and ratings use, not the arguments or
@@ -254,7 +256,7 @@ class Sessions:
             return scoped(owner, explicit)
         if meta and isinstance(meta.get(SESSION_META_KEY), str):
             return scoped(owner, str(meta[SESSION_META_KEY]))
-        return client if client is not None else scoped(owner, f"{REQUEST_PREFIX}{uuid.uuid4()}")
+        return client if client is not None else scoped(owner, f"{REQUEST_PREFIX}{new_id()}")
 
 
 FAULTS = {

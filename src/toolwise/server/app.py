@@ -329,14 +329,14 @@ class Toolwise:
         await self.passthrough.bus.publish(ToolsListChanged())
         await self.callers.tell_all(ServerSession.send_tool_list_changed, "tool changes")
 
-    def watch_connection(self, ctx: ServerRequestContext[Any]) -> None:
+    def watch_connection(self, ctx: ServerRequestContext[Any], key: str | None) -> None:
         """Free a client connection's session (and its list_changed channel) when the connection ends
         (HTTP DELETE, idle timeout, a crash): the SDK unwinds the connection's exit stack then. Only
-        transport sessions are watched (per-request connections have no session id)."""
+        transport sessions are watched (per-request connections have no session id). `key`: the
+        request's `client_key`."""
         # The low-level context reaches its `Connection` only through the session until the SDK's
         # context rework (its TODO L54); the exit stack is the SDK's documented per-connection teardown.
         connection = connection_of(ctx)
-        key = client_key(ctx)
         if connection.session_id is None or key is None or _WATCHED in connection.state:
             return
         connection.state[_WATCHED] = True
@@ -361,18 +361,20 @@ class Toolwise:
         route: Route,
         arguments: dict[str, Any] | None,
         ctx: ServerRequestContext[Any],
-        rounds: InputRound | None = None,
+        rounds: InputRound | None,
+        client: str | None,
     ) -> tuple[types.CallToolResult | types.InputRequiredResult | None, DownstreamError | None]:
         """The downstream's answer to one call, or why there is none. Arguments that break the tool's
-        schema are the caller's mistake: refused here, never forwarded, blamed on no downstream."""
+        schema are the caller's mistake: refused here, never forwarded, blamed on no downstream.
+        `client`: the request's `client_key`."""
         wrong = route.problem(arguments)
         if wrong is not None:
             message = f"invalid arguments for {route.public.name}: {wrong} (not forwarded to {route.server!r})"
             return None, InvalidArgumentsError(message)
         try:
-            with self.callers.calling(route.server, ctx):
+            with self.callers.calling(route.server, ctx, client):
                 meta = self.callers.call_meta(ctx, route.server)
-                caller = self.callers.principal(ctx)  # its timeouts are its own until others see them too
+                caller = self.callers.principal_of(ctx, client)  # its timeouts are its own until others see them
                 return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds, caller), None
         except DownstreamError as exc:
             return None, exc
@@ -405,7 +407,7 @@ async def on_list_tools(
     ctx: ServerRequestContext[Toolwise], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     app = ctx.lifespan_context
-    app.watch_connection(ctx)
+    app.watch_connection(ctx, client_key(ctx))
     app.remember_client(ctx, app.learning.sessions.resolve(None, None, client_key(ctx)))
     await app.first_started()  # a list without a downstream still starting would not be refreshed by all
     return types.ListToolsResult(tools=app.list_tools(client_key(ctx)))
@@ -417,14 +419,15 @@ async def on_call_tool(
     """Every tools/call: one of our tools, or a proxied one. Errors become `is_error` results here."""
     app = ctx.lifespan_context
     meta = _meta_dict(params.meta)
-    app.watch_connection(ctx)
+    client = client_key(ctx)
+    app.watch_connection(ctx, client)
     try:
         name, arguments = app.target(params.name, params.arguments)
         own = app.own.get(name)
         if own is not None:
             return await call_own(app, own, arguments or {}, meta, ctx)
         rounds = InputRound(params.input_responses, params.request_state) if modern(ctx) else None
-        return await forward(app, name, arguments, meta, ctx, rounds)
+        return await forward(app, name, arguments, meta, ctx, rounds, client)
     except ValidationError as exc:
         return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
     except UserError as exc:  # what the caller got wrong, named
@@ -485,14 +488,16 @@ async def forward(
     arguments: dict[str, Any] | None,
     meta: dict[str, Any] | None,
     ctx: ServerRequestContext[Toolwise],
-    rounds: InputRound | None = None,
+    rounds: InputRound | None,
+    client: str | None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """A proxied call: attributed to a session (and the decision it follows), forwarded, noted for
     recording and learning (`LearningService.note`), its result tagged with the execution id. A call
     cancelled on its way (by the client, or its connection closing) is noted as cancelled, then the
     cancellation propagates: nothing recorded is lost, and the drain that records it is not this task.
     A round that ends in `input_required` (2026-07-28) goes back as it is, its decision still open:
-    the call is noted once, when its last round answers."""
+    the call is noted once, when its last round answers. `client`: the request's `client_key`, read
+    once per call."""
     route = app.catalogue.resolve(name)
     if route is None:  # perhaps a tool of a downstream still starting
         await app.first_started(lambda: app.catalogue.resolve(name) is not None)
@@ -502,14 +507,14 @@ async def forward(
             INVALID_PARAMS,
             f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
         )
-    client, owner = client_key(ctx), app.callers.principal(ctx)
+    owner = app.callers.principal_of(ctx, client)
     fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client), owner)
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback, owner)
     started_at, start = utcnow(), time.perf_counter()
     stopped: asyncio.CancelledError | None = None
     error: DownstreamError | CallCancelledError | None
     try:
-        result, error = await app.call_downstream(route, arguments, ctx, rounds)
+        result, error = await app.call_downstream(route, arguments, ctx, rounds, client)
     except asyncio.CancelledError as cancelled:  # the SDK has told the downstream to stop (a courtesy cancel)
         result, error, stopped = None, None, cancelled
     if isinstance(result, types.InputRequiredResult):

@@ -1,0 +1,120 @@
+"""CPU time toolwise spends on its own per proxied call, in-process: the event loop's share of the
+overhead bench/overhead.py measures over stdio, without the pipes' and the scheduler's noise. Each
+path is driven by `mcp.Client(server)` in interleaved blocks against the same in-process echo server:
+
+    (a) the bare SDK proxy (bench/bare_proxy.py's handlers: forward tools/call, nothing else),
+    (b) toolwise with `learning: false` (calls recorded, nothing learned),
+    (c) toolwise with learning on (the default).
+
+    python bench/call_path.py [--calls 3000] [--rounds 3]
+
+Prints CPU µs per call (`time.process_time` over each block of 100 calls and the drain that records
+and learns them: every thread of the process, the store's writer and the learner included) and wall µs
+per call, the median over the blocks (other processes' bursts hit a few blocks), and each path's excess
+over (a). In-process a client has no connection channel, so each call is a session of its own (a stdio
+client's calls share its connection's): the per-call session work differs a little from stdio's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import numpy as np
+from mcp import Client
+from mcp.server import Server, ServerRequestContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import echo_server  # the bench's downstream, here in-process
+
+from toolwise.config import AppConfig, InProcessServer
+from toolwise.server.app import Toolwise, build_server
+
+
+def app(tmp: Path, name: str, *, learning: bool) -> Toolwise:
+    config = AppConfig.model_validate(
+        {
+            "mcpServers": {},
+            "toolwise": {"database_url": f"sqlite+aiosqlite:///{tmp / name}.db", "learning": learning},
+        }
+    )
+    return Toolwise(config, in_process={"echo": InProcessServer(echo_server.build())})
+
+
+def bare_proxy(down: Client) -> Server[Any]:
+    """bench/bare_proxy.py's proxy over an in-process client."""
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await down.call_tool(params.name, params.arguments)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return await down.list_tools()
+
+    return Server("bare-proxy", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def caller(client: Client, tool: str) -> Callable[[int], Awaitable[Any]]:
+    return lambda i: client.call_tool(tool, {"text": f"hello {i}"})
+
+
+async def one_round(calls: int, block: int = 100) -> dict[str, tuple[float, float]]:
+    """(CPU µs, wall µs) per call for each path: the median over blocks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with AsyncExitStack() as stack:
+            down = await stack.enter_async_context(Client(echo_server.build()))
+            off = await stack.enter_async_context(app(Path(tmp), "off", learning=False))
+            on = await stack.enter_async_context(app(Path(tmp), "on", learning=True))
+            drains = {"b. toolwise, learning off": off, "c. toolwise, learning on": on}
+            paths: dict[str, tuple[Client, str]] = {
+                "a. bare SDK proxy": (await stack.enter_async_context(Client(bare_proxy(down))), "echo"),
+                "b. toolwise, learning off": (await stack.enter_async_context(Client(build_server(off))), "echo__echo"),
+                "c. toolwise, learning on": (await stack.enter_async_context(Client(build_server(on))), "echo__echo"),
+            }
+            calls_of = {name: caller(client, tool) for name, (client, tool) in paths.items()}
+            for call in calls_of.values():
+                for i in range(200):
+                    await call(i)
+            cpu: dict[str, list[float]] = {name: [] for name in paths}
+            wall: dict[str, list[float]] = {name: [] for name in paths}
+            order = list(calls_of.items())
+            for start in range(0, calls, block):
+                order = order[1:] + order[:1]
+                for name, call in order:
+                    cpu0, wall0 = time.process_time(), time.perf_counter()
+                    for i in range(start, start + block):
+                        await call(i)
+                    if name in drains:  # what the calls left to record and learn is theirs too
+                        await drains[name].learning.drain()
+                    cpu[name].append((time.process_time() - cpu0) / block * 1e6)
+                    wall[name].append((time.perf_counter() - wall0) / block * 1e6)
+    return {name: (float(np.median(cpu[name])), float(np.median(wall[name]))) for name in paths}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=3_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    for round_ in range(1, args.rounds + 1):
+        runs = await one_round(args.calls)
+        base_cpu, base_wall = runs["a. bare SDK proxy"]
+        print(f"round {round_}: {args.calls:,} in-process calls of an echo tool per path (µs per call)")
+        for name, (cpu, wall) in runs.items():
+            print(
+                f"   {name:<27} CPU {cpu:6.1f} (excess over a {cpu - base_cpu:+6.1f}, ×{cpu / base_cpu:4.2f})"
+                f"   wall {wall:6.1f} ({wall - base_wall:+6.1f})"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
