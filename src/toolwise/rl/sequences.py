@@ -321,7 +321,20 @@ class SequenceModel:
         """P(next tool | the last max_n − 1 tools of `history`), interpolated Witten-Bell over the steps
         that worked (see the module's docstring): sums to 1 over the tools that ever worked, empty
         before any did. A tool never seen after the prefix still gets its backed-off share."""
-        probability = dict(self._unigram_probabilities())
+        unigram, levels = self.backoff(history)
+        probability = dict(unigram)
+        for keep, shares in levels:
+            for tool in probability:
+                probability[tool] *= keep
+            for tool, share in shares.items():
+                probability[tool] = probability.get(tool, 0.0) + share
+        return probability
+
+    def backoff(self, history: Sequence[str]) -> tuple[dict[str, float], list[tuple[float, dict[str, float]]]]:
+        """`next_distribution`'s parts: the unigram P (the same dict, read-only, while the unigrams stand)
+        and, shortest prefix first, each seen prefix's back-off weight and its own shares: the distribution
+        is P ← P·keep + shares at each level (a caller that keeps P as an array computes it so)."""
+        levels: list[tuple[float, dict[str, float]]] = []
         for length in range(1, min(self.max_n - 1, len(history)) + 1):  # shortest prefix first
             nexts = self._nexts(tuple(history[-length:]))
             worked = {tool: s.successes for tool, s in (nexts or {}).items() if s.successes > 0}
@@ -329,11 +342,8 @@ class SequenceModel:
                 continue  # an unseen prefix: the shorter one's estimate stands
             total, types = sum(worked.values()), len(worked)
             keep = types / (total + types)  # the back-off weight: how often something new followed h
-            for tool in probability:
-                probability[tool] *= keep
-            for tool, count in worked.items():
-                probability[tool] = probability.get(tool, 0.0) + count / (total + types)
-        return probability
+            levels.append((keep, {tool: count / (total + types) for tool, count in worked.items()}))
+        return self._unigram_probabilities(), levels
 
     def _unigram_probabilities(self) -> dict[str, float]:
         if self._unigram_p is None:
