@@ -229,14 +229,16 @@ def _text_columns(
     if not queries:
         return out
     known = np.flatnonzero(arms < len(lexical))
+    everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
+    columns = slice(None) if everywhere else known
     tools = arms.take(known)
-    for i, query in enumerate(queries):
-        out[i, known, 1 if semantic is not None else 0] = lexical.scores(query).take(tools)
+    bm25 = np.stack([lexical.scores(query) for query in queries]).take(tools, 1)
+    out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
     if semantic is not None:
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
         with one_blas_thread():
             cosine = np.clip(vectors @ semantic.vectors.take(tools, 0).T, 0.0, 1.0)
-        out[: len(queries), known, 0] = cosine
+        out[: len(queries), columns, 0] = cosine
     cautious = np.flatnonzero(learner.index.caution_of(arms))
     if len(cautious):
         for i, query in enumerate(queries):

@@ -231,14 +231,14 @@ class OutcomeMemory:
                 return near
         if n == self.config.slots:
             n = self._merge_closest(arm)
-        self.vectors[arm, n] = v / max(float(np.linalg.norm(v)), 1e-12)
+        self.vectors[arm, n] = v / max(float(np.sqrt(v @ v)), 1e-12)  # `np.linalg.norm`, without its checks
         self.used[arm] = n + 1
         return n
 
     def _move(self, arm: int, slot: int, v: NDArray[np.float32], weight: float) -> None:
         held = self.worked[arm, slot] + self.failed[arm, slot]
         mean = self.vectors[arm, slot] * np.float32(held) + v * np.float32(weight)
-        self.vectors[arm, slot] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+        self.vectors[arm, slot] = mean / max(float(np.sqrt(mean @ mean)), 1e-12)
 
     def _merge_closest(self, arm: int) -> int:
         """Merge the two closest prototypes of a full tool into one; returns the freed slot (the last)."""
