@@ -71,9 +71,9 @@ class WordLlamaEmbedder:
             else tokenizer.encode_batch(list(texts), add_special_tokens=False)
         )
         for row, encoding in enumerate(encodings):
-            ids = [i for i, keep in zip(encoding.ids, encoding.attention_mask, strict=True) if keep]
-            if ids:
-                vector = table.take(ids, 0).mean(axis=0)
+            ids = encoding.ids[: sum(encoding.attention_mask)]  # a batch is padded on the right
+            if ids:  # the mean, as `mean` computes it (float32 sum, divided), without its wrapper
+                vector = table.take(ids, 0).sum(axis=0) / np.float32(len(ids))
                 norm = float(np.sqrt(vector @ vector))
                 if norm > 0:
                     out[row] = vector / norm
