@@ -223,7 +223,7 @@ def _text_columns(
     learner: Learner, queries: list[str], contexts: list[Context], arms: NDArray[np.int64]
 ) -> NDArray[np.float64]:
     """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
-    them one matrix product (float32, as one query's; the sum's order may differ in the last bit)."""
+    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6)."""
     out = np.zeros((len(queries) + 1, len(arms), 2))
     semantic, lexical = learner.index.semantic, learner.index.lexical
     if not queries:
