@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from tests.rl.test_batch import ngrams
-from toolwise.rl import PrioritizedReplay, SequenceModel, SumTree, Transition
+from toolwise.rl import PrioritizedReplay, SequenceModel, SumTree, ToolDoc, Transition
+from toolwise.rl.features import Features
+from toolwise.rl.toolindex import ToolIndex
 
 
 def observe(model: SequenceModel, tools: list[str], rewards: list[float], successes: list[bool]) -> None:
@@ -220,3 +222,29 @@ def test_batches_count_as_steps_do_with_live_steps_and_a_loaded_state_between() 
     assert ngrams(one.state_dict()) == ngrams(other.state_dict())  # every sum the same number: added in the same order
     assert one.unigrams == other.unigrams
     assert one.recommend_next(["t1", "t2"]) == other.recommend_next(["t1", "t2"])
+
+
+def test_a_loaded_state_reads_the_next_tools_as_the_original_and_the_choice_models_column_agrees() -> None:
+    """Reading a prefix of a loaded snapshot (in columns, or taken into a dict by a step) gives the
+    original's next-tool distribution, and the choice model's sequence feature is log(1 + N·P) of it."""
+    rng = np.random.default_rng(7)
+    tools = [f"t{i}" for i in range(12)]
+    model = SequenceModel()
+    for _ in range(60):
+        session = [tools[i] for i in rng.integers(len(tools), size=6)]
+        observe(model, session, rng.random(6).tolist(), (rng.random(6) < 0.8).tolist())
+    clone = SequenceModel()
+    clone.load_state(model.state_dict())
+    for m in (model, clone):
+        m.observe_step(["t1", "t2"], "t3", 5.0, True)  # the clone's ("t2",) and ("t1", "t2") taken into dicts
+    index = ToolIndex()
+    index.set_tools([ToolDoc(t) for t in tools])
+    features, arms = Features(index, clone), index.active
+    for history in (["t1", "t2"], ["t2"], ["t5", "t6"], ["t7"], ["new"], []):
+        expected = model.next_distribution(history)
+        assert clone.next_distribution(history) == expected, history
+        want = np.log1p(len(arms) * np.array([expected.get(t, 0.0) for t in tools]))
+        np.testing.assert_allclose(features.sequence_column(history, arms), want, rtol=1e-12, atol=0)
+    for m in (model, clone):
+        m.observe_step(["t5", "t6"], "t7", 1.0, True)  # a prefix read in place still counts on
+    assert clone.next_distribution(["t5", "t6"]) == model.next_distribution(["t5", "t6"])

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context, query_only
 from toolwise.rl.features import Features
 from toolwise.rl.hindsight import readings
@@ -126,16 +127,11 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     missing = sorted(set(arm_list) - set(arms.tolist()))
     if missing:
         arms = np.concatenate([arms, np.array(missing, dtype=np.int64)])
-    sequence: dict[tuple[str, ...], NDArray[np.float64]] = {}
-    if learner.config.sequences_enabled:
-        for history in steps.history:
-            key = tuple(history)
-            if key not in sequence:
-                sequence[key] = learner.features.sequence_column(key, arms)
+    sequence, history_at = _sequence_columns(learner, steps, arms)
     rewards, _ = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
     contexts = _query_contexts(learner, queries)  # embeds them in one call (memoised for the text columns)
-    text = {q: learner.features.text_columns(q, arms) for q in queries}  # with the caution on tools that write
+    text = _text_columns(learner, queries, contexts, arms)  # with the caution on tools that write
     ratings = steps.rating if steps.rating is not None else [None] * n
     ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
     scaled = _scaled(learner, rewards)
@@ -147,22 +143,28 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     else:
         pending[:] = False
     kept = np.flatnonzero(~pending)  # a failure last of its session in the run waits for its next call, as live
-    empty = np.zeros(len(arms))
-    no_text = np.zeros((len(arms), 2))
-
-    def rows(part: range) -> NDArray[np.float64]:
-        block = np.zeros((len(part), len(arms), len(FEATURES)))
-        for r, i in enumerate(kept[part.start : part.stop].tolist()):
-            query, history = steps.query[i], tuple(steps.history[i])
-            block[r, :, :2] = text[query] if query else no_text
-            if learner.config.sequences_enabled:
-                block[r, :, 2 if history else 3] = sequence.get(history, empty)
-            if history:
-                block[r, :, 4] = learner.index.repeat_column(history, arms)
-        return block
-
     index = {query: i for i, query in enumerate(queries)}
     context_of = np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64)
+    first = np.array([not history for history in steps.history], dtype=bool)
+    position = np.full(len(learner.index.tools) + 1, -1, dtype=np.int64)  # tool id → its column in `arms`
+    position[arms] = np.arange(len(arms))
+    seen = learner.index.tools.ids
+
+    def rows(part: range) -> NDArray[np.float64]:
+        """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns."""
+        calls = kept[part.start : part.stop]
+        block = np.zeros((len(calls), len(arms), len(FEATURES)))
+        block[:, :, :2] = text.take(context_of.take(calls), 0)
+        if learner.config.sequences_enabled:
+            columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
+            block[~starts, :, 2] = columns[~starts]
+            block[starts, :, 3] = columns[starts]
+        for r, i in enumerate(calls.tolist()):
+            if not first[i]:  # 1 for each tool the session already called
+                at = position.take([t for t in seen(steps.history[i]) if t >= 0])
+                block[r, at[at >= 0], 4] = 1.0
+        return block
+
     lessons = Lessons(
         contexts,
         context_of[kept],
@@ -201,6 +203,47 @@ def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], wo
     """The adaptive ε and the drift guard see every replayed call, in order, as live ones."""
     for tool, value, ok in zip(steps.tool, scaled.tolist(), worked.tolist(), strict=True):
         learner.watch(tool, value, ok)
+
+
+def _sequence_columns(
+    learner: Learner, steps: StepColumns, arms: NDArray[np.int64]
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """`Features.sequence_column` of each distinct history of the run (zeros with the sequences off),
+    and each step's row in it."""
+    histories = list(dict.fromkeys(tuple(history) for history in steps.history))
+    history_of = {history: i for i, history in enumerate(histories)}
+    sequence = np.zeros((len(histories), len(arms)))
+    if learner.config.sequences_enabled:
+        for i, history in enumerate(histories):
+            sequence[i] = learner.features.sequence_column(history, arms)
+    return sequence, np.array([history_of[tuple(history)] for history in steps.history], dtype=np.int64)
+
+
+def _text_columns(
+    learner: Learner, queries: list[str], contexts: list[Context], arms: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
+    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6)."""
+    out = np.zeros((len(queries) + 1, len(arms), 2))
+    semantic, lexical = learner.index.semantic, learner.index.lexical
+    if not queries:
+        return out
+    known = np.flatnonzero(arms < len(lexical))
+    everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
+    columns = slice(None) if everywhere else known
+    tools = arms.take(known)
+    bm25 = np.stack([lexical.scores(query) for query in queries]).take(tools, 1)
+    out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
+    if semantic is not None:
+        vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
+        with one_blas_thread():
+            cosine = np.clip(vectors @ semantic.vectors.take(tools, 0).T, 0.0, 1.0)
+        out[: len(queries), columns, 0] = cosine
+    cautious = np.flatnonzero(learner.index.caution_of(arms))
+    if len(cautious):
+        for i, query in enumerate(queries):
+            out[i, cautious] *= learner.features.kept(query, arms.take(cautious))[:, None]
+    return out
 
 
 def _query_contexts(learner: Learner, queries: list[str]) -> list[Context]:

@@ -41,6 +41,7 @@ class Features:
         self.index = index
         self.sequences = sequences
         self.sequences_enabled = sequences_enabled
+        self._unigram_memo: tuple[dict[str, float], NDArray[np.float64]] | None = None
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
         """Relevance of every known tool in [0, 1]: the index's match with the query (semantic and
@@ -103,9 +104,25 @@ class Features:
 
     def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
-        distribution = self.sequences.next_distribution(history)
+        unigram, levels = self.sequences.backoff(history)
         tools = self.index.tools
-        probability = np.zeros(len(tools) + 1)  # the last slot takes tools never interned
-        ids = np.array(tools.ids(distribution, missing=len(tools)), dtype=np.int64)
-        probability[ids] = np.fromiter(distribution.values(), dtype=np.float64, count=len(distribution))
+        probability = self._unigram_array(unigram).copy()
+        for keep, shares in levels:  # `next_distribution`'s arithmetic over an array, in the same order
+            probability *= keep
+            ids = np.array(tools.ids(shares, missing=len(tools)), dtype=np.int64)
+            probability[ids] += np.fromiter(shares.values(), dtype=np.float64, count=len(shares))
         return np.log1p(len(self.index.active) * probability.take(np.minimum(arms, len(tools))))
+
+    def _unigram_array(self, unigram: dict[str, float]) -> NDArray[np.float64]:
+        """The unigram P by tool id (the last slot takes tools never interned), kept while the sequence
+        model hands out the same dict and no tool was interned: a run reads it for each of its histories."""
+        tools = self.index.tools
+        memo = self._unigram_memo
+        if memo is not None and memo[0] is unigram and len(memo[1]) == len(tools) + 1:
+            return memo[1]
+        probability = np.zeros(len(tools) + 1)
+        ids = np.array(tools.ids(unigram, missing=len(tools)), dtype=np.int64)
+        probability[ids] = np.fromiter(unigram.values(), dtype=np.float64, count=len(unigram))
+        probability.setflags(write=False)
+        self._unigram_memo = (unigram, probability)
+        return probability

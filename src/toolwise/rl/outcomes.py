@@ -21,6 +21,7 @@ learned is dropped and nothing grows with the log. float32 vectors: slots × dim
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -81,12 +82,17 @@ class Calibration:
         return m
 
     def learn(self, p_agent: float, worked: float) -> None:
-        z = float(logit(np.array([p_agent]))[0])
-        g = (worked - float(1.0 / (1.0 + np.exp(-(self.weights[0] + self.weights[1] * z))))) * np.array([1.0, z])
+        """One AdaGrad step on the log-loss (scalar arithmetic: a call at a time, thousands a second)."""
+        q = min(max(p_agent, 1e-4), 1.0 - 1e-4)  # `logit`'s clip
+        z = math.log(q / (1.0 - q))
+        a, b = float(self.weights[0]), float(self.weights[1])
+        error = worked - 1.0 / (1.0 + math.exp(-(a + b * z)))
+        g_a, g_b = error, error * z
+        s_a, s_b = float(self.steps[0]) + g_a * g_a, float(self.steps[1]) + g_b * g_b
         self.seen += 1
-        self.steps += g * g
-        self.weights += self.rate * g / np.sqrt(1.0 + self.steps)
-        self.weights[1] = max(self.weights[1], self.min_slope)
+        self.steps[0], self.steps[1] = s_a, s_b
+        self.weights[0] = a + self.rate * g_a / math.sqrt(1.0 + s_a)
+        self.weights[1] = max(b + self.rate * g_b / math.sqrt(1.0 + s_b), self.min_slope)
 
     def revise(self, p_agent: float, change: float) -> None:
         """A call already learned turned out otherwise (a rating): its step again with the label's change
@@ -225,14 +231,14 @@ class OutcomeMemory:
                 return near
         if n == self.config.slots:
             n = self._merge_closest(arm)
-        self.vectors[arm, n] = v / max(float(np.linalg.norm(v)), 1e-12)
+        self.vectors[arm, n] = v / max(float(np.sqrt(v @ v)), 1e-12)  # `np.linalg.norm`, without its checks
         self.used[arm] = n + 1
         return n
 
     def _move(self, arm: int, slot: int, v: NDArray[np.float32], weight: float) -> None:
         held = self.worked[arm, slot] + self.failed[arm, slot]
         mean = self.vectors[arm, slot] * np.float32(held) + v * np.float32(weight)
-        self.vectors[arm, slot] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+        self.vectors[arm, slot] = mean / max(float(np.sqrt(mean @ mean)), 1e-12)
 
     def _merge_closest(self, arm: int) -> int:
         """Merge the two closest prototypes of a full tool into one; returns the freed slot (the last)."""

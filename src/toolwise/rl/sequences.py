@@ -107,6 +107,14 @@ class SequenceModel:
                 self._table[prefix] = found
         return found
 
+    def _worked_after(self, prefix: tuple[str, ...]) -> dict[str, int]:
+        """The tools that worked after `prefix` and how often, read where they are: a prefix still in the
+        loaded columns is read there, not taken into a dict (a run reads many, and puts them back after)."""
+        found = self._table.get(prefix)
+        if found is not None:
+            return {tool: s.successes for tool, s in found.items() if s.successes > 0}
+        return (self._cold.successes(prefix) if self._cold is not None else None) or {}
+
     def observe_step(
         self, history: Sequence[str], tool: str, reward: float, success: bool, *, after_failure: bool = False
     ) -> None:
@@ -321,19 +329,28 @@ class SequenceModel:
         """P(next tool | the last max_n − 1 tools of `history`), interpolated Witten-Bell over the steps
         that worked (see the module's docstring): sums to 1 over the tools that ever worked, empty
         before any did. A tool never seen after the prefix still gets its backed-off share."""
-        probability = dict(self._unigram_probabilities())
+        unigram, levels = self.backoff(history)
+        probability = dict(unigram)
+        for keep, shares in levels:
+            for tool in probability:
+                probability[tool] *= keep
+            for tool, share in shares.items():
+                probability[tool] = probability.get(tool, 0.0) + share
+        return probability
+
+    def backoff(self, history: Sequence[str]) -> tuple[dict[str, float], list[tuple[float, dict[str, float]]]]:
+        """`next_distribution`'s parts: the unigram P (the same dict, read-only, while the unigrams stand)
+        and, shortest prefix first, each seen prefix's back-off weight and its own shares: the distribution
+        is P ← P·keep + shares at each level (a caller that keeps P as an array computes it so)."""
+        levels: list[tuple[float, dict[str, float]]] = []
         for length in range(1, min(self.max_n - 1, len(history)) + 1):  # shortest prefix first
-            nexts = self._nexts(tuple(history[-length:]))
-            worked = {tool: s.successes for tool, s in (nexts or {}).items() if s.successes > 0}
+            worked = self._worked_after(tuple(history[-length:]))
             if not worked:
                 continue  # an unseen prefix: the shorter one's estimate stands
             total, types = sum(worked.values()), len(worked)
             keep = types / (total + types)  # the back-off weight: how often something new followed h
-            for tool in probability:
-                probability[tool] *= keep
-            for tool, count in worked.items():
-                probability[tool] = probability.get(tool, 0.0) + count / (total + types)
-        return probability
+            levels.append((keep, {tool: count / (total + types) for tool, count in worked.items()}))
+        return self._unigram_probabilities(), levels
 
     def _unigram_probabilities(self) -> dict[str, float]:
         if self._unigram_p is None:
@@ -729,8 +746,8 @@ class _Columns:
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def take(self, prefix: tuple[str, ...]) -> dict[str, NgramStats] | None:
-        """The prefix's tools as stats, once (None if the state had none, or they were taken)."""
+    def _group(self, prefix: tuple[str, ...]) -> int | None:
+        """The group of rows holding the prefix's tools (None if the state had none, or they were taken)."""
         self.flush()
         ids = [self.ids.get(name) for name in prefix]
         if None in ids or len(ids) > self.width:
@@ -738,6 +755,23 @@ class _Columns:
         key = int(self._prefix_keys(np.array([[*ids, *[-1] * (self.width - len(ids))]], dtype=np.int64))[0])
         group = int(np.searchsorted(self.prefixes, key))
         if group >= len(self.prefixes) or self.prefixes[group] != key or self.used[group]:
+            return None
+        return group
+
+    def successes(self, prefix: tuple[str, ...]) -> dict[str, int] | None:
+        """The prefix's tools that worked and how often, in `take`'s order, read in place (not taken)."""
+        group = self._group(prefix)
+        if group is None:
+            return None
+        rows = slice(self.starts[group], self.ends[group])
+        names = self.names
+        tools, successes = self.columns["tool"][rows].tolist(), self.columns["successes"][rows].tolist()
+        return {names[t]: n for t, n in zip(tools, successes, strict=True) if n > 0}
+
+    def take(self, prefix: tuple[str, ...]) -> dict[str, NgramStats] | None:
+        """The prefix's tools as stats, once (None if the state had none, or they were taken)."""
+        group = self._group(prefix)
+        if group is None:
             return None
         self.used[group] = True
         rows = slice(self.starts[group], self.ends[group])

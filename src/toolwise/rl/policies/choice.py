@@ -219,14 +219,17 @@ class ChoiceModel(PolicyBase):
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
         self.learn_run(lessons, rng)
 
-    def learn_run(self, lessons: Lessons, rng: np.random.Generator) -> NDArray[np.float64]:
-        """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once;
-        returns each call's probability of the called tool before its minibatch (what `learn_call`
-        returns of one)."""
+    def learn_run(
+        self, lessons: Lessons, rng: np.random.Generator, x: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
+        """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once (`x`:
+        one row per context, computed by the caller); returns each call's probability of the called tool
+        before its minibatch (what `learn_call` returns of one)."""
         if lessons.rows is None:
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
-        x = np.stack([self.features(c) for c in lessons.contexts])
+        if x is None:
+            x = np.stack([self.features(c) for c in lessons.contexts])
         position = {arm: i for i, arm in enumerate(candidates.tolist())}
         called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
         before = np.zeros(n)
@@ -307,7 +310,9 @@ class ChoiceModel(PolicyBase):
         c = self.config
         batch, k = len(x), min(c.shortlist, len(arms))
         self._ensure(int(arms.max()))
-        scores = rows @ self.weights + x @ self.theta.take(arms, 0).T
+        in_order = len(arms) <= len(self.theta) and np.array_equal(arms, np.arange(len(arms)))
+        theta = self.theta[: len(arms)] if in_order else self.theta.take(arms, 0)  # a run's: read in place
+        scores = rows @ self.weights + x @ theta.T
         short = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         inside = (short == called[:, None]).any(axis=1)
         short[~inside, -1] = called[~inside]

@@ -156,11 +156,18 @@ class OutcomeModel(PolicyBase):
         self.memory.add(arm, x, fit, 1.0 - fit)
 
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
-        p_before = self.choice.learn_run(lessons, rng)
+        x = np.stack([self.choice.features(context) for context in lessons.contexts])  # each context's once
+        p_before = self.choice.learn_run(lessons, rng, x)
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
-        x = [self.choice.features(context) for context in lessons.contexts]
-        for i in np.flatnonzero(~np.isnan(fit)).tolist():
-            self._learn_fit(int(lessons.arms[i]), x[int(lessons.context_of[i])], float(p_before[i]), float(fit[i]))
+        learned = np.flatnonzero(~np.isnan(fit))
+        for arm, at, p, f in zip(
+            lessons.arms.take(learned).tolist(),
+            lessons.context_of.take(learned).tolist(),
+            p_before.take(learned).tolist(),
+            fit.take(learned).tolist(),
+            strict=True,
+        ):
+            self._learn_fit(arm, x[at], p, f)
 
     def set_health(self, arm: int, success_rate: float | None) -> None:
         self.choice.set_health(arm, success_rate)
