@@ -19,7 +19,7 @@ from toolwise.rl.evaluation import (
     candidate_learner,
     estimate,
 )
-from toolwise.rl.policies import OutcomeModelConfig
+from toolwise.rl.policies import LinUCBConfig, OutcomeModelConfig, UCBConfig
 
 TOOLS = [
     ToolDoc("weather_forecast", "Weather forecast for a city: rain, temperature, wind."),
@@ -160,3 +160,12 @@ def test_the_default_policy_can_be_evaluated_at_an_epsilon_of_its_own() -> None:
     """`evaluate_policy(policy="outcome", epsilon=0.05)`: the outcome policy explores as its choice model does."""
     config = Candidate("outcome", epsilon=0.05).policy_config()
     assert isinstance(config, OutcomeModelConfig) and config.choice.epsilon == 0.05
+
+
+def test_a_setting_is_set_where_the_policy_keeps_it() -> None:
+    """ε, and the prior weight, reach the config that holds them (the outcome policy's choice model, a
+    linear policy's ridge), and ucb's decaying ε is held at the value asked for."""
+    linucb = Candidate("linucb", prior_weight=0.3).policy_config()
+    assert isinstance(linucb, LinUCBConfig) and linucb.ridge.prior_weight == 0.3
+    ucb = Candidate("ucb", epsilon=0.2).policy_config()
+    assert isinstance(ucb, UCBConfig) and (ucb.epsilon, ucb.epsilon_min) == (0.2, 0.2)

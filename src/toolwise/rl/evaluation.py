@@ -30,8 +30,9 @@ was certain (propensity ≈ 1: no other tool could have been logged) and the can
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from statistics import NormalDist
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,14 +40,39 @@ from numpy.typing import NDArray
 from toolwise.errors import UserError
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.learner import Learner, LearnerConfig
-from toolwise.rl.policies import POLICIES, LinTSConfig, LinUCBConfig, OutcomeModelConfig, PolicyConfig
+from toolwise.rl.policies import POLICIES, PolicyConfig
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
 from toolwise.rl.steps import Step
 from toolwise.rl.toolindex import ToolDoc
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
+
 
 class ThinSupportError(UserError):
     """The log cannot say how the candidate would do: too few matching decisions, or weights too uneven."""
+
+
+def has_setting(config: object, name: str) -> bool:
+    """Whether the config, or a config it holds (the outcome policy's choice model, a linear policy's
+    ridge), has the setting `name`."""
+    if not is_dataclass(config):
+        return False
+    return any(f.name == name or has_setting(getattr(config, f.name), name) for f in fields(config))
+
+
+def with_setting(config: C, name: str, value: float, missing: str) -> C:
+    """`config` with its setting `name` (its own, else where a config it holds has it) set to `value`; a
+    config without it is refused with `missing`."""
+    if any(f.name == name for f in fields(config)):
+        return replace(config, **{name: value})
+    for f in fields(config):
+        inner = getattr(config, f.name)
+        if has_setting(inner, name):
+            return replace(config, **{f.name: with_setting(inner, name, value, missing)})
+    raise ValueError(missing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +95,17 @@ class Candidate:
         if self.epsilon is None and self.prior_weight is None:
             return None
         config: PolicyConfig = POLICIES[self.policy][1]()
-        names = {f.name for f in fields(config)}
-        changes: dict[str, object] = {}
         if self.epsilon is not None:
-            if isinstance(config, OutcomeModelConfig):  # it explores as its choice model does
-                changes["choice"] = replace(config.choice, epsilon=self.epsilon)
-            elif "epsilon" not in names:
-                raise ValueError(f"policy {self.policy!r} has no ε to set (it explores by sampling)")
-            else:
-                changes["epsilon"] = self.epsilon
-            if "epsilon_min" in names:  # a decaying ε (ucb) is held at the value asked for
-                changes["epsilon_min"] = self.epsilon
+            config = with_setting(
+                config, "epsilon", self.epsilon, f"policy {self.policy!r} has no ε to set (it explores by sampling)"
+            )
+            if has_setting(config, "epsilon_min"):  # a decaying ε (ucb) is held at the value asked for
+                config = with_setting(config, "epsilon_min", self.epsilon, "")
         if self.prior_weight is not None:
-            if "prior_weight" in names:
-                changes["prior_weight"] = self.prior_weight
-            elif isinstance(config, LinUCBConfig | LinTSConfig):
-                changes["ridge"] = replace(config.ridge, prior_weight=self.prior_weight)
-            else:
-                raise ValueError(f"policy {self.policy!r} has no prior weight to set")
-        return replace(config, **changes)  # type: ignore[arg-type]  # fields checked above by name
+            config = with_setting(
+                config, "prior_weight", self.prior_weight, f"policy {self.policy!r} has no prior weight to set"
+            )
+        return config
 
     def describe(self) -> str:
         parts = [self.policy]
