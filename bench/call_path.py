@@ -27,13 +27,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import numpy as np
 from mcp import Client
-from mcp.server import Server, ServerRequestContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import echo_server  # the bench's downstream, here in-process
+from bare_proxy import proxy  # bench/bare_proxy.py's handlers, over an in-process client
 
 from toolwise.config import AppConfig, InProcessServer
 from toolwise.server.app import Toolwise, build_server
@@ -49,20 +48,6 @@ def app(tmp: Path, name: str, *, learning: bool) -> Toolwise:
     return Toolwise(config, in_process={"echo": InProcessServer(echo_server.build())})
 
 
-def bare_proxy(down: Client) -> Server[Any]:
-    """bench/bare_proxy.py's proxy over an in-process client."""
-
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await down.call_tool(params.name, params.arguments)
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return await down.list_tools()
-
-    return Server("bare-proxy", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
-
-
 def caller(client: Client, tool: str) -> Callable[[int], Awaitable[Any]]:
     return lambda i: client.call_tool(tool, {"text": f"hello {i}"})
 
@@ -76,7 +61,7 @@ async def one_round(calls: int, block: int = 100) -> dict[str, tuple[float, floa
             on = await stack.enter_async_context(app(Path(tmp), "on", learning=True))
             drains = {"b. toolwise, learning off": off, "c. toolwise, learning on": on}
             paths: dict[str, tuple[Client, str]] = {
-                "a. bare SDK proxy": (await stack.enter_async_context(Client(bare_proxy(down))), "echo"),
+                "a. bare SDK proxy": (await stack.enter_async_context(Client(proxy(down))), "echo"),
                 "b. toolwise, learning off": (await stack.enter_async_context(Client(build_server(off))), "echo__echo"),
                 "c. toolwise, learning on": (await stack.enter_async_context(Client(build_server(on))), "echo__echo"),
             }
