@@ -51,3 +51,12 @@ def test_a_recursive_definition_keeps_its_references() -> None:
     assert "$defs" in schema
     assert validator.is_valid({"root": {"name": "a", "children": [{"name": "b"}]}})
     assert not validator.is_valid({"root": {"name": "a", "children": [{"name": 1}]}})
+
+
+def test_an_optional_number_is_listed_as_a_type_list_and_still_refuses_a_string() -> None:
+    item = inlined(RecommendToolOutput.model_json_schema())["properties"]["recommendations"]["items"]
+    assert item["properties"]["p_agent"]["type"] == ["number", "null"] and "anyOf" not in item["properties"]["p_agent"]
+    validator = Draft202012Validator(item)
+    answer = {"tool": "t", "score": 1.0, "confidence": 0.5, "relevance": 0.2, "reason": "r", "explored": False}
+    assert validator.is_valid({**answer, "p_agent": None}) and validator.is_valid({**answer, "p_agent": 0.3})
+    assert not validator.is_valid({**answer, "p_agent": "likely"})

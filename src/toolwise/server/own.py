@@ -62,9 +62,11 @@ ANNOTATIONS = frozenset(["title", "description", "default", "examples"])  # keyw
 
 
 def inlined(schema: dict[str, Any]) -> dict[str, Any]:
-    """A pydantic output schema with its local `$ref`s replaced by the definitions they name (the same
-    documents validate): a client validates every answer against it, and resolving a `$ref` per list item
-    cost a Python client (jsonschema) a third of its validation. A recursive definition keeps its `$ref`s."""
+    """A pydantic output schema with its local `$ref`s replaced by the definitions they name, and each
+    `anyOf` of bare types as one type list (`anyOf [number, null]` is `type [number, null]`): the same
+    documents validate. A client validates every answer against it; resolving a `$ref` per list item cost
+    a Python client (jsonschema) a third of its validation, and an `anyOf` per optional field, which it
+    tries branch by branch, another third of recommend_tool's. A recursive definition keeps its `$ref`s."""
     definitions = schema.get("$defs", {})
 
     def walk(node: Any, seen: frozenset[str]) -> Any:
@@ -78,12 +80,22 @@ def inlined(schema: dict[str, Any]) -> dict[str, Any]:
             name = ref.removeprefix("#/$defs/")
             if name in definitions and name not in seen:
                 return {**walk(definitions[name], seen | {name}), **beside}  # a field's own description wins
-        return {key: walk(value, seen) for key, value in node.items()}
+        return _type_list({key: walk(value, seen) for key, value in node.items()})
 
     out: dict[str, Any] = walk({k: v for k, v in schema.items() if k != "$defs"}, frozenset())
     if _refers(out):  # a recursive definition: its $refs still need $defs
         out["$defs"] = definitions
     return out
+
+
+def _type_list(node: dict[str, Any]) -> dict[str, Any]:
+    """`node` with an `anyOf` whose every branch only names a type written as that list of types."""
+    options = node.get("anyOf")
+    if "type" in node or not isinstance(options, list) or not options:
+        return node
+    if not all(isinstance(o, dict) and set(o) == {"type"} and isinstance(o["type"], str) for o in options):
+        return node
+    return {**{k: v for k, v in node.items() if k != "anyOf"}, "type": [o["type"] for o in options]}
 
 
 def _refers(node: Any) -> bool:
