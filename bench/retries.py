@@ -9,8 +9,8 @@ last column, on the same steps: the text-free references beside it are its refer
 references learn online from the same calls in the same run: a Witten-Bell trigram over every call,
 "repeat the last call" (then the calls before it, most recent first), a Witten-Bell trigram over the
 calls that worked (what recommend_next_tools was before issue 34), and toolwise's own `SequenceModel`
-fed each step with whether the call before it failed (`seq+flags`: what the learner gives once it
-passes that flag; through the MCP surface the learner does not pass it yet). Figures overall, right
+fed each step with whether the call before it failed (`seq+flags`: the same model outside the MCP
+surface; the learner passes that flag, so the two columns agree unless it loses one). Figures overall, right
 after a failed call and right after one that worked; one row a seed (the order of the trajectories).
 
     python bench/retries.py [--data bench/data/tau_airline] [--seeds 0,1,2]

@@ -43,6 +43,20 @@ def test_after_a_failed_call_the_agent_most_likely_retries_it() -> None:
     assert model.agent_distribution(["search", "book"])["book"] < 0.05, "no booking that worked was retried"
 
 
+def test_after_a_call_that_worked_what_followed_the_tool_at_all_comes_before_what_is_merely_frequent() -> None:
+    """A tool whose follow-ups mostly came after its failures: once a call of it works, what followed it
+    then comes first, and what followed the tool at all (failed or not) before the tools that are
+    only called most."""
+    model = SequenceModel()
+    for _ in range(3):
+        session(model, [("login", True), ("fetch", False), ("notify", True)])
+    session(model, [("login", True), ("fetch", True), ("archive", True)])
+    for _ in range(5):
+        session(model, [("login", True), ("list", True), ("list", True)])
+    worked = [r.tool for r in model.recommend_next(["login", "fetch"], top_k=3)]
+    assert worked[:2] == ["archive", "notify"], "list and login are called most, never after fetch"
+
+
 def test_a_model_of_the_calls_that_worked_alone_misses_the_retry() -> None:
     model = booking_sessions()
     worked = model.next_distribution(["search", "book"])  # what recommend_tool's sequence feature reads

@@ -10,8 +10,9 @@ Witten-Bell needs only the counts after each prefix, which the table already kee
 The next call as the agent will make it (`recommend_next`) is the same estimate over every call, whether
 it worked or not: after a failed call agents mostly retry it, which a model of the calls that worked
 cannot predict. A failed last call is its own context: the steps that followed one are also counted
-after the prefix with that tool marked failed (`failed`), so "B failed" backs off to "B" and "B worked"
-is B's counts less those. Each suggestion carries P(the agent calls it) and P(it works) there.
+after the prefix with that tool marked failed (`failed`); "B worked" is B's counts less those, and
+both back off to "B" (every call after B) before the calls at large. Each suggestion carries P(the
+agent calls it) and P(it works) there.
 """
 
 from __future__ import annotations
@@ -367,12 +368,15 @@ class SequenceModel:
     def _agent_contexts(self, history: Sequence[str], after_failure: bool) -> list[tuple[tuple[str, ...], bool]]:
         """The contexts of `agent_distribution`, shortest first, each a prefix of the table and whether it
         is read as the part of its counts that followed a call that worked (its counts less the marked
-        prefix's): a failed last call backs off from its marked prefixes to its plain bigram, a last call
-        that worked reads only what followed one that worked."""
+        prefix's). Once the last tool has been seen to fail, whether it failed is a context of its own
+        either way, and back-off drops the oldest fact first: (A, B failed or worked) → (B failed or
+        worked) → (B, every call) → every call. Before any failure of it, "it worked" adds nothing."""
         suffixes = [tuple(history[-length:]) for length in range(1, min(self.max_n - 1, len(history)) + 1)]
-        if not after_failure or not suffixes or not self._nexts((failed(history[-1]),)):
-            return [(prefix, after_failure is False) for prefix in suffixes]  # no failure of it seen: all calls
-        return [(suffixes[0], False)] + [((*prefix[:-1], failed(prefix[-1])), False) for prefix in suffixes]
+        if not suffixes or not self._nexts((failed(history[-1]),)):
+            return [(prefix, False) for prefix in suffixes]  # no failure of it seen: all calls
+        if after_failure:
+            return [(suffixes[0], False)] + [((*prefix[:-1], failed(prefix[-1])), False) for prefix in suffixes]
+        return [(suffixes[0], False)] + [(prefix, True) for prefix in suffixes]
 
     def _agent_counts(self, prefix: tuple[str, ...], worked_only: bool) -> dict[str, NgramStats]:
         nexts = self._nexts(prefix) or {}
