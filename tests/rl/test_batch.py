@@ -192,7 +192,12 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
     semantic.queries(queries[:100])
     assert embedded == queries[:100]  # memoised: nothing embedded again
     vectors = np.concatenate([vectors[:100], semantic.queries(queries[100:])])
-    assert len(semantic._queries) <= QUERY_MEMO
+    assert len(semantic._vectors) <= QUERY_MEMO
+    embedded.clear()
+    semantic.queries(queries[-100:])
+    assert embedded == []  # the most recent are kept (least recently used forgotten first)
+    semantic.queries(queries[:1])
+    assert embedded == queries[:1]  # the oldest was forgotten
     for k in (0, 99, 500, len(queries) - 1):
         np.testing.assert_array_equal(vectors[k], embedder.embed([queries[k]])[0])
         np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])

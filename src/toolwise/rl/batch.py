@@ -232,7 +232,9 @@ def _text_columns(
     everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
     columns = slice(None) if everywhere else known
     tools = arms.take(known)
-    bm25 = np.stack([lexical.scores(query) for query in queries]).take(tools, 1)
+    bm25 = lexical.scores_many(queries)
+    if not (everywhere and len(tools) == bm25.shape[1] and _in_order(tools)):  # else every column, in order
+        bm25 = bm25.take(tools, 1)
     out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
     if semantic is not None:
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
@@ -244,6 +246,11 @@ def _text_columns(
         for i, query in enumerate(queries):
             out[i, cautious] *= learner.features.kept(query, arms.take(cautious))[:, None]
     return out
+
+
+def _in_order(arms: NDArray[np.int64]) -> bool:
+    """Whether `arms` are 0, 1, …, n − 1: a gather of them is a copy."""
+    return len(arms) == 0 or (int(arms[0]) == 0 and int(arms[-1]) == len(arms) - 1 and bool((np.diff(arms) == 1).all()))
 
 
 def _query_contexts(learner: Learner, queries: list[str]) -> list[Context]:
@@ -315,7 +322,7 @@ def _query_part(
     tool_vectors = semantic.vectors
     with_query = inside & (rows < len(queries))
     if with_query.any():
-        lexical = np.stack([index.scores(q) for q in queries])
+        lexical = index.scores_many(queries)
         r, a = rows[with_query], arms[with_query]
         cosine = np.clip(np.einsum("ij,ij->i", vectors[r], tool_vectors[a]), 0.0, 1.0).astype(np.float64)
         base[with_query] = (cosine + weight * lexical[r, a]) / (1 + weight)
