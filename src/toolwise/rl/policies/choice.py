@@ -344,22 +344,30 @@ class ChoiceModel(PolicyBase):
         c = self.config
         batch, k = tools.shape
         valid = tools >= 0
-        safe = np.where(valid, tools, 0)
-        shrunk = self.shrink(safe.ravel()).reshape(safe.shape)
-        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x) * shrunk
-        scores[~valid] = -np.inf
-        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        padded = not valid.all()  # remembered calls with fewer candidates than the ring is wide
+        safe = np.where(valid, tools, 0) if padded else tools
+        flat = safe.ravel()
+        shrunk = self.shrink(flat).reshape(safe.shape)
+        scores = np.einsum("bkd,bd->bk", self.theta[safe], x)
+        scores *= shrunk
+        scores += np.einsum("bkf,f->bk", rows, self.weights)
+        if padded:
+            scores[~valid] = -np.inf
+        scores -= scores.max(axis=1, keepdims=True)
+        p = np.exp(scores, out=scores)
         p /= p.sum(axis=1, keepdims=True)
         mine = np.arange(batch), at
         chosen: NDArray[np.float64] = p[mine]
-        direction = np.where(worked[:, None], -p, p * (chosen / np.maximum(1.0 - chosen, 0.05))[:, None])
+        # the gradient of log p_called (worked) or log(1 − p_called) (not) on each candidate's score
+        direction = p * np.where(worked, -1.0, chosen / np.maximum(1.0 - chosen, 0.05))[:, None]
         direction[mine] = np.where(worked, 1.0 - chosen, -chosen)
         direction *= weight[:, None]
-        direction[~valid] = 0.0
-        flat, moved = safe.ravel(), direction.ravel()
+        if padded:
+            direction[~valid] = 0.0
+        moved = direction.ravel()
         tools_n = len(self.steps)
         self.steps += np.bincount(flat, moved * moved, tools_n)
-        used = np.flatnonzero(np.bincount(flat[valid.ravel()], minlength=tools_n))
+        used = np.flatnonzero(np.bincount(flat[valid.ravel()] if padded else flat, minlength=tools_n))
         # Σ over the batch of each used tool's steps times its call's x(q): a (used × batch) matrix of the
         # steps summed per call, times x (one product instead of a scatter of k·batch rows of x)
         slot = np.zeros(tools_n, np.int64)
@@ -368,8 +376,10 @@ class ChoiceModel(PolicyBase):
             slot[flat] * batch + np.repeat(np.arange(batch), k), moved * shrunk.ravel(), len(used) * batch
         ).reshape(len(used), batch)
         called = np.maximum(np.bincount(tools[mine], minlength=tools_n), 1).take(used)
-        rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
-        self.theta[used] += (per_call @ x) * (rate / called)[:, None]
+        rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(used))
+        step = per_call @ x
+        step *= (rate / called)[:, None]
+        self.theta[used] += step
         gradient = np.einsum("bk,bkf->f", direction, rows) / batch
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
