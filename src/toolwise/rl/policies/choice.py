@@ -35,6 +35,7 @@ shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -129,6 +130,20 @@ class ChoiceModel(PolicyBase):
         x = self._features(context)
         x.setflags(write=False)
         self._last = (context, context.embedding, x)
+        return x
+
+    def features_of(self, contexts: Sequence[Context]) -> NDArray[np.float64]:
+        """`features` of each of `contexts`, one row each (a run's distinct queries): with embeddings, all
+        rows at once (the same numbers as one at a time)."""
+        dim = self.config.dim
+        embeddings = [c.embedding for c in contexts]
+        if not contexts or any(e is None for e in embeddings):
+            return np.stack([self.features(c) for c in contexts]) if contexts else np.zeros((0, dim))
+        head = np.stack([e[:dim] for e in embeddings if e is not None]).astype(np.float64)
+        x = np.zeros((len(contexts), dim))
+        x[:, : head.shape[1]] = head
+        norms = np.array([math.sqrt(float(row @ row)) for row in x])  # each row's own dot, as `_features`
+        x /= np.where(norms > 0, norms, 1.0)[:, None]
         return x
 
     def _features(self, context: Context) -> NDArray[np.float64]:
@@ -229,7 +244,7 @@ class ChoiceModel(PolicyBase):
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
         if x is None:
-            x = np.stack([self.features(c) for c in lessons.contexts])
+            x = self.features_of(lessons.contexts)
         position = {arm: i for i, arm in enumerate(candidates.tolist())}
         called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
         before = np.zeros(n)
