@@ -208,7 +208,7 @@ class OutcomeMemory:
     def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
         """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
         run's distinct requests, float32), `worked[i]` of it worked and the rest failed."""
-        said = [bool(s) for s in vectors.any(axis=1)]
+        said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
         for arm, row, w in zip(arms, rows, worked, strict=True):
             if said[row]:
                 if arm >= len(self.used):
