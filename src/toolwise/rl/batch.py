@@ -232,14 +232,16 @@ def _text_columns(
     everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
     columns = slice(None) if everywhere else known
     tools = arms.take(known)
+    in_order = everywhere and _in_order(tools)  # every tool, in id order: whole columns, no gather
     bm25 = lexical.scores_many(queries)
-    if not (everywhere and len(tools) == bm25.shape[1] and _in_order(tools)):  # else every column, in order
+    if not (in_order and len(tools) == bm25.shape[1]):
         bm25 = bm25.take(tools, 1)
     out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
     if semantic is not None:
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
+        documents = semantic.vectors[: len(tools)] if in_order else semantic.vectors.take(tools, 0)
         with one_blas_thread():
-            cosine = np.clip(vectors @ semantic.vectors.take(tools, 0).T, 0.0, 1.0)
+            cosine = np.clip(vectors @ documents.T, 0.0, 1.0)
         out[: len(queries), columns, 0] = cosine
     cautious = np.flatnonzero(learner.index.caution_of(arms))
     if len(cautious):

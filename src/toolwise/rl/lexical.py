@@ -36,7 +36,7 @@ class LexicalIndex:
         tf_values = np.array(tfs, dtype=np.float64)
         df = np.bincount(term, minlength=len(self.vocabulary))
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        self._best = idf * (k1 + 1)  # a term's largest weight in any document (tf → ∞, any length)
+        self._best: list[float] = (idf * (k1 + 1)).tolist()  # a term's largest weight in any document (tf → ∞)
         self._unknown = float(np.log1p((n + 0.5) / 0.5) * (k1 + 1))  # the same of a term no document holds
         lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
         avg = float(lengths.mean()) if n else 1.0
@@ -93,20 +93,20 @@ class LexicalIndex:
         """Each query's BM25 against every document, divided by its best one, and its coverage. Each
         document's score sums its postings in the query's token order, whatever the number of queries:
         one query's numbers are bit for bit those it gets among many."""
-        vocabulary, best, unknown = self.vocabulary, self._best, self._unknown
+        find, best, unknown = self.vocabulary.get, self._best, self._unknown
         terms: list[int] = []
         owners: list[int] = []
         most = [0.0] * len(queries)
         for row, query in enumerate(queries):
             total = 0.0
             for token in tokenize(query):
-                term = vocabulary.get(token)
+                term = find(token)
                 if term is None:
                     total += unknown
-                    continue
-                total += float(best[term])
-                terms.append(term)
-                owners.append(row)
+                else:
+                    total += best[term]
+                    terms.append(term)
+                    owners.append(row)
             most[row] = total
         size = self._size
         if not size or not terms:
