@@ -14,6 +14,7 @@ import pytest
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.policies import SemanticConfig
+from toolwise.rl.policies.outcome import OutcomeModel
 
 BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
 
@@ -192,7 +193,12 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
     semantic.queries(queries[:100])
     assert embedded == queries[:100]  # memoised: nothing embedded again
     vectors = np.concatenate([vectors[:100], semantic.queries(queries[100:])])
-    assert len(semantic._queries) <= QUERY_MEMO
+    assert len(semantic._vectors) <= QUERY_MEMO
+    embedded.clear()
+    semantic.queries(queries[-100:])
+    assert embedded == []  # the most recent are kept (least recently used forgotten first)
+    semantic.queries(queries[:1])
+    assert embedded == queries[:1]  # the oldest was forgotten
     for k in (0, 99, 500, len(queries) - 1):
         np.testing.assert_array_equal(vectors[k], embedder.embed([queries[k]])[0])
         np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])
@@ -208,3 +214,44 @@ def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None: 
     after = learner.state_dict()
     assert after["updates"] == 0 and after["reward_sum"] == 0 and len(learner.sequences) == 0
     assert not after["latency_count"].any() and after["policy"]["observed"] == 0
+
+
+# printed by the run path before it was made faster (main at de5c7c9): the same to the last bit
+PINNED_WEIGHTS = [19.630400358482017, 4.407476884446921, 0.517442518821841, 0.4192939853880975, -0.021509665237173587]
+PINNED_CALIBRATION = [1.67037650387952, 1.0]
+PINNED_THETA = 4086.8065645798993  # Σ |θ|
+PINNED_RANKED = [
+    [
+        ("get_user_info", 11.18971729160872, 0.8293846622683793),
+        ("fetchPerson", 8.9754490600788, 0.35548141556503854),
+        ("analysis_api.AnalysisApi.retrieve_analysis", 7.073042254633868, 0.08218017068338235),
+    ],
+    [
+        ("github_star", 6.433951169476811, 0.6879053147409786),
+        ("change_food", 4.834662874218417, 0.4279059415265193),
+        ("find_beer", 3.935810241311561, 0.2264537843645026),
+    ],
+    [
+        ("uber.ride", 8.359275635059005, 0.9949082424431273),
+        ("get_current_weather", 5.717944650660323, 0.7219959265216708),
+        ("uber.eat.order", 5.55176156915873, 0.2320427494183737),
+    ],
+]
+
+
+def test_runs_of_the_default_policy_learn_the_pinned_values(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
+    """What the learning thread does when behind (runs of 64, the default policy) is pinned on a fixed log:
+    its feature weights, calibration, θ, outcome counts and the recommendations after, to 1e-9. A faster
+    run path must learn the same numbers; one that learns otherwise fails here first."""
+    steps, queries = a_log(catalogue, 640, seed=3)
+    learner = learned(catalogue, embedder, steps, LearnerConfig(), 64)
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    np.testing.assert_allclose(policy.choice.weights, PINNED_WEIGHTS, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(policy.calibration.weights, PINNED_CALIBRATION, rtol=0, atol=1e-9)
+    assert float(np.abs(policy.choice.theta).sum()) == pytest.approx(PINNED_THETA, abs=1e-9)
+    assert (policy.memory.worked.sum(), policy.memory.failed.sum()) == (430.0, 138.0)
+    for query, pinned in zip(queries[:3], PINNED_RANKED, strict=True):
+        ranked = learner.recommend(query, np.random.default_rng(0), top_k=3).ranked
+        assert [r.tool for r in ranked] == [tool for tool, _, _ in pinned]
+        np.testing.assert_allclose([(r.score, r.expected) for r in ranked], [p[1:] for p in pinned], rtol=0, atol=1e-9)

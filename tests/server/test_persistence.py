@@ -244,6 +244,27 @@ async def test_capability_flags_turn_learning_parts_off(url: str) -> None:
     await feedback.aclose()
 
 
+async def test_with_learning_off_a_drain_hands_nothing_to_the_learning_thread(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Learning off, what a drain does of a call is its reward and context hash: on the event loop (no hop
+    to the learning thread and back for every few calls), recorded all the same."""
+    feedback, services = await service(url, learning=False)
+    handed: list[object] = []
+    run = services.learning.thread.run
+
+    async def counted(work: Any) -> Any:
+        handed.append(work)
+        return await run(work)
+
+    monkeypatch.setattr(services.learning.thread, "run", counted)
+    ids = [await call(services, "s0", q, "git__git_log", ok=ok) for q, ok in ((QUERIES[1], True), (QUERIES[0], False))]
+    assert handed == [] and services.learning.learner.updates == 0
+    recorded = [await feedback.reads.get_execution(i) for i in ids]
+    assert [(e.reward, len(e.context_hash or "")) for e in recorded if e is not None] == [(9.998, 64), (-5.002, 64)]
+    await feedback.aclose()
+
+
 def test_watermark_waits_for_late_commits_then_steps_over_holes() -> None:
     mark = Watermark()
     for n in (1, 2, 4, 5):

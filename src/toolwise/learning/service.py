@@ -10,7 +10,8 @@ sits on the path of a call.
 
 What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
 only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks of `LEARN_CHUNK` calls
-learned on the learning thread while the event loop serves calls, and always before anything reads
+learned on the learning thread while the event loop serves calls (with learning off a chunk is only
+its rewards and context hashes, computed on the loop), and always before anything reads
 what was recorded (every own tool drains first; so does shutdown). Drained in call order, by one
 drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
@@ -297,12 +298,21 @@ class LearningService:
             while self._pending:
                 size = LEARN_RUN if self._behind() else LEARN_CHUNK
                 chunk = list(itertools.islice(self._pending, size))
-                await self.thread.run(partial(self._learn_chunk, chunk))
+                if self._learns_nothing():
+                    with self.lock:
+                        self._learn_chunk(chunk)
+                else:
+                    await self.thread.run(partial(self._learn_chunk, chunk))
                 for call in chunk:
                     # Taken off only once queued: a drainer cancelled with its request, or refused by a
                     # failing database, leaves the call for the next drain rather than losing it.
                     await self._complete(call)
                     self._pending.popleft()
+
+    def _learns_nothing(self) -> bool:
+        """With learning off (and no argument values kept, which embeds their requests) a chunk is only its
+        rewards and context hashes, a few microseconds a call: done on the event loop, not handed over."""
+        return not self.settings.learning and not self.settings.store_arguments
 
     def _behind(self) -> bool:
         """Whether the calls pending are many enough to learn as runs: not under a seed, whose decisions

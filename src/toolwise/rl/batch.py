@@ -10,6 +10,7 @@ does not declare `learn_many` learns step by step, as `Learner.learn` does.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -159,10 +160,8 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
             columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
             block[~starts, :, 2] = columns[~starts]
             block[starts, :, 3] = columns[starts]
-        for r, i in enumerate(calls.tolist()):
-            if not first[i]:  # 1 for each tool the session already called
-                at = position.take([t for t in seen(steps.history[i]) if t >= 0])
-                block[r, at[at >= 0], 4] = 1.0
+        owners, at = _already_called(calls.tolist(), first, steps.history, position, seen)
+        block[owners, at, 4] = 1.0  # 1 for each tool the session already called
         return block
 
     lessons = Lessons(
@@ -184,6 +183,26 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         learner.hold(steps.step(i), float(rewards[i]))
     learner.age(rng)
     return rewards
+
+
+def _already_called(
+    calls: list[int],
+    first: NDArray[np.bool_],
+    histories: Sequence[Sequence[str]],
+    position: NDArray[np.int64],
+    seen: Callable[[Sequence[str]], list[int]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(row, column) of each candidate that `calls` (row r: calls[r]) already called in their session:
+    `position` maps a tool id to its column (−1: not a candidate), `seen` names to ids."""
+    called: list[int] = []
+    owners: list[int] = []
+    for r, i in enumerate(calls):
+        if not first[i]:
+            ids = [t for t in seen(histories[i]) if t >= 0]
+            called.extend(ids)
+            owners.extend([r] * len(ids))
+    at = position.take(np.array(called, dtype=np.int64))
+    return np.array(owners, dtype=np.int64)[at >= 0], at[at >= 0]
 
 
 def _read_waiting(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> None:
@@ -212,10 +231,10 @@ def _sequence_columns(
     and each step's row in it."""
     histories = list(dict.fromkeys(tuple(history) for history in steps.history))
     history_of = {history: i for i, history in enumerate(histories)}
-    sequence = np.zeros((len(histories), len(arms)))
     if learner.config.sequences_enabled:
-        for i, history in enumerate(histories):
-            sequence[i] = learner.features.sequence_column(history, arms)
+        sequence = learner.features.sequence_columns(histories, arms)
+    else:
+        sequence = np.zeros((len(histories), len(arms)))
     return sequence, np.array([history_of[tuple(history)] for history in steps.history], dtype=np.int64)
 
 
@@ -232,18 +251,27 @@ def _text_columns(
     everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
     columns = slice(None) if everywhere else known
     tools = arms.take(known)
-    bm25 = np.stack([lexical.scores(query) for query in queries]).take(tools, 1)
+    in_order = everywhere and _in_order(tools)  # every tool, in id order: whole columns, no gather
+    bm25 = lexical.scores_many(queries)
+    if not (in_order and len(tools) == bm25.shape[1]):
+        bm25 = bm25.take(tools, 1)
     out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
     if semantic is not None:
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
+        documents = semantic.vectors[: len(tools)] if in_order else semantic.vectors.take(tools, 0)
         with one_blas_thread():
-            cosine = np.clip(vectors @ semantic.vectors.take(tools, 0).T, 0.0, 1.0)
+            cosine = np.clip(vectors @ documents.T, 0.0, 1.0)
         out[: len(queries), columns, 0] = cosine
     cautious = np.flatnonzero(learner.index.caution_of(arms))
     if len(cautious):
         for i, query in enumerate(queries):
             out[i, cautious] *= learner.features.kept(query, arms.take(cautious))[:, None]
     return out
+
+
+def _in_order(arms: NDArray[np.int64]) -> bool:
+    """Whether `arms` are 0, 1, …, n − 1: a gather of them is a copy."""
+    return len(arms) == 0 or (int(arms[0]) == 0 and int(arms[-1]) == len(arms) - 1 and bool((np.diff(arms) == 1).all()))
 
 
 def _query_contexts(learner: Learner, queries: list[str]) -> list[Context]:
@@ -315,7 +343,7 @@ def _query_part(
     tool_vectors = semantic.vectors
     with_query = inside & (rows < len(queries))
     if with_query.any():
-        lexical = np.stack([index.scores(q) for q in queries])
+        lexical = index.scores_many(queries)
         r, a = rows[with_query], arms[with_query]
         cosine = np.clip(np.einsum("ij,ij->i", vectors[r], tool_vectors[a]), 0.0, 1.0).astype(np.float64)
         base[with_query] = (cosine + weight * lexical[r, a]) / (1 + weight)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.memo import Memo
+
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEPARATORS = re.compile(r"[_.\-/:]+")
-QUERY_MEMO = 1024  # query vectors (and their scores) memoised: 1 KB + 8 bytes a tool each
+QUERY_MEMO = 4096  # query vectors memoised (1 KB each at 256-d): agents repeat their requests
+SCORES_MEMO = 1024  # their cosines with every tool memoised (8 bytes a tool each)
 
 
 class Embedder(Protocol):
@@ -47,50 +50,42 @@ class SemanticIndex:
         self.vectors = (
             np.stack([known[d] for d in documents]).astype(np.float32) if documents else np.zeros((0, 1), np.float32)
         )
-        self._queries: dict[str, list[Any]] = {}  # query → [vector, scores (None until asked for)]
+        self._vectors: Memo[str, NDArray[np.float32]] = Memo(QUERY_MEMO)
+        self._scores: Memo[str, NDArray[np.float64]] = Memo(SCORES_MEMO)  # a decision and its update share them
         self.no_query = np.zeros(self.vectors.shape[1], dtype=np.float32)
         self.no_query.setflags(write=False)
 
     def __len__(self) -> int:
         return len(self.vectors)
 
-    def _entry(self, query: str) -> list[Any]:
-        """[vector, scores or None until asked for] of a query, memoised."""
-        found = self._queries.get(query)
-        if found is None:
-            found = self._remember(query, self.embedder.embed([query])[0])
-        return found
-
-    def _remember(self, query: str, vector: NDArray[np.float32]) -> list[Any]:
-        if len(self._queries) >= QUERY_MEMO:  # bounded: emptied when full (a decision and its update share one)
-            self._queries.clear()
+    def _remember(self, query: str, vector: NDArray[np.float32]) -> NDArray[np.float32]:
         vector.setflags(write=False)
-        found = self._queries[query] = [vector, None]
-        return found
+        return self._vectors.put(query, vector)
 
     def queries(self, queries: Sequence[str]) -> NDArray[np.float32]:
         """The queries' unit vectors, one row each: those memoised looked up, the others embedded in
-        one call and memoised (a replay's batches repeat a log's queries)."""
-        missing = [q for q in dict.fromkeys(queries) if q not in self._queries]
-        fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
-        out = np.stack([fresh[q] if q in fresh else self._queries[q][0] for q in queries])
-        if len(self._queries) + len(fresh) > QUERY_MEMO:  # emptied now rather than midway: the run's queries stay
-            self._queries = {q: self._queries[q] for q in dict.fromkeys(queries) if q in self._queries}
-        for query, vector in fresh.items():
-            self._remember(query, vector)
-        return out
+        one call and memoised (a replay's batches and the learning thread's runs repeat queries)."""
+        distinct = dict.fromkeys(queries)
+        found = {q: v for q in distinct if (v := self._vectors.get(q)) is not None}
+        missing = [q for q in distinct if q not in found]
+        if missing:
+            for query, vector in zip(missing, self.embedder.embed(missing), strict=True):
+                found[query] = self._remember(query, vector)
+        return np.stack([found[q] for q in queries])
 
     def query(self, query: str) -> NDArray[np.float32]:
         """The query's unit vector (read-only, memoised)."""
-        vector: NDArray[np.float32] = self._entry(query)[0]
+        vector = self._vectors.get(query)
+        if vector is None:
+            vector = self._remember(query, self.embedder.embed([query])[0])
         return vector
 
     def scores(self, query: str) -> NDArray[np.float64]:
         """Cosine similarity of the query with every tool document, clipped to [0, 1] (read-only)."""
-        entry = self._entry(query)
-        if entry[1] is None:
-            scores = np.clip(self.vectors @ entry[0], 0.0, 1.0).astype(np.float64) if len(self.vectors) else np.zeros(0)
+        scores = self._scores.get(query)
+        if scores is None:
+            vector = self.query(query)
+            scores = np.clip(self.vectors @ vector, 0.0, 1.0).astype(np.float64) if len(self.vectors) else np.zeros(0)
             scores.setflags(write=False)
-            entry[1] = scores
-        found: NDArray[np.float64] = entry[1]
-        return found
+            self._scores.put(query, scores)
+        return scores

@@ -104,14 +104,26 @@ class Features:
 
     def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
-        unigram, levels = self.sequences.backoff(history)
+        column: NDArray[np.float64] = self.sequence_columns([history], arms)[0]
+        return column
+
+    def sequence_columns(self, histories: Sequence[Sequence[str]], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`sequence_column` of each of `histories`, one row each (a run's distinct histories): P is
+        `next_distribution`'s arithmetic over an array, in the same order."""
         tools = self.index.tools
-        probability = self._unigram_array(unigram).copy()
-        for keep, shares in levels:  # `next_distribution`'s arithmetic over an array, in the same order
-            probability *= keep
-            ids = np.array(tools.ids(shares, missing=len(tools)), dtype=np.int64)
-            probability[ids] += np.fromiter(shares.values(), dtype=np.float64, count=len(shares))
-        return np.log1p(len(self.index.active) * probability.take(np.minimum(arms, len(tools))))
+        at = np.minimum(arms, len(tools))
+        out = np.empty((len(histories), len(arms)))
+        for row, history in enumerate(histories):
+            unigram, levels = self.sequences.backoff(history)
+            probability = self._unigram_array(unigram)
+            if levels:
+                probability = probability.copy()
+            for keep, shares in levels:
+                probability *= keep
+                ids = np.array(tools.ids(shares, missing=len(tools)), dtype=np.int64)
+                probability[ids] += np.fromiter(shares.values(), dtype=np.float64, count=len(shares))
+            out[row] = probability.take(at)
+        return np.log1p(len(self.index.active) * out)
 
     def _unigram_array(self, unigram: dict[str, float]) -> NDArray[np.float64]:
         """The unigram P by tool id (the last slot takes tools never interned), kept while the sequence

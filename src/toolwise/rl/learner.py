@@ -284,10 +284,10 @@ class Learner:
         """The one entry per step: the step's reward (computed unless given) and context hash (what its
         record keeps), computed once, and with `update` the policy, replay, sequences and running
         latency learn from it (without, nothing changes: learning switched off still records rewards)."""
-        context = self.encode(step.query, step.previous_tool, step.position)
         reward = self.reward_of(step) if reward is None else reward
-        if not update:
-            return Observation(reward, normalise(self.config.reward, reward), 0.0, context.hash)
+        if not update:  # the hash alone: nothing reads the query's embedding
+            return Observation(reward, normalise(self.config.reward, reward), 0.0, self.context_hash(step))
+        context = self.encode(step.query, step.previous_tool, step.position)
         if step.session is not None:
             self.read_waiting(step.session, rng, next_tool=step.tool)
         if self.policy.capabilities.hindsight and waits(step):

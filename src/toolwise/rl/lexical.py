@@ -8,7 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.memo import Memo
 from toolwise.rl.text import tokenize
+
+MEMO = 1024  # queries whose scores are kept (8 bytes a tool each): a decision and its update share them
 
 
 class LexicalIndex:
@@ -33,7 +36,7 @@ class LexicalIndex:
         tf_values = np.array(tfs, dtype=np.float64)
         df = np.bincount(term, minlength=len(self.vocabulary))
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        self._best = idf * (k1 + 1)  # a term's largest weight in any document (tf → ∞, any length)
+        self._best: list[float] = (idf * (k1 + 1)).tolist()  # a term's largest weight in any document (tf → ∞)
         self._unknown = float(np.log1p((n + 0.5) / 0.5) * (k1 + 1))  # the same of a term no document holds
         lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
         avg = float(lengths.mean()) if n else 1.0
@@ -44,16 +47,32 @@ class LexicalIndex:
         self._weights = weights[order]
         self._start = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
         self._size = n
-        self._memo: dict[str, tuple[NDArray[np.float64], float]] = {}  # per index: a catalogue starts afresh
+        self._memo: Memo[str, tuple[NDArray[np.float64], float]] = Memo(MEMO)  # per index: a catalogue starts afresh
 
     def __len__(self) -> int:
         return self._size
 
     def scores(self, query: str) -> NDArray[np.float64]:
         """Relevance of every document to `query`, divided by the best one (all zeros if none match).
-        Read-only: memoised (a bounded dict, emptied when full), since a decision and its update score
-        the same query."""
+        Read-only: memoised (the least recently used forgotten first), since a decision and its update
+        score the same query, and agents repeat their requests."""
         return self._scored(query)[0]
+
+    def scores_many(self, queries: Sequence[str]) -> NDArray[np.float64]:
+        """`scores` of each of `queries`, one row each: the memoised looked up, the others scored together
+        (one pass over their postings, the same numbers as one at a time) and memoised."""
+        distinct = dict.fromkeys(queries)
+        found = {q: hit[0] for q in distinct if (hit := self._memo.get(q)) is not None}
+        missing = [q for q in distinct if q not in found]
+        if missing:
+            raw, coverage = self._score_rows(missing)
+            for query, row, covered in zip(missing, raw, coverage, strict=True):
+                kept = row.copy()  # not a view: a memoised row must not keep the whole block alive
+                kept.setflags(write=False)
+                found[query] = self._memo.put(query, (kept, covered))[0]
+        if not queries:
+            return np.zeros((0, self._size))
+        return np.stack([found[q] for q in queries])
 
     def coverage(self, query: str) -> float:
         """How much of `query` the best document covers, in [0, 1]: its BM25 over the most any document
@@ -64,25 +83,44 @@ class LexicalIndex:
     def _scored(self, query: str) -> tuple[NDArray[np.float64], float]:
         found = self._memo.get(query)
         if found is None:
-            if len(self._memo) >= 1024:
-                self._memo.clear()
-            found = self._memo[query] = self._scores(query)
+            raw, coverage = self._score_rows([query])
+            row = raw[0]
+            row.setflags(write=False)
+            found = self._memo.put(query, (row, coverage[0]))
         return found
 
-    def _scores(self, query: str) -> tuple[NDArray[np.float64], float]:
-        vocabulary, start = self.vocabulary, self._start
-        raw = np.zeros(self._size)
-        most = 0.0
-        for token in tokenize(query):
-            term = vocabulary.get(token)
-            if term is None:
-                most += self._unknown
-                continue
-            most += float(self._best[term])
-            postings = slice(start[term], start[term + 1])  # a term's documents are distinct: an exact add
-            raw[self._docs[postings]] += self._weights[postings]
-        top = float(raw[raw.argmax()]) if self._size else 0.0
-        if top > 0:
-            raw /= top
-        raw.setflags(write=False)
-        return raw, (top / most if most > 0 else 0.0)
+    def _score_rows(self, queries: Sequence[str]) -> tuple[NDArray[np.float64], list[float]]:
+        """Each query's BM25 against every document, divided by its best one, and its coverage. Each
+        document's score sums its postings in the query's token order, whatever the number of queries:
+        one query's numbers are bit for bit those it gets among many."""
+        find, best, unknown = self.vocabulary.get, self._best, self._unknown
+        terms: list[int] = []
+        owners: list[int] = []
+        most = [0.0] * len(queries)
+        for row, query in enumerate(queries):
+            total = 0.0
+            for token in tokenize(query):
+                term = find(token)
+                if term is None:
+                    total += unknown
+                else:
+                    total += best[term]
+                    terms.append(term)
+                    owners.append(row)
+            most[row] = total
+        size = self._size
+        if not size or not terms:
+            return np.zeros((len(queries), size)), [0.0] * len(queries)
+        ids = np.array(terms, dtype=np.int64)
+        begin = self._start[ids]
+        lengths = self._start[ids + 1] - begin
+        # every posting of every (query, term), in order: term t's are [start[t], start[t+1]) (CSR)
+        postings = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        cells = np.repeat(np.array(owners, dtype=np.int64) * size, lengths) + self._docs[postings]
+        sums = np.bincount(cells, self._weights[postings], len(queries) * size)  # in input order: token order
+        raw = sums.astype(np.float64, copy=False).reshape(len(queries), size)
+        top = raw.max(axis=1)
+        matched = top > 0
+        raw[matched] /= top[matched, None]
+        coverage = [t / m if m > 0 else 0.0 for t, m in zip(top.tolist(), most, strict=True)]
+        return raw, coverage

@@ -201,9 +201,21 @@ class OutcomeMemory:
         if not x.any():
             return
         self._ensure(arm)
-        slot = self._slot(arm, x)
+        slot = self._slot(arm, x.astype(np.float32))
         self.worked[arm, slot] += worked
         self.failed[arm, slot] += failed
+
+    def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
+        """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
+        run's distinct requests, float32), `worked[i]` of it worked and the rest failed."""
+        said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
+        for arm, row, w in zip(arms, rows, worked, strict=True):
+            if said[row]:
+                if arm >= len(self.used):
+                    self._ensure(arm)  # grown as call by call: the same shape
+                slot = self._slot(arm, vectors[row])
+                self.worked[arm, slot] += w
+                self.failed[arm, slot] += 1.0 - w
 
     def revise(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
         """Change counts kept for `arm` at x(q), as hindsight or a rating revises a call already
@@ -218,11 +230,10 @@ class OutcomeMemory:
         self.worked[arm, slot] = max(0.0, self.worked[arm, slot] + worked)
         self.failed[arm, slot] = max(0.0, self.failed[arm, slot] + failed)
 
-    def _slot(self, arm: int, x: NDArray[np.float64]) -> int:
-        """The prototype x adds to: the nearest within `merge`, else a new one (the two closest merged
-        first when the slots are full); its vector moves to the weighted mean."""
+    def _slot(self, arm: int, v: NDArray[np.float32]) -> int:
+        """The prototype the request v (x(q) as float32) adds to: the nearest within `merge`, else a new one
+        (the two closest merged first when the slots are full); its vector moves to the weighted mean."""
         n = int(self.used[arm])
-        v = x.astype(np.float32)
         if n:
             cosine = self.vectors[arm, :n] @ v
             near = int(np.argmax(cosine))

@@ -35,6 +35,7 @@ shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -129,6 +130,20 @@ class ChoiceModel(PolicyBase):
         x = self._features(context)
         x.setflags(write=False)
         self._last = (context, context.embedding, x)
+        return x
+
+    def features_of(self, contexts: Sequence[Context]) -> NDArray[np.float64]:
+        """`features` of each of `contexts`, one row each (a run's distinct queries): with embeddings, all
+        rows at once (the same numbers as one at a time)."""
+        dim = self.config.dim
+        embeddings = [c.embedding for c in contexts]
+        if not contexts or any(e is None for e in embeddings):
+            return np.stack([self.features(c) for c in contexts]) if contexts else np.zeros((0, dim))
+        head = np.stack([e[:dim] for e in embeddings if e is not None]).astype(np.float64)
+        x = np.zeros((len(contexts), dim))
+        x[:, : head.shape[1]] = head
+        norms = np.array([math.sqrt(float(row @ row)) for row in x])  # each row's own dot, as `_features`
+        x /= np.where(norms > 0, norms, 1.0)[:, None]
         return x
 
     def _features(self, context: Context) -> NDArray[np.float64]:
@@ -229,7 +244,7 @@ class ChoiceModel(PolicyBase):
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
         if x is None:
-            x = np.stack([self.features(c) for c in lessons.contexts])
+            x = self.features_of(lessons.contexts)
         position = {arm: i for i, arm in enumerate(candidates.tolist())}
         called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
         before = np.zeros(n)
@@ -344,22 +359,30 @@ class ChoiceModel(PolicyBase):
         c = self.config
         batch, k = tools.shape
         valid = tools >= 0
-        safe = np.where(valid, tools, 0)
-        shrunk = self.shrink(safe.ravel()).reshape(safe.shape)
-        scores = np.einsum("bkf,f->bk", rows, self.weights) + np.einsum("bkd,bd->bk", self.theta[safe], x) * shrunk
-        scores[~valid] = -np.inf
-        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        padded = not valid.all()  # remembered calls with fewer candidates than the ring is wide
+        safe = np.where(valid, tools, 0) if padded else tools
+        flat = safe.ravel()
+        shrunk = self.shrink(flat).reshape(safe.shape)
+        scores = np.einsum("bkd,bd->bk", self.theta[safe], x)
+        scores *= shrunk
+        scores += np.einsum("bkf,f->bk", rows, self.weights)
+        if padded:
+            scores[~valid] = -np.inf
+        scores -= scores.max(axis=1, keepdims=True)
+        p = np.exp(scores, out=scores)
         p /= p.sum(axis=1, keepdims=True)
         mine = np.arange(batch), at
         chosen: NDArray[np.float64] = p[mine]
-        direction = np.where(worked[:, None], -p, p * (chosen / np.maximum(1.0 - chosen, 0.05))[:, None])
+        # the gradient of log p_called (worked) or log(1 − p_called) (not) on each candidate's score
+        direction = p * np.where(worked, -1.0, chosen / np.maximum(1.0 - chosen, 0.05))[:, None]
         direction[mine] = np.where(worked, 1.0 - chosen, -chosen)
         direction *= weight[:, None]
-        direction[~valid] = 0.0
-        flat, moved = safe.ravel(), direction.ravel()
+        if padded:
+            direction[~valid] = 0.0
+        moved = direction.ravel()
         tools_n = len(self.steps)
         self.steps += np.bincount(flat, moved * moved, tools_n)
-        used = np.flatnonzero(np.bincount(flat[valid.ravel()], minlength=tools_n))
+        used = np.flatnonzero(np.bincount(flat[valid.ravel()] if padded else flat, minlength=tools_n))
         # Σ over the batch of each used tool's steps times its call's x(q): a (used × batch) matrix of the
         # steps summed per call, times x (one product instead of a scatter of k·batch rows of x)
         slot = np.zeros(tools_n, np.int64)
@@ -368,8 +391,10 @@ class ChoiceModel(PolicyBase):
             slot[flat] * batch + np.repeat(np.arange(batch), k), moved * shrunk.ravel(), len(used) * batch
         ).reshape(len(used), batch)
         called = np.maximum(np.bincount(tools[mine], minlength=tools_n), 1).take(used)
-        rate = c.learning_rate / np.sqrt(1.0 + self.steps[used])
-        self.theta[used] += (per_call @ x) * (rate / called)[:, None]
+        rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(used))
+        step = per_call @ x
+        step *= (rate / called)[:, None]
+        self.theta[used] += step
         gradient = np.einsum("bk,bkf->f", direction, rows) / batch
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)

@@ -156,18 +156,18 @@ class OutcomeModel(PolicyBase):
         self.memory.add(arm, x, fit, 1.0 - fit)
 
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
-        x = np.stack([self.choice.features(context) for context in lessons.contexts])  # each context's once
+        """`learn_one` of each call of a run in order: the choice model in minibatches, then the calibration
+        and the outcome memory call by call (each state apart: the same as interleaved), x(q) a context's once."""
+        x = self.choice.features_of(lessons.contexts)
         p_before = self.choice.learn_run(lessons, rng, x)
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
         learned = np.flatnonzero(~np.isnan(fit))
-        for arm, at, p, f in zip(
-            lessons.arms.take(learned).tolist(),
-            lessons.context_of.take(learned).tolist(),
-            p_before.take(learned).tolist(),
-            fit.take(learned).tolist(),
-            strict=True,
-        ):
-            self._learn_fit(arm, x[at], p, f)
+        fits = fit.take(learned).tolist()
+        for p, f in zip(p_before.take(learned).tolist(), fits, strict=True):
+            self.calibration.learn(p, f)
+        self.memory.add_many(
+            lessons.arms.take(learned).tolist(), x.astype(np.float32), lessons.context_of.take(learned).tolist(), fits
+        )
 
     def set_health(self, arm: int, success_rate: float | None) -> None:
         self.choice.set_health(arm, success_rate)
