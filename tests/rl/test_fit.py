@@ -10,8 +10,8 @@ import pytest
 from toolwise.learning.embedding import load_embedder
 from toolwise.rl import Learner, LearnerConfig, LexicalIndex, Step, ToolDoc
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.fit import FitConfig, LearnedFit
-from toolwise.rl.outcomes import OutcomeMemory
+from toolwise.rl.fit import FitConfig, LearnedFit, nothing_fits
+from toolwise.rl.outcomes import OutcomeMemory, Served
 
 CATALOGUE = [
     ToolDoc("weather__forecast", "Weather forecast for a city: rain, temperature, wind"),
@@ -170,3 +170,15 @@ def test_what_a_tool_served_is_read_from_the_prototypes_that_worked() -> None:
     assert found.worked.tolist() == [2.0, 1.0, 3.0, 0.0, 0.0]
     assert found.kinds.tolist() == [1, 1, 3, 0, 0]
     assert found.coherence.tolist() == pytest.approx([-1.0, -1.0, 0.8, -1.0, -1.0])
+
+
+def test_a_request_the_learned_choice_model_is_torn_over_fits_nothing_where_a_sure_one_fits(embedder: Embedder) -> None:
+    """Its first candidate known alike by what it served (as near as the request comes to it), a request the
+    agent would surely call it for fits; one the choice model is torn over (p_agent low: its tool missing,
+    near ones compete) does not."""
+    learner = Learner(tools=FILES, embedder=embedder)
+    query, arms = "find every file containing the word TODO", learner.index.active
+    served = Served(np.array([0.4]), np.array([4.0]), np.array([4]), np.array([0.8]))
+    config = FitConfig()
+    assert nothing_fits(learner.index, query, arms, config, served, p_agent=0.3)
+    assert not nothing_fits(learner.index, query, arms, config, served, p_agent=0.99)

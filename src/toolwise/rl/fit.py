@@ -15,9 +15,10 @@ the detector says nothing: BM25 alone did not carry a threshold from one data se
 Once toolwise has seen traffic, outcomes say more: the outcome memory keeps the requests each tool
 worked for (rl/outcomes.py). When the first candidate has worked for enough kinds of request, alike
 enough to say what it serves, a
-second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them: a
-request far from everything a well-known tool served is seldom its kind. With less evidence the
-zero-shot model decides.
+second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them (a
+request far from everything a well-known tool served is seldom its kind) and how sure the learned
+choice model is that the agent would call it here (p_agent: a request whose tool is missing leaves it
+torn between near tools). With less evidence the zero-shot model decides.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class LearnedFit:
     """The "nothing fits" model once the first candidate is known by its outcomes (it worked for at least
     `min_kinds` kinds of request, prototypes in rl/outcomes.py, alike to `min_coherence`):
     logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage) + near·(the best cosine of the
-    request's x(q) to a request the first candidate worked for). Fitted by bench/unanswerable.py --fit on
+    request's x(q) to a request the first candidate worked for) + agent·logit(p_agent of the first
+    candidate: the choice model's probability that the agent calls it). Fitted by bench/unanswerable.py --fit on
     the calibration splits of BFCL live, NESTFUL and BFCL multi-turn after a stream of their answerable
     requests was learned, the threshold losing at most 1.5 points of hit@1 on each (counting what the
     zero-shot model loses where too little is known). WordLlama's request vectors are much about the
@@ -55,20 +57,21 @@ class LearnedFit:
 
     min_kinds: int = 3  # fewer, the zero-shot model decides
     min_coherence: float = 0.4  # the kinds less alike than this (median nearest-other cosine): likewise
-    intercept: float = 5.496
-    cosine: float = -1.652
-    coverage: float = -1.146
-    near: float = -7.385
-    threshold: float = 0.9151  # probability that nothing fits, above which the decision says so
+    intercept: float = 4.749
+    cosine: float = -1.069
+    coverage: float = 0.255
+    near: float = -5.589
+    agent: float = -0.455
+    threshold: float = 0.9238  # probability that nothing fits, above which the decision says so
 
     def __post_init__(self) -> None:
         _check_finite(self, "LearnedFit")
         if not 0 < self.threshold < 1:
             raise ValueError(f"LearnedFit.threshold must be a probability in (0, 1), got {self.threshold}")
-        if self.near > 0 or self.min_kinds < 1:
+        if self.near > 0 or self.agent > 0 or self.min_kinds < 1:
             raise ValueError(
-                f"LearnedFit.near must be ≤ 0 (nearer a served request, less 'nothing fits') and min_kinds ≥ 1, "
-                f"got {self.near}, {self.min_kinds}"
+                "LearnedFit.near and agent must be ≤ 0 (nearer a served request, or an agent surer of the tool, "
+                f"less 'nothing fits') and min_kinds ≥ 1, got {self.near}, {self.agent}, {self.min_kinds}"
             )
 
 
@@ -129,11 +132,22 @@ def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-def learned_unfit_probability(relevance: Relevance, near: float, learned: LearnedFit) -> float:
+def agent_logit(p_agent: float | None) -> float:
+    """logit(p_agent), clipped to ±9.2 (p in [1e-4, 1 − 1e-4]); 0 (even odds) when the policy models no agent."""
+    if p_agent is None:
+        return 0.0
+    p = min(max(p_agent, 1e-4), 1.0 - 1e-4)
+    return math.log(p / (1.0 - p))
+
+
+def learned_unfit_probability(
+    relevance: Relevance, near: float, learned: LearnedFit, p_agent: float | None = None
+) -> float:
     """The learned model's probability that no candidate serves the request, `near` the best cosine of the
-    request to one the first candidate worked for."""
+    request to one the first candidate worked for, `p_agent` the choice model's probability of that candidate."""
     logit = learned.intercept + learned.cosine * relevance.cosine + learned.coverage * relevance.coverage
-    return 1.0 / (1.0 + math.exp(-(logit + learned.near * near)))
+    logit += learned.near * near + learned.agent * agent_logit(p_agent)
+    return 1.0 / (1.0 + math.exp(-logit))
 
 
 def nothing_fits(
@@ -143,11 +157,12 @@ def nothing_fits(
     config: FitConfig,
     served: Served | None = None,
     coherence: Callable[[], float] | None = None,
+    p_agent: float | None = None,
 ) -> bool:
     """Whether no tool of `arms` seems to serve `query` (False when switched off or without an embedder).
     `served`: what the first candidate worked for (`Policy.served`); with enough kinds of request, alike
     enough (`coherence`, asked only when the two models disagree: it costs the most; else `served`'s),
-    the learned model decides, else the zero-shot one."""
+    the learned model decides (with `p_agent`, the first candidate's `Selection.agent`), else the zero-shot one."""
     if not config.enabled:
         return False
     relevance = relevance_of(index, query, arms)
@@ -157,7 +172,7 @@ def nothing_fits(
     learned = config.learned
     if served is None or not len(served.kinds) or served.kinds[0] < learned.min_kinds:
         return zero_shot
-    verdict = learned_unfit_probability(relevance, float(served.near[0]), learned) > learned.threshold
+    verdict = learned_unfit_probability(relevance, float(served.near[0]), learned, p_agent) > learned.threshold
     if verdict == zero_shot:  # whether the first candidate's requests are alike cannot change it
         return verdict
     alike = coherence() if coherence is not None else float(served.coherence[0])
