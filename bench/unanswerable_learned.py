@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from toolwise.learning.embedding import WordLlamaEmbedder
-from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, agent_logit, relevance_of, unfit_probability
+from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, agent_logit, relevance_of, zero_shot_unfit
 from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.policies.outcome import OutcomeModel
 from toolwise.rl.steps import Step
@@ -42,6 +42,7 @@ class LearnedRow:
     nothing_fits: bool  # toolwise said so
     cosine: float
     coverage: float
+    disagreement: float  # log(1 + the candidates BM25 ranks above the embedding's best): rl/fit.py
     near: float  # the best cosine of x(q) to a request the first candidate worked for (−1: none)
     kinds: int  # prototypes of requests the first candidate worked for (OutcomeMemory.served)
     coherence: float  # how alike those are (OutcomeMemory.served)
@@ -102,6 +103,7 @@ def judge(
         decision.nothing_fits,
         relevance.cosine,
         relevance.coverage,
+        relevance.disagreement,
         float(top.near[0]),
         int(top.kinds[0]),
         float(top.coherence[0]),
@@ -156,7 +158,7 @@ def gated_threshold(
 
 
 def zero_shot(config: FitConfig) -> Callable[[LearnedRow], bool]:
-    return lambda r: unfit_probability(Relevance(r.cosine, r.coverage), config) > config.threshold
+    return lambda r: zero_shot_unfit(Relevance(r.cosine, r.coverage, r.disagreement), config, r.kinds > 0)
 
 
 def fit_learned(

@@ -5,7 +5,10 @@ file system) still gets one. Two numbers the prior already computed for the deci
 best candidate matches: the best cosine of the query with a tool document (the semantic prior) and
 how much of the query the best BM25 match covers (`LexicalIndex.coverage`). A fixed logistic model
 over them (fitted offline on public data by `python bench/unanswerable.py --fit`; its coefficients are
-`FitConfig`'s defaults) gives the probability that nothing fits; above `threshold`, nothing does.
+`FitConfig`'s defaults) gives the probability that nothing fits; above `threshold`, nothing does. A
+second one (`DomainFit`) is for a request of the catalogue's own domain whose tool is missing: its
+words still find tools near it, but the tool the embedding ranks first is not the one BM25 does (the
+words that named the missing tool point elsewhere). Either one saying so is enough.
 
 Text alone separates requests from another domain well and requests of the catalogue's own domain
 whose tool is missing poorly (bench/unanswerable.py prints both), so the default threshold is set
@@ -34,7 +37,7 @@ from toolwise.rl.outcomes import Served
 from toolwise.rl.toolindex import ToolIndex
 
 
-def _check_finite(config: LearnedFit | FitConfig, name: str) -> None:
+def _check_finite(config: LearnedFit | DomainFit | FitConfig, name: str) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if isinstance(value, float) and not math.isfinite(value):
@@ -76,6 +79,32 @@ class LearnedFit:
 
 
 @dataclass(frozen=True, slots=True)
+class DomainFit:
+    """The zero-shot model for a request of the catalogue's own domain whose tool is missing: logit =
+    intercept + cosine·(best cosine) + coverage·(BM25 coverage) + disagreement·log(1 + the candidates
+    BM25 ranks above the embedding's best). Fitted by bench/unanswerable.py --fit on the same calibration
+    splits as `FitConfig`, held-out requests (the right tools removed) against answerable hits weighted
+    alike, the threshold chosen so that both models together lose at most 1.5 points of hit@1 on each.
+    It decides only while the first candidate has served no request (`zero_shot_unfit`)."""
+
+    intercept: float = 1.118
+    cosine: float = -2.292
+    coverage: float = -3.236
+    disagreement: float = 0.519
+    threshold: float = 0.8565  # probability that nothing fits, above which the decision says so
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "DomainFit")
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"DomainFit.threshold must be a probability in (0, 1), got {self.threshold}")
+        if self.disagreement < 0:
+            raise ValueError(
+                f"DomainFit.disagreement must be ≥ 0 (words pointing elsewhere, more 'nothing fits'), "
+                f"got {self.disagreement}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class FitConfig:
     """The "nothing fits" model: logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage),
     both in [0, 1]; nothing fits when the probability exceeds `threshold`. Fitted on the calibration
@@ -89,6 +118,7 @@ class FitConfig:
     cosine: float = -6.024
     coverage: float = -0.522
     threshold: float = 0.9477  # probability that nothing fits, above which the decision says so
+    domain: DomainFit = field(default_factory=DomainFit)  # a request of the catalogue's domain, its tool missing
     learned: LearnedFit = field(default_factory=LearnedFit)  # once the first candidate is known by its outcomes
 
     def __post_init__(self) -> None:
@@ -104,10 +134,11 @@ class FitConfig:
 
 @dataclass(frozen=True, slots=True)
 class Relevance:
-    """How well the best of a decision's candidates matches its query (each in [0, 1])."""
+    """How well the best of a decision's candidates matches its query (cosine and coverage in [0, 1])."""
 
     cosine: float  # the best cosine of the query with a candidate's document
     coverage: float  # the share of the query's BM25 the best candidate reaches (`LexicalIndex.coverage`)
+    disagreement: float = 0.0  # log(1 + the candidates whose BM25 beats that of the embedding's best)
 
 
 def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -> Relevance | None:
@@ -116,20 +147,36 @@ def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -
     semantic = index.semantic
     if not query or semantic is None or not len(arms):
         return None
-    known = arms[arms < len(semantic)]
+    lexical = index.lexical
+    known = arms[arms < min(len(semantic), len(lexical))]  # both index the same documents
     if not len(known):
         return Relevance(0.0, 0.0)
-    cosine = float(semantic.scores(query).take(known).max())
+    cosines = semantic.scores(query).take(known)
+    bm25 = lexical.scores(query).take(known)
+    top = int(cosines.argmax())
     # scores are BM25 over the best of all tools: the best of `arms` times that best's coverage
-    lexical = index.lexical
-    coverage = float(lexical.scores(query).take(known[known < len(lexical)]).max(initial=0.0)) * lexical.coverage(query)
-    return Relevance(cosine, coverage)
+    coverage = float(bm25.max()) * lexical.coverage(query)
+    return Relevance(float(cosines[top]), coverage, math.log1p(int(np.count_nonzero(bm25 > bm25[top]))))
 
 
 def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
     """The model's probability that no candidate serves the request."""
     logit = config.intercept + config.cosine * relevance.cosine + config.coverage * relevance.coverage
     return 1.0 / (1.0 + math.exp(-logit))
+
+
+def domain_unfit_probability(relevance: Relevance, domain: DomainFit) -> float:
+    """`DomainFit`'s probability that no candidate serves the request."""
+    logit = domain.intercept + domain.cosine * relevance.cosine + domain.coverage * relevance.coverage
+    return 1.0 / (1.0 + math.exp(-(logit + domain.disagreement * relevance.disagreement)))
+
+
+def zero_shot_unfit(relevance: Relevance, config: FitConfig, served_any: bool = False) -> bool:
+    """Whether the zero-shot models say no candidate serves the request (either one is enough; `DomainFit`
+    only while the first candidate has served no request: once it has, what it served says more)."""
+    if unfit_probability(relevance, config) > config.threshold:
+        return True
+    return not served_any and domain_unfit_probability(relevance, config.domain) > config.domain.threshold
 
 
 def agent_logit(p_agent: float | None) -> float:
@@ -168,7 +215,7 @@ def nothing_fits(
     relevance = relevance_of(index, query, arms)
     if relevance is None:
         return False
-    zero_shot = unfit_probability(relevance, config) > config.threshold
+    zero_shot = zero_shot_unfit(relevance, config, served is not None and len(served.kinds) > 0 and served.kinds[0] > 0)
     learned = config.learned
     if served is None or not len(served.kinds) or served.kinds[0] < learned.min_kinds:
         return zero_shot
