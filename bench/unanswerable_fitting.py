@@ -77,13 +77,16 @@ def probability_at(cut: float) -> float:
 
 
 def fit(calibration: Sequence[Sequence[Scored]]) -> FitConfig:
-    """FitConfig fitted on the calibration sets' rows: its own model on every unanswerable kind, then
-    `DomainFit` on held-out requests (`fit_domain`)."""
+    """FitConfig fitted on the calibration sets' rows: its own model on every unanswerable kind (on the
+    cosine alone where coverage would weigh for "nothing fits"), then `DomainFit` on held-out requests."""
     pooled = [r for rows in calibration for r in rows]
     positive = [r for r in pooled if r.kind in KINDS]
     negative = [r for r in pooled if r.kind == "answerable" and r.hit]
     x = np.array([[r.cosine, r.coverage] for r in positive + negative])
-    w = logistic(x, np.r_[np.ones(len(positive)), np.zeros(len(negative))])
+    y = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
+    w = logistic(x, y)
+    if w[2] > 0:  # more coverage, more "nothing fits": not a rule to ship (FitConfig refuses it); without it
+        w = np.r_[logistic(x[:, :1], y), 0.0]
     cut = -threshold(calibration, lambda r: -(w[0] + w[1] * r.cosine + w[2] * r.coverage))  # on the logit
     config = FitConfig(
         intercept=round(float(w[0]), 3),
