@@ -22,14 +22,15 @@ Each request falls in a calibration or a test split (CRC-32 of its id). Methods,
 2. BM25 threshold: nothing fits when the best BM25 score of the query (Okapi, k1 1.2, b 0.75, over the
    same tool documents) is below a threshold;
 3. embedding-cosine threshold: the same with the best cosine of WordLlama embeddings;
-4. toolwise: `Learner.recommend`'s `nothing_fits` with its default `FitConfig` (rl/fit.py), learned
-   from nothing (a fresh learner per catalogue).
+4. toolwise: `Learner.recommend`'s `nothing_fits` with its default `FitConfig` (rl/fit.py: its own
+   model and `DomainFit`, for a request of the catalogue's domain whose tool is missing), learned from
+   nothing (a fresh learner per catalogue).
 
 The references' thresholds are the best single ones on the calibration splits of `--calibrate`'s sets
 (BFCL live and everyday: long and short tool descriptions, whose relevance levels differ): the most
 unanswerable requests caught with at most TARGET_DROP points of hit@1 lost on each; toolwise's
-defaults were fitted on the same splits by `--fit` (which prints them), its threshold chosen the same
-way.
+defaults were fitted on the same splits by `--fit` (which prints them; bench/unanswerable_fitting.py),
+its thresholds chosen the same way.
 
 Then the learned arm (bench/unanswerable_learned.py): toolwise after a stream of each catalogue's
 calibration answerable requests (right tools called, working), judging the test split's requests (none
@@ -43,6 +44,7 @@ Figures in docs/benchmarks.md come from
 
     python bench/unanswerable.py                 # about 4 minutes
     python bench/unanswerable.py --fit           # refit FitConfig's defaults, both parts (prints them)
+    python bench/unanswerable.py --loco          # and each catalogue judged by toolwise fitted on the others
 """
 
 from __future__ import annotations
@@ -61,11 +63,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import unanswerable_learned as learned
 from everyday import EXAMPLE, REQUESTS
+from unanswerable_fitting import KINDS, TARGET_DROP, Judged, fit, logistic, threshold
+from unanswerable_loco import leave_one_out
 
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
@@ -78,8 +82,6 @@ from toolwise.server.app import Toolwise
 
 HERE = Path(__file__).resolve().parent
 SETS = ("bfcl_live", "nestful", "bfcl_multi_turn")
-KINDS = ("held-out", "irrelevance", "live_irrelevance")  # the unanswerable kinds
-TARGET_DROP = 1.5  # points of answerable hit@1 a threshold may cost on the calibration split
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ class Row:
     nothing_fits: bool  # toolwise said so
     cosine: float
     coverage: float
+    disagreement: float  # log(1 + the candidates BM25 ranks above the embedding's best): rl/fit.py
     bm25: float  # the best raw BM25 score
 
 
@@ -142,7 +145,14 @@ class Catalogue:
             raise RuntimeError(f"no relevance for {identifier}: the learner has no embedder or no tools")
         hit = decision.ranked[0].tool in right
         return Row(
-            kind, split(identifier), hit, decision.nothing_fits, relevance.cosine, relevance.coverage, self.bm25(query)
+            kind,
+            split(identifier),
+            hit,
+            decision.nothing_fits,
+            relevance.cosine,
+            relevance.coverage,
+            relevance.disagreement,
+            self.bm25(query),
         )
 
 
@@ -222,26 +232,7 @@ def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlama
 # -- deciding and scoring ---------------------------------------------------------------------------
 
 
-class Judged(Protocol):
-    @property
-    def kind(self) -> str: ...
-    @property
-    def hit(self) -> bool: ...
-
-
 Rule = Callable[[Any], bool]  # True: the method says nothing fits (a Row or a learned.LearnedRow)
-
-
-def threshold(calibration: list[list[Row]], value: Callable[[Row], float]) -> float:
-    """The largest threshold (nothing fits below it) that loses at most TARGET_DROP points of answerable
-    hit@1 on each calibration set: the best single one, since a higher one catches more."""
-    found = math.inf
-    for rows in calibration:
-        answerable = [r for r in rows if r.kind == "answerable"]
-        hits = sorted(value(r) for r in answerable if r.hit)
-        allowed = int(TARGET_DROP / 100 * len(answerable))
-        found = min(found, hits[allowed] if allowed < len(hits) else math.inf)
-    return found
 
 
 def scores(rows: Sequence[Judged], rule: Rule) -> dict[str, float]:
@@ -263,39 +254,6 @@ def table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-# -- fitting FitConfig ------------------------------------------------------------------------------
-
-
-def logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
-    """Weights (intercept first) of an L2-regularised logistic regression, by Newton's method."""
-    x = np.c_[np.ones(len(x)), x]
-    w = np.zeros(x.shape[1])
-    ridge = l2 * np.diag([0.0] + [1.0] * (x.shape[1] - 1))
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-x @ w))
-        w -= np.linalg.solve((x.T * (p * (1 - p))) @ x + ridge, x.T @ (p - y) + ridge @ w)
-    return w
-
-
-def fit(calibration: list[list[Row]]) -> FitConfig:
-    """FitConfig fitted on the calibration sets' rows: unanswerable against answerable hits (an answerable
-    miss said to fit nothing costs nothing); its threshold the lowest losing at most TARGET_DROP points
-    on each calibration set."""
-    pooled = [r for rows in calibration for r in rows]
-    positive = [r for r in pooled if r.kind in KINDS]
-    negative = [r for r in pooled if r.kind == "answerable" and r.hit]
-    x = np.array([[r.cosine, r.coverage] for r in positive + negative])
-    w = logistic(x, np.r_[np.ones(len(positive)), np.zeros(len(negative))])
-    cut = -threshold(calibration, lambda r: -(w[0] + w[1] * r.cosine + w[2] * r.coverage))  # on the logit
-    return FitConfig(
-        intercept=round(float(w[0]), 3),
-        cosine=round(float(w[1]), 3),
-        coverage=round(float(w[2]), 3),
-        # rounded up: a calibration hit exactly at the cut stays answered
-        threshold=math.ceil(1e4 / (1 + math.exp(-cut))) / 1e4 if math.isfinite(cut) else 0.9999,
-    )
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibrate", default="bfcl_live,everyday", help="the sets thresholds are chosen on")
@@ -303,6 +261,7 @@ async def main() -> None:
         "--calibrate-learned", default="bfcl_live,nestful,bfcl_multi_turn", help="the sets the learned arm fits on"
     )
     parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration splits and use it")
+    parser.add_argument("--loco", action="store_true", help="also fit without each catalogue and judge it")
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     irrelevant = load(HERE / "data" / "bfcl_irrelevance" / "queries.jsonl")
@@ -329,7 +288,16 @@ async def main() -> None:
     for name in sets:
         test = [r for r in rows[name] if not r.calibration]
         print_set(name, len(sets[name].tools), test, methods)
-    learned_arm(sets, irrelevant, embedder, config, args.calibrate_learned.split(","), args.fit)
+    learned_sets = args.calibrate_learned.split(",")
+    after = learned_arm(sets, irrelevant, embedder, config, learned_sets, args.fit)
+    if args.loco:
+        print("\n\nLEAVE ONE CATALOGUE OUT: each catalogue judged by toolwise fitted on the others alone")
+        leave_one_out(rows, after, learned_sets, show)
+
+
+def show(title: str, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
+    print(f"\n{title}:\n")
+    print(table({method: scores(test, rule) for method, rule in methods.items()}))
 
 
 def print_set(name: str, tools: int, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
@@ -346,7 +314,7 @@ def learned_arm(
     config: FitConfig,
     chosen: list[str],
     refit: bool,
-) -> None:
+) -> dict[str, tuple[list[learned.LearnedRow], list[learned.LearnedRow]]]:
     """The learned arm (bench/unanswerable_learned.py): each catalogue after a stream of its calibration
     split's answerable requests; thresholds and, with `refit`, FitConfig.learned chosen on `chosen`."""
     if unknown := set(chosen) - set(sets):
@@ -386,6 +354,7 @@ def learned_arm(
     )
     print("\n\neveryday, each request (answerable, held-out) after learning all the others twice (not fitted on):\n")
     print(table({method: scores(again, rule) for method, rule in methods.items()}))
+    return rows
 
 
 if __name__ == "__main__":

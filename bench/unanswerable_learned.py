@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from toolwise.learning.embedding import WordLlamaEmbedder
-from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, relevance_of, unfit_probability
+from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, agent_logit, relevance_of, zero_shot_unfit
 from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.policies.outcome import OutcomeModel
 from toolwise.rl.steps import Step
@@ -42,9 +42,11 @@ class LearnedRow:
     nothing_fits: bool  # toolwise said so
     cosine: float
     coverage: float
+    disagreement: float  # log(1 + the candidates BM25 ranks above the embedding's best): rl/fit.py
     near: float  # the best cosine of x(q) to a request the first candidate worked for (−1: none)
     kinds: int  # prototypes of requests the first candidate worked for (OutcomeMemory.served)
     coherence: float  # how alike those are (OutcomeMemory.served)
+    agent: float | None  # the choice model's probability that the agent calls the first candidate (p_agent)
     nearest: float  # the reference: the best cosine of x(q) to a request any candidate worked for (−1: none)
 
 
@@ -101,9 +103,11 @@ def judge(
         decision.nothing_fits,
         relevance.cosine,
         relevance.coverage,
+        relevance.disagreement,
         float(top.near[0]),
         int(top.kinds[0]),
         float(top.coherence[0]),
+        decision.ranked[0].p_agent,
         float(every.near.max(initial=-1.0)),
     )
 
@@ -154,7 +158,7 @@ def gated_threshold(
 
 
 def zero_shot(config: FitConfig) -> Callable[[LearnedRow], bool]:
-    return lambda r: unfit_probability(Relevance(r.cosine, r.coverage), config) > config.threshold
+    return lambda r: zero_shot_unfit(Relevance(r.cosine, r.coverage, r.disagreement), config, r.kinds > 0)
 
 
 def fit_learned(
@@ -170,11 +174,11 @@ def fit_learned(
     known = [r for rows in calibration for r in rows if gate(r)]
     positive = [r for r in known if r.kind in KINDS]
     negative = [r for r in known if r.kind == "answerable" and r.hit]
-    x = np.array([[r.cosine, r.coverage, r.near] for r in positive + negative])
+    x = np.array([[r.cosine, r.coverage, r.near, agent_logit(r.agent)] for r in positive + negative])
     w = logistic(x, np.r_[np.ones(len(positive)), np.zeros(len(negative))])
 
     def logit(r: LearnedRow) -> float:
-        return float(w[0] + w[1] * r.cosine + w[2] * r.coverage + w[3] * r.near)
+        return float(w[0] + w[1] * r.cosine + w[2] * r.coverage + w[3] * r.near + w[4] * agent_logit(r.agent))
 
     cut = -gated_threshold(calibration, lambda r: -logit(r), gate, zero_shot(config))
     return LearnedFit(
@@ -184,6 +188,7 @@ def fit_learned(
         cosine=round(float(w[1]), 3),
         coverage=round(float(w[2]), 3),
         near=round(float(w[3]), 3),
+        agent=round(float(w[4]), 3),
         threshold=math.ceil(1e4 / (1 + math.exp(-cut))) / 1e4 if math.isfinite(cut) else 0.9999,
     )
 

@@ -4,14 +4,17 @@ is known by what it served, a request of the catalogue's domain far from all of 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from toolwise.learning.embedding import load_embedder
+from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, LearnerConfig, LexicalIndex, Step, ToolDoc
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.fit import FitConfig, LearnedFit
-from toolwise.rl.outcomes import OutcomeMemory
+from toolwise.rl.fit import FitConfig, LearnedFit, nothing_fits
+from toolwise.rl.outcomes import OutcomeMemory, Served
 
 CATALOGUE = [
     ToolDoc("weather__forecast", "Weather forecast for a city: rain, temperature, wind"),
@@ -170,3 +173,40 @@ def test_what_a_tool_served_is_read_from_the_prototypes_that_worked() -> None:
     assert found.worked.tolist() == [2.0, 1.0, 3.0, 0.0, 0.0]
     assert found.kinds.tolist() == [1, 1, 3, 0, 0]
     assert found.coherence.tolist() == pytest.approx([-1.0, -1.0, 0.8, -1.0, -1.0])
+
+
+def test_a_request_the_learned_choice_model_is_torn_over_fits_nothing_where_a_sure_one_fits(embedder: Embedder) -> None:
+    """Its first candidate known alike by what it served (as near as the request comes to it), a request the
+    agent would surely call it for fits; one the choice model is torn over (p_agent low: its tool missing,
+    near ones compete) does not."""
+    learner = Learner(tools=FILES, embedder=embedder)
+    query, arms = "find every file containing the word TODO", learner.index.active
+    served = Served(np.array([0.4]), np.array([4.0]), np.array([4]), np.array([0.8]))
+    config = FitConfig()
+    assert nothing_fits(learner.index, query, arms, config, served, p_agent=0.3)
+    assert not nothing_fits(learner.index, query, arms, config, served, p_agent=0.99)
+
+
+BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
+
+
+def test_on_a_real_catalogue_a_request_whose_tool_is_missing_is_often_said_to_fit_nothing(embedder: Embedder) -> None:
+    """BFCL live (528 tools), 300 of its requests: with a request's right tools left out of the candidates
+    (the catalogue's domain, its tool missing) a fresh learner says nothing fits to more than a tenth (the
+    relevance of the best candidate alone: 3 of them); with them listed it costs few right answers."""
+    tools = [json.loads(line) for line in (BFCL / "tools.jsonl").read_text().splitlines()]
+    queries = [json.loads(line) for line in (BFCL / "queries.jsonl").read_text().splitlines()]
+    docs = [
+        ToolDoc(t["name"], t["description"], tool_document(t["name"], None, t["description"], t["parameters"]))
+        for t in tools
+    ]
+    learner, rng = Learner(tools=docs, embedder=embedder), np.random.default_rng(0)
+    held_out, hits_said_unfit = 0, 0
+    for i in np.random.default_rng(0).permutation(len(queries))[:300].tolist():
+        query, right = queries[i]["query"], set(queries[i]["tools"])
+        others = [t.name for t in docs if t.name not in right]
+        held_out += learner.recommend(query, rng, top_k=1, candidates=others).nothing_fits
+        whole = learner.recommend(query, rng, top_k=1)
+        hits_said_unfit += whole.chosen in right and whole.nothing_fits
+    assert held_out >= 30
+    assert hits_said_unfit <= 9  # at most 3 points of hit@1

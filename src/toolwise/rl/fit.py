@@ -5,7 +5,10 @@ file system) still gets one. Two numbers the prior already computed for the deci
 best candidate matches: the best cosine of the query with a tool document (the semantic prior) and
 how much of the query the best BM25 match covers (`LexicalIndex.coverage`). A fixed logistic model
 over them (fitted offline on public data by `python bench/unanswerable.py --fit`; its coefficients are
-`FitConfig`'s defaults) gives the probability that nothing fits; above `threshold`, nothing does.
+`FitConfig`'s defaults) gives the probability that nothing fits; above `threshold`, nothing does. A
+second one (`DomainFit`) is for a request of the catalogue's own domain whose tool is missing: its
+words still find tools near it, but the tool the embedding ranks first is not the one BM25 does (the
+words that named the missing tool point elsewhere). Either one saying so is enough.
 
 Text alone separates requests from another domain well and requests of the catalogue's own domain
 whose tool is missing poorly (bench/unanswerable.py prints both), so the default threshold is set
@@ -15,9 +18,10 @@ the detector says nothing: BM25 alone did not carry a threshold from one data se
 Once toolwise has seen traffic, outcomes say more: the outcome memory keeps the requests each tool
 worked for (rl/outcomes.py). When the first candidate has worked for enough kinds of request, alike
 enough to say what it serves, a
-second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them: a
-request far from everything a well-known tool served is seldom its kind. With less evidence the
-zero-shot model decides.
+second logistic model (`LearnedFit`) adds how near the request comes to the nearest of them (a
+request far from everything a well-known tool served is seldom its kind) and how sure the learned
+choice model is that the agent would call it here (p_agent: a request whose tool is missing leaves it
+torn between near tools). With less evidence the zero-shot model decides.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from toolwise.rl.outcomes import Served
 from toolwise.rl.toolindex import ToolIndex
 
 
-def _check_finite(config: LearnedFit | FitConfig, name: str) -> None:
+def _check_finite(config: LearnedFit | DomainFit | FitConfig, name: str) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if isinstance(value, float) and not math.isfinite(value):
@@ -45,7 +49,8 @@ class LearnedFit:
     """The "nothing fits" model once the first candidate is known by its outcomes (it worked for at least
     `min_kinds` kinds of request, prototypes in rl/outcomes.py, alike to `min_coherence`):
     logit = intercept + cosine·(best cosine) + coverage·(BM25 coverage) + near·(the best cosine of the
-    request's x(q) to a request the first candidate worked for). Fitted by bench/unanswerable.py --fit on
+    request's x(q) to a request the first candidate worked for) + agent·logit(p_agent of the first
+    candidate: the choice model's probability that the agent calls it). Fitted by bench/unanswerable.py --fit on
     the calibration splits of BFCL live, NESTFUL and BFCL multi-turn after a stream of their answerable
     requests was learned, the threshold losing at most 1.5 points of hit@1 on each (counting what the
     zero-shot model loses where too little is known). WordLlama's request vectors are much about the
@@ -55,20 +60,47 @@ class LearnedFit:
 
     min_kinds: int = 3  # fewer, the zero-shot model decides
     min_coherence: float = 0.4  # the kinds less alike than this (median nearest-other cosine): likewise
-    intercept: float = 5.496
-    cosine: float = -1.652
-    coverage: float = -1.146
-    near: float = -7.385
-    threshold: float = 0.9151  # probability that nothing fits, above which the decision says so
+    intercept: float = 4.749
+    cosine: float = -1.069
+    coverage: float = 0.255
+    near: float = -5.589
+    agent: float = -0.455
+    threshold: float = 0.9238  # probability that nothing fits, above which the decision says so
 
     def __post_init__(self) -> None:
         _check_finite(self, "LearnedFit")
         if not 0 < self.threshold < 1:
             raise ValueError(f"LearnedFit.threshold must be a probability in (0, 1), got {self.threshold}")
-        if self.near > 0 or self.min_kinds < 1:
+        if self.near > 0 or self.agent > 0 or self.min_kinds < 1:
             raise ValueError(
-                f"LearnedFit.near must be ≤ 0 (nearer a served request, less 'nothing fits') and min_kinds ≥ 1, "
-                f"got {self.near}, {self.min_kinds}"
+                "LearnedFit.near and agent must be ≤ 0 (nearer a served request, or an agent surer of the tool, "
+                f"less 'nothing fits') and min_kinds ≥ 1, got {self.near}, {self.agent}, {self.min_kinds}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DomainFit:
+    """The zero-shot model for a request of the catalogue's own domain whose tool is missing: logit =
+    intercept + cosine·(best cosine) + coverage·(BM25 coverage) + disagreement·log(1 + the candidates
+    BM25 ranks above the embedding's best). Fitted by bench/unanswerable.py --fit on the same calibration
+    splits as `FitConfig`, held-out requests (the right tools removed) against answerable hits weighted
+    alike, the threshold chosen so that both models together lose at most 1.5 points of hit@1 on each.
+    It decides only while the first candidate has served no request (`zero_shot_unfit`)."""
+
+    intercept: float = 1.118
+    cosine: float = -2.292
+    coverage: float = -3.236
+    disagreement: float = 0.519
+    threshold: float = 0.8565  # probability that nothing fits, above which the decision says so
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "DomainFit")
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"DomainFit.threshold must be a probability in (0, 1), got {self.threshold}")
+        if self.disagreement < 0:
+            raise ValueError(
+                f"DomainFit.disagreement must be ≥ 0 (words pointing elsewhere, more 'nothing fits'), "
+                f"got {self.disagreement}"
             )
 
 
@@ -86,6 +118,7 @@ class FitConfig:
     cosine: float = -6.024
     coverage: float = -0.522
     threshold: float = 0.9477  # probability that nothing fits, above which the decision says so
+    domain: DomainFit = field(default_factory=DomainFit)  # a request of the catalogue's domain, its tool missing
     learned: LearnedFit = field(default_factory=LearnedFit)  # once the first candidate is known by its outcomes
 
     def __post_init__(self) -> None:
@@ -101,10 +134,11 @@ class FitConfig:
 
 @dataclass(frozen=True, slots=True)
 class Relevance:
-    """How well the best of a decision's candidates matches its query (each in [0, 1])."""
+    """How well the best of a decision's candidates matches its query (cosine and coverage in [0, 1])."""
 
     cosine: float  # the best cosine of the query with a candidate's document
     coverage: float  # the share of the query's BM25 the best candidate reaches (`LexicalIndex.coverage`)
+    disagreement: float = 0.0  # log(1 + the candidates whose BM25 beats that of the embedding's best)
 
 
 def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -> Relevance | None:
@@ -113,14 +147,16 @@ def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -
     semantic = index.semantic
     if not query or semantic is None or not len(arms):
         return None
-    known = arms[arms < len(semantic)]
+    lexical = index.lexical
+    known = arms[arms < min(len(semantic), len(lexical))]  # both index the same documents
     if not len(known):
         return Relevance(0.0, 0.0)
-    cosine = float(semantic.scores(query).take(known).max())
+    cosines = semantic.scores(query).take(known)
+    bm25 = lexical.scores(query).take(known)
+    top = int(cosines.argmax())
     # scores are BM25 over the best of all tools: the best of `arms` times that best's coverage
-    lexical = index.lexical
-    coverage = float(lexical.scores(query).take(known[known < len(lexical)]).max(initial=0.0)) * lexical.coverage(query)
-    return Relevance(cosine, coverage)
+    coverage = float(bm25.max()) * lexical.coverage(query)
+    return Relevance(float(cosines[top]), coverage, math.log1p(int(np.count_nonzero(bm25 > bm25[top]))))
 
 
 def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
@@ -129,11 +165,36 @@ def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-def learned_unfit_probability(relevance: Relevance, near: float, learned: LearnedFit) -> float:
+def domain_unfit_probability(relevance: Relevance, domain: DomainFit) -> float:
+    """`DomainFit`'s probability that no candidate serves the request."""
+    logit = domain.intercept + domain.cosine * relevance.cosine + domain.coverage * relevance.coverage
+    return 1.0 / (1.0 + math.exp(-(logit + domain.disagreement * relevance.disagreement)))
+
+
+def zero_shot_unfit(relevance: Relevance, config: FitConfig, served_any: bool = False) -> bool:
+    """Whether the zero-shot models say no candidate serves the request (either one is enough; `DomainFit`
+    only while the first candidate has served no request: once it has, what it served says more)."""
+    if unfit_probability(relevance, config) > config.threshold:
+        return True
+    return not served_any and domain_unfit_probability(relevance, config.domain) > config.domain.threshold
+
+
+def agent_logit(p_agent: float | None) -> float:
+    """logit(p_agent), clipped to ±9.2 (p in [1e-4, 1 − 1e-4]); 0 (even odds) when the policy models no agent."""
+    if p_agent is None:
+        return 0.0
+    p = min(max(p_agent, 1e-4), 1.0 - 1e-4)
+    return math.log(p / (1.0 - p))
+
+
+def learned_unfit_probability(
+    relevance: Relevance, near: float, learned: LearnedFit, p_agent: float | None = None
+) -> float:
     """The learned model's probability that no candidate serves the request, `near` the best cosine of the
-    request to one the first candidate worked for."""
+    request to one the first candidate worked for, `p_agent` the choice model's probability of that candidate."""
     logit = learned.intercept + learned.cosine * relevance.cosine + learned.coverage * relevance.coverage
-    return 1.0 / (1.0 + math.exp(-(logit + learned.near * near)))
+    logit += learned.near * near + learned.agent * agent_logit(p_agent)
+    return 1.0 / (1.0 + math.exp(-logit))
 
 
 def nothing_fits(
@@ -143,21 +204,22 @@ def nothing_fits(
     config: FitConfig,
     served: Served | None = None,
     coherence: Callable[[], float] | None = None,
+    p_agent: float | None = None,
 ) -> bool:
     """Whether no tool of `arms` seems to serve `query` (False when switched off or without an embedder).
     `served`: what the first candidate worked for (`Policy.served`); with enough kinds of request, alike
     enough (`coherence`, asked only when the two models disagree: it costs the most; else `served`'s),
-    the learned model decides, else the zero-shot one."""
+    the learned model decides (with `p_agent`, the first candidate's `Selection.agent`), else the zero-shot one."""
     if not config.enabled:
         return False
     relevance = relevance_of(index, query, arms)
     if relevance is None:
         return False
-    zero_shot = unfit_probability(relevance, config) > config.threshold
+    zero_shot = zero_shot_unfit(relevance, config, served is not None and len(served.kinds) > 0 and served.kinds[0] > 0)
     learned = config.learned
     if served is None or not len(served.kinds) or served.kinds[0] < learned.min_kinds:
         return zero_shot
-    verdict = learned_unfit_probability(relevance, float(served.near[0]), learned) > learned.threshold
+    verdict = learned_unfit_probability(relevance, float(served.near[0]), learned, p_agent) > learned.threshold
     if verdict == zero_shot:  # whether the first candidate's requests are alike cannot change it
         return verdict
     alike = coherence() if coherence is not None else float(served.coherence[0])

@@ -226,7 +226,8 @@ class Learner:
             return -1.0 if alike is None else float(alike.coherence[0])
 
         served = self.policy.served(context, first, coherence=False) if query else None
-        return nothing_fits(self.index, query, arms, fit, served, coherence) or all_fail(selection)
+        agent = float(selection.agent[0]) if selection.agent is not None and len(selection.agent) else None
+        return nothing_fits(self.index, query, arms, fit, served, coherence, agent) or all_fail(selection)
 
     def recommend_next(
         self,
