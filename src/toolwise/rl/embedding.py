@@ -89,7 +89,10 @@ class SemanticIndex:
         """Cosine similarity of the query with every tool document, clipped to [0, 1] (read-only)."""
         entry = self._entry(query)
         if entry[1] is None:
-            scores = np.clip(self.vectors @ entry[0], 0.0, 1.0).astype(np.float64) if len(self.vectors) else np.zeros(0)
+            scores = np.zeros(0)
+            if len(self.vectors):
+                cosine = self.vectors @ entry[0]
+                scores = np.clip(cosine, 0.0, 1.0, out=cosine).astype(np.float64)  # clipped in place
             scores.setflags(write=False)
             entry[1] = scores
         found: NDArray[np.float64] = entry[1]

@@ -42,12 +42,14 @@ class Features:
         self.sequences = sequences
         self.sequences_enabled = sequences_enabled
         self._unigram_memo: tuple[dict[str, float], NDArray[np.float64]] | None = None
+        # (unigram array, arms, listed tools, their column): `_unigram_column`
+        self._column_memo: tuple[NDArray[np.float64], NDArray[np.int64], int, NDArray[np.float64]] | None = None
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
         """Relevance of every known tool in [0, 1]: the index's match with the query (semantic and
         BM25, or BM25 alone), raised to what the sequence model knows works right after `previous_tool`."""
         scores = self.index.scores(query)  # may be read-only (cached): copied before raising
-        cautious = np.flatnonzero(self.index.caution)
+        cautious = self.index.cautious
         if len(cautious):
             scores = scores.copy()
             scores[cautious] *= self.kept(query, cautious)
@@ -58,6 +60,22 @@ class Features:
                 arm = self.index.tools.get(tool)
                 if arm is not None and arm < len(scores):
                     scores[arm] = max(scores[arm], score)
+        return scores
+
+    def prior_at(self, query: str | None, previous_tool: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`prior(query, previous_tool).take(arms)`, the same numbers, computed for `arms` alone: a decision
+        reports the relevance of its few recommendations, and scoring every tool for them was most of it."""
+        scores = self.index.scores_at(query, arms)
+        if len(self.index.cautious):
+            at = np.flatnonzero(self.index.caution_of(arms))
+            if len(at):
+                scores[at] *= self.kept(query, arms.take(at))
+        follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
+        for tool, score in follow.items():
+            arm = self.index.tools.get(tool)
+            if arm is not None and arm < len(self.index.lexical):
+                for i in np.flatnonzero(arms == arm).tolist():
+                    scores[i] = max(scores[i], score)
         return scores
 
     def prior_of(self, query: str | None, previous_tool: str | None, arm: int) -> float:
@@ -87,6 +105,8 @@ class Features:
         """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`), with the caution of
         the tools that change things: the choice model's first two features."""
         columns = self.index.text_columns(query, arms)
+        if not len(self.index.cautious):  # no tool of the catalogue changes things (or none says so)
+            return columns
         at = np.flatnonzero(self.index.caution_of(arms))
         if len(at):
             columns[at] *= self.kept(query, arms.take(at))[:, None]
@@ -106,12 +126,25 @@ class Features:
         """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
         unigram, levels = self.sequences.backoff(history)
         tools = self.index.tools
+        if not levels:  # the unigram distribution alone (a session's first call): the same column while it stands
+            return self._unigram_column(self._unigram_array(unigram), arms)
         probability = self._unigram_array(unigram).copy()
         for keep, shares in levels:  # `next_distribution`'s arithmetic over an array, in the same order
             probability *= keep
             ids = np.array(tools.ids(shares, missing=len(tools)), dtype=np.int64)
             probability[ids] += np.fromiter(shares.values(), dtype=np.float64, count=len(shares))
         return np.log1p(len(self.index.active) * probability.take(np.minimum(arms, len(tools))))
+
+    def _unigram_column(self, probability: NDArray[np.float64], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`sequence_column` of `arms` from the unigram P alone (read-only), kept while the unigram array,
+        `arms` (the listed tools, as a decision passes them) and the number of listed tools stay."""
+        memo, active = self._column_memo, len(self.index.active)
+        if memo is not None and memo[0] is probability and memo[1] is arms and memo[2] == active:
+            return memo[3]
+        column = np.log1p(active * probability.take(np.minimum(arms, len(probability) - 1)))
+        column.setflags(write=False)
+        self._column_memo = (probability, arms, active, column)
+        return column
 
     def _unigram_array(self, unigram: dict[str, float]) -> NDArray[np.float64]:
         """The unigram P by tool id (the last slot takes tools never interned), kept while the sequence

@@ -113,13 +113,15 @@ def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -
     semantic = index.semantic
     if not query or semantic is None or not len(arms):
         return None
-    known = arms[arms < len(semantic)]
+    lexical = index.lexical
+    every = index.knows(arms)  # the usual case: no mask to apply
+    known = arms if every else arms[arms < len(semantic)]
     if not len(known):
         return Relevance(0.0, 0.0)
     cosine = float(semantic.scores(query).take(known).max())
     # scores are BM25 over the best of all tools: the best of `arms` times that best's coverage
-    lexical = index.lexical
-    coverage = float(lexical.scores(query).take(known[known < len(lexical)]).max(initial=0.0)) * lexical.coverage(query)
+    documented = known if every else known[known < len(lexical)]
+    coverage = float(lexical.scores(query).take(documented).max(initial=0.0)) * lexical.coverage(query)
     return Relevance(cosine, coverage)
 
 
