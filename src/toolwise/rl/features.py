@@ -94,17 +94,19 @@ class Features:
         distribution on a session's first call (history empty)."""
         rows = np.zeros((len(arms), len(FEATURES)))
         if query:
-            rows[:, :2] = self.text_columns(query, arms)
+            self.text_columns(query, arms, rows[:, :2])
         if self.sequences_enabled:
             rows[:, 2 if history else 3] = self.sequence_column(history, arms)
         if history:
             rows[:, 4] = self.index.repeat_column(history, arms)
         return rows
 
-    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`), with the caution of
-        the tools that change things: the choice model's first two features."""
-        columns = self.index.text_columns(query, arms)
+    def text_columns(
+        self, query: str, arms: NDArray[np.int64], out: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
+        """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`, into `out` if given), with
+        the caution of the tools that change things: the choice model's first two features."""
+        columns = self.index.text_columns(query, arms, out)
         if not len(self.index.cautious):  # no tool of the catalogue changes things (or none says so)
             return columns
         at = np.flatnonzero(self.index.caution_of(arms))

@@ -138,11 +138,13 @@ class ToolIndex:
         w = self.lexical_weight
         return (float(self.semantic.scores(query)[arm]) + w * float(self.lexical.scores(query)[arm])) / (1 + w)
 
-    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+    def text_columns(
+        self, query: str, arms: NDArray[np.int64], out: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
         """The choice model's first two features of `arms`: the query's cosine and BM25 against each
-        (BM25 alone in the first column without an embedder)."""
+        (BM25 alone in the first column without an embedder), written into `out` (zeros, arms × 2) if given."""
         known = slice(None) if self.knows(arms) else arms < len(self.lexical)
-        columns = np.zeros((len(arms), 2))
+        columns = np.zeros((len(arms), 2)) if out is None else out
         lexical = self.lexical.scores(query).take(arms[known])
         if self.semantic is not None:
             columns[known, 0] = self.semantic.scores(query).take(arms[known])
