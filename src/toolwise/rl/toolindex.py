@@ -160,5 +160,7 @@ class ToolIndex:
 
     def repeat_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """1 for each of `arms` the session already called (within `history`), else 0."""
-        used = [arm for arm in self.tools.ids(history) if arm >= 0]
-        return np.isin(arms, used).astype(np.float64)
+        column = np.zeros(len(arms))
+        for arm in {arm for arm in self.tools.ids(history) if arm >= 0}:  # a few: a comparison each, not `isin`
+            column[arms == arm] = 1.0
+        return column
