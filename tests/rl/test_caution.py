@@ -59,3 +59,23 @@ def test_the_caution_lifts_as_calls_of_the_tool_work(embedder) -> None:  # type:
 def test_a_request_that_asks_to_read_is_told_from_one_that_asks_to_act() -> None:
     assert all(map(asks_to_read, ["what changed", "Show me the log", "which files did I modify", "diff vs main?"]))
     assert not any(map(asks_to_read, ["stage all my changes", "commit with message 'x'", "showcase", None]))
+
+
+def test_a_decision_reports_the_relevance_the_whole_prior_gives(embedder) -> None:  # type: ignore[no-untyped-def]
+    """A decision computes the prior of its recommendations alone (`Features.prior_at`): the same numbers,
+    to the last bit, as the prior over every tool, with the caution and what follows the previous tool."""
+    rng = np.random.default_rng(0)
+    learner = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    for _ in range(3):  # git_add, then git_commit, worked: a follow score after git_add
+        learner.learn(Step("git__git_add", True, 40.0, query="stage my changes"), rng)
+        learner.learn(Step("git__git_commit", True, 40.0, "commit", "git__git_add", 1, ("git__git_add",)), rng)
+    assert learner.sequences.follow_scores("git__git_add")
+    arms = learner.index.active[::-1].copy()
+    for query, previous in (("stage all my changes", None), ("what changed", "git__git_add"), (None, "git__git_add")):
+        whole = learner.features.prior(query, previous).take(arms)
+        assert learner.features.prior_at(query, previous, arms).tobytes() == whole.tobytes()
+        decision = learner.recommend(query, rng, previous_tool=previous, top_k=7)
+        assert [r.prior for r in decision.ranked] == [
+            float(learner.features.prior(query, previous)[learner.index.tools.get(r.tool) or 0])
+            for r in decision.ranked
+        ]

@@ -183,3 +183,12 @@ def test_a_replay_of_the_log_in_batches_learns_about_as_well_as_call_by_call(
     assert hits(batched, unseen) >= hits(online, unseen) - 0.03, (hits(batched, unseen), hits(online, unseen))
     assert hits(batched, learned) >= hits(online, learned) - 0.1, (hits(batched, learned), hits(online, learned))
     assert hits(batched, learned) >= hits(online, learned, baseline=True) + 0.2
+
+
+def test_the_repeat_feature_marks_the_tools_the_session_already_called() -> None:
+    learner = Learner(tools=[ToolDoc(f"srv__t{i}", f"tool {i}") for i in range(6)])
+    rows = learner.features.choice_rows(
+        "anything", ["srv__t4", "srv__t1", "srv__t4", "gone__tool"], learner.index.active
+    )
+    assert rows[:, 4].tolist() == [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    assert not learner.features.choice_rows("anything", [], learner.index.active)[:, 4].any()

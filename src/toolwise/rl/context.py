@@ -52,21 +52,40 @@ DEFAULT_DOMAIN_KEYWORDS = [
 ]
 
 
+Hashed = tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]  # a context's indices, values, squares
 LAST_EXACT_POSITION = 9  # session positions up to this one are features of their own; later ones share it
 
 
 @dataclass(slots=True)
 class Context:
-    """`indices`/`values` are the non-zero entries of the d-dimensional feature vector."""
+    """`indices`/`values` are the non-zero entries of the d-dimensional feature vector, `squares` the values²
+    (for confidence widths): hashed when first read, since the policies over the query's embedding (the
+    default) never read them."""
 
     hash: str
     keywords: tuple[str, ...]
     previous_tool: str | None
     length_bucket: int
-    indices: NDArray[np.int64] = field(repr=False)
-    values: NDArray[np.float64] = field(repr=False)
-    squares: NDArray[np.float64] = field(repr=False, compare=False)  # values², for confidence widths
+    hashed: Hashed | Callable[[], Hashed] = field(repr=False, compare=False)  # (indices, values, squares)
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)  # the query's, when known
+
+    @property
+    def indices(self) -> NDArray[np.int64]:
+        return self._hashed()[0]
+
+    @property
+    def values(self) -> NDArray[np.float64]:
+        return self._hashed()[1]
+
+    @property
+    def squares(self) -> NDArray[np.float64]:
+        return self._hashed()[2]
+
+    def _hashed(self) -> Hashed:
+        hashed = self.hashed
+        if callable(hashed):
+            hashed = self.hashed = hashed()
+        return hashed
 
 
 def embedded(context: Context, embed: Callable[[], NDArray[np.float32]]) -> Context:
@@ -86,7 +105,7 @@ for _array in (_NO_INDICES, _NO_VALUES):
 def query_only(embedding: NDArray[np.float32]) -> Context:
     """A context that carries only its query's embedding: what a run's policies read of each distinct
     query (rl/batch.py), without encoding the text of every one."""
-    return Context("", (), None, 0, _NO_INDICES, _NO_VALUES, _NO_VALUES, embedding)
+    return Context("", (), None, 0, (_NO_INDICES, _NO_VALUES, _NO_VALUES), embedding)
 
 
 def _slot(feature: str, dim: int) -> tuple[int, float]:
@@ -151,12 +170,16 @@ class ContextEncoder:
         keywords = self.keywords(tokens)
         bucket = position // self.length_bucket_size
         key = f"kw={','.join(keywords)};prev={previous_tool or ''};len={bucket}"
-        indices, values = self._features(tokens, previous_tool, bucket, position)
-        squares = values * values
-        for array in (indices, values, squares):
-            array.setflags(write=False)
+
+        def hashed() -> Hashed:
+            indices, values = self._features(tokens, previous_tool, bucket, position)
+            squares = values * values
+            for array in (indices, values, squares):
+                array.setflags(write=False)
+            return indices, values, squares
+
         digest = hashlib.sha256(key.encode()).hexdigest()
-        return Context(digest, keywords, previous_tool, bucket, indices, values, squares)
+        return Context(digest, keywords, previous_tool, bucket, hashed)
 
     def keywords(self, tokens: Sequence[str]) -> tuple[str, ...]:
         """Domain keywords present (sorted) followed by the first words: the tabular context's key."""

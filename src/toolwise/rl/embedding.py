@@ -85,7 +85,10 @@ class SemanticIndex:
         scores = self._scores.get(query)
         if scores is None:
             vector = self.query(query)
-            scores = np.clip(self.vectors @ vector, 0.0, 1.0).astype(np.float64) if len(self.vectors) else np.zeros(0)
+            scores = np.zeros(0)
+            if len(self.vectors):
+                cosine = self.vectors @ vector
+                scores = np.clip(cosine, 0.0, 1.0, out=cosine).astype(np.float64)  # clipped in place
             scores.setflags(write=False)
             self._scores.put(query, scores)
         return scores

@@ -42,12 +42,14 @@ class Features:
         self.sequences = sequences
         self.sequences_enabled = sequences_enabled
         self._unigram_memo: tuple[dict[str, float], NDArray[np.float64]] | None = None
+        # (unigram array, arms, listed tools, their column): `_unigram_column`
+        self._column_memo: tuple[NDArray[np.float64], NDArray[np.int64], int, NDArray[np.float64]] | None = None
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
         """Relevance of every known tool in [0, 1]: the index's match with the query (semantic and
         BM25, or BM25 alone), raised to what the sequence model knows works right after `previous_tool`."""
         scores = self.index.scores(query)  # may be read-only (cached): copied before raising
-        cautious = np.flatnonzero(self.index.caution)
+        cautious = self.index.cautious
         if len(cautious):
             scores = scores.copy()
             scores[cautious] *= self.kept(query, cautious)
@@ -58,6 +60,22 @@ class Features:
                 arm = self.index.tools.get(tool)
                 if arm is not None and arm < len(scores):
                     scores[arm] = max(scores[arm], score)
+        return scores
+
+    def prior_at(self, query: str | None, previous_tool: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`prior(query, previous_tool).take(arms)`, the same numbers, computed for `arms` alone: a decision
+        reports the relevance of its few recommendations, and scoring every tool for them was most of it."""
+        scores = self.index.scores_at(query, arms)
+        if len(self.index.cautious):
+            at = np.flatnonzero(self.index.caution_of(arms))
+            if len(at):
+                scores[at] *= self.kept(query, arms.take(at))
+        follow = self.sequences.follow_scores(previous_tool) if previous_tool is not None else {}
+        for tool, score in follow.items():
+            arm = self.index.tools.get(tool)
+            if arm is not None and arm < len(self.index.lexical):
+                for i in np.flatnonzero(arms == arm).tolist():
+                    scores[i] = max(scores[i], score)
         return scores
 
     def prior_of(self, query: str | None, previous_tool: str | None, arm: int) -> float:
@@ -76,17 +94,21 @@ class Features:
         distribution on a session's first call (history empty)."""
         rows = np.zeros((len(arms), len(FEATURES)))
         if query:
-            rows[:, :2] = self.text_columns(query, arms)
+            self.text_columns(query, arms, rows[:, :2])
         if self.sequences_enabled:
             rows[:, 2 if history else 3] = self.sequence_column(history, arms)
         if history:
             rows[:, 4] = self.index.repeat_column(history, arms)
         return rows
 
-    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`), with the caution of
-        the tools that change things: the choice model's first two features."""
-        columns = self.index.text_columns(query, arms)
+    def text_columns(
+        self, query: str, arms: NDArray[np.int64], out: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
+        """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`, into `out` if given), with
+        the caution of the tools that change things: the choice model's first two features."""
+        columns = self.index.text_columns(query, arms, out)
+        if not len(self.index.cautious):  # no tool of the catalogue changes things (or none says so)
+            return columns
         at = np.flatnonzero(self.index.caution_of(arms))
         if len(at):
             columns[at] *= self.kept(query, arms.take(at))[:, None]
@@ -104,26 +126,46 @@ class Features:
 
     def sequence_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """log(1 + N·P(arm | history)) for each of `arms` (0 before anything worked)."""
-        column: NDArray[np.float64] = self.sequence_columns([history], arms)[0]
+        unigram, levels = self.sequences.backoff(history)
+        if not levels:  # the unigram distribution alone (a session's first call): the same column while it stands
+            return self._unigram_column(self._unigram_array(unigram), arms)
+        probability = self._backed_off(unigram, levels).take(np.minimum(arms, len(self.index.tools)))
+        column: NDArray[np.float64] = np.log1p(len(self.index.active) * probability)
         return column
 
     def sequence_columns(self, histories: Sequence[Sequence[str]], arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """`sequence_column` of each of `histories`, one row each (a run's distinct histories): P is
-        `next_distribution`'s arithmetic over an array, in the same order."""
-        tools = self.index.tools
-        at = np.minimum(arms, len(tools))
+        """`sequence_column` of each of `histories`, one row each (a run's distinct histories)."""
+        at = np.minimum(arms, len(self.index.tools))
         out = np.empty((len(histories), len(arms)))
         for row, history in enumerate(histories):
-            unigram, levels = self.sequences.backoff(history)
-            probability = self._unigram_array(unigram)
-            if levels:
-                probability = probability.copy()
-            for keep, shares in levels:
-                probability *= keep
-                ids = np.array(tools.ids(shares, missing=len(tools)), dtype=np.int64)
-                probability[ids] += np.fromiter(shares.values(), dtype=np.float64, count=len(shares))
-            out[row] = probability.take(at)
+            out[row] = self._backed_off(*self.sequences.backoff(history)).take(at)
         return np.log1p(len(self.index.active) * out)
+
+    def _backed_off(
+        self, unigram: dict[str, float], levels: list[tuple[float, dict[str, float]]]
+    ) -> NDArray[np.float64]:
+        """P(next | history) by tool id: `next_distribution`'s arithmetic over an array, in the same order
+        (the unigram array itself, read-only, where no longer prefix was seen)."""
+        tools = self.index.tools
+        probability = self._unigram_array(unigram)
+        if levels:
+            probability = probability.copy()
+        for keep, shares in levels:
+            probability *= keep
+            ids = np.array(tools.ids(shares, missing=len(tools)), dtype=np.int64)
+            probability[ids] += np.fromiter(shares.values(), dtype=np.float64, count=len(shares))
+        return probability
+
+    def _unigram_column(self, probability: NDArray[np.float64], arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`sequence_column` of `arms` from the unigram P alone (read-only), kept while the unigram array,
+        `arms` (the listed tools, as a decision passes them) and the number of listed tools stay."""
+        memo, active = self._column_memo, len(self.index.active)
+        if memo is not None and memo[0] is probability and memo[1] is arms and memo[2] == active:
+            return memo[3]
+        column = np.log1p(active * probability.take(np.minimum(arms, len(probability) - 1)))
+        column.setflags(write=False)
+        self._column_memo = (probability, arms, active, column)
+        return column
 
     def _unigram_array(self, unigram: dict[str, float]) -> NDArray[np.float64]:
         """The unigram P by tool id (the last slot takes tools never interned), kept while the sequence

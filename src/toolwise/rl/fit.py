@@ -148,7 +148,8 @@ def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -
     if not query or semantic is None or not len(arms):
         return None
     lexical = index.lexical
-    known = arms[arms < min(len(semantic), len(lexical))]  # both index the same documents
+    every = index.knows(arms)  # the usual case: no mask to apply
+    known = arms if every else arms[arms < min(len(semantic), len(lexical))]  # both index the same documents
     if not len(known):
         return Relevance(0.0, 0.0)
     cosines = semantic.scores(query).take(known)

@@ -173,12 +173,14 @@ class Learner:
         if len(arms) == 0:
             raise ValueError("there are no tools to choose from")
         context = self.encode(query, previous_tool, position)
-        prior_all = self.features.prior(query, previous_tool)
         named = self.index.names.named(query) if named_first and query else []
-        if named:
+        # The prior of every tool, where it ranks them; else only the recommendations' is reported (below)
+        whole = baseline or bool(named) or not self.policy.capabilities.candidates
+        prior_all = self.features.prior(query, previous_tool) if whole else None
+        if named and prior_all is not None:
             prior_all = prior_all.copy()  # the prior is read-only (memoised)
             prior_all[named] = 1.0
-        if baseline:
+        if baseline and prior_all is not None:
             selection = baseline_selection(arms, prior_all.take(arms))
         else:
             inputs = self._inputs(query, history or ((previous_tool,) if previous_tool else ()), arms, prior_all)
@@ -189,13 +191,14 @@ class Learner:
             selection = self.exploration.explore(selection, arms, top_k, rng, tools)
         names = tools.names
         top = selection.ranked[:top_k]
+        prior = prior_all.take(top) if prior_all is not None else self.features.prior_at(query, previous_tool, top)
         ranked = [
             Ranked(names[a], s, e, p)
             for a, s, e, p in zip(
                 top.tolist(),
                 selection.scores[:top_k].tolist(),
                 selection.expected[:top_k].tolist(),
-                prior_all.take(top).tolist(),
+                prior.tolist(),
                 strict=True,
             )
         ]
@@ -256,12 +259,14 @@ class Learner:
         return [(names[active[i]], float(expected[i]), float(prior[i])) for i in order]
 
     def _inputs(
-        self, query: str | None, history: Sequence[str], arms: NDArray[np.int64], prior: NDArray[np.float64]
+        self, query: str | None, history: Sequence[str], arms: NDArray[np.int64], prior: NDArray[np.float64] | None
     ) -> NDArray[np.float64]:
         """What the policy reads of each of `arms`: their feature rows (`capabilities.candidates`), or
-        their relevance in the prior over every tool (`prior`)."""
+        their relevance in the prior over every tool (`prior`, needed then only)."""
         if self.policy.capabilities.candidates:
             return self.features.choice_rows(query, history, arms)
+        if prior is None:
+            raise ValueError(f"policy {self.policy.name!r} reads the prior of every tool: none was given")
         return prior.take(arms)
 
     # -- learning ----------------------------------------------------------------------------------

@@ -75,6 +75,8 @@ class Calibration:
         self.seen = 0
 
     def mean(self, p_agent: NDArray[np.float64]) -> NDArray[np.float64]:
+        if self.start and not self.seen:  # nothing learned: (0·m + start·0.5)/start, whatever m is
+            return np.full(np.shape(p_agent), 0.5)
         z = self.weights[0] + self.weights[1] * logit(p_agent)
         m: NDArray[np.float64] = 1.0 / (1.0 + np.exp(-z))
         if self.start:
@@ -175,6 +177,9 @@ class OutcomeMemory:
         """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read
         only ("nothing fits", rl/fit.py: a request far from all a well-known tool served is not its kind).
         `coherence` costs a product of a tool's prototypes with themselves each (without: all −1)."""
+        if len(arms) == 1 and (int(arms[0]) >= len(self.used) or not self.used[arms[0]]):
+            # what "nothing fits" asks of a first candidate with no prototype: the answer without the gathers
+            return Served(np.full(1, -1.0), np.zeros(1), np.zeros(1, np.int64), np.full(1, -1.0))
         known = arms < len(self.used)
         safe = np.where(known, arms, 0)
         worked = self.worked.take(safe, 0) * known[:, None]

@@ -52,6 +52,7 @@ class ToolIndex:
         self.documents: dict[str, str] = {}
         self.effects: dict[str, Effect] = {}
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
+        self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -68,6 +69,7 @@ class ToolIndex:
                 self.effects[tool.name] = tool.effect
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
+        self.cautious = np.flatnonzero(self.caution)
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.semantic.by_document if self.semantic is not None else None
@@ -117,6 +119,15 @@ class ToolIndex:
             return scores
         return self.lexical.scores(query or "")
 
+    def scores_at(self, query: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+        """`scores(query).take(arms)`, the same numbers, without combining the two scores of every tool."""
+        if self.semantic is not None and query:
+            w = self.lexical_weight
+            scores = self.semantic.scores(query).take(arms) + w * self.lexical.scores(query).take(arms)
+            scores /= 1 + w
+            return scores
+        return self.lexical.scores(query or "").take(arms)
+
     def score(self, query: str | None, arm: int) -> float:
         """`scores(query)[arm]` (0 for a tool the index has no document of), without a fresh array."""
         if self.semantic is None or not query:
@@ -127,11 +138,13 @@ class ToolIndex:
         w = self.lexical_weight
         return (float(self.semantic.scores(query)[arm]) + w * float(self.lexical.scores(query)[arm])) / (1 + w)
 
-    def text_columns(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64]:
+    def text_columns(
+        self, query: str, arms: NDArray[np.int64], out: NDArray[np.float64] | None = None
+    ) -> NDArray[np.float64]:
         """The choice model's first two features of `arms`: the query's cosine and BM25 against each
-        (BM25 alone in the first column without an embedder)."""
-        columns = np.zeros((len(arms), 2))
-        known = arms < len(self.lexical)
+        (BM25 alone in the first column without an embedder), written into `out` (zeros, arms × 2) if given."""
+        known = slice(None) if self.knows(arms) else arms < len(self.lexical)
+        columns = np.zeros((len(arms), 2)) if out is None else out
         lexical = self.lexical.scores(query).take(arms[known])
         if self.semantic is not None:
             columns[known, 0] = self.semantic.scores(query).take(arms[known])
@@ -140,7 +153,14 @@ class ToolIndex:
             columns[known, 0] = lexical
         return columns
 
+    def knows(self, arms: NDArray[np.int64]) -> bool:
+        """Whether every one of `arms` has a document (the listed tools always have: a decision's usual
+        arms, which then need no mask)."""
+        return arms is self.active or not len(arms) or int(arms.max()) < len(self.lexical)
+
     def repeat_column(self, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """1 for each of `arms` the session already called (within `history`), else 0."""
-        used = [arm for arm in self.tools.ids(history) if arm >= 0]
-        return np.isin(arms, used).astype(np.float64)
+        column = np.zeros(len(arms))
+        for arm in {arm for arm in self.tools.ids(history) if arm >= 0}:  # a few: a comparison each, not `isin`
+            column[arms == arm] = 1.0
+        return column

@@ -116,6 +116,7 @@ class ChoiceModel(PolicyBase):
         self.chosen = np.zeros(16, dtype=np.int64)  # calls learned per tool, worked or not (its evidence)
         self.observed = 0
         self.memory = CallMemory(c.replay_capacity, c.dim, c.shortlist + 2)
+        self._zero_theta = True  # θ is all zeros (nothing learned yet): θ_tᵀx adds nothing to a score
         self._last: tuple[Context, NDArray[np.float32] | None, NDArray[np.float64]] | None = None  # `features`
 
     # -- features ----------------------------------------------------------------------------------
@@ -174,7 +175,9 @@ class ChoiceModel(PolicyBase):
         if len(arms):
             self._ensure(int(arms.max()))
         scores: NDArray[np.float64] = rows @ self.weights
-        if len(arms) > 64:  # one product over every tool, no copy of their rows
+        if self._zero_theta:  # a fresh model: every θ_tᵀx is 0, adding nothing
+            pass
+        elif len(arms) > 64:  # one product over every tool, no copy of their rows
             scores += (self.theta @ x).take(arms) * self.shrink(arms)
         else:
             scores += (self.theta.take(arms, 0) @ x) * self.shrink(arms)
@@ -395,6 +398,7 @@ class ChoiceModel(PolicyBase):
         step = per_call @ x
         step *= (rate / called)[:, None]
         self.theta[used] += step
+        self._zero_theta = False
         gradient = np.einsum("bk,bkf->f", direction, rows) / batch
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
@@ -416,6 +420,7 @@ class ChoiceModel(PolicyBase):
         rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(arms))
         moved = rate * direction * self.shrink(arms)  # the chain rule through the shrunk term
         self.theta[arms] += moved[:, None] * x
+        self._zero_theta = False
         gradient = direction @ rows
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
@@ -458,6 +463,7 @@ class ChoiceModel(PolicyBase):
         if theta.shape[1] != self.config.dim:
             raise ValueError(f"state learned over {theta.shape[1]} components, this policy uses {self.config.dim}")
         self.theta = theta.copy()
+        self._zero_theta = not theta.any()
         self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
         self.weight_steps = np.asarray(state["weight_steps"], dtype=np.float64).copy()
         self.steps = np.asarray(state["steps"], dtype=np.float64).copy()

@@ -75,6 +75,18 @@ class OutcomeModel(PolicyBase):
         estimate = self.memory.estimate(chosen.ranked, self.choice.features(context), self.calibration.mean(p_agent))
         self._broken(chosen.ranked, estimate.p_works)
         failing, working = self.verdicts(estimate.p_works, estimate.evidence)  # on the evidence's own posterior
+        if not failing.any():  # nothing to override (the usual case): the choice model's order, as it is
+            return Selection(
+                chosen.ranked,
+                chosen.scores,
+                estimate.p_works,
+                int(chosen.ranked[0]),
+                chosen.explored,
+                chosen.propensity,
+                agent=p_agent,
+                evidence=estimate.evidence,
+                failing=failing,
+            )
         order = self.order(failing, working)
         if chosen.explored:  # the choice model's exploration keeps its pick first
             order = np.concatenate(([0], order[order != 0]))
