@@ -13,6 +13,7 @@ from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.learner import WAIT_CALLS
 from toolwise.rl.policies import OutcomeModel
+from toolwise.rl.policies.outcome import OutcomeModelConfig
 from toolwise.rl.steps import HEALTH
 
 CATALOGUE = [
@@ -282,3 +283,17 @@ def test_a_low_rating_lowers_what_a_tool_never_tried_for_a_request_is_expected_t
             learner.end_episode(step, 0.0, rng)
     fresh = "email me the forecast"  # no evidence for it; the choice model splits it over two tools
     assert p_works(rated, "send_email", fresh) < p_works(unrated, "send_email", fresh) - 0.03
+
+
+def test_one_failure_for_a_request_is_one_full_call_of_evidence_whatever_its_wording(embedder: Embedder) -> None:
+    """A tool that failed once for a request is predicted to fail there on that one call (`evidence` 1, enough
+    for the verdict) for every wording: the cosine of a request to its own prototype, a float32 product, can
+    miss 1 by a hair ("convert 9 GBP to CHF" read 0.9999998 of a call, and the tool that just failed for it
+    was not judged at all)."""
+    enough = OutcomeModelConfig().enough
+    for query in ("convert 9 GBP to CHF", "convert 1000 yen to won", "turn 80 CAD into USD", REQUEST):
+        learner, rng = learner_of(embedder), np.random.default_rng(15)
+        call(learner, "get_exchange_rate", False, rng, "s", query)
+        failed = next(r for r in learner.recommend(query, rng, top_k=5).ranked if r.tool == "get_exchange_rate")
+        assert failed.evidence is not None and failed.evidence >= enough, f"{query!r}: evidence {failed.evidence}"
+        assert failed.expected < OutcomeModelConfig().fails_below

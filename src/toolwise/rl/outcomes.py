@@ -8,11 +8,13 @@ failed there. A request q reads a tool's evidence through a kernel on the cosine
 
     W = Σ_j k(cos(q, x_j)) · worked_j,   F = Σ_j k(cos(q, x_j)) · failed_j,   k(c) = clip((c − c₀)/(1 − c₀), 0, 1)^γ
 
-so an exact repeat of a request counts in full (the tabular memory of the design's seed) and a
-paraphrase in part. With m the prior mean, P(works) = (s₀·m + W) / (s₀ + W + F): a Beta posterior
-whose evidence n = W + F says how much it rests on. The prior m is the choice model's probability
-p_agent calibrated on the outcomes seen (`Calibration`): with no evidence, "works" is as likely as
-the agent's habitual tool has turned out to be. A request never seen near a tool gives n = 0, m.
+so an exact repeat of a request counts in full (the tabular memory of the design's seed; its cosine, a
+float32 product of unit vectors, may miss 1 by ~1e-7 and is read as 1: else one call there weighed
+0.9999998, short of the verdicts' "enough") and a paraphrase in part. With m the prior mean,
+P(works) = (s₀·m + W) / (s₀ + W + F): a Beta posterior whose evidence n = W + F says how much it rests on.
+The prior m is the choice model's probability p_agent calibrated on the outcomes seen (`Calibration`):
+with no evidence, "works" is as likely as the agent's habitual tool has turned out to be. A request
+never seen near a tool gives n = 0, m.
 
 Memory is bounded: a new request within `merge` cosine of a prototype adds to it; when a tool's slots
 are full, its two closest prototypes merge (weighted mean, counts summed) to make room, so nothing
@@ -27,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+SAME = 1.0 - 1e-5  # a cosine from which a prototype is the request itself (float32 rounding misses 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +160,7 @@ class OutcomeMemory:
     def kernel(self, cosine: NDArray[np.float64]) -> NDArray[np.float64]:
         c = self.config
         k: NDArray[np.float64] = np.clip((cosine - c.floor) / (1.0 - c.floor), 0.0, 1.0) ** c.power
+        k[cosine >= SAME] = 1.0  # the request itself
         return k
 
     def estimate(self, arms: NDArray[np.int64], x: NDArray[np.float64], prior: NDArray[np.float64]) -> Estimate:
