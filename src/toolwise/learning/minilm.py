@@ -87,12 +87,24 @@ def layer_norm(x: F32, weight_bias: tuple[F32, F32]) -> F32:
 
 
 def gelu(x: F32) -> F32:
-    """BERT's exact GELU, x·Φ(x), with erf by Abramowitz–Stegun 7.1.26 (error under 1.5e-7; numpy has no erf)."""
-    z = np.abs(x) * np.float32(1 / np.sqrt(2))
-    t = 1 / (1 + np.float32(0.3275911) * z)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    erf = np.sign(x) * (1 - poly.astype(np.float32) * np.exp(-z * z))
-    out: F32 = np.float32(0.5) * x * (1 + erf)
+    """BERT's exact GELU, x·Φ(x), with erf by Abramowitz–Stegun 7.1.26 (error under 1.5e-7; numpy has no
+    erf), in place where it can: it is a third of a long text's time."""
+    z = np.abs(x)
+    z *= np.float32(1 / np.sqrt(2))
+    t = z * np.float32(0.3275911)
+    t += 1
+    np.reciprocal(t, out=t)
+    tail = t * np.float32(1.061405429)  # ends as 1 - erf(|x|/√2), halved
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        tail += np.float32(c)
+        tail *= t
+    np.square(z, out=z)
+    np.negative(z, out=z)
+    np.exp(z, out=z)
+    tail *= z
+    tail *= np.float32(0.5)
+    out: F32 = np.where(x >= 0, 1 - tail, tail)
+    out *= x
     return out
 
 
