@@ -5,7 +5,8 @@ Right first time before anything is learned, on bench/everyday.py's 36 requests 
 multi-turn, NESTFUL, τ-bench airline: bench/adapter.py's loading, toolwise's tool documents). Each
 embedding scored alone (the cosine) and as toolwise's prior combines it ((cosine + 0.25 BM25) / 1.25,
 `ToolIndex.scores`), beside BM25 alone, all in the same run. Then what MiniLM costs: ms to embed one
-request alone on one thread, next to WordLlama, and seconds to embed 1,000 tool documents.
+request alone on one thread, next to WordLlama, and seconds to embed 1,000 tool documents (wall clock and
+CPU time: on a shared machine the first also counts waiting for a core).
 
 MiniLM's vectors of the sets are kept in bench/out/minilm-vectors.pickle between runs (the first run
 embeds every text: ~15 min on a busy 2-core machine; the cost lines always measure afresh). Needs the
@@ -74,27 +75,29 @@ def row(s: Set, embedders: dict[str, Embed], quick: bool) -> str:
     return f"| {s.name} ({len(s.queries)} / {len(s.documents)}) | " + " | ".join(cells) + " |"
 
 
-def per_query_ms(embed: Embed, queries: Sequence[str]) -> float:
-    """Median ms to embed one request alone (what a decision on a new request costs)."""
-    times = []
+def per_query_ms(embed: Embed, queries: Sequence[str]) -> tuple[float, float]:
+    """Median ms to embed one request alone (what a decision on a new request costs): wall clock and this
+    process's CPU time (on a shared machine the wall clock also counts the waits for a core)."""
+    wall, cpu = [], []
     for query in queries:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         embed([query])
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return float(np.median(wall)) * 1e3, float(np.median(cpu)) * 1e3
 
 
 def cost(embedders: dict[str, Embed], queries: list[str], documents: list[str]) -> None:
     with threadpool_limits(1):
         for name, embed in embedders.items():
             embed(queries[:5])  # loaded and warm
-            ms = per_query_ms(embed, queries)
-            start = time.perf_counter()
+            wall, cpu = per_query_ms(embed, queries * 3)
+            start, start_cpu = time.perf_counter(), time.process_time()
             embed(documents)
-            seconds = time.perf_counter() - start
+            seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
             print(
-                f"{name}: {ms:.2f} ms per request alone (median of {len(queries)}), "
-                f"{seconds:.2f} s for {len(documents)} tool documents, 1 thread"
+                f"{name}: {wall:.2f} ms per request alone (CPU {cpu:.2f} ms; median of {3 * len(queries)}), "
+                f"{seconds:.2f} s for {len(documents)} tool documents (CPU {cpu_seconds:.2f} s), 1 thread"
             )
 
 
