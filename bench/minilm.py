@@ -6,7 +6,8 @@ multi-turn, NESTFUL, τ-bench airline: bench/adapter.py's loading, toolwise's to
 embedding scored alone (the cosine) and as toolwise's prior combines it ((cosine + 0.25 BM25) / 1.25,
 `ToolIndex.scores`), beside BM25 alone, all in the same run. Then what MiniLM costs: ms to embed one
 request alone on one thread, next to WordLlama, and seconds to embed 1,000 tool documents (wall clock and
-CPU time: on a shared machine the first also counts waiting for a core).
+CPU time: on a shared machine the first also counts waiting for a core); last, `recommend_tool`'s round
+trip at 1,000 tools with each embedding (bench/real_queries.py's measure).
 
 MiniLM's vectors of the sets are kept in bench/out/minilm-vectors.pickle between runs (the first run
 embeds every text: ~15 min on a busy 2-core machine; the cost lines always measure afresh). Needs the
@@ -22,6 +23,7 @@ import argparse
 import asyncio
 import importlib.util
 import pickle
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from adapter import Set, everyday_set, load, top1  # bench/adapter.py's loading of each set
 from numpy.typing import NDArray
+from real_queries import HERE, DataSet, padded_catalogue, recommend_latency
 from threadpoolctl import threadpool_limits
 
 from toolwise.learning.embedding import WordLlamaEmbedder
@@ -101,6 +104,20 @@ def cost(embedders: dict[str, Embed], queries: list[str], documents: list[str]) 
             )
 
 
+async def decisions(tools: int) -> None:
+    """recommend_tool's round trip at `tools` tools, a new request each call, per embedding (bench/real_queries.py's
+    measure), WordLlama measured again after MiniLM so that a drift of the machine shows."""
+    data = DataSet.load(HERE / "data" / "bfcl_live")
+    with tempfile.TemporaryDirectory() as tmp:
+        padded = Path(tmp) / "tools.jsonl"
+        padded_catalogue(data, tools, padded)
+        queries = [r.query for r in data.requests[:600]]
+        print(f"\nrecommend_tool round trip at {tools:,} tools (in-process client, a new request each call):")
+        for embedding in ("wordllama", "minilm", "wordllama"):
+            p50, p90, cpu = await recommend_latency(padded, queries, embedding)
+            print(f"  {embedding}: p50 {p50:.2f} ms, p90 {p90:.2f} ms; CPU p50 {cpu:.2f} ms", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", nargs="+", default=list(SETS))
@@ -125,6 +142,7 @@ def main() -> None:
     tokens = [len(q.split()) for q in everyday]
     print(f"\nCost (the everyday requests: {min(tokens)}–{max(tokens)} words; documents from the sets above):")
     cost({"WordLlama": embedders["WordLlama"], "MiniLM": minilm.embed}, everyday, documents)
+    asyncio.run(decisions(100 if args.quick else 1000))
 
 
 if __name__ == "__main__":
