@@ -5,12 +5,13 @@ mcp-server-git, 14 tools), driven through an in-process `mcp.Client` exactly as 
 (default settings besides `exposure: search`, a throwaway SQLite file, no call made: zero-shot).
 Each request below, written for this benchmark with its right tools, goes to `recommend_tool` and to
 `search_tools` in a session of its own; beside them, in the same run, BM25 alone and the embedding
-(WordLlama cosine) alone over the same tool documents (`tool_document`: name, description, parameters).
+(WordLlama cosine, or `--embedding minilm`'s) alone over the same tool documents (`tool_document`: name,
+description, parameters).
 
 Printed: top-1 and top-3 of each, and how often a tool that changes the repository (the server's
 annotations: `destructiveHint` true, or `readOnlyHint` false) is first for a request that only reads.
 
-    python bench/everyday.py [--seed 0]
+    python bench/everyday.py [--seed 0] [--embedding wordllama|minilm]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from mcp import Client
 
 from toolwise.config import AppConfig
-from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
+from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl.embedding import SemanticIndex
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.server.app import Toolwise, build_server
@@ -119,12 +120,17 @@ def ranking(scores: Callable[[str], np.ndarray], names: list[str]) -> Callable[[
     return lambda query: [names[i] for i in np.argsort(-scores(query), kind="stable")[:TOP]]
 
 
-async def measure(seed: int) -> None:
+async def measure(seed: int, embedder_kind: str) -> None:
     servers = json.loads(EXAMPLE.read_text())["mcpServers"]
     for spec in servers.values():  # installed beside this Python when its folder is not on PATH
         spec["command"] = shutil.which(spec["command"]) or str(Path(sys.executable).parent / spec["command"])
     with tempfile.TemporaryDirectory() as tmp:
-        settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/everyday.db", "seed": seed, "exposure": "search"}
+        settings = {
+            "database_url": f"sqlite+aiosqlite:///{tmp}/everyday.db",
+            "seed": seed,
+            "exposure": "search",
+            "embedding": embedder_kind,
+        }
         config = AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
         async with Toolwise(config) as app, Client(build_server(app), mode="legacy") as client:
             tools = {t.name: t for t in app.catalogue.tools()}
@@ -138,7 +144,9 @@ async def measure(seed: int) -> None:
     names = list(tools)
     documents = [tool_document(t.name, t.title, t.description, t.input_schema) for t in tools.values()]
     bm25 = LexicalIndex(documents)
-    embedding = SemanticIndex(WordLlamaEmbedder(), documents)
+    embedder = load_embedder(embedder_kind)
+    assert embedder is not None
+    embedding = SemanticIndex(embedder, documents)
     alone = {"BM25 alone": ranking(bm25.scores, names), "embedding alone": ranking(embedding.scores, names)}
     tallies = {f"toolwise {k}": v for k, v in served.items()}
     for label, rank in alone.items():
@@ -162,7 +170,9 @@ def main() -> None:
     logging.getLogger("client").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
-    asyncio.run(measure(parser.parse_args().seed))
+    parser.add_argument("--embedding", choices=["wordllama", "minilm"], default="wordllama")
+    args = parser.parse_args()
+    asyncio.run(measure(args.seed, args.embedding))
 
 
 if __name__ == "__main__":

@@ -102,7 +102,8 @@ class Settings(BaseSettings):
     database_url: str = Field(default_factory=default_database_url)
     namespace: str = Field(default="default", min_length=1, max_length=64)
     policy: str = "outcome"
-    embedding: Literal["wordllama", "none"] = "wordllama"  # the prior's text embedding (none: lexical BM25)
+    # the prior's text embedding (minilm: all-MiniLM-L6-v2 in numpy, its wheel installed; none: lexical BM25)
+    embedding: Literal["wordllama", "minilm", "none"] = "wordllama"
     seed: int | None = None  # fixed seed → reproducible decisions (tests, demos)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     store_arguments: bool = False

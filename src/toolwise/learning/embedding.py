@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.learning.minilm import MiniLMEmbedder
 from toolwise.rl.embedding import name_words
 from toolwise.rl.toolindex import Effect
 
 log = logging.getLogger(__name__)
 
-EMBEDDINGS = ("wordllama", "none")
+EMBEDDINGS = ("wordllama", "minilm", "none")
 
 
 class WordLlamaEmbedder:
@@ -85,12 +86,14 @@ class WordLlamaEmbedder:
 
 
 @functools.cache
-def load_embedder(kind: str) -> WordLlamaEmbedder | None:
+def load_embedder(kind: str) -> WordLlamaEmbedder | MiniLMEmbedder | None:
     """The configured embedder (`none`: the prior stays lexical); loaded once per process (immutable)."""
     if kind == "none":
         return None
     if kind == "wordllama":
         return WordLlamaEmbedder()
+    if kind == "minilm":
+        return MiniLMEmbedder()
     raise ValueError(f"embedding must be one of {list(EMBEDDINGS)}, got {kind!r}")
 
 
