@@ -175,12 +175,10 @@ class ChoiceModel(PolicyBase):
         if len(arms):
             self._ensure(int(arms.max()))
         scores: NDArray[np.float64] = rows @ self.weights
-        if self._zero_theta:  # a fresh model: every θ_tᵀx is 0, adding nothing
-            pass
-        elif len(arms) > 64:  # one product over every tool, no copy of their rows
-            scores += (self.theta @ x).take(arms) * self.shrink(arms)
-        else:
-            scores += (self.theta.take(arms, 0) @ x) * self.shrink(arms)
+        if not self._zero_theta:  # a fresh model's θ_tᵀx are all 0, adding nothing
+            # over 64 arms, one product over every tool (no copy of their rows)
+            learned = (self.theta @ x).take(arms) if len(arms) > 64 else self.theta.take(arms, 0) @ x
+            scores += learned * self.shrink(arms)
         for arm, offset in self.health.items():  # P(chosen) × P(works) for a tool that broke: few, if any
             scores[arms == arm] += offset
         return scores
