@@ -309,9 +309,3 @@ class OutcomeMemory:
 
     def nbytes(self) -> int:
         return self.vectors.nbytes + self.worked.nbytes + self.failed.nbytes + self.used.nbytes
-
-
-def beta_sd(p: NDArray[np.float64], n: NDArray[np.float64], s0: float) -> NDArray[np.float64]:
-    """The posterior's standard deviation (uncertainty of P(works)) after evidence n with s₀ prior calls."""
-    sd: NDArray[np.float64] = np.sqrt(p * (1.0 - p) / (s0 + n + 1.0))
-    return sd
