@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from unanswerable_fitting import KINDS, TARGET_DROP
 
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, agent_logit, relevance_of, zero_shot_unfit
@@ -28,9 +29,6 @@ from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.policies.outcome import OutcomeModel
 from toolwise.rl.steps import Step
 from toolwise.rl.toolindex import ToolDoc
-
-KINDS = ("held-out", "irrelevance", "live_irrelevance")  # as bench/unanswerable.py
-TARGET_DROP = 1.5  # points of answerable hit@1 a threshold may cost on each calibration split
 
 
 @dataclass(frozen=True, slots=True)

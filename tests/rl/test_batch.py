@@ -204,6 +204,23 @@ def test_query_vectors_are_memoised_up_to_a_bound(catalogue, embedder) -> None: 
         np.testing.assert_array_equal(semantic.query(queries[k]), vectors[k])
 
 
+def test_a_run_learned_before_any_tool_was_listed_learns_as_steps_do(embedder) -> None:  # type: ignore[no-untyped-def]
+    """No catalogue yet (no tool document to match a request with): a run learns its calls all the same,
+    with the same rewards as step by step, instead of failing on the cosines of no document."""
+    steps = [
+        Step("srv__a", True, 20.0, query="first request"),
+        Step("srv__b", False, 30.0, query="second request", previous_tool="srv__a", position=1, history=("srv__a",)),
+    ]
+    batched, stepped, rng = (
+        Learner(LearnerConfig(), [], embedder),
+        Learner(LearnerConfig(), [], embedder),
+        np.random.default_rng(0),
+    )
+    rewards = batched.learn_many(StepColumns.of(steps), rng)
+    assert rewards.tolist() == [stepped.learn(step, rng).reward for step in steps]
+    assert batched.updates == stepped.updates == 2
+
+
 def test_a_batch_with_a_bad_step_is_refused_whole(catalogue, embedder) -> None:  # type: ignore[no-untyped-def]
     """Checked before anything is learned: no half-learned batch (counts, n-grams) is left behind."""
     steps, _ = a_log(catalogue, 100, seed=6)

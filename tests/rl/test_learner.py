@@ -96,6 +96,20 @@ def test_unknown_candidates_are_named() -> None:
     assert {r.tool for r in d.ranked} == {"git__git_log", "git__git_diff"}
 
 
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_tool_known_only_from_a_learned_call_can_be_a_candidate(policy: str) -> None:
+    """A call of a tool the catalogue does not list (a shared log's, or one called before the catalogue
+    was refreshed) gives it an id but no document: named among the candidates it is ranked with no text
+    relevance (prior 0), with the baseline too, not refused with an index error."""
+    learner, rng = Learner(LearnerConfig(policy=policy), TOOLS), np.random.default_rng(0)
+    learner.learn(Step("other__search_web", True, 30.0, query="search the web"), rng)
+    candidates = ["other__search_web", "git__git_log"]
+    for baseline in (False, True):
+        d = learner.recommend("commit logs", rng, candidates=candidates, baseline=baseline)
+        assert {r.tool: r.prior for r in d.ranked}["other__search_web"] == 0.0
+        assert {r.tool for r in d.ranked} == set(candidates)
+
+
 def test_sequence_evidence_lifts_the_usual_follow_up() -> None:
     learner, rng = Learner(LearnerConfig(), TOOLS), np.random.default_rng(0)
     for _ in range(3):

@@ -36,3 +36,20 @@ def test_scores_are_the_sums_term_by_term_to_the_last_bit() -> None:
         assert index.scores(query).tobytes() == term_by_term(index, query).tobytes(), query
     assert index.scores("weather forecast in celsius").argmax() == 1
     assert not index.scores("nothing known").any()
+
+
+QUERIES = ["weather in Paris", "weather weather city tomorrow", "email my boss the news", "zzz qqq", "", "the a of"]
+
+
+def test_scoring_many_queries_at_once_gives_each_the_numbers_it_gets_alone() -> None:
+    """A run scores its distinct queries in one pass: bit for bit what each scored alone gives, repeated
+    terms and unknown words included, and a query's coverage unchanged."""
+    together, alone = LexicalIndex(DOCUMENTS), LexicalIndex(DOCUMENTS)
+    rows = together.scores_many([*QUERIES, QUERIES[0]])
+    assert rows.shape == (len(QUERIES) + 1, len(DOCUMENTS))
+    for row, query in zip(rows, [*QUERIES, QUERIES[0]], strict=True):
+        np.testing.assert_array_equal(row, term_by_term(alone, query))
+        np.testing.assert_array_equal(alone.scores(query), row)
+        assert together.coverage(query) == alone.coverage(query)
+    assert rows[0].argmax() in (0, 1) and not rows[3].any()  # weather matches the weather tools; zzz nothing
+    assert together.scores(QUERIES[0]).flags.writeable is False

@@ -248,6 +248,8 @@ def _text_columns(
     if not queries:
         return out
     known = np.flatnonzero(arms < len(lexical))
+    if not len(known):  # no candidate has a document (no tool listed yet): no text to match
+        return out
     everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
     columns = slice(None) if everywhere else known
     tools = arms.take(known)

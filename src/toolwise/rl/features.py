@@ -47,7 +47,8 @@ class Features:
 
     def prior(self, query: str | None, previous_tool: str | None) -> NDArray[np.float64]:
         """Relevance of every known tool in [0, 1]: the index's match with the query (semantic and
-        BM25, or BM25 alone), raised to what the sequence model knows works right after `previous_tool`."""
+        BM25, or BM25 alone), raised to what the sequence model knows works right after `previous_tool`;
+        0 for a tool with no document (interned since, by a learned call of a tool the catalogue does not list)."""
         scores = self.index.scores(query)  # may be read-only (cached): copied before raising
         cautious = self.index.cautious
         if len(cautious):
@@ -60,6 +61,8 @@ class Features:
                 arm = self.index.tools.get(tool)
                 if arm is not None and arm < len(scores):
                     scores[arm] = max(scores[arm], score)
+        if len(scores) < len(self.index.tools):
+            scores = np.concatenate([scores, np.zeros(len(self.index.tools) - len(scores))])
         return scores
 
     def prior_at(self, query: str | None, previous_tool: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.outcomes import Served
+from toolwise.rl.outcomes import Served, logit_of
 from toolwise.rl.toolindex import ToolIndex
 
 
@@ -182,10 +182,7 @@ def zero_shot_unfit(relevance: Relevance, config: FitConfig, served_any: bool = 
 
 def agent_logit(p_agent: float | None) -> float:
     """logit(p_agent), clipped to ±9.2 (p in [1e-4, 1 − 1e-4]); 0 (even odds) when the policy models no agent."""
-    if p_agent is None:
-        return 0.0
-    p = min(max(p_agent, 1e-4), 1.0 - 1e-4)
-    return math.log(p / (1.0 - p))
+    return 0.0 if p_agent is None else logit_of(p_agent)
 
 
 def learned_unfit_probability(

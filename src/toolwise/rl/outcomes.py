@@ -61,6 +61,12 @@ def logit(p: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+def logit_of(p: float) -> float:
+    """`logit` of one probability, in scalar arithmetic (a call at a time)."""
+    q = min(max(p, 1e-4), 1.0 - 1e-4)
+    return math.log(q / (1.0 - q))
+
+
 class Calibration:
     """A probability p made a calibrated P(works): σ(a + b·logit p), learned online (Platt scaling:
     logistic regression, AdaGrad) from each call's p before it was learned and whether it worked (a rating
@@ -89,8 +95,7 @@ class Calibration:
 
     def learn(self, p_agent: float, worked: float) -> None:
         """One AdaGrad step on the log-loss (scalar arithmetic: a call at a time, thousands a second)."""
-        q = min(max(p_agent, 1e-4), 1.0 - 1e-4)  # `logit`'s clip
-        z = math.log(q / (1.0 - q))
+        z = logit_of(p_agent)
         a, b = float(self.weights[0]), float(self.weights[1])
         error = worked - 1.0 / (1.0 + math.exp(-(a + b * z)))
         g_a, g_b = error, error * z
@@ -304,9 +309,3 @@ class OutcomeMemory:
 
     def nbytes(self) -> int:
         return self.vectors.nbytes + self.worked.nbytes + self.failed.nbytes + self.used.nbytes
-
-
-def beta_sd(p: NDArray[np.float64], n: NDArray[np.float64], s0: float) -> NDArray[np.float64]:
-    """The posterior's standard deviation (uncertainty of P(works)) after evidence n with s₀ prior calls."""
-    sd: NDArray[np.float64] = np.sqrt(p * (1.0 - p) / (s0 + n + 1.0))
-    return sd

@@ -120,7 +120,13 @@ class ToolIndex:
         return self.lexical.scores(query or "")
 
     def scores_at(self, query: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """`scores(query).take(arms)`, the same numbers, without combining the two scores of every tool."""
+        """`scores(query).take(arms)`, the same numbers, without combining the two scores of every tool
+        (0 for a tool with no document: interned since, by a learned call of a tool the catalogue does not list)."""
+        if not self.knows(arms):
+            out = np.zeros(len(arms))
+            known = arms < len(self.lexical)
+            out[known] = self.scores_at(query, arms[known])
+            return out
         if self.semantic is not None and query:
             w = self.lexical_weight
             scores = self.semantic.scores(query).take(arms) + w * self.lexical.scores(query).take(arms)

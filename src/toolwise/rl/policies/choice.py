@@ -134,11 +134,12 @@ class ChoiceModel(PolicyBase):
         return x
 
     def features_of(self, contexts: Sequence[Context]) -> NDArray[np.float64]:
-        """`features` of each of `contexts`, one row each (a run's distinct queries): with embeddings, all
-        rows at once (the same numbers as one at a time)."""
+        """`features` of each of `contexts`, one row each (a run's distinct queries): with embeddings of one
+        length, all rows at once (the same numbers as one at a time). An empty catalogue's "no query" vector
+        is shorter than a query's (its index knows no embedding size): one at a time, each padded."""
         dim = self.config.dim
         embeddings = [c.embedding for c in contexts]
-        if not contexts or any(e is None for e in embeddings):
+        if not contexts or any(e is None for e in embeddings) or len({len(e) for e in embeddings if e is not None}) > 1:
             return np.stack([self.features(c) for c in contexts]) if contexts else np.zeros((0, dim))
         head = np.stack([e[:dim] for e in embeddings if e is not None]).astype(np.float64)
         x = np.zeros((len(contexts), dim))
@@ -175,12 +176,10 @@ class ChoiceModel(PolicyBase):
         if len(arms):
             self._ensure(int(arms.max()))
         scores: NDArray[np.float64] = rows @ self.weights
-        if self._zero_theta:  # a fresh model: every θ_tᵀx is 0, adding nothing
-            pass
-        elif len(arms) > 64:  # one product over every tool, no copy of their rows
-            scores += (self.theta @ x).take(arms) * self.shrink(arms)
-        else:
-            scores += (self.theta.take(arms, 0) @ x) * self.shrink(arms)
+        if not self._zero_theta:  # a fresh model's θ_tᵀx are all 0, adding nothing
+            # over 64 arms, one product over every tool (no copy of their rows)
+            learned = (self.theta @ x).take(arms) if len(arms) > 64 else self.theta.take(arms, 0) @ x
+            scores += learned * self.shrink(arms)
         for arm, offset in self.health.items():  # P(chosen) × P(works) for a tool that broke: few, if any
             scores[arms == arm] += offset
         return scores
