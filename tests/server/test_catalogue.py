@@ -4,22 +4,17 @@ that cannot start reported while the others serve. In-process through `Client(se
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-import numpy as np
 import pytest
 from mcp.shared.subscriptions import ToolsListChanged
-from numpy.typing import NDArray
 
 from tests.server import toy_server
-from tests.server.surface import ok, rows, serving, text
+from tests.server.surface import HeldEmbedder, ok, rows, serving, text
 from toolwise.learning import service
-from toolwise.learning.embedding import WordLlamaEmbedder
 
 
 async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path: Path) -> None:
@@ -90,28 +85,6 @@ async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_p
     health = {d["server"]: d for d in stats["downstreams"]}
     assert health["toy"]["state"] == "ready"
     assert health["broken"]["state"] == "failed" and "no-such-server" in health["broken"]["error"]
-
-
-class HeldEmbedder:
-    """WordLlama, except that a text naming `held` waits (in whatever thread embeds it) until `release`
-    is set, as a slow model embedding a large catalogue keeps that thread busy; `events` says what happened."""
-
-    name = "held"
-
-    def __init__(self, held: str, events: list[str]) -> None:
-        self.inner = WordLlamaEmbedder()
-        self.held, self.events = held, events
-        self.embedding, self.release = threading.Event(), threading.Event()
-
-    def load(self) -> object:
-        return self.inner.load()
-
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        if not self.release.is_set() and any(self.held in t for t in texts):
-            self.embedding.set()
-            self.release.wait(timeout=5)  # bounded: without the worker thread it holds the event loop this long
-            self.events.append("new tool embedded")
-        return self.inner.embed(texts)
 
 
 async def test_calls_are_answered_while_a_new_tools_document_is_embedded(
