@@ -20,6 +20,7 @@ import json
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import mcp_types as types
@@ -74,7 +75,7 @@ async def stall(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
 
 
 def service(embedding: str) -> LearningService:
-    settings = Settings(database_url="sqlite+aiosqlite:///:memory:", embedding=embedding)
+    settings = Settings.model_validate({"database_url": "sqlite+aiosqlite:///:memory:", "embedding": embedding})
     return LearningService(settings, FeedbackService(settings.database_url))
 
 
@@ -99,7 +100,7 @@ async def measure(embedding: str, tools: list[types.Tool]) -> None:
                     await learning.set_tools(new)
 
             worst, wall = await stall(work)
-            idle, _ = await stall(lambda wall=wall: asyncio.sleep(wall))
+            idle, _ = await stall(partial(asyncio.sleep, wall))
             print(
                 f"| {embedding} | {change} | {way} | {worst:,.1f} | {wall:.2f} | {idle:.1f} |",
                 flush=True,
