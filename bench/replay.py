@@ -118,7 +118,7 @@ async def main() -> None:
         reference = None if args.no_reference else await read_only(feedback)
         services = Services.open(settings, feedback)
         tools = [t.model_copy(update={"name": f"many__{t.name}"}) for t in catalogue(args.tools)]
-        services.learning.set_tools(tools)
+        await services.learning.set_tools(tools)
         malloc_trim()
         before = rss_mb()
         if args.tracemalloc:

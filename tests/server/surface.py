@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
 import mcp_types as types
+import numpy as np
 import wordllama
 from mcp import Client
 from mcp_server_time.server import create_server
+from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
 from tests.server import toy_server
 from toolwise.config import AppConfig, InProcessServer
+from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.sessions import EXECUTION_META_KEY
 from toolwise.server.app import Toolwise, build_server
 
@@ -118,3 +122,25 @@ def as_model_reads(tools: list[types.Tool]) -> str:
     return json.dumps(
         [{"name": t.name, "description": t.description or "", "input_schema": t.input_schema} for t in tools]
     )
+
+
+class HeldEmbedder:
+    """WordLlama, except that a text naming `held` waits (in whatever thread embeds it) until `release`
+    is set, as a slow model embedding a large catalogue keeps that thread busy; `events` says what happened."""
+
+    name = "held"
+
+    def __init__(self, held: str, events: list[str]) -> None:
+        self.inner = WordLlamaEmbedder()
+        self.held, self.events = held, events
+        self.embedding, self.release = threading.Event(), threading.Event()
+
+    def load(self) -> object:
+        return self.inner.load()
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if not self.release.is_set() and any(self.held in t for t in texts):
+            self.embedding.set()
+            self.release.wait(timeout=5)  # bounded: without the worker thread it holds the event loop this long
+            self.events.append("new tool embedded")
+        return self.inner.embed(texts)

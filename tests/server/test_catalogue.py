@@ -9,10 +9,12 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.server import toy_server
-from tests.server.surface import ok, rows, serving, text
+from tests.server.surface import HeldEmbedder, ok, rows, serving, text
+from toolwise.learning import service
 
 
 async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path: Path) -> None:
@@ -83,3 +85,31 @@ async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_p
     health = {d["server"]: d for d in stats["downstreams"]}
     assert health["toy"]["state"] == "ready"
     assert health["broken"]["state"] == "failed" and "no-such-server" in health["broken"]["error"]
+
+
+async def test_calls_are_answered_while_a_new_tools_document_is_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    embedder = HeldEmbedder("translate", events)
+    monkeypatch.setattr(service, "load_embedder", lambda kind: embedder)
+    async with serving(tmp_path) as client:
+        known = ok(await client.call_tool("get_learning_stats", {}))["tools"]
+        await client.call_tool("toy__add_tool", {"name": "translate"})
+        with anyio.fail_after(10):
+            while not embedder.embedding.is_set():
+                await anyio.sleep(0.01)
+        echoed = await client.call_tool("toy__echo", {"text": "still served"})
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+        events.append("calls answered")
+        embedder.release.set()
+        with anyio.fail_after(10):
+            while ok(await client.call_tool("get_learning_stats", {}))["tools"] == known:
+                await anyio.sleep(0.05)
+        recommended = ok(
+            await client.call_tool("recommend_tool", {"query": "translate", "candidates": ["toy__translate"]})
+        )
+    assert events == ["calls answered", "new tool embedded"]  # the event loop never waited on the embedding
+    assert text(echoed) == "still served" and stats["calls"] >= 1
+    assert stats["tools"] == known  # meanwhile the learner kept the catalogue it knew, whole
+    assert [r["tool"] for r in recommended["recommendations"]] == ["toy__translate"]

@@ -46,7 +46,7 @@ async def service(url: str, **overrides: Any) -> tuple[FeedbackService, Services
     feedback = FeedbackService(url, flush_interval_ms=1)
     await feedback.start()
     services = Services.open(settings(url, **overrides), feedback)
-    services.learning.set_tools(TOOLS)
+    await services.learning.set_tools(TOOLS)
     return feedback, services
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import mcp_types as types
 import numpy as np
+from numpy.typing import NDArray
 
 from toolwise.background import Background
 from toolwise.config import Settings
@@ -69,6 +70,17 @@ from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
 from toolwise.rl.fit import FitConfig
 
 log = logging.getLogger(__name__)
+
+
+def tool_doc(tool: types.Tool) -> ToolDoc:
+    """What the learner knows of a listed tool."""
+    annotations = tool.annotations
+    return ToolDoc(
+        tool.name,
+        f"{tool.title or ''} {tool.description or ''}",
+        tool_document(tool.name, tool.title, tool.description, tool.input_schema),
+        tool_effect(annotations.read_only_hint, annotations.destructive_hint) if annotations else "unknown",
+    )
 
 
 def learned_from(error_type: str | None) -> bool:
@@ -121,6 +133,8 @@ class LearningService:
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._closing = False
+        self._wanted = self.tool_docs  # the catalogue last given to `set_tools`, taken by `_teach`
+        self._teaching: asyncio.Future[None] | None = None
 
     @property
     def learner(self) -> Learner:
@@ -189,20 +203,37 @@ class LearningService:
         """Return once the learned state is loaded (at once outside a server's start-up)."""
         await self.progress.until_loaded()
 
-    def set_tools(self, tools: list[types.Tool]) -> None:
-        self.tool_docs = [
-            ToolDoc(
-                t.name,
-                f"{t.title or ''} {t.description or ''}",
-                tool_document(t.name, t.title, t.description, t.input_schema),
-                tool_effect(t.annotations.read_only_hint, t.annotations.destructive_hint)
-                if t.annotations
-                else "unknown",
-            )
-            for t in tools
-        ]
+    async def set_tools(self, tools: list[types.Tool]) -> None:
+        """Teach the learner the running catalogue; returns once it knows this one (or a newer). Its new
+        documents are embedded in a worker thread while the event loop serves (with `embedding: minilm`
+        most of a minute at 1,000 tools); the learner then takes it whole under the lock. One task takes
+        the changes in the order they came (`_teach`), so the last catalogue wins."""
+        self._wanted = [tool_doc(t) for t in tools]
+        if self._teaching is None or self._teaching.done():
+            self._teaching = asyncio.ensure_future(self._teach())
+        await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
+
+    async def _teach(self) -> None:
+        while self._wanted is not self.tool_docs:
+            docs = self._wanted
+            vectors = await self._embed_ahead(docs)
+            with self.lock:
+                self.learner.set_tools(docs, vectors)
+                self.tool_docs = docs
+
+    async def _embed_ahead(self, docs: list[ToolDoc]) -> dict[str, NDArray[np.float32]]:
+        """The vectors of `docs`' documents: those the learner has, and the others embedded in a worker
+        thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
+        if self.embedder is None:
+            return {}
         with self.lock:
-            self.learner.set_tools(self.tool_docs)
+            known = self.learner.index.vectors
+        vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
+        missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
+        if missing:
+            embedded = await asyncio.to_thread(self.embedder.embed, missing)
+            vectors.update(zip(missing, embedded, strict=True))
+        return vectors
 
     def attribute(
         self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str, owner: str | None = None

@@ -152,8 +152,8 @@ class Snapshotting:
             rng.bit_generator.state = state["rng"]
         except (KeyError, ValueError, TypeError) as exc:
             raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
-        if docs:
-            learner.set_tools(docs)  # the catalogue is what is running now
+        if docs:  # the catalogue is what is running now, its vectors those the running learner has
+            learner.set_tools(docs, learning.learner.index.vectors)
         return _Prepared(learner, rng, state.get("counters", {}), docs)
 
     def _install(
@@ -163,7 +163,7 @@ class Snapshotting:
         learning = self.learning
         learner = prepared.learner
         if learning.tool_docs is not prepared.docs:  # the catalogue changed while it was prepared
-            learner.set_tools(learning.tool_docs)
+            learner.set_tools(learning.tool_docs, learning.learner.index.vectors)
         counters = prepared.counters
         state = LearnedState(
             learner,

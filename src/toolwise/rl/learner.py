@@ -7,7 +7,7 @@ per tool (for the reward's speed bonus), the policy, the replay buffer and the s
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -129,9 +129,10 @@ class Learner:
         self.waiting: OrderedDict[str, tuple[Step, float, int]] = OrderedDict()
         self.set_tools(tools)
 
-    def set_tools(self, tools: Sequence[ToolDoc]) -> None:
-        """The current catalogue. Ids are stable: a tool that disappears and returns keeps its learning."""
-        self.index.set_tools(tools)
+    def set_tools(self, tools: Sequence[ToolDoc], vectors: Mapping[str, NDArray[np.float32]] | None = None) -> None:
+        """The current catalogue. Ids are stable: a tool that disappears and returns keeps its learning.
+        `vectors`: documents embedded ahead (`ToolIndex.set_tools`)."""
+        self.index.set_tools(tools, vectors)
         self.latency.grow(len(self.index.tools))
 
     def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context:

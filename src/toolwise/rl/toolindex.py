@@ -7,7 +7,7 @@ disappears and returns keeps its learning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,8 +58,10 @@ class ToolIndex:
         self.lexical = LexicalIndex([])
         self.semantic: SemanticIndex | None = None
 
-    def set_tools(self, tools: Sequence[ToolDoc]) -> None:
-        """The current catalogue. Ids are stable: a tool that disappears and returns keeps its id."""
+    def set_tools(self, tools: Sequence[ToolDoc], vectors: Mapping[str, NDArray[np.float32]] | None = None) -> None:
+        """The current catalogue. Ids are stable: a tool that disappears and returns keeps its id.
+        `vectors`: documents' vectors embedded ahead (off the event loop); any other new document is
+        embedded here."""
         for tool in tools:
             self.tools.intern(tool.name)
             self.descriptions[tool.name] = tool.description
@@ -72,13 +74,20 @@ class ToolIndex:
         self.cautious = np.flatnonzero(self.caution)
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
-            known = self.semantic.by_document if self.semantic is not None else None
+            known = self.vectors
+            if vectors:
+                known = {**known, **vectors}
             texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
             self.semantic = SemanticIndex(self.embedder, texts, known)
             self.lexical = LexicalIndex(texts)
         else:
             documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
             self.lexical = LexicalIndex(documents)
+
+    @property
+    def vectors(self) -> dict[str, NDArray[np.float32]]:
+        """The vector of each document embedded so far, by its text (read-only: never changed, replaced)."""
+        return self.semantic.by_document if self.semantic is not None else {}
 
     def restore(self, names: Sequence[str], descriptions: dict[str, str], active: Sequence[int]) -> None:
         """The ids, descriptions and listed tools of a saved state (its ids are what it learned by)."""

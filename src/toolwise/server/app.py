@@ -156,7 +156,7 @@ class Toolwise:
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
-        self.learning.set_tools(self.catalogue.tools())
+        await self.learning.set_tools(self.catalogue.tools())
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
         return self
@@ -325,7 +325,7 @@ class Toolwise:
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""
         self._listed = self.exposure.tools(self._own_definitions, None)
-        self.learning.set_tools(self.catalogue.tools())
+        await self.learning.set_tools(self.catalogue.tools())
         await self.passthrough.bus.publish(ToolsListChanged())
         await self.callers.tell_all(ServerSession.send_tool_list_changed, "tool changes")
 

@@ -1,0 +1,43 @@
+"""The catalogue the learner knows while tool documents are embedded off the event loop: changes are taken
+in the order they came, and the last one wins."""
+
+from __future__ import annotations
+
+import asyncio
+
+import mcp_types as types
+import pytest
+
+from tests.server.surface import HeldEmbedder
+from toolwise.config import Settings
+from toolwise.feedback import FeedbackService
+from toolwise.learning import service
+from toolwise.learning.service import LearningService
+
+
+def tool(name: str, description: str) -> types.Tool:
+    return types.Tool(name=name, description=description, input_schema={"type": "object"})
+
+
+async def test_a_change_arriving_while_an_earlier_one_is_embedded_is_the_one_the_learner_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[str] = []
+    embedder = HeldEmbedder("translate", events)
+    monkeypatch.setattr(service, "load_embedder", lambda kind: embedder)
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    learning = LearningService(settings, FeedbackService(settings.database_url))
+    first = asyncio.create_task(learning.set_tools([tool("text__translate", "Translate a text.")]))
+    while not embedder.embedding.is_set():
+        await asyncio.sleep(0.01)
+    second = asyncio.create_task(
+        learning.set_tools([tool("text__translate", "Translate a text."), tool("time__now", "The current time.")])
+    )
+    third = asyncio.create_task(learning.set_tools([tool("time__now", "The current time.")]))
+    await asyncio.sleep(0.05)
+    assert learning.learner.index.active_names == []  # nothing half-taken while the first is embedded
+    embedder.release.set()
+    await asyncio.gather(first, second, third)
+    assert learning.learner.index.active_names == ["time__now"]  # the last catalogue
+    assert list(learning.learner.index.tools.names) == ["text__translate", "time__now"]  # the first, taken before it
+    assert [d.name for d in learning.tool_docs] == ["time__now"]
