@@ -4,13 +4,17 @@ and its state is small. With the real embedding model and a real extract (bench/
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl.embedding import Embedder
 from toolwise.rl.policies import SemanticConfig, SemanticUCB
 
 BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
@@ -131,3 +135,29 @@ def test_a_state_with_another_previous_tool_block_is_refused() -> None:
     policy._ensure(3)
     with pytest.raises(ValueError, match="previous-tool block"):
         SemanticUCB(SemanticConfig(previous_buckets=64)).load_state(policy.state_dict())
+
+
+class CountingEmbedder:
+    """An embedder that counts the texts it embeds (WordLlama's vectors)."""
+
+    name = "counting"
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.embedded = inner, Counter[str]()
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.embedded.update(texts)
+        return self.inner.embed(texts)
+
+
+def test_a_catalogue_change_keeps_the_query_vectors_and_ranks_by_the_new_catalogue(embedder) -> None:  # type: ignore[no-untyped-def]
+    counting = CountingEmbedder(embedder)
+    learner, rng = Learner(LearnerConfig(), CATALOGUE, counting), np.random.default_rng(7)
+    rain = "will it rain in Paris tomorrow"
+    assert learner.recommend(rain, rng, top_k=1, baseline=True).chosen == "weather__forecast"
+    radar = ToolDoc("radar__rain_map", "Rain radar map: showers and storms over a city in the next hours")
+    learner.set_tools([*CATALOGUE[1:], radar])  # the weather tool removed, a rain radar added
+    decision = learner.recommend(rain, rng, top_k=len(CATALOGUE), baseline=True)
+    assert counting.embedded[rain] == 1  # the request seen before is not embedded again
+    assert decision.chosen == "radar__rain_map"  # but scored against the new catalogue
+    assert "weather__forecast" not in {r.tool for r in decision.ranked}

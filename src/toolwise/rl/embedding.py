@@ -2,7 +2,8 @@
 
 The embedding model itself is loaded by the server (files on disk are I/O); rl receives it as an
 `Embedder`, a pure function from texts to unit-length vectors, and keeps what it computed: tool
-vectors once per catalogue change (reused by document text), query vectors once per query.
+vectors once per catalogue change (reused by document text), query vectors once per query (kept across
+catalogue changes).
 """
 
 from __future__ import annotations
@@ -39,8 +40,14 @@ class SemanticIndex:
     """Unit vectors of tool documents (rows in tool-id order) and a memo of query vectors and scores."""
 
     def __init__(
-        self, embedder: Embedder, documents: Sequence[str], known: dict[str, NDArray[np.float32]] | None = None
+        self,
+        embedder: Embedder,
+        documents: Sequence[str],
+        known: dict[str, NDArray[np.float32]] | None = None,
+        previous: SemanticIndex | None = None,
     ) -> None:
+        """`previous`: the index this one replaces (a catalogue change); its query vectors are kept when
+        its embedder is this one's, since a query's vector does not depend on the catalogue (its scores do)."""
         self.embedder = embedder
         known = known or {}
         missing = [d for d in dict.fromkeys(documents) if d not in known]
@@ -50,7 +57,9 @@ class SemanticIndex:
         self.vectors = (
             np.stack([known[d] for d in documents]).astype(np.float32) if documents else np.zeros((0, 1), np.float32)
         )
-        self._vectors: Memo[str, NDArray[np.float32]] = Memo(QUERY_MEMO)
+        self._vectors: Memo[str, NDArray[np.float32]] = (
+            previous._vectors if previous is not None and previous.embedder is embedder else Memo(QUERY_MEMO)
+        )
         self._scores: Memo[str, NDArray[np.float64]] = Memo(SCORES_MEMO)  # a decision and its update share them
         self.no_query = np.zeros(self.vectors.shape[1], dtype=np.float32)
         self.no_query.setflags(write=False)

@@ -78,7 +78,7 @@ class ToolIndex:
             if vectors:
                 known = {**known, **vectors}
             texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
-            self.semantic = SemanticIndex(self.embedder, texts, known)
+            self.semantic = SemanticIndex(self.embedder, texts, known, self.semantic)  # its query vectors kept
             self.lexical = LexicalIndex(texts)
         else:
             documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
