@@ -5,24 +5,30 @@ set): the services as the server runs them, without the MCP surface."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from toolwise.config import Settings
 from toolwise.downstream.catalogue import CallOutcome
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision
+from toolwise.learning import service as learning_service
 from toolwise.learning import snapshots
+from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.watermark import Watermark
 from toolwise.server.services import Services
 
@@ -179,6 +185,82 @@ async def test_rollback_goes_back_one_snapshot_at_a_time(url: str) -> None:
     assert first.sample_count == samples[1] and services.learning.learner.updates == samples[1]
     second = await services.snapshots.adopt(await services.snapshots.choose(None, None, True), "rollback")
     assert second.sample_count == samples[0] and services.learning.learner.updates == samples[0]
+    await feedback.aclose()
+
+
+class GatedEmbedder:
+    """WordLlama, except that once `armed`, a text naming `gated` waits (in whatever thread embeds it)
+    until `release` is set, as a slow model keeps that thread busy; `events` says what happened."""
+
+    name = "gated"
+
+    def __init__(self, gated: str, events: list[str]) -> None:
+        self.inner = WordLlamaEmbedder()
+        self.gated, self.events = gated, events
+        self.armed, self.entered, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if self.armed.is_set() and not self.release.is_set() and any(self.gated in t for t in texts):
+            self.entered.set()
+            self.release.wait(timeout=5)  # bounded: embedded on the event loop, it holds the loop this long
+            self.events.append("restored state embedded")
+        return self.inner.embed(texts)
+
+
+async def test_a_restore_loads_off_the_event_loop_and_learns_the_calls_noted_meanwhile_once(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    embedder = GatedEmbedder("working tree", events)
+    monkeypatch.setattr(learning_service, "load_embedder", lambda kind: embedder)
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    await teach(services, rounds=2, prefix="later-")  # what the restore takes back
+    embedder.armed.set()
+    restoring = asyncio.create_task(services.snapshots.adopt(saved, "restore"))
+    async with asyncio.timeout(10):
+        while not embedder.entered.is_set():
+            await asyncio.sleep(0.01)
+    session = services.learning.sessions.get("meanwhile")
+    noted = services.learning.note(
+        session,
+        tool="git__git_log",
+        server="git",
+        arguments=None,
+        outcome=CallOutcome(result_size=10),
+        started_at=utcnow(),
+        latency_ms=20.0,
+    )
+    events.append("call noted")
+    draining = asyncio.create_task(services.learning.drain())
+    await asyncio.sleep(0.2)
+    assert not draining.done() and services.learning.pending == 1  # the call waits for the restored state
+    embedder.release.set()
+    await restoring
+    await draining
+    assert events == ["call noted", "restored state embedded"]  # the event loop never waited on the embedding
+    assert services.learning.learner.updates == saved.sample_count + 1  # learned into the restored state
+    assert await services.sharing.sync() == 0  # and not again from the log
+    assert services.learning.learner.updates == saved.sample_count + 1
+    stored = await feedback.reads.get_execution(noted)
+    assert stored is not None and stored.reward is not None  # recorded, with what it was learned with
+    await feedback.aclose()
+
+
+async def test_an_instance_adopts_a_restore_another_process_made(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    await teach(services, rounds=2, prefix="later-")
+    other_feedback, other = await service(url)
+    await other.snapshots.follow_restores()
+    assert other.learning.learner.updates == 0  # a snapshot taken is no restore
+    await services.snapshots.adopt(saved, "restore")
+    await other.snapshots.follow_restores()
+    assert other.learning.learner.updates == saved.sample_count
+    assert ranking(other, QUERIES[1]) == ranking(services, QUERIES[1])
+    await other_feedback.aclose()
     await feedback.aclose()
 
 

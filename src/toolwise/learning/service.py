@@ -29,6 +29,8 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -326,19 +328,33 @@ class LearningService:
         if self._pending:
             await self.until_loaded()
         async with self._order:
-            while self._pending:
-                size = LEARN_RUN if self._behind() else LEARN_CHUNK
-                chunk = list(itertools.islice(self._pending, size))
-                if self._learns_nothing():
-                    with self.lock:
-                        self._learn_chunk(chunk)
-                else:
-                    await self.thread.run(partial(self._learn_chunk, chunk))
-                for call in chunk:
-                    # Taken off only once queued: a drainer cancelled with its request, or refused by a
-                    # failing database, leaves the call for the next drain rather than losing it.
-                    await self._complete(call)
-                    self._pending.popleft()
+            await self._drain_pending()
+
+    @asynccontextmanager
+    async def holding_calls(self) -> AsyncIterator[None]:
+        """`drain`, then the calls noted until the block ends wait (noted, in order) for the drain after
+        it: a restore loads a state off the event loop meanwhile, and they are learned into that state."""
+        if self._pending:
+            await self.until_loaded()
+        async with self._order:
+            await self._drain_pending()
+            yield
+
+    async def _drain_pending(self) -> None:
+        """`drain`'s work, holding `_order`."""
+        while self._pending:
+            size = LEARN_RUN if self._behind() else LEARN_CHUNK
+            chunk = list(itertools.islice(self._pending, size))
+            if self._learns_nothing():
+                with self.lock:
+                    self._learn_chunk(chunk)
+            else:
+                await self.thread.run(partial(self._learn_chunk, chunk))
+            for call in chunk:
+                # Taken off only once queued: a drainer cancelled with its request, or refused by a
+                # failing database, leaves the call for the next drain rather than losing it.
+                await self._complete(call)
+                self._pending.popleft()
 
     def _learns_nothing(self) -> bool:
         """With learning off (and no argument values kept, which embeds their requests) a chunk is only its

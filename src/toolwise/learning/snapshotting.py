@@ -128,11 +128,15 @@ class Snapshotting:
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
 
-    def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
-        """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first,
-        so a refused snapshot leaves the current state untouched. `covered` overrides what of the
-        log the state counts as including (a restore or rollback takes it "as of now")."""
-        self._install(self._prepare(record), record, covered)
+    async def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
+        """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first, in a
+        worker thread (it embeds the catalogue and the snapshot's tool documents: most of a minute with
+        MiniLM at 1,000 tools) while the event loop serves, so a refused snapshot leaves the current state
+        untouched. Call it within `LearningService.holding_calls`: the calls noted meanwhile are learned
+        into the loaded state. `covered` overrides what of the log the state counts as including (a
+        restore or rollback takes it "as of now")."""
+        prepared = await asyncio.to_thread(self._prepare, record)
+        self._install(prepared, record, covered)
 
     def _prepare(self, record: SnapshotRecord) -> _Prepared:
         """The snapshot verified and decoded into a fresh learner that nothing else holds yet (so it can
@@ -216,7 +220,10 @@ class Snapshotting:
 
     async def _adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         await self.learning.until_loaded()  # else the start-up's load would replace it
-        await self.learning.drain()
+        async with self.learning.holding_calls():  # the calls noted from here are learned into the restored state
+            return await self._adopt_held(record, source)
+
+    async def _adopt_held(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         seq, rating_id = await self.feedback.reads.high_water(self.namespace)
         _, _, episode = await self.feedback.reads.heads(self.namespace)
         covered: dict[str, Any] = {  # the episode ends too: without a mark, the ends until the next sync are skipped
@@ -227,7 +234,7 @@ class Snapshotting:
         }
         if record.id is not None:
             covered["origin"] = record.covered.get("origin") or record.id  # a stored one: where it comes from
-        self.load(record, covered=covered)
+        await self.load(record, covered=covered)
         stored = replace(record, source=source, covered=covered, id=None, created_at=utcnow())
         if self.sign_key is not None:
             stored = snapshots.sign(stored, self.sign_key)
@@ -250,7 +257,8 @@ class Snapshotting:
             record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is not None:
                 try:
-                    self.load(record)
+                    async with self.learning.holding_calls():
+                        await self.load(record)
                     log.warning("adopted snapshot %s (%s by another process)", listed.id, listed.source)
                 except snapshots.SnapshotError as exc:
                     log.warning("restored snapshot %s not adopted: %s", listed.id, exc)
