@@ -28,8 +28,9 @@ from real_queries import HERE, DataSet, padded_catalogue
 
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
+from toolwise.learning.core import tool_doc
 from toolwise.learning.embedding import load_embedder
-from toolwise.learning.service import LearningService, tool_doc
+from toolwise.learning.service import LearningService
 
 TICK_S = 0.001
 

@@ -11,7 +11,7 @@ import pytest
 from tests.server.surface import HeldEmbedder
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
-from toolwise.learning import service
+from toolwise.learning import core
 from toolwise.learning.service import LearningService
 
 
@@ -24,7 +24,7 @@ async def test_a_change_arriving_while_an_earlier_one_is_embedded_is_the_one_the
 ) -> None:
     events: list[str] = []
     embedder = HeldEmbedder("translate", events)
-    monkeypatch.setattr(service, "load_embedder", lambda kind: embedder)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
     settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
     learning = LearningService(settings, FeedbackService(settings.database_url))
     first = asyncio.create_task(learning.set_tools([tool("text__translate", "Translate a text.")]))

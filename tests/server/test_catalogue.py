@@ -14,7 +14,7 @@ from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.server import toy_server
 from tests.server.surface import HeldEmbedder, ok, rows, serving, text
-from toolwise.learning import service
+from toolwise.learning import core
 
 
 async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ async def test_calls_are_answered_while_a_new_tools_document_is_embedded(
 ) -> None:
     events: list[str] = []
     embedder = HeldEmbedder("translate", events)
-    monkeypatch.setattr(service, "load_embedder", lambda kind: embedder)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
     async with serving(tmp_path) as client:
         known = ok(await client.call_tool("get_learning_stats", {}))["tools"]
         await client.call_tool("toy__add_tool", {"name": "translate"})

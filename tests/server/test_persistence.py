@@ -26,7 +26,7 @@ from toolwise.downstream.catalogue import CallOutcome
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision
-from toolwise.learning import service as learning_service
+from toolwise.learning import core as learning_core
 from toolwise.learning import snapshots
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.watermark import Watermark
@@ -212,7 +212,7 @@ async def test_a_restore_loads_off_the_event_loop_and_learns_the_calls_noted_mea
 ) -> None:
     events: list[str] = []
     embedder = GatedEmbedder("working tree", events)
-    monkeypatch.setattr(learning_service, "load_embedder", lambda kind: embedder)
+    monkeypatch.setattr(learning_core, "load_embedder", lambda kind: embedder)
     feedback, services = await service(url)
     await teach(services, rounds=2)
     saved = await services.snapshots.save("manual")

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
-from toolwise.learning.service import LearningService, learned_from
+from toolwise.learning.core import learned_from
+from toolwise.learning.service import LearningService
 from toolwise.learning.sessions import step_columns, step_of
 
 log = logging.getLogger(__name__)

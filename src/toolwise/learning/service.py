@@ -1,4 +1,6 @@
 """Learning from calls: note each proxied call (then record and learn it), and own what was learned.
+What it holds and answers between calls (the learned state, the catalogue, attribution, shields) is
+`learning/core.py`'s `LearningCore`, which it extends.
 What agents ask beside their calls (recommend, rate, end a session) is `learning/agent.py`'s; sharing
 the log with other instances, `learning/sharing.py`'s; the snapshot lifecycle,
 `learning/snapshotting.py`'s. The learned state all of them read is a `LearnedState`
@@ -25,10 +27,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import re
-import threading
-import time
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -36,67 +34,25 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-import mcp_types as types
-import numpy as np
-from numpy.typing import NDArray
-
-from toolwise.background import Background
-from toolwise.config import Settings
-from toolwise.downstream.catalogue import CallCancelledError, CallOutcome, InvalidArgumentsError
-from toolwise.downstream.shields import Budget, Shields
+from toolwise.downstream.catalogue import CallOutcome
 from toolwise.feedback import (
     Execution,
     FeedbackService,
     StoreUnavailableError,
     utcnow,
 )
-from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, redact
-from toolwise.feedback.records import new_id
-from toolwise.learning.embedding import load_embedder, tool_document, tool_effect
-from toolwise.learning.learned import CatchUp, LearnedState
-from toolwise.learning.metrics import Metrics
+from toolwise.feedback.arguments import redact
+from toolwise.learning.core import LearningCore, learned_from
 from toolwise.learning.sessions import (
-    DECISION_META_KEY,
     Call,
     OpenDecision,
-    OpenDecisions,
     Session,
-    Sessions,
-    step_of,
 )
-from toolwise.learning.watermark import Covered
-from toolwise.learning.worker import LearningThread
-from toolwise.rl import Decision, Learner, LearnerConfig, RewardWeights, Step, StepColumns, ToolDoc
-from toolwise.rl.arguments import ArgumentMemory
-from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
-from toolwise.rl.fit import FitConfig
+from toolwise.rl import Decision, StepColumns
 
 log = logging.getLogger(__name__)
 
 
-def tool_doc(tool: types.Tool) -> ToolDoc:
-    """What the learner knows of a listed tool."""
-    annotations = tool.annotations
-    return ToolDoc(
-        tool.name,
-        f"{tool.title or ''} {tool.description or ''}",
-        tool_document(tool.name, tool.title, tool.description, tool.input_schema),
-        tool_effect(annotations.read_only_hint, annotations.destructive_hint) if annotations else "unknown",
-    )
-
-
-def learned_from(error_type: str | None) -> bool:
-    """Whether a call with this outcome teaches the learner. Not a cancelled one: cancelling is the
-    user's choice (a stop, a client timeout, a closed window), not the tool failing. Its elapsed time is
-    cut short and whether it would have worked is unknown, so learning it as a failure would steer away
-    from tools users happen to stop, and its latency would skew the tool's running mean (the reward's
-    speed bonus). It is recorded (success False, its real elapsed latency) with no reward; a rating of
-    it is still learned, being the user's word on the tool. Live and replayed learners skip it alike."""
-    return error_type != CANCELLED
-
-
-CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
-CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
@@ -104,162 +60,8 @@ LEARN_RUN = 64  # calls a run learns at most: what a reader waits for while lear
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 
 
-class LearningService:
-    def __init__(self, settings: Settings, feedback: FeedbackService, metrics: Metrics | None = None) -> None:
-        self.settings = settings
-        self.feedback = feedback
-        self.metrics = metrics
-        self.instance_id = new_id()
-        self.tool_docs: list[ToolDoc] = []
-        self.embedder = load_embedder(settings.embedding)
-        self.state = LearnedState(self.new_learner(), np.random.default_rng(settings.seed))
-        self.progress = CatchUp()
-        self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
-        self.open_decisions = OpenDecisions()
-        self.namespace = settings.namespace
-        self.shields = Shields(
-            Budget(
-                settings.shield_failure_rate,
-                settings.shield_p95_latency_ms,
-                settings.shield_window,
-                settings.shield_min_calls,
-                settings.shield_retry_s,
-            )
-        )
-        # argument values of successful calls, for suggestions (kept only where arguments are stored)
-        self.arguments = ArgumentMemory()
-        self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
-        self.thread = LearningThread()
-        self._pending: deque[Call] = deque()
-        self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
-        self._idle: asyncio.TimerHandle | None = None
-        self._draining = Background()
-        self._closing = False
-        self._wanted = self.tool_docs  # the catalogue last given to `set_tools`, taken by `_teach`
-        self._teaching: asyncio.Future[None] | None = None
-
-    @property
-    def learner(self) -> Learner:
-        """The current learner: look it up at each use, a snapshot restore replaces it (`adopt`)."""
-        return self.state.learner
-
-    @property
-    def covered(self) -> Covered:
-        return self.state.covered
-
-    @property
-    def catching_up(self) -> bool:
-        return self.progress.active
-
-    @property
-    def lock(self) -> threading.Lock:
-        """Held to read or change the learned state on the event loop (the learning thread changes it)."""
-        return self.thread.lock
-
-    def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
-        """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,
-        the decisions and calls counted meanwhile are added to its counters."""
-        with self.lock:
-            replaced, self.state = self.state, state
-            state.carry_over(replaced, counts=keep_counts)
-
-    def new_learner(self) -> Learner:
-        """A learner as configured, knowing the running catalogue, that has learned nothing."""
-        s = self.settings
-        config = LearnerConfig(
-            policy=s.policy,
-            reward=RewardWeights(**s.reward.model_dump()),
-            replay_enabled=s.replay,
-            sequences_enabled=s.sequences,
-            exploration=ExplorationConfig(epsilon_min=s.epsilon_min, epsilon_max=max(s.epsilon_min, EPSILON_MAX)),
-            fit=FitConfig(enabled=s.nothing_fits),
-        )
-        return Learner(config, self.tool_docs, self.embedder)
-
-    @property
-    def serving(self) -> str:
-        """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
-        if self.loading:
-            return "prior (catching up: loading the learned state from the newest snapshot)"
-        progress = self.progress
-        if progress.active and not progress.total:  # counting what to replay, or only a sync to do
-            return "prior (catching up: reading the log after the newest snapshot)"
-        if progress.active:
-            return f"prior (catching up: {progress.done:,} of {progress.total:,} log entries replayed)"
-        return "baseline (shadow mode)" if self.settings.shadow else self.learner.policy.name
-
-    def begin_loading(self) -> None:
-        """A server answers before its learned state is loaded: until `end_loading`, recommendations
-        come from the prior and calls wait (noted, in order) to be learned into the loaded state, not
-        into the empty one it replaces."""
-        self.progress.begin_loading()
-
-    def end_loading(self) -> None:
-        self.progress.end_loading()
-
-    @property
-    def loading(self) -> bool:
-        return self.progress.loading
-
-    async def until_loaded(self) -> None:
-        """Return once the learned state is loaded (at once outside a server's start-up)."""
-        await self.progress.until_loaded()
-
-    async def set_tools(self, tools: list[types.Tool]) -> None:
-        """Teach the learner the running catalogue; returns once it knows this one (or a newer). Its new
-        documents are embedded in a worker thread while the event loop serves (with `embedding: minilm`
-        most of a minute at 1,000 tools); the learner then takes it whole under the lock. One task takes
-        the changes in the order they came (`_teach`), so the last catalogue wins."""
-        self._wanted = [tool_doc(t) for t in tools]
-        if self._teaching is None or self._teaching.done():
-            self._teaching = asyncio.ensure_future(self._teach())
-        await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
-
-    async def _teach(self) -> None:
-        while self._wanted is not self.tool_docs:
-            docs = self._wanted
-            vectors = await self._embed_ahead(docs)
-            with self.lock:
-                self.learner.set_tools(docs, vectors)
-                self.tool_docs = docs
-
-    async def _embed_ahead(self, docs: list[ToolDoc]) -> dict[str, NDArray[np.float32]]:
-        """The vectors of `docs`' documents: those the learner has, and the others embedded in a worker
-        thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
-        if self.embedder is None:
-            return {}
-        with self.lock:
-            known = self.learner.index.vectors
-        vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
-        missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
-        if missing:
-            embedded = await asyncio.to_thread(self.embedder.embed, missing)
-            vectors.update(zip(missing, embedded, strict=True))
-        return vectors
-
-    def attribute(
-        self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str, owner: str | None = None
-    ) -> tuple[Session, OpenDecision | None]:
-        """The session a proxied call of `tool` belongs to and the open decision it follows. The
-        session is `fallback`: the one `_meta` names, else the conversation the connection named last
-        (`Sessions.current`), whatever was recommended. The decision: the one `_meta` names, else the
-        newest open one in that session that recommended `tool` (on a connection that never named a
-        conversation, the newest on the connection). See learning/sessions.py. In memory only."""
-        named = meta.get(DECISION_META_KEY) if meta else None
-        in_conversation = fallback if fallback != connection else None  # named by _meta or by the connection
-        opened = self.open_decisions.take(connection, tool, named if isinstance(named, str) else None, in_conversation)
-        return self.sessions.get(opened.session_id if opened is not None else fallback, owner), opened
-
-    def reopen(self, connection: str, opened: OpenDecision | None) -> None:
-        """A call `attribute` placed has not finished (it asked its caller for input, 2026-07-28): the
-        decision it follows stays open for the round that finishes it."""
-        if opened is not None:
-            self.open_decisions.add(connection, opened.decision, opened.session_id, opened.query)
-
-    @property
-    def history_n(self) -> int:
-        """How many tools before a call the sequence model takes as its prefix (n-grams up to `sequence_n`)."""
-        return self.learner.config.sequence_n - 1
+class LearningService(LearningCore):
+    """Every proxied call noted, then learned on the learning thread and recorded (the module's docstring)."""
 
     def note(
         self,
@@ -492,37 +294,6 @@ class LearningService:
         await self.drain()
         await self._draining.wait()
         self.thread.close()
-
-    def observe(self, step: Step) -> None:
-        """Learn a step of the shared log (the caller holds `lock`)."""
-        if not self.settings.learning:
-            return
-        try:
-            self.learner.learn(step, self.state.rng)
-        except Exception:
-            log.exception("learning from a call of %s failed; the execution is recorded", step.tool)
-
-    def reward_of(self, execution: Execution) -> float | None:
-        """The reward a noted call will be learned with, now (its tool's running mean latency as the
-        calls before it left it; for a trace, before the call is learned); None for a call not learned
-        from (`learned_from`)."""
-        if not learned_from(execution.error_type):
-            return None
-        with self.lock:
-            return self.learner.reward_of(step_of(execution, (), self.history_n))
-
-    def shield(self, execution: Execution) -> None:
-        """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,
-        a cancel)."""
-        if self.shields.active and learned_from(execution.error_type):
-            self.shield_fields(
-                execution.tool, execution.success, execution.latency_ms, execution.error_type, time.monotonic()
-            )
-
-    def shield_fields(self, tool: str, success: bool, latency_ms: float, error_type: str | None, now: float) -> None:
-        """`shield` of a call learned from (see `learned_from`), given by its fields."""
-        if error_type != CALLERS_FAULT:
-            self.shields.observe(tool, success, latency_ms, now)
 
 
 async def with_session_query(feedback: FeedbackService, execution: Execution, namespace: str) -> Execution:

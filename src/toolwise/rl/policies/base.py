@@ -14,7 +14,7 @@ from toolwise.rl.outcomes import Served
 from toolwise.rl.replay import Batch, Transition
 
 
-# Records built on every decision or update (here, in context.py, learner.py, replay.py, sequences.py)
+# Records built on every decision or update (here, in context.py, learner.py, replay.py, ngrams.py)
 # are plain slotted dataclasses: a frozen one costs about six times as much to construct.
 @dataclass(slots=True)
 class Selection:
