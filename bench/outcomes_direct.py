@@ -22,10 +22,9 @@ from outcome_report import Arm, report
 from outcomes import World, ridge_arms, world
 
 from toolwise.config import Settings
+from toolwise.learning.core import learner_config
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
-from toolwise.rl import Learner, LearnerConfig, RewardWeights, Step, ToolDoc
-from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
-from toolwise.rl.fit import FitConfig
+from toolwise.rl import Learner, Step, ToolDoc
 from toolwise.rl.steps import FIT
 
 HERE = Path(__file__).resolve().parent
@@ -33,16 +32,7 @@ LATENCY_MS = 5.0  # every call alike: the reward's latency term says nothing her
 
 
 def learner(w: World, embedder: WordLlamaEmbedder, policy: str) -> Learner:
-    """A fresh learner configured as the server's default settings configure it (learning/service.py)."""
-    s = Settings(policy=policy)
-    config = LearnerConfig(
-        policy=s.policy,
-        reward=RewardWeights(**s.reward.model_dump()),
-        replay_enabled=s.replay,
-        sequences_enabled=s.sequences,
-        exploration=ExplorationConfig(epsilon_min=s.epsilon_min, epsilon_max=max(s.epsilon_min, EPSILON_MAX)),
-        fit=FitConfig(enabled=s.nothing_fits),
-    )
+    """A fresh learner configured as the server's default settings configure it (`learner_config`)."""
     tools, _ = load(w.path)
     docs = [
         ToolDoc(
@@ -52,7 +42,7 @@ def learner(w: World, embedder: WordLlamaEmbedder, policy: str) -> Learner:
         )
         for t in tools
     ]
-    return Learner(config, docs, embedder)
+    return Learner(learner_config(Settings(policy=policy)), docs, embedder)
 
 
 def direct_arm(learn: Learner, stream: Stream, follow: float | None, seed: int) -> Arm:

@@ -75,6 +75,18 @@ CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downs
 CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
 
 
+def learner_config(s: Settings) -> LearnerConfig:
+    """The learner's configuration as the settings give it (a server's, or a benchmark's own learner)."""
+    return LearnerConfig(
+        policy=s.policy,
+        reward=RewardWeights(**s.reward.model_dump()),
+        replay_enabled=s.replay,
+        sequences_enabled=s.sequences,
+        exploration=ExplorationConfig(epsilon_min=s.epsilon_min, epsilon_max=max(s.epsilon_min, EPSILON_MAX)),
+        fit=FitConfig(enabled=s.nothing_fits),
+    )
+
+
 class LearningCore:
     """The learned state and the catalogue, attribution and shields around it (`LearningService` adds
     the calls: note, drain, learn, record)."""
@@ -139,16 +151,7 @@ class LearningCore:
 
     def new_learner(self) -> Learner:
         """A learner as configured, knowing the running catalogue, that has learned nothing."""
-        s = self.settings
-        config = LearnerConfig(
-            policy=s.policy,
-            reward=RewardWeights(**s.reward.model_dump()),
-            replay_enabled=s.replay,
-            sequences_enabled=s.sequences,
-            exploration=ExplorationConfig(epsilon_min=s.epsilon_min, epsilon_max=max(s.epsilon_min, EPSILON_MAX)),
-            fit=FitConfig(enabled=s.nothing_fits),
-        )
-        return Learner(config, self.tool_docs, self.embedder)
+        return Learner(learner_config(self.settings), self.tool_docs, self.embedder)
 
     @property
     def serving(self) -> str:
