@@ -349,6 +349,28 @@ def test_the_diffs_printed_mask_secrets_and_the_files_keep_them(home: Path, caps
     assert token not in capsys.readouterr().out
 
 
+def test_the_diffs_mask_every_secret_of_a_compact_line_and_a_secret_flags_value_and_keep_each_line(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config written one server a line (as people write it by hand) has several secrets on one line
+    of the diff's `-` side; a server's args may pass a secret after a flag; each printed line stays a line."""
+    secrets = {"DB_PASSWORD": "hunter2hunter2", "SLACK_SECRET": "plainly-kept-value"}
+    flag_value = "argsecret" + "Q" * 12
+    line = json.dumps({"command": "mcp-server-db", "args": ["--api-key", flag_value], "env": secrets})
+    path = install.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text('{\n  "mcpServers": {\n    "db": ' + line + "\n  }\n}\n")
+    install.run(Client.cursor, None, dry_run=True, undo_it=False)
+    printed = capsys.readouterr().out
+    for secret in [*secrets.values(), flag_value]:
+        assert secret not in printed
+    assert '"DB_PASSWORD": "***", "SLACK_SECRET": "***"' in printed  # the client file's old line
+    assert '"--api-key", "***"' in printed
+    new_lines = printed.split(f"+++ {home / '.config' / 'toolwise' / 'cursor.json'}\n", 1)[1].splitlines()
+    assert '+        "DB_PASSWORD": "***",' in new_lines and '+        "SLACK_SECRET": "***"' in new_lines
+    assert '+        "--api-key",' in new_lines and '+        "***"' in new_lines
+
+
 def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_and_no_backup_stays_in_it(
     home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
