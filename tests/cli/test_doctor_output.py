@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -38,3 +39,16 @@ def test_doctor_runs_the_full_integrity_check_and_names_a_damaged_page(tmp_path:
     assert damaged.exit_code == 1, damaged.output
     assert f"FAIL database: {db} is damaged: " in damaged.output and f"page {page}" in damaged.output
     assert ".recover" in damaged.output  # and what to do about it
+
+
+def test_doctor_masks_a_secret_argument_of_the_command_it_says_to_run_by_hand(tmp_path: Path) -> None:
+    secret, joined = "argsecret" + "Q" * 12, "hunter2" * 3
+    args = ["-c", "raise SystemExit(3)", "--api-key", secret, "--verbose", f"--password={joined}"]
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config = tmp_path / "toolwise.json"
+    server = {"command": sys.executable, "args": args}
+    config.write_text(json.dumps({"mcpServers": {"dies": server}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "FAIL server 'dies'" in result.output, result.output
+    assert secret not in result.output and joined not in result.output
+    assert "--api-key *** --verbose --password=***` by hand" in result.output  # the command's quote kept

@@ -63,6 +63,21 @@ def mask_line(line: str, after_flag: bool = False) -> str:
     return redact_text(body) + end
 
 
+def mask_args(args: list[str]) -> list[str]:
+    """A command's arguments as printed: the value after a flag that names a secret (`--api-key VALUE`)
+    or joined to it (`--api-key=VALUE`) masked, and any other by its shape."""
+    masked: list[str] = []
+    for i, arg in enumerate(args):
+        flag, joined, value = arg.partition("=")
+        shown = arg
+        if i and args[i - 1].startswith("-") and _SECRET_KEY.search(args[i - 1]) and "=" not in args[i - 1]:
+            shown = mask_value(arg)
+        elif joined and flag.startswith("-") and _SECRET_KEY.search(flag):
+            shown = f"{flag}={mask_value(value)}"
+        masked.append(redact_text(shown))
+    return masked
+
+
 def mask_text(text: str) -> str:
     masked: list[str] = []
     after_flag = False
