@@ -33,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from toolwise.cli.doctor import command_found, near_commands
+from toolwise.cli.install import toolwise_command
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.engine import data_dir
@@ -206,7 +207,10 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             stats = (await client.call_tool("get_learning_stats", {})).structured_content
             sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).content
         show(console, before, after, played, stats, sequences)
-    command = shlex.join(["toolwise", "inspect", "status", "--database-url", database_url])
+    # As it runs from any shell (toolwise need not be on its PATH), with the demo's settings (an installed
+    # config's namespace would read none of what the demo recorded).
+    read_it = ["inspect", "status", "-c", str(config), "--database-url", database_url]
+    command = shlex.join([*toolwise_command(), *read_it])
     console.print(
         f"recorded in\n  {database_url.removeprefix('sqlite+aiosqlite:///')}\nread it with\n  {command}\n"
         "(or progress, top-actions, plot --output demo.png)",

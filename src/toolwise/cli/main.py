@@ -124,7 +124,7 @@ def demo(
     loaded = config_or_exit(config)
     try:
         with database_or_exit():
-            asyncio.run(run_demo(config, loaded, calls, seed, database_url))
+            asyncio.run(run_demo(config.absolute(), loaded, calls, seed, database_url))  # printed absolute
     except DemoError as exc:
         fail(f"demo: {exc}", exc, EXIT_FOUND)
 
