@@ -78,6 +78,14 @@ def mask_args(args: list[str]) -> list[str]:
     return masked
 
 
+def unresolve(text: str, references: dict[str, str]) -> str:
+    """`text` with each value a `${VAR}` reference resolved to shown as that reference (the longest
+    first: one value may hold another); `references` is config.referenced_values'."""
+    for value in sorted(references, key=len, reverse=True):
+        text = text.replace(value, references[value])
+    return text
+
+
 def mask_text(text: str) -> str:
     masked: list[str] = []
     after_flag = False
