@@ -384,6 +384,7 @@ def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_a
     install.run(Client.claude_code, Path(".mcp.json"), dry_run=False, undo_it=False)
     printed = capsys.readouterr().out
     assert f"project config (.mcp.json): {mcp_json}" in printed and "claude-code config" not in printed
+    assert "tracked by git" not in printed  # untracked: nobody else gets it
     status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project, capture_output=True, text=True)
     assert status.stdout.split() == ["??", ".mcp.json"], "nothing but the file itself in the project's repository"
     undo = printed.rsplit("puts the old config back:\n", 1)[1].strip()
@@ -454,3 +455,18 @@ def test_an_entry_whose_url_is_a_variable_moves_and_keeps_the_reference(
     assert json.loads(config.read_text())["mcpServers"]["docs"] == {"url": "${DOCS_MCP_URL}"}
     served = load_config(config).servers["docs"]
     assert getattr(served, "url", None) == "https://docs.example/mcp"
+
+
+def test_installing_into_a_mcp_json_that_git_tracks_warns_that_it_would_reach_the_team(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = home / "src" / "shared"
+    project.mkdir(parents=True)
+    mcp_json = project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}}))
+    git = ["git", "-c", "user.name=me", "-c", "user.email=me@example.com"]
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run([*git, "add", ".mcp.json"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "servers"], cwd=project, check=True)
+    install.run(Client.claude_code, mcp_json, dry_run=True, undo_it=False)
+    assert "warning: .mcp.json is tracked by git" in capsys.readouterr().out
