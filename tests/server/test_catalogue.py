@@ -4,6 +4,8 @@ that cannot start reported while the others serve. In-process through `Client(se
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +170,27 @@ async def test_a_learned_state_loaded_while_the_first_catalogue_embeds_ends_with
     assert events[0] == "answered" and recommended["recommendations"][0]["tool"] == "toy__echo"
     assert adopted and stats["calls"] == 3 and "toy__echo" in index.active_names
     assert not index.unembedded and listed <= set(index.vectors)
+
+
+async def test_with_a_seed_the_start_waits_for_the_catalogue_so_that_decisions_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    embedder = HeldEmbedder("unchanged", events)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+
+    def let_go() -> None:  # the embedding, once begun, is held until the server answers (at most 3 s)
+        embedder.embedding.wait(timeout=10)
+        for _ in range(30):
+            if "answering" in events:
+                break
+            time.sleep(0.1)
+        embedder.release.set()
+
+    threading.Thread(target=let_go, daemon=True).start()
+    async with running(tmp_path, seed=7) as (app, client):
+        events.append("answering")
+        recommended = ok(await client.call_tool("recommend_tool", {"query": "say which server answered the text"}))
+        unembedded = app.learning.learner.index.unembedded
+    assert events == ["new tool embedded", "answering"] and not unembedded
+    assert recommended["recommendations"][0]["tool"] == "toy__echo"
