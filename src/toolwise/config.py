@@ -314,6 +314,33 @@ def expand_variables(servers: Any, environ: Mapping[str, str]) -> Any:
     }
 
 
+SHORTEST_HIDDEN = 4  # a referenced value shorter than this (a port, a flag) is not taken for a secret
+
+
+def referenced_values(servers: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    """What each `${VAR}` of the servers' expanded fields resolves to, as value → reference: a command
+    that prints a server's url, args or errors shows the reference instead of the secret it stands for."""
+    found: dict[str, str] = {}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, list):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, str):
+            for match in _REFERENCE.finditer(value):
+                resolved = environ.get(match.group(1))
+                if resolved and len(resolved) >= SHORTEST_HIDDEN:
+                    found.setdefault(resolved, f"${{{match.group(1)}}}")
+
+    for spec in servers.values() if isinstance(servers, dict) else ():
+        if isinstance(spec, dict):
+            visit([value for key, value in spec.items() if key in EXPANDED])
+    return found
+
+
 def did_you_mean(key: str, known: Iterable[str]) -> str:
     """`; did you mean 'x'?` for the known name closest to a misspelt `key`, or "" when none is close."""
     near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.feedback.test_integrity import damage_a_page, write_log
@@ -38,3 +40,39 @@ def test_doctor_runs_the_full_integrity_check_and_names_a_damaged_page(tmp_path:
     assert damaged.exit_code == 1, damaged.output
     assert f"FAIL database: {db} is damaged: " in damaged.output and f"page {page}" in damaged.output
     assert ".recover" in damaged.output  # and what to do about it
+
+
+def test_doctor_masks_a_secret_argument_of_the_command_it_says_to_run_by_hand(tmp_path: Path) -> None:
+    secret, joined = "argsecret" + "Q" * 12, "hunter2" * 3
+    args = ["-c", "raise SystemExit(3)", "--api-key", secret, "--verbose", f"--password={joined}"]
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config = tmp_path / "toolwise.json"
+    server = {"command": sys.executable, "args": args}
+    config.write_text(json.dumps({"mcpServers": {"dies": server}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "FAIL server 'dies'" in result.output, result.output
+    assert secret not in result.output and joined not in result.output
+    assert "--api-key *** --verbose --password=***` by hand" in result.output  # the command's quote kept
+
+
+def test_doctor_shows_a_reference_not_the_secret_it_resolves_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `${VAR}` in a server's url path or in a positional argument is resolved when the config loads;
+    what doctor prints (the url it cannot reach, the command to run by hand) shows the reference."""
+    secret = "resolved" + "Z" * 16
+    monkeypatch.setenv("DOCTOR_KEY", secret)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    servers = {
+        "api": {"url": f"http://127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp"},
+        "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)", "${DOCTOR_KEY}"]},
+    }
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config = tmp_path / "toolwise.json"
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "FAIL server 'api'" in result.output and "FAIL server 'dies'" in result.output
+    assert secret not in result.output, result.output
+    assert f"127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp" in result.output and "SystemExit(3) ${DOCTOR_KEY}`" in result.output

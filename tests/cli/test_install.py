@@ -349,6 +349,28 @@ def test_the_diffs_printed_mask_secrets_and_the_files_keep_them(home: Path, caps
     assert token not in capsys.readouterr().out
 
 
+def test_the_diffs_mask_every_secret_of_a_compact_line_and_a_secret_flags_value_and_keep_each_line(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config written one server a line (as people write it by hand) has several secrets on one line
+    of the diff's `-` side; a server's args may pass a secret after a flag; each printed line stays a line."""
+    secrets = {"DB_PASSWORD": "hunter2hunter2", "SLACK_SECRET": "plainly-kept-value"}
+    flag_value = "argsecret" + "Q" * 12
+    line = json.dumps({"command": "mcp-server-db", "args": ["--api-key", flag_value], "env": secrets})
+    path = install.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text('{\n  "mcpServers": {\n    "db": ' + line + "\n  }\n}\n")
+    install.run(Client.cursor, None, dry_run=True, undo_it=False)
+    printed = capsys.readouterr().out
+    for secret in [*secrets.values(), flag_value]:
+        assert secret not in printed
+    assert '"DB_PASSWORD": "***", "SLACK_SECRET": "***"' in printed  # the client file's old line
+    assert '"--api-key", "***"' in printed
+    new_lines = printed.split(f"+++ {home / '.config' / 'toolwise' / 'cursor.json'}\n", 1)[1].splitlines()
+    assert '+        "DB_PASSWORD": "***",' in new_lines and '+        "SLACK_SECRET": "***"' in new_lines
+    assert '+        "--api-key",' in new_lines and '+        "***"' in new_lines
+
+
 def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_and_no_backup_stays_in_it(
     home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -362,6 +384,7 @@ def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_a
     install.run(Client.claude_code, Path(".mcp.json"), dry_run=False, undo_it=False)
     printed = capsys.readouterr().out
     assert f"project config (.mcp.json): {mcp_json}" in printed and "claude-code config" not in printed
+    assert "tracked by git" not in printed  # untracked: nobody else gets it
     status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project, capture_output=True, text=True)
     assert status.stdout.split() == ["??", ".mcp.json"], "nothing but the file itself in the project's repository"
     undo = printed.rsplit("puts the old config back:\n", 1)[1].strip()
@@ -432,3 +455,18 @@ def test_an_entry_whose_url_is_a_variable_moves_and_keeps_the_reference(
     assert json.loads(config.read_text())["mcpServers"]["docs"] == {"url": "${DOCS_MCP_URL}"}
     served = load_config(config).servers["docs"]
     assert getattr(served, "url", None) == "https://docs.example/mcp"
+
+
+def test_installing_into_a_mcp_json_that_git_tracks_warns_that_it_would_reach_the_team(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = home / "src" / "shared"
+    project.mkdir(parents=True)
+    mcp_json = project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}}))
+    git = ["git", "-c", "user.name=me", "-c", "user.email=me@example.com"]
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run([*git, "add", ".mcp.json"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "servers"], cwd=project, check=True)
+    install.run(Client.claude_code, mcp_json, dry_run=True, undo_it=False)
+    assert "warning: .mcp.json is tracked by git" in capsys.readouterr().out

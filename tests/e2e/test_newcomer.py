@@ -57,16 +57,26 @@ def test_the_demo_prints_the_same_figures_and_table_twice_with_one_seed_within_8
 def test_the_demo_says_where_it_recorded_and_the_inspect_command_it_prints_reads_it(
     home: dict[str, str], tmp_path: Path
 ) -> None:
+    """The command is run as printed, from a shell whose PATH lacks toolwise (the README runs
+    .venv/bin/toolwise), for a user whose installed config learns in a namespace of its own."""
+    installed = Path(home["XDG_CONFIG_HOME"]) / "toolwise" / "claude-desktop.json"
+    installed.parent.mkdir(parents=True)
+    installed.write_text(json.dumps({"mcpServers": {}, "toolwise": {"namespace": "work"}}))
     demo = cli(home, "demo", "--calls", "12", "--seed", "3")
     assert demo.returncode == 0, demo.stderr
     assert "learns from every call the agent makes" in " ".join(demo.stdout.split())
     data = Path(home["XDG_DATA_HOME"]) / "toolwise"
-    command = next(line.strip() for line in demo.stdout.splitlines() if line.startswith("  toolwise inspect"))
+    command = next(line.strip() for line in demo.stdout.splitlines() if " inspect status " in line)
     assert f"recorded in\n  {data / 'demo.db'}\n" in demo.stdout
-    status = cli(home, *shlex.split(command)[1:])
+    bare = {**home, "PATH": "/usr/bin:/bin"}
+    status = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=240, env=bare)
     assert status.returncode == 0 and "12 executions" in " ".join(status.stdout.split()), status.stdout
-    url = shlex.split(command)[-1]
-    plot = cli(home, "inspect", "plot", "--database-url", url, "--output", str(tmp_path / "demo.png"))
+    plot_it = [
+        *shlex.split(command.replace(" inspect status ", " inspect plot ")),
+        "--output",
+        str(tmp_path / "demo.png"),
+    ]
+    plot = subprocess.run(plot_it, capture_output=True, text=True, timeout=240, env=bare)  # as the demo says
     assert plot.returncode == 0 and (tmp_path / "demo.png").stat().st_size > 0, plot.stdout + plot.stderr
     plain = cli(home, "inspect", "status")  # the database serve records into: nothing yet, and none is made
     assert plain.returncode == 1 and "no database at" in plain.stdout and "toolwise demo" in plain.stdout

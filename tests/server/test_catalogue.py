@@ -4,6 +4,8 @@ that cannot start reported while the others serve. In-process through `Client(se
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.server import toy_server
-from tests.server.surface import HeldEmbedder, ok, rows, serving, text
+from tests.server.surface import HeldEmbedder, ok, rows, running, serving, text
 from toolwise.learning import core
 
 
@@ -113,3 +115,82 @@ async def test_calls_are_answered_while_a_new_tools_document_is_embedded(
     assert text(echoed) == "still served" and stats["calls"] >= 1
     assert stats["tools"] == known  # meanwhile the learner kept the catalogue it knew, whole
     assert [r["tool"] for r in recommended["recommendations"]] == ["toy__translate"]
+
+
+async def test_a_starting_server_answers_while_its_first_catalogue_is_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow embedder (MiniLM: most of a minute at 1,000 tools) does not hold the start: tools/list,
+    calls and recommend_tool answer meanwhile, the tools ranked by BM25; the calls are learned once the
+    documents are embedded."""
+    events: list[str] = []
+    embedder = HeldEmbedder("unchanged", events)  # in echo's description
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+    async with serving(tmp_path, seed=None) as client:
+        with anyio.fail_after(10):
+            while not embedder.embedding.is_set():
+                await anyio.sleep(0.01)
+        names = {t.name for t in (await client.list_tools()).tools}
+        echoed = await client.call_tool("toy__echo", {"text": "served"})
+        recommended = ok(await client.call_tool("recommend_tool", {"query": "say which server answered the text"}))
+        events.append("answered")
+        embedder.release.set()
+        stats = ok(await client.call_tool("get_learning_stats", {}))  # once the calls before it are learned
+    assert events == ["answered", "new tool embedded"]  # the start never waited on the embedding
+    assert "toy__echo" in names and text(echoed) == "served"
+    assert recommended["recommendations"][0]["tool"] == "toy__echo"
+    assert stats["calls"] == 1
+
+
+async def test_a_learned_state_loaded_while_the_first_catalogue_embeds_ends_with_every_document_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newest snapshot loads (in a worker thread) beside the first catalogue's embedding: the state
+    adopted lists the catalogue, and once both are done no document is left to BM25 alone."""
+    async with running(tmp_path, seed=None) as (_, client):  # a state to load next time (the shutdown snapshot)
+        for _ in range(3):
+            await client.call_tool("toy__echo", {"text": "learned"})
+    events: list[str] = []
+    embedder = HeldEmbedder("unchanged", events)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+    async with running(tmp_path, seed=None) as (app, client):
+        empty = app.learning.state
+        with anyio.fail_after(10):
+            while not embedder.embedding.is_set():
+                await anyio.sleep(0.01)
+        recommended = ok(await client.call_tool("recommend_tool", {"query": "say which server answered the text"}))
+        events.append("answered")
+        embedder.release.set()
+        with anyio.fail_after(10):
+            await app.learning.until_loaded()  # the snapshot loaded and the documents embedded
+        stats = ok(await client.call_tool("get_learning_stats", {}))
+        index = app.learning.learner.index
+        listed = {index.documents[name] for name in index.active_names}
+        adopted = app.learning.state is not empty
+    assert events[0] == "answered" and recommended["recommendations"][0]["tool"] == "toy__echo"
+    assert adopted and stats["calls"] == 3 and "toy__echo" in index.active_names
+    assert not index.unembedded and listed <= set(index.vectors)
+
+
+async def test_with_a_seed_the_start_waits_for_the_catalogue_so_that_decisions_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    embedder = HeldEmbedder("unchanged", events)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+
+    def let_go() -> None:  # the embedding, once begun, is held until the server answers (at most 3 s)
+        embedder.embedding.wait(timeout=10)
+        for _ in range(30):
+            if "answering" in events:
+                break
+            time.sleep(0.1)
+        embedder.release.set()
+
+    threading.Thread(target=let_go, daemon=True).start()
+    async with running(tmp_path, seed=7) as (app, client):
+        events.append("answering")
+        recommended = ok(await client.call_tool("recommend_tool", {"query": "say which server answered the text"}))
+        unembedded = app.learning.learner.index.unembedded
+    assert events == ["new tool embedded", "answering"] and not unembedded
+    assert recommended["recommendations"][0]["tool"] == "toy__echo"

@@ -33,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from toolwise.cli.doctor import command_found, near_commands
+from toolwise.cli.install import toolwise_command
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.engine import data_dir
@@ -123,6 +124,19 @@ async def top_pick(client: Client, query: str, session: str) -> str:
     return str(result.structured_content["recommendations"][0]["tool"])
 
 
+def install_hint(packages: list[str]) -> str:
+    """How to install the demo's servers where this toolwise finds them. A `uv tool` or `pipx` install of
+    toolwise lives in an environment its tool manager owns (uv's has no pip, and an upgrade would drop what
+    was added), so the servers become tools of their own, beside `toolwise` on the PATH; else this
+    environment's pip."""
+    prefix = Path(sys.prefix)
+    if (prefix / "uv-receipt.toml").exists():
+        return " && ".join(f"uv tool install {package}" for package in packages)
+    if (prefix / "pipx_metadata.json").exists():
+        return f"pipx install {' '.join(packages)}"
+    return f"{sys.executable} -m pip install {' '.join(packages)}"
+
+
 class DemoError(Exception):
     """The demo cannot run; the message is the one line to show and says what to do."""
 
@@ -161,8 +175,7 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
         raise DemoError(f'commands not found on PATH: {named}; correct "command" in {config}')
     if missing:
         raise DemoError(
-            f"{', '.join(missing)} not installed (the demo's downstream servers); "
-            f"install with: {sys.executable} -m pip install {' '.join(missing)}"
+            f"{', '.join(missing)} not installed (the demo's downstream servers); install with: {install_hint(missing)}"
         )
     if database_url is None:  # its own, afresh: the same seed prints the same output
         database_url = f"sqlite+aiosqlite:///{fresh_demo_database()}"
@@ -206,7 +219,10 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             stats = (await client.call_tool("get_learning_stats", {})).structured_content
             sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).content
         show(console, before, after, played, stats, sequences)
-    command = shlex.join(["toolwise", "inspect", "status", "--database-url", database_url])
+    # As it runs from any shell (toolwise need not be on its PATH), with the demo's settings (an installed
+    # config's namespace would read none of what the demo recorded).
+    read_it = ["inspect", "status", "-c", str(config), "--database-url", database_url]
+    command = shlex.join([*toolwise_command(), *read_it])
     console.print(
         f"recorded in\n  {database_url.removeprefix('sqlite+aiosqlite:///')}\nread it with\n  {command}\n"
         "(or progress, top-actions, plot --output demo.png)",

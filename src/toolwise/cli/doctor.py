@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
 from toolwise import sdk
+from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer
 from toolwise.downstream.catalogue import resolve_command
 from toolwise.downstream.environment import downstream_environment
@@ -156,7 +157,7 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
             + ", ".join(f'"{v}": "…"' for v in needed)
             + f' to the "env" of {name!r} in {path}'
         )
-    by_hand = " ".join([spec.command, *spec.args])
+    by_hand = " ".join([spec.command, *mask_args(spec.args)])  # printed: never a secret argument whole
     return f'run `{by_hand}` by hand to see why, then fix its "args"/"env" in {path}'
 
 

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import shlex
+import subprocess
 import sys
 from enum import StrEnum
 from pathlib import Path, PureWindowsPath
@@ -402,6 +403,18 @@ def what_file(client: Client, path: Path | None) -> str:
     return "project config (.mcp.json)" if path.name == ".mcp.json" else "MCP config"
 
 
+def tracked_by_git(path: Path) -> bool:
+    """Whether `path` is a file a git repository tracks (a project's `.mcp.json` often is: shared with
+    the team); False where git is not installed."""
+    try:
+        found = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", "--", path.name], cwd=path.parent, capture_output=True, check=False
+        )
+    except FileNotFoundError:  # no git: nothing tracks it that toolwise could tell
+        return False
+    return found.returncode == 0
+
+
 def undo_command(client: Client, path: Path | None) -> str:
     """The `--undo` of this install as a shell command that works as printed: toolwise's absolute
     path (it need not be on the shell's PATH) and the file's, quoted."""
@@ -421,16 +434,13 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
         plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects), 0
     echo, owner = _echo, client.value if path is None else "the client"
     echo(f"{what_file(client, path)}: {client_path}")
+    if path is not None and not undo_it and tracked_by_git(client_path):
+        echo(
+            f"warning: {client_path.name} is tracked by git: committed, its toolwise entry (this machine's paths) "
+            "would reach everyone who pulls it; keep the change out of your commits"
+        )
     for scope in plan.scopes:
-        if scope.moved:
-            echo(f"moves {len(scope.moved)} server(s){scope.of} into {scope.toolwise_path}: {', '.join(scope.moved)}")
-        if scope.replaced:
-            names = ", ".join(scope.replaced)
-            echo(f"updates {names} in {scope.toolwise_path} (left by an earlier --undo) to the client's entries")
-        for name, why in scope.kept.items():
-            echo(f"stays with {owner}{scope.of}: {name!r} ({why})")
-        for what in scope.missing:
-            echo(f"warning: command not found on PATH: {what}; install it, or toolwise will report it as failed")
+        _say_scope(scope, owner)
     if not plan.changed:
         echo("nothing to change: " + ("toolwise is already installed" if not undo_it else "already undone"))
         return plan
@@ -455,6 +465,19 @@ def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan
             f"server starts; this puts the old config back:\n  {undo_command(client, path)}"
         )
     return plan
+
+
+def _say_scope(scope: Scope, owner: str) -> None:
+    """What `install` does with one scope's servers: moved, updated, kept with the client, not found."""
+    if scope.moved:
+        _echo(f"moves {len(scope.moved)} server(s){scope.of} into {scope.toolwise_path}: {', '.join(scope.moved)}")
+    if scope.replaced:
+        names = ", ".join(scope.replaced)
+        _echo(f"updates {names} in {scope.toolwise_path} (left by an earlier --undo) to the client's entries")
+    for name, why in scope.kept.items():
+        _echo(f"stays with {owner}{scope.of}: {name!r} ({why})")
+    for what in scope.missing:
+        _echo(f"warning: command not found on PATH: {what}; install it, or toolwise will report it as failed")
 
 
 def _echo(text: str) -> None:

@@ -10,7 +10,9 @@ import gc
 gc.disable()
 
 import asyncio  # noqa: E402
+import json  # noqa: E402
 import logging  # noqa: E402
+import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated  # noqa: E402
 
@@ -124,7 +126,7 @@ def demo(
     loaded = config_or_exit(config)
     try:
         with database_or_exit():
-            asyncio.run(run_demo(config, loaded, calls, seed, database_url))
+            asyncio.run(run_demo(config.absolute(), loaded, calls, seed, database_url))  # printed absolute
     except DemoError as exc:
         fail(f"demo: {exc}", exc, EXIT_FOUND)
 
@@ -161,17 +163,20 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     tools are listed; an SQLite database gets the full integrity check. Exits 1 when something is wrong.
     """
     from toolwise.cli.doctor import diagnose
-    from toolwise.cli.masked import mask_text  # a url's password, a token in an error: never printed whole
+    from toolwise.cli.masked import mask_text, unresolve  # a url's password, a token in an error: never whole
+    from toolwise.config import referenced_values
 
     setup_logging("error")
     path = config_path_or_exit(config)
     loaded = config_or_exit(path, database_url)
+    raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
+    references = referenced_values(raw["mcpServers"], os.environ)
     typer.echo(f"config: {path}")
     checks = asyncio.run(diagnose(loaded, path))
     for check in checks:
-        typer.echo(mask_text(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}"))
+        typer.echo(mask_text(unresolve(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}", references)))
         if check.fix:
-            typer.echo(mask_text(f"     fix: {check.fix}"))
+            typer.echo(mask_text(unresolve(f"     fix: {check.fix}", references)))
     failed = sum(not c.ok for c in checks)
     typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
     if failed:

@@ -1,8 +1,10 @@
-"""Secrets shown masked in what the CLI prints (`install`'s diffs): a JSON line whose key names a secret
-(`GITHUB_TOKEN`, `Authorization`, `X-Api-Key`: the feedback log's key pattern) shows its value's
-recognisable start only (`"ghp_***"`, `"Bearer ghp_***"`), and any other line is masked by the secret
-shapes the log redacts (URLs with passwords, `Bearer …`, provider tokens). A `${VAR}` reference names
-a secret without holding it, so it is shown as it is. The files written keep the values whole."""
+"""Secrets shown masked in what the CLI prints (`install`'s diffs): every JSON `"key": "value"` pair whose
+key names a secret (`GITHUB_TOKEN`, `Authorization`, `X-Api-Key`: the feedback log's key pattern), however
+many share a line, shows its value's recognisable start only (`"ghp_***"`, `"Bearer ghp_***"`), and so does
+a string that follows a flag naming a secret (`"--api-key", "…"`, on one line or the next); the rest of the
+text is masked by the secret shapes the log redacts (URLs with passwords, `Bearer …`, provider tokens). A
+`${VAR}` reference names a secret without holding it, so it is shown as it is. The files written keep the
+values whole."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ import re
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, REDACTED, redact_text
 
 _SECRET_KEY = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
-_KEYED = re.compile(r'^(?P<lead>.*?"(?P<key>(?:[^"\\]|\\.)*)"\s*:\s*")(?P<value>(?:[^"\\]|\\.)*)(?P<tail>".*)$')
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_PAIR = re.compile(rf'(?P<key>{_STRING})(?P<colon>\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
+_FLAG_VALUE = re.compile(r'(?P<flag>"-{1,2}[A-Za-z][\w-]*")(?P<comma>\s*,\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
+_LONE = re.compile(rf"^[-+ ]?\s*(?P<string>{_STRING})\s*,?\s*$")  # a line of a JSON array, in a diff or not
 _SCHEME = re.compile(r"^(?P<scheme>(?:bearer|basic|token)\s+)?(?P<secret>.*)$", re.IGNORECASE | re.DOTALL)
 _KIND = re.compile(r"^[A-Za-z]{2,6}[_-]")  # a token's kind: ghp_, sk-, xoxb-, glpat-, npm_ …
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$")
@@ -28,13 +33,64 @@ def mask_value(value: str) -> str:
     return f"{scheme}{kind.group() if kind else ''}{REDACTED}"
 
 
-def mask_line(line: str) -> str:
-    """One line of JSON text (or of a diff of it) with its secrets masked."""
-    keyed = _KEYED.match(line)
-    if keyed is not None and _SECRET_KEY.search(keyed.group("key")):
-        return f"{keyed.group('lead')}{mask_value(keyed.group('value'))}{keyed.group('tail')}"
-    return redact_text(line)
+def _names_secret(quoted: str) -> bool:
+    return _SECRET_KEY.search(quoted[1:-1]) is not None
+
+
+def _pair(match: re.Match[str]) -> str:
+    if not _names_secret(match.group("key")):
+        return match.group()
+    return f'{match.group("key")}{match.group("colon")}"{mask_value(match.group("value"))}"'
+
+
+def _flag_value(match: re.Match[str]) -> str:
+    if not _names_secret(match.group("flag")):
+        return match.group()
+    return f'{match.group("flag")}{match.group("comma")}"{mask_value(match.group("value"))}"'
+
+
+def mask_line(line: str, after_flag: bool = False) -> str:
+    """One line of JSON text (or of a diff of it) with its secrets masked; `after_flag`: the line before
+    was a lone flag naming a secret, so a lone string here is its value."""
+    body = line.rstrip("\r\n")
+    end = line[len(body) :]
+    lone = _LONE.match(body)
+    if after_flag and lone is not None:
+        string = lone.group("string")
+        start, stop = lone.span("string")
+        body = f'{body[:start]}"{mask_value(string[1:-1])}"{body[stop:]}'
+    body = _FLAG_VALUE.sub(_flag_value, _PAIR.sub(_pair, body))
+    return redact_text(body) + end
+
+
+def mask_args(args: list[str]) -> list[str]:
+    """A command's arguments as printed: the value after a flag that names a secret (`--api-key VALUE`)
+    or joined to it (`--api-key=VALUE`) masked, and any other by its shape."""
+    masked: list[str] = []
+    for i, arg in enumerate(args):
+        flag, joined, value = arg.partition("=")
+        shown = arg
+        if i and args[i - 1].startswith("-") and _SECRET_KEY.search(args[i - 1]) and "=" not in args[i - 1]:
+            shown = mask_value(arg)
+        elif joined and flag.startswith("-") and _SECRET_KEY.search(flag):
+            shown = f"{flag}={mask_value(value)}"
+        masked.append(redact_text(shown))
+    return masked
+
+
+def unresolve(text: str, references: dict[str, str]) -> str:
+    """`text` with each value a `${VAR}` reference resolved to shown as that reference (the longest
+    first: one value may hold another); `references` is config.referenced_values'."""
+    for value in sorted(references, key=len, reverse=True):
+        text = text.replace(value, references[value])
+    return text
 
 
 def mask_text(text: str) -> str:
-    return "".join(mask_line(line) for line in text.splitlines(keepends=True))
+    masked: list[str] = []
+    after_flag = False
+    for line in text.splitlines(keepends=True):
+        masked.append(mask_line(line, after_flag))
+        lone = _LONE.match(line.rstrip("\r\n"))
+        after_flag = lone is not None and lone.group("string").startswith('"-') and _names_secret(lone.group("string"))
+    return "".join(masked)

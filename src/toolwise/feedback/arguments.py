@@ -49,7 +49,7 @@ _SHAPES = (
     _shape(
         ("pass", "pwd", "secret", "token", "key", "auth"),
         r"(?P<keep>\b(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?token|client[_-]?secret|auth)"
-        r"\s*[=:]\s*)[^\s&,;\"']+",
+        r"\s*[=:]\s*)[^\s&,;\"'`]+",  # a backtick ends it: it quotes a command in a message
         keep=True,
         flags=re.I,
     ),

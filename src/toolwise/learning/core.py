@@ -156,6 +156,10 @@ class LearningCore:
     @property
     def serving(self) -> str:
         """What answers recommend_tool: the policy, or the lexical baseline in shadow mode."""
+        if self.loading and self.learner.index.unembedded:
+            return (
+                f"prior (catching up: embedding {len(self.learner.index.unembedded):,} tool documents, BM25 meanwhile)"
+            )
         if self.loading:
             return "prior (catching up: loading the learned state from the newest snapshot)"
         progress = self.progress
@@ -182,18 +186,30 @@ class LearningCore:
         """Return once the learned state is loaded (at once outside a server's start-up)."""
         await self.progress.until_loaded()
 
-    async def set_tools(self, tools: list[types.Tool]) -> None:
+    async def set_tools(self, tools: list[types.Tool], *, first: bool = False) -> None:
         """Teach the learner the running catalogue; returns once it knows this one (or a newer). Its new
         documents are embedded in a worker thread while the event loop serves (with `embedding: minilm`
         most of a minute at 1,000 tools); the learner then takes it whole under the lock. One task takes
-        the changes in the order they came (`_teach`), so the last catalogue wins."""
+        the changes in the order they came (`_teach`), so the last catalogue wins. `first` (a server's
+        start, nothing listed yet): the learner lists the catalogue at once, BM25 alone scoring its
+        documents until they are embedded (`catalogue_taken`), and this returns then."""
         self._wanted = [tool_doc(t) for t in tools]
+        if first:
+            with self.lock:
+                self.learner.set_tools(self._wanted, later={doc.document for doc in self._wanted})
+                self.tool_docs = self._wanted
         if self._teaching is None or self._teaching.done():
             self._teaching = asyncio.ensure_future(self._teach())
-        await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
+        if not first:
+            await self.catalogue_taken()
+
+    async def catalogue_taken(self) -> None:
+        """Return once the learner has the last catalogue given, every document embedded."""
+        if self._teaching is not None:
+            await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
 
     async def _teach(self) -> None:
-        while self._wanted is not self.tool_docs:
+        while self._wanted is not self.tool_docs or self.learner.index.unembedded:
             docs = self._wanted
             vectors = await self._embed_ahead(docs)
             with self.lock:

@@ -157,7 +157,8 @@ class Snapshotting:
         except (KeyError, ValueError, TypeError) as exc:
             raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
         if docs:  # the catalogue is what is running now, its vectors those the running learner has
-            learner.set_tools(docs, learning.learner.index.vectors)
+            running = learning.learner.index
+            learner.set_tools(docs, running.vectors, later=running.unembedded)
         return _Prepared(learner, rng, state.get("counters", {}), docs)
 
     def _install(
@@ -166,8 +167,10 @@ class Snapshotting:
         """Make a prepared state the current one, whole (on the event loop, between two calls)."""
         learning = self.learning
         learner = prepared.learner
-        if learning.tool_docs is not prepared.docs:  # the catalogue changed while it was prepared
-            learner.set_tools(learning.tool_docs, learning.learner.index.vectors)
+        running = learning.learner.index
+        if learning.tool_docs is not prepared.docs or learner.index.unembedded != running.unembedded:
+            # the catalogue changed while it was prepared, or its documents were embedded meanwhile
+            learner.set_tools(learning.tool_docs, running.vectors, later=running.unembedded)
         counters = prepared.counters
         state = LearnedState(
             learner,

@@ -129,10 +129,16 @@ class Learner:
         self.waiting: OrderedDict[str, tuple[Step, float, int]] = OrderedDict()
         self.set_tools(tools)
 
-    def set_tools(self, tools: Sequence[ToolDoc], vectors: Mapping[str, NDArray[np.float32]] | None = None) -> None:
+    def set_tools(
+        self,
+        tools: Sequence[ToolDoc],
+        vectors: Mapping[str, NDArray[np.float32]] | None = None,
+        later: Collection[str] = (),
+    ) -> None:
         """The current catalogue. Ids are stable: a tool that disappears and returns keeps its learning.
-        `vectors`: documents embedded ahead (`ToolIndex.set_tools`)."""
-        self.index.set_tools(tools, vectors)
+        `vectors`: documents embedded ahead; `later`: documents BM25 alone scores until then
+        (`ToolIndex.set_tools`)."""
+        self.index.set_tools(tools, vectors, later)
         self.latency.grow(len(self.index.tools))
 
     def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context:

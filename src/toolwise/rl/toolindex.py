@@ -7,7 +7,7 @@ disappears and returns keeps its learning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,11 +57,18 @@ class ToolIndex:
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
         self.semantic: SemanticIndex | None = None
+        self.unembedded: frozenset[str] = frozenset()  # documents BM25 alone scores until their vectors come
 
-    def set_tools(self, tools: Sequence[ToolDoc], vectors: Mapping[str, NDArray[np.float32]] | None = None) -> None:
+    def set_tools(
+        self,
+        tools: Sequence[ToolDoc],
+        vectors: Mapping[str, NDArray[np.float32]] | None = None,
+        later: Collection[str] = (),
+    ) -> None:
         """The current catalogue. Ids are stable: a tool that disappears and returns keeps its id.
         `vectors`: documents' vectors embedded ahead (off the event loop); any other new document is
-        embedded here."""
+        embedded here, but those in `later`: their cosine is 0 (BM25 alone scores them, `unembedded`)
+        until the catalogue comes again with their vectors (a server answers while its first catalogue embeds)."""
         for tool in tools:
             self.tools.intern(tool.name)
             self.descriptions[tool.name] = tool.description
@@ -78,6 +85,10 @@ class ToolIndex:
             if vectors:
                 known = {**known, **vectors}
             texts = [self.documents.get(name, name_words(name)) for name in self.tools.names]
+            self.unembedded = frozenset(text for text in texts if text not in known and text in later)
+            if self.unembedded:
+                blank = np.zeros(self._width(known), np.float32)
+                known = {**known, **dict.fromkeys(self.unembedded, blank)}
             self.semantic = SemanticIndex(self.embedder, texts, known, self.semantic)  # its query vectors kept
             self.lexical = LexicalIndex(texts)
         else:
@@ -87,7 +98,18 @@ class ToolIndex:
     @property
     def vectors(self) -> dict[str, NDArray[np.float32]]:
         """The vector of each document embedded so far, by its text (read-only: never changed, replaced)."""
-        return self.semantic.by_document if self.semantic is not None else {}
+        if self.semantic is None:
+            return {}
+        if self.unembedded:
+            return {d: v for d, v in self.semantic.by_document.items() if d not in self.unembedded}
+        return self.semantic.by_document
+
+    def _width(self, known: Mapping[str, NDArray[np.float32]]) -> int:
+        """The embedder's vector width: a known vector's, else that of an empty text's (cheap)."""
+        for vector in known.values():
+            return len(vector)
+        assert self.embedder is not None
+        return int(self.embedder.embed([""]).shape[1])
 
     def restore(self, names: Sequence[str], descriptions: dict[str, str], active: Sequence[int]) -> None:
         """The ids, descriptions and listed tools of a saved state (its ids are what it learned by)."""

@@ -156,7 +156,8 @@ class Toolwise:
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
-        await self.learning.set_tools(self.catalogue.tools())
+        # Embedded while it serves; with a seed before, so that decisions replay exactly.
+        await self.learning.set_tools(self.catalogue.tools(), first=self.config.toolwise.seed is None)
         await self._heartbeat()
         self._upkeep = asyncio.create_task(self._upkeep_loop(), name="toolwise-upkeep")
         return self
@@ -207,6 +208,10 @@ class Toolwise:
             log.info("learned state: %s; serving the policy once the log after it is learned", loaded)
         except Exception:
             log.exception("loading the newest snapshot failed: learning the whole log instead")
+        try:  # calls are learned once the tools' documents are embedded: never with their cosine missing
+            await self.learning.catalogue_taken()
+        except Exception:
+            log.exception("embedding the tools' documents failed: BM25 alone scores them until the next change")
         self.learning.end_loading()
         try:  # then learn the log after it, likewise
             await self.snapshots.catch_up(settings.snapshot_rows)
