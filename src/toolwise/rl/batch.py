@@ -151,10 +151,11 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     position[arms] = np.arange(len(arms))
     seen = learner.index.tools.ids
 
-    def rows(part: range) -> NDArray[np.float64]:
-        """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns."""
+    def rows(part: range) -> NDArray[np.float32]:
+        """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns
+        (float32, as the choice model's minibatches read them and its memory keeps them)."""
         calls = kept[part.start : part.stop]
-        block = np.zeros((len(calls), len(arms), len(FEATURES)))
+        block = np.zeros((len(calls), len(arms), len(FEATURES)), np.float32)
         block[:, :, :2] = text.take(context_of.take(calls), 0)
         if learner.config.sequences_enabled:
             columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
@@ -240,10 +241,11 @@ def _sequence_columns(
 
 def _text_columns(
     learner: Learner, queries: list[str], contexts: list[Context], arms: NDArray[np.int64]
-) -> NDArray[np.float64]:
+) -> NDArray[np.float32]:
     """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
-    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6)."""
-    out = np.zeros((len(queries) + 1, len(arms), 2))
+    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6),
+    kept as float32 (the rows' type)."""
+    out = np.zeros((len(queries) + 1, len(arms), 2), np.float32)
     semantic, lexical = learner.index.semantic, learner.index.lexical
     if not queries:
         return out
