@@ -155,8 +155,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns
         (float32, as the choice model's minibatches read them and its memory keeps them)."""
         calls = kept[part.start : part.stop]
-        block = np.zeros((len(calls), len(arms), len(FEATURES)), np.float32)
-        block[:, :, :2] = text.take(context_of.take(calls), 0)
+        block = text.take(context_of.take(calls), 0)  # the text columns, the rest 0 until set
         if learner.config.sequences_enabled:
             columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
             block[~starts, :, 2] = columns[~starts]
@@ -243,9 +242,9 @@ def _text_columns(
     learner: Learner, queries: list[str], contexts: list[Context], arms: NDArray[np.int64]
 ) -> NDArray[np.float32]:
     """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
-    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6),
-    kept as float32 (the rows' type)."""
-    out = np.zeros((len(queries) + 1, len(arms), 2), np.float32)
+    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6):
+    the first two of each query's feature rows (float32, as the choice model reads them), the others 0."""
+    out = np.zeros((len(queries) + 1, len(arms), len(FEATURES)), np.float32)
     semantic, lexical = learner.index.semantic, learner.index.lexical
     if not queries:
         return out
@@ -269,7 +268,7 @@ def _text_columns(
     cautious = np.flatnonzero(learner.index.caution_of(arms))
     if len(cautious):
         for i, query in enumerate(queries):
-            out[i, cautious] *= learner.features.kept(query, arms.take(cautious))[:, None]
+            out[i, cautious, :2] *= learner.features.kept(query, arms.take(cautious))[:, None]
     return out
 
 

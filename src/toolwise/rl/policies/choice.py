@@ -347,7 +347,7 @@ class ChoiceModel(PolicyBase):
         theta = run.theta[: len(arms)] if in_order else run.theta.take(arms, 0)  # a run's: read in place
         scores = x @ theta.T  # float32: it only picks the shortlist
         scores += rows @ self.weights.astype(rows.dtype)
-        short = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        short = np.argpartition(np.negative(scores, out=scores), k - 1, axis=1)[:, :k]
         inside = (short == called[:, None]).any(axis=1)
         short[~inside, -1] = called[~inside]
         at = np.argmax(short == called[:, None], axis=1)
