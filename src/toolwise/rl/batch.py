@@ -263,7 +263,8 @@ def _text_columns(
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
         documents = semantic.vectors[: len(tools)] if in_order else semantic.vectors.take(tools, 0)
         with one_blas_thread():
-            cosine = np.clip(vectors @ documents.T, 0.0, 1.0)
+            cosine = vectors @ documents.T
+        np.clip(cosine, 0.0, 1.0, out=cosine)
         out[: len(queries), columns, 0] = cosine
     cautious = np.flatnonzero(learner.index.caution_of(arms))
     if len(cautious):

@@ -254,6 +254,8 @@ class ChoiceModel(PolicyBase):
         if lessons.rows is None:
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
+        if not n:
+            return np.zeros(0)
         if x is None:
             x = self.features_of(lessons.contexts)
         position = np.full(max(int(candidates.max()), int(lessons.arms.max(initial=0))) + 1, -1, dtype=np.int64)
