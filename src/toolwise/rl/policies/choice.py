@@ -29,7 +29,8 @@ called one), AdaGrad-scaled per tool and per feature weight:
   against R: the same step with weight `passed_over_weight`.
 
 Ranking is by score (the most probable tool first); `expected` is the softmax probability of each
-shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128.
+shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128; a run of calls (`learn_run`)
+keeps a float32 copy of it while it learns, for its minibatches' products over x(q).
 """
 
 from __future__ import annotations
