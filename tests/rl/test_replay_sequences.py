@@ -249,3 +249,17 @@ def test_a_loaded_state_reads_the_next_tools_as_the_original_and_the_choice_mode
     for m in (model, clone):
         m.observe_step(["t5", "t6"], "t7", 1.0, True)  # a prefix read in place still counts on
     assert clone.next_distribution(["t5", "t6"]) == model.next_distribution(["t5", "t6"])
+
+
+def test_a_runs_sequence_columns_are_each_historys_column_to_the_last_bit() -> None:
+    """The batch path's sequence columns (all of a run's histories at once) are the numbers the live path
+    computes one history at a time: histories with no seen prefix, one, two, and tools the catalogue lacks."""
+    tools, model = sessions_of_twelve_tools(seed=11)
+    index = ToolIndex()
+    index.set_tools([ToolDoc(t) for t in tools[:9]])  # t9..t11 were called but are not listed
+    features = Features(index, model)
+    arms = np.append(index.active, index.tools.intern("t10"))
+    histories = [["t1", "t2"], ["t2"], [], ["t9", "t10"], ["t10"], ["new"], ["t3", "t4"], ["t11", "t0"]]
+    assert {len(model.backoff(h)[1]) for h in histories} == {0, 1, 2}
+    each = np.stack([features.sequence_column(h, arms) for h in histories])
+    np.testing.assert_array_equal(features.sequence_columns(histories, arms), each)

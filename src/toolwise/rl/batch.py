@@ -151,11 +151,11 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     position[arms] = np.arange(len(arms))
     seen = learner.index.tools.ids
 
-    def rows(part: range) -> NDArray[np.float64]:
-        """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns."""
+    def rows(part: range) -> NDArray[np.float32]:
+        """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns
+        (float32, as the choice model's minibatches read them and its memory keeps them)."""
         calls = kept[part.start : part.stop]
-        block = np.zeros((len(calls), len(arms), len(FEATURES)))
-        block[:, :, :2] = text.take(context_of.take(calls), 0)
+        block = text.take(context_of.take(calls), 0)  # the text columns, the rest 0 until set
         if learner.config.sequences_enabled:
             columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
             block[~starts, :, 2] = columns[~starts]
@@ -240,10 +240,11 @@ def _sequence_columns(
 
 def _text_columns(
     learner: Learner, queries: list[str], contexts: list[Context], arms: NDArray[np.int64]
-) -> NDArray[np.float64]:
+) -> NDArray[np.float32]:
     """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
-    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6)."""
-    out = np.zeros((len(queries) + 1, len(arms), 2))
+    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6):
+    the first two of each query's feature rows (float32, as the choice model reads them), the others 0."""
+    out = np.zeros((len(queries) + 1, len(arms), len(FEATURES)), np.float32)
     semantic, lexical = learner.index.semantic, learner.index.lexical
     if not queries:
         return out
@@ -262,12 +263,13 @@ def _text_columns(
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
         documents = semantic.vectors[: len(tools)] if in_order else semantic.vectors.take(tools, 0)
         with one_blas_thread():
-            cosine = np.clip(vectors @ documents.T, 0.0, 1.0)
+            cosine = vectors @ documents.T
+        np.clip(cosine, 0.0, 1.0, out=cosine)
         out[: len(queries), columns, 0] = cosine
     cautious = np.flatnonzero(learner.index.caution_of(arms))
     if len(cautious):
         for i, query in enumerate(queries):
-            out[i, cautious] *= learner.features.kept(query, arms.take(cautious))[:, None]
+            out[i, cautious, :2] *= learner.features.kept(query, arms.take(cautious))[:, None]
     return out
 
 

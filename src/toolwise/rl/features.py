@@ -137,12 +137,24 @@ class Features:
         return column
 
     def sequence_columns(self, histories: Sequence[Sequence[str]], arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """`sequence_column` of each of `histories`, one row each (a run's distinct histories)."""
-        at = np.minimum(arms, len(self.index.tools))
-        out = np.empty((len(histories), len(arms)))
-        for row, history in enumerate(histories):
-            out[row] = self._backed_off(*self.sequences.backoff(history)).take(at)
-        return np.log1p(len(self.index.active) * out)
+        """`sequence_column` of each of `histories`, one row each (a run's distinct histories): `_backed_off`'s
+        arithmetic on all rows at once, level by level (the same numbers as one history at a time)."""
+        tools = self.index.tools
+        parts = [self.sequences.backoff(history) for history in histories]
+        unigrams = {id(unigram) for unigram, _ in parts}
+        if len(unigrams) > 1:  # the unigrams changed between the histories (they do not within a run): one by one
+            out = np.stack([self._backed_off(*part) for part in parts]) if parts else np.zeros((0, len(tools) + 1))
+        else:
+            out = np.tile(self._unigram_array(parts[0][0]), (len(parts), 1)) if parts else np.zeros((0, len(tools) + 1))
+            for level in range(max((len(levels) for _, levels in parts), default=0)):
+                rows = [row for row, (_, levels) in enumerate(parts) if len(levels) > level]
+                out[rows] *= np.array([parts[row][1][level][0] for row in rows])[:, None]
+                shares = [parts[row][1][level][1] for row in rows]
+                owners = np.repeat(rows, [len(share) for share in shares])
+                ids = tools.ids([tool for share in shares for tool in share], missing=len(tools))
+                values = np.fromiter((v for share in shares for v in share.values()), dtype=np.float64, count=len(ids))
+                out[owners, ids] += values
+        return np.log1p(len(self.index.active) * out.take(np.minimum(arms, len(tools)), 1))
 
     def _backed_off(
         self, unigram: dict[str, float], levels: list[tuple[float, dict[str, float]]]

@@ -121,6 +121,6 @@ class LexicalIndex:
         raw = sums.astype(np.float64, copy=False).reshape(len(queries), size)
         top = raw.max(axis=1)
         matched = top > 0
-        raw[matched] /= top[matched, None]
+        raw /= np.where(matched, top, 1.0)[:, None]  # a row that matched nothing is all 0: left as it is
         coverage = [t / m if m > 0 else 0.0 for t, m in zip(top.tolist(), most, strict=True)]
         return raw, coverage

@@ -168,10 +168,13 @@ class NgramColumns:
     def _group(self, prefix: tuple[str, ...]) -> int | None:
         """The group of rows holding the prefix's tools (None if the state had none, or they were taken)."""
         self.flush()
-        ids = [self.ids.get(name) for name in prefix]
-        if None in ids or len(ids) > self.width:
+        found = [self.ids.get(name) for name in prefix]
+        ids = [i for i in found if i is not None]
+        if len(ids) < len(found) or len(ids) > self.width:
             return None
-        key = int(self._prefix_keys(np.array([[*ids, *[-1] * (self.width - len(ids))]], dtype=np.int64))[0])
+        key = 0  # `_prefix_keys` of the one prefix, in Python ints (no arrays for one key)
+        for j, i in enumerate(ids):
+            key += (i + 1) << (int(self.bits) * j)
         group = int(np.searchsorted(self.prefixes, key))
         if group >= len(self.prefixes) or self.prefixes[group] != key or self.used[group]:
             return None

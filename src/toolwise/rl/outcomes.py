@@ -251,36 +251,38 @@ class OutcomeMemory:
         n = int(self.used[arm])
         if n:
             cosine = self.vectors[arm, :n] @ v
-            near = int(np.argmax(cosine))
+            near = int(cosine.argmax())
             if cosine[near] >= self.config.merge:
                 self._move(arm, near, v, 1.0)
                 return near
         if n == self.config.slots:
             n = self._merge_closest(arm)
-        self.vectors[arm, n] = v / max(float(np.sqrt(v @ v)), 1e-12)  # `np.linalg.norm`, without its checks
+        self.vectors[arm, n] = v / max(math.sqrt(float(v @ v)), 1e-12)  # `np.linalg.norm`, without its checks
         self.used[arm] = n + 1
         return n
 
     def _move(self, arm: int, slot: int, v: NDArray[np.float32], weight: float) -> None:
         held = self.worked[arm, slot] + self.failed[arm, slot]
-        mean = self.vectors[arm, slot] * np.float32(held) + v * np.float32(weight)
-        self.vectors[arm, slot] = mean / max(float(np.sqrt(mean @ mean)), 1e-12)
+        mean = self.vectors[arm, slot] * np.float32(held)
+        mean += v * np.float32(weight)
+        # sqrt in float64 of the float32 dot: the same float32 as np.sqrt's (a float64 root rounds exactly)
+        self.vectors[arm, slot] = mean / max(math.sqrt(float(mean @ mean)), 1e-12)
 
     def _merge_closest(self, arm: int) -> int:
         """Merge the two closest prototypes of a full tool into one; returns the freed slot (the last)."""
-        vectors = self.vectors[arm]
+        vectors, worked, failed = self.vectors[arm], self.worked[arm], self.failed[arm]
         cosine = vectors @ vectors.T
-        np.fill_diagonal(cosine, -np.inf)
-        i, j = divmod(int(np.argmax(cosine)), len(vectors))
+        cosine.flat[:: len(vectors) + 1] = -np.inf  # the diagonal: a prototype is not its own closest
+        i, j = divmod(int(cosine.argmax()), len(vectors))
         i, j = min(i, j), max(i, j)
-        self._move(arm, i, vectors[j], self.worked[arm, j] + self.failed[arm, j])
-        self.worked[arm, i] += self.worked[arm, j]
-        self.failed[arm, i] += self.failed[arm, j]
+        self._move(arm, i, vectors[j], worked[j] + failed[j])
+        worked[i] += worked[j]
+        failed[i] += failed[j]
         last = len(vectors) - 1
         if j != last:  # the last slot is the one freed
             vectors[j] = vectors[last]
-            self.worked[arm, j], self.failed[arm, j] = self.worked[arm, last], self.failed[arm, last]
-        vectors[last], self.worked[arm, last], self.failed[arm, last] = 0.0, 0.0, 0.0
+            worked[j], failed[j] = worked[last], failed[last]
+        vectors[last], worked[last], failed[last] = 0.0, 0.0, 0.0
         return last
 
     def forget(self, arm: int) -> None:

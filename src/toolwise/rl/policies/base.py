@@ -96,7 +96,7 @@ class Lessons:
     priors: NDArray[np.float64]
     previous: Sequence[str | None]
     candidates: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    rows: Callable[[range], NDArray[np.float64]] | None = None
+    rows: Callable[[range], NDArray[np.floating[Any]]] | None = None
     fit: NDArray[np.float64] | None = None
 
     def __len__(self) -> int:

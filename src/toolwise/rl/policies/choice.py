@@ -29,7 +29,8 @@ called one), AdaGrad-scaled per tool and per feature weight:
   against R: the same step with weight `passed_over_weight`.
 
 Ranking is by score (the most probable tool first); `expected` is the softmax probability of each
-shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128.
+shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128; a run of calls (`learn_run`)
+keeps a float32 copy of it while it learns, for its minibatches' products over x(q).
 """
 
 from __future__ import annotations
@@ -98,6 +99,15 @@ def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     z = np.exp(scores - scores.max())
     p: NDArray[np.float64] = z / z.sum()
     return p
+
+
+@dataclass(slots=True)
+class Minibatch:
+    """What a run's minibatches share: θ's float32 copy, kept in step with θ (its products with x(q), the
+    most of a minibatch's time, at float32's speed), and the run's distinct x(q) as float32."""
+
+    theta: NDArray[np.float32]
+    x: NDArray[np.float32]
 
 
 class ChoiceModel(PolicyBase):
@@ -245,17 +255,25 @@ class ChoiceModel(PolicyBase):
         if lessons.rows is None:
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
+        if not n:
+            return np.zeros(0)
         if x is None:
             x = self.features_of(lessons.contexts)
-        position = {arm: i for i, arm in enumerate(candidates.tolist())}
-        called = np.array([position[arm] for arm in lessons.arms.tolist()], dtype=np.int64)
+        position = np.full(max(int(candidates.max()), int(lessons.arms.max(initial=0))) + 1, -1, dtype=np.int64)
+        position[candidates] = np.arange(len(candidates))
+        called = position.take(lessons.arms)
+        if (called < 0).any():
+            raise ValueError(f"the called arm {int(lessons.arms[called < 0][0])} is not among the candidates")
+        self._ensure(int(candidates.max()))
+        run = Minibatch(self.theta.astype(np.float32), x.astype(np.float32))
         before = np.zeros(n)
         with one_blas_thread():
             for start in range(0, n, BATCH):
                 part = range(start, min(start + BATCH, n))
                 window = slice(part.start, part.stop)
                 before[window] = self.learn_calls(
-                    x.take(lessons.context_of[window], 0),
+                    run,
+                    lessons.context_of[window],
                     candidates,
                     lessons.rows(part),
                     called[window],
@@ -309,55 +327,60 @@ class ChoiceModel(PolicyBase):
 
     def learn_calls(
         self,
-        x: NDArray[np.float64],
+        run: Minibatch,
+        queries: NDArray[np.int64],
         arms: NDArray[np.int64],
-        rows: NDArray[np.float64],
+        rows: NDArray[np.floating[Any]],
         called: NDArray[np.int64],
         worked: NDArray[np.bool_],
         weight: NDArray[np.float64],
         rng: np.random.Generator | None = None,
     ) -> NDArray[np.float64]:
-        """A minibatch of calls (a replay of the log): call r chose `arms[called[r]]` for the query
-        with features `x[r]` among `arms` with feature rows `rows[r]`. Every call's step is computed
+        """A minibatch of calls (a replay of the log): call r chose `arms[called[r]]` for the query with
+        features `run.x[queries[r]]` among `arms` with feature rows `rows[r]`. Every call's step is computed
         against the parameters before the batch; each tool then moves by the mean of its steps (a sum
         would overshoot: a tool called 50 times in a batch would move 50 steps at once), the feature
         weights by the mean gradient. The calls are remembered, and with `rng` `replays` remembered calls
         a call are learned again (`batch_replays`), as one more minibatch. Returns each call's probability
         of its called tool before the step."""
         c = self.config
-        batch, k = len(x), min(c.shortlist, len(arms))
-        self._ensure(int(arms.max()))
-        in_order = len(arms) <= len(self.theta) and np.array_equal(arms, np.arange(len(arms)))
-        theta = self.theta[: len(arms)] if in_order else self.theta.take(arms, 0)  # a run's: read in place
-        scores = rows @ self.weights + x @ theta.T
-        short = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        batch, k = len(queries), min(c.shortlist, len(arms))
+        x = run.x.take(queries, 0)
+        in_order = np.array_equal(arms, np.arange(len(arms)))
+        theta = run.theta[: len(arms)] if in_order else run.theta.take(arms, 0)  # a run's: read in place
+        scores = x @ theta.T  # float32: it only picks the shortlist
+        scores += rows @ self.weights.astype(rows.dtype)
+        short = np.argpartition(np.negative(scores, out=scores), k - 1, axis=1)[:, :k]
         inside = (short == called[:, None]).any(axis=1)
         short[~inside, -1] = called[~inside]
         at = np.argmax(short == called[:, None], axis=1)
         tools = arms.take(short)
         picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
-        before = self._learn_rows(x, tools, picked, at, worked, weight)
+        before = self._learn_rows(run, x, tools, picked, at, worked, weight)
         self.observed += batch
-        np.add.at(self.chosen, arms.take(called), 1)
+        self.chosen += np.bincount(arms.take(called), minlength=len(self.chosen))
         self.memory.add_many(x, tools, picked, at, worked, weight)
         if c.batch_replays and rng is not None and len(self.memory):
             slots = rng.integers(len(self.memory), size=c.batch_replays * batch)
-            self._learn_rows(*self.memory.rows_of(slots))
+            self._learn_rows(run, *self.memory.rows_of(slots))
         return before
 
     def _learn_rows(
         self,
-        x: NDArray[np.float64],
+        run: Minibatch,
+        x: NDArray[np.float32],
         tools: NDArray[np.int64],
-        rows: NDArray[np.float64],
+        rows: NDArray[np.floating[Any]],
         at: NDArray[np.int64],
         worked: NDArray[np.bool_],
-        weight: NDArray[np.float64],
+        weight: NDArray[np.floating[Any]],
     ) -> NDArray[np.float64]:
         """One minibatch step: row r's candidates are `tools[r]` (−1: none) with feature `rows[r]`, the
         call chose `tools[r, at[r]]`. Steps against the parameters before it; each tool moves by its
         steps' sum over the calls of it in the batch (their mean), the feature weights by the mean gradient.
-        Returns each call's probability of its called tool before the step."""
+        The products over x(q) are float32 (with θ's float32 copy, `run`; the steps are added to θ in
+        float64): their rounding is far below what a step moves. Returns each call's probability of its
+        called tool before the step."""
         c = self.config
         batch, k = tools.shape
         valid = tools >= 0
@@ -365,8 +388,7 @@ class ChoiceModel(PolicyBase):
         safe = np.where(valid, tools, 0) if padded else tools
         flat = safe.ravel()
         shrunk = self.shrink(flat).reshape(safe.shape)
-        scores = np.einsum("bkd,bd->bk", self.theta[safe], x)
-        scores *= shrunk
+        scores = np.einsum("bkd,bd->bk", run.theta.take(safe, 0), x) * shrunk
         scores += np.einsum("bkf,f->bk", rows, self.weights)
         if padded:
             scores[~valid] = -np.inf
@@ -376,32 +398,46 @@ class ChoiceModel(PolicyBase):
         mine = np.arange(batch), at
         chosen: NDArray[np.float64] = p[mine]
         # the gradient of log p_called (worked) or log(1 − p_called) (not) on each candidate's score
-        direction = p * np.where(worked, -1.0, chosen / np.maximum(1.0 - chosen, 0.05))[:, None]
-        direction[mine] = np.where(worked, 1.0 - chosen, -chosen)
-        direction *= weight[:, None]
+        direction = p * (np.where(worked, -1.0, chosen / np.maximum(1.0 - chosen, 0.05)) * weight)[:, None]
+        direction[mine] = np.where(worked, 1.0 - chosen, -chosen) * weight
         if padded:
             direction[~valid] = 0.0
         moved = direction.ravel()
-        tools_n = len(self.steps)
-        self.steps += np.bincount(flat, moved * moved, tools_n)
-        used = np.flatnonzero(np.bincount(flat[valid.ravel()] if padded else flat, minlength=tools_n))
-        # Σ over the batch of each used tool's steps times its call's x(q): a (used × batch) matrix of the
-        # steps summed per call, times x (one product instead of a scatter of k·batch rows of x)
-        slot = np.zeros(tools_n, np.int64)
-        slot[used] = np.arange(len(used))
-        per_call = np.bincount(
-            slot[flat] * batch + np.repeat(np.arange(batch), k), moved * shrunk.ravel(), len(used) * batch
-        ).reshape(len(used), batch)
-        called = np.maximum(np.bincount(tools[mine], minlength=tools_n), 1).take(used)
-        rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(used))
-        step = per_call @ x
-        step *= (rate / called)[:, None]
-        self.theta[used] += step
-        self._zero_theta = False
+        self.steps += np.bincount(flat, moved * moved, len(self.steps))
+        pairs = np.flatnonzero(valid) if padded else slice(None)  # (tool, call) pairs, each once: no padding
+        calls = np.repeat(np.arange(batch), k)
+        self._move_theta(run, x, flat[pairs], (moved * shrunk.ravel())[pairs], calls[pairs], tools[mine])
         gradient = np.einsum("bk,bkf->f", direction, rows) / batch
         self.weight_steps += gradient * gradient
         self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
         return chosen
+
+    def _move_theta(
+        self,
+        run: Minibatch,
+        x: NDArray[np.float32],
+        tools: NDArray[np.int64],
+        moved: NDArray[np.float64],
+        calls: NDArray[np.int64],
+        called: NDArray[np.int64],
+    ) -> None:
+        """θ_t += rate_t / (calls of t) · Σ moved·x(q) over the (tool, call) pairs of t (`tools[i]`, `calls[i]`:
+        each pair once): a (tools × batch) matrix of the steps, times x in float32 (one product instead of
+        a scatter of every pair's row of x); θ and its float32 copy move together."""
+        tools_n = len(self.steps)
+        used = np.flatnonzero(np.bincount(tools, minlength=tools_n))
+        rate = self.config.learning_rate / np.sqrt(1.0 + self.steps.take(used))
+        rate /= np.maximum(np.bincount(called, minlength=tools_n), 1).take(used)
+        slot = np.zeros(tools_n, np.int64)
+        slot[used] = np.arange(len(used))
+        at = slot.take(tools)
+        per_call = np.zeros((len(used), len(x)), np.float32)
+        per_call[at, calls] = moved * rate.take(at)
+        theta = self.theta.take(used, 0)
+        theta += per_call @ x
+        self.theta[used] = theta
+        run.theta[used] = theta
+        self._zero_theta = False
 
     def _again(self, slot: int) -> None:
         """Learn the remembered call in `slot` again, as it was (its candidates and their features
@@ -526,9 +562,9 @@ class CallMemory:
 
     def add_many(
         self,
-        x: NDArray[np.float64],
+        x: NDArray[np.floating[Any]],
         arms: NDArray[np.int64],
-        rows: NDArray[np.float64],
+        rows: NDArray[np.floating[Any]],
         at: NDArray[np.int64],
         worked: NDArray[np.bool_],
         weight: NDArray[np.float64],
@@ -564,18 +600,18 @@ class CallMemory:
     def rows_of(
         self, slots: NDArray[np.int64]
     ) -> tuple[
-        NDArray[np.float64],
+        NDArray[np.float32],
         NDArray[np.int64],
-        NDArray[np.float64],
+        NDArray[np.float32],
         NDArray[np.int64],
         NDArray[np.bool_],
         NDArray[np.float64],
     ]:
-        """The remembered calls in `slots`, as `ChoiceModel._learn_rows` takes them."""
+        """The remembered calls in `slots`, as `ChoiceModel._learn_rows` takes them (x and rows float32, as kept)."""
         return (
-            self.x[slots].astype(np.float64),
-            self.arms[slots],
-            self.rows[slots].astype(np.float64),
+            self.x.take(slots, 0),
+            self.arms.take(slots, 0),
+            self.rows.take(slots, 0),
             self.at[slots],
             self.worked[slots],
             self.weight[slots].astype(np.float64),
