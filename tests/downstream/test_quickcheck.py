@@ -7,8 +7,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from toolwise.downstream.catalogue import Route, compile_validator, problem
 from toolwise.downstream.quickcheck import quick_check
+from toolwise.downstream.routes import Route, compile_validator, problem
 
 SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},

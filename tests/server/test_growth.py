@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.server.test_persistence import QUERIES, service
-from toolwise.downstream.catalogue import CallOutcome
+from toolwise.downstream.outcome import CallOutcome
 from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.rl import Step, StepColumns
 from toolwise.server.services import Services

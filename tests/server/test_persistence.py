@@ -22,7 +22,7 @@ import pytest
 from numpy.typing import NDArray
 
 from toolwise.config import Settings
-from toolwise.downstream.catalogue import CallOutcome
+from toolwise.downstream.outcome import CallOutcome
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import head, revision

@@ -12,7 +12,8 @@ from alembic import command
 
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import PG_URL, service
-from toolwise.downstream.catalogue import CallCancelledError, outcome_of
+from toolwise.downstream.errors import CallCancelledError
+from toolwise.downstream.outcome import outcome_of
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.migrate import alembic_config
 from toolwise.learning.watermark import Covered

@@ -190,7 +190,7 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
     Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing; `node` sits beside `npx`),
     then the system's folders; also the commands found nowhere. Not the whole shell PATH: an entry that
     pinned it would go stale when the shell's changes, and toolwise itself is started by absolute path."""
-    from toolwise.downstream.catalogue import resolve_command  # the MCP client: not for every CLI command
+    from toolwise.downstream.connection import resolve_command  # the MCP client: not for every CLI command
 
     folders: list[str] = []
     missing: list[str] = []

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from toolwise.background import Background
 from toolwise.config import Settings
-from toolwise.downstream.catalogue import CallCancelledError, InvalidArgumentsError
+from toolwise.downstream.errors import CallCancelledError, InvalidArgumentsError
 from toolwise.downstream.shields import Budget, Shields
 from toolwise.feedback import (
     Execution,

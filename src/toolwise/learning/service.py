@@ -34,7 +34,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from toolwise.downstream.catalogue import CallOutcome
+from toolwise.downstream.outcome import CallOutcome
 from toolwise.feedback import (
     Execution,
     FeedbackService,

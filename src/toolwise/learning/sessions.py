@@ -31,12 +31,7 @@ from typing import Any, Protocol, cast
 
 from mcp_types import RequestParamsMeta
 
-from toolwise.downstream.catalogue import (
-    CircuitOpenError,
-    DownstreamError,
-    InvalidArgumentsError,
-    RefusedCallerError,
-)
+from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.records import new_id
 from toolwise.rl import Decision, Step, StepColumns

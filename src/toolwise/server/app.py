@@ -32,17 +32,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.config import AppConfig, InProcessServer, describe
 from toolwise.downstream.callers import client_key, connection_of, modern, progress_relay
-from toolwise.downstream.catalogue import (
-    CallCancelledError,
-    Catalogue,
-    DownstreamError,
-    InputRound,
-    InvalidArgumentsError,
-    RefusedCallerError,
-    Route,
-    outcome_of,
-)
+from toolwise.downstream.catalogue import Catalogue
+from toolwise.downstream.errors import CallCancelledError, DownstreamError, InvalidArgumentsError, RefusedCallerError
+from toolwise.downstream.forwarding import InputRound
+from toolwise.downstream.outcome import outcome_of
 from toolwise.downstream.passthrough import PASSED_THROUGH, Passthrough
+from toolwise.downstream.routes import Route
 from toolwise.downstream.tracing import Tracing
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackError, FeedbackService, StoreUnavailableError, utcnow

@@ -28,7 +28,8 @@ import mcp_types as types
 from pydantic import BaseModel, Field
 
 from toolwise.config import Settings
-from toolwise.downstream.catalogue import Catalogue, Route
+from toolwise.downstream.catalogue import Catalogue
+from toolwise.downstream.routes import Route
 from toolwise.learning.sessions import Session
 from toolwise.rl import Decision
 from toolwise.rl.names import name_key

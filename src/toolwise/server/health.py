@@ -16,7 +16,7 @@ from importlib.metadata import version
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from toolwise.downstream.catalogue import Health
+from toolwise.downstream.connection import Health
 
 HEALTH_PATH = "/healthz"
 _VERSION = version("toolwise")

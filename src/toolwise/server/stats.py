@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from toolwise.downstream.catalogue import Health
+from toolwise.downstream.connection import Health
 from toolwise.server.services import Services
 
 FLAGS = ("shadow", "learning", "replay", "sequences")  # capability settings the status reports

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from toolwise.downstream.catalogue import Health
+from toolwise.downstream.connection import Health
 from toolwise.feedback import StoreUnavailableError, ToolMetrics
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.learning import snapshots as snapshot_files

@@ -1,0 +1,460 @@
+"""One downstream server: the task that owns its connection, and the calls forwarded over it.
+
+The task connects, lists the tools, serves calls and, when the connection dies, reconnects with
+exponential backoff. Calls never spawn a process. A downstream that cannot start is reported (log +
+`health()`) and the others serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
+from mcp_types.jsonrpc import REQUEST_TIMEOUT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolwise import sdk
+from toolwise.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer
+from toolwise.downstream.environment import downstream_environment
+from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, InvalidResultError
+from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
+from toolwise.downstream.forwarding import InputRound, answered, call_tool, is_connection_loss, transport
+from toolwise.downstream.listing import all_tools
+from toolwise.downstream.selection import offered
+from toolwise.downstream.shields import Circuit, CircuitState
+from toolwise.downstream.tracing import Tracing
+from toolwise.downstream.twin import Twin
+
+log = logging.getLogger(__name__)
+
+State = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+@dataclass(slots=True)
+class Health:
+    server: str
+    state: State
+    tools: int
+    restarts: int
+    error: str | None
+    circuit: CircuitState = "closed"
+    junk_lines: int = 0  # lines on its stdout that were not JSON-RPC (ignored)
+
+
+STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
+
+
+def resolve_command(command: str) -> str:
+    """The executable for `command`: on PATH, else beside this interpreter (a venv's bin/ that is not
+    on PATH still finds the servers installed into it)."""
+    found = shutil.which(command)
+    if found:
+        return found
+    local = Path(sys.executable).parent / command
+    return str(local) if local.exists() else command
+
+
+class Relay(Protocol):
+    """Where a downstream's notifications and requests go besides tools (`downstream/passthrough.py`)."""
+
+    async def notified(self, server: str, message: Any) -> None: ...
+
+    def client_callbacks(self, server: str) -> dict[str, Any]: ...
+
+
+@dataclass
+class Downstream:
+    name: str
+    spec: ServerSpec
+    settings: Settings
+    on_tools: Callable[[], None]
+    tools: list[types.Tool] = field(default_factory=list)
+    state: State = "starting"
+    error: str | None = None
+    restarts: int = 0
+    _client: Client | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _broken: asyncio.Event = field(default_factory=asyncio.Event)
+    _attempted: asyncio.Event = field(default_factory=asyncio.Event)
+    _launched: asyncio.Event = field(default_factory=asyncio.Event)  # its process spawned (or attempt over)
+    _task: asyncio.Task[None] | None = None
+    _spawns: list[Any] = field(default_factory=list)  # the processes of its latest start
+    _process: Any = None  # the stdio process of the current connection: its exit status, its death
+    relay: Relay | None = None
+    twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
+    tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
+    circuit: Circuit = field(init=False)
+    junk: JunkReport = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.circuit = Circuit(self.settings.circuit_failures, self.settings.circuit_cooldown_s)
+        self.junk = JunkReport(self.name)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"toolwise-downstream-{self.name}")
+        if not isinstance(self.spec, StdioServer):
+            self._launched.set()  # no process to spawn: it is up or not, whatever else starts meanwhile
+
+    async def wait_first_attempt(self) -> None:
+        await self._attempted.wait()
+
+    @property
+    def first_start_over(self) -> bool:
+        """Its first start has ended: it came up, or failed (or timed out) once."""
+        return self._attempted.is_set()
+
+    async def wait_launched(self) -> None:
+        await self._launched.wait()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
+                # The SDK stops a stdio server under a shield (close stdin, 2 s, then kill) that a cancel can
+                # break into: a process hung in its start is then never killed and its stdout never ends.
+                self._kill_spawned()
+                if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
+                    log.error("downstream %s did not stop within %gs of its process being killed", self.name, STOP_S)
+        self.junk.close()
+        self.state = "stopped"
+
+    def _kill_spawned(self) -> None:
+        """SIGKILL the process group of each process of its latest start still running (the SDK starts
+        each in a session of its own, so a wrapper's children go with it)."""
+        for process in self._spawns:
+            if process.returncode is None:
+                log.warning(
+                    "downstream %s did not stop within %gs: killing its process %d", self.name, STOP_S, process.pid
+                )
+                if os.name == "posix":
+                    with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
+                        os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
+
+    @property
+    def client(self) -> Client | None:
+        """The live connection, None while (re)starting."""
+        return self._client
+
+    def health(self) -> Health:
+        return Health(
+            self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state, self.junk.total
+        )
+
+    def _target(self, stack: contextlib.AsyncExitStack) -> Any:
+        if isinstance(self.spec, InProcessServer):
+            return self.spec.server
+        if isinstance(self.spec, HttpServer):
+            if not self.spec.headers:
+                return self.spec.url
+            # The configured headers (e.g. `Authorization: Bearer …`) go on every request; the
+            # transport leaves closing a client it was given to us.
+            http = sdk.http_client(headers=self.spec.headers)
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(self.spec.url, http_client=http)
+        env = downstream_environment(self.spec.env)  # more than the SDK's minimum: downstream/environment.py
+        return StdioServerParameters(
+            command=resolve_command(self.spec.command), args=self.spec.args, env=env, cwd=self.spec.cwd
+        )
+
+    async def _run(self) -> None:
+        backoff = self.settings.restart_backoff_s
+        while True:
+            self._broken.clear()
+            try:
+                status = await self._serve_once()
+                self.error = "connection lost" if status is None else exited(status)
+                log.warning("downstream %s stopped serving: %s", self.name, self.error)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure to connect or serve leads to a restart
+                self.error = describe(
+                    exc,
+                    starting=self.state != "ready",
+                    start_timeout_s=self.settings.start_timeout_s,
+                    exit_status=None if self._process is None else self._process.returncode,
+                )
+                log.warning("downstream %s failed: %s", self.name, self.error)
+            finally:
+                self._client = None
+                self._ready.clear()
+                self._attempted.set()
+                self._launched.set()
+            if self.state == "ready":  # it had come up: start the backoff afresh
+                backoff = self.settings.restart_backoff_s
+            self.state = "restarting" if self.tools else "failed"
+            self.restarts += 1
+            log.info("restarting downstream %s in %.1fs", self.name, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(2 * backoff, self.settings.restart_backoff_max_s)
+
+    async def _serve_once(self) -> int | None:
+        """Connect and serve until the connection breaks; returns the process's exit status if it had
+        exited by then (None: still running, or not a process)."""
+        self._process = None
+        async with contextlib.AsyncExitStack() as stack:
+            with recording_spawns(self._launched) as spawned:
+                self._spawns = spawned
+                try:
+                    async with asyncio.timeout(self.settings.start_timeout_s):
+                        client = await stack.enter_async_context(
+                            Client(
+                                self._target(stack),
+                                mode=self.settings.mode,
+                                message_handler=self._on_message,
+                                **self._hooks(),
+                            )
+                        )
+                        sdk.keep_declared_capabilities(client)
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            sdk.tolerate_untagged_results(client, _untagged_reporter(self.name))
+                        await self._refresh(client)
+                finally:
+                    self._process = spawned[-1] if spawned else None
+            self._client, self.state, self.error = client, "ready", None
+            self.twin = self._twin_of(client)
+            if self.twin is not None:  # up with the first, so what callers of its era are offered is known
+                await self.twin.client()
+            self._ready.set()
+            self._attempted.set()
+            self._launched.set()
+            log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
+            helpers = [
+                t for t in (_listen(self.name, client, self._refresh, self.relay), self._watch()) if t is not None
+            ]
+            try:
+                await self._broken.wait()
+                return None if self._process is None else self._process.returncode  # before we stop it
+            finally:
+                for helper in helpers:
+                    helper.cancel()
+                if self.twin is not None:
+                    self.twin.close()
+                    self.twin = None
+
+    def _twin_of(self, client: Client) -> Twin | None:
+        """A handshake-era twin of a 2026-07-28 connection, when the downstream can take a second
+        connection (HTTP, in-process; a stdio process is one connection)."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or isinstance(self.spec, StdioServer):
+            return None
+        return Twin(self.name, self._target, self._hooks(), self._relayed, self.settings.start_timeout_s)
+
+    def _hooks(self) -> dict[str, Any]:
+        return self.relay.client_callbacks(self.name) if self.relay is not None else {}
+
+    async def _relayed(self, message: Any) -> None:
+        if self.relay is not None:
+            await self.relay.notified(self.name, message)
+
+    async def session(self, *, handshake: bool, tool: str | None = None) -> Client | None:
+        """The connection for a request of a handshake-era (or 2026-era) caller: the handshake-era
+        twin for the former when there is one (and it lists `tool`), else the main one (None: down)."""
+        twin = self.twin if handshake else None
+        if (
+            twin is not None
+            and (client := twin.current or await twin.client())
+            and (tool is None or tool in twin.tools)
+        ):
+            return client
+        return self._client
+
+    def connection(self, *, handshake: bool) -> Client | None:
+        """The connection a caller of that era is served on, as it is now (nothing is opened)."""
+        twin = self.twin.current if handshake and self.twin is not None else None
+        return twin or self._client
+
+    def _watch(self) -> asyncio.Task[None] | None:
+        """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
+        process = self._process
+        if process is None:
+            return None
+
+        async def watch() -> None:
+            await process.wait()
+            self._broken.set()
+
+        return asyncio.create_task(watch(), name=f"toolwise-watch-{self.name}")
+
+    def _lost(self) -> None:
+        """The connection is known dead: calls from now on wait for the new one."""
+        self._client = None
+        self._ready.clear()
+        self._broken.set()
+
+    async def _on_message(self, message: Any) -> None:
+        """Handshake-era notifications: a tool-list change triggers a refresh; a transport error marks
+        the connection broken so the owner task reconnects."""
+        if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
+            await self._refresh(self._client)
+        elif isinstance(message, ValueError):  # a line that is not JSON-RPC: the connection itself is fine
+            self.junk.add(message)
+        elif isinstance(message, Exception):
+            log.warning("downstream %s transport error: %s", self.name, message)
+            self._broken.set()
+        else:
+            await self._relayed(message)
+
+    async def _refresh(self, client: Client) -> None:
+        self.tools = offered(self.name, self.spec, await all_tools(client))
+        self.on_tools()
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: types.RequestParamsMeta | None = None,
+        progress: ProgressFnT | None = None,
+        rounds: InputRound | None = None,
+        caller: str | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Forward one call (of the client `caller`) through the circuit breaker. Raises DownstreamError
+        when the server is down, dies or is too slow, CircuitOpenError (at once) while its circuit, or
+        the caller's own (its timeouts: shields.py), is open."""
+        wait = self.circuit.admit(time.monotonic(), caller)
+        if wait is not None:
+            raise CircuitOpenError(self._open_circuit(wait, caller))
+        try:
+            result = await self._call(tool, arguments, timeout_s, meta, progress, rounds)
+        except InvalidArgumentsError:
+            self.circuit.succeeded(caller)  # it answered, and sanely: the caller sent what it cannot take
+            raise
+        except InvalidResultError:
+            self.circuit.succeeded(caller)  # it answered: the tool's result is wrong, not the server's health
+            raise
+        except DownstreamError as exc:
+            self.circuit.failed(time.monotonic(), caller, timed_out=exc.timed_out)
+            raise
+        except BaseException:
+            self.circuit.abandoned(time.monotonic(), caller)  # a cancelled probe must not leave it half-open
+            raise
+        self.circuit.succeeded(caller)
+        return result
+
+    def _open_circuit(self, wait: float, caller: str | None) -> str:
+        """Why a call fails fast: the downstream's circuit, or only this client's (its own timeouts)."""
+        own = self.circuit.timeouts_of(caller) if self.circuit.state == "closed" else None
+        if own is not None:
+            return (
+                f"this client's calls to {self.name!r} timed out {own} times in a row (call_timeout_s); they "
+                f"fail fast for another {max(wait, 0):.0f}s before one is tried again (other clients' calls "
+                "go through)"
+            )
+        return (
+            f"downstream server {self.name!r} failed {self.circuit.failures} times in a row; its circuit "
+            f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
+        )
+
+    async def _call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: types.RequestParamsMeta | None,
+        progress: ProgressFnT | None,
+        rounds: InputRound | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._client is not None and self._process is not None and self._process.returncode is not None:
+            self._lost()  # it died since the last call: this one goes to the new process
+        try:
+            async with asyncio.timeout_at(deadline):  # a restart counts against the call's timeout
+                if self._client is None:
+                    await self._ready.wait()
+                client = await self.session(handshake=rounds is None, tool=tool)  # a handshake-era caller's era
+        except TimeoutError:
+            raise DownstreamError(
+                f"downstream server {self.name!r} is not running ({self.state}: {self.error}); "
+                "it is being restarted, try again shortly"
+            ) from None
+        if client is None:
+            raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
+        try:
+            # The SDK's read timeout: armed once the request is written, and on expiry it tells the
+            # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
+            timeout = max(deadline - loop.time(), 0.001)
+            if self.tracing is None:
+                return await call_tool(client, tool, arguments, timeout, progress, meta, rounds)
+            with self.tracing.client_call(tool, self.name, client, transport(self.spec)) as traced:
+                return traced.answered(await call_tool(client, tool, arguments, timeout, progress, meta, rounds))
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise DownstreamError(
+                    f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)",
+                    timed_out=True,
+                ) from None
+            raise answered(self.name, tool, exc, rounds) or self._refused(tool, exc) from exc
+        except Exception as exc:
+            if sdk.is_result_validation_error(exc):
+                raise InvalidResultError(
+                    f"{self.name!r} answered the call to {tool!r} with a result that breaks its schema: {exc}"
+                ) from exc
+            raise self._refused(tool, exc) from exc
+
+    def _refused(self, tool: str, exc: Exception) -> DownstreamError:
+        if is_connection_loss(exc):
+            self._broken.set()
+            return DownstreamError(
+                f"downstream server {self.name!r} closed the connection during the call; "
+                "it is being restarted, the next call will go to the new process"
+            )
+        return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
+
+
+def _listen(
+    server: str, client: Client, refresh: Callable[[Client], Coroutine[Any, Any, None]], relay: Relay | None
+) -> asyncio.Task[None] | None:
+    """On the 2026-07-28 era, list changes arrive on a `subscriptions/listen` stream: tool-list
+    changes `refresh` the catalogue, the others go to the relay."""
+    caps = client.server_capabilities
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    tools = bool(caps.tools and caps.tools.list_changed)
+    prompts = bool(caps.prompts and caps.prompts.list_changed and relay)
+    resources = bool(caps.resources and caps.resources.list_changed and relay)
+    if not (tools or prompts or resources):
+        return None
+
+    async def listen() -> None:
+        async with client.listen(
+            tools_list_changed=tools, prompts_list_changed=prompts, resources_list_changed=resources
+        ) as subscription:
+            async for event in subscription:
+                if isinstance(event, ToolsListChanged):
+                    await refresh(client)
+                elif relay is not None:
+                    await relay.notified(server, event_to_notification(event, {}))
+
+    return asyncio.create_task(listen(), name=f"toolwise-listen-{server}")
+
+
+def _untagged_reporter(server: str) -> Callable[[str], None]:
+    def report(method: str) -> None:
+        log.warning(
+            "downstream %s negotiated %s but answered %s without resultType; its answers are read as complete",
+            server,
+            MODERN_PROTOCOL_VERSIONS[-1],
+            method,
+        )
+
+    return report
