@@ -35,7 +35,8 @@ from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.sessions import session_meta
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
-from toolwise.rl.policies.choice import FEATURES, ChoiceModel
+from toolwise.rl.policies.base import FEATURES
+from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.server.app import Toolwise, build_server
 
 HERE = Path(__file__).resolve().parent

@@ -10,8 +10,7 @@ from numpy.typing import NDArray
 
 from toolwise.rl import ContextEncoder
 from toolwise.rl.policies import POLICIES, make_policy
-from toolwise.rl.policies.base import Lesson, Lessons, Policy
-from toolwise.rl.policies.choice import FEATURES
+from toolwise.rl.policies.base import FEATURES, Lesson, Lessons, Policy
 
 ENC = ContextEncoder()
 QUERIES = ("list files", "show the diff", "what time is it", "commit my work")

@@ -20,8 +20,7 @@ from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context, query_only
 from toolwise.rl.features import Features
 from toolwise.rl.hindsight import readings
-from toolwise.rl.policies.base import Lessons, Policy
-from toolwise.rl.policies.choice import FEATURES
+from toolwise.rl.policies.base import FEATURES, Lessons, Policy
 from toolwise.rl.reward import Latencies, RewardWeights, check_latency, check_rating
 from toolwise.rl.sequences import SequenceModel
 from toolwise.rl.steps import Step, StepColumns, worked

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.policies.choice import FEATURES
+from toolwise.rl.policies.base import FEATURES
 from toolwise.rl.sequences import SequenceModel
 from toolwise.rl.toolindex import ToolIndex
 

@@ -38,6 +38,9 @@ class Update:
     transition: Transition | None  # what to store for replay; None when the policy does not replay
 
 
+FEATURES = ("cosine", "bm25", "sequence", "first_call", "repeat")  # the columns of f_t (see choice.py's docstring)
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a policy declares it does, so that callers read declarations instead of its type (as River's
