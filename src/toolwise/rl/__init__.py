@@ -2,13 +2,8 @@
 no clock, no global random state (every decision takes a `numpy.random.Generator`)."""
 
 from toolwise.rl.context import Context, ContextEncoder
-from toolwise.rl.learner import (
-    Decision,
-    Learner,
-    LearnerConfig,
-    Observation,
-    Ranked,
-)
+from toolwise.rl.decisions import Decision, Ranked
+from toolwise.rl.learner import Learner, LearnerConfig, Observation
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.policies import POLICIES, make_policy
 from toolwise.rl.replay import PrioritizedReplay, SumTree, Transition

@@ -34,7 +34,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.outcomes import Served, logit_of
+from toolwise.rl.policies.base import Selection
 from toolwise.rl.toolindex import ToolIndex
+
+TRIED = 3  # "nothing fits" once this many best candidates (or all) are each seen to fail for the request
 
 
 def _check_finite(config: LearnedFit | DomainFit | FitConfig, name: str) -> None:
@@ -222,3 +225,10 @@ def nothing_fits(
         return verdict
     alike = coherence() if coherence is not None else float(served.coherence[0])
     return verdict if alike >= learned.min_coherence else zero_shot
+
+
+def all_fail(selection: Selection) -> bool:
+    """Whether the best `TRIED` candidates (all, if fewer) were each seen to fail for such requests: what
+    was tried says no tool serves it, whatever the words say (policies that predict outcomes)."""
+    failing = selection.failing
+    return failing is not None and len(failing) > 0 and bool(failing[:TRIED].all())

@@ -16,10 +16,11 @@ from numpy.typing import NDArray
 
 from toolwise.rl.batch import learn_run
 from toolwise.rl.context import Context, ContextEncoder, embedded
+from toolwise.rl.decisions import Decision, Ranked, decision_id
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
 from toolwise.rl.features import Features
-from toolwise.rl.fit import FitConfig, nothing_fits
+from toolwise.rl.fit import FitConfig, all_fail, nothing_fits
 from toolwise.rl.hindsight import reading, waits
 from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
 from toolwise.rl.policies.base import Lesson, Selection, baseline_selection
@@ -31,7 +32,6 @@ from toolwise.rl.toolindex import ToolDoc, ToolIndex
 
 STATE_SCHEMA = 1
 HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
-TRIED = 3  # "nothing fits" once this many best candidates (or all) are each seen to fail for the request
 WAITING = 4096  # sessions whose last call failed and waits for the next one (the oldest is read as ended)
 WAIT_CALLS = 256  # calls learned after which a failure still waiting is read as its session's end
 
@@ -64,49 +64,11 @@ class LearnerConfig:
 
 
 @dataclass(slots=True)
-class Ranked:
-    tool: str
-    score: float
-    expected: float  # exploitation estimate in [0, 1]: P(works) (outcome) or expected normalised reward
-    prior: float  # lexical relevance in [0, 1]
-    p_agent: float | None = None  # the probability the agent calls it here (policies that model the agent)
-    evidence: float | None = None  # the calls (kernel-weighted) `expected` rests on (outcome)
-
-
-@dataclass(slots=True)
-class Decision:
-    decision_id: str
-    policy: str
-    context_hash: str
-    chosen: str
-    ranked: list[Ranked]
-    explored: bool
-    propensity: float
-    nothing_fits: bool = False  # no candidate seems to serve the query (rl/fit.py); `ranked` holds the best guesses
-
-
-@dataclass(slots=True)
 class Observation:
     reward: float
     normalised: float
     td_error: float
     context_hash: str
-
-
-def all_fail(selection: Selection) -> bool:
-    """Whether the best `TRIED` candidates (all, if fewer) were each seen to fail for such requests: what
-    was tried says no tool serves it, whatever the words say (policies that predict outcomes)."""
-    failing = selection.failing
-    return failing is not None and len(failing) > 0 and bool(failing[:TRIED].all())
-
-
-def _decision_id(rng: np.random.Generator) -> str:
-    """A UUID4 drawn from `rng` (reproducible under a seed; 128 raw bits, cheaper than rng.bytes)."""
-    high, low = rng.bit_generator.random_raw(2).tolist()
-    high = (high & ~0xF000) | 0x4000  # version 4
-    low = (low & ~(0xC000 << 48)) | (0x8000 << 48)  # RFC 4122 variant
-    text = f"{high:016x}{low:016x}"
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 class Learner:
@@ -213,7 +175,7 @@ class Learner:
             for r, agent, evidence in zip(ranked, selection.agent.tolist(), selection.evidence.tolist(), strict=False):
                 r.p_agent, r.evidence = agent, evidence
         return Decision(
-            decision_id=_decision_id(rng),
+            decision_id=decision_id(rng),
             policy="baseline" if baseline else self.policy.name,
             context_hash=context.hash,
             chosen=names[selection.chosen],
