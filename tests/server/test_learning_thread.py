@@ -4,7 +4,9 @@ thread, in call order, and what it learned is what the recommendations after it 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +99,49 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
     learned = rows(tmp_path, "SELECT reward, context_hash FROM executions")
     assert len(learned) == service.BEHIND * 3 + 1
     assert all(reward is not None and reward > 0 and len(context) == 64 for reward, context in learned)
+
+
+async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learning thread gives the event loop a turn between its steps: a callback due on the loop runs in
+    the middle of a chunk, not only once the chunk is learned. The switch interval is made so long that no
+    other way in is left (the interpreter forcing the learning thread off the GIL after 5 ms)."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path) as (app, client):
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        learner = app.learning.learner
+        learn = learner.learn
+        learned: list[str] = []
+
+        def long_step(step: Step, rng: Any, **kwargs: Any) -> Any:
+            done = learn(step, rng, update=False)  # its reward and hash: no numpy, which would drop the GIL
+            until = time.perf_counter() + 0.005  # a step of pure Python, holding the GIL throughout
+            while time.perf_counter() < until:
+                continue
+            learned.append(step.tool)
+            return done
+
+        monkeypatch.setattr(learner, "learn", long_step)
+        calls = 4 * service.LEARN_CHUNK
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        seen: list[int] = []
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(0.001)
+                seen.append(len(learned))
+
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(60.0)
+        watching = asyncio.create_task(watch())
+        try:
+            await app.learning.drain()
+        finally:
+            sys.setswitchinterval(switch)
+            watching.cancel()
+        assert len(learned) == calls
+        inside = [n for n in seen if n % service.LEARN_CHUNK and n < calls]
+        assert inside, f"the event loop ran only between chunks of learning (it saw {seen} calls learned)"

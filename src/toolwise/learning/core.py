@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 import time
 from collections import deque
 from typing import Any
@@ -41,7 +40,7 @@ from toolwise.learning.sessions import (
     step_of,
 )
 from toolwise.learning.watermark import Covered
-from toolwise.learning.worker import LearningThread
+from toolwise.learning.worker import LearningThread, StateLock
 from toolwise.rl import Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
@@ -138,7 +137,7 @@ class LearningCore:
         return self.progress.active
 
     @property
-    def lock(self) -> threading.Lock:
+    def lock(self) -> StateLock:
         """Held to read or change the learned state on the event loop (the learning thread changes it)."""
         return self.thread.lock
 

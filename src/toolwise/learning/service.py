@@ -176,6 +176,7 @@ class LearningService(LearningCore):
             self._learn_runs(todo)
         else:
             for call in todo:
+                self.thread.let_loop_run()
                 self._learn(call)
         for call in todo:
             self._remember_arguments(call)
@@ -189,10 +190,13 @@ class LearningService(LearningCore):
             if end < len(calls) and self._plain(calls[end]):
                 continue
             if end - start > 1:
+                self.thread.let_loop_run()
                 self._learn_run(calls[start:end])
             elif end > start:
+                self.thread.let_loop_run()
                 self._learn(calls[start])
             if end < len(calls):
+                self.thread.let_loop_run()
                 self._learn(calls[end])
             start = end + 1
 

@@ -7,33 +7,94 @@ serving; the worker learns them in call order. The learned state is changed by t
 the loop, so both hold `lock` while they touch it: the worker for one chunk, the loop for one read
 (a recommendation, the stats, a snapshot's state). A proxied call never takes it. The chunk is small,
 so a reader waits for a few calls' learning at most, never for every call pending.
+
+The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy
+does around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only
+once the waiter has waited the switch interval (5 ms), and a drop the holder takes straight back starts
+that wait again: through a stretch of the worker's Python the event loop waited 5 ms. So the worker gives the loop a turn between learning steps, once every `SLICE_S` of work: it waits
+(without the GIL) until the loop has run a callback it posted, or `TURN_S`; a loop that wanted the GIL takes
+it then, whatever it had to do is done, and the worker goes on. A shorter switch interval does not do this:
+both threads trade the GIL that much more often (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
 from typing import TypeVar
 
 T = TypeVar("T")
 
+SLICE_S = 0.0005  # the worker's learning between two turns of the event loop (s): about one step
+TURN_S = 0.001  # a turn waits this long at most for the loop to run (s): a loop busy or blocked goes on without it
+
+
+class StateLock:
+    """The learned state's lock (`threading.Lock`'s `with`), counting the threads blocked on it: an event loop
+    blocked here cannot take a turn, so the worker, which holds it for a chunk, does not wait for one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = threading.Lock()  # guards `waiting` (readers may come from more than one thread)
+        self.waiting = 0
+
+    def __enter__(self) -> None:
+        if self._lock.acquire(blocking=False):
+            return
+        with self._count:
+            self.waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._count:
+                self.waiting -= 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._lock.release()
+
 
 class LearningThread:
     def __init__(self) -> None:
-        self.lock = threading.Lock()  # held while the learned state changes, or is read by the event loop
+        self.lock = StateLock()  # held while the learned state changes, or is read by the event loop
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolwise-learning")
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop that handed the work over
+        self._worker: int | None = None  # the worker thread's ident, once it ran work
+        self._since = 0.0  # when the loop last had its turn (perf_counter s)
+        self._turned = threading.Event()
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work()` on the learning thread, holding the lock, after the work handed over before it
         (one thread: in order). Cancelling the caller does not stop work that started: it runs to its
         end, and what it learned stays learned."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._locked, work)
+        self._loop = asyncio.get_running_loop()
+        return await self._loop.run_in_executor(self._executor, self._locked, work)
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self.lock:
+            self._worker = threading.get_ident()
+            self._since = time.perf_counter()  # the loop ran while the worker waited for this work
             return work()
+
+    def let_loop_run(self) -> None:
+        """Between two learning steps of the work: once `SLICE_S` of it has passed since the loop's last
+        turn, give the loop a turn (the module's docstring). Does nothing off the learning thread (work
+        small enough to do on the loop calls it too) or while the loop is blocked on the lock."""
+        loop = self._loop
+        if threading.get_ident() != self._worker or loop is None or loop.is_closed():
+            return
+        if time.perf_counter() - self._since < SLICE_S:
+            return
+        if not self.lock.waiting:
+            self._turned.clear()
+            loop.call_soon_threadsafe(self._turned.set)
+            self._turned.wait(TURN_S)
+        self._since = time.perf_counter()
 
     def close(self) -> None:
         """Let the work handed over finish, then end the thread."""
