@@ -28,12 +28,13 @@ from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
 from rich.table import Table
 
-from toolwise.cli.demo_agent import INTENTS, Played, play, scratch_repo, top_pick
+from toolwise.cli.demo_agent import INTENTS, Played, play, recommend, scratch_repo, top_pick
 from toolwise.cli.doctor import command_found, near_commands
 from toolwise.cli.install import toolwise_command
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.engine import data_dir
+from toolwise.rl.policies.outcome import OutcomeModelConfig
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
 REPLAYABLE = {"shield_retry_s": 1e9}
@@ -116,7 +117,7 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             canonical = {i.label: i.phrasings[0].format(city="Paris") for i in INTENTS}
             before = {label: await top_pick(client, q, "probe-before") for label, q in canonical.items()}
             played = await play(client, console, rng, repo, calls)
-            after = {label: await top_pick(client, q, "probe-after") for label, q in canonical.items()}
+            after = {label: await recommend(client, q, "probe-after") for label, q in canonical.items()}
             stats = (await client.call_tool("get_learning_stats", {})).structured_content
             sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).content
         show(console, before, after, played, stats, sequences)
@@ -154,11 +155,12 @@ def announce(console: Console, loaded: AppConfig, names: list[str]) -> None:
 def show(
     console: Console,
     before: dict[str, str],
-    after: dict[str, str],
+    after_ranked: dict[str, list[dict[str, Any]]],
     played: Played,
     stats: dict[str, Any],
     sequences: list[Any],
 ) -> None:
+    after = {label: str(ranked[0]["tool"]) for label, ranked in after_ranked.items()}
     utf = (console.encoding or "").lower().startswith("utf")
     yes, no = ("✓", "✗") if utf else ("ok", "X")
 
@@ -177,7 +179,7 @@ def show(
         first = [request, intent.tool] if wide else [f"{request}\n[dim]→ {intent.tool}[/]"]
         table.add_row(*first, mark(before[intent.label], intent.tool), mark(after[intent.label], intent.tool))
     console.print(table)
-    console.print(explain(before, after, played, stats))
+    console.print(explain(before, after_ranked, played, stats))
     picks = played.picks
     window = max(1, len(picks) // 5)
     console.print(
@@ -197,10 +199,12 @@ def show(
         console.print(f"sequences: {getattr(block, 'text', '')}")
 
 
-def explain(before: dict[str, str], after: dict[str, str], played: Played, stats: dict[str, Any]) -> str:
+def explain(
+    before: dict[str, str], after: dict[str, list[dict[str, Any]]], played: Played, stats: dict[str, Any]
+) -> str:
     """What the agent did and what toolwise learned it from, as this run measured it; where a pick is
-    still wrong, how often that request came and was picked right."""
-    wrong = [i for i in INTENTS if after[i.label] != i.tool]
+    still wrong, how often that request came and was picked right, and what toolwise estimates of it."""
+    wrong = [i for i in INTENTS if after[i.label][0]["tool"] != i.tool]
     lines = [
         f"{len(INTENTS) - len(wrong)} of {len(INTENTS)} picks right. The agent called toolwise's pick for "
         f"each of {len(played.picks)} requests and rated it; after a wrong one it rated it 1 and called the "
@@ -211,9 +215,25 @@ def explain(before: dict[str, str], after: dict[str, str], played: Played, stats
     ]
     for i in wrong:
         asked, right = played.asked.get(i.label, 0), played.right.get(i.label, 0)
-        prior = " (also the first pick before any rating)" if before[i.label] == after[i.label] else ""
+        pick = after[i.label][0]
+        prior = " (also the first pick before any rating)" if before[i.label] == pick["tool"] else ""
         lines.append(
             f"- {i.label!r}: asked {asked} times in {len(i.phrasings)} phrasings, {i.tool} picked {right} "
-            f"of them, the agent corrected the rest; now {after[i.label]}{prior}"
+            f"of them, the agent corrected the rest; now {pick['tool']}{prior}{estimates(after[i.label], i.tool)}"
         )
     return "\n".join(lines)
+
+
+def estimates(ranked: list[dict[str, Any]], right: str) -> str:
+    """The outcome policy's figures for a wrong first pick: it puts first the tool the agent is predicted
+    to call (p_agent) unless that one is predicted to fail (P(works) under 0.5 on enough evidence)."""
+    pick = ranked[0]
+    if pick.get("p_agent") is None:  # another policy: no such figures
+        return ""
+    found = [r for r in ranked if r["tool"] == right]
+    beside = f", {right} {found[0]['confidence']:.2f}" if found else ""
+    return (
+        f": the agent is predicted to call it ({pick['p_agent']:.2f}), and P(works) is "
+        f"{pick['confidence']:.2f}{beside}; toolwise overrides the predicted call only under "
+        f"{OutcomeModelConfig().fails_below:.2f}"
+    )

@@ -109,11 +109,16 @@ def scratch_repo(folder: Path) -> Path:
     return repo
 
 
-async def top_pick(client: Client, query: str, session: str) -> str:
+async def recommend(client: Client, query: str, session: str) -> list[dict[str, Any]]:
+    """toolwise's top 3 for the request, best first (tool, confidence, p_agent, evidence…)."""
     result = await client.call_tool("recommend_tool", {"query": query, "session_id": session, "top_k": 3})
     if result.is_error:
         raise RuntimeError(f"recommend_tool failed: {result.content}")
-    return str(result.structured_content["recommendations"][0]["tool"])
+    return list(result.structured_content["recommendations"])
+
+
+async def top_pick(client: Client, query: str, session: str) -> str:
+    return str((await recommend(client, query, session))[0]["tool"])
 
 
 @dataclass
