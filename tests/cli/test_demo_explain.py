@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolwise.cli.demo import explain
+from toolwise.cli.demo import corrections_in, explain
 from toolwise.cli.demo_agent import INTENTS, Played
 
 STATS = {"policy": "outcome"}
@@ -35,3 +35,11 @@ def test_a_wrong_pick_names_the_estimates_it_was_ranked_by() -> None:
     line = next(line for line in text.splitlines() if line.startswith(f"- {current.label!r}"))
     assert "picked 3 of them" in line and "now time__convert_time" in line
     assert "predicted to call it (0.61)" in line and f"P(works) is 0.50, {current.tool} 0.90" in line
+
+
+def test_a_learned_sequence_says_which_of_its_steps_were_the_agents_corrections() -> None:
+    """toolwise counts "wrong pick rated 1, then the right tool" as a sequence that succeeded: the demo says so."""
+    played = Played(corrected={("git__git_diff_unstaged", "git__git_status"): 11})
+    note = corrections_in(["git__git_diff_unstaged", "git__git_status", "git__git_diff_unstaged"], played)
+    assert note == "; git__git_diff_unstaged → git__git_status: the agent's correction of a pick rated 1, 11×"
+    assert corrections_in(["git__git_status", "git__git_diff_unstaged"], played) == ""

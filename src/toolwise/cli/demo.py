@@ -15,6 +15,7 @@ places where the wall clock would otherwise steer what is learned.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import shlex
 import sys
@@ -119,7 +120,7 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             played = await play(client, console, rng, repo, calls)
             after = {label: await recommend(client, q, "probe-after") for label, q in canonical.items()}
             stats = (await client.call_tool("get_learning_stats", {})).structured_content
-            sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).content
+            sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).structured_content
         show(console, before, after, played, stats, sequences)
     # As it runs from any shell (toolwise need not be on its PATH), with the demo's settings (an installed
     # config's namespace would read none of what the demo recorded).
@@ -158,7 +159,7 @@ def show(
     after_ranked: dict[str, list[dict[str, Any]]],
     played: Played,
     stats: dict[str, Any],
-    sequences: list[Any],
+    sequences: dict[str, Any],
 ) -> None:
     after = {label: str(ranked[0]["tool"]) for label, ranked in after_ranked.items()}
     utf = (console.encoding or "").lower().startswith("utf")
@@ -195,8 +196,16 @@ def show(
         f"learner: policy {stats['policy']}, {stats['decisions']} decisions, {stats['calls']} calls, "
         f"{played.ratings} ratings, {stats['updates']} updates, mean reward {mean} per call"
     )
-    for block in sequences:
-        console.print(f"sequences: {getattr(block, 'text', '')}")
+    for item in sequences["sequences"]:
+        console.print(f"sequence: {item['description']}{corrections_in(item['sequence'], played)}")
+
+
+def corrections_in(sequence: list[str], played: Played) -> str:
+    """Which steps of a learned sequence were the agent's corrections of a pick it rated 1: toolwise
+    counts a step by how the call it ends on went."""
+    steps = [(a, b) for a, b in itertools.pairwise(sequence) if (a, b) in played.corrected]
+    said = "the agent's correction of a pick rated 1"
+    return "".join(f"; {a} → {b}: {said}, {played.corrected[a, b]}×" for a, b in steps)
 
 
 def explain(

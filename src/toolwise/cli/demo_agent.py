@@ -128,6 +128,7 @@ class Played:
     picks: list[bool] = field(default_factory=list)  # toolwise's pick for each request: right or not
     calls: int = 0  # tool calls made (picks, corrections, follow-ups)
     corrections: int = 0  # the right tool, called by the agent after a wrong pick
+    corrected: dict[tuple[str, str], int] = field(default_factory=dict)  # (wrong pick, right tool) → times
     follow_ups: int = 0  # scripted calls after the right tool (not picks, never counted as hits)
     ratings: int = 0
     failed: dict[str, int] = field(default_factory=dict)  # tool → calls that failed
@@ -138,6 +139,10 @@ class Played:
         self.picks.append(right)
         self.asked[intent.label] = self.asked.get(intent.label, 0) + 1
         self.right[intent.label] = self.right.get(intent.label, 0) + right
+
+    def correct(self, pick: str, tool: str) -> None:
+        self.corrections += 1
+        self.corrected[pick, tool] = self.corrected.get((pick, tool), 0) + 1
 
     def rated(self) -> None:
         self.ratings += 1
@@ -204,7 +209,7 @@ async def serve(request: Request, intent: Intent, query: str, calls: int) -> Non
     done = right and bool(worked)
     if not right and played.calls < calls:  # the agent corrects itself
         done = bool(await request.call(intent.tool))
-        played.corrections += 1
+        played.correct(chosen, intent.tool)
         await request.rate(RIGHT if done else WRONG)
     if done and intent.follow_up and played.calls < calls:
         await request.call(intent.follow_up)
