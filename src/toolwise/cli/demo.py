@@ -2,11 +2,10 @@
 
 Starts toolwise over stdio on a config (the example by default) with a database of its own (`demo.db`
 in the data dir, made afresh each run, or the one --database-url names) and a scratch git repository,
-then plays an agent through a real MCP client: it asks `recommend_tool`
-in varied words, calls what was recommended, rates the result (5 when it was the right tool for
-the request, 1 when not), follows up within a session, and ends sessions. Shows what the
-recommendations were before and after, how often they were right early and late, and the `inspect`
-command that reads what it recorded.
+then plays an agent through a real MCP client (cli/demo_agent.py): it asks `recommend_tool` in varied
+words, calls the pick, rates it, and after a wrong pick calls the right tool itself, as an agent corrects
+itself. Shows what the recommendations were before and after, how often they were right early and late,
+and the `inspect` command that reads what it recorded.
 
 Every figure printed is measured in the run. The same `--seed` prints the same output: the demo
 leaves latency out of the rewards and keeps a shielded tool out for the rest of the run, the two
@@ -16,12 +15,11 @@ places where the wall clock would otherwise steer what is learned.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import shlex
-import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,99 +27,19 @@ import numpy as np
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from toolwise.cli.demo_agent import INTENTS, Played, play, recommend, scratch_repo, top_pick
 from toolwise.cli.doctor import command_found, near_commands
 from toolwise.cli.install import toolwise_command
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.engine import data_dir
-from toolwise.learning.sessions import session_meta
+from toolwise.rl.policies.outcome import OutcomeModelConfig
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).
 REPLAYABLE = {"shield_retry_s": 1e9}
 REPLAYABLE_REWARD = {"latency_per_second": 0.0, "fast_bonus": 0.0}
-
-
-@dataclass(frozen=True)
-class Intent:
-    label: str
-    phrasings: tuple[str, ...]
-    tool: str
-    follow_up: str | None = None
-
-
-INTENTS = (
-    Intent(
-        "current time",
-        ("what time is it in {city}", "current clock in {city}", "{city} time now please"),
-        "time__get_current_time",
-    ),
-    Intent(
-        "convert a time",
-        (
-            "convert 9am {city} to London",
-            "if it is 14:00 in {city}, what is it in London",
-            "translate a meeting hour from {city} to London",
-        ),
-        "time__convert_time",
-    ),
-    Intent(
-        "what changed",
-        ("what did I change in the repo", "which files are modified", "anything uncommitted in my working tree"),
-        "git__git_status",
-        "git__git_diff_unstaged",
-    ),
-    Intent(
-        "history", ("show recent commits", "who committed lately", "list the last changes in history"), "git__git_log"
-    ),
-    Intent(
-        "branches", ("which branches exist", "list local branches", "what branch names do we have"), "git__git_branch"
-    ),
-)
-CITIES = ("Tokyo", "Paris", "New York", "Sydney", "Berlin")
-ZONES = {
-    "Tokyo": "Asia/Tokyo",
-    "Paris": "Europe/Paris",
-    "New York": "America/New_York",
-    "Sydney": "Australia/Sydney",
-    "Berlin": "Europe/Berlin",
-}
-
-
-def arguments(tool: str, city: str, repo: Path) -> dict[str, Any]:
-    """What the scripted agent passes to each tool (tools it has no recipe for get the repo path)."""
-    recipes: dict[str, dict[str, Any]] = {
-        "time__get_current_time": {"timezone": ZONES[city]},
-        "time__convert_time": {"source_timezone": ZONES[city], "time": "09:00", "target_timezone": "Europe/London"},
-        "git__git_log": {"repo_path": str(repo), "max_count": 3},
-        "git__git_branch": {"repo_path": str(repo), "branch_type": "local"},
-    }
-    return recipes.get(tool, {"repo_path": str(repo)})
-
-
-def scratch_repo(folder: Path) -> Path:
-    repo = folder / "repo"
-    repo.mkdir()
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["config", "user.email", "demo@toolwise"],
-        ["config", "user.name", "demo"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    (repo / "notes.txt").write_text("first\n")
-    subprocess.run(["git", "add", "."], cwd=repo, check=True, capture_output=True)
-    subprocess.run(["git", "commit", "-qm", "start"], cwd=repo, check=True, capture_output=True)
-    (repo / "notes.txt").write_text("first\nsecond\n")
-    return repo
-
-
-async def top_pick(client: Client, query: str, session: str) -> str:
-    result = await client.call_tool("recommend_tool", {"query": query, "session_id": session, "top_k": 3})
-    if result.is_error:
-        raise RuntimeError(f"recommend_tool failed: {result.content}")
-    return str(result.structured_content["recommendations"][0]["tool"])
 
 
 def install_hint(packages: list[str]) -> str:
@@ -147,21 +65,6 @@ def missing_commands(config: AppConfig) -> list[str]:
         for spec in config.servers.values()
         if isinstance(spec, StdioServer) and not command_found(spec.command)
     ]
-
-
-@dataclass
-class Played:
-    """What the scripted agent did, counted as it went: the figures the demo prints."""
-
-    picks: list[bool] = field(default_factory=list)  # the agent's own picks: right first time or not
-    follow_ups: int = 0  # scripted calls after a right pick (not picks, never counted as hits)
-    ratings: int = 0
-    asked: dict[str, int] = field(default_factory=dict)  # intent → requests made
-    right: dict[str, int] = field(default_factory=dict)  # intent → right picks
-
-    @property
-    def tool_calls(self) -> int:
-        return len(self.picks) + self.follow_ups
 
 
 async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, database_url: str | None = None) -> None:
@@ -215,9 +118,9 @@ async def run_demo(config: Path, loaded: AppConfig, calls: int, seed: int, datab
             canonical = {i.label: i.phrasings[0].format(city="Paris") for i in INTENTS}
             before = {label: await top_pick(client, q, "probe-before") for label, q in canonical.items()}
             played = await play(client, console, rng, repo, calls)
-            after = {label: await top_pick(client, q, "probe-after") for label, q in canonical.items()}
+            after = {label: await recommend(client, q, "probe-after") for label, q in canonical.items()}
             stats = (await client.call_tool("get_learning_stats", {})).structured_content
-            sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).content
+            sequences = (await client.call_tool("get_successful_sequences", {"limit": 3})).structured_content
         show(console, before, after, played, stats, sequences)
     # As it runs from any shell (toolwise need not be on its PATH), with the demo's settings (an installed
     # config's namespace would read none of what the demo recorded).
@@ -250,42 +153,15 @@ def announce(console: Console, loaded: AppConfig, names: list[str]) -> None:
     console.print(f"toolwise serves {len(names)} tools: {len(names) - len(own)} downstream ({parts}) + {len(own)} own")
 
 
-async def play(client: Client, console: Console, rng: np.random.Generator, repo: Path, calls: int) -> Played:
-    played = Played()
-    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("tool calls", total=calls)
-        episode = 0
-        while played.tool_calls < calls:
-            intent = INTENTS[int(rng.integers(len(INTENTS)))]
-            city = CITIES[int(rng.integers(len(CITIES)))]
-            query = intent.phrasings[int(rng.integers(len(intent.phrasings)))].format(city=city)
-            session = f"demo-{episode}"
-            episode += 1
-            chosen = await top_pick(client, query, session)
-            right = chosen == intent.tool
-            await client.call_tool(chosen, arguments(chosen, city, repo), meta=session_meta(session))
-            await client.call_tool("submit_feedback", {"rating": 5 if right else 1, "session_id": session})
-            played.picks.append(right)
-            played.ratings += 1
-            played.asked[intent.label] = played.asked.get(intent.label, 0) + 1
-            played.right[intent.label] = played.right.get(intent.label, 0) + right
-            if right and intent.follow_up and played.tool_calls < calls:
-                await client.call_tool(intent.follow_up, {"repo_path": str(repo)}, meta=session_meta(session))
-                played.follow_ups += 1
-            await client.call_tool("end_session", {"outcome": "success" if right else "failure", "session_id": session})
-            progress.update(task, completed=played.tool_calls)
-    return played
-
-
 def show(
     console: Console,
     before: dict[str, str],
-    after: dict[str, str],
+    after_ranked: dict[str, list[dict[str, Any]]],
     played: Played,
     stats: dict[str, Any],
-    sequences: list[Any],
+    sequences: dict[str, Any],
 ) -> None:
+    after = {label: str(ranked[0]["tool"]) for label, ranked in after_ranked.items()}
     utf = (console.encoding or "").lower().startswith("utf")
     yes, no = ("✓", "✗") if utf else ("ok", "X")
 
@@ -304,38 +180,69 @@ def show(
         first = [request, intent.tool] if wide else [f"{request}\n[dim]→ {intent.tool}[/]"]
         table.add_row(*first, mark(before[intent.label], intent.tool), mark(after[intent.label], intent.tool))
     console.print(table)
-    console.print(why_wrong(before, after, played, stats))
+    console.print(explain(before, after_ranked, played, stats))
     picks = played.picks
     window = max(1, len(picks) // 5)
     console.print(
-        f"right first time, over the agent's own {len(picks)} picks (not its {played.follow_ups} scripted "
-        f"follow-ups): {np.mean(picks[:window]):.0%} of the first {window} → "
-        f"{np.mean(picks[-window:]):.0%} of the last {window}"
+        f"right first time, toolwise's picks: {np.mean(picks[:window]):.0%} of the first {window} requests → "
+        f"{np.mean(picks[-window:]):.0%} of the last {window} (the agent's {played.corrections} corrections and "
+        f"{played.follow_ups} scripted follow-ups are not picks)"
     )
+    if played.failed:
+        failed = ", ".join(f"{tool} {n}×" for tool, n in sorted(played.failed.items()))
+        console.print(f"calls that failed (the tool's own error answer): {failed}")
     mean = "n/a" if stats["mean_reward"] is None else f"{stats['mean_reward']:.2f}"
     console.print(
         f"learner: policy {stats['policy']}, {stats['decisions']} decisions, {stats['calls']} calls, "
         f"{played.ratings} ratings, {stats['updates']} updates, mean reward {mean} per call"
     )
-    for block in sequences:
-        console.print(f"sequences: {getattr(block, 'text', '')}")
+    for item in sequences["sequences"]:
+        console.print(f"sequence: {item['description']}{corrections_in(item['sequence'], played)}")
 
 
-def why_wrong(before: dict[str, str], after: dict[str, str], played: Played, stats: dict[str, Any]) -> str:
-    """Why a pick may still be wrong, from what this run measured: what was learned from, how much."""
-    wrong = [i for i in INTENTS if after[i.label] != i.tool]
+def corrections_in(sequence: list[str], played: Played) -> str:
+    """Which steps of a learned sequence were the agent's corrections of a pick it rated 1: toolwise
+    counts a step by how the call it ends on went."""
+    steps = [(a, b) for a, b in itertools.pairwise(sequence) if (a, b) in played.corrected]
+    said = "the agent's correction of a pick rated 1"
+    return "".join(f"; {a} → {b}: {said}, {played.corrected[a, b]}×" for a, b in steps)
+
+
+def explain(
+    before: dict[str, str], after: dict[str, list[dict[str, Any]]], played: Played, stats: dict[str, Any]
+) -> str:
+    """What the agent did and what toolwise learned it from, as this run measured it; where a pick is
+    still wrong, how often that request came and was picked right, and what toolwise estimates of it."""
+    wrong = [i for i in INTENTS if after[i.label][0]["tool"] != i.tool]
     lines = [
-        f"{len(INTENTS) - len(wrong)} of {len(INTENTS)} picks right. toolwise ({stats['policy']}) learns from "
-        f"every call the agent makes and its rating ({played.ratings} here), on top of a prior from the tools' "
-        "names and descriptions. This scripted agent calls only what toolwise recommended, so a request whose "
-        "right tool was seldom recommended has few calls to learn from"
-        + (":" if wrong else ", and words it has not seen may still get a wrong pick.")
+        f"{len(INTENTS) - len(wrong)} of {len(INTENTS)} picks right. The agent called toolwise's pick for "
+        f"each of {len(played.picks)} requests and rated it; after a wrong one it rated it 1 and called the "
+        f"right tool itself ({played.corrections} times). toolwise ({stats['policy']}) learned from all "
+        f"{played.calls} calls and {played.ratings} ratings, on top of a prior from the tools' names and "
+        "descriptions: which tool the agent ends up calling for a request, and whether a call worked"
+        + (":" if wrong else ".")
     ]
     for i in wrong:
         asked, right = played.asked.get(i.label, 0), played.right.get(i.label, 0)
-        prior = " (also the first pick before any rating)" if before[i.label] == after[i.label] else ""
+        pick = after[i.label][0]
+        prior = " (also the first pick before any rating)" if before[i.label] == pick["tool"] else ""
         lines.append(
-            f"- {i.label!r}: asked {asked} times in {len(i.phrasings)} phrasings, {i.tool} recommended "
-            f"{right} of them; now {after[i.label]}{prior}"
+            f"- {i.label!r}: asked {asked} times in {len(i.phrasings)} phrasings, {i.tool} picked {right} "
+            f"of them, the agent corrected the rest; now {pick['tool']}{prior}{estimates(after[i.label], i.tool)}"
         )
     return "\n".join(lines)
+
+
+def estimates(ranked: list[dict[str, Any]], right: str) -> str:
+    """The outcome policy's figures for a wrong first pick: it puts first the tool the agent is predicted
+    to call (p_agent) unless that one is predicted to fail (P(works) under 0.5 on enough evidence)."""
+    pick = ranked[0]
+    if pick.get("p_agent") is None:  # another policy: no such figures
+        return ""
+    found = [r for r in ranked if r["tool"] == right]
+    beside = f", {right} {found[0]['confidence']:.2f}" if found else ""
+    return (
+        f": the agent is predicted to call it ({pick['p_agent']:.2f}), and P(works) is "
+        f"{pick['confidence']:.2f}{beside}; toolwise overrides the predicted call only under "
+        f"{OutcomeModelConfig().fails_below:.2f}"
+    )
