@@ -14,7 +14,7 @@ from toolwise.rl.embedding import Embedder
 from toolwise.rl.learner import WAIT_CALLS
 from toolwise.rl.policies import OutcomeModel
 from toolwise.rl.policies.outcome import OutcomeModelConfig
-from toolwise.rl.steps import HEALTH
+from toolwise.rl.steps import ARGUMENTS, HEALTH
 
 CATALOGUE = [
     ToolDoc("convert_currency", "Convert an amount of money from one currency to another at today's rate."),
@@ -297,3 +297,30 @@ def test_one_failure_for_a_request_is_one_full_call_of_evidence_whatever_its_wor
         failed = next(r for r in learner.recommend(query, rng, top_k=5).ranked if r.tool == "get_exchange_rate")
         assert failed.evidence is not None and failed.evidence >= enough, f"{query!r}: evidence {failed.evidence}"
         assert failed.expected < OutcomeModelConfig().fails_below
+
+
+def p_agent(learner: Learner, tool: str, query: str = REQUEST) -> float:
+    ranked = learner.recommend(query, np.random.default_rng(3), top_k=5).ranked
+    value = next(r.p_agent for r in ranked if r.tool == tool)
+    assert value is not None
+    return value
+
+
+def test_a_low_rating_of_a_call_refused_for_its_arguments_does_not_draw_the_agent_model_to_it(
+    embedder: Embedder,
+) -> None:
+    """Such a call says nothing of the tool's fit, but the user's 1 says it was not wanted: the rating must
+    not count as the agent choosing the tool a second time (it did, and a tool failing every time rose to
+    'the agent calls it' with certainty in the demo)."""
+    unrated, rated = learner_of(embedder), learner_of(embedder)
+    rng_unrated, rng_rated = np.random.default_rng(9), np.random.default_rng(9)
+    for i in range(6):
+        step = Step("get_exchange_rate", False, 80.0, query=REQUEST, session=f"s{i}", fault=ARGUMENTS)
+        for learner, rng in ((unrated, rng_unrated), (rated, rng_rated)):
+            learner.learn(step, rng)
+        low = Step("get_exchange_rate", False, 80.0, query=REQUEST, session=f"s{i}", fault=ARGUMENTS, rating=1)
+        rated.observe_rating(low, rng_rated, rated.reward_of(step), None)
+    assert p_agent(rated, "get_exchange_rate") < p_agent(unrated, "get_exchange_rate")
+    policy = rated.policy
+    assert isinstance(policy, OutcomeModel)
+    assert not policy.memory.failed.any(), "no failure of fit counted for a call refused for its arguments"

@@ -12,6 +12,7 @@ did not fit. So a failed call is read once its session's next call is known (or 
 | failed, another tool next / session ended  | evidence against it     | fit 0                     |
 | refused its arguments                      | a choice                | nothing (arguments)       |
 | timed out, transport lost, circuit open    | a choice                | nothing (the server's health)|
+| any of the three above, rated 1–2          | evidence against it     | nothing                   |
 
 A server's health (timeouts, lost connections) is its circuit's and shields' business, not the fit's.
 """
@@ -39,7 +40,7 @@ def reading(step: Step, next_tool: str | None) -> tuple[bool, float | None]:
         ok = worked(True, step.rating)
         return ok, float(ok)
     if step.fault in (HEALTH, ARGUMENTS) or (next_tool is not None and next_tool == step.tool):
-        return True, None
+        return step.rating is None or step.rating >= 3, None  # a user's 1–2 says it was not wanted
     return False, 0.0
 
 
