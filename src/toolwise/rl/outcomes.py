@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.mixture import Mixture
+
 SAME = 1.0 - 1e-5  # a cosine from which a prototype is the request itself (float32 rounding misses 1)
 
 
@@ -123,10 +125,12 @@ class Calibration:
 
 @dataclass(slots=True)
 class Estimate:
-    """P(works) of each arm asked about, and the evidence (calls, kernel-weighted) it rests on."""
+    """P(works) of each arm asked about, and the evidence (calls, kernel-weighted) it rests on; `gate`: the
+    same with each prototype read as one request's evidence (`Mixture.read`), where a mixture was given."""
 
     p_works: NDArray[np.float64]
     evidence: NDArray[np.float64]
+    gate: Estimate | None = None
 
 
 @dataclass(slots=True)
@@ -168,20 +172,39 @@ class OutcomeMemory:
         k[cosine >= SAME] = 1.0  # the request itself
         return k
 
-    def estimate(self, arms: NDArray[np.int64], x: NDArray[np.float64], prior: NDArray[np.float64]) -> Estimate:
+    def estimate(
+        self,
+        arms: NDArray[np.int64],
+        x: NDArray[np.float64],
+        prior: NDArray[np.float64],
+        mixture: Mixture | None = None,
+    ) -> Estimate:
         """P(works) for each of `arms` for the request x(q) (unit length), shrunk to `prior` (each arm's
-        prior mean) by s₀ calls."""
+        prior mean) by s₀ calls; with `mixture`, its `gate` too."""
         known = arms < len(self.used)
         w, f = np.zeros(len(arms)), np.zeros(len(arms))
+        gw, gf = np.zeros(len(arms)), np.zeros(len(arms))
         seen = np.flatnonzero(self.used.take(np.where(known, arms, 0)) * known)  # the arms with a prototype
         if len(seen):  # the others read no evidence: nothing to gather
             safe = arms.take(seen)
             cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
             k = self.kernel(cosine.astype(np.float64))
-            w[seen] = (k * self.worked.take(safe, 0)).sum(axis=1)
-            f[seen] = (k * self.failed.take(safe, 0)).sum(axis=1)
+            worked, failed = self.worked.take(safe, 0), self.failed.take(safe, 0)
+            w[seen] = (k * worked).sum(axis=1)
+            f[seen] = (k * failed).sum(axis=1)
+            if mixture is not None:  # a prototype it would add to holds its own calls: read in full
+                own = cosine >= self.config.merge
+                read_worked, read_failed = mixture.read(worked, failed)
+                worked, failed = np.where(own, worked, read_worked), np.where(own, failed, read_failed)
+                gw[seen] = (k * worked).sum(axis=1)
+                gf[seen] = (k * failed).sum(axis=1)
         s0 = self.config.prior_strength
-        return Estimate((s0 * prior + w) / (s0 + w + f), w + f)
+        gate = None if mixture is None else Estimate((s0 * prior + gw) / (s0 + gw + gf), gw + gf)
+        return Estimate((s0 * prior + w) / (s0 + w + f), w + f, gate)
+
+    def mixture(self) -> Mixture:
+        """q_r and q_w as every tool's prototypes show them (`Mixture.of`)."""
+        return Mixture.of(self.worked, self.failed)
 
     def served(self, arms: NDArray[np.int64], x: NDArray[np.float64], *, coherence: bool = True) -> Served:
         """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read

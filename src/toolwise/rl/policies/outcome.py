@@ -72,9 +72,12 @@ class OutcomeModel(PolicyBase):
     ) -> Selection:
         chosen = self.choice.select(context, arms, inputs, rng)
         p_agent = chosen.expected
-        estimate = self.memory.estimate(chosen.ranked, self.choice.features(context), self.calibration.mean(p_agent))
+        x, prior = self.choice.features(context), self.calibration.mean(p_agent)
+        estimate = self.memory.estimate(chosen.ranked, x, prior, self.memory.mixture())
+        gate = estimate.gate or estimate  # each prototype read as one request's evidence (rl/mixture.py)
         self._broken(chosen.ranked, estimate.p_works)
-        failing, working = self.verdicts(estimate.p_works, estimate.evidence)  # on the evidence's own posterior
+        self._broken(chosen.ranked, gate.p_works)
+        failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
         if not failing.any():  # nothing to override (the usual case): the choice model's order, as it is
             return Selection(
                 chosen.ranked,
