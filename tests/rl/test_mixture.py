@@ -19,15 +19,14 @@ def test_right_and_wrong_calls_success_rates_are_learned_from_the_prototypes() -
 
 def test_a_blend_of_right_and_wrong_requests_is_read_as_few_calls_and_an_agreeing_one_in_full() -> None:
     mixture = Mixture(0.85, 0.15)
-    worked, failed = mixture.read(np.array([60.0, 85.0, 2.0, 0.0]), np.array([79.0, 15.0, 28.0, 0.0]))
-    n = worked + failed
-    assert n[0] < 2.0  # 139 calls at 0.43: about a third of its requests right, a request's own rate unknown
-    assert abs(worked[0] / n[0] - 60 / 139) < 1e-9  # its rate kept
-    assert np.allclose(worked[1:], [85.0, 2.0, 0.0]) and np.allclose(failed[1:], [15.0, 28.0, 0.0])
+    worked, failed = np.array([60.0, 85.0, 2.0, 0.0]), np.array([79.0, 15.0, 28.0, 0.0])
+    weight = mixture.weight(worked, failed)
+    assert weight[0] * 139 < 2.0  # 139 calls at 0.43: about a third of its requests right, one's own rate unknown
+    assert np.allclose(weight[1:], 1.0)  # as a right call does here, as a wrong one does, nothing
 
 
 def test_whether_a_middling_rate_is_a_blend_depends_on_how_often_right_calls_fail_here() -> None:
     worked, failed = np.array([86.0]), np.array([14.0])
     flaky, reliable = Mixture(0.85, 0.15), Mixture(0.999, 0.01)
-    assert np.allclose(flaky.read(worked, failed)[0], 86.0)  # what a right call does here: one request's rate
-    assert reliable.read(worked, failed)[0][0] < 10.0  # right calls never fail here: some of its requests wrong
+    assert np.allclose(flaky.weight(worked, failed), 1.0)  # what a right call does here: one request's rate
+    assert reliable.weight(worked, failed)[0] * 100 < 10.0  # right calls never fail here: some requests wrong

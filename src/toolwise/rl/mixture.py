@@ -45,17 +45,14 @@ class Mixture:
         wrong = (float(worked[fails].sum()) + 1.0) / (float(n[fails].sum()) + 2.0)
         return cls(right, wrong)
 
-    def read(
-        self, worked: NDArray[np.float64], failed: NDArray[np.float64]
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Each prototype's counts as evidence of one request near it: scaled by κ/(n + κ) where its success
-        rate is a blend of right and wrong requests, in full elsewhere."""
+    def weight(self, worked: NDArray[np.float64], failed: NDArray[np.float64]) -> NDArray[np.float64]:
+        """What each prototype's counts are worth as evidence of one request near it, a factor: κ/(n + κ)
+        where its success rate is a blend of right and wrong requests, 1 elsewhere."""
         n = worked + failed
         said = n > 0
         mu = np.divide(worked, n, out=np.zeros_like(n), where=said)
         spread = (mu - self.wrong) * (self.right - mu)  # > 0 only strictly between q_w and q_r
         blend = said & (spread > 0)
-        kappa = np.divide(mu * (1.0 - mu), spread, out=np.zeros_like(n), where=blend) - 1.0
-        kappa = np.maximum(kappa, 0.0)
-        scale = np.where(blend, np.divide(kappa, n + kappa, out=np.zeros_like(n), where=blend), 1.0)
-        return worked * scale, failed * scale
+        kappa = np.maximum(np.divide(mu * (1.0 - mu), spread, out=np.ones_like(n), where=blend) - 1.0, 0.0)
+        weight: NDArray[np.float64] = np.divide(kappa, n + kappa, out=np.ones_like(n), where=blend)
+        return weight
