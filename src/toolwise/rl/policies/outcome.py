@@ -7,8 +7,8 @@ outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a to
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
 tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Its
-estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read; the
-choice model's probability is reported beside it (`Selection.agent`). The posterior is not recalibrated
+estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read (they
+count a blend of other requests' calls as what it says of this one: rl/mixture.py); the choice model's probability is reported beside it (`Selection.agent`). The posterior is not recalibrated
 on the recommendations a client followed: a consulting agent calls the recommended tool mostly where it
 would have called it anyway, right far more often than where it passes it over (BFCL live, an agent right
 80%: 0.95 against 0.54), so a map learned on those made the confidence too high (expected calibration
