@@ -8,8 +8,9 @@ with the evidence it rests on. A recommendation follows the choice model's ranki
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
 tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Its
 estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read (they
-count a blend of other requests' calls as what it says of this one: rl/mixture.py); the choice model's probability is reported beside it (`Selection.agent`). The posterior is not recalibrated
-on the recommendations a client followed: a consulting agent calls the recommended tool mostly where it
+count a blend of other requests' calls as what it says of this one: rl/mixture.py); the choice model's
+probability is reported beside it (`Selection.agent`). The posterior is not recalibrated on the
+recommendations a client followed: a consulting agent calls the recommended tool mostly where it
 would have called it anyway, right far more often than where it passes it over (BFCL live, an agent right
 80%: 0.95 against 0.54), so a map learned on those made the confidence too high (expected calibration
 error 0.095, against 0.05 for the posterior itself); nor on calls of another tool, which say nothing of
