@@ -324,3 +324,29 @@ def test_a_low_rating_of_a_call_refused_for_its_arguments_does_not_draw_the_agen
     policy = rated.policy
     assert isinstance(policy, OutcomeModel)
     assert not policy.memory.failed.any(), "no failure of fit counted for a call refused for its arguments"
+
+
+def test_a_tool_right_for_some_requests_near_and_wrong_for_others_is_not_judged_on_their_blend(
+    embedder: Embedder,
+) -> None:
+    """Where a right call fails now and then (here 15%: other tools' requests show it), a tool's prototype
+    that pooled 139 calls at 0.43, requests it is right for with requests it is not, says little of a
+    request near it that it was never called for: the choice model's first tool stays first. One whose calls
+    all failed still hands the request on (bench/evaluation.py's world: 3.24 → 4.1 true value, frozen)."""
+    first = learner_of(embedder).recommend(REQUEST, np.random.default_rng(16), top_k=1).chosen
+    for worked, failed, overridden in ((60.0, 79.0, False), (0.0, 139.0, True)):
+        learner = learner_of(embedder)
+        policy = learner.policy
+        assert isinstance(policy, OutcomeModel)
+        x = policy.choice.features(learner.encode(REQUEST, None, 0))
+        other = np.roll(x, 7) - (np.roll(x, 7) @ x) * x  # a direction orthogonal to the request's
+        near = 0.7 * x + np.sqrt(1 - 0.7**2) * other / np.linalg.norm(other)  # cosine 0.7
+        arm = learner.index.tools.get(first)
+        assert arm is not None
+        policy.memory.add(arm, near, worked, failed)
+        for tool, (w, f) in (("send_email", (850.0, 150.0)), ("search_web", (150.0, 850.0))):
+            tool_arm = learner.index.tools.get(tool)
+            assert tool_arm is not None
+            policy.memory.add(tool_arm, -x, w, f)  # far from the request: they only show q_r and q_w
+        chosen = learner.recommend(REQUEST, np.random.default_rng(16), top_k=1).chosen
+        assert (chosen != first) == overridden, f"{worked}/{failed}: {chosen} (the choice model's first: {first})"

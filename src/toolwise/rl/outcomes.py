@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.mixture import Mixture
+
 SAME = 1.0 - 1e-5  # a cosine from which a prototype is the request itself (float32 rounding misses 1)
 
 
@@ -123,10 +125,12 @@ class Calibration:
 
 @dataclass(slots=True)
 class Estimate:
-    """P(works) of each arm asked about, and the evidence (calls, kernel-weighted) it rests on."""
+    """P(works) of each arm asked about, and the evidence (calls, kernel-weighted) it rests on; `gate`: the
+    same with each prototype read as one request's evidence (`Mixture.weight`), where a mixture was given."""
 
     p_works: NDArray[np.float64]
     evidence: NDArray[np.float64]
+    gate: Estimate | None = None
 
 
 @dataclass(slots=True)
@@ -150,6 +154,7 @@ class OutcomeMemory:
         self.worked = np.zeros((16, c.slots))
         self.failed = np.zeros((16, c.slots))
         self.used = np.zeros(16, np.int64)
+        self._mixture: Mixture | None = None  # `mixture()`, computed when first asked after a change
 
     def _ensure(self, arm: int) -> None:
         rows = len(self.used)
@@ -168,20 +173,40 @@ class OutcomeMemory:
         k[cosine >= SAME] = 1.0  # the request itself
         return k
 
-    def estimate(self, arms: NDArray[np.int64], x: NDArray[np.float64], prior: NDArray[np.float64]) -> Estimate:
+    def estimate(
+        self,
+        arms: NDArray[np.int64],
+        x: NDArray[np.float64],
+        prior: NDArray[np.float64],
+        mixture: Mixture | None = None,
+    ) -> Estimate:
         """P(works) for each of `arms` for the request x(q) (unit length), shrunk to `prior` (each arm's
-        prior mean) by s₀ calls."""
+        prior mean) by s₀ calls; with `mixture`, its `gate` too."""
         known = arms < len(self.used)
         w, f = np.zeros(len(arms)), np.zeros(len(arms))
+        gw, gf = np.zeros(len(arms)), np.zeros(len(arms))
         seen = np.flatnonzero(self.used.take(np.where(known, arms, 0)) * known)  # the arms with a prototype
         if len(seen):  # the others read no evidence: nothing to gather
             safe = arms.take(seen)
             cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
             k = self.kernel(cosine.astype(np.float64))
-            w[seen] = (k * self.worked.take(safe, 0)).sum(axis=1)
-            f[seen] = (k * self.failed.take(safe, 0)).sum(axis=1)
+            worked, failed = self.worked.take(safe, 0), self.failed.take(safe, 0)
+            w[seen] = (k * worked).sum(axis=1)
+            f[seen] = (k * failed).sum(axis=1)
+            if mixture is not None:  # other requests' prototypes that say something of this one, as they say it
+                near = np.nonzero((k > 0) & (cosine < self.config.merge))  # the one it would add to: its own calls
+                k[near] *= mixture.weight(worked[near], failed[near])
+                gw[seen] = (k * worked).sum(axis=1)
+                gf[seen] = (k * failed).sum(axis=1)
         s0 = self.config.prior_strength
-        return Estimate((s0 * prior + w) / (s0 + w + f), w + f)
+        gate = None if mixture is None else Estimate((s0 * prior + gw) / (s0 + gw + gf), gw + gf)
+        return Estimate((s0 * prior + w) / (s0 + w + f), w + f, gate)
+
+    def mixture(self) -> Mixture:
+        """q_r and q_w as every tool's prototypes show them (`Mixture.of`), kept until a count changes."""
+        if self._mixture is None:
+            self._mixture = Mixture.of(self.worked, self.failed)
+        return self._mixture
 
     def served(self, arms: NDArray[np.int64], x: NDArray[np.float64], *, coherence: bool = True) -> Served:
         """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read
@@ -213,6 +238,7 @@ class OutcomeMemory:
     def add(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
         """Count `worked` and `failed` (call weights) for `arm` at the request x(q). A zero x (no request)
         says nothing of any request and is not kept."""
+        self._mixture = None
         if not x.any():
             return
         self._ensure(arm)
@@ -223,6 +249,7 @@ class OutcomeMemory:
     def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
         """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
         run's distinct requests, float32), `worked[i]` of it worked and the rest failed."""
+        self._mixture = None
         said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
         for arm, row, w in zip(arms, rows, worked, strict=True):
             if said[row]:
@@ -237,6 +264,7 @@ class OutcomeMemory:
         counted: at the prototype nearest x (where it was added), never below zero."""
         if not x.any() or arm >= len(self.used) or not self.used[arm]:
             return
+        self._mixture = None
         n = int(self.used[arm])
         cosine = self.vectors[arm, :n] @ x.astype(np.float32)
         slot = int(np.argmax(cosine))
@@ -287,6 +315,7 @@ class OutcomeMemory:
 
     def forget(self, arm: int) -> None:
         """The tool changed (drift): what it did before says nothing of it now."""
+        self._mixture = None
         if arm < len(self.used):
             self.vectors[arm], self.worked[arm], self.failed[arm], self.used[arm] = 0.0, 0.0, 0.0, 0
 
@@ -304,6 +333,7 @@ class OutcomeMemory:
         if vectors.shape[1:] != (self.config.slots, self.dim):
             want = (self.config.slots, self.dim)
             raise ValueError(f"outcome memory of shape {vectors.shape[1:]} does not fit {want}")
+        self._mixture = None
         self.vectors = vectors.copy()
         self.worked = np.asarray(state["worked"], dtype=np.float64).copy()
         self.failed = np.asarray(state["failed"], dtype=np.float64).copy()

@@ -7,9 +7,10 @@ outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a to
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
 tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Its
-estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read; the
-choice model's probability is reported beside it (`Selection.agent`). The posterior is not recalibrated
-on the recommendations a client followed: a consulting agent calls the recommended tool mostly where it
+estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read (they
+count a blend of other requests' calls as what it says of this one: rl/mixture.py); the choice model's
+probability is reported beside it (`Selection.agent`). The posterior is not recalibrated on the
+recommendations a client followed: a consulting agent calls the recommended tool mostly where it
 would have called it anyway, right far more often than where it passes it over (BFCL live, an agent right
 80%: 0.95 against 0.54), so a map learned on those made the confidence too high (expected calibration
 error 0.095, against 0.05 for the posterior itself); nor on calls of another tool, which say nothing of
@@ -72,9 +73,12 @@ class OutcomeModel(PolicyBase):
     ) -> Selection:
         chosen = self.choice.select(context, arms, inputs, rng)
         p_agent = chosen.expected
-        estimate = self.memory.estimate(chosen.ranked, self.choice.features(context), self.calibration.mean(p_agent))
+        x, prior = self.choice.features(context), self.calibration.mean(p_agent)
+        estimate = self.memory.estimate(chosen.ranked, x, prior, self.memory.mixture())
+        gate = estimate.gate or estimate  # each prototype read as one request's evidence (rl/mixture.py)
         self._broken(chosen.ranked, estimate.p_works)
-        failing, working = self.verdicts(estimate.p_works, estimate.evidence)  # on the evidence's own posterior
+        self._broken(chosen.ranked, gate.p_works)
+        failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
         if not failing.any():  # nothing to override (the usual case): the choice model's order, as it is
             return Selection(
                 chosen.ranked,
