@@ -105,8 +105,9 @@ class Trials:
     are noted; the next call learned for that request counts for whichever of them it called. It leads once
     the tools it would put first are seen to work clearly more often than those they would replace: their
     mean (Beta(1, 1) prior) less one standard deviation at or above the others' mean. An agent that always
-    calls toolwise's first (the test of real_queries) never calls the other there, so for it the fit across
-    requests never leads; an agent that calls its own choice shows which of the two works."""
+    calls toolwise's first (as bench/real_queries.py's does) never calls the other there: with no evidence
+    for it, the fit across requests leads only while the first works there less than a fifth of the time,
+    and stops once the other does no better. An agent that calls its own choice shows which of the two works."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
