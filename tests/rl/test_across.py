@@ -98,3 +98,16 @@ def test_the_first_predicted_to_fail_across_requests_gives_way_once_such_leads_w
     assert taught(embedder, earned=False).recommend(REQUEST, rng).ranked[0].tool != "get_exchange_rate"
     later = taught(embedder, earned=True).recommend(REQUEST, rng, previous_tool="get_weather", position=1)
     assert later.ranked[0].tool != "get_exchange_rate", "after a tool, the next is what the sequence says"
+
+
+def test_a_state_saved_before_the_evidence_across_requests_loads_and_learns_it_afresh(embedder: Embedder) -> None:
+    learner = taught(embedder, earned=True)
+    state = learner.state_dict()
+    del state["policy"]["across"], state["policy"]["trials"]
+    older = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
+    older.load_state(state)
+    rng = np.random.default_rng(2)
+    assert older.recommend(REQUEST, rng).ranked[0].tool != "get_exchange_rate", "nothing across requests yet"
+    restored = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
+    restored.load_state(learner.state_dict())
+    assert restored.recommend(REQUEST, rng).ranked[0].tool == "get_exchange_rate"
