@@ -6,7 +6,9 @@ agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choic
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
-tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Its
+tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`); on a
+session's first call, what the tools' calls did across requests (rl/across.py) names that replacement, and
+may lead where the first is predicted to fail across requests once such leads have proved right (`lead`). Its
 estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read; the
 choice model's probability is reported beside it (`Selection.agent`). The posterior is not recalibrated
 on the recommendations a client followed: a consulting agent calls the recommended tool mostly where it
