@@ -6,9 +6,9 @@ agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choic
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
-tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`); on a
-session's first call, what the tools' calls did across requests (rl/across.py) names that replacement, and
-may lead where the first is predicted to fail across requests once such leads have proved right (`lead`). Its
+tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Where the
+request's own outcomes say nothing either way, on a session's first call, what the tools' calls did across
+requests (rl/across.py) may put another first: see `lead`. Its
 estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read; the
 choice model's probability is reported beside it (`Selection.agent`). The posterior is not recalibrated
 on the recommendations a client followed: a consulting agent calls the recommended tool mostly where it
@@ -129,32 +129,23 @@ class OutcomeModel(PolicyBase):
         failing: NDArray[np.bool_],
         working: NDArray[np.bool_],
     ) -> int:
-        """The position (among the choice model's first `among`) of the tool the fit across requests puts
-        first, 0 for none. Where the request's own outcomes predict the first to fail and none to work: the
-        one predicted to fit best of those not predicted to fail (the override's replacement). Where they say
-        nothing of the first: one predicted to fit `clearly` better than the first, which is itself predicted
-        to fail across requests (under `fails_below`), and only once such leads have earned it (`Trials`).
-        Never where the first is predicted to work. On a session's first call only (the caller's gate): later,
-        the next tool is what the sequence says."""
+        """The position (among the choice model's first `among`) of a tool that goes before the first, 0 for
+        none: where the request's own outcomes predict the first neither to fail nor to work, but what its
+        calls did across requests predicts it to fail (fit under `fails_below`) and another tool to fit
+        `clearly` better, and only once such leads have proved right (`Trials`). On a session's first call
+        only (the caller's gate): later, the next tool is what the sequence says."""
         c = self.config
         top = min(c.among, len(ranked))
-        if top < 2 or working[0] or (failing[0] and working.any()):
+        best = 0
+        if top >= 2 and not failing[0] and not working[0]:
+            fit = self.across.predict(ranked[:top], x)
+            if fit[0] < c.fails_below:
+                candidates = (fit > fit[0] + c.clearly) & ~failing[:top]
+                candidates[0] = False
+                best = int(np.argmax(np.where(candidates, fit, -np.inf))) if candidates.any() else 0
+        if not best:
             self.trials.drop(context.hash)
             return 0
-        fit = self.across.predict(ranked[:top], x)
-        if failing[0]:
-            bar = -np.inf
-        elif fit[0] < c.fails_below:
-            bar = fit[0] + c.clearly
-        else:  # nothing says the first fails, here or across requests
-            self.trials.drop(context.hash)
-            return 0
-        candidates = (fit > bar) & ~failing[:top]
-        candidates[0] = False
-        best = int(np.argmax(np.where(candidates, fit, -np.inf))) if candidates.any() else 0
-        if failing[0] or not best:
-            self.trials.drop(context.hash)
-            return best
         self.trials.note(context.hash, int(ranked[0]), int(ranked[best]))
         return best if self.trials.earned() else 0
 
