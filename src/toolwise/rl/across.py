@@ -6,9 +6,10 @@ nothing (the wrong call worked, unrated) or too little. What the tool's calls di
 more: the confused tool works for its own kind of request and fails for this kind, and the right tool was
 seen to work for requests like this one. Per tool, a ridge regression (λ = 1, Sherman–Morrison updates)
 of "it fit" − ½ on the leading `dim` components of x(q), unit length: a tool never called predicts ½.
-The outcome policy reads it only to choose among tools where a choice is warranted (its docstring says
-where): a linear model of fit across requests knows nothing of sequences, and leading with it elsewhere
-cost real traffic. float64: dim × (dim + 1) × 8 bytes a tool (8 KB at 32).
+The outcome policy reads it only where the request's own outcomes say nothing, on a session's first call,
+and once such leads have proved right (`Trials`; OutcomeModel.lead): a linear model of fit across requests
+knows nothing of sequences, and leading with it wherever it knew a tool to fit better cost real traffic.
+float64: dim × (dim + 1) × 8 bytes a tool (8 KB at 32).
 """
 
 from __future__ import annotations
