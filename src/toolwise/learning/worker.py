@@ -8,13 +8,14 @@ the loop, so both hold `lock` while they touch it: the worker for one chunk, the
 (a recommendation, the stats, a snapshot's state). A proxied call never takes it. The chunk is small,
 so a reader waits for a few calls' learning at most, never for every call pending.
 
-The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy
-does around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only
-once the waiter has waited the switch interval (5 ms), and a drop the holder takes straight back starts
-that wait again: through a stretch of the worker's Python the event loop waited 5 ms. So the worker gives the loop a turn between learning steps, once every `SLICE_S` of work: it waits
-(without the GIL) until the loop has run a callback it posted, or `TURN_S`; a loop that wanted the GIL takes
-it then, whatever it had to do is done, and the worker goes on. A shorter switch interval does not do this:
-both threads trade the GIL that much more often (docs/benchmarks.md).
+The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
+around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only once the
+waiter has waited the switch interval (5 ms), and a drop the holder takes straight back starts that wait
+again: through a stretch of the worker's Python the event loop waited 5 ms. So the worker gives the loop a
+turn between learning steps, once every `SLICE_S` of work: it waits (without the GIL) until the loop has run a
+callback it posted, or `TURN_S`; a loop that wanted the GIL takes it then, whatever it had to do is done, and
+the worker goes on. A shorter switch interval does not do this: both threads trade the GIL that much more
+often (docs/benchmarks.md).
 """
 
 from __future__ import annotations

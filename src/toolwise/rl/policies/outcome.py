@@ -6,11 +6,13 @@ agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choic
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
-tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Its
-estimate (`expected`, the confidence a client acts on) is P(works), the posterior the verdicts read (they
-count a blend of other requests' calls as what it says of this one: rl/mixture.py); the choice model's
-probability is reported beside it (`Selection.agent`). The posterior is not recalibrated on the
-recommendations a client followed: a consulting agent calls the recommended tool mostly where it
+tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Where the
+request's own outcomes say nothing either way, on a session's first call, what the tools' calls did across
+requests (rl/across.py) may put another first: see `lead`. Its estimate (`expected`, the confidence a
+client acts on) is P(works), the posterior the verdicts read (they count a blend of other requests' calls
+as what it says of this one: rl/mixture.py); the choice model's probability is reported beside it
+(`Selection.agent`). The posterior is not recalibrated on the recommendations a client followed: a
+consulting agent calls the recommended tool mostly where it
 would have called it anyway, right far more often than where it passes it over (BFCL live, an agent right
 80%: 0.95 against 0.54), so a map learned on those made the confidence too high (expected calibration
 error 0.095, against 0.05 for the posterior itself); nor on calls of another tool, which say nothing of
@@ -30,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.across import AcrossConfig, FitAcross, Trials
 from toolwise.rl.context import Context
 from toolwise.rl.outcomes import Calibration, OutcomeConfig, OutcomeMemory, Served
 from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
@@ -43,6 +46,9 @@ class OutcomeModelConfig:
     enough: float = 1.0  # evidence (kernel-weighted calls) a verdict of "fails" or "works" needs
     fails_below: float = 0.5  # P(works) under which a tool with enough evidence is predicted to fail
     works_above: float = 0.6  # P(works) from which a tool with enough evidence is predicted to work
+    across: AcrossConfig = field(default_factory=AcrossConfig)
+    clearly: float = 0.2  # predicted fit across requests by which another tool must beat the first to lead
+    among: int = 5  # the choice model's first tools the fit across requests chooses among
 
     def __post_init__(self) -> None:
         if self.enough <= 0 or not 0 < self.fails_below <= self.works_above < 1:
@@ -50,6 +56,8 @@ class OutcomeModelConfig:
                 "need enough > 0 and 0 < fails_below ≤ works_above < 1; got "
                 f"{self.enough}, {self.fails_below}, {self.works_above}"
             )
+        if self.clearly <= 0 or self.among < 2:
+            raise ValueError(f"need clearly > 0 and among ≥ 2, got {self.clearly}, {self.among}")
 
 
 class OutcomeModel(PolicyBase):
@@ -63,6 +71,8 @@ class OutcomeModel(PolicyBase):
         self.choice = ChoiceModel(c.choice)
         self.health = self.choice.health  # one table: the choice model ranks by it
         self.memory = OutcomeMemory(c.choice.dim, c.outcomes)
+        self.across = FitAcross(c.choice.dim, c.across)
+        self.trials = Trials()
         # p_agent → the prior mean, "not known" (0.5) until outcomes say more
         self.calibration = Calibration(c.outcomes.calibration_rate, min_slope=1.0, start=c.outcomes.start)
 
@@ -79,7 +89,12 @@ class OutcomeModel(PolicyBase):
         self._broken(chosen.ranked, estimate.p_works)
         self._broken(chosen.ranked, gate.p_works)
         failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
-        if not failing.any():  # nothing to override (the usual case): the choice model's order, as it is
+        lead = (
+            0
+            if chosen.explored or context.previous_tool is not None
+            else self.lead(context, chosen.ranked, x, failing, working)
+        )
+        if not failing.any() and not lead:  # nothing to override (the usual case): the choice model's order, as it is
             return Selection(
                 chosen.ranked,
                 chosen.scores,
@@ -94,6 +109,8 @@ class OutcomeModel(PolicyBase):
         order = self.order(failing, working)
         if chosen.explored:  # the choice model's exploration keeps its pick first
             order = np.concatenate(([0], order[order != 0]))
+        elif lead:
+            order = np.concatenate(([lead], order[order != lead]))
         ranked = chosen.ranked.take(order)
         return Selection(
             ranked,
@@ -106,6 +123,34 @@ class OutcomeModel(PolicyBase):
             evidence=estimate.evidence.take(order),
             failing=failing.take(order),
         )
+
+    def lead(
+        self,
+        context: Context,
+        ranked: NDArray[np.int64],
+        x: NDArray[np.float64],
+        failing: NDArray[np.bool_],
+        working: NDArray[np.bool_],
+    ) -> int:
+        """The position (among the choice model's first `among`) of a tool that goes before the first, 0 for
+        none: where the request's own outcomes predict the first neither to fail nor to work, but what its
+        calls did across requests predicts it to fail (fit under `fails_below`) and another tool to fit
+        `clearly` better, and only once such leads have proved right (`Trials`). On a session's first call
+        only (the caller's gate): later, the next tool is what the sequence says."""
+        c = self.config
+        top = min(c.among, len(ranked))
+        best = 0
+        if top >= 2 and not failing[0] and not working[0]:
+            fit = self.across.predict(ranked[:top], x)
+            if fit[0] < c.fails_below:
+                candidates = (fit > fit[0] + c.clearly) & ~failing[:top]
+                candidates[0] = False
+                best = int(np.argmax(np.where(candidates, fit, -np.inf))) if candidates.any() else 0
+        if not best:
+            self.trials.drop(context.hash)
+            return 0
+        self.trials.note(context.hash, int(ranked[0]), int(ranked[best]))
+        return best if self.trials.earned() else 0
 
     def verdicts(
         self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]
@@ -161,19 +206,24 @@ class OutcomeModel(PolicyBase):
             change = lesson.fit - lesson.fit_before
             self.calibration.revise((1.0 if lesson.worked else 0.0) - update.td_error, change)
             self.memory.revise(lesson.arm, x, change, -change)
+            self.across.revise(lesson.arm, x, change)
+            self.trials.count(lesson.context.hash, lesson.arm, change, -change)
             return update
         p_before = (1.0 if lesson.worked else 0.0) - update.td_error  # the called tool's choice probability
         self._learn_fit(lesson.arm, x, p_before, lesson.fit)
+        self.trials.count(lesson.context.hash, lesson.arm, lesson.fit, 1.0 - lesson.fit)
         return update
 
     def _learn_fit(self, arm: int, x: NDArray[np.float64], p_agent: float, fit: float) -> None:
         """The prior's calibration learns from what it said of the call, then the memory counts it."""
         self.calibration.learn(p_agent, fit)
         self.memory.add(arm, x, fit, 1.0 - fit)
+        self.across.add(arm, x, fit)
 
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
-        """`learn_one` of each call of a run in order: the choice model in minibatches, then the calibration
-        and the outcome memory call by call (each state apart: the same as interleaved), x(q) a context's once."""
+        """`learn_one` of each call of a run in order: the choice model in minibatches, then the calibration,
+        the outcome memory and the fit across requests call by call (each state apart: the same as
+        interleaved), x(q) a context's once."""
         x = self.choice.features_of(lessons.contexts)
         p_before = self.choice.learn_run(lessons, rng, x)
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
@@ -181,9 +231,10 @@ class OutcomeModel(PolicyBase):
         fits = fit.take(learned).tolist()
         for p, f in zip(p_before.take(learned).tolist(), fits, strict=True):
             self.calibration.learn(p, f)
-        self.memory.add_many(
-            lessons.arms.take(learned).tolist(), x.astype(np.float32), lessons.context_of.take(learned).tolist(), fits
-        )
+        arms, rows = lessons.arms.take(learned).tolist(), lessons.context_of.take(learned).tolist()
+        self.memory.add_many(arms, x.astype(np.float32), rows, fits)
+        for arm, row, f in zip(arms, rows, fits, strict=True):
+            self.across.add(arm, x[row], f)
 
     def set_health(self, arm: int, success_rate: float | None) -> None:
         self.choice.set_health(arm, success_rate)
@@ -193,6 +244,7 @@ class OutcomeModel(PolicyBase):
         evidence start afresh."""
         self.choice.forget(arm)
         self.memory.forget(arm)
+        self.across.forget(arm)
 
     def finish_batches(self) -> None:
         self.choice.finish_batches()
@@ -206,6 +258,8 @@ class OutcomeModel(PolicyBase):
             "config": asdict(self.config),
             "choice": self.choice.state_dict(),
             "memory": self.memory.state_dict(),
+            "across": self.across.state_dict(),
+            "trials": self.trials.state_dict(),
             "calibration": self.calibration.state_dict(),
         }
 
@@ -214,7 +268,11 @@ class OutcomeModel(PolicyBase):
         self.choice.load_state(state["choice"])
         self.health = self.choice.health
         self.memory.load_state(state["memory"])
+        self.across, self.trials = FitAcross(self.config.choice.dim, self.config.across), Trials()
+        if "across" in state:  # a state saved before them: both learned afresh from the calls that follow
+            self.across.load_state(state["across"])
+            self.trials.load_state(state["trials"])
         self.calibration.load_state(state["calibration"])
 
     def nbytes(self) -> int:
-        return int(self.choice.nbytes() + self.memory.nbytes())
+        return int(self.choice.nbytes() + self.memory.nbytes() + self.across.nbytes())

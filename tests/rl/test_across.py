@@ -1,0 +1,113 @@
+"""Outcome evidence across requests (rl/across.py) and where the outcome policy lets it lead: over the choice
+model's first on a session's first call, only where the first is predicted to fail across requests and
+another clearly to fit, and only once such leads have been seen to work (not for an agent that always
+calls toolwise's first where that works half the time). Real embedding model for the policy's part."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from toolwise.learning.embedding import load_embedder
+from toolwise.rl import Learner, LearnerConfig, ToolDoc
+from toolwise.rl.across import AcrossConfig, FitAcross, Trials
+from toolwise.rl.embedding import Embedder
+from toolwise.rl.policies import OutcomeModel
+
+CATALOGUE = [
+    ToolDoc("convert_currency", "Convert an amount of money from one currency to another at today's rate."),
+    ToolDoc("get_exchange_rate", "Get the exchange rate between two currencies."),
+    ToolDoc("get_weather", "Current weather and forecast for a city."),
+    ToolDoc("send_email", "Send an email to a recipient with a subject and body."),
+]
+REQUEST = "convert 250 dollars into euros"
+
+
+def unit(v: NDArray[np.float64]) -> NDArray[np.float64]:
+    out: NDArray[np.float64] = v / np.linalg.norm(v)
+    return out
+
+
+def test_a_tool_that_failed_for_one_kind_of_request_is_predicted_to_fail_for_a_new_one_of_that_kind() -> None:
+    rng = np.random.default_rng(0)
+    kind_a, kind_b = rng.normal(size=128), rng.normal(size=128)
+    fits = FitAcross(128, AcrossConfig(dim=32))
+    for _ in range(6):  # the tool works for kind b, fails for kind a; never seen at the new requests below
+        fits.add(0, unit(kind_a + 0.5 * rng.normal(size=128)), 0.0)
+        fits.add(0, unit(kind_b + 0.5 * rng.normal(size=128)), 1.0)
+    new_a, new_b = unit(kind_a + 0.5 * rng.normal(size=128)), unit(kind_b + 0.5 * rng.normal(size=128))
+    arms = np.array([0, 7])  # 7: never called
+    a, b = fits.predict(arms, new_a), fits.predict(arms, new_b)
+    assert a[0] < 0.5 < b[0]
+    assert a[1] == b[1] == 0.5, "a tool never called predicts ½"
+    fits.revise(0, new_b, -1.0)  # a rating: a call counted as fitting did not
+    assert fits.predict(arms, new_b)[0] < b[0]
+    copy = FitAcross(128, AcrossConfig(dim=32))
+    copy.load_state(fits.state_dict())
+    assert np.array_equal(copy.predict(arms, new_a), fits.predict(arms, new_a))
+
+
+def test_leads_across_requests_are_earned_only_by_the_other_tool_seen_to_work() -> None:
+    trials = Trials()
+    for i in range(50):  # an agent that always calls toolwise's first: it works there half the time, the other
+        trials.note(f"q{i}", 0, 1)  # is never tried
+        trials.count(f"q{i}", 0, float(i % 2), float(1 - i % 2))
+    assert not trials.earned()
+    for i in range(50, 60):  # an agent calling its own choice: the other works where it is called
+        trials.note(f"q{i}", 0, 1)
+        trials.count(f"q{i}", 1, 1.0, 0.0)
+    assert trials.earned()
+    trials.drop("q70")
+    trials.count("q70", 0, 1.0, 0.0)  # no trial noted for it: nothing counted
+    assert trials.record[0].tolist() == [25.0, 25.0]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    loaded = load_embedder("wordllama")
+    assert loaded is not None
+    return loaded
+
+
+def taught(embedder: Embedder, earned: bool) -> Learner:
+    """A fresh learner whose evidence across requests says: the choice model's first for REQUEST fails for
+    requests like it, get_exchange_rate fits them (taught at REQUEST's own vector, whose own outcome memory
+    stays empty); `earned`: such leads were seen to work."""
+    learner = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    first = learner.recommend(REQUEST, np.random.default_rng(0)).ranked[0].tool
+    assert first != "get_exchange_rate"
+    x = policy.choice.features(learner.encode(REQUEST, None, 0))
+    for _ in range(4):
+        policy.across.add(learner.index.tools.intern(first), x, 0.0)
+        policy.across.add(learner.index.tools.intern("get_exchange_rate"), x, 1.0)
+    if earned:
+        for i in range(10):
+            policy.trials.note(f"earlier{i}", 0, 1)
+            policy.trials.count(f"earlier{i}", 1, 1.0, 0.0)
+    return learner
+
+
+def test_the_first_predicted_to_fail_across_requests_gives_way_once_such_leads_were_seen_to_work(
+    embedder: Embedder,
+) -> None:
+    rng = np.random.default_rng(1)
+    assert taught(embedder, earned=True).recommend(REQUEST, rng).ranked[0].tool == "get_exchange_rate"
+    assert taught(embedder, earned=False).recommend(REQUEST, rng).ranked[0].tool != "get_exchange_rate"
+    later = taught(embedder, earned=True).recommend(REQUEST, rng, previous_tool="get_weather", position=1)
+    assert later.ranked[0].tool != "get_exchange_rate", "after a tool, the next is what the sequence says"
+
+
+def test_a_state_saved_before_the_evidence_across_requests_loads_and_learns_it_afresh(embedder: Embedder) -> None:
+    learner = taught(embedder, earned=True)
+    state = learner.state_dict()
+    del state["policy"]["across"], state["policy"]["trials"]
+    older = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
+    older.load_state(state)
+    rng = np.random.default_rng(2)
+    assert older.recommend(REQUEST, rng).ranked[0].tool != "get_exchange_rate", "nothing across requests yet"
+    restored = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
+    restored.load_state(learner.state_dict())
+    assert restored.recommend(REQUEST, rng).ranked[0].tool == "get_exchange_rate"
