@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import numpy as np
 from numpy.typing import NDArray
 
@@ -93,8 +94,13 @@ class Set:
 def load(name: str) -> Set:
     path = HERE / "data" / name
     tools = [json.loads(line) for line in (path / "tools.jsonl").read_text().splitlines()]
-    index = {t["name"]: i for i, t in enumerate(tools)}
     docs = [tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools]
+    queries, right = requests_of(path, {t["name"]: i for i, t in enumerate(tools)})
+    return Set(name, docs, queries, right)
+
+
+def requests_of(path: Path, index: dict[str, int]) -> tuple[list[str], list[list[int]]]:
+    """A vendored set's requests and the indices of their right tools (requests with none listed left out)."""
     pairs: dict[str, set[int]] = {}
     if (path / "queries.jsonl").exists():
         for q in map(json.loads, (path / "queries.jsonl").read_text().splitlines()):
@@ -105,24 +111,31 @@ def load(name: str) -> Set:
                 if step["text"] and step["tool"] in index:
                     pairs.setdefault(step["text"], set()).add(index[step["tool"]])
     kept = [(q, sorted(r)) for q, r in pairs.items() if r]
-    return Set(name, docs, [q for q, _ in kept], [r for _, r in kept])
+    return [q for q, _ in kept], [r for _, r in kept]
 
 
-async def everyday_set() -> Set:
-    """bench/everyday.py's requests over the tools the example's real servers list."""
+async def everyday_tools() -> tuple[list[types.Tool], list[str], list[list[int]]]:
+    """The tools the README example's real servers list, and bench/everyday.py's requests with the indices
+    of their right tools among them."""
     from everyday import EXAMPLE, REQUESTS
 
     servers = json.loads(EXAMPLE.read_text())["mcpServers"]
     for spec in servers.values():
         spec["command"] = shutil.which(spec["command"]) or str(Path(sys.executable).parent / spec["command"])
     with tempfile.TemporaryDirectory() as tmp:
-        settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/adapter.db", "exposure": "search"}
+        settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/everyday.db", "exposure": "search"}
         config = AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
         async with Toolwise(config) as app:
             tools = app.catalogue.tools()
     names = [t.name for t in tools]
+    return tools, [r.query for r in REQUESTS], [[names.index(t) for t in r.right] for r in REQUESTS]
+
+
+async def everyday_set() -> Set:
+    """bench/everyday.py's requests over the tools the example's real servers list."""
+    tools, queries, right = await everyday_tools()
     docs = [tool_document(t.name, t.title, t.description, t.input_schema) for t in tools]
-    return Set("everyday", docs, [r.query for r in REQUESTS], [[names.index(t) for t in r.right] for r in REQUESTS])
+    return Set("everyday", docs, queries, right)
 
 
 def bags(texts: list[str], model: Any) -> Bags:

@@ -29,23 +29,18 @@ import argparse
 import asyncio
 import json
 import re
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from adapter import top1  # bench/adapter.py
+from adapter import everyday_tools, requests_of, top1  # bench/adapter.py
 from numpy.typing import NDArray
 
-from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.rl.embedding import name_words
 from toolwise.rl.lexical import LexicalIndex
-from toolwise.server.app import Toolwise
 
 HERE = Path(__file__).resolve().parent
 SETS = ("bfcl_live", "bfcl_multi_turn", "nestful", "tau_airline")
@@ -87,36 +82,14 @@ def load(name: str) -> Set:
     path = HERE / "data" / name
     raw = [json.loads(line) for line in (path / "tools.jsonl").read_text().splitlines()]
     tools = [Tool(t["name"], None, t.get("description"), t.get("parameters")) for t in raw]
-    index = {t.name: i for i, t in enumerate(tools)}
-    pairs: dict[str, set[int]] = {}
-    if (path / "queries.jsonl").exists():
-        for q in map(json.loads, (path / "queries.jsonl").read_text().splitlines()):
-            pairs.setdefault(q["query"], set()).update(index[t] for t in q["tools"] if t in index)
-    else:  # tau-bench: each user message and the tools called after it
-        for run in map(json.loads, (path / "trajectories.jsonl").read_text().splitlines()):
-            for step in run["steps"]:
-                if step["text"] and step["tool"] in index:
-                    pairs.setdefault(step["text"], set()).add(index[step["tool"]])
-    kept = [(q, sorted(r)) for q, r in pairs.items() if r]
-    return Set(name, tools, [q for q, _ in kept], [r for _, r in kept])
+    queries, right = requests_of(path, {t.name: i for i, t in enumerate(tools)})
+    return Set(name, tools, queries, right)
 
 
 async def everyday_set() -> Set:
     """bench/everyday.py's requests over the tools the example's real servers list."""
-    from everyday import EXAMPLE, REQUESTS
-
-    servers = json.loads(EXAMPLE.read_text())["mcpServers"]
-    for spec in servers.values():
-        spec["command"] = shutil.which(spec["command"]) or str(Path(sys.executable).parent / spec["command"])
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = {"database_url": f"sqlite+aiosqlite:///{tmp}/pooling.db", "exposure": "search"}
-        config = AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
-        async with Toolwise(config) as app:
-            listed = app.catalogue.tools()
-    tools = [Tool(t.name, t.title, t.description, t.input_schema) for t in listed]
-    names = [t.name for t in tools]
-    right = [[names.index(t) for t in r.right] for r in REQUESTS]
-    return Set("everyday", tools, [r.query for r in REQUESTS], right)
+    listed, queries, right = await everyday_tools()
+    return Set("everyday", [Tool(t.name, t.title, t.description, t.input_schema) for t in listed], queries, right)
 
 
 class Pooler:
