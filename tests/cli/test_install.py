@@ -470,3 +470,26 @@ def test_installing_into_a_mcp_json_that_git_tracks_warns_that_it_would_reach_th
     subprocess.run([*git, "commit", "-qm", "servers"], cwd=project, check=True)
     install.run(Client.claude_code, mcp_json, dry_run=True, undo_it=False)
     assert "warning: .mcp.json is tracked by git" in capsys.readouterr().out
+
+
+def test_the_client_is_the_one_the_files_name_says_when_not_given(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`install --path <project>/.mcp.json` without --client is Claude Code's project scope (its entry
+    typed stdio, its toolwise config named for it), not Claude Desktop's; the undo it prints says so."""
+    project = home / "src" / "app"
+    project.mkdir(parents=True)
+    mcp_json = project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}}))
+    install.run(None, mcp_json, dry_run=False, undo_it=False)
+    printed = capsys.readouterr().out
+    entry = json.loads(mcp_json.read_text())["mcpServers"]["toolwise"]
+    assert entry["type"] == "stdio"
+    config = Path(entry["args"][entry["args"].index("--config") + 1])
+    assert config.name.startswith("claude-code-"), config
+    assert "--client claude-code" in printed.rsplit("puts the old config back:\n", 1)[1]
+    cursor = home / "work" / ".cursor" / "mcp.json"
+    cursor.parent.mkdir(parents=True)
+    assert install.client_of(cursor) is Client.cursor
+    assert install.client_of(None) is Client.claude_desktop
+    assert install.client_of(home / "elsewhere.json") is Client.claude_desktop

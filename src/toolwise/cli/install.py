@@ -422,9 +422,21 @@ def undo_command(client: Client, path: Path | None) -> str:
     return shlex.join([*toolwise_command(), "install", "--client", client.value, *where, "--undo"])
 
 
-def run(client: Client, path: Path | None, dry_run: bool, undo_it: bool) -> Plan:
+def client_of(path: Path | None) -> Client:
+    """The client a config file belongs to when --client is not given: a project's `.mcp.json` is Claude
+    Code's, a `.cursor` folder's `mcp.json` Cursor's; otherwise (and without --path) Claude Desktop."""
+    if path is not None and path.name == ".mcp.json":
+        return Client.claude_code
+    if path is not None and path.name == "mcp.json" and path.absolute().parent.name == ".cursor":
+        return Client.cursor
+    return Client.claude_desktop
+
+
+def run(client: Client | None, path: Path | None, dry_run: bool, undo_it: bool) -> Plan:
     """`toolwise install`: print what changes (a unified diff), write it unless a dry run. Claude Code's
-    ~/.claude.json: its user scope and every project scope with servers of its own."""
+    ~/.claude.json: its user scope and every project scope with servers of its own. Without `client`, the
+    one the file belongs to (`client_of`)."""
+    client = client or client_of(path)
     path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
     client_path = path or client_config_path(client)
     if undo_it:

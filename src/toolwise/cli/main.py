@@ -133,9 +133,14 @@ def demo(
 
 @app.command()
 def install(
-    client: Annotated[Client, typer.Option(help="The MCP client whose servers toolwise goes in front of.")] = (
-        Client.claude_desktop
-    ),
+    client: Annotated[
+        Client | None,
+        typer.Option(
+            help="The MCP client whose servers toolwise goes in front of; by default the one --path's file belongs "
+            "to (.mcp.json: claude-code; .cursor/mcp.json: cursor), else claude-desktop.",
+            show_default=False,
+        ),
+    ] = None,
     path: Annotated[
         Path | None, typer.Option(help="The client's config file, if not where it keeps it (e.g. a .mcp.json).")
     ] = None,
