@@ -6,7 +6,7 @@ from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.learning.service import LearningService
 from toolwise.rl import Decision, Ranked
-from toolwise.server.tools import Evidence, confidence_of, reason_of
+from toolwise.server.recommend import Evidence, confidence_of, reason_of
 
 
 def test_a_reason_shows_the_expected_reward_on_the_0_to_1_scale_the_help_promises() -> None:

@@ -8,7 +8,8 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
 from toolwise.server.own import inlined
-from toolwise.server.tools import RecommendToolOutput, own_tools
+from toolwise.server.recommend import RecommendToolOutput
+from toolwise.server.tools import own_tools
 
 
 class Node(BaseModel):

@@ -14,7 +14,8 @@ from toolwise.feedback import FeedbackService
 from toolwise.learning import snapshots
 from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
-from toolwise.server.tools import SnapshotDumpInput, SnapshotOutput, SnapshotRestoreInput, own_tools
+from toolwise.server.snapshot_tools import SnapshotDumpInput, SnapshotOutput, SnapshotRestoreInput
+from toolwise.server.tools import own_tools
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from mcp.shared.exceptions import MCPError
 from tests.feedback.exact_metrics import recompute_tool_metrics
 from tests.server.surface import as_model_reads, execution_of, llama2_tokens, ok, rows, serving, text
 from toolwise.feedback import FeedbackService
-from toolwise.server.tools import ToolMetricsOutput, own_tools
+from toolwise.server.admin_tools import ToolMetricsOutput
+from toolwise.server.tools import own_tools
 
 ECHO, FAIL = "toy__echo", "toy__fail"
 

@@ -32,7 +32,7 @@ def _log_failure(task: asyncio.Future[Any]) -> None:
 
 
 class Agent:
-    """The agent's side of the learning (server/tools.py's handlers call it)."""
+    """The agent's side of the learning (the handlers of server/tools.py's registry call it)."""
 
     def __init__(self, learning: LearningService) -> None:
         self.learning = learning

@@ -34,8 +34,10 @@ from toolwise.learning.sessions import Session
 from toolwise.rl import Decision
 from toolwise.rl.names import name_key
 from toolwise.server.own import Input, Output, OwnTool, compact
+from toolwise.server.recommend import evidence_of, nothing_fits_line, reason_of
+from toolwise.server.schemas import resolved, type_of
 from toolwise.server.services import Services
-from toolwise.server.tools import evidence_of, nothing_fits_line, own_tools, reason_of, resolved, type_of
+from toolwise.server.tools import own_tools
 
 SEARCH_TOOLS = "search_tools"
 CALL_TOOL = "call_tool"

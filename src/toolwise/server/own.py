@@ -27,6 +27,10 @@ class Input(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class NoInput(Input):
+    pass
+
+
 class Output(BaseModel):
     def text(self) -> str:
         return self.model_dump_json(indent=1)

@@ -1,5 +1,5 @@
 """The running services, each with one job, in one small object: what the handlers of our tools
-(`server/tools.py`) and the admin commands are given."""
+(registered in `server/tools.py`) and the admin commands are given."""
 
 from __future__ import annotations
 
