@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.outcomes import Served, logit_of
+from toolwise.rl.calibration import logit_of
+from toolwise.rl.outcomes import Served
 from toolwise.rl.policies.base import Selection
 from toolwise.rl.toolindex import ToolIndex
 

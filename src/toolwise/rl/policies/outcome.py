@@ -33,8 +33,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.across import AcrossConfig, FitAcross, Trials
+from toolwise.rl.calibration import Calibration
 from toolwise.rl.context import Context
-from toolwise.rl.outcomes import Calibration, OutcomeConfig, OutcomeMemory, Served
+from toolwise.rl.outcomes import OutcomeConfig, OutcomeMemory, Served
 from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
 from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
 
