@@ -86,7 +86,8 @@ class OutcomeModel(PolicyBase):
         p_agent = chosen.expected
         x, prior = self.choice.features(context), self.calibration.mean(p_agent)
         estimate = self.memory.estimate(chosen.ranked, x, prior, self.memory.mixture())
-        gate = estimate.gate or estimate  # each prototype read as one request's evidence (rl/mixture.py)
+        gate = estimate.gate  # each prototype read as one request's evidence (rl/mixture.py)
+        assert gate is not None  # a mixture was given
         self._broken(chosen.ranked, estimate.p_works)
         self._broken(chosen.ranked, gate.p_works)
         failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
