@@ -4,6 +4,7 @@ that cannot start reported while the others serve. In-process through `Client(se
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -140,6 +141,33 @@ async def test_a_starting_server_answers_while_its_first_catalogue_is_embedded(
     assert "toy__echo" in names and text(echoed) == "served"
     assert recommended["recommendations"][0]["tool"] == "toy__echo"
     assert stats["calls"] == 1
+
+
+def test_a_shutdown_while_the_first_catalogue_embeds_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server closed (stdin closed, SIGTERM, the HTTP shutdown) while its first catalogue is embedded
+    (MiniLM: ~15 s at 1,000 tools) stops without waiting for the embedding, and the calls it answered
+    meanwhile are recorded all the same. Run as the CLI runs a server: `asyncio.run` returns once the
+    event loop and its worker threads are done with."""
+    events: list[str] = []
+    embedder = HeldEmbedder("unchanged", events)  # held until released (5 s at most)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+
+    async def serve() -> None:
+        async with serving(tmp_path, seed=None) as client:
+            with anyio.fail_after(10):
+                while not embedder.embedding.is_set():
+                    await anyio.sleep(0.01)
+            for said in ("one", "two"):
+                assert text(await client.call_tool("toy__echo", {"text": said})) == said
+
+    asyncio.run(serve())
+    events.append("shut down")
+    stopped = list(events)
+    embedder.release.set()  # the abandoned embedding ends now
+    assert stopped == ["shut down"]  # the shutdown did not wait for the embedding
+    assert rows(tmp_path, "SELECT tool, success FROM executions ORDER BY seq") == [("toy__echo", 1)] * 2
 
 
 async def test_a_learned_state_loaded_while_the_first_catalogue_embeds_ends_with_every_document_embedded(

@@ -7,10 +7,12 @@ recording and learning the calls is `learning/service.py`'s `LearningService`, b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
 from collections import deque
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -40,7 +42,7 @@ from toolwise.learning.sessions import (
     step_of,
 )
 from toolwise.learning.watermark import Covered
-from toolwise.learning.worker import LearningThread, StateLock
+from toolwise.learning.worker import LearningThread, StateLock, abandonable
 from toolwise.rl import Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
@@ -215,6 +217,14 @@ class LearningCore:
                 self.learner.set_tools(docs, vectors)
                 self.tool_docs = docs
 
+    async def stop_teaching(self) -> None:
+        """Shutting down: a catalogue still being embedded is not waited for (its embedding is abandoned);
+        the learner keeps the catalogue it knew, BM25 alone scoring what was not embedded yet."""
+        if self._teaching is not None and not self._teaching.done():
+            self._teaching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._teaching
+
     async def _embed_ahead(self, docs: list[ToolDoc]) -> dict[str, NDArray[np.float32]]:
         """The vectors of `docs`' documents: those the learner has, and the others embedded in a worker
         thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
@@ -224,8 +234,8 @@ class LearningCore:
             known = self.learner.index.vectors
         vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
         missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
-        if missing:
-            embedded = await asyncio.to_thread(self.embedder.embed, missing)
+        if missing:  # abandoned by a shutdown meanwhile (`stop_teaching`): the learner keeps what it had
+            embedded = await abandonable(partial(self.embedder.embed, missing), name="toolwise-embedding")
             vectors.update(zip(missing, embedded, strict=True))
         return vectors
 

@@ -290,7 +290,8 @@ class LearningService(LearningCore):
                 self._idle = asyncio.get_running_loop().call_later(STORE_RETRY_S, self._drain_when_idle)
 
     async def aclose(self) -> None:
-        """Drain what is left (before the feedback service closes)."""
+        """Drain what is left (before the feedback service closes); a catalogue's embedding is not waited for."""
+        await self.stop_teaching()
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
