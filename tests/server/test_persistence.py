@@ -10,6 +10,7 @@ import os
 import sqlite3
 import threading
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -188,39 +189,79 @@ async def test_rollback_goes_back_one_snapshot_at_a_time(url: str) -> None:
     await feedback.aclose()
 
 
-class GatedEmbedder:
-    """WordLlama, except that once `armed`, a text naming `gated` waits (in whatever thread embeds it)
-    until `release` is set, as a slow model keeps that thread busy; `events` says what happened."""
+class CountingEmbedder:
+    """WordLlama, noting every text it is asked to embed."""
 
-    name = "gated"
+    name = "counting"
 
-    def __init__(self, gated: str, events: list[str]) -> None:
+    def __init__(self) -> None:
         self.inner = WordLlamaEmbedder()
-        self.gated, self.events = gated, events
-        self.armed, self.entered, self.release = threading.Event(), threading.Event(), threading.Event()
+        self.texts: Counter[str] = Counter()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        if self.armed.is_set() and not self.release.is_set() and any(self.gated in t for t in texts):
-            self.entered.set()
-            self.release.wait(timeout=5)  # bounded: embedded on the event loop, it holds the loop this long
-            self.events.append("restored state embedded")
+        self.texts.update(texts)
         return self.inner.embed(texts)
+
+
+async def test_loading_a_snapshot_does_not_embed_the_catalogues_documents_again(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents of the running catalogue are embedded once (MiniLM: ~15 s at 1,000 tools): not again
+    by the snapshot a server loads at start while its first catalogue embeds, nor by a restore."""
+    embedder = CountingEmbedder()
+    monkeypatch.setattr(learning_core, "load_embedder", lambda kind: embedder)
+    feedback, first = await service(url)
+    await teach(first, rounds=2)
+    saved = await first.snapshots.save("shutdown")
+    before = [ranking(first, q) for q in QUERIES]
+    await feedback.aclose()
+
+    embedder.texts.clear()
+    feedback = FeedbackService(url, flush_interval_ms=1)
+    await feedback.start()
+    second = Services.open(settings(url), feedback)
+    await second.learning.set_tools(TOOLS, first=True)  # listed at once, embedded in a thread: a server's start
+    await second.snapshots.load_latest()
+    await second.learning.catalogue_taken()
+    documents = {second.learning.learner.index.documents[t.name] for t in TOOLS}
+    assert {d: embedder.texts[d] for d in documents} == dict.fromkeys(documents, 1)
+    assert [ranking(second, q) for q in QUERIES] == before
+    await second.snapshots.adopt(saved, "restore")
+    assert {d: embedder.texts[d] for d in documents} == dict.fromkeys(documents, 1)  # nor by a restore
+    assert [ranking(second, q) for q in QUERIES] == before
+    await feedback.aclose()
+
+
+class GatedVerify:
+    """`snapshots.verify`, except that once `armed` it waits (in whatever thread loads the snapshot) until
+    `release` is set, as decoding a large state keeps that thread busy; `events` says what happened."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.inner, self.events = snapshots.verify, events
+        self.armed, self.entered, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def __call__(self, record: Any, key: Any) -> None:
+        if self.armed.is_set() and not self.release.is_set():
+            self.entered.set()
+            self.release.wait(timeout=5)  # bounded: loaded on the event loop, it holds the loop this long
+            self.events.append("restored state loaded")
+        self.inner(record, key)
 
 
 async def test_a_restore_loads_off_the_event_loop_and_learns_the_calls_noted_meanwhile_once(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[str] = []
-    embedder = GatedEmbedder("working tree", events)
-    monkeypatch.setattr(learning_core, "load_embedder", lambda kind: embedder)
+    gate = GatedVerify(events)
+    monkeypatch.setattr(snapshots, "verify", gate)
     feedback, services = await service(url)
     await teach(services, rounds=2)
     saved = await services.snapshots.save("manual")
     await teach(services, rounds=2, prefix="later-")  # what the restore takes back
-    embedder.armed.set()
+    gate.armed.set()
     restoring = asyncio.create_task(services.snapshots.adopt(saved, "restore"))
     async with asyncio.timeout(10):
-        while not embedder.entered.is_set():
+        while not gate.entered.is_set():
             await asyncio.sleep(0.01)
     session = services.learning.sessions.get("meanwhile")
     noted = services.learning.note(
@@ -236,10 +277,10 @@ async def test_a_restore_loads_off_the_event_loop_and_learns_the_calls_noted_mea
     draining = asyncio.create_task(services.learning.drain())
     await asyncio.sleep(0.2)
     assert not draining.done() and services.learning.pending == 1  # the call waits for the restored state
-    embedder.release.set()
+    gate.release.set()
     await restoring
     await draining
-    assert events == ["call noted", "restored state embedded"]  # the event loop never waited on the embedding
+    assert events == ["call noted", "restored state loaded"]  # the event loop never waited on the load
     assert services.learning.learner.updates == saved.sample_count + 1  # learned into the restored state
     assert await services.sharing.sync() == 0  # and not again from the log
     assert services.learning.learner.updates == saved.sample_count + 1

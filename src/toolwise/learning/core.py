@@ -150,9 +150,16 @@ class LearningCore:
             replaced, self.state = self.state, state
             state.carry_over(replaced, counts=keep_counts)
 
-    def new_learner(self) -> Learner:
-        """A learner as configured, knowing the running catalogue, that has learned nothing."""
-        return Learner(learner_config(self.settings), self.tool_docs, self.embedder)
+    def new_learner(self, *, reuse: bool = False) -> Learner:
+        """A learner as configured, knowing the running catalogue, that has learned nothing. `reuse`: its
+        documents' vectors are the running learner's (same texts, same embedder), not embedded again, and
+        those still waiting to be embedded wait in it too."""
+        if not reuse:
+            return Learner(learner_config(self.settings), self.tool_docs, self.embedder)
+        running = self.learner.index
+        learner = Learner(learner_config(self.settings), (), self.embedder)
+        learner.set_tools(self.tool_docs, running.vectors, later=running.unembedded)
+        return learner
 
     @property
     def serving(self) -> str:

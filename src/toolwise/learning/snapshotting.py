@@ -130,11 +130,11 @@ class Snapshotting:
 
     async def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
         """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first, in a
-        worker thread (it embeds the catalogue and the snapshot's tool documents: most of a minute with
-        MiniLM at 1,000 tools) while the event loop serves, so a refused snapshot leaves the current state
-        untouched. Call it within `LearningService.holding_calls`: the calls noted meanwhile are learned
-        into the loaded state. `covered` overrides what of the log the state counts as including (a
-        restore or rollback takes it "as of now")."""
+        worker thread (the catalogue's vectors are the running learner's: only the documents of tools the
+        snapshot names and the catalogue does not are embedded) while the event loop serves, so a refused
+        snapshot leaves the current state untouched. Call it within `LearningService.holding_calls`: the
+        calls noted meanwhile are learned into the loaded state. `covered` overrides what of the log the
+        state counts as including (a restore or rollback takes it "as of now")."""
         prepared = await asyncio.to_thread(self._prepare, record)
         self._install(prepared, record, covered)
 
@@ -150,7 +150,7 @@ class Snapshotting:
         docs = learning.tool_docs
         try:
             state = unpack(record.payload)
-            learner = learning.new_learner()
+            learner = learning.new_learner(reuse=True)  # the catalogue's vectors are not embedded again
             learner.load_state(state["learner"])
             rng = np.random.default_rng()
             rng.bit_generator.state = state["rng"]

@@ -112,11 +112,12 @@ class ToolIndex:
         return int(self.embedder.embed([""]).shape[1])
 
     def restore(self, names: Sequence[str], descriptions: dict[str, str], active: Sequence[int]) -> None:
-        """The ids, descriptions and listed tools of a saved state (its ids are what it learned by)."""
+        """The ids, descriptions and listed tools of a saved state (its ids are what it learned by); the
+        documents still waiting to be embedded wait on (their vectors come with the catalogue)."""
         self.tools = Interner(names)
         self.descriptions = dict(descriptions)
         listed = [self.tools.names[i] for i in active]
-        self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed])
+        self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed], later=self.unembedded)
 
     def caution_of(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """CAUTION of each of `arms` (0 for a tool the catalogue never described)."""
