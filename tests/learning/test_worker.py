@@ -1,0 +1,77 @@
+"""The learned state's lock counts the threads blocked on it (`StateLock.waiting`): while one waits, the
+learning thread gives no turn to an event loop that cannot take it. The count must come back to 0, or
+the worker would never give the loop a turn again."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from toolwise.learning.worker import StateLock
+
+
+def wait_until(check: Callable[[], bool], within_s: float = 10.0) -> None:
+    """Poll (a bounded wait, not a timing assertion) until `check()` holds."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.005)
+
+
+def test_a_reader_blocked_on_the_lock_is_counted_until_it_has_the_lock() -> None:
+    lock = StateLock()
+    got = threading.Event()
+    counted_inside: list[int] = []
+
+    def reader() -> None:
+        with lock:
+            counted_inside.append(lock.waiting)
+            got.set()
+
+    with lock:  # the learning thread, learning a chunk
+        assert lock.waiting == 0
+        thread = threading.Thread(target=reader)
+        thread.start()
+        wait_until(lambda: lock.waiting == 1)
+        assert not got.is_set()
+    thread.join(timeout=10)
+    assert got.is_set() and counted_inside == [0] and lock.waiting == 0
+
+
+def test_an_uncontended_lock_counts_no_one() -> None:
+    lock = StateLock()
+    with lock:
+        assert lock.waiting == 0
+    assert lock.waiting == 0
+
+
+class Interrupted(Exception):
+    """What a signal's handler raises in a thread blocked on the lock (Ctrl-C's KeyboardInterrupt)."""
+
+
+class RaisingLock:
+    """A lock always held elsewhere, whose blocking acquire is cut short by an exception."""
+
+    def __init__(self, counted: StateLock) -> None:
+        self.counted, self.seen = counted, -1
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if not blocking:
+            return False
+        self.seen = self.counted.waiting  # counted while it blocks
+        raise Interrupted("the wait was cut short")
+
+    def release(self) -> None:
+        raise AssertionError("a lock never acquired was released")
+
+
+def test_a_reader_whose_wait_is_cut_short_is_no_longer_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = StateLock()
+    raising = RaisingLock(lock)
+    monkeypatch.setattr(lock, "_lock", raising)
+    with pytest.raises(Interrupted), lock:
+        raise AssertionError("the lock was never acquired")
+    assert raising.seen == 1 and lock.waiting == 0
