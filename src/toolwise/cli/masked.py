@@ -1,5 +1,5 @@
 """Secrets shown masked in what the CLI prints (`install`'s diffs): every JSON `"key": "value"` pair whose
-key names a secret (`GITHUB_TOKEN`, `Authorization`, `X-Api-Key`: the feedback log's key pattern), however
+key names a secret (`GITHUB_TOKEN`, `Authorization`, `X-Api-Key`, `PGPASSWORD`: `names_secret`), however
 many share a line, shows its value's recognisable start only (`"ghp_***"`, `"Bearer ghp_***"`), and so does
 a string that follows a flag naming a secret (`"--api-key", "…"`, on one line or the next); the rest of the
 text is masked by the secret shapes the log redacts (URLs with passwords, `Bearer …`, provider tokens). A
@@ -10,9 +10,26 @@ from __future__ import annotations
 
 import re
 
-from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, REDACTED, redact_text
+from toolwise.feedback.arguments import REDACTED, redact_text
 
-_SECRET_KEY = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
+# A key names a secret by a word that says so anywhere in it (`PGPASSWORD`, `accessToken`, `DB_SECRET`,
+# `Proxy-Authorization`), or by a short word standing alone (`API_KEY`, `X-Auth-Token`, `BASIC_AUTH`, `DB_PASS`,
+# `MYSQL_PWD`): alone, since within a word it means something else (`GIT_AUTHOR_NAME`, `KEYBOARD`,
+# `PASSTHROUGH`, `OLDPWD`, the shell's `PWD`: a folder). Matched in lower case, camelCase words split by `_`.
+_SECRET_KEY = re.compile(
+    r"pass(?:word|wd|phrase)|secret|credential|bearer|authoriz|cookie|token(?!i[sz])|apikey|privatekey|accesskey"
+    r"|(?<![a-z])(?:keys?|[a-z]*auth|pass|creds|pat|otp|jwt|private|ssn|cvc|cvv|iban)(?![a-z])"
+    r"|(?<=[^a-z])pwd(?![a-z])|^pwd_|session_?id|card_?(?:number|num|no)(?![a-z])"
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def names_secret(key: str) -> bool:
+    """Whether a key, header or flag name says its value is a secret (a token, key, password, credential,
+    an authorization header), not merely a word that contains one (`GIT_AUTHOR_NAME`, `TOKENIZERS_…`)."""
+    return _SECRET_KEY.search(_CAMEL.sub("_", key).lower().replace("-", "_")) is not None
+
+
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _PAIR = re.compile(rf'(?P<key>{_STRING})(?P<colon>\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
 _FLAG_VALUE = re.compile(r'(?P<flag>"-{1,2}[A-Za-z][\w-]*")(?P<comma>\s*,\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
@@ -34,7 +51,7 @@ def mask_value(value: str) -> str:
 
 
 def _names_secret(quoted: str) -> bool:
-    return _SECRET_KEY.search(quoted[1:-1]) is not None
+    return names_secret(quoted[1:-1])
 
 
 def _pair(match: re.Match[str]) -> str:
@@ -70,9 +87,9 @@ def mask_args(args: list[str]) -> list[str]:
     for i, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
         shown = arg
-        if i and args[i - 1].startswith("-") and _SECRET_KEY.search(args[i - 1]) and "=" not in args[i - 1]:
+        if i and args[i - 1].startswith("-") and names_secret(args[i - 1]) and "=" not in args[i - 1]:
             shown = mask_value(arg)
-        elif joined and flag.startswith("-") and _SECRET_KEY.search(flag):
+        elif joined and flag.startswith("-") and names_secret(flag):
             shown = f"{flag}={mask_value(value)}"
         masked.append(redact_text(shown))
     return masked
