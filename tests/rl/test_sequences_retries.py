@@ -91,6 +91,18 @@ def test_a_revision_after_a_failure_reaches_the_failed_context() -> None:
     assert (retry.tool, retry.success_rate, retry.mean_reward) == ("b", 0.0, 2.0)
 
 
+def test_a_wrong_pick_the_agent_corrected_is_no_successful_sequence() -> None:
+    """diff failed and the agent switched to log: "diff → log" is a correction, not a sequence that worked
+    (get_successful_sequences); after a diff that worked, log counts as following it."""
+    model = SequenceModel(min_count=1)
+    for _ in range(3):
+        session(model, [("diff", False), ("log", True)])
+    assert model.top_sequences() == []
+    session(model, [("start", True), ("diff", True), ("log", True)])
+    sequences = {(*r.prefix, r.tool): (r.count, r.success_rate) for r in model.top_sequences()}
+    assert sequences == {("diff", "log"): (1, 1.0), ("start", "diff"): (1, 1.0), ("start", "diff", "log"): (1, 1.0)}
+
+
 def test_the_failed_contexts_survive_a_state_round_trip() -> None:
     model = booking_sessions()
     clone = SequenceModel()

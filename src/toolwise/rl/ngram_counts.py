@@ -64,6 +64,22 @@ class NgramCounts:
                 self._table[prefix] = found
         return found
 
+    def _after_worked(self, prefix: tuple[str, ...]) -> dict[str, NgramStats]:
+        """The tools counted after `prefix` when its last call worked: its counts less those counted after
+        the prefix with that call marked failed (a step after a failed call is counted under both)."""
+        nexts = self._nexts(prefix) or {}
+        marked = self._nexts((*prefix[:-1], failed(prefix[-1])))
+        if not marked:
+            return nexts
+        left = {}
+        for tool, s in nexts.items():
+            m = marked.get(tool)
+            if m is None:
+                left[tool] = s
+            elif s.count > m.count:
+                left[tool] = NgramStats(s.count - m.count, s.reward_sum - m.reward_sum, s.successes - m.successes)
+        return left
+
     def _worked_after(self, prefix: tuple[str, ...]) -> dict[str, int]:
         """The tools that worked after `prefix` and how often, read where they are: a prefix still in the
         loaded columns is read there, not taken into a dict (a run reads many, and puts them back after)."""
@@ -184,7 +200,8 @@ class NgramCounts:
         return self._called_p
 
     def top_sequences(self, tool: str | None = None, limit: int = 10) -> list[NextTool]:
-        """The most frequent successful n-grams (optionally those containing `tool`)."""
+        """The most frequent successful n-grams (optionally those containing `tool`): counted where the
+        prefix's last call worked, so a wrong pick the agent corrected (A failed, then B) is no sequence."""
         rows = [
             NextTool(
                 nxt,
@@ -195,9 +212,9 @@ class NgramCounts:
                 prefix,
                 f"{' → '.join((*prefix, nxt))} ({s.count}×, {s.success_rate:.0%} success)",
             )
-            for prefix, nexts in self.table.items()
-            if not prefix[-1].endswith(FAILED)  # the steps after a failed call, counted twice
-            for nxt, s in nexts.items()
+            for prefix in list(self.table)
+            if not prefix[-1].endswith(FAILED)  # the steps after a failed call: taken off below
+            for nxt, s in self._after_worked(prefix).items()
             if s.count >= self.min_count and (tool is None or tool == nxt or tool in prefix)
         ]
         rows.sort(key=lambda r: (r.count * r.success_rate, r.mean_reward), reverse=True)

@@ -37,18 +37,7 @@ class SequenceModel(BatchCounts):
         return [(suffixes[0], False)] + [(prefix, True) for prefix in suffixes]
 
     def _agent_counts(self, prefix: tuple[str, ...], worked_only: bool) -> dict[str, NgramStats]:
-        nexts = self._nexts(prefix) or {}
-        marked = self._nexts((*prefix[:-1], failed(prefix[-1]))) if worked_only else None
-        if not marked:
-            return nexts
-        left = {}
-        for tool, s in nexts.items():
-            m = marked.get(tool)
-            if m is None:
-                left[tool] = s
-            elif s.count > m.count:
-                left[tool] = NgramStats(s.count - m.count, s.reward_sum - m.reward_sum, s.successes - m.successes)
-        return left
+        return self._after_worked(prefix) if worked_only else self._nexts(prefix) or {}
 
     def _agent_levels(
         self, history: Sequence[str], after_failure: bool
