@@ -4,13 +4,14 @@ the worker would never give the loop a turn again."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from toolwise.learning.worker import StateLock
+from toolwise.learning.worker import SLICE_S, LearningThread, StateLock
 
 
 def wait_until(check: Callable[[], bool], within_s: float = 10.0) -> None:
@@ -75,3 +76,43 @@ def test_a_reader_whose_wait_is_cut_short_is_no_longer_counted(monkeypatch: pyte
     with pytest.raises(Interrupted), lock:
         raise AssertionError("the lock was never acquired")
     assert raising.seen == 1 and lock.waiting == 0
+
+
+async def test_the_worker_gives_the_loop_no_turn_while_a_reader_waits_and_one_once_none_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn posted to a loop blocked on the lock could not run: the worker would wait for nothing."""
+    worker = LearningThread()
+    loop = asyncio.get_running_loop()
+    posted: list[Callable[..., object]] = []
+    post = loop.call_soon_threadsafe
+
+    def spy(callback: Callable[..., object], *args: object) -> asyncio.Handle:
+        posted.append(callback)
+        return post(callback, *args)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", spy)
+
+    def read() -> None:
+        with worker.lock:
+            pass  # a reader that takes the lock and gives it back
+
+    turns: list[int] = []
+
+    def work() -> None:  # on the learning thread, holding the lock
+        reader = threading.Thread(target=read)
+        reader.start()
+        wait_until(lambda: worker.lock.waiting == 1)
+        time.sleep(2 * SLICE_S)  # a slice of work done: a turn is due
+        worker.let_loop_run()
+        turns.append(len(posted))
+        worker.lock.__exit__(None, None, None)  # let the reader in and out, then take the lock back
+        reader.join(timeout=10)
+        worker.lock.__enter__()
+        time.sleep(2 * SLICE_S)
+        worker.let_loop_run()
+        turns.append(len(posted))
+
+    await worker.run(work)
+    worker.close()
+    assert turns == [0, 1]
