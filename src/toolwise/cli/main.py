@@ -18,7 +18,6 @@ from typing import Annotated  # noqa: E402
 
 import typer  # noqa: E402
 
-from toolwise.cli.admin import inspect_app, snapshot_app  # noqa: E402
 from toolwise.cli.common import (  # noqa: E402
     EXAMPLE_CONFIG,
     EXIT_FOUND,
@@ -32,8 +31,10 @@ from toolwise.cli.common import (  # noqa: E402
     setup_logging,
 )
 from toolwise.cli.dashboard import dashboard  # noqa: E402
+from toolwise.cli.inspect_commands import inspect_app  # noqa: E402
 from toolwise.cli.install import Client  # noqa: E402
 from toolwise.cli.installs import InstallError  # noqa: E402
+from toolwise.cli.snapshot_commands import snapshot_app  # noqa: E402
 from toolwise.config import ConfigError  # noqa: E402
 
 gc.freeze()  # what they built lives on: kept out of the collections from here on (`settle_heap`)
@@ -199,7 +200,7 @@ def import_dead_letters(
     toolwise writes a call the database refused (a full disk, a deleted file) to a dead-letter file, and
     names that file in an error; once the database takes records again, this returns them to the log.
     """
-    from toolwise.cli.admin import run
+    from toolwise.cli.database import run
     from toolwise.config import Settings
     from toolwise.feedback import FeedbackService
 

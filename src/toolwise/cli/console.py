@@ -1,0 +1,30 @@
+"""The console the admin commands (`snapshot`, `inspect`) print on, and a table fitted to its width."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from toolwise.cli.views import Column, fitted_table, natural_width
+
+console = Console()
+WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
+
+
+def print_fitted(columns: list[Column], rows: list[list[str]], wide: bool, title: str | None = None) -> None:
+    """A table at the terminal's width (names shortened in the middle, kept distinct), or whole (`--wide`)."""
+    table = fitted_table(columns, rows, None if wide else console.width, title=title)
+    if wide:  # rich squeezes a table into its console's width: this one is as wide as the table needs
+        Console(width=max(console.width, natural_width(columns, rows))).print(table)
+    else:
+        console.print(table)
+
+
+def span(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    return f"{seconds / 60:.3g} min" if seconds < 7200 else f"{seconds / 3600:.3g} h"

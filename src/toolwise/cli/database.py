@@ -1,0 +1,60 @@
+"""Running an admin command (`snapshot`, `inspect`, `import-dead-letters`) on the database of a config,
+and the learned state as of now; no running server is needed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from toolwise.cli.common import database_or_exit, settings_or_exit
+from toolwise.cli.console import console
+from toolwise.config import Settings
+from toolwise.errors import UserError
+from toolwise.feedback import FeedbackService
+from toolwise.feedback.engine import sqlite_path
+
+if TYPE_CHECKING:
+    from toolwise.server.services import Services
+
+
+def run(
+    config: Path | None,
+    work: Callable[[Settings, FeedbackService], Awaitable[None]],
+    database_url: str | None = None,
+    create: bool = False,
+) -> None:
+    """`work` on the database of CONFIG (or --database-url). A command that only reads (`create` false)
+    refuses an SQLite file that does not exist rather than leave an empty database behind."""
+    settings = settings_or_exit(config, database_url)
+    path = sqlite_path(settings.database_url)
+    if not create and path is not None and not path.exists():
+        console.print(
+            f"[red]toolwise: no database at {path}: nothing was recorded there yet[/red] (`toolwise serve` "
+            "records into it; `toolwise demo` into a database of its own, and it prints how to read that one)"
+        )
+        raise typer.Exit(1)
+
+    async def main() -> None:
+        async with FeedbackService(settings.database_url) as feedback:
+            await work(settings, feedback)
+
+    try:
+        with database_or_exit():
+            asyncio.run(main())
+    except (UserError, ValueError) as exc:  # what the user asked is refused, the message says why
+        console.print(f"[red]toolwise: {exc}[/red]")
+        raise typer.Exit(1) from exc
+
+
+async def current(settings: Settings, feedback: FeedbackService) -> Services:
+    """The services with a learner in the state of the newest usable snapshot, with the log after it
+    replayed."""
+    from toolwise.server.services import Services  # the learning services and the server: only here
+
+    services = Services.open(settings, feedback)
+    await services.snapshots.restore_latest()
+    return services

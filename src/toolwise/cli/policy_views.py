@@ -1,0 +1,118 @@
+"""`toolwise inspect qvalues` and `inspect evaluate`: the views that need the learning services (the
+learned values; another policy replayed over the log), which they import only when one of them runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption
+from toolwise.cli.console import WideOption, console, print_fitted
+from toolwise.cli.database import current, run
+from toolwise.cli.views import Column
+from toolwise.config import Settings
+from toolwise.feedback import FeedbackService
+
+
+def inspect_qvalues(
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+    tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+    wide: WideOption = False,
+) -> None:
+    """Learned values per context seen in the log, best first: Q is the expected reward rescaled to 0..1
+    by the reward's bounds, an estimate that can stray a little past them."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.learning.service import with_session_query
+
+        learning = (await current(settings, feedback)).learning
+        recent = await feedback.reports.get_recent_executions(2000, namespace=settings.namespace)
+        contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
+        for e in recent:
+            e = await with_session_query(feedback, e, settings.namespace)  # noqa: PLW2901 - a query is stored once per session decision
+            key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
+            entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
+            entry[3][e.tool] = entry[3].get(e.tool, 0) + 1
+        rows = []
+        for key, (query, previous, position, counts) in contexts.items():
+            for name, value, prior in learning.learner.estimates(query, previous, position):
+                if (tool is None or name == tool) and (tool is not None or name in counts):
+                    rows.append((value, key, query, previous, name, prior, counts.get(name, 0)))
+        rows.sort(key=lambda r: -r[0])
+        columns = [Column("context"), Column("query", "text"), Column("previous\ntool", "name"), Column("tool", "name")]
+        shown = [
+            [key[:8], (query or "")[:40], previous or "-", name, f"{value:.3f}", f"{prior:.2f}", str(n)]
+            for value, key, query, previous, name, prior, n in rows[:limit]
+        ]
+        print_fitted([*columns, Column("Q"), Column("prior"), Column("calls")], shown, wide, "learned values")
+        console.print(
+            f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts; "
+            "Q: expected reward on 0..1 (an estimate: it can stray past 1)"
+        )
+
+    run(config, work, database_url)
+
+
+def inspect_evaluate(
+    policy: Annotated[str, typer.Argument(help="The candidate policy (ucb, thompson, linucb, lints, semantic).")],
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+    epsilon: Annotated[float | None, typer.Option(help="Another ε (default: the policy's).")] = None,
+    prior_weight: Annotated[float | None, typer.Option(help="Another prior weight (default: the policy's).")] = None,
+    frozen: Annotated[
+        bool, typer.Option("--frozen", help="Learn the first TRAIN-FRACTION of the log, evaluate the rest.")
+    ] = False,
+    train_fraction: Annotated[float, typer.Option(min=0.01, max=0.99)] = 0.5,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999)] = 0.95,
+    min_matches: Annotated[int | None, typer.Option(help="Refuse below this many matching decisions.")] = None,
+    min_ess: Annotated[float | None, typer.Option(help="Refuse below this effective sample size.")] = None,
+    max_unsupported: Annotated[
+        float | None, typer.Option(help="Refuse above this fraction of certain decisions the candidate departs from.")
+    ] = None,
+    seed: int = 0,
+) -> None:
+    """Would another policy (ε, prior weight) have done better? Its estimated mean reward on the logged
+    decisions (IPS, SNIPS, doubly robust) next to the logged policy's own, replayed in log order."""
+    from toolwise.server.evaluation import EvaluateInput, evaluate_policy
+
+    given = {"min_matches": min_matches, "min_ess": min_ess, "max_unsupported": max_unsupported}
+    limits: dict[str, Any] = {k: v for k, v in given.items() if v is not None}  # EvaluateInput checks them
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.learning.sessions import Session
+        from toolwise.server.services import Services
+
+        args = EvaluateInput(
+            policy=policy,
+            epsilon=epsilon,
+            prior_weight=prior_weight,
+            frozen=frozen,
+            train_fraction=train_fraction,
+            confidence=confidence,
+            seed=seed,
+            **limits,
+        )
+        services = Services.open(settings, feedback)
+        await services.snapshots.load_latest()  # for the catalogue it knew: the evaluation replays the log itself
+        with Progress(console=console, transient=True) as progress:
+            progress.add_task(f"replaying the log through {policy}", total=None)
+            found = await evaluate_policy(services, args, Session("inspect"))
+        level = f"{found.confidence:.0%} interval"
+        table = Table("estimator", "mean reward", level, "std. error", title=found.candidate)
+        for name, e in (("logged policy", found.logged), ("IPS", found.ips), ("SNIPS", found.snips), ("DR", found.dr)):
+            table.add_row(name, f"{e.mean_reward:.3f}", f"[{e.low:.3f}, {e.high:.3f}]", f"{e.stderr:.3f}")
+        console.print(table)
+        console.print(
+            f"{found.decisions} logged decisions of {found.namespace!r}, {found.matches} where the candidate "
+            f"picked the logged tool, effective sample size {found.effective_sample_size:.1f}; "
+            f"intervals: {found.interval}"
+        )
+        for note in found.notes():
+            console.print(note)
+
+    run(config, work, database_url)

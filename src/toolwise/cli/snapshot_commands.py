@@ -1,0 +1,120 @@
+"""`toolwise snapshot …`: dump, restore and list snapshots of the learned state, and sign them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption
+from toolwise.cli.console import console
+from toolwise.cli.database import current, run
+from toolwise.config import Settings
+from toolwise.feedback import FeedbackService
+from toolwise.learning import snapshots
+
+snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
+
+
+@snapshot_app.command("dump")
+def snapshot_dump(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Snapshot file to write.")],
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+    snapshot_id: Annotated[
+        int | None, typer.Option("--id", help="A stored snapshot (default: the current state).")
+    ] = None,
+    sign_key: Annotated[Path | None, typer.Option(help="Ed25519 private key (PEM): write OUTPUT.sig.")] = None,
+) -> None:
+    """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        if snapshot_id is None:
+            record = (await current(settings, feedback)).snapshots.snapshot("manual")
+        else:
+            found = await feedback.snapshots.get(snapshot_id, namespace=settings.namespace)
+            if found is None:
+                raise ValueError(f"no snapshot {snapshot_id} in namespace {settings.namespace!r}")
+            record = found
+        if sign_key is not None:
+            record = snapshots.sign(record, snapshots.load_private_key(sign_key))
+        snapshots.write_file(record, output)
+        signed = f", signature in {snapshots.signature_path(output)}" if record.signature else ""
+        console.print(
+            f"wrote {output}: version {record.version}, policy {record.policy}, {record.sample_count} samples, "
+            f"sha256 {record.sha256}{signed}"
+        )
+
+    run(config, work, database_url)
+
+
+@snapshot_app.command("restore")
+def snapshot_restore(
+    config: ConfigOption = None,
+    database_url: DatabaseUrlOption = None,
+    input_path: Annotated[Path | None, typer.Option("--input", "-i", help="Snapshot file to restore.")] = None,
+    previous: Annotated[
+        bool, typer.Option("--previous", help="Roll back to the snapshot before the current one.")
+    ] = False,
+    snapshot_id: Annotated[int | None, typer.Option("--id", help="A stored snapshot to restore.")] = None,
+    verify_key: Annotated[
+        Path | None, typer.Option(help="Ed25519 public key (PEM): the signature must verify.")
+    ] = None,
+) -> None:
+    """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
+    checksum, a bad signature or another major version is refused and nothing changes."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        if verify_key is not None:
+            settings = settings.model_copy(update={"snapshot_verify_key": verify_key})
+        from toolwise.server.services import Services
+
+        restoring = Services.open(settings, feedback).snapshots
+        path = str(input_path) if input_path is not None else None
+        record = await restoring.choose(snapshot_id, path, previous)
+        adopted = await restoring.adopt(record, "rollback" if previous else "restore")
+        console.print(
+            f"restored snapshot as #{adopted.id} ({adopted.source}): version {adopted.version}, "
+            f"{adopted.sample_count} samples, sha256 {adopted.sha256[:16]}…"
+        )
+
+    run(config, work, database_url, create=input_path is not None)  # a file may seed a new database
+
+
+@snapshot_app.command("list")
+def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
+    """The stored snapshots, newest first."""
+
+    async def work(settings: Settings, feedback: FeedbackService) -> None:
+        table = Table("id", "created", "source", "version", "policy", "samples", "sha256", "signed")
+        for r in await feedback.snapshots.list(settings.namespace):
+            table.add_row(
+                str(r.id),
+                f"{r.created_at:%Y-%m-%d %H:%M:%S}",
+                r.source,
+                r.version,
+                r.policy,
+                str(r.sample_count),
+                r.sha256[:16],
+                "yes" if r.signature else "no",
+            )
+        console.print(table)
+
+    run(config, work, database_url)
+
+
+@snapshot_app.command("keygen")
+def snapshot_keygen(
+    private: Annotated[Path, typer.Option(help="Where to write the private key (PEM, mode 600).")],
+    public: Annotated[Path, typer.Option(help="Where to write the public key (PEM).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
+) -> None:
+    """A new Ed25519 key pair for signing snapshots (existing key files are kept unless --force)."""
+    try:
+        snapshots.generate_keys(private, public, force=force)
+    except snapshots.SnapshotError as exc:
+        console.print(f"[red]toolwise: {exc}[/red]")
+        raise typer.Exit(1) from exc
+    console.print(f"wrote {private} and {public}")
