@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from toolwise.cli import install, installs
-from toolwise.cli.install import Client
+from toolwise.cli import clients, install, installs
+from toolwise.cli.clients import Client
 from toolwise.cli.installs import InstallError
 from toolwise.config import load_config
 
@@ -57,7 +57,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def write_sample(client: Client, indent: int = 2) -> tuple[Path, bytes]:
-    path = install.client_config_path(client, "linux")
+    path = clients.client_config_path(client, "linux")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(SAMPLES[client], indent=indent) + "\n")
     return path, path.read_bytes()
@@ -136,7 +136,7 @@ def test_a_server_added_after_install_moves_on_the_next_install_and_undo_keeps_l
 def test_a_toolwise_entry_set_up_by_hand_keeps_its_config_and_gets_the_new_servers(home: Path) -> None:
     own = home / "mine.json"
     own.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}, "toolwise": {"seed": 1}}))
-    path = install.client_config_path(Client.claude_desktop, "linux")
+    path = clients.client_config_path(Client.claude_desktop, "linux")
     path.parent.mkdir(parents=True)
     by_hand = {"command": "/opt/venv/bin/toolwise", "args": ["serve", "--config", str(own)]}
     path.write_text(json.dumps({"mcpServers": {"proxy": by_hand, "git": {"command": "mcp-server-git"}}}))
@@ -196,17 +196,17 @@ def test_reinstalling_after_undo_and_an_edited_server_takes_the_clients_entry(ho
 def test_client_config_paths_per_os(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("APPDATA", str(home / "Roaming"))
     desktop = Client.claude_desktop
-    assert install.client_config_path(desktop, "darwin", home) == (
+    assert clients.client_config_path(desktop, "darwin", home) == (
         home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
     )
     assert (
-        install.client_config_path(desktop, "win32", home) == home / "Roaming" / "Claude" / "claude_desktop_config.json"
+        clients.client_config_path(desktop, "win32", home) == home / "Roaming" / "Claude" / "claude_desktop_config.json"
     )
     assert (
-        install.client_config_path(desktop, "linux", home) == home / ".config" / "Claude" / "claude_desktop_config.json"
+        clients.client_config_path(desktop, "linux", home) == home / ".config" / "Claude" / "claude_desktop_config.json"
     )
-    assert install.client_config_path(Client.claude_code, "win32", home) == home / ".claude.json"
-    assert install.client_config_path(Client.cursor, "darwin", home) == home / ".cursor" / "mcp.json"
+    assert clients.client_config_path(Client.claude_code, "win32", home) == home / ".claude.json"
+    assert clients.client_config_path(Client.cursor, "darwin", home) == home / ".cursor" / "mcp.json"
 
 
 def test_on_windows_the_entry_starts_the_console_script_under_scripts(
@@ -216,8 +216,8 @@ def test_on_windows_the_entry_starts_the_console_script_under_scripts(
     scripts.mkdir(parents=True)
     (scripts / "toolwise.exe").write_bytes(b"MZ")
     monkeypatch.setattr(sys, "executable", str(scripts / "python.exe"))
-    assert install.toolwise_command("win32") == [str(scripts / "toolwise.exe")]
-    assert install.is_toolwise({"command": r"C:\Users\me\venv\Scripts\toolwise.exe", "args": ["serve"]})
+    assert clients.toolwise_command("win32") == [str(scripts / "toolwise.exe")]
+    assert clients.is_toolwise({"command": r"C:\Users\me\venv\Scripts\toolwise.exe", "args": ["serve"]})
 
 
 def test_without_a_console_script_the_entry_runs_the_package_and_older_entries_stay_recognised(
@@ -225,12 +225,12 @@ def test_without_a_console_script_the_entry_runs_the_package_and_older_entries_s
 ) -> None:
     monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
     monkeypatch.setattr("sysconfig.get_path", lambda _: str(tmp_path / "nothing"))
-    command = install.toolwise_command("linux")
+    command = clients.toolwise_command("linux")
     assert command == [str(tmp_path / "bin" / "python"), "-m", "toolwise"]
-    assert install.is_toolwise({"command": command[0], "args": command[1:]})
+    assert clients.is_toolwise({"command": command[0], "args": command[1:]})
     # what `toolwise install` wrote before the package moved: never wrapped inside toolwise again
-    assert install.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "toolwise.server", "serve"]})
-    assert not install.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "mcp_server_time"]})
+    assert clients.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "toolwise.server", "serve"]})
+    assert not clients.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "mcp_server_time"]})
 
 
 SECRET = {"mcpServers": {"api": {"command": "mcp-server-api", "env": {"API_TOKEN": "s3cret-bearer-token"}}}}
@@ -251,7 +251,7 @@ def open_umask() -> Iterator[None]:
 def test_every_file_that_may_hold_a_secret_is_private_and_the_client_config_keeps_its_mode(
     home: Path, open_umask: None
 ) -> None:
-    path = install.client_config_path(Client.claude_desktop, "linux")
+    path = clients.client_config_path(Client.claude_desktop, "linux")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(SECRET))
     path.chmod(0o600)
@@ -280,7 +280,7 @@ def test_a_symlinked_client_config_is_written_through_its_link(home: Path) -> No
     dotfiles.parent.mkdir()
     dotfiles.write_text(json.dumps(SAMPLES[Client.cursor], indent=2) + "\n")
     original = dotfiles.read_bytes()
-    path = install.client_config_path(Client.cursor, "linux")
+    path = clients.client_config_path(Client.cursor, "linux")
     path.parent.mkdir(parents=True)
     path.symlink_to(dotfiles)
     install.run(Client.cursor, None, dry_run=False, undo_it=False)
@@ -335,7 +335,7 @@ def test_the_diffs_printed_mask_secrets_and_the_files_keep_them(home: Path, caps
             "api": {"url": "https://example.com/mcp", "headers": {"Authorization": f"Bearer {bearer}"}},
         }
     }
-    path = install.client_config_path(Client.claude_code, "linux")
+    path = clients.client_config_path(Client.claude_code, "linux")
     path.write_text(json.dumps(sample, indent=2))
     for dry_run in (True, False):
         install.run(Client.claude_code, None, dry_run=dry_run, undo_it=False)
@@ -357,7 +357,7 @@ def test_the_diffs_mask_every_secret_of_a_compact_line_and_a_secret_flags_value_
     secrets = {"DB_PASSWORD": "hunter2hunter2", "SLACK_SECRET": "plainly-kept-value"}
     flag_value = "argsecret" + "Q" * 12
     line = json.dumps({"command": "mcp-server-db", "args": ["--api-key", flag_value], "env": secrets})
-    path = install.client_config_path(Client.cursor, "linux")
+    path = clients.client_config_path(Client.cursor, "linux")
     path.parent.mkdir(parents=True)
     path.write_text('{\n  "mcpServers": {\n    "db": ' + line + "\n  }\n}\n")
     install.run(Client.cursor, None, dry_run=True, undo_it=False)
@@ -411,7 +411,7 @@ CLAUDE_CODE_PROJECTS: dict[str, Any] = {
 def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_undone(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = install.client_config_path(Client.claude_code, "linux")
+    path = clients.client_config_path(Client.claude_code, "linux")
     path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
     original = path.read_bytes()
     install.run(Client.claude_code, None, dry_run=False, undo_it=False)
@@ -432,7 +432,7 @@ def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_un
 
 
 def test_undo_after_an_edit_puts_each_project_scopes_servers_back(home: Path) -> None:
-    path = install.client_config_path(Client.claude_code, "linux")
+    path = clients.client_config_path(Client.claude_code, "linux")
     path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
     install.run(Client.claude_code, None, dry_run=False, undo_it=False)
     doc = json.loads(path.read_text())
@@ -447,7 +447,7 @@ def test_an_entry_whose_url_is_a_variable_moves_and_keeps_the_reference(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DOCS_MCP_URL", "https://docs.example/mcp")
-    path = install.client_config_path(Client.cursor, "linux")
+    path = clients.client_config_path(Client.cursor, "linux")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"mcpServers": {"docs": {"url": "${DOCS_MCP_URL}"}}}))
     install.run(Client.cursor, None, dry_run=False, undo_it=False)
@@ -490,6 +490,6 @@ def test_the_client_is_the_one_the_files_name_says_when_not_given(
     assert "--client claude-code" in printed.rsplit("puts the old config back:\n", 1)[1]
     cursor = home / "work" / ".cursor" / "mcp.json"
     cursor.parent.mkdir(parents=True)
-    assert install.client_of(cursor) is Client.cursor
-    assert install.client_of(None) is Client.claude_desktop
-    assert install.client_of(home / "elsewhere.json") is Client.claude_desktop
+    assert clients.client_of(cursor) is Client.cursor
+    assert clients.client_of(None) is Client.claude_desktop
+    assert clients.client_of(home / "elsewhere.json") is Client.claude_desktop

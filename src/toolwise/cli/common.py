@@ -16,7 +16,7 @@ from typing import Annotated, NoReturn
 import typer
 from pydantic import ValidationError
 
-from toolwise.cli.install import installed_configs, served_configs
+from toolwise.cli.clients import installed_configs, served_configs
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config
 from toolwise.feedback import DatabaseUnusableError

@@ -29,9 +29,9 @@ from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
 from rich.table import Table
 
+from toolwise.cli.clients import toolwise_command
 from toolwise.cli.demo_agent import INTENTS, Played, play, recommend, scratch_repo, top_pick
 from toolwise.cli.doctor import command_found, near_commands
-from toolwise.cli.install import toolwise_command
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.engine import data_dir

@@ -3,10 +3,12 @@ that may hold a server's secrets, so each is written private (0600) through a te
 rename. Backups live in toolwise's data dir, a folder per client config (keyed by its path), never beside
 the file: a project's `.mcp.json` is often in a git repository, where a copy holding its secrets would
 wait, untracked, to be committed. They are bounded: the newest `KEEP_BACKUPS` of each file are kept,
-and any older one a recorded install still needs for `--undo`."""
+and any older one a recorded install still needs for `--undo`. `apply` and `undo` write a plan
+(`install_plan.py`) through them: the backup first, then the files, then the record."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -16,6 +18,7 @@ from typing import Any
 
 import platformdirs
 
+from toolwise.cli.scopes import USER_SCOPE, Plan
 from toolwise.feedback import utcnow
 from toolwise.feedback.engine import data_dir
 
@@ -121,3 +124,53 @@ def restorable(history: list[dict[str, Any]]) -> set[Path]:
         if i == 0 or sha(text) != history[i - 1]["written_sha256"]:
             break
     return needed
+
+
+def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | None:
+    """Write what the plan says (backup first); returns the backup, None when nothing changed. The
+    client's file keeps its mode (or gets `mode`); the toolwise config is private."""
+    if not plan.changed:
+        return None
+    folder = (plan.client_path.resolve() if plan.client_path.is_symlink() else plan.client_path).parent
+    if not os.access(folder, os.W_OK):  # found before the backup and the toolwise config are written
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(plan.client_path))
+    before_mode = file_mode(plan.client_path)
+    saved = backup(plan.client_path, plan.client_before)
+    for scope in plan.scopes:
+        if scope.writes and scope.toolwise_after is not None:
+            write_private(scope.toolwise_path, scope.toolwise_after)
+    if plan.client_after != plan.client_before:
+        write_private(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
+    if record and plan.client_after != plan.client_before:
+        state = load_state()
+        state.setdefault(str(plan.client_path), []).append(
+            {
+                "backup": str(saved),
+                "written_sha256": sha(plan.client_after),
+                "moved": {
+                    name: e for scope in plan.scopes if scope.where == USER_SCOPE for name, e in scope.moved.items()
+                },
+                "projects": {s.where: s.moved for s in plan.scopes if s.where != USER_SCOPE and s.moved},
+                "mode": before_mode,
+            }
+        )
+        save_state(state)
+        prune_backups(plan.client_path)
+    return saved
+
+
+def undo(plan: Plan, used: int) -> Path | None:
+    """Write the undo plan with the mode the file had before the first install it undoes (installs
+    recorded before modes were: the file keeps its mode), and drop the records it consumed."""
+    state = load_state()
+    history = state.get(str(plan.client_path), [])
+    mode = history[-used].get("mode") if used else None
+    saved = apply(plan, record=False, mode=mode)
+    records = history[: -used or None]
+    if records:
+        state[str(plan.client_path)] = records
+    else:
+        state.pop(str(plan.client_path), None)
+    save_state(state)
+    prune_backups(plan.client_path)
+    return saved

@@ -18,6 +18,7 @@ from typing import Annotated  # noqa: E402
 
 import typer  # noqa: E402
 
+from toolwise.cli.clients import Client  # noqa: E402
 from toolwise.cli.common import (  # noqa: E402
     EXAMPLE_CONFIG,
     EXIT_FOUND,
@@ -32,7 +33,6 @@ from toolwise.cli.common import (  # noqa: E402
 )
 from toolwise.cli.dashboard import dashboard  # noqa: E402
 from toolwise.cli.inspect_commands import inspect_app  # noqa: E402
-from toolwise.cli.install import Client  # noqa: E402
 from toolwise.cli.installs import InstallError  # noqa: E402
 from toolwise.cli.snapshot_commands import snapshot_app  # noqa: E402
 from toolwise.config import ConfigError  # noqa: E402

@@ -1,0 +1,222 @@
+"""What `toolwise install` and `--undo` would write, as a `Plan`: the client's file read and parsed, each
+of its servers translated into a toolwise config's entry (or kept, with why), one toolwise entry in their
+place; or, for `--undo`, the file as it was before."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_command, toolwise_config_path
+from toolwise.cli.installs import InstallError, load_state, sha, state_path
+from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
+from toolwise.config import ConfigError, Downstream, describe, expand_variables
+from toolwise.downstream.environment import network_variables
+
+ENTRY = "toolwise"
+TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
+_DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
+
+
+def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The entry as a toolwise config holds it, or why it stays with the client."""
+    if not isinstance(entry, dict):
+        return None, "it is not an object"
+    kind = entry.get("type")
+    if kind not in TRANSPORTS:
+        return None, f"toolwise proxies stdio and streamable HTTP, not transport {kind!r}"
+    if "__" in name:
+        return None, "its name contains '__', toolwise's separator between server and tool"
+    spec = {k: v for k, v in entry.items() if k != "type"}
+    try:  # as toolwise will load it: `${VAR}` expanded (kept as written in the file)
+        expanded = expand_variables({name: spec}, os.environ)[name]
+    except ConfigError:
+        expanded = spec  # unset here: toolwise names it when it loads the config, if still unset then
+    try:
+        _DOWNSTREAM.validate_python(expanded)
+    except ValidationError as exc:
+        return None, describe(exc)
+    return spec, None
+
+
+def parse(path: Path, text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstallError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); "
+            "fix that line and run again. Nothing was changed."
+        ) from exc
+    if not isinstance(doc, dict):
+        raise InstallError(f"{path}: the top level must be an object. Nothing was changed.")
+    if not isinstance(doc.get("mcpServers", {}), dict):
+        raise InstallError(f"{path}: 'mcpServers' must be an object. Nothing was changed.")
+    return doc
+
+
+def dump(doc: dict[str, Any], like: str | None = None) -> str:
+    """JSON in the indentation of the file it replaces (2 spaces for a new one)."""
+    indent: int | str = 2
+    for line in (like or "").splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and stripped != line:
+            lead = line[: len(line) - len(stripped)]
+            indent = "\t" if lead.startswith("\t") else len(lead)
+            break
+    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+
+
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # where a desktop app's bare PATH looks
+
+
+def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
+    """PATH for toolwise's entry: the folders of the servers' commands as found now (GUI apps such as
+    Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing; `node` sits beside `npx`),
+    then the system's folders; also the commands found nowhere. Not the whole shell PATH: an entry that
+    pinned it would go stale when the shell's changes, and toolwise itself is started by absolute path."""
+    from toolwise.downstream.connection import resolve_command  # the MCP client: not for every CLI command
+
+    folders: list[str] = []
+    missing: list[str] = []
+    for name, spec in servers.items():
+        command = spec.get("command")
+        if command is None:
+            continue
+        found = resolve_command(command)
+        if found == command and not Path(command).is_absolute():
+            missing.append(f"{command} (server {name!r})")
+        else:
+            folders.append(str(Path(found).parent))
+    system = [] if sys.platform == "win32" else list(SYSTEM_PATH)
+    return os.pathsep.join(dict.fromkeys(f for f in [*folders, *system] if f)), missing
+
+
+def read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
+    except FileNotFoundError:
+        raise InstallError(
+            f"no config at {path}: is the client installed, and has it any MCP server yet? "
+            "(pass --path for a config elsewhere, e.g. a project's .mcp.json)"
+        ) from None
+
+
+def plan_install(client: Client, client_path: Path, toolwise_path: Path, projects: bool = False) -> Plan:
+    """Move the client's servers into the toolwise config and leave one toolwise entry in their place;
+    with `projects`, also each of Claude Code's project scopes into a toolwise config of its own."""
+    before = read(client_path)
+    doc = parse(client_path, before)
+    plan, new_doc = Plan(client_path, before, before), doc
+    for where in [USER_SCOPE, *(project_scopes(doc) if projects else [])]:
+        target = toolwise_path if where == USER_SCOPE else toolwise_config_path(client, Path(where))
+        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where))
+        plan.scopes.append(scope)  # one that serves nothing still says which servers stay and why
+        if servers is not None:
+            new_doc = with_servers(new_doc, where, servers)
+    if not any(scope.serves for scope in plan.scopes):
+        raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
+    if new_doc != doc:
+        plan.client_after = dump(new_doc, before)
+    return plan
+
+
+def _plan_scope(
+    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any]
+) -> tuple[Scope, dict[str, Any] | None]:
+    """One scope's servers into its toolwise config: the scope and its new `mcpServers` (None when it
+    has nothing toolwise can serve)."""
+    ours = [name for name, entry in servers.items() if is_toolwise(entry)]
+    # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
+    scope.toolwise_path = next((p for name in ours if (p := served_config(servers[name]))), scope.toolwise_path)
+    toolwise_path = scope.toolwise_path
+    scope.toolwise_before = toolwise_path.read_text(encoding="utf-8") if toolwise_path.exists() else None
+    toolwise_doc = parse(toolwise_path, scope.toolwise_before) if scope.toolwise_before is not None else {}
+    downstream: dict[str, Any] = dict(toolwise_doc.get("mcpServers", {}))
+    for name, entry in servers.items():
+        if name in ours:
+            continue
+        spec, why = translate(name, entry)
+        if spec is None:
+            scope.kept[name] = why or "?"
+            continue
+        if name in downstream and downstream[name] != spec and not ours:
+            scope.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
+        elif name in downstream and downstream[name] != spec:
+            raise InstallError(
+                f"server {name!r} is in {client_path}{scope.of} and, differently, in {toolwise_path}; rename one "
+                "of them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
+            )
+        downstream[name] = spec
+        scope.moved[name] = entry
+    if not downstream:
+        return scope, None
+    path_env, scope.missing = search_path(downstream)
+    entry_name = ours[0] if ours else _free_name(servers)
+    previous = servers.get(entry_name, {}) if ours else {}
+    own: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
+    command = toolwise_command()
+    own |= {
+        **{k: v for k, v in previous.items() if k not in ("command", "args", "env")},
+        "command": command[0],
+        "args": [*command[1:], "serve", "--config", str(toolwise_path)],
+        "env": {**previous.get("env", {}), **network_variables(), "PATH": path_env},
+    }
+    new_servers = {entry_name: own, **{name: servers[name] for name in scope.kept}}
+    new_toolwise = {**toolwise_doc, "mcpServers": downstream}
+    unchanged = new_toolwise == toolwise_doc
+    scope.toolwise_after = scope.toolwise_before if unchanged else dump(new_toolwise, scope.toolwise_before)
+    _check_nothing_lost(servers, new_servers, downstream, ours)
+    return scope, new_servers
+
+
+def _free_name(servers: dict[str, Any]) -> str:
+    name, n = ENTRY, 1
+    while name in servers:
+        n += 1
+        name = f"{ENTRY}-{n}"
+    return name
+
+
+def _check_nothing_lost(
+    before: dict[str, Any], client: dict[str, Any], toolwise: dict[str, Any], ours: list[str]
+) -> None:
+    lost = [name for name in before if name not in ours and name not in client and name not in toolwise]
+    if lost:
+        raise InstallError(f"internal error: servers {lost} would be lost; nothing was changed")
+
+
+def plan_undo(client_path: Path) -> tuple[Plan, int]:
+    """Put the client's config back: the backups of installs the file still shows unchanged are restored
+    verbatim; if it was edited since, each scope's toolwise entry is replaced by the servers moved out of
+    it (the edits are kept). Returns the plan and how many install records it consumes."""
+    history = load_state().get(str(client_path), [])
+    if not history:
+        raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
+    current = read(client_path)
+    text, used = current, 0
+    for record in reversed(history):
+        if sha(text) != record["written_sha256"]:
+            break
+        text = Path(record["backup"]).read_text(encoding="utf-8-sig")
+        used += 1
+    doc = parse(client_path, text)
+    if used < len(history):
+        pending, restored_doc = history[: len(history) - used], doc
+        for where in [USER_SCOPE, *project_scopes(doc)]:
+            servers = servers_of(doc, where)
+            if not any(is_toolwise(e) for e in servers.values()):
+                continue
+            restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
+            for record in pending:
+                moved = record["moved"] if where == USER_SCOPE else record.get("projects", {}).get(where, {})
+                for name, entry in moved.items():
+                    restored.setdefault(name, entry)
+            restored_doc = with_servers(restored_doc, where, restored)
+        if restored_doc != doc:
+            text, used = dump(restored_doc, text), len(history)
+    return Plan(client_path, current, text), used
