@@ -25,8 +25,7 @@ from sqlalchemy.engine import make_url
 from toolwise import sdk
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer
-from toolwise.downstream.connection import resolve_command
-from toolwise.downstream.environment import downstream_environment
+from toolwise.downstream.environment import downstream_environment, resolve_command
 from toolwise.downstream.listing import all_tools
 from toolwise.feedback import DatabaseUnusableError, FeedbackService
 from toolwise.feedback.engine import sqlite_path

@@ -16,7 +16,7 @@ from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_co
 from toolwise.cli.installs import InstallError, load_state, sha, state_path
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
-from toolwise.downstream.environment import network_variables
+from toolwise.downstream.environment import network_variables, resolve_command
 
 ENTRY = "toolwise"
 TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
@@ -79,8 +79,6 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
     Claude Desktop on macOS start with a bare PATH, where npx/uvx are missing; `node` sits beside `npx`),
     then the system's folders; also the commands found nowhere. Not the whole shell PATH: an entry that
     pinned it would go stale when the shell's changes, and toolwise itself is started by absolute path."""
-    from toolwise.downstream.connection import resolve_command  # the MCP client: not for every CLI command
-
     folders: list[str] = []
     missing: list[str] = []
     for name, spec in servers.items():

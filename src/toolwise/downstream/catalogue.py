@@ -21,10 +21,11 @@ from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from toolwise.background import Background
 from toolwise.config import ServerSpec, Settings, prefix_of
-from toolwise.downstream.connection import Downstream, Health, Relay
+from toolwise.downstream.connection import Downstream, Health
 from toolwise.downstream.forwarding import InputRound
 from toolwise.downstream.naming import assign
 from toolwise.downstream.quickcheck import quick_check
+from toolwise.downstream.relaying import Relay
 from toolwise.downstream.routes import Route, compile_validator
 from toolwise.downstream.tracing import Tracing
 

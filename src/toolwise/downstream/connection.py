@@ -11,14 +11,11 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
-import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client
@@ -26,17 +23,17 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import ToolsListChanged, event_to_notification
 from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
 from toolwise.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer
-from toolwise.downstream.environment import downstream_environment
+from toolwise.downstream.environment import downstream_environment, resolve_command
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, InvalidResultError
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
 from toolwise.downstream.forwarding import InputRound, answered, call_tool, is_connection_loss, transport
 from toolwise.downstream.listing import all_tools
+from toolwise.downstream.relaying import Relay, listener
 from toolwise.downstream.selection import offered
 from toolwise.downstream.shields import Circuit, CircuitState
 from toolwise.downstream.tracing import Tracing
@@ -59,24 +56,6 @@ class Health:
 
 
 STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
-
-
-def resolve_command(command: str) -> str:
-    """The executable for `command`: on PATH, else beside this interpreter (a venv's bin/ that is not
-    on PATH still finds the servers installed into it)."""
-    found = shutil.which(command)
-    if found:
-        return found
-    local = Path(sys.executable).parent / command
-    return str(local) if local.exists() else command
-
-
-class Relay(Protocol):
-    """Where a downstream's notifications and requests go besides tools (`downstream/passthrough.py`)."""
-
-    async def notified(self, server: str, message: Any) -> None: ...
-
-    def client_callbacks(self, server: str) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -239,7 +218,7 @@ class Downstream:
             self._launched.set()
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
             helpers = [
-                t for t in (_listen(self.name, client, self._refresh, self.relay), self._watch()) if t is not None
+                t for t in (listener(self.name, client, self._refresh, self.relay), self._watch()) if t is not None
             ]
             try:
                 await self._broken.wait()
@@ -419,33 +398,6 @@ class Downstream:
                 "it is being restarted, the next call will go to the new process"
             )
         return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
-
-
-def _listen(
-    server: str, client: Client, refresh: Callable[[Client], Coroutine[Any, Any, None]], relay: Relay | None
-) -> asyncio.Task[None] | None:
-    """On the 2026-07-28 era, list changes arrive on a `subscriptions/listen` stream: tool-list
-    changes `refresh` the catalogue, the others go to the relay."""
-    caps = client.server_capabilities
-    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return None
-    tools = bool(caps.tools and caps.tools.list_changed)
-    prompts = bool(caps.prompts and caps.prompts.list_changed and relay)
-    resources = bool(caps.resources and caps.resources.list_changed and relay)
-    if not (tools or prompts or resources):
-        return None
-
-    async def listen() -> None:
-        async with client.listen(
-            tools_list_changed=tools, prompts_list_changed=prompts, resources_list_changed=resources
-        ) as subscription:
-            async for event in subscription:
-                if isinstance(event, ToolsListChanged):
-                    await refresh(client)
-                elif relay is not None:
-                    await relay.notified(server, event_to_notification(event, {}))
-
-    return asyncio.create_task(listen(), name=f"toolwise-listen-{server}")
 
 
 def _untagged_reporter(server: str) -> Callable[[str], None]:

@@ -7,11 +7,15 @@ itself, the registry and cache they are configured with, the locale. Those are p
 the server's own `env` comes last and wins. `toolwise doctor` starts servers with exactly this.
 A client app started from a desktop has none of the shell's variables, so `toolwise install` writes
 the NETWORK ones set in the shell it runs in into toolwise's entry, as it writes PATH.
+`resolve_command` finds the executable a stdio downstream's command names.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+from pathlib import Path
 
 NETWORK = (
     # CA certificates (Python's ssl and requests, Node, curl, git, pip)
@@ -72,3 +76,13 @@ def downstream_environment(own: dict[str, str] | None) -> dict[str, str]:
 
     inherited = {name: os.environ[name] for name in INHERITED if name in os.environ}
     return get_default_environment() | inherited | (own or {})
+
+
+def resolve_command(command: str) -> str:
+    """The executable for `command`: on PATH, else beside this interpreter (a venv's bin/ that is not
+    on PATH still finds the servers installed into it)."""
+    found = shutil.which(command)
+    if found:
+        return found
+    local = Path(sys.executable).parent / command
+    return str(local) if local.exists() else command
