@@ -6,19 +6,22 @@ path is driven by `mcp.Client(server)` in interleaved blocks against the same in
     (b) toolwise with `learning: false` (calls recorded, nothing learned),
     (c) toolwise with learning on (the default).
 
-    python bench/call_path.py [--calls 3000] [--rounds 3]
+    python bench/call_path.py [--calls 3000] [--rounds 3] [--settings '{"seed": 0}']
 
 Prints CPU µs per call (`time.process_time` over each block of 100 calls and the drain that records
 and learns them: every thread of the process, the store's writer and the learner included) and wall µs
 per call, the median over the blocks (other processes' bursts hit a few blocks), and each path's excess
 over (a). In-process a client has no connection channel, so each call is a session of its own (a stdio
 client's calls share its connection's): the per-call session work differs a little from stdio's.
+`--settings` as bench/overhead.py's: with its `seed` (overhead.py's own toolwise runs with `"seed": 0`)
+every call is learned one at a time with its replays, never as a run of calls behind.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -38,11 +41,11 @@ from toolwise.config import AppConfig, InProcessServer
 from toolwise.server.app import Toolwise, build_server
 
 
-def app(tmp: Path, name: str, *, learning: bool) -> Toolwise:
+def app(tmp: Path, name: str, *, learning: bool, settings: dict[str, object]) -> Toolwise:
     config = AppConfig.model_validate(
         {
             "mcpServers": {},
-            "toolwise": {"database_url": f"sqlite+aiosqlite:///{tmp / name}.db", "learning": learning},
+            "toolwise": {"database_url": f"sqlite+aiosqlite:///{tmp / name}.db", **settings, "learning": learning},
         }
     )
     return Toolwise(config, in_process={"echo": InProcessServer(echo_server.build())})
@@ -52,13 +55,13 @@ def caller(client: Client, tool: str) -> Callable[[int], Awaitable[Any]]:
     return lambda i: client.call_tool(tool, {"text": f"hello {i}"})
 
 
-async def one_round(calls: int, block: int = 100) -> dict[str, tuple[float, float]]:
+async def one_round(calls: int, settings: dict[str, object], block: int = 100) -> dict[str, tuple[float, float]]:
     """(CPU µs, wall µs) per call for each path: the median over blocks."""
     with tempfile.TemporaryDirectory() as tmp:
         async with AsyncExitStack() as stack:
             down = await stack.enter_async_context(Client(echo_server.build()))
-            off = await stack.enter_async_context(app(Path(tmp), "off", learning=False))
-            on = await stack.enter_async_context(app(Path(tmp), "on", learning=True))
+            off = await stack.enter_async_context(app(Path(tmp), "off", learning=False, settings=settings))
+            on = await stack.enter_async_context(app(Path(tmp), "on", learning=True, settings=settings))
             drains = {"b. toolwise, learning off": off, "c. toolwise, learning on": on}
             paths: dict[str, tuple[Client, str]] = {
                 "a. bare SDK proxy": (await stack.enter_async_context(Client(proxy(down))), "echo"),
@@ -89,9 +92,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settings", default="{}", help="toolwise settings as JSON, e.g. '{\"seed\": 0}'")
     args = parser.parse_args()
+    settings = json.loads(args.settings)
     for round_ in range(1, args.rounds + 1):
-        runs = await one_round(args.calls)
+        runs = await one_round(args.calls, settings)
         base_cpu, base_wall = runs["a. bare SDK proxy"]
         print(f"round {round_}: {args.calls:,} in-process calls of an echo tool per path (µs per call)")
         for name, (cpu, wall) in runs.items():

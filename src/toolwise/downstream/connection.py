@@ -356,11 +356,14 @@ class Downstream:
         deadline = loop.time() + timeout_s
         if self._client is not None and self._process is not None and self._process.returncode is not None:
             self._lost()  # it died since the last call: this one goes to the new process
+        # Connected, and no handshake-era twin to pick: `session` would answer at once, with no wait to bound.
+        client = self._client if self.twin is None or rounds is not None else None
         try:
-            async with asyncio.timeout_at(deadline):  # a restart counts against the call's timeout
-                if self._client is None:
-                    await self._ready.wait()
-                client = await self.session(handshake=rounds is None, tool=tool)  # a handshake-era caller's era
+            if client is None:
+                async with asyncio.timeout_at(deadline):  # a restart counts against the call's timeout
+                    if self._client is None:
+                        await self._ready.wait()
+                    client = await self.session(handshake=rounds is None, tool=tool)  # a handshake-era caller's era
         except TimeoutError:
             raise DownstreamError(
                 f"downstream server {self.name!r} is not running ({self.state}: {self.error}); "

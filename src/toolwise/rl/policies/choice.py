@@ -96,8 +96,11 @@ BATCH = 32  # calls a minibatch step takes together in `learn_many` (a replay of
 
 
 def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
-    z = np.exp(scores - scores.max())
-    p: NDArray[np.float64] = z / z.sum()
+    # the ufuncs' reductions that `max` and `sum` wrap, in place: the same numbers, fewer steps (a call
+    # learned takes nine softmaxes of a few candidates each)
+    z = scores - np.maximum.reduce(scores)
+    p: NDArray[np.float64] = np.exp(z, out=z)
+    p /= np.add.reduce(p)
     return p
 
 
@@ -181,15 +184,22 @@ class ChoiceModel(PolicyBase):
 
     # -- deciding ----------------------------------------------------------------------------------
 
-    def scores(self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64]) -> NDArray[np.float64]:
-        """s_t for each of `arms`, given their feature `rows` (arms × FEATURES)."""
-        if len(arms):
-            self._ensure(int(arms.max()))
+    def scores(
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        shrunk: NDArray[np.float64] | None = None,
+    ) -> NDArray[np.float64]:
+        """s_t for each of `arms`, given their feature `rows` (arms × FEATURES); `shrunk`: their `shrink`,
+        when the caller has it already (and has sized the arrays for `arms`)."""
+        if shrunk is None and len(arms):
+            self._ensure(int(np.maximum.reduce(arms)))
         scores: NDArray[np.float64] = rows @ self.weights
         if not self._zero_theta:  # a fresh model's θ_tᵀx are all 0, adding nothing
             # over 64 arms, one product over every tool (no copy of their rows)
             learned = (self.theta @ x).take(arms) if len(arms) > 64 else self.theta.take(arms, 0) @ x
-            scores += learned * self.shrink(arms)
+            scores += learned * (self.shrink(arms) if shrunk is None else shrunk)
         for arm, offset in self.health.items():  # P(chosen) × P(works) for a tool that broke: few, if any
             scores[arms == arm] += offset
         return scores
@@ -443,17 +453,27 @@ class ChoiceModel(PolicyBase):
         """Learn the remembered call in `slot` again, as it was (its candidates and their features
         then), against the current parameters."""
         x, arms, rows, at, worked, weight = self.memory.get(slot)
-        p = softmax(self.scores(x, arms, rows))
-        self._step(x, arms, rows, _towards(p, at, weight, worked))
+        self._ensure(int(np.maximum.reduce(arms)))
+        shrunk = self.shrink(arms)  # the scores' and the step's: `chosen` does not change in between
+        p = softmax(self.scores(x, arms, rows, shrunk))
+        self._step(x, arms, rows, _towards(p, at, weight, worked), shrunk)
 
     def _step(
-        self, x: NDArray[np.float64], arms: NDArray[np.int64], rows: NDArray[np.float64], direction: NDArray[np.float64]
+        self,
+        x: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        rows: NDArray[np.float64],
+        direction: NDArray[np.float64],
+        shrunk: NDArray[np.float64] | None = None,
     ) -> None:
-        """Ascend the objective whose gradient on the candidates' scores is `direction`."""
+        """Ascend the objective whose gradient on the candidates' scores is `direction` (`shrunk`: the
+        arms' `shrink`, when the caller has it). The arms are distinct (a call's candidates)."""
         c = self.config
-        self.steps[arms] += direction * direction
-        rate = c.learning_rate / np.sqrt(1.0 + self.steps.take(arms))
-        moved = rate * direction * self.shrink(arms)  # the chain rule through the shrunk term
+        steps = self.steps.take(arms)
+        steps += direction * direction
+        self.steps[arms] = steps  # `steps[arms] += d²`, and what it stored, without reading it back
+        rate = c.learning_rate / np.sqrt(1.0 + steps)
+        moved = rate * direction * (self.shrink(arms) if shrunk is None else shrunk)  # the chain rule through it
         self.theta[arms] += moved[:, None] * x
         self._zero_theta = False
         gradient = direction @ rows
