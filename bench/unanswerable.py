@@ -70,6 +70,7 @@ import unanswerable_learned as learned
 from everyday import EXAMPLE, REQUESTS
 from unanswerable_fitting import KINDS, TARGET_DROP, Judged, fit, logistic, threshold
 from unanswerable_loco import leave_one_out
+from unanswerable_servers import KIND, server_groups, server_map, without_servers
 
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
@@ -82,13 +83,14 @@ from toolwise.server.app import Toolwise
 
 HERE = Path(__file__).resolve().parent
 SETS = ("bfcl_live", "nestful", "bfcl_multi_turn")
+COLUMNS = (*KINDS, KIND)  # the unanswerable kinds a table shows (KINDS: those --fit learns)
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
     """One request as each method sees it."""
 
-    kind: str  # answerable, or one of KINDS
+    kind: str  # answerable, or one of COLUMNS
     calibration: bool
     hit: bool  # toolwise's first pick is right (never, for an unanswerable request)
     nothing_fits: bool  # toolwise said so
@@ -96,6 +98,7 @@ class Row:
     coverage: float
     disagreement: float  # log(1 + the candidates BM25 ranks above the embedding's best): rl/fit.py
     bm25: float  # the best raw BM25 score
+    margin: float | None  # the best cosine less the best of another server's (None: one server, or unknown)
 
 
 def split(identifier: str) -> bool:
@@ -153,6 +156,7 @@ class Catalogue:
             relevance.coverage,
             relevance.disagreement,
             self.bm25(query),
+            relevance.margin,
         )
 
 
@@ -181,6 +185,7 @@ def remaining(tools: list[ToolDoc], right: frozenset[str]) -> list[str]:
 class DataSet:
     tools: list[ToolDoc]
     requests: list[dict[str, Any]]  # {id, query, tools: the right ones}
+    server_of: dict[str, str] | None = None  # each tool's server, where the data says (unanswerable_servers.py)
 
 
 def data_set(name: str) -> DataSet:
@@ -193,7 +198,10 @@ def data_set(name: str) -> DataSet:
         )
         for t in load(HERE / "data" / name / "tools.jsonl")
     ]
-    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"))
+    grouping = server_map(name, tools)  # told to the learner as each tool's server, as the live path tells it
+    if grouping is not None:
+        tools = [replace(t, server=grouping[t.name]) for t in tools]
+    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"), grouping)
 
 
 async def everyday_set() -> DataSet:
@@ -212,7 +220,7 @@ async def everyday_set() -> DataSet:
             "are mcp-server-time and mcp-server-git installed?"
         )
     requests = [{"id": f"everyday-{i}", "query": r.query, "tools": list(r.right)} for i, r in enumerate(REQUESTS)]
-    return DataSet(tools, requests)
+    return DataSet(tools, requests, server_map("everyday", tools))
 
 
 def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlamaEmbedder, fit: FitConfig) -> list[Row]:
@@ -226,6 +234,10 @@ def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlama
     for right, members in groups.items():
         held = Catalogue(without(tools, right), embedder, fit)
         rows += [held.row("held-out", r["id"], r["query"], frozenset()) for r in members]
+    if data.server_of is not None:
+        for gone, members in server_groups(requests, data.server_of).items():
+            rest = Catalogue(without_servers(tools, data.server_of, gone), embedder, fit)
+            rows += [rest.row(KIND, r["id"], r["query"], frozenset()) for r in members]
     return rows
 
 
@@ -237,7 +249,7 @@ Rule = Callable[[Any], bool]  # True: the method says nothing fits (a Row or a l
 
 def scores(rows: Sequence[Judged], rule: Rule) -> dict[str, float]:
     """Per unanswerable kind the share said to fit nothing; answerable hit@1 with the rule and its drop."""
-    out = {k: float(np.mean(found)) if (found := [rule(r) for r in rows if r.kind == k]) else math.nan for k in KINDS}
+    out = {k: float(np.mean(found)) if (found := [rule(r) for r in rows if r.kind == k]) else math.nan for k in COLUMNS}
     answerable = [r for r in rows if r.kind == "answerable"]
     always = float(np.mean([r.hit for r in answerable]))
     kept = float(np.mean([r.hit and not rule(r) for r in answerable]))
@@ -245,10 +257,11 @@ def scores(rows: Sequence[Judged], rule: Rule) -> dict[str, float]:
 
 
 def table(results: dict[str, dict[str, float]]) -> str:
-    head = "| method | held-out | BFCL irrelevance | BFCL live irrelevance | answerable hit@1 | drop (points) |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|"]
+    head = "| method | held-out | BFCL irrelevance | BFCL live irrelevance | server missing | answerable hit@1 |"
+    head += " drop (points) |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
     for method, s in results.items():
-        cells = [f"{100 * s[k]:.1f}%" if math.isfinite(s[k]) else "—" for k in KINDS]
+        cells = [f"{100 * s[k]:.1f}%" if math.isfinite(s[k]) else "—" for k in COLUMNS]
         cells += [f"{s['hit@1']:.3f}", f"{s['drop']:.1f}"]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -262,10 +275,17 @@ async def main() -> None:
     )
     parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration splits and use it")
     parser.add_argument("--loco", action="store_true", help="also fit without each catalogue and judge it")
+    parser.add_argument("--sets", default=",".join((*SETS, "everyday")), help="the catalogues to load (iterating)")
+    parser.add_argument("--zero-shot", action="store_true", help="skip the learned arm (iterating)")
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     irrelevant = load(HERE / "data" / "bfcl_irrelevance" / "queries.jsonl")
-    sets = {name: data_set(name) for name in SETS} | {"everyday": await everyday_set()}
+    names = args.sets.split(",")
+    if unknown := set(names) - {*SETS, "everyday"}:
+        parser.error(f"--sets: unknown set(s) {sorted(unknown)}, known: {[*SETS, 'everyday']}")
+    sets = {name: data_set(name) for name in SETS if name in names}
+    if "everyday" in names:
+        sets["everyday"] = await everyday_set()
     chosen = args.calibrate.split(",")
     if unknown := set(chosen) - set(sets):
         parser.error(f"--calibrate: unknown set(s) {sorted(unknown)}, known: {sorted(sets)}")
@@ -285,9 +305,11 @@ async def main() -> None:
         "toolwise (rl/fit.py defaults)": lambda r: r.nothing_fits,
     }
     print(f"thresholds chosen on the calibration splits of {', '.join(chosen)} (≤ {TARGET_DROP} points lost on each)")
-    for name in sets:
+    for name, data in sets.items():
         test = [r for r in rows[name] if not r.calibration]
-        print_set(name, len(sets[name].tools), test, methods)
+        print_set(name, len(data.tools), test, methods)
+    if args.zero_shot:
+        return
     learned_sets = args.calibrate_learned.split(",")
     after = learned_arm(sets, irrelevant, embedder, config, learned_sets, args.fit)
     if args.loco:
@@ -302,7 +324,7 @@ def show(title: str, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
 
 def print_set(name: str, tools: int, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
     counts = Counter(r.kind for r in test)
-    sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *KINDS))
+    sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *COLUMNS))
     print(f"\n{name} ({tools} tools), test split ({sizes}):\n")
     print(table({method: scores(test, rule) for method, rule in methods.items()}))
 
@@ -324,7 +346,9 @@ def learned_arm(
         out = {}
         for name, data in sets.items():
             held = partial(remaining, data.tools)
-            out[name] = learned.split_rows(data.tools, data.requests, irrelevant, embedder, config, held, split)
+            out[name] = learned.split_rows(
+                data.tools, data.requests, irrelevant, embedder, config, held, split, data.server_of
+            )
         return out
 
     rows = rows_for(config)
@@ -348,11 +372,13 @@ def learned_arm(
     )
     for name, data in sets.items():
         print_set(name, len(data.tools), rows[name][1], methods)
-    example = sets["everyday"]
+    example = sets.get("everyday")
+    if example is None:
+        return rows
     again = learned.each_after_the_others(
-        example.tools, example.requests, embedder, config, partial(remaining, example.tools)
+        example.tools, example.requests, embedder, config, partial(remaining, example.tools), example.server_of
     )
-    print("\n\neveryday, each request (answerable, held-out) after learning all the others twice (not fitted on):\n")
+    print("\n\neveryday, each request (answerable, held-out, server missing) after learning all the others twice:\n")
     print(table({method: scores(again, rule) for method, rule in methods.items()}))
     return rows
 

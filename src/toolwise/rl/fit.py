@@ -143,6 +143,7 @@ class Relevance:
     cosine: float  # the best cosine of the query with a candidate's document
     coverage: float  # the share of the query's BM25 the best candidate reaches (`LexicalIndex.coverage`)
     disagreement: float = 0.0  # log(1 + the candidates whose BM25 beats that of the embedding's best)
+    margin: float | None = None  # the best cosine less the best of another server's (`ToolIndex.server_margin`)
 
 
 def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -> Relevance | None:
@@ -161,7 +162,8 @@ def relevance_of(index: ToolIndex, query: str | None, arms: NDArray[np.int64]) -
     top = int(cosines.argmax())
     # scores are BM25 over the best of all tools: the best of `arms` times that best's coverage
     coverage = float(bm25.max()) * lexical.coverage(query)
-    return Relevance(float(cosines[top]), coverage, math.log1p(int(np.count_nonzero(bm25 > bm25[top]))))
+    disagreement = math.log1p(int(np.count_nonzero(bm25 > bm25[top])))
+    return Relevance(float(cosines[top]), coverage, disagreement, index.server_margin(known, cosines))
 
 
 def unfit_probability(relevance: Relevance, config: FitConfig) -> float:
