@@ -83,14 +83,13 @@ from toolwise.server.app import Toolwise
 
 HERE = Path(__file__).resolve().parent
 SETS = ("bfcl_live", "nestful", "bfcl_multi_turn")
-COLUMNS = (*KINDS, KIND)  # the unanswerable kinds a table shows (KINDS: those --fit learns)
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
     """One request as each method sees it."""
 
-    kind: str  # answerable, or one of COLUMNS
+    kind: str  # answerable, or one of KINDS
     calibration: bool
     hit: bool  # toolwise's first pick is right (never, for an unanswerable request)
     nothing_fits: bool  # toolwise said so
@@ -98,7 +97,6 @@ class Row:
     coverage: float
     disagreement: float  # log(1 + the candidates BM25 ranks above the embedding's best): rl/fit.py
     bm25: float  # the best raw BM25 score
-    margin: float | None  # the best cosine less the best of another server's (None: one server, or unknown)
 
 
 def split(identifier: str) -> bool:
@@ -156,7 +154,6 @@ class Catalogue:
             relevance.coverage,
             relevance.disagreement,
             self.bm25(query),
-            relevance.margin,
         )
 
 
@@ -198,10 +195,7 @@ def data_set(name: str) -> DataSet:
         )
         for t in load(HERE / "data" / name / "tools.jsonl")
     ]
-    grouping = server_map(name, tools)  # told to the learner as each tool's server, as the live path tells it
-    if grouping is not None:
-        tools = [replace(t, server=grouping[t.name]) for t in tools]
-    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"), grouping)
+    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"), server_map(name, tools))
 
 
 async def everyday_set() -> DataSet:
@@ -249,7 +243,7 @@ Rule = Callable[[Any], bool]  # True: the method says nothing fits (a Row or a l
 
 def scores(rows: Sequence[Judged], rule: Rule) -> dict[str, float]:
     """Per unanswerable kind the share said to fit nothing; answerable hit@1 with the rule and its drop."""
-    out = {k: float(np.mean(found)) if (found := [rule(r) for r in rows if r.kind == k]) else math.nan for k in COLUMNS}
+    out = {k: float(np.mean(found)) if (found := [rule(r) for r in rows if r.kind == k]) else math.nan for k in KINDS}
     answerable = [r for r in rows if r.kind == "answerable"]
     always = float(np.mean([r.hit for r in answerable]))
     kept = float(np.mean([r.hit and not rule(r) for r in answerable]))
@@ -261,7 +255,7 @@ def table(results: dict[str, dict[str, float]]) -> str:
     head += " drop (points) |"
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
     for method, s in results.items():
-        cells = [f"{100 * s[k]:.1f}%" if math.isfinite(s[k]) else "—" for k in COLUMNS]
+        cells = [f"{100 * s[k]:.1f}%" if math.isfinite(s[k]) else "—" for k in KINDS]
         cells += [f"{s['hit@1']:.3f}", f"{s['drop']:.1f}"]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -324,7 +318,7 @@ def show(title: str, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
 
 def print_set(name: str, tools: int, test: Sequence[Judged], methods: dict[str, Rule]) -> None:
     counts = Counter(r.kind for r in test)
-    sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *COLUMNS))
+    sizes = ", ".join(f"{counts[k]} {k}" for k in ("answerable", *KINDS))
     print(f"\n{name} ({tools} tools), test split ({sizes}):\n")
     print(table({method: scores(test, rule) for method, rule in methods.items()}))
 

@@ -18,7 +18,7 @@ from toolwise.errors import UserError
 from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
-from toolwise.rl.names import PREFIX_SEPARATOR, NameIndex
+from toolwise.rl.names import NameIndex
 
 
 class UnknownToolError(UserError):
@@ -39,15 +39,6 @@ class ToolDoc:
     description: str = ""
     document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
     effect: Effect = "unknown"  # from the tool's annotations (learning/embedding.py's tool_effect)
-    server: str = ""  # the server it belongs to; "" for the prefix of a `server__tool` name, if any (`server_of`)
-
-
-def server_of(doc: ToolDoc) -> str:
-    """The server of a tool: its own word, else the prefix of a `server__tool` name ("" when unknown)."""
-    if doc.server:
-        return doc.server
-    prefix, separator, _ = doc.name.partition(PREFIX_SEPARATOR)
-    return prefix if separator else ""
 
 
 class ToolIndex:
@@ -62,8 +53,6 @@ class ToolIndex:
         self.effects: dict[str, Effect] = {}
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
         self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
-        self.servers: dict[str, str] = {}  # each tool's server ("" unknown), by name
-        self.server_ids = np.zeros(0, dtype=np.int64)  # each tool id's server, interned (−1: unknown)
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -87,16 +76,9 @@ class ToolIndex:
                 self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
             if tool.effect != "unknown" or tool.name not in self.effects:  # nor annotations
                 self.effects[tool.name] = tool.effect
-            if server := server_of(tool):
-                self.servers[tool.name] = server
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
         self.cautious = np.flatnonzero(self.caution)
-        interned = Interner()
-        self.server_ids = np.array(
-            [interned.intern(self.servers[name]) if name in self.servers else -1 for name in self.tools.names],
-            dtype=np.int64,
-        )
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.vectors
@@ -207,19 +189,6 @@ class ToolIndex:
         else:
             columns[known, 0] = lexical
         return columns
-
-    def server_margin(self, arms: NDArray[np.int64], cosines: NDArray[np.float64]) -> float | None:
-        """How far the best of `cosines` (those of `arms`) stands above the best of any other server's arms:
-        a request of a server's domain meets that server's tools first. None unless every arm's server is
-        known and the arms span two servers at least."""
-        if not len(arms) or int(arms.max()) >= len(self.server_ids):
-            return None
-        servers = self.server_ids.take(arms)
-        top = int(cosines.argmax())
-        others = servers != servers[top]
-        if servers.min() < 0 or not others.any():
-            return None
-        return float(cosines[top] - cosines[others].max())
 
     def knows(self, arms: NDArray[np.int64]) -> bool:
         """Whether every one of `arms` has a document (the listed tools always have: a decision's usual
