@@ -2,7 +2,7 @@
 
 For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn; and `everyday`: the README's
 example, mcp-server-time and mcp-server-git started as toolwise.example.json says, 14 short-described
-tools, with bench/everyday.py's 36 requests), three kinds of request:
+tools, with bench/everyday.py's 36 requests), four kinds of request:
 
 - answerable: the set's requests against its whole catalogue. hit@1 is toolwise's first pick being a
   right tool; a request answered "nothing fits" counts as a miss, so the drop in hit@1 is its cost.
@@ -14,6 +14,10 @@ tools, with bench/everyday.py's 36 requests), three kinds of request:
   catalogue. Some are served by a tool of a catalogue (live irrelevance came from the users whose
   functions make up BFCL live: "the weather in Boston" meets get_current_weather), so a share of them
   is rightly answered; the figures count every one as unanswerable.
+- server missing (unanswerable; bench/unanswerable_servers.py): each request against its catalogue
+  without every tool of its server (BFCL multi-turn's API classes, the example's time and git; BFCL
+  live and NESTFUL give no grouping): what an MCP user meets, "find me a recipe" with no recipe server.
+  After learning, its learner's catalogue never had that server, nor learned its requests.
 
 Each request falls in a calibration or a test split (CRC-32 of its id). Methods, each deciding
 "nothing fits" per request, reported on the test split of every set:
@@ -45,6 +49,7 @@ Figures in docs/benchmarks.md come from
     python bench/unanswerable.py                 # about 4 minutes
     python bench/unanswerable.py --fit           # refit FitConfig's defaults, both parts (prints them)
     python bench/unanswerable.py --loco          # and each catalogue judged by toolwise fitted on the others
+    python bench/unanswerable.py --sets bfcl_multi_turn,everyday --calibrate everyday --zero-shot  # iterating
 """
 
 from __future__ import annotations
