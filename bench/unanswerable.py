@@ -2,7 +2,7 @@
 
 For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn; and `everyday`: the README's
 example, mcp-server-time and mcp-server-git started as toolwise.example.json says, 14 short-described
-tools, with bench/everyday.py's 36 requests), three kinds of request:
+tools, with bench/everyday.py's 36 requests), four kinds of request:
 
 - answerable: the set's requests against its whole catalogue. hit@1 is toolwise's first pick being a
   right tool; a request answered "nothing fits" counts as a miss, so the drop in hit@1 is its cost.
@@ -14,6 +14,10 @@ tools, with bench/everyday.py's 36 requests), three kinds of request:
   catalogue. Some are served by a tool of a catalogue (live irrelevance came from the users whose
   functions make up BFCL live: "the weather in Boston" meets get_current_weather), so a share of them
   is rightly answered; the figures count every one as unanswerable.
+- server missing (unanswerable; bench/unanswerable_servers.py): each request against its catalogue
+  without every tool of its server (BFCL multi-turn's API classes, the example's time and git; BFCL
+  live and NESTFUL give no grouping): what an MCP user meets, "find me a recipe" with no recipe server.
+  After learning, its learner's catalogue never had that server, nor learned its requests.
 
 Each request falls in a calibration or a test split (CRC-32 of its id). Methods, each deciding
 "nothing fits" per request, reported on the test split of every set:
@@ -45,6 +49,7 @@ Figures in docs/benchmarks.md come from
     python bench/unanswerable.py                 # about 4 minutes
     python bench/unanswerable.py --fit           # refit FitConfig's defaults, both parts (prints them)
     python bench/unanswerable.py --loco          # and each catalogue judged by toolwise fitted on the others
+    python bench/unanswerable.py --sets bfcl_multi_turn,everyday --calibrate everyday --zero-shot  # iterating
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ import unanswerable_learned as learned
 from everyday import EXAMPLE, REQUESTS
 from unanswerable_fitting import KINDS, TARGET_DROP, Judged, fit, logistic, threshold
 from unanswerable_loco import leave_one_out
+from unanswerable_servers import KIND, server_groups, server_map, without_servers
 
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
@@ -181,6 +187,7 @@ def remaining(tools: list[ToolDoc], right: frozenset[str]) -> list[str]:
 class DataSet:
     tools: list[ToolDoc]
     requests: list[dict[str, Any]]  # {id, query, tools: the right ones}
+    server_of: dict[str, str] | None = None  # each tool's server, where the data says (unanswerable_servers.py)
 
 
 def data_set(name: str) -> DataSet:
@@ -193,7 +200,7 @@ def data_set(name: str) -> DataSet:
         )
         for t in load(HERE / "data" / name / "tools.jsonl")
     ]
-    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"))
+    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"), server_map(name, tools))
 
 
 async def everyday_set() -> DataSet:
@@ -212,7 +219,7 @@ async def everyday_set() -> DataSet:
             "are mcp-server-time and mcp-server-git installed?"
         )
     requests = [{"id": f"everyday-{i}", "query": r.query, "tools": list(r.right)} for i, r in enumerate(REQUESTS)]
-    return DataSet(tools, requests)
+    return DataSet(tools, requests, server_map("everyday", tools))
 
 
 def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlamaEmbedder, fit: FitConfig) -> list[Row]:
@@ -226,6 +233,10 @@ def rows_of(data: DataSet, irrelevant: list[dict[str, Any]], embedder: WordLlama
     for right, members in groups.items():
         held = Catalogue(without(tools, right), embedder, fit)
         rows += [held.row("held-out", r["id"], r["query"], frozenset()) for r in members]
+    if data.server_of is not None:
+        for gone, members in server_groups(requests, data.server_of).items():
+            rest = Catalogue(without_servers(tools, data.server_of, gone), embedder, fit)
+            rows += [rest.row(KIND, r["id"], r["query"], frozenset()) for r in members]
     return rows
 
 
@@ -245,8 +256,9 @@ def scores(rows: Sequence[Judged], rule: Rule) -> dict[str, float]:
 
 
 def table(results: dict[str, dict[str, float]]) -> str:
-    head = "| method | held-out | BFCL irrelevance | BFCL live irrelevance | answerable hit@1 | drop (points) |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|"]
+    head = "| method | held-out | BFCL irrelevance | BFCL live irrelevance | server missing | answerable hit@1 |"
+    head += " drop (points) |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
     for method, s in results.items():
         cells = [f"{100 * s[k]:.1f}%" if math.isfinite(s[k]) else "—" for k in KINDS]
         cells += [f"{s['hit@1']:.3f}", f"{s['drop']:.1f}"]
@@ -262,10 +274,17 @@ async def main() -> None:
     )
     parser.add_argument("--fit", action="store_true", help="fit FitConfig on the calibration splits and use it")
     parser.add_argument("--loco", action="store_true", help="also fit without each catalogue and judge it")
+    parser.add_argument("--sets", default=",".join((*SETS, "everyday")), help="the catalogues to load (iterating)")
+    parser.add_argument("--zero-shot", action="store_true", help="skip the learned arm (iterating)")
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     irrelevant = load(HERE / "data" / "bfcl_irrelevance" / "queries.jsonl")
-    sets = {name: data_set(name) for name in SETS} | {"everyday": await everyday_set()}
+    names = args.sets.split(",")
+    if unknown := set(names) - {*SETS, "everyday"}:
+        parser.error(f"--sets: unknown set(s) {sorted(unknown)}, known: {[*SETS, 'everyday']}")
+    sets = {name: data_set(name) for name in SETS if name in names}
+    if "everyday" in names:
+        sets["everyday"] = await everyday_set()
     chosen = args.calibrate.split(",")
     if unknown := set(chosen) - set(sets):
         parser.error(f"--calibrate: unknown set(s) {sorted(unknown)}, known: {sorted(sets)}")
@@ -285,9 +304,11 @@ async def main() -> None:
         "toolwise (rl/fit.py defaults)": lambda r: r.nothing_fits,
     }
     print(f"thresholds chosen on the calibration splits of {', '.join(chosen)} (≤ {TARGET_DROP} points lost on each)")
-    for name in sets:
+    for name, data in sets.items():
         test = [r for r in rows[name] if not r.calibration]
-        print_set(name, len(sets[name].tools), test, methods)
+        print_set(name, len(data.tools), test, methods)
+    if args.zero_shot:
+        return
     learned_sets = args.calibrate_learned.split(",")
     after = learned_arm(sets, irrelevant, embedder, config, learned_sets, args.fit)
     if args.loco:
@@ -324,7 +345,9 @@ def learned_arm(
         out = {}
         for name, data in sets.items():
             held = partial(remaining, data.tools)
-            out[name] = learned.split_rows(data.tools, data.requests, irrelevant, embedder, config, held, split)
+            out[name] = learned.split_rows(
+                data.tools, data.requests, irrelevant, embedder, config, held, split, data.server_of
+            )
         return out
 
     rows = rows_for(config)
@@ -348,11 +371,13 @@ def learned_arm(
     )
     for name, data in sets.items():
         print_set(name, len(data.tools), rows[name][1], methods)
-    example = sets["everyday"]
+    example = sets.get("everyday")
+    if example is None:
+        return rows
     again = learned.each_after_the_others(
-        example.tools, example.requests, embedder, config, partial(remaining, example.tools)
+        example.tools, example.requests, embedder, config, partial(remaining, example.tools), example.server_of
     )
-    print("\n\neveryday, each request (answerable, held-out) after learning all the others twice (not fitted on):\n")
+    print("\n\neveryday, each request (answerable, held-out, server missing) after learning all the others twice:\n")
     print(table({method: scores(again, rule) for method, rule in methods.items()}))
     return rows
 

@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 import numpy as np
+from unanswerable_servers import KIND
 
 from toolwise.rl.fit import DomainFit, FitConfig, Relevance, unfit_probability
 
-KINDS = ("held-out", "irrelevance", "live_irrelevance")  # the unanswerable kinds
+KINDS = ("held-out", "irrelevance", "live_irrelevance", KIND)  # the unanswerable kinds (KIND: server missing)
 TARGET_DROP = 1.5  # points of answerable hit@1 a threshold may cost on the calibration split
 
 

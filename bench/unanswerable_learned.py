@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from unanswerable_fitting import KINDS, TARGET_DROP
+from unanswerable_servers import KIND, server_groups, without_servers
 
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, agent_logit, relevance_of, zero_shot_unfit
@@ -130,6 +131,28 @@ def learned_rows(
     return rows
 
 
+def server_missing_rows(
+    tools: list[ToolDoc],
+    server_of: Mapping[str, str],
+    learned: Sequence[dict[str, Any]],
+    judged: Sequence[dict[str, Any]],
+    embedder: WordLlamaEmbedder,
+    fit: FitConfig,
+) -> list[LearnedRow]:
+    """`judged` each judged by a learner whose catalogue never had the servers of its right tools: it
+    learned the requests of `learned` the rest of the catalogue serves (less any judged text), as a
+    user without those servers would have taught it."""
+    judged_texts = {normal(r["query"]) for r in judged}
+    rows = []
+    for gone, members in server_groups(judged, server_of).items():
+        rest = without_servers(tools, server_of, gone)
+        served = {t.name for t in rest}
+        learner = Learner(LearnerConfig(fit=fit), rest, embedder)
+        learn(learner, [r for r in learned if set(r["tools"]) <= served and normal(r["query"]) not in judged_texts])
+        rows += [judge(learner, KIND, r["query"], frozenset()) for r in members]
+    return rows
+
+
 # -- fitting LearnedFit, and the references' thresholds ---------------------------------------------
 
 
@@ -199,9 +222,10 @@ def split_rows(
     fit: FitConfig,
     held: Callable[[frozenset[str]], list[str]],
     split: Callable[[str], bool],
+    server_of: Mapping[str, str] | None = None,
 ) -> tuple[list[LearnedRow], list[LearnedRow]]:
     """The fitting rows (half the calibration split learned, the other half judged) and the test rows (the
-    whole calibration split learned, the test split judged)."""
+    whole calibration split learned, the test split judged); with `server_of`, server-missing rows too."""
     calibration = [r for r in requests if split(r["id"])]
     test = [r for r in requests if not split(r["id"])]
     learned = [r for r in calibration if learn_fold(r["id"])]
@@ -209,7 +233,11 @@ def split_rows(
     irrelevant_calibration = [r for r in irrelevant if split(r["id"])]
     irrelevant_test = [r for r in irrelevant if not split(r["id"])]
     fitting = learned_rows(tools, learned, judged, irrelevant_calibration, embedder, fit, held)
-    return fitting, learned_rows(tools, calibration, test, irrelevant_test, embedder, fit, held)
+    tested = learned_rows(tools, calibration, test, irrelevant_test, embedder, fit, held)
+    if server_of is not None:
+        fitting += server_missing_rows(tools, server_of, learned, judged, embedder, fit)
+        tested += server_missing_rows(tools, server_of, calibration, test, embedder, fit)
+    return fitting, tested
 
 
 def each_after_the_others(
@@ -218,8 +246,10 @@ def each_after_the_others(
     embedder: WordLlamaEmbedder,
     fit: FitConfig,
     held: Callable[[frozenset[str]], list[str]],
+    server_of: Mapping[str, str] | None = None,
 ) -> list[LearnedRow]:
-    """Each request judged (answerable and held-out) by a learner that learned all the others twice: a small
+    """Each request judged (answerable, held-out and, with `server_of`, server-missing) by a learner that
+    learned all the others twice (its catalogue's): a small
     catalogue whose tools have each served every kind of request it has (the splits leave the README
     example's tools below `min_kinds`). A check of what the learned model costs there, not fitted on."""
     rows = []
@@ -230,4 +260,7 @@ def each_after_the_others(
         right = frozenset(request["tools"])
         rows.append(judge(learner, "answerable", request["query"], right))
         rows.append(judge(learner, "held-out", request["query"], frozenset(), held(right)))
+        if server_of is not None:
+            others = [r for r in requests if normal(r["query"]) != text] * 2
+            rows += server_missing_rows(tools, server_of, others, [request], embedder, fit)
     return rows

@@ -127,9 +127,11 @@ MISSING = ["find every file containing the word TODO", "how much disk space is l
 PARAPHRASES = ["show me what is written in notes.txt", "rename report.doc to final_report.doc"]
 
 
-def served(embedder: Embedder, calls: int = 4, requests: dict[str, list[str]] = SERVED) -> Learner:
+def served(
+    embedder: Embedder, calls: int = 4, requests: dict[str, list[str]] = SERVED, tools: list[ToolDoc] = FILES
+) -> Learner:
     """A learner that saw each tool called for `calls` of its requests (kinds of request), each call working."""
-    learner, rng = Learner(tools=FILES, embedder=embedder), np.random.default_rng(0)
+    learner, rng = Learner(tools=tools, embedder=embedder), np.random.default_rng(0)
     for i in range(calls):
         for tool, queries in requests.items():
             learner.recommend(queries[i], rng)
@@ -143,6 +145,36 @@ def test_after_learning_a_request_whose_tool_is_missing_fits_nothing(embedder: E
     assert not fresh.nothing_fits  # its words alone seem to fit a file tool
     decision = served(embedder).recommend(query, np.random.default_rng(0), top_k=2)
     assert decision.nothing_fits and len(decision.ranked) == 2
+
+
+WEATHER = [
+    ToolDoc("weather__forecast", "Weather forecast for a city: rain, temperature, wind"),
+    ToolDoc("weather__air_quality", "Air quality and pollen levels for a city"),
+]
+WEATHER_SERVED = {
+    "weather__forecast": [
+        "will it rain in Paris tomorrow",
+        "will it rain in Rome tomorrow",
+        "will it rain in Berlin on Sunday",
+        "will it rain in Madrid this weekend",
+    ],
+    "weather__air_quality": [
+        "how is the air quality in Paris today",
+        "how is the air quality in Delhi today",
+        "what is the pollen count in Rome today",
+        "how is the air quality in Beijing today",
+    ],
+}
+
+
+def test_after_learning_two_servers_a_request_of_a_server_not_installed_fits_nothing(embedder: Embedder) -> None:
+    """What a user meets with no ride server installed: a catalogue of two servers (files, weather) whose tools
+    each served alike requests; a ride fits nothing, the weather still gets its tool (the learned model fitted
+    with requests whose whole server is missing: bench/unanswerable.py's server-missing split)."""
+    learner = served(embedder, requests={**SERVED, **WEATHER_SERVED}, tools=FILES + WEATHER)
+    assert learner.recommend("call a taxi to the airport", np.random.default_rng(0)).nothing_fits
+    decision = learner.recommend("will it rain in Lisbon tomorrow", np.random.default_rng(0))
+    assert decision.chosen == "weather__forecast" and not decision.nothing_fits
 
 
 @pytest.mark.parametrize("query", PARAPHRASES)

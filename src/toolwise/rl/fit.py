@@ -56,7 +56,8 @@ class LearnedFit:
     request's x(q) to a request the first candidate worked for) + agent·logit(p_agent of the first
     candidate: the choice model's probability that the agent calls it). Fitted by bench/unanswerable.py --fit on
     the calibration splits of BFCL live, NESTFUL and BFCL multi-turn after a stream of their answerable
-    requests was learned, the threshold losing at most 1.5 points of hit@1 on each (counting what the
+    requests was learned (unanswerable: held-out, irrelevance, and requests whose whole server is missing,
+    against answerable hits), the threshold losing at most 1.5 points of hit@1 on each (counting what the
     zero-shot model loses where too little is known). WordLlama's request vectors are much about the
     names in a request ("the time in Lima" and "in Tokyo": cosine 0.3): a tool whose requests differ
     that way (its kinds unlike one another) can seem far from the next one it serves, so then the
@@ -64,12 +65,12 @@ class LearnedFit:
 
     min_kinds: int = 3  # fewer, the zero-shot model decides
     min_coherence: float = 0.4  # the kinds less alike than this (median nearest-other cosine): likewise
-    intercept: float = 4.749
-    cosine: float = -1.069
-    coverage: float = 0.255
-    near: float = -5.589
-    agent: float = -0.455
-    threshold: float = 0.9238  # probability that nothing fits, above which the decision says so
+    intercept: float = 5.237
+    cosine: float = -1.5
+    coverage: float = -0.064
+    near: float = -5.905
+    agent: float = -0.463
+    threshold: float = 0.9324  # probability that nothing fits, above which the decision says so
 
     def __post_init__(self) -> None:
         _check_finite(self, "LearnedFit")
@@ -118,10 +119,10 @@ class FitConfig:
     threshold set on one alone says "nothing fits" to right answers on the other."""
 
     enabled: bool = True
-    intercept: float = 3.982
-    cosine: float = -6.024
-    coverage: float = -0.522
-    threshold: float = 0.9477  # probability that nothing fits, above which the decision says so
+    intercept: float = 3.996
+    cosine: float = -6.05
+    coverage: float = -0.524
+    threshold: float = 0.9482  # probability that nothing fits, above which the decision says so
     domain: DomainFit = field(default_factory=DomainFit)  # a request of the catalogue's domain, its tool missing
     learned: LearnedFit = field(default_factory=LearnedFit)  # once the first candidate is known by its outcomes
 
