@@ -38,7 +38,8 @@ import echo_server  # the bench's downstream, here in-process
 from bare_proxy import proxy  # bench/bare_proxy.py's handlers, over an in-process client
 
 from toolwise.config import AppConfig, InProcessServer
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 
 def app(tmp: Path, name: str, *, learning: bool, settings: dict[str, object]) -> Toolwise:

@@ -54,7 +54,8 @@ from tokenizers import Tokenizer
 from toolwise.config import AppConfig
 from toolwise.learning.embedding import tool_document
 from toolwise.rl.lexical import LexicalIndex
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"

@@ -37,7 +37,8 @@ from toolwise.config import AppConfig
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl.embedding import SemanticIndex
 from toolwise.rl.lexical import LexicalIndex
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "toolwise.example.json"

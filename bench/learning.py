@@ -267,7 +267,8 @@ async def run_multistep_mcp(env: MultiStep, flow: str, seed: int, steps: int, ch
 
     from toolwise.config import AppConfig
     from toolwise.learning.sessions import session_meta
-    from toolwise.server.app import Toolwise, build_server
+    from toolwise.server.app import Toolwise
+    from toolwise.server.build import build_server
 
     rng = np.random.default_rng(seed)
     names = [t.name for t in env.tools]

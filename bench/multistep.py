@@ -37,7 +37,8 @@ from toolwise.learning.sessions import session_meta
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
 from toolwise.rl.policies.base import FEATURES
 from toolwise.rl.policies.choice import ChoiceModel
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"

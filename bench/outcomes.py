@@ -49,7 +49,8 @@ from real_queries import config
 from toolwise.config import Settings
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import EXECUTION_META_KEY, session_meta
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 

@@ -189,7 +189,8 @@ async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray
     import echo_server  # bench/, on the path as a script's folder
 
     from toolwise.config import AppConfig, InProcessServer
-    from toolwise.server.app import Toolwise, build_server
+    from toolwise.server.app import Toolwise
+    from toolwise.server.build import build_server
 
     lags: list[float] = []
 
@@ -237,7 +238,8 @@ async def backlog_lag(calls: int) -> tuple[np.ndarray, np.ndarray, float, float]
     import echo_server
 
     from toolwise.config import AppConfig, InProcessServer
-    from toolwise.server.app import Toolwise, build_server
+    from toolwise.server.app import Toolwise
+    from toolwise.server.build import build_server
 
     lags: list[float] = []
     own: list[float] = []

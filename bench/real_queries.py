@@ -46,7 +46,8 @@ from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import session_meta
 from toolwise.rl.policies import OutcomeModel
 from toolwise.rl.text import tokenize
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 SERVER = "cat"  # the fake downstream's name: toolwise serves its tools as cat__<tool> (cleaned)

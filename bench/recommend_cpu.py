@@ -50,7 +50,8 @@ import toolwise
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import session_meta
 from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 NO_LATENCY = {"reward": {"latency_per_second": 0.0, "fast_bonus": 0.0}}
 

@@ -35,7 +35,8 @@ from references import WittenBell
 
 from toolwise.learning.sessions import session_meta
 from toolwise.rl import SequenceModel
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 NEXT = ("toolwise", "seq+flags", "trigram_all", "repeat_last", "trigram_worked")

@@ -37,7 +37,8 @@ import echo_server  # the bench's downstream, here in-process
 
 from toolwise.config import AppConfig, InProcessServer
 from toolwise.downstream.tracing import Tracing
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 
 def echo() -> Server[Any]:

@@ -19,7 +19,8 @@ from tests.e2e.conftest import time_server, toolwise
 from tests.server.surface import as_model_reads, execution_of, llama2_tokens, text
 from toolwise.config import AppConfig, Settings
 from toolwise.rl import Decision, Ranked
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 from toolwise.server.discovery import Exposure
 
 NOW = "time__get_current_time"

@@ -19,7 +19,8 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
 
 from tests.e2e.conftest import time_server, toolwise
 from toolwise.config import AppConfig
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 
 async def test_an_empty_prefix_serves_the_downstreams_bare_tool_names(write_config: Callable[..., Path]) -> None:

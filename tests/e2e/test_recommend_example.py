@@ -12,7 +12,8 @@ from mcp import Client
 from tests.e2e.conftest import time_server
 from tests.server.surface import ok
 from toolwise.config import AppConfig
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 SERVERS = {"time": time_server(), "git": {"command": "mcp-server-git"}}
 

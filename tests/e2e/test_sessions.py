@@ -13,7 +13,8 @@ from mcp import Client
 from tests.e2e.conftest import time_server, toolwise, toolwise_http
 from tests.server.surface import execution_of, text
 from toolwise.config import AppConfig
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 NOW = ("time__get_current_time", {"timezone": "UTC"})
 

@@ -25,7 +25,8 @@ from tests.server import toy_server
 from toolwise.config import AppConfig, InProcessServer
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.sessions import EXECUTION_META_KEY
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 
 @asynccontextmanager

@@ -113,11 +113,11 @@ async def test_a_bug_in_one_of_our_tools_is_logged_with_its_traceback_and_answer
 
     async with running(tmp_path) as (app, client):
         app.own["get_successful_sequences"] = replace(app.own["get_successful_sequences"], handler=broken)
-        with caplog.at_level(logging.ERROR, logger="toolwise.server.app"):
+        with caplog.at_level(logging.ERROR, logger="toolwise.server.handlers"):
             failed = await client.call_tool("get_successful_sequences", {})
         after = await client.call_tool("toy__echo", {"text": "still served"})
     assert failed.is_error and text(failed) == "Error executing tool get_successful_sequences"
-    [logged] = [r for r in caplog.records if r.name == "toolwise.server.app"]
+    [logged] = [r for r in caplog.records if r.name == "toolwise.server.handlers"]
     assert logged.exc_info is not None and "internal detail 0x2a" in str(logged.exc_info[1])
     assert text(after) == "still served"
 

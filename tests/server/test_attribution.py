@@ -16,7 +16,8 @@ from mcp import Client
 
 from tests.server.surface import as_meta, time_server
 from toolwise.config import AppConfig
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 NOW = "time__get_current_time"
 CONVERT = "time__convert_time"

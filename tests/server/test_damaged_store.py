@@ -10,7 +10,8 @@ from mcp import Client
 from tests.feedback.test_integrity import damage_a_page, write_log
 from tests.server.surface import time_server
 from toolwise.config import AppConfig
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 
 async def test_a_damaged_page_shows_in_the_learning_stats_and_the_heartbeat(tmp_path: Path) -> None:
@@ -28,4 +29,4 @@ async def test_a_damaged_page_shows_in_the_learning_stats_and_the_heartbeat(tmp_
         stats = await client.call_tool("get_learning_stats", {})
         store = stats.structured_content["store"]
         assert store.startswith(f"damaged: {db} is damaged: ") and f"page {page}" in store
-        assert app.status()["store"] == store  # the heartbeat: `inspect status` and the dashboard read it
+        assert app.upkeep.status()["store"] == store  # the heartbeat: `inspect status` and the dashboard read it

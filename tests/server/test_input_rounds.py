@@ -27,7 +27,7 @@ from tests.server.surface import rows, running, text
 from toolwise import sdk
 from toolwise.config import InProcessServer
 from toolwise.downstream.twin import Twin
-from toolwise.server.app import build_server
+from toolwise.server.build import build_server
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

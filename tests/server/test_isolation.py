@@ -15,7 +15,7 @@ from typing import Any
 from mcp import Client
 
 from tests.server.surface import execution_of, ok, running, text
-from toolwise.server.app import build_server
+from toolwise.server.build import build_server
 
 ECHO = "toy__echo"
 SECRET = "alice salary 123456"

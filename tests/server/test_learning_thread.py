@@ -15,7 +15,7 @@ import pytest
 from tests.server.surface import ok, rows, running
 from toolwise.learning import service
 from toolwise.rl import Step
-from toolwise.server.app import STALE_CALLS
+from toolwise.server.handlers import STALE_CALLS
 
 
 async def test_proxied_calls_are_learned_on_the_learning_thread_in_call_order(

@@ -12,7 +12,8 @@ from mcp import Client
 from tests.server import toy_server
 from tests.server.surface import execution_of, running, text
 from toolwise.config import InProcessServer
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 ECHO = "toy__echo"
 

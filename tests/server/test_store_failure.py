@@ -14,7 +14,8 @@ from mcp import Client
 from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
 from tests.server.surface import execution_of, text, time_server
 from toolwise.config import AppConfig
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
@@ -44,7 +45,7 @@ async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, ful
         assert rating.is_error and "database is failing" in text(rating)
         stats = await client.call_tool("get_learning_stats", {})
         assert not stats.is_error and stats.structured_content["store"].startswith("failing since")
-        assert "No space left on device" in app.status()["store"]
+        assert "No space left on device" in app.upkeep.status()["store"]
         assert "toolwise_store_failing 1.0" in app.metrics.render().decode()
         full_disk[0] = False
         async with asyncio.timeout(10):  # the writer retries on its own backoff (up to 2 s between tries)

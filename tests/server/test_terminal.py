@@ -68,7 +68,7 @@ async def ucb(log: dict[str, str]) -> tuple[FeedbackService, Services]:
 
 
 def cancelled(services: Services, session_id: str, tool: str) -> str:
-    """A proxied call the client cancelled, noted as `server/app.py`'s `forward` notes it."""
+    """A proxied call the client cancelled, noted as `server/handlers.py`'s `forward` notes it."""
     return services.learning.note(
         services.learning.sessions.get(session_id),
         tool=tool,

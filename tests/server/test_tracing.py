@@ -25,7 +25,8 @@ from tests.server import meta_server
 from tests.server.surface import as_meta, execution_of
 from toolwise.config import AppConfig, ConfigError
 from toolwise.downstream.tracing import Tracing
-from toolwise.server.app import Toolwise, build_server
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
 from toolwise.server.tracing import from_environment
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -1,7 +1,7 @@
 """Everything a downstream offers besides tools, passed through unchanged: resources, prompts,
 completions, logging, progress, and the downstream's own requests (sampling, elicitation, roots).
 
-Only tools/call is recorded and learned from (`server/app.py`); this module routes the rest.
+Only tools/call is recorded and learned from (`server/handlers.py`); this module routes the rest.
 
 - Resources keep the URIs the downstreams gave, except where two downstreams list the same URI (or
   URI template): then each copy becomes `server+uri`. A read is routed by URI: a listed URI, a

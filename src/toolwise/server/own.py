@@ -113,7 +113,7 @@ Out = TypeVar("Out", bound=Output)
 
 # A handler gets the running services, its validated input and the caller's session (a transient one
 # for tools that take no session_id); a `UserError` it raises becomes an `is_error` result naming what was
-# wrong (app.py), anything else is a bug: logged with its traceback, answered generically.
+# wrong (handlers.py), anything else is a bug: logged with its traceback, answered generically.
 Handler = Callable[[Services, In, Session], Awaitable[Out]]
 
 

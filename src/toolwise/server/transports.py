@@ -62,7 +62,7 @@ async def ready_to_serve(config: AppConfig) -> AsyncIterator[tuple[Toolwise, Ser
     """The app entered and its MCP server built, ready to serve on any transport: its downstreams
     spawned first (`launched`), what start-up built settled out of the collector's way (`settle_heap`)."""
     app = await launched(config)
-    from toolwise.server.app import build_server
+    from toolwise.server.build import build_server
 
     async with app:
         server = build_server(app)

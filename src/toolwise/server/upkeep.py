@@ -1,0 +1,137 @@
+"""The upkeep beside serving: following restores, sharing what other instances logged, periodic
+snapshots, retention and the heartbeat; and what this instance reports about itself (its status, the
+gauges of the metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from toolwise.feedback import utcnow
+from toolwise.feedback.instances import HEARTBEAT_S
+from toolwise.feedback.records import InstanceStatus
+from toolwise.server.services import Services
+from toolwise.server.stats import learning_stats
+
+log = logging.getLogger(__name__)
+
+
+class Upkeep:
+    """What a running toolwise does on a timer beside serving (`run`, its one task), over its services."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.feedback, self.learning = services.feedback, services.learning
+        self.sharing, self.snapshots = services.sharing, services.snapshots
+        self.started_at = utcnow()
+
+    async def run(self) -> None:
+        settings = self.settings
+        tick = settings.sync_interval_s or 5.0
+        try:  # start-up: load the newest snapshot, while tools/list and calls are served
+            loaded = await self.snapshots.load_latest()
+            log.info("learned state: %s; serving the policy once the log after it is learned", loaded)
+        except Exception:
+            log.exception("loading the newest snapshot failed: learning the whole log instead")
+        try:  # calls are learned once the tools' documents are embedded: never with their cosine missing
+            await self.learning.catalogue_taken()
+        except Exception:
+            log.exception("embedding the tools' documents failed: BM25 alone scores them until the next change")
+        self.learning.end_loading()
+        try:  # then learn the log after it, likewise
+            await self.snapshots.catch_up(settings.snapshot_rows)
+        except Exception:
+            log.exception("catching up with the log failed (the next sync resumes it)")
+        last_snapshot = last_heartbeat = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            try:
+                await self.snapshots.follow_restores()
+                if settings.sync_interval_s:
+                    await self.sharing.sync()
+                interval = settings.snapshot_interval_s
+                by_time = interval and time.monotonic() - last_snapshot >= interval
+                by_rows = settings.snapshot_rows and self.learning.state.unsnapshotted >= settings.snapshot_rows
+                if by_time or by_rows:
+                    last_snapshot = time.monotonic()
+                    await self.snapshots.save("periodic")
+                    await self.prune()
+                if time.monotonic() - last_heartbeat >= HEARTBEAT_S:
+                    last_heartbeat = time.monotonic()
+                    await self.heartbeat()
+            except Exception:
+                log.exception("upkeep failed (learning goes on; retried in %.1fs)", tick)
+
+    async def prune(self) -> int:
+        """Retention: delete executions older than the TTL whose effect the newest snapshot holds."""
+        days = self.settings.retention_days
+        newest = await self.feedback.snapshots.get(namespace=self.learning.namespace) if days else None
+        if days is None or newest is None:
+            return 0
+        before = utcnow() - timedelta(days=days)
+        floor = int(newest.covered["executions"]["floor"])
+        deleted = await self.feedback.log.prune(before, namespace=self.learning.namespace, max_seq=floor)
+        if deleted:
+            log.info("retention: pruned %d executions older than %s", deleted, before.isoformat())
+        return deleted
+
+    def status(self) -> dict[str, Any]:
+        """What this instance reports about itself (heartbeat, `toolwise inspect status`)."""
+        stats = learning_stats(self.services)
+        return {
+            "policy": stats.policy,
+            "serving": stats.serving,
+            "flags": stats.flags,
+            "downstreams": [asdict(h) for h in stats.downstreams],
+            "open_circuits": stats.open_circuits,
+            "shielded_tools": stats.shielded_tools,
+            "tools": stats.tools,
+            "calls": stats.calls,
+            "decisions": stats.decisions,
+            "updates": stats.updates,
+            "synced": stats.synced,
+            "snapshot": stats.snapshot_id,
+            "store": stats.store,
+            "epsilon": stats.epsilon,
+            "epsilon_reason": stats.epsilon_reason,
+            "drifts": stats.drifts,
+        }
+
+    async def heartbeat(self, *, stopped: bool = False) -> None:
+        now = utcnow()
+        await self.feedback.instances.heartbeat(
+            InstanceStatus(
+                id=self.learning.instance_id,
+                namespace=self.learning.namespace,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=self.started_at,
+                heartbeat_at=now,
+                status=self.status(),
+                stopped_at=now if stopped else None,
+            )
+        )
+
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        stats = learning_stats(self.services)
+        return {
+            "exploration_rate": ("Share of recommendations that explored.", stats.exploration_rate or 0.0),
+            "exploration_epsilon": ("The adaptive exploration rate now (rises when rewards fall).", stats.epsilon),
+            "reopened_tools": ("Tools the drift guard re-opened to exploration.", len(stats.reopened_tools)),
+            "decisions": ("Recommendations made since start.", stats.decisions),
+            "learner_updates": ("Updates the learner has made.", stats.updates),
+            "queue_depth": ("Execution records waiting for group commit.", stats.queued_records + stats.pending),
+            "flush_failures": ("Group-commit batches the database refused.", stats.failed_batches),
+            "dead_lettered": ("Records written to the dead-letter file.", stats.dead_lettered),
+            "store_failing": ("1 while the database refuses writes (see the log for why).", stats.store_failing),
+            "open_circuits": ("Downstreams whose circuit is open.", len(stats.open_circuits)),
+            "downstreams_ready": ("Downstreams serving.", sum(h.state == "ready" for h in stats.downstreams)),
+            "shielded_tools": ("Tools dropped from recommendations by the shields.", len(stats.shielded_tools)),
+        }
