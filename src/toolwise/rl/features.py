@@ -121,7 +121,10 @@ class Features:
         """The share of their text relevance `arms` keep: 1 − c · k/(k + n), c their effect's CAUTION
         (READING times it, at most 0.9, for a request that asks to read), n the calls of each that
         worked (the sequence model's count), k = EVIDENCE: the caution lifts as calls of it work."""
-        caution = self.index.caution_of(arms) * (READING if asks_to_read(query) else 1.0)
+        reads = asks_to_read(query)
+        caution = self.index.caution_of(arms) * (READING if reads else 1.0)
+        if query and not reads:  # a request that asks to act, for what the tool says it does: caution lifted
+            caution[self.index.asks_for(query, arms)] = 0.0
         unigrams, names = self.sequences.unigrams, self.index.tools.names
         worked = np.array([s.successes if (s := unigrams.get(names[a])) else 0 for a in arms.tolist()], dtype=float)
         kept: NDArray[np.float64] = 1.0 - np.minimum(caution, 0.9) * EVIDENCE / (EVIDENCE + worked)

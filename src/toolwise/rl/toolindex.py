@@ -19,6 +19,7 @@ from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
+from toolwise.rl.text import action_word, stem, tokenize
 
 
 class UnknownToolError(UserError):
@@ -53,6 +54,7 @@ class ToolIndex:
         self.effects: dict[str, Effect] = {}
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
         self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
+        self.actions: list[str] = []  # each tool id's description's opening verb, stemmed (`asks_for`)
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -79,6 +81,7 @@ class ToolIndex:
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
         self.cautious = np.flatnonzero(self.caution)
+        self.actions = [action_word(self.descriptions.get(name, "")) for name in self.tools.names]
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.vectors
@@ -125,6 +128,13 @@ class ToolIndex:
             return np.zeros(len(arms))
         out: NDArray[np.float64] = np.where(arms < len(caution), caution.take(np.minimum(arms, len(caution) - 1)), 0.0)
         return out
+
+    def asks_for(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Which of `arms` `query` asks for by what its description says it does: one of the query's words,
+        stemmed, is the verb the description opens with ("switch to develop" and "Switches branches")."""
+        words = {stem(word) for word in tokenize(query)}
+        actions = self.actions
+        return np.array([arm < len(actions) and actions[arm] in words for arm in arms.tolist()], dtype=bool)
 
     @property
     def active_names(self) -> list[str]:
