@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp_types as types
 import numpy as np
 import pytest
 
+from toolwise.learning.core import tool_doc
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, Step, ToolDoc
 from toolwise.rl.features import asks_to_read
@@ -91,6 +93,21 @@ def test_a_request_for_what_a_tool_says_it_does_lifts_its_caution(embedder) -> N
     add = np.array([learner.index.tools.get("git__git_add") or 0])
     assert learner.features.kept("add README.md to the next commit", add)[0] == 1.0
     assert learner.features.kept("which files did I add?", add)[0] < 0.5  # asks to read: the caution stays
+
+
+def test_a_tools_title_is_not_what_it_does() -> None:
+    """A title names the tool ("Git Checkout"): its first word is no action a request can ask for."""
+    tool = types.Tool(
+        name="git__git_checkout",
+        title="Git Checkout",
+        description="Switches branches",
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
+    learner = Learner(tools=[tool_doc(tool)])
+    checkout = learner.index.active
+    assert learner.features.kept("switch to develop", checkout)[0] == 1.0
+    assert learner.features.kept("git add README.md", checkout)[0] < 1.0
 
 
 def test_a_request_that_asks_to_read_is_told_from_one_that_asks_to_act() -> None:

@@ -40,6 +40,8 @@ class ToolDoc:
     description: str = ""
     document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
     effect: Effect = "unknown"  # from the tool's annotations (learning/embedding.py's tool_effect)
+    # its description's opening verb, its title left out (`action_word`); None: read from `description`
+    action: str | None = None
 
 
 class ToolIndex:
@@ -54,7 +56,8 @@ class ToolIndex:
         self.effects: dict[str, Effect] = {}
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
         self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
-        self.actions: list[str] = []  # each tool id's description's opening verb, stemmed (`asks_for`)
+        self.action_of: dict[str, str] = {}  # each tool's description's opening verb, stemmed (`asks_for`)
+        self.actions: list[str] = []  # the same by tool id
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -78,10 +81,12 @@ class ToolIndex:
                 self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
             if tool.effect != "unknown" or tool.name not in self.effects:  # nor annotations
                 self.effects[tool.name] = tool.effect
+            if tool.action is not None or tool.name not in self.action_of:
+                self.action_of[tool.name] = action_word(tool.description) if tool.action is None else tool.action
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
         self.cautious = np.flatnonzero(self.caution)
-        self.actions = [action_word(self.descriptions.get(name, "")) for name in self.tools.names]
+        self.actions = [self.action_of.get(name, "") for name in self.tools.names]
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.vectors
