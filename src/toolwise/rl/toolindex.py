@@ -57,7 +57,8 @@ class ToolIndex:
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
         self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
         self.action_of: dict[str, str] = {}  # each tool's description's opening verb, stemmed (`asks_for`)
-        self.actions: list[str] = []  # the same by tool id
+        self.verbs: dict[str, int] = {}  # each of those verbs' number
+        self.actions = np.zeros(0, dtype=np.int64)  # the number of each tool id's verb (len(verbs): none)
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -86,7 +87,9 @@ class ToolIndex:
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
         self.cautious = np.flatnonzero(self.caution)
-        self.actions = [self.action_of.get(name, "") for name in self.tools.names]
+        verbs = [self.action_of.get(name, "") for name in self.tools.names]
+        self.verbs = {verb: n for n, verb in enumerate(dict.fromkeys(v for v in verbs if v))}
+        self.actions = np.array([self.verbs.get(verb, len(self.verbs)) for verb in verbs], dtype=np.int64)
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.vectors
@@ -137,9 +140,14 @@ class ToolIndex:
     def asks_for(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Which of `arms` `query` asks for by what its description says it does: one of the query's words,
         stemmed, is the verb the description opens with ("switch to develop" and "Switches branches")."""
-        words = {stem(word) for word in tokenize(query)}
-        actions = self.actions
-        return np.array([arm < len(actions) and actions[arm] in words for arm in arms.tolist()], dtype=bool)
+        named = [n for word in tokenize(query) if (n := self.verbs.get(stem(word))) is not None]
+        if not named:  # most requests name no tool's verb
+            return np.zeros(len(arms), dtype=bool)
+        wanted = np.zeros(len(self.verbs) + 1, dtype=bool)  # the last slot: a tool with no verb
+        wanted[named] = True
+        inside = arms < len(self.actions)
+        asked: NDArray[np.bool_] = inside & wanted.take(self.actions.take(np.where(inside, arms, 0)))
+        return asked
 
     @property
     def active_names(self) -> list[str]:
