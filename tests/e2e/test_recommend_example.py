@@ -40,6 +40,18 @@ async def test_no_tool_that_changes_the_repository_is_first_for_a_request_that_r
     assert all(a is not None and a.read_only_hint for a in annotations), firsts
 
 
+async def test_a_request_to_act_that_names_what_a_tool_does_gets_that_tool_first(tmp_path: Path) -> None:
+    """mcp-server-git's own descriptions ("Switches branches", "Unstages all staged changes"): the request
+    asks for that action, so the tool that changes the repository is first, caution or not."""
+    asked = {"switch to the develop branch": "git__git_checkout", "unstage everything": "git__git_reset"}
+    async with Toolwise(config(tmp_path)) as app, Client(build_server(app)) as client:
+        firsts = {
+            q: ok(await client.call_tool("recommend_tool", {"query": q, "top_k": 1}))["recommendations"][0]["tool"]
+            for q in asked
+        }
+    assert firsts == asked
+
+
 async def test_a_probability_after_a_few_calls_is_not_reported_as_near_certain(tmp_path: Path, repo: Path) -> None:
     """After 4 calls the choice model's softmax over text scores says 0.9 for a tool: the probability that
     it works, reported, is near "not known" (0.5) until outcomes say more, in the confidence and in the

@@ -4,21 +4,45 @@ example's git tools, with the real embedding model."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import mcp_types as types
 import numpy as np
 import pytest
 
+from toolwise.learning.core import tool_doc
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, Step, ToolDoc
 from toolwise.rl.features import asks_to_read
 
-GIT = [  # mcp-server-git's tools, descriptions and annotations as it serves them
-    ("git_status", "Shows the working tree status", "reads"),
-    ("git_diff_unstaged", "Shows changes in the working directory that are not yet staged", "reads"),
-    ("git_diff_staged", "Shows changes that are staged for commit", "reads"),
-    ("git_add", "Adds file contents to the staging area", "writes"),
-    ("git_reset", "Unstages all staged changes", "destroys"),
-    ("git_commit", "Records changes to the repository", "writes"),
-    ("git_log", "Shows the commit logs", "reads"),
+GIT = [  # mcp-server-git's tools, descriptions, parameters and annotations as it serves them
+    ("git_status", "Shows the working tree status", (), "reads"),
+    (
+        "git_diff_unstaged",
+        "Shows changes in the working directory that are not yet staged",
+        ("context_lines",),
+        "reads",
+    ),
+    ("git_diff_staged", "Shows changes that are staged for commit", ("context_lines",), "reads"),
+    ("git_add", "Adds file contents to the staging area", ("files",), "writes"),
+    ("git_reset", "Unstages all staged changes", (), "destroys"),
+    ("git_commit", "Records changes to the repository", ("message",), "writes"),
+    ("git_log", "Shows the commit logs", ("max_count", "start_timestamp", "end_timestamp"), "reads"),
+    ("git_diff", "Shows differences between branches or commits", ("target", "context_lines"), "reads"),
+    (
+        "git_show",
+        "Shows the contents of a commit, or of a file or directory given as <revision>:<path>",
+        ("revision",),
+        "reads",
+    ),
+    ("git_branch", "List Git branches", ("branch_type", "contains", "not_contains"), "reads"),
+    (
+        "git_create_branch",
+        "Creates a new branch from an optional base branch",
+        ("branch_name", "base_branch"),
+        "writes",
+    ),
+    ("git_checkout", "Switches branches", ("branch_name",), "writes"),
 ]
 
 
@@ -28,10 +52,12 @@ def embedder():  # type: ignore[no-untyped-def]
 
 
 def catalogue(*, annotated: bool) -> list[ToolDoc]:
-    schema = {"properties": {"repo_path": {"type": "string"}}}
+    def schema(parameters: tuple[str, ...]) -> dict[str, Any]:
+        return {"properties": {p: {"type": "string"} for p in ("repo_path", *parameters)}}
+
     return [
-        ToolDoc(f"git__{n}", d, tool_document(f"git__{n}", None, d, schema), effect if annotated else "unknown")  # type: ignore[arg-type]
-        for n, d, effect in GIT
+        ToolDoc(f"git__{n}", d, tool_document(f"git__{n}", None, d, schema(p)), e if annotated else "unknown")  # type: ignore[arg-type]
+        for n, d, p, e in GIT
     ]
 
 
@@ -54,6 +80,34 @@ def test_the_caution_lifts_as_calls_of_the_tool_work(embedder) -> None:  # type:
         learner.learn(Step("git__git_reset", True, 40.0, query=query), rng)
     assert learner.recommend(query, rng, top_k=1).chosen == "git__git_reset"
     assert before < 0.5 < float(learner.features.kept(query, reset)[0]) < 1
+
+
+def test_a_request_for_what_a_tool_says_it_does_lifts_its_caution(embedder) -> None:  # type: ignore[no-untyped-def]
+    """The verb a description opens with ("Switches branches", "Unstages all staged changes") named by a
+    request that asks to act is evidence enough; named by one that asks to read, it is not."""
+    rng = np.random.default_rng(0)
+    learner = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    for query, tool in (("switch to the develop branch", "git_checkout"), ("unstage everything", "git_reset")):
+        assert learner.recommend(query, rng, top_k=1).chosen == f"git__{tool}", query
+    assert learner.recommend("stage all my changes", rng, top_k=1).chosen != "git__git_reset"  # "Unstages"
+    add = np.array([learner.index.tools.get("git__git_add") or 0])
+    assert learner.features.kept("add README.md to the next commit", add)[0] == 1.0
+    assert learner.features.kept("which files did I add?", add)[0] < 0.5  # asks to read: the caution stays
+
+
+def test_a_tools_title_is_not_what_it_does() -> None:
+    """A title names the tool ("Git Checkout"): its first word is no action a request can ask for."""
+    tool = types.Tool(
+        name="git__git_checkout",
+        title="Git Checkout",
+        description="Switches branches",
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
+    learner = Learner(tools=[tool_doc(tool)])
+    checkout = learner.index.active
+    assert learner.features.kept("switch to develop", checkout)[0] == 1.0
+    assert learner.features.kept("git add README.md", checkout)[0] < 1.0
 
 
 def test_a_request_that_asks_to_read_is_told_from_one_that_asks_to_act() -> None:

@@ -47,6 +47,7 @@ from toolwise.rl import Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
 from toolwise.rl.fit import FitConfig
+from toolwise.rl.text import action_word
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def tool_doc(tool: types.Tool) -> ToolDoc:
         f"{tool.title or ''} {tool.description or ''}",
         tool_document(tool.name, tool.title, tool.description, tool.input_schema),
         tool_effect(annotations.read_only_hint, annotations.destructive_hint) if annotations else "unknown",
+        action_word(tool.description or ""),  # a title ("Git Checkout") names the tool, not what it does
     )
 
 

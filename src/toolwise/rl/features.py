@@ -4,7 +4,8 @@ tool, raised to what is known to work right after the last tool) and the choice 
 A tool whose annotations say it changes things (it writes, or destroys) keeps only part of its text
 relevance until calls of it have worked (`caution`): the words of a request alone are weak evidence,
 and "stage my changes" reads much like "unstage all staged changes". The part it gives up is larger
-for a request that reads as a question or asks to see something.
+for a request that reads as a question or asks to see something; none for a request that asks to act
+and names the verb the tool's description opens with ("switch to develop", "Switches branches").
 
 Both are read from the tool index and the sequence model, which learn elsewhere; this module only
 combines them, so a policy sees one number (or one row) a tool.
@@ -119,9 +120,13 @@ class Features:
 
     def kept(self, query: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """The share of their text relevance `arms` keep: 1 − c · k/(k + n), c their effect's CAUTION
-        (READING times it, at most 0.9, for a request that asks to read), n the calls of each that
-        worked (the sequence model's count), k = EVIDENCE: the caution lifts as calls of it work."""
-        caution = self.index.caution_of(arms) * (READING if asks_to_read(query) else 1.0)
+        (READING times it, at most 0.9, for a request that asks to read; 0 for one that asks to act and
+        names the tool's action, `ToolIndex.asks_for`), n the calls of each that worked (the sequence
+        model's count), k = EVIDENCE: the caution lifts as calls of it work."""
+        reads = asks_to_read(query)
+        caution = self.index.caution_of(arms) * (READING if reads else 1.0)
+        if query and not reads:  # a request that asks to act, for what the tool says it does: caution lifted
+            caution[self.index.asks_for(query, arms)] = 0.0
         unigrams, names = self.sequences.unigrams, self.index.tools.names
         worked = np.array([s.successes if (s := unigrams.get(names[a])) else 0 for a in arms.tolist()], dtype=float)
         kept: NDArray[np.float64] = 1.0 - np.minimum(caution, 0.9) * EVIDENCE / (EVIDENCE + worked)

@@ -57,3 +57,27 @@ def tokenize(text: str) -> tuple[str, ...]:
     """Lower-case alphanumeric words without stop words; `git_status` and `git-status` give git, status.
     Cached: a decision and the update that follows it tokenise the same query twice."""
     return tuple([t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS])
+
+
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+
+
+def stem(word: str) -> str:
+    """`word` lower-cased without a plural or third-person ending (`switches` → switch, `creates` → create,
+    `copies` → copy): how a tool's description says what it does ("Switches branches") against the
+    verb a request asks with ("switch to develop")."""
+    word = word.lower()
+    if len(word) < 4 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "sses", "xes", "zes")):
+        return word[:-2]
+    return word[:-1]
+
+
+def action_word(description: str) -> str:
+    """The word a tool's description opens with, stemmed: its verb when the description says what the
+    tool does ("Unstages all staged changes" → unstage); "" without a word."""
+    found = _FIRST_WORD.search(description)
+    return stem(found.group(0)) if found else ""

@@ -19,6 +19,7 @@ from toolwise.rl.embedding import Embedder, SemanticIndex, name_words
 from toolwise.rl.ids import Interner
 from toolwise.rl.lexical import LexicalIndex
 from toolwise.rl.names import NameIndex
+from toolwise.rl.text import action_word, stem, tokenize
 
 
 class UnknownToolError(UserError):
@@ -39,6 +40,8 @@ class ToolDoc:
     description: str = ""
     document: str = ""  # what the semantic prior embeds; defaults to the name's words and the description
     effect: Effect = "unknown"  # from the tool's annotations (learning/embedding.py's tool_effect)
+    # its description's opening verb, its title left out (`action_word`); None: read from `description`
+    action: str | None = None
 
 
 class ToolIndex:
@@ -53,6 +56,9 @@ class ToolIndex:
         self.effects: dict[str, Effect] = {}
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
         self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
+        self.action_of: dict[str, str] = {}  # each tool's description's opening verb, stemmed (`asks_for`)
+        self.verbs: dict[str, int] = {}  # each of those verbs' number
+        self.actions = np.zeros(0, dtype=np.int64)  # the number of each tool id's verb (len(verbs): none)
         self.active = np.zeros(0, dtype=np.int64)
         self.names = NameIndex([])
         self.lexical = LexicalIndex([])
@@ -76,9 +82,14 @@ class ToolIndex:
                 self.documents[tool.name] = tool.document or f"{name_words(tool.name)}. {tool.description}"
             if tool.effect != "unknown" or tool.name not in self.effects:  # nor annotations
                 self.effects[tool.name] = tool.effect
+            if tool.action is not None or tool.name not in self.action_of:
+                self.action_of[tool.name] = action_word(tool.description) if tool.action is None else tool.action
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
         self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
         self.cautious = np.flatnonzero(self.caution)
+        verbs = [self.action_of.get(name, "") for name in self.tools.names]
+        self.verbs = {verb: n for n, verb in enumerate(dict.fromkeys(v for v in verbs if v))}
+        self.actions = np.array([self.verbs.get(verb, len(self.verbs)) for verb in verbs], dtype=np.int64)
         self.names = NameIndex(self.tools.names)
         if self.embedder is not None:  # vectors of unchanged documents are kept, not recomputed
             known = self.vectors
@@ -126,6 +137,18 @@ class ToolIndex:
             return np.zeros(len(arms))
         out: NDArray[np.float64] = np.where(arms < len(caution), caution.take(np.minimum(arms, len(caution) - 1)), 0.0)
         return out
+
+    def asks_for(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Which of `arms` `query` asks for by what its description says it does: one of the query's words,
+        stemmed, is the verb the description opens with ("switch to develop" and "Switches branches")."""
+        named = [n for word in tokenize(query) if (n := self.verbs.get(stem(word))) is not None]
+        if not named:  # most requests name no tool's verb
+            return np.zeros(len(arms), dtype=bool)
+        wanted = np.zeros(len(self.verbs) + 1, dtype=bool)  # the last slot: a tool with no verb
+        wanted[named] = True
+        inside = arms < len(self.actions)
+        asked: NDArray[np.bool_] = inside & wanted.take(self.actions.take(np.where(inside, arms, 0)))
+        return asked
 
     @property
     def active_names(self) -> list[str]:
