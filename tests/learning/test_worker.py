@@ -1,17 +1,19 @@
 """The learned state's lock counts the threads blocked on it (`StateLock.waiting`): while one waits, the
 learning thread gives no turn to an event loop that cannot take it. The count must come back to 0, or
-the worker would never give the loop a turn again."""
+the worker would never give the loop a turn again. And `abandonable`: work nobody awaits any more still
+has its failure logged."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from toolwise.learning.worker import SLICE_S, LearningThread, StateLock
+from toolwise.learning.worker import SLICE_S, LearningThread, StateLock, abandonable
 
 
 def wait_until(check: Callable[[], bool], within_s: float = 10.0) -> None:
@@ -116,3 +118,42 @@ async def test_the_worker_gives_the_loop_no_turn_while_a_reader_waits_and_one_on
     await worker.run(work)
     worker.close()
     assert turns == [0, 1]
+
+
+class EmbeddingBroke(Exception):
+    """What an embedder raises (a model file gone, a tokenizer's error)."""
+
+
+async def test_abandonable_hands_its_work_result_and_failure_to_the_awaiting_task() -> None:
+    assert await abandonable(lambda: 42, name="answer") == 42
+
+    def broken() -> int:
+        raise EmbeddingBroke("the model file is gone")
+
+    with pytest.raises(EmbeddingBroke, match="model file is gone"):
+        await abandonable(broken, name="broken")
+
+
+async def test_a_failure_of_abandoned_work_is_logged_not_lost(caplog: pytest.LogCaptureFixture) -> None:
+    release, ended = threading.Event(), threading.Event()
+
+    def embedding() -> int:
+        release.wait(10)
+        ended.set()
+        raise EmbeddingBroke("the model file is gone")
+
+    waiting = asyncio.ensure_future(abandonable(embedding, name="toolwise-embedding"))
+    await asyncio.sleep(0)
+    waiting.cancel()  # a shutdown: nobody awaits the embedding any more
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    with caplog.at_level(logging.ERROR, logger="toolwise.learning.worker"):
+        release.set()
+        for _ in range(1000):  # the thread's end reaches the loop as a callback: let it run
+            if any(r.exc_info for r in caplog.records):
+                break
+            await asyncio.sleep(0.01)
+    assert ended.is_set()
+    [record] = [r for r in caplog.records if r.exc_info]
+    assert "toolwise-embedding failed after it was abandoned" in record.getMessage()
+    assert record.exc_info is not None and isinstance(record.exc_info[1], EmbeddingBroke)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -109,24 +109,36 @@ async def abandonable(work: Callable[[], T], *, name: str) -> T:
     """`work()` on a daemon thread of its own, awaited as `asyncio.to_thread` would be, except that nothing
     waits for it once its caller is cancelled: the loop's shutdown and the interpreter's exit join the
     default executor's threads, so a shutdown would wait for it to end. For work worth nothing once nobody
-    awaits it, such as a catalogue's embedding (MiniLM: ~15 s at 1,000 tools); its result is dropped."""
+    awaits it, such as a catalogue's embedding: its result is dropped, an exception it raises is logged."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
 
     def target() -> None:
         try:
-            outcome: tuple[Callable[[Any], None], Any] = (done.set_result, work())
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, which raises it
-            outcome = (done.set_exception, exc)
+            result, error = work(), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, or logged when none awaits
+            result, error = None, exc
         try:
-            loop.call_soon_threadsafe(_settle, done, *outcome)
+            loop.call_soon_threadsafe(_settle, done, name, result, error)
         except RuntimeError:  # the loop has closed: nobody awaits it any more
-            log.debug("%s ended after its event loop closed: its result is dropped", name)
+            _dropped(name, error)
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return await done
 
 
-def _settle(done: asyncio.Future[Any], setter: Callable[[Any], None], value: Any) -> None:
-    if not done.done():  # else its awaiting task was cancelled: abandoned
-        setter(value)
+def _settle(done: asyncio.Future[T], name: str, result: T | None, error: BaseException | None) -> None:
+    if done.done():  # its awaiting task was cancelled: abandoned
+        _dropped(name, error)
+    elif error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(cast(T, result))  # None only when `error` is set
+
+
+def _dropped(name: str, error: BaseException | None) -> None:
+    """An abandoned work's end: its result is worth nothing, but its failure is still a defect to see."""
+    if error is None:
+        log.debug("%s ended after it was abandoned: its result is dropped", name)
+    else:
+        log.error("%s failed after it was abandoned", name, exc_info=error)
