@@ -41,3 +41,20 @@ async def test_a_change_arriving_while_an_earlier_one_is_embedded_is_the_one_the
     assert learning.learner.index.active_names == ["time__now"]  # the last catalogue
     assert list(learning.learner.index.tools.names) == ["text__translate", "time__now"]  # the first, taken before it
     assert [d.name for d in learning.tool_docs] == ["time__now"]
+
+
+async def test_a_snapshot_load_reads_the_running_vectors_whole_not_while_a_catalogue_is_taken() -> None:
+    """A load (in a worker thread) reads the vectors and the documents still waiting together: a read
+    between the two, as the embedded catalogue is taken, would keep a waiting document's blank vector."""
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    learning = LearningService(settings, FeedbackService(settings.database_url))
+    await learning.set_tools([tool("time__now", "The current time.")])
+    with learning.lock:  # a catalogue being taken
+        reading = asyncio.create_task(asyncio.to_thread(learning.running_vectors))
+        for _ in range(1000):
+            if learning.lock.waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert learning.lock.waiting == 1 and not reading.done()  # the read waits for the lock
+    vectors, waiting = await reading
+    assert waiting == frozenset() and set(vectors) == {learning.tool_docs[0].document}

@@ -158,10 +158,18 @@ class LearningCore:
         those still waiting to be embedded wait in it too."""
         if not reuse:
             return Learner(learner_config(self.settings), self.tool_docs, self.embedder)
-        running = self.learner.index
+        vectors, later = self.running_vectors()
         learner = Learner(learner_config(self.settings), (), self.embedder)
-        learner.set_tools(self.tool_docs, running.vectors, later=running.unembedded)
+        learner.set_tools(self.tool_docs, vectors, later=later)
         return learner
+
+    def running_vectors(self) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
+        """The running learner's document vectors and the documents still waiting to be embedded, read
+        together under the lock from any thread: `_teach` replaces both, and a read between the two could
+        take a waiting document's blank vector for its embedding."""
+        with self.lock:
+            running = self.learner.index
+            return running.vectors, running.unembedded
 
     @property
     def serving(self) -> str:
@@ -239,8 +247,7 @@ class LearningCore:
         thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
         if self.embedder is None:
             return {}
-        with self.lock:
-            known = self.learner.index.vectors
+        known, _ = self.running_vectors()
         vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
         missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
         if missing:  # abandoned by a shutdown meanwhile (`stop_teaching`): the learner keeps what it had

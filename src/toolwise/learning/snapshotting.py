@@ -157,8 +157,8 @@ class Snapshotting:
         except (KeyError, ValueError, TypeError) as exc:
             raise snapshots.SnapshotError(f"snapshot state cannot be loaded: {exc}") from exc
         if docs:  # the catalogue is what is running now, its vectors those the running learner has
-            running = learning.learner.index
-            learner.set_tools(docs, running.vectors, later=running.unembedded)
+            vectors, later = learning.running_vectors()
+            learner.set_tools(docs, vectors, later=later)
         return _Prepared(learner, rng, state.get("counters", {}), docs)
 
     def _install(
