@@ -206,8 +206,8 @@ class LearningCore:
 
     async def set_tools(self, tools: list[types.Tool], *, first: bool = False) -> None:
         """Teach the learner the running catalogue; returns once it knows this one (or a newer). Its new
-        documents are embedded in a worker thread while the event loop serves (with `embedding: minilm`
-        most of a minute at 1,000 tools); the learner then takes it whole under the lock. One task takes
+        documents are embedded in a thread of their own while the event loop serves (a shutdown does not
+        wait for it: `stop_teaching`); the learner then takes it whole under the lock. One task takes
         the changes in the order they came (`_teach`), so the last catalogue wins. `first` (a server's
         start, nothing listed yet): the learner lists the catalogue at once, BM25 alone scoring its
         documents until they are embedded (`catalogue_taken`), and this returns then."""
