@@ -147,7 +147,7 @@ def test_a_shutdown_while_the_first_catalogue_embeds_does_not_wait_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server closed (stdin closed, SIGTERM, the HTTP shutdown) while its first catalogue is embedded
-    (MiniLM: ~15 s at 1,000 tools) stops without waiting for the embedding, and the calls it answered
+    (with MiniLM, long at a large catalogue) stops without waiting for the embedding, and the calls it answered
     meanwhile are recorded all the same. Run as the CLI runs a server: `asyncio.run` returns once the
     event loop and its worker threads are done with."""
     events: list[str] = []

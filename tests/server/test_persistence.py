@@ -206,7 +206,7 @@ class CountingEmbedder:
 async def test_loading_a_snapshot_does_not_embed_the_catalogues_documents_again(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The documents of the running catalogue are embedded once (MiniLM: ~15 s at 1,000 tools): not again
+    """The documents of the running catalogue are embedded once (with MiniLM the longest wait of a start): not again
     by the snapshot a server loads at start while its first catalogue embeds, nor by a restore."""
     embedder = CountingEmbedder()
     monkeypatch.setattr(learning_core, "load_embedder", lambda kind: embedder)
