@@ -58,3 +58,30 @@ async def test_a_snapshot_load_reads_the_running_vectors_whole_not_while_a_catal
         assert learning.lock.waiting == 1 and not reading.done()  # the read waits for the lock
     vectors, waiting = await reading
     assert waiting == frozenset() and set(vectors) == {learning.tool_docs[0].document}
+
+
+async def test_a_shutdown_cancelled_while_it_stops_the_embedding_is_cancelled_still(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stopping the catalogue's embedding awaits its cancellation; a cancel of the shutdown itself
+    meanwhile (a second Ctrl-C, a supervisor's deadline) must not be taken for that one and swallowed."""
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    learning = LearningService(settings, FeedbackService(settings.database_url))
+    winding_down = asyncio.Event()
+
+    async def teaching() -> None:  # a teaching task that takes a while to end once cancelled
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await winding_down.wait()
+            raise
+
+    monkeypatch.setattr(learning, "_teaching", asyncio.ensure_future(teaching()))
+    await asyncio.sleep(0)
+    stopping = asyncio.create_task(learning.stop_teaching())
+    await asyncio.sleep(0.01)
+    stopping.cancel()
+    await asyncio.sleep(0.01)
+    winding_down.set()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping

@@ -7,7 +7,6 @@ recording and learning the calls is `learning/service.py`'s `LearningService`, b
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
@@ -239,8 +238,8 @@ class LearningCore:
         the learner keeps the catalogue it knew, BM25 alone scoring what was not embedded yet."""
         if self._teaching is not None and not self._teaching.done():
             self._teaching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._teaching
+            # its cancellation is not taken for this caller's: a shutdown cancelled meanwhile still stops
+            await asyncio.wait([self._teaching])
 
     async def _embed_ahead(self, docs: list[ToolDoc]) -> dict[str, NDArray[np.float32]]:
         """The vectors of `docs`' documents: those the learner has, and the others embedded in a worker
