@@ -9,6 +9,7 @@ import copy
 import numpy as np
 import pytest
 
+from toolwise.errors import UserError
 from toolwise.rl import LearnerConfig, Step, ToolDoc
 from toolwise.rl.evaluation import (
     Candidate,
@@ -150,9 +151,9 @@ def test_decisions_without_propensities_are_counted_and_refused() -> None:
 
 
 def test_a_setting_the_candidate_policy_lacks_is_refused() -> None:
-    with pytest.raises(ValueError, match="policy 'thompson' has no ε to set"):
+    with pytest.raises(UserError, match="policy 'thompson' has no ε to set"):
         Candidate("thompson", epsilon=0.1)
-    with pytest.raises(ValueError, match="policy must be one of"):
+    with pytest.raises(UserError, match="policy must be one of"):
         Candidate("greedy")
 
 

@@ -28,7 +28,8 @@ def run(
     create: bool = False,
 ) -> None:
     """`work` on the database of CONFIG (or --database-url). A command that only reads (`create` false)
-    refuses an SQLite file that does not exist rather than leave an empty database behind."""
+    refuses an SQLite file that does not exist rather than leave an empty database behind. A `UserError`
+    is answered in one line, exit 1; anything else is a bug and keeps its traceback (typer prints it)."""
     settings = settings_or_exit(config, database_url)
     path = sqlite_path(settings.database_url)
     if not create and path is not None and not path.exists():
@@ -45,7 +46,7 @@ def run(
     try:
         with database_or_exit():
             asyncio.run(main())
-    except (UserError, ValueError) as exc:  # what the user asked is refused, the message says why
+    except UserError as exc:  # what the user asked is refused, the message says why
         console.print(f"[red]toolwise: {exc}[/red]")
         raise typer.Exit(1) from exc
 

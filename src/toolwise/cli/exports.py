@@ -16,6 +16,7 @@ from toolwise.cli.console import console, span
 from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
+from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.engine import open_private
 from toolwise.feedback.export import execution_chunks, rating_chunks
@@ -105,7 +106,7 @@ def inspect_plot(
             progress.add_task("aggregating the execution log", total=None)
             whole = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=1)
             if not whole:
-                raise ValueError(f"no executions in namespace {settings.namespace!r} to plot")
+                raise UserError(f"no executions in namespace {settings.namespace!r} to plot")
             slices = buckets if buckets is not None else plot_slices(whole[0].calls)
             trend = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=slices)
         middle = [b.start + (b.end - b.start) / 2 for b in trend]

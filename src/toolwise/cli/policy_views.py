@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.progress import Progress
 from rich.table import Table
 
@@ -13,7 +14,8 @@ from toolwise.cli.common import ConfigOption, DatabaseUrlOption
 from toolwise.cli.console import WideOption, console, print_fitted
 from toolwise.cli.database import current, run
 from toolwise.cli.views import Column
-from toolwise.config import Settings
+from toolwise.config import Settings, describe
+from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
 
 
@@ -87,16 +89,19 @@ def inspect_evaluate(
         from toolwise.learning.sessions import Session
         from toolwise.server.services import Services
 
-        args = EvaluateInput(
-            policy=policy,
-            epsilon=epsilon,
-            prior_weight=prior_weight,
-            frozen=frozen,
-            train_fraction=train_fraction,
-            confidence=confidence,
-            seed=seed,
-            **limits,
-        )
+        try:
+            args = EvaluateInput(
+                policy=policy,
+                epsilon=epsilon,
+                prior_weight=prior_weight,
+                frozen=frozen,
+                train_fraction=train_fraction,
+                confidence=confidence,
+                seed=seed,
+                **limits,
+            )
+        except ValidationError as exc:  # an option out of its range (--epsilon 2): the user's to change
+            raise UserError(f"inspect evaluate: {describe(exc)}") from exc
         services = Services.open(settings, feedback)
         await services.snapshots.load_latest()  # for the catalogue it knew: the evaluation replays the log itself
         with Progress(console=console, transient=True) as progress:

@@ -36,7 +36,7 @@ def snapshot_dump(
         else:
             found = await feedback.snapshots.get(snapshot_id, namespace=settings.namespace)
             if found is None:
-                raise ValueError(f"no snapshot {snapshot_id} in namespace {settings.namespace!r}")
+                raise snapshots.SnapshotError(f"no snapshot {snapshot_id} in namespace {settings.namespace!r}")
             record = found
         if sign_key is not None:
             record = snapshots.sign(record, snapshots.load_private_key(sign_key))

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select
 
+from toolwise.errors import UserError
 from toolwise.feedback import toolstats
 from toolwise.feedback.engine import PRIVATE_FILE
 from toolwise.feedback.errors import DeadLetterError
@@ -158,8 +159,9 @@ def _allocate(fd: int, size: int) -> None:
 
 
 def read_dead_letters(path: Path) -> Iterator[dict[str, Any]]:
-    """The execution rows of a dead-letter file, as stored (dates parsed)."""
-    with path.open(encoding="utf-8") as lines:
+    """The execution rows of a dead-letter file, as stored (dates parsed). A line that is not one (another
+    file given by mistake) is the caller's to fix: a UserError naming it."""
+    with path.open("rb") as lines:  # bytes: a line that is not UTF-8 is refused with its number too
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -168,7 +170,7 @@ def read_dead_letters(path: Path) -> Iterator[dict[str, Any]]:
                 for key in _DATES:
                     row[key] = datetime.fromisoformat(row[key])
             except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}, line {number}: not a dead letter of toolwise ({exc})") from exc
+                raise UserError(f"{path}, line {number}: not a dead letter of toolwise ({exc})") from exc
             yield row
 
 

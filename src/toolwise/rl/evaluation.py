@@ -72,7 +72,7 @@ def with_setting(config: C, name: str, value: float, missing: str) -> C:
         inner = getattr(config, f.name)
         if has_setting(inner, name):
             return replace(config, **{f.name: with_setting(inner, name, value, missing)})
-    raise ValueError(missing)
+    raise UserError(missing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +87,12 @@ class Candidate:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {self.policy!r}")
+            raise UserError(f"policy must be one of {sorted(POLICIES)}, got {self.policy!r}")
         self.policy_config()  # a setting the policy lacks, or a value out of range, fails here
 
     def policy_config(self) -> PolicyConfig | None:
-        """The policy's config with ε and the prior weight replaced (a ValueError names one it lacks)."""
+        """The policy's config with ε and the prior weight replaced: a setting it lacks raises UserError,
+        a value out of the config's range the config's own ValueError."""
         if self.epsilon is None and self.prior_weight is None:
             return None
         config: PolicyConfig = POLICIES[self.policy][1]()

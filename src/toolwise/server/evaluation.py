@@ -190,7 +190,7 @@ def candidate_of(args: EvaluateInput) -> tuple[Candidate, SupportRule]:
     """The candidate the caller described: a value its policy refuses is the caller's to fix."""
     try:
         candidate = Candidate(args.policy, args.epsilon, args.prior_weight, learning=not args.frozen)
-    except ValueError as exc:  # the configs validate themselves (rl), naming the value
+    except ValueError as exc:  # a value out of a policy config's range (rl's configs check themselves)
         raise UserError(str(exc)) from exc
     return candidate, SupportRule(args.min_matches, args.min_ess, args.min_propensity, args.max_unsupported)
 

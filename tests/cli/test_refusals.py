@@ -1,0 +1,69 @@
+"""What the user asked wrong ends an admin command with one line naming it, exit 1; a bug is not dressed
+as one: it keeps its traceback (cli/database.py `run` answers only `UserError`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolwise.cli.main import app as cli
+from toolwise.feedback import FeedbackService
+from toolwise.feedback.reports import LogReports
+
+
+def database(tmp_path: Path) -> str:
+    """An empty database of toolwise's (migrated), as `serve` leaves one."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+
+    async def create() -> None:
+        async with FeedbackService(url):
+            pass
+
+    asyncio.run(create())
+    return url
+
+
+def refused(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, args)
+    said = " ".join(result.output.split())  # the console wraps a long message at its width
+    assert result.exit_code == 1 and said.startswith("toolwise: ") and message in said, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+
+
+def test_a_snapshot_the_database_lacks_is_refused_in_one_line(tmp_path: Path) -> None:
+    url = database(tmp_path)
+    out = str(tmp_path / "s.snapshot")
+    refused(["snapshot", "dump", "--database-url", url, "--id", "7", "-o", out], "no snapshot 7 in namespace 'default'")
+
+
+def test_a_candidate_policy_asked_wrong_is_refused_in_one_line(tmp_path: Path) -> None:
+    url = database(tmp_path)
+    refused(["inspect", "evaluate", "greedy", "--database-url", url], "policy must be one of")
+    refused(
+        ["inspect", "evaluate", "thompson", "--epsilon", "0.1", "--database-url", url], "policy 'thompson' has no ε"
+    )
+    refused(["inspect", "evaluate", "ucb", "--epsilon", "2", "--database-url", url], "inspect evaluate: epsilon: Input")
+
+
+def test_a_file_that_is_not_a_dead_letter_is_refused_in_one_line(tmp_path: Path) -> None:
+    url = database(tmp_path)
+    for name, content in (("notes.jsonl", b'{"execution": {}}\n'), ("binary.jsonl", b"\xff\xfe\x00\n")):
+        (tmp_path / name).write_bytes(content)
+        refused(["import-dead-letters", str(tmp_path / name), "--database-url", url], "line 1: not a dead letter")
+
+
+def test_a_bug_is_not_shown_as_a_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ValueError from a bug in a command's body propagates with its traceback, not as the user's fault."""
+    url = database(tmp_path)
+
+    async def broken(self: LogReports, namespace: str = "default") -> list[object]:
+        raise ValueError("a bug in the code")
+
+    monkeypatch.setattr(LogReports, "action_summary", broken)
+    result = CliRunner().invoke(cli, ["inspect", "top-actions", "--database-url", url])
+    assert isinstance(result.exception, ValueError) and str(result.exception) == "a bug in the code"
+    assert "toolwise: a bug in the code" not in result.output
