@@ -14,6 +14,7 @@ Nothing is downloaded: pass the git directory of a clone.
     python bench/extract_data.py toollens <COLT git dir>            # quchangle1/COLT (no licence: git-ignored)
     python bench/extract_data.py tau_airline <tau-bench git dir>    # sierra-research/tau-bench (MIT, vendored)
     python bench/extract_data.py seal_tools <Seal-Tools git dir>    # fairyshine/Seal-Tools (Apache-2.0)
+    python bench/extract_data.py mcp_manager <MCP-Manager git dir>  # MCP servers' tools (no licence: git-ignored)
 
 BFCL live: every `BFCL_v4_live_{simple,multiple,parallel,parallel_multiple}` entry (queries users
 contributed), its functions pooled into one catalogue (first description of a name kept), the
@@ -44,6 +45,8 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from extract_mcp import mcp_manager
 
 HERE = Path(__file__).resolve().parent
 BFCL = "berkeley-function-call-leaderboard/bfcl_eval/data"
@@ -287,7 +290,7 @@ MULTI_STEP = {"bfcl_multi_turn": bfcl_multi_turn, "nestful": nestful, "ultratool
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    single = ["bfcl_live", "bfcl_irrelevance", "toollens", "seal_tools", "tau_airline"]
+    single = ["bfcl_live", "bfcl_irrelevance", "toollens", "seal_tools", "tau_airline", "mcp_manager"]
     parser.add_argument("name", choices=[*single, *MULTI_STEP])
     parser.add_argument("gitdir", type=Path)
     args = parser.parse_args()
@@ -311,8 +314,8 @@ def main() -> None:
     elif args.name == "bfcl_irrelevance":
         files = {"queries.jsonl": bfcl_irrelevance(args.gitdir)}
     else:
-        extract = {"bfcl_live": bfcl_live, "toollens": toollens, "seal_tools": seal_tools}[args.name]
-        tools, queries = extract(args.gitdir)
+        extract = {"bfcl_live": bfcl_live, "toollens": toollens, "seal_tools": seal_tools, "mcp_manager": mcp_manager}
+        tools, queries = extract[args.name](args.gitdir)
         files = {"tools.jsonl": tools, "queries.jsonl": queries}
     for filename, rows in files.items():
         (out / filename).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -2,7 +2,9 @@
 
 For each data set (bench/data/<set>: bfcl_live, nestful, bfcl_multi_turn; and `everyday`: the README's
 example, mcp-server-time and mcp-server-git started as toolwise.example.json says, 14 short-described
-tools, with bench/everyday.py's 36 requests), four kinds of request:
+tools, with bench/everyday.py's 36 requests; and, when named in --sets, `mcp_manager`: 293 MCP servers'
+2,651 tools with an LLM-written request each, bench/extract_mcp.py, one request in 8 judged), four
+kinds of request:
 
 - answerable: the set's requests against its whole catalogue. hit@1 is toolwise's first pick being a
   right tool; a request answered "nothing fits" counts as a miss, so the drop in hit@1 is its cost.
@@ -50,6 +52,7 @@ Figures in docs/benchmarks.md come from
     python bench/unanswerable.py --fit           # refit FitConfig's defaults, both parts (prints them)
     python bench/unanswerable.py --loco          # and each catalogue judged by toolwise fitted on the others
     python bench/unanswerable.py --sets bfcl_multi_turn,everyday --calibrate everyday --zero-shot  # iterating
+    python bench/unanswerable.py --sets bfcl_live,nestful,bfcl_multi_turn,everyday,mcp_manager  # + MCP servers
 """
 
 from __future__ import annotations
@@ -88,6 +91,10 @@ from toolwise.server.app import Toolwise
 
 HERE = Path(__file__).resolve().parent
 SETS = ("bfcl_live", "nestful", "bfcl_multi_turn")
+# Extracted, not vendored (bench/extract_mcp.py), loaded only when named; one request in SAMPLED[name]
+# kept (fixed by its id, independent of `split`): every held-out request builds its own catalogue.
+OPTIONAL = ("mcp_manager",)
+SAMPLED = {"mcp_manager": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +197,15 @@ class DataSet:
     server_of: dict[str, str] | None = None  # each tool's server, where the data says (unanswerable_servers.py)
 
 
+def sampled(name: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    every = SAMPLED.get(name, 1)
+    return [r for r in requests if zlib.crc32(f"sample-{r['id']}".encode()) % every == 0]
+
+
 def data_set(name: str) -> DataSet:
     """A set of bench/data as the server would describe its tools (`tool_document`, no annotations)."""
+    if not (HERE / "data" / name / "queries.jsonl").exists():
+        sys.exit(f"bench/data/{name} is missing: build it with bench/extract_data.py {name} <its git dir>")
     tools = [
         ToolDoc(
             t["name"],
@@ -200,7 +214,7 @@ def data_set(name: str) -> DataSet:
         )
         for t in load(HERE / "data" / name / "tools.jsonl")
     ]
-    return DataSet(tools, load(HERE / "data" / name / "queries.jsonl"), server_map(name, tools))
+    return DataSet(tools, sampled(name, load(HERE / "data" / name / "queries.jsonl")), server_map(name, tools))
 
 
 async def everyday_set() -> DataSet:
@@ -280,9 +294,9 @@ async def main() -> None:
     embedder = WordLlamaEmbedder()
     irrelevant = load(HERE / "data" / "bfcl_irrelevance" / "queries.jsonl")
     names = args.sets.split(",")
-    if unknown := set(names) - {*SETS, "everyday"}:
-        parser.error(f"--sets: unknown set(s) {sorted(unknown)}, known: {[*SETS, 'everyday']}")
-    sets = {name: data_set(name) for name in SETS if name in names}
+    if unknown := set(names) - {*SETS, "everyday", *OPTIONAL}:
+        parser.error(f"--sets: unknown set(s) {sorted(unknown)}, known: {[*SETS, 'everyday', *OPTIONAL]}")
+    sets = {name: data_set(name) for name in (*SETS, *OPTIONAL) if name in names}
     if "everyday" in names:
         sets["everyday"] = await everyday_set()
     chosen = args.calibrate.split(",")

@@ -6,6 +6,7 @@ its right tools belong to (the rest of the catalogue, other servers, kept). A ca
 what its data says:
 
 - the README's example: the `server__tool` prefix (time, git);
+- MCP-Manager's MCP servers (bench/extract_mcp.py): the same prefix, each tool's server as listed;
 - BFCL multi-turn: the API class each tool belongs to, from its description ("This tool belongs to the
   Gorilla file system", "… the trading system, …": GorillaFileSystem, TradingBot, TravelAPI,
   VehicleControlAPI, MessageAPI, TwitterAPI, TicketAPI, MathAPI; the two memory suites as one);
@@ -31,7 +32,7 @@ _BELONGS = re.compile(r"This tool belongs to the ([^,.]+)")
 
 def server_map(name: str, tools: Sequence[ToolDoc]) -> dict[str, str] | None:
     """Each tool's server in the catalogue `name`, or None where its data gives no grouping."""
-    if name == "everyday":
+    if name in ("everyday", "mcp_manager"):
         return {t.name: t.name.partition(PREFIX_SEPARATOR)[0] for t in tools}
     if name == "bfcl_multi_turn":
         found = {t.name: _BELONGS.match(t.description) for t in tools}
