@@ -92,8 +92,8 @@ def reason(probe: Probe, right: NDArray[np.bool_], habit: NDArray[np.bool_], cle
     if probe.fit is None:
         return f"{first} first, the lead not asked (not a session's first call)"
     fit = probe.fit
-    if fit[0] >= below:
-        return f"{first} first, not predicted to fail across requests (fit ≥ {below})"
+    if fit[0] >= below and not probe.failing[1:AMONG].any():
+        return f"{first} first, not predicted to fail across requests (fit ≥ {below}), none of the others seen to fail"
     at = int(np.flatnonzero(right[: len(fit)])[0])
     if fit[at] <= fit[0] + clearly:
         return f"{first} first, the right tool not {clearly} better across requests"

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.across import AcrossConfig, FitAcross, Trials
+from toolwise.rl.across import AcrossConfig, FitAcross, Trials, clearly_better
 from toolwise.rl.calibration import Calibration
 from toolwise.rl.context import Context
 from toolwise.rl.outcomes import OutcomeConfig, OutcomeMemory, Served
@@ -135,19 +135,19 @@ class OutcomeModel(PolicyBase):
         working: NDArray[np.bool_],
     ) -> int:
         """The position (among the choice model's first `among`) of a tool that goes before the first, 0 for
-        none: where the request's own outcomes predict the first neither to fail nor to work, but what its
-        calls did across requests predicts it to fail (fit under `fails_below`) and another tool to fit
-        `clearly` better, and only once such leads have proved right (`Trials`). On a session's first call
-        only (the caller's gate): later, the next tool is what the sequence says."""
+        none: where the request's own outcomes predict the first neither to fail nor to work, but either
+        what its calls did across requests predicts it to fail (fit under `fails_below`) or another of the
+        first `among` was seen to fail here (the agent's habit for the request, which the choice model has
+        learned against: its next is a guess), and another tool fits `clearly` better across requests; only
+        once such leads have proved right (`Trials`). On a session's first call only (the caller's gate):
+        later, the next tool is what the sequence says."""
         c = self.config
         top = min(c.among, len(ranked))
         best = 0
         if top >= 2 and not failing[0] and not working[0]:
             fit = self.across.predict(ranked[:top], x)
-            if fit[0] < c.fails_below:
-                candidates = (fit > fit[0] + c.clearly) & ~failing[:top]
-                candidates[0] = False
-                best = int(np.argmax(np.where(candidates, fit, -np.inf))) if candidates.any() else 0
+            if fit[0] < c.fails_below or failing[1:top].any():
+                best = clearly_better(fit, 0, ~failing[:top], c.clearly)
         if not best:
             self.trials.drop(context.hash)
             return 0
