@@ -136,6 +136,25 @@ def fits_here(learner: Learner, tool: str) -> None:
         policy.across.add(learner.index.tools.intern(tool), x, 1.0)
 
 
+def test_where_the_first_failed_here_the_tool_that_fits_clearly_better_across_requests_replaces_it(
+    embedder: Embedder,
+) -> None:
+    """No record needed: the request's own outcomes showed the agent's habit to fail. The replacement's
+    confidence reads its fit across requests as its prior mean (put first for it, it works more often than
+    the agent's choice of it says)."""
+    rng = np.random.default_rng(3)
+    learner, order = shown_to_fail(embedder, 0)
+    ranked = learner.recommend(REQUEST, rng, top_k=4).ranked
+    assert ranked[0].tool == order[1], "nothing across requests: the agent's next"
+    before = next(r.expected for r in ranked if r.tool == order[3])
+    fits_here(learner, order[3])
+    first = learner.recommend(REQUEST, rng).ranked[0]
+    assert first.tool == order[3]
+    assert first.expected > before + 0.3, f"{first.expected:.2f} against {before:.2f}"
+    later = learner.recommend(REQUEST, rng, previous_tool="get_weather", position=1)
+    assert later.ranked[0].tool != order[3], "after a tool, the next is what the sequence says"
+
+
 def test_where_another_of_the_agents_tools_failed_here_a_lead_across_requests_needs_no_predicted_failure(
     embedder: Embedder,
 ) -> None:

@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from toolwise.rl.across import AcrossConfig, FitAcross, Trials, clearly_better
 from toolwise.rl.calibration import Calibration
 from toolwise.rl.context import Context
-from toolwise.rl.outcomes import OutcomeConfig, OutcomeMemory, Served
+from toolwise.rl.outcomes import Estimate, OutcomeConfig, OutcomeMemory, Served
 from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
 from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
 
@@ -113,6 +113,8 @@ class OutcomeModel(PolicyBase):
             order = np.concatenate(([0], order[order != 0]))
         elif lead:
             order = np.concatenate(([lead], order[order != lead]))
+        elif failing[0] and context.previous_tool is None:
+            order = self.replacement(chosen.ranked, x, failing, working, order, estimate, prior)
         ranked = chosen.ranked.take(order)
         return Selection(
             ranked,
@@ -153,6 +155,36 @@ class OutcomeModel(PolicyBase):
             return 0
         self.trials.note(context.hash, int(ranked[0]), int(ranked[best]))
         return best if self.trials.earned() else 0
+
+    def replacement(
+        self,
+        ranked: NDArray[np.int64],
+        x: NDArray[np.float64],
+        failing: NDArray[np.bool_],
+        working: NDArray[np.bool_],
+        order: NDArray[np.int64],
+        estimate: Estimate,
+        prior: NDArray[np.float64],
+    ) -> NDArray[np.int64]:
+        """The override's `order` with its first replaced where no tool is predicted to work: by the tool
+        not seen either way among the choice model's first `among` that fits `clearly` better across
+        requests than the one it would put first. The request's own outcomes showed the agent's habit to
+        fail; of the tools they say nothing of, the choice model's order is that habit's (BFCL live, an agent
+        right 80%: its next was right 4 times in 13). Its P(works) is read with its fit across requests as
+        the prior mean (in `estimate`, in place): put first for that fit, it works more often than the
+        agent's choice of it says. A session's first call only (the caller's)."""
+        c = self.config
+        top, first = min(c.among, len(ranked)), int(order[0])
+        if first >= top or working[first]:
+            return order
+        fit = self.across.predict(ranked[:top], x)
+        best = clearly_better(fit, first, ~failing[:top], c.clearly)
+        if not best:
+            return order
+        s0 = self.memory.config.prior_strength
+        mean = min(max(float(fit[best]), 0.0), 1.0)
+        estimate.p_works[best] += s0 * (mean - prior[best]) / (s0 + estimate.evidence[best])
+        return np.concatenate(([best], order[order != best]))
 
     def verdicts(
         self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]
