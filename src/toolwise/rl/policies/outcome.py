@@ -6,7 +6,8 @@ agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choic
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
-tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Where the
+tool predicted to work comes first, else the next not yet seen to fail, or on a session's first call one
+that fits clearly better across requests (`replacement`; `OutcomeModelConfig`). Where the
 request's own outcomes say nothing either way, on a session's first call, what the tools' calls did across
 requests (rl/across.py) may put another first: see `lead`. Its estimate (`expected`, the confidence a
 client acts on) is P(works), the posterior the verdicts read (they count a blend of other requests' calls
