@@ -6,6 +6,7 @@ Figures are close to bench/outcomes.py's, not identical (no store, tool names as
 
     python bench/outcomes_direct.py                            # BFCL live, 60% and 80%, seeds 0 and 1
     python bench/outcomes_direct.py --accuracy 0.8 --seeds 1   # one run
+    python bench/outcomes_direct.py --accuracy 0.8 --why       # and why its top-1 missed each confusion
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 from imperfect_agent import Stream, load, simulate
-from outcome_report import Arm, report
+from outcome_report import WINDOW, WITHIN, Arm, report
+from outcome_why import explain, listen
 from outcomes import World, ridge_arms, world
 
 from toolwise.config import Settings
@@ -86,6 +88,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--policy", default=Settings.model_fields["policy"].default)
     parser.add_argument("--follow", type=float, default=0.5)
+    parser.add_argument(
+        "--why", action="store_true", help="per confused request toolwise's top-1 missed, the gate that kept it"
+    )
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     rows = []
@@ -94,15 +99,19 @@ def main() -> None:
         for accuracy in (float(a) for a in args.accuracy.split(",")):
             started = time.perf_counter()
             stream = simulate(w.pool, w.trouble, accuracy, args.recurring, args.requests, seed, w.hardness)
+            counterfactual = learner(w, embedder, args.policy)
+            probes = listen(counterfactual) if args.why else []
             arms = {
                 f"toolwise ({args.policy})": (
-                    direct_arm(learner(w, embedder, args.policy), stream, None, seed),
+                    direct_arm(counterfactual, stream, None, seed),
                     direct_arm(learner(w, embedder, args.policy), stream, args.follow, seed),
                 ),
                 "outcome ridge (reference)": ridge_arms(stream, w.names, w.queries),
             }
             label = f"{args.data.name}, agent {accuracy:.0%}, seed {seed}"
             rows.append(report(label, stream, accuracy, arms))
+            if args.why:  # the window the target is read in
+                explain(counterfactual, probes, stream, w.trouble, WITHIN - WINDOW, WITHIN)
             print(f"  {label}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     print(f"\nissue 34's targets, toolwise ({args.policy}), direct:")
     print("\n".join(v.row() for v in rows))

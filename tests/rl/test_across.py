@@ -1,7 +1,8 @@
 """Outcome evidence across requests (rl/across.py) and where the outcome policy lets it lead: over the choice
-model's first on a session's first call, only where the first is predicted to fail across requests and
-another clearly to fit, and only once such leads have been seen to work (not for an agent that always
-calls toolwise's first where that works half the time). Real embedding model for the policy's part."""
+model's first on a session's first call, only where the first is predicted to fail across requests or
+another of its first tools was seen to fail for the request, and another clearly fits, and only once such
+leads have been seen to work (not for an agent that always calls toolwise's first where that works half the
+time). Real embedding model for the policy's part."""
 
 from __future__ import annotations
 
@@ -111,3 +112,62 @@ def test_a_state_saved_before_the_evidence_across_requests_loads_and_learns_it_a
     restored = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
     restored.load_state(learner.state_dict())
     assert restored.recommend(REQUEST, rng).ranked[0].tool == "get_exchange_rate"
+
+
+def shown_to_fail(embedder: Embedder, failed: int | None) -> tuple[Learner, list[str]]:
+    """A fresh learner, the choice model's order for REQUEST, and a call of its `failed`-th tool seen to fail
+    at REQUEST itself (its own outcomes: predicted to fail there; None: no call)."""
+    learner = Learner(LearnerConfig(policy="outcome"), CATALOGUE, embedder)
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    order = [r.tool for r in learner.recommend(REQUEST, np.random.default_rng(0), top_k=4).ranked]
+    x = policy.choice.features(learner.encode(REQUEST, None, 0))
+    if failed is not None:
+        policy.memory.add(learner.index.tools.intern(order[failed]), x, 0.0, 1.0)
+    return learner, order
+
+
+def fits_here(learner: Learner, tool: str) -> None:
+    """Across requests, `tool` is seen to fit requests like REQUEST (taught at its vector)."""
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    x = policy.choice.features(learner.encode(REQUEST, None, 0))
+    for _ in range(4):
+        policy.across.add(learner.index.tools.intern(tool), x, 1.0)
+
+
+def test_where_the_first_failed_here_the_tool_that_fits_clearly_better_across_requests_replaces_it(
+    embedder: Embedder,
+) -> None:
+    """No record needed: the request's own outcomes showed the agent's habit to fail. The replacement's
+    confidence reads its fit across requests as its prior mean (put first for it, it works more often than
+    the agent's choice of it says)."""
+    rng = np.random.default_rng(3)
+    learner, order = shown_to_fail(embedder, 0)
+    ranked = learner.recommend(REQUEST, rng, top_k=4).ranked
+    assert ranked[0].tool == order[1], "nothing across requests: the agent's next"
+    before = next(r.expected for r in ranked if r.tool == order[3])
+    fits_here(learner, order[3])
+    first = learner.recommend(REQUEST, rng).ranked[0]
+    assert first.tool == order[3]
+    assert first.expected > before + 0.3, f"{first.expected:.2f} against {before:.2f}"
+    later = learner.recommend(REQUEST, rng, previous_tool="get_weather", position=1)
+    assert later.ranked[0].tool != order[3], "after a tool, the next is what the sequence says"
+
+
+def test_where_another_of_the_agents_tools_failed_here_a_lead_across_requests_needs_no_predicted_failure(
+    embedder: Embedder,
+) -> None:
+    """The first is never called across requests (fit ½, not predicted to fail), but the request is one the
+    agent got wrong here: the tool that fits clearly better leads, once such leads have proved right."""
+    rng = np.random.default_rng(4)
+    for failed, earned in ((1, True), (1, False), (None, True)):
+        learner, order = shown_to_fail(embedder, failed)
+        fits_here(learner, order[3])
+        policy = learner.policy
+        assert isinstance(policy, OutcomeModel)
+        for i in range(10 if earned else 0):
+            policy.trials.note(f"earlier{i}", 0, 1)
+            policy.trials.count(f"earlier{i}", 1, 1.0, 0.0)
+        first = learner.recommend(REQUEST, rng).ranked[0].tool
+        assert (first == order[3]) == (earned and failed is not None), f"{failed}, earned {earned}: {first} first"

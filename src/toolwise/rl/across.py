@@ -6,9 +6,10 @@ nothing (the wrong call worked, unrated) or too little. What the tool's calls di
 more: the confused tool works for its own kind of request and fails for this kind, and the right tool was
 seen to work for requests like this one. Per tool, a ridge regression (λ = 1, Sherman–Morrison updates)
 of "it fit" − ½ on the leading `dim` components of x(q), unit length: a tool never called predicts ½.
-The outcome policy reads it only where the request's own outcomes say nothing, on a session's first call,
-and once such leads have proved right (`Trials`; OutcomeModel.lead): a linear model of fit across requests
-knows nothing of sequences, and leading with it wherever it knew a tool to fit better cost real traffic.
+The outcome policy reads it only where the request's own outcomes say nothing of the choice model's first
+(but may have seen another of its first tools fail), on a session's first call, and once such leads have
+proved right (`Trials`; OutcomeModel.lead): a linear model of fit across requests knows nothing of
+sequences, and leading with it wherever it knew a tool to fit better cost real traffic.
 float64: dim × (dim + 1) × 8 bytes a tool (8 KB at 32).
 """
 
@@ -98,6 +99,14 @@ class FitAcross:
 
     def nbytes(self) -> int:
         return int(self.a_inv.nbytes + self.b.nbytes)
+
+
+def clearly_better(fit: NDArray[np.float64], than: int, allowed: NDArray[np.bool_], clearly: float) -> int:
+    """The position of the best `fit` among the `allowed` ones more than `clearly` above position `than`'s
+    (neither it nor position 0), 0 for none."""
+    candidates = allowed & (fit > fit[than] + clearly)
+    candidates[than] = candidates[0] = False
+    return int(np.argmax(np.where(candidates, fit, -np.inf))) if candidates.any() else 0
 
 
 class Trials:

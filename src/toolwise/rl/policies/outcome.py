@@ -6,7 +6,8 @@ agent's own recurring mistakes (a wrong call that "succeeded" unrated is a choic
 outcome memory (rl/outcomes.py) learns from outcomes only whether a call of a tool works for a request,
 with the evidence it rests on. A recommendation follows the choice model's ranking, and overrides the
 tool the agent habitually calls only where that tool is predicted to fail with enough evidence: then a
-tool predicted to work comes first, else the next not yet seen to fail (`OutcomeModelConfig`). Where the
+tool predicted to work comes first, else the next not yet seen to fail, or on a session's first call one
+that fits clearly better across requests (`replacement`; `OutcomeModelConfig`). Where the
 request's own outcomes say nothing either way, on a session's first call, what the tools' calls did across
 requests (rl/across.py) may put another first: see `lead`. Its estimate (`expected`, the confidence a
 client acts on) is P(works), the posterior the verdicts read (they count a blend of other requests' calls
@@ -32,10 +33,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.across import AcrossConfig, FitAcross, Trials
+from toolwise.rl.across import AcrossConfig, FitAcross, Trials, clearly_better
 from toolwise.rl.calibration import Calibration
 from toolwise.rl.context import Context
-from toolwise.rl.outcomes import OutcomeConfig, OutcomeMemory, Served
+from toolwise.rl.outcomes import Estimate, OutcomeConfig, OutcomeMemory, Served
 from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
 from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
 
@@ -113,6 +114,8 @@ class OutcomeModel(PolicyBase):
             order = np.concatenate(([0], order[order != 0]))
         elif lead:
             order = np.concatenate(([lead], order[order != lead]))
+        elif failing[0] and context.previous_tool is None:
+            order = self.replacement(chosen.ranked, x, failing, working, order, estimate, prior)
         ranked = chosen.ranked.take(order)
         return Selection(
             ranked,
@@ -135,24 +138,54 @@ class OutcomeModel(PolicyBase):
         working: NDArray[np.bool_],
     ) -> int:
         """The position (among the choice model's first `among`) of a tool that goes before the first, 0 for
-        none: where the request's own outcomes predict the first neither to fail nor to work, but what its
-        calls did across requests predicts it to fail (fit under `fails_below`) and another tool to fit
-        `clearly` better, and only once such leads have proved right (`Trials`). On a session's first call
-        only (the caller's gate): later, the next tool is what the sequence says."""
+        none: where the request's own outcomes predict the first neither to fail nor to work, but either
+        what its calls did across requests predicts it to fail (fit under `fails_below`) or another of the
+        first `among` was seen to fail here (the agent's habit for the request, which the choice model has
+        learned against: its next is a guess), and another tool fits `clearly` better across requests; only
+        once such leads have proved right (`Trials`). On a session's first call only (the caller's gate):
+        later, the next tool is what the sequence says."""
         c = self.config
         top = min(c.among, len(ranked))
         best = 0
         if top >= 2 and not failing[0] and not working[0]:
             fit = self.across.predict(ranked[:top], x)
-            if fit[0] < c.fails_below:
-                candidates = (fit > fit[0] + c.clearly) & ~failing[:top]
-                candidates[0] = False
-                best = int(np.argmax(np.where(candidates, fit, -np.inf))) if candidates.any() else 0
+            if fit[0] < c.fails_below or failing[1:top].any():
+                best = clearly_better(fit, 0, ~failing[:top], c.clearly)
         if not best:
             self.trials.drop(context.hash)
             return 0
         self.trials.note(context.hash, int(ranked[0]), int(ranked[best]))
         return best if self.trials.earned() else 0
+
+    def replacement(
+        self,
+        ranked: NDArray[np.int64],
+        x: NDArray[np.float64],
+        failing: NDArray[np.bool_],
+        working: NDArray[np.bool_],
+        order: NDArray[np.int64],
+        estimate: Estimate,
+        prior: NDArray[np.float64],
+    ) -> NDArray[np.int64]:
+        """The override's `order` with its first replaced where no tool is predicted to work: by the tool
+        not seen either way among the choice model's first `among` that fits `clearly` better across
+        requests than the one it would put first. The request's own outcomes showed the agent's habit to
+        fail; of the tools they say nothing of, the choice model's order is that habit's (BFCL live, an agent
+        right 80%: its next was right 4 times in 13). Its P(works) is read with its fit across requests as
+        the prior mean (in `estimate`, in place): put first for that fit, it works more often than the
+        agent's choice of it says. A session's first call only (the caller's)."""
+        c = self.config
+        top, first = min(c.among, len(ranked)), int(order[0])
+        if first >= top or working[first]:
+            return order
+        fit = self.across.predict(ranked[:top], x)
+        best = clearly_better(fit, first, ~failing[:top], c.clearly)
+        if not best:
+            return order
+        s0 = self.memory.config.prior_strength
+        mean = min(max(float(fit[best]), 0.0), 1.0)
+        estimate.p_works[best] += s0 * (mean - prior[best]) / (s0 + estimate.evidence[best])
+        return np.concatenate(([best], order[order != best]))
 
     def verdicts(
         self, p_works: NDArray[np.float64], evidence: NDArray[np.float64]
