@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from toolwise.rl.policies.base import Policy, Selection, Update
-from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
+from toolwise.rl.policies.choice import ChoiceModel
+from toolwise.rl.policies.choice_config import ChoiceConfig
 from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
 from toolwise.rl.policies.outcome import OutcomeModel, OutcomeModelConfig
 from toolwise.rl.policies.ridge import RidgeConfig

@@ -96,7 +96,7 @@ class CallMemory:
         NDArray[np.bool_],
         NDArray[np.float64],
     ]:
-        """The remembered calls in `slots`, as `ChoiceModel._learn_rows` takes them (x and rows float32, as kept)."""
+        """The remembered calls in `slots`, as `choice_step.minibatch_step` takes them (x and rows float32, as kept)."""
         return (
             self.x.take(slots, 0),
             self.arms.take(slots, 0),

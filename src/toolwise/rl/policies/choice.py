@@ -31,13 +31,16 @@ called one), AdaGrad-scaled per tool and per feature weight:
 Ranking is by score (the most probable tool first); `expected` is the softmax probability of each
 shortlisted tool. Memory: θ is (tools, dim) float64, 1 KB a tool at dim 128; a run of calls (`learn_run`)
 keeps a float32 copy of it while it learns, for its minibatches' products over x(q).
+
+This module holds the model's state and decides what is learned when (a call, a run, the replays);
+how far a step moves its arrays is choice_step.py, x(q) choice_features.py, the settings choice_config.py.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, ClassVar
 
 import numpy as np
@@ -58,59 +61,21 @@ from toolwise.rl.policies.base import (
     ranked_selection,
 )
 from toolwise.rl.policies.call_memory import CallMemory
-
-
-@dataclass(frozen=True, slots=True)
-class ChoiceConfig:
-    dim: int = 128  # leading embedding components θ learns over
-    shortlist: int = 20  # the softmax's candidates: the best-scored tools (plus the called one)
-    learning_rate: float = 4.0  # per-tool θ (AdaGrad: divided by √(1 + Σ steps²) of the tool)
-    shrinkage: float = 2.0  # θ_tᵀx counts (n + 1)/(n + 1 + this) after n calls of t: thin evidence, the prior
-    weight_rate: float = 0.1  # the feature weights w (AdaGrad per feature)
-    initial_weights: tuple[float, ...] = (20.0, 5.0, 1.0, 0.5, 0.0)
-    passed_over_weight: float = 0.1  # a recommendation the agent did not follow, against a failed call's 1
-    replays: int = 8  # past calls learned again after each call (SGD's second look; 0: off)
-    replay_capacity: int = 4096  # the most recent calls kept for that
-    batch_replays: int = 4  # the same in runs (minibatches: a replay of the log, the learning thread behind)
-    epsilon: float = 0.0  # uniform choice over the shortlist (exploration for toolwise's own picks)
-
-    def __post_init__(self) -> None:
-        if self.shrinkage < 0:
-            raise ValueError(f"need shrinkage ≥ 0, got {self.shrinkage}")
-        if self.dim < 8 or self.shortlist < 2:
-            raise ValueError(f"need dim ≥ 8 and shortlist ≥ 2, got {self.dim}, {self.shortlist}")
-        if self.replays < 0 or self.batch_replays < 0 or self.replay_capacity < 1:
-            raise ValueError(f"need replays ≥ 0 and replay_capacity ≥ 1, got {self.replays}, {self.replay_capacity}")
-        if self.learning_rate < 0 or self.weight_rate < 0 or not 0 <= self.passed_over_weight <= 1:
-            raise ValueError(
-                "need learning_rate ≥ 0, weight_rate ≥ 0, 0 ≤ passed_over_weight ≤ 1; got "
-                f"{self.learning_rate}, {self.weight_rate}, {self.passed_over_weight}"
-            )
-        if len(self.initial_weights) != len(FEATURES):
-            raise ValueError(f"initial_weights needs {len(FEATURES)} values ({', '.join(FEATURES)})")
-        if not 0 <= self.epsilon <= 1:
-            raise ValueError(f"need 0 ≤ epsilon ≤ 1, got {self.epsilon}")
-
+from toolwise.rl.policies.choice_config import ChoiceConfig
+from toolwise.rl.policies.choice_features import query_features, stacked_features
+from toolwise.rl.policies.choice_step import (
+    Calls,
+    Minibatch,
+    minibatch_shortlist,
+    minibatch_step,
+    shortlist,
+    shrink,
+    softmax,
+    step,
+    towards,
+)
 
 BATCH = 32  # calls a minibatch step takes together in `learn_many` (a replay of the log)
-
-
-def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
-    # the ufuncs' reductions that `max` and `sum` wrap, in place: the same numbers, fewer steps (a call
-    # learned takes nine softmaxes of a few candidates each)
-    z = scores - np.maximum.reduce(scores)
-    p: NDArray[np.float64] = np.exp(z, out=z)
-    p /= np.add.reduce(p)
-    return p
-
-
-@dataclass(slots=True)
-class Minibatch:
-    """What a run's minibatches share: θ's float32 copy, kept in step with θ (its products with x(q), the
-    most of a minibatch's time, at float32's speed), and the run's distinct x(q) as float32."""
-
-    theta: NDArray[np.float32]
-    x: NDArray[np.float32]
 
 
 class ChoiceModel(PolicyBase):
@@ -141,7 +106,7 @@ class ChoiceModel(PolicyBase):
         last = self._last
         if last is not None and last[0] is context and last[1] is context.embedding:
             return last[2]
-        x = self._features(context)
+        x = query_features(context, self.config.dim)
         x.setflags(write=False)
         self._last = (context, context.embedding, x)
         return x
@@ -154,24 +119,7 @@ class ChoiceModel(PolicyBase):
         embeddings = [c.embedding for c in contexts]
         if not contexts or any(e is None for e in embeddings) or len({len(e) for e in embeddings if e is not None}) > 1:
             return np.stack([self.features(c) for c in contexts]) if contexts else np.zeros((0, dim))
-        head = np.stack([e[:dim] for e in embeddings if e is not None]).astype(np.float64)
-        x = np.zeros((len(contexts), dim))
-        x[:, : head.shape[1]] = head
-        norms = np.array([math.sqrt(float(row @ row)) for row in x])  # each row's own dot, as `_features`
-        x /= np.where(norms > 0, norms, 1.0)[:, None]
-        return x
-
-    def _features(self, context: Context) -> NDArray[np.float64]:
-        dim = self.config.dim
-        if context.embedding is not None:
-            x = np.zeros(dim)
-            head = np.asarray(context.embedding[:dim], dtype=np.float64)
-            x[: len(head)] = head
-        else:
-            x = np.zeros(dim)
-            np.add.at(x, context.indices % dim, context.values)
-        norm = math.sqrt(float(x @ x))
-        return x / norm if norm else x
+        return stacked_features([e for e in embeddings if e is not None], dim)
 
     def _ensure(self, arm: int) -> None:
         rows = len(self.steps)
@@ -209,9 +157,7 @@ class ChoiceModel(PolicyBase):
         calls of t (worked or not: a tool that keeps failing must not have its failures shrunk away).
         Shrinkage toward the prior while a tool's evidence is thin: one call of a tool, made for a
         request that also needed other tools, is weak evidence about requests like it."""
-        evidence = self.chosen.take(arms) + 1.0
-        shrunk: NDArray[np.float64] = evidence / (evidence + self.config.shrinkage)
-        return shrunk
+        return shrink(self.chosen, arms, self.config.shrinkage)
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each arm's choice probability among `arms` (the softmax of the scores)."""
@@ -311,21 +257,17 @@ class ChoiceModel(PolicyBase):
         self._ensure(max(int(arms.max()), called))
         scores = self.scores(x, arms, rows)
         if len(arms) > c.shortlist:  # the softmax over the best candidates and the called one
-            keep = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
-            inside = np.flatnonzero(arms == called)
-            keep = np.union1d(keep, inside)
-            if passed_over is not None:
-                keep = np.union1d(keep, np.flatnonzero(arms == passed_over))
+            keep = shortlist(scores, arms, called, passed_over, c.shortlist)
             arms, rows, scores = arms.take(keep), rows.take(keep, 0), scores.take(keep)
         p = softmax(scores)
         at = np.flatnonzero(arms == called)
         if not len(at):
             raise ValueError(f"the called arm {called} is not among the candidates")
-        direction = _towards(p, int(at[0]), weight, worked)
+        direction = towards(p, int(at[0]), weight, worked)
         if passed_over is not None and passed_over != called:
             over = np.flatnonzero(arms == passed_over)
             if len(over):
-                direction += _towards(p, int(over[0]), c.passed_over_weight, False)
+                direction += towards(p, int(over[0]), c.passed_over_weight, False)
         self._step(x, arms, rows, direction)
         self.observed += 1
         self.chosen[called] += 1
@@ -355,99 +297,33 @@ class ChoiceModel(PolicyBase):
         of its called tool before the step."""
         c = self.config
         batch, k = len(queries), min(c.shortlist, len(arms))
-        x = run.x.take(queries, 0)
-        in_order = np.array_equal(arms, np.arange(len(arms)))
-        theta = run.theta[: len(arms)] if in_order else run.theta.take(arms, 0)  # a run's: read in place
-        scores = x @ theta.T  # float32: it only picks the shortlist
-        scores += rows @ self.weights.astype(rows.dtype)
-        short = np.argpartition(np.negative(scores, out=scores), k - 1, axis=1)[:, :k]
-        inside = (short == called[:, None]).any(axis=1)
-        short[~inside, -1] = called[~inside]
-        at = np.argmax(short == called[:, None], axis=1)
-        tools = arms.take(short)
-        picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
-        before = self._learn_rows(run, x, tools, picked, at, worked, weight)
+        x, tools, picked, at = minibatch_shortlist(run, queries, arms, rows, called, self.weights, k)
+        before = self._learn_rows(run, (x, tools, picked, at, worked, weight))
         self.observed += batch
         self.chosen += np.bincount(arms.take(called), minlength=len(self.chosen))
         self.memory.add_many(x, tools, picked, at, worked, weight)
         if c.batch_replays and rng is not None and len(self.memory):
             slots = rng.integers(len(self.memory), size=c.batch_replays * batch)
-            self._learn_rows(run, *self.memory.rows_of(slots))
+            self._learn_rows(run, self.memory.rows_of(slots))
         return before
 
-    def _learn_rows(
-        self,
-        run: Minibatch,
-        x: NDArray[np.float32],
-        tools: NDArray[np.int64],
-        rows: NDArray[np.floating[Any]],
-        at: NDArray[np.int64],
-        worked: NDArray[np.bool_],
-        weight: NDArray[np.floating[Any]],
-    ) -> NDArray[np.float64]:
-        """One minibatch step: row r's candidates are `tools[r]` (−1: none) with feature `rows[r]`, the
-        call chose `tools[r, at[r]]`. Steps against the parameters before it; each tool moves by its
-        steps' sum over the calls of it in the batch (their mean), the feature weights by the mean gradient.
-        The products over x(q) are float32 (with θ's float32 copy, `run`; the steps are added to θ in
-        float64): their rounding is far below what a step moves. Returns each call's probability of its
-        called tool before the step."""
+    def _learn_rows(self, run: Minibatch, calls: Calls) -> NDArray[np.float64]:
+        """`choice_step.minibatch_step` on this model's parameters."""
         c = self.config
-        batch, k = tools.shape
-        valid = tools >= 0
-        padded = not valid.all()  # remembered calls with fewer candidates than the ring is wide
-        safe = np.where(valid, tools, 0) if padded else tools
-        flat = safe.ravel()
-        shrunk = self.shrink(flat).reshape(safe.shape)
-        scores = np.einsum("bkd,bd->bk", run.theta.take(safe, 0), x) * shrunk
-        scores += np.einsum("bkf,f->bk", rows, self.weights)
-        if padded:
-            scores[~valid] = -np.inf
-        scores -= scores.max(axis=1, keepdims=True)
-        p = np.exp(scores, out=scores)
-        p /= p.sum(axis=1, keepdims=True)
-        mine = np.arange(batch), at
-        chosen: NDArray[np.float64] = p[mine]
-        # the gradient of log p_called (worked) or log(1 − p_called) (not) on each candidate's score
-        direction = p * (np.where(worked, -1.0, chosen / np.maximum(1.0 - chosen, 0.05)) * weight)[:, None]
-        direction[mine] = np.where(worked, 1.0 - chosen, -chosen) * weight
-        if padded:
-            direction[~valid] = 0.0
-        moved = direction.ravel()
-        self.steps += np.bincount(flat, moved * moved, len(self.steps))
-        pairs = np.flatnonzero(valid) if padded else slice(None)  # (tool, call) pairs, each once: no padding
-        calls = np.repeat(np.arange(batch), k)
-        self._move_theta(run, x, flat[pairs], (moved * shrunk.ravel())[pairs], calls[pairs], tools[mine])
-        gradient = np.einsum("bk,bkf->f", direction, rows) / batch
-        self.weight_steps += gradient * gradient
-        self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
-        return chosen
-
-    def _move_theta(
-        self,
-        run: Minibatch,
-        x: NDArray[np.float32],
-        tools: NDArray[np.int64],
-        moved: NDArray[np.float64],
-        calls: NDArray[np.int64],
-        called: NDArray[np.int64],
-    ) -> None:
-        """θ_t += rate_t / (calls of t) · Σ moved·x(q) over the (tool, call) pairs of t (`tools[i]`, `calls[i]`:
-        each pair once): a (tools × batch) matrix of the steps, times x in float32 (one product instead of
-        a scatter of every pair's row of x); θ and its float32 copy move together."""
-        tools_n = len(self.steps)
-        used = np.flatnonzero(np.bincount(tools, minlength=tools_n))
-        rate = self.config.learning_rate / np.sqrt(1.0 + self.steps.take(used))
-        rate /= np.maximum(np.bincount(called, minlength=tools_n), 1).take(used)
-        slot = np.zeros(tools_n, np.int64)
-        slot[used] = np.arange(len(used))
-        at = slot.take(tools)
-        per_call = np.zeros((len(used), len(x)), np.float32)
-        per_call[at, calls] = moved * rate.take(at)
-        theta = self.theta.take(used, 0)
-        theta += per_call @ x
-        self.theta[used] = theta
-        run.theta[used] = theta
+        before = minibatch_step(
+            self.theta,
+            self.steps,
+            self.weights,
+            self.weight_steps,
+            self.chosen,
+            run,
+            calls,
+            shrinkage=c.shrinkage,
+            learning_rate=c.learning_rate,
+            weight_rate=c.weight_rate,
+        )
         self._zero_theta = False
+        return before
 
     def _again(self, slot: int) -> None:
         """Learn the remembered call in `slot` again, as it was (its candidates and their features
@@ -456,7 +332,7 @@ class ChoiceModel(PolicyBase):
         self._ensure(int(np.maximum.reduce(arms)))
         shrunk = self.shrink(arms)  # the scores' and the step's: `chosen` does not change in between
         p = softmax(self.scores(x, arms, rows, shrunk))
-        self._step(x, arms, rows, _towards(p, at, weight, worked), shrunk)
+        self._step(x, arms, rows, towards(p, at, weight, worked), shrunk)
 
     def _step(
         self,
@@ -466,19 +342,23 @@ class ChoiceModel(PolicyBase):
         direction: NDArray[np.float64],
         shrunk: NDArray[np.float64] | None = None,
     ) -> None:
-        """Ascend the objective whose gradient on the candidates' scores is `direction` (`shrunk`: the
-        arms' `shrink`, when the caller has it). The arms are distinct (a call's candidates)."""
+        """`choice_step.step` on this model's parameters (`shrunk`: the arms' `shrink`, when the caller has it)."""
         c = self.config
-        steps = self.steps.take(arms)
-        steps += direction * direction
-        self.steps[arms] = steps  # `steps[arms] += d²`, and what it stored, without reading it back
-        rate = c.learning_rate / np.sqrt(1.0 + steps)
-        moved = rate * direction * (self.shrink(arms) if shrunk is None else shrunk)  # the chain rule through it
-        self.theta[arms] += moved[:, None] * x
+        shrunk = self.shrink(arms) if shrunk is None else shrunk
+        step(
+            self.theta,
+            self.steps,
+            self.weights,
+            self.weight_steps,
+            x,
+            arms,
+            rows,
+            direction,
+            shrunk,
+            learning_rate=c.learning_rate,
+            weight_rate=c.weight_rate,
+        )
         self._zero_theta = False
-        gradient = direction @ rows
-        self.weight_steps += gradient * gradient
-        self.weights += c.weight_rate * gradient / np.sqrt(1.0 + self.weight_steps)
 
     def set_health(self, arm: int, success_rate: float | None) -> None:
         """A tool that broke lately scores log(its recent success rate) lower everywhere (what it learned
@@ -528,15 +408,3 @@ class ChoiceModel(PolicyBase):
 
     def nbytes(self) -> int:
         return self.memory.nbytes() + self.theta.nbytes + self.steps.nbytes + self.chosen.nbytes + self.weights.nbytes
-
-
-def _towards(p: NDArray[np.float64], at: int, weight: float, worked: bool) -> NDArray[np.float64]:
-    """The gradient on the scores of log p[at] (worked) or log(1 − p[at]) (not), times `weight`."""
-    if worked:
-        direction: NDArray[np.float64] = -weight * p
-        direction[at] += weight
-        return direction
-    share = p[at] / max(1.0 - p[at], 0.05)  # bounded: a near-certain wrong tool moves by a finite step
-    direction = weight * share * p
-    direction[at] = -weight * p[at]
-    return direction

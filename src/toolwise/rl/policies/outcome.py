@@ -38,7 +38,8 @@ from toolwise.rl.calibration import Calibration
 from toolwise.rl.context import Context
 from toolwise.rl.outcomes import Estimate, OutcomeConfig, OutcomeMemory, Served
 from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
-from toolwise.rl.policies.choice import ChoiceConfig, ChoiceModel
+from toolwise.rl.policies.choice import ChoiceModel
+from toolwise.rl.policies.choice_config import ChoiceConfig
 
 
 @dataclass(frozen=True, slots=True)
