@@ -141,19 +141,14 @@ class Toolwise:
             await self.learning.aclose()
             try:
                 # A load cut short leaves the empty state: stored as the newest, it would hide the snapshot
-                # it was loading. Or the first catalogue was still being embedded: the calls that waited for
-                # it were learned just now with the cosine of its unembedded documents at 0, and a first run's
-                # snapshot would keep them so. Neither is stored: the next start loads the snapshot before
-                # (if any) and learns this run's calls from the log, once, every document embedded.
-                if cut_short:
-                    log.warning(
-                        "no shutdown snapshot: stopped before the learned state was loaded or the tools embedded;"
-                        " the next start learns this run's calls from the log"
-                    )
+                # it was loading (the next start loads that one and learns this run's calls from the log).
+                keep = cut_short and bool(await self.feedback.snapshots.list(self.learning.namespace))
+                if keep:
+                    log.warning("no shutdown snapshot: stopped before the learned state was loaded")
                 else:
                     await self.snapshots.save("shutdown")
                 await self.upkeep.heartbeat(stopped=True)
-                if not cut_short and self.learning.unmarked >= UNMARKED_RESNAPSHOT:
+                if not keep and self.learning.unmarked >= UNMARKED_RESNAPSHOT:
                     await self.sharing.sync()
                     await self.snapshots.save("shutdown")
             except (FeedbackError, SQLAlchemyError, OSError) as failure:
