@@ -5,6 +5,7 @@ that cannot start reported while the others serve. In-process through `Client(se
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from mcp.shared.subscriptions import ToolsListChanged
 from tests.server import toy_server
 from tests.server.surface import HeldEmbedder, ok, rows, running, serving, text
 from toolwise.learning import core
+from toolwise.learning.watermark import Covered
 
 
 async def test_two_servers_with_the_same_tools_are_told_apart_by_prefix(tmp_path: Path) -> None:
@@ -170,14 +172,45 @@ def test_a_shutdown_while_the_first_catalogue_embeds_does_not_wait_for_it(
     assert rows(tmp_path, "SELECT tool, success FROM executions ORDER BY seq") == [("toy__echo", 1)] * 2
 
 
+async def test_calls_answered_while_a_first_run_embeds_are_learned_once_at_the_next_start_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first run stopped while its first catalogue is embedded leaves no learned state holding its calls
+    learned with the documents' cosine missing (0): the next start learns them from the log, once, every
+    document embedded (nothing learned twice or lost)."""
+    events: list[str] = []
+    embedder = HeldEmbedder("unchanged", events)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+    async with serving(tmp_path, seed=None) as client:
+        with anyio.fail_after(10):
+            while not embedder.embedding.is_set():
+                await anyio.sleep(0.01)
+        for said in ("one", "two"):
+            assert text(await client.call_tool("toy__echo", {"text": said})) == said
+    embedder.release.set()  # the abandoned embedding ends; the next start embeds at once
+    calls = rows(tmp_path, "SELECT id, seq FROM executions ORDER BY seq")
+    stored = [Covered.of(json.loads(covered)) for (covered,) in rows(tmp_path, "SELECT covered FROM snapshots")]
+    holding = [(i, seq) for i, seq in calls for c in stored if i in c.live or not c.executions.fresh(seq)]
+    async with running(tmp_path, seed=None) as (app, _):
+        with anyio.fail_after(10):
+            await app.learning.until_loaded()
+            while app.learning.catching_up:
+                await anyio.sleep(0.01)
+        learned, unembedded = app.learning.learner.updates, app.learning.learner.index.unembedded
+    assert len(calls) == 2 and holding == []  # no snapshot counts them as learned
+    assert learned == 2 and not unembedded  # learned once, at the restart, with the catalogue embedded
+
+
 async def test_a_learned_state_loaded_while_the_first_catalogue_embeds_ends_with_every_document_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The newest snapshot loads (in a worker thread) beside the first catalogue's embedding: the state
     adopted lists the catalogue, and once both are done no document is left to BM25 alone."""
-    async with running(tmp_path, seed=None) as (_, client):  # a state to load next time (the shutdown snapshot)
+    async with running(tmp_path, seed=None) as (app, client):  # a state to load next time (the shutdown snapshot)
         for _ in range(3):
             await client.call_tool("toy__echo", {"text": "learned"})
+        with anyio.fail_after(10):  # learned embedded: a stop before would store no snapshot of them
+            await app.learning.until_loaded()
     events: list[str] = []
     embedder = HeldEmbedder("unchanged", events)
     monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)

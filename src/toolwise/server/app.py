@@ -137,14 +137,21 @@ class Toolwise:
             # (no periodic sync ran), a sync moves the watermark over them and a second snapshot
             # saves the next start from reading them again.
             cut_short = self.learning.loading
+            waited = cut_short and self.learning.pending > 0
             self.learning.end_loading()  # the calls noted meanwhile are recorded all the same
             await self.learning.aclose()
             try:
                 # A load cut short leaves the empty state: stored as the newest, it would hide the snapshot
-                # it was loading (the next start loads that one and learns this run's calls from the log).
-                keep = cut_short and bool(await self.feedback.snapshots.list(self.learning.namespace))
+                # it was loading. Calls that waited for the load (or the first catalogue's embedding) were
+                # learned just now without it (the unembedded documents' cosine at 0): a snapshot would keep
+                # them so. Neither is stored; the next start loads the snapshot before, if any, and learns
+                # this run's calls from the log, once, every document embedded.
+                keep = cut_short and (waited or bool(await self.feedback.snapshots.list(self.learning.namespace)))
                 if keep:
-                    log.warning("no shutdown snapshot: stopped before the learned state was loaded")
+                    log.warning(
+                        "no shutdown snapshot: stopped before the learned state was loaded or the tools embedded;"
+                        " the next start learns this run's calls from the log"
+                    )
                 else:
                     await self.snapshots.save("shutdown")
                 await self.upkeep.heartbeat(stopped=True)
