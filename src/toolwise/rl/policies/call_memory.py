@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.policies.base import FEATURES
+from toolwise.rl.policies.choice_step import Calls
 
 
 class CallMemory:
@@ -86,18 +87,9 @@ class CallMemory:
             float(self.weight[slot]),
         )
 
-    def rows_of(
-        self, slots: NDArray[np.int64]
-    ) -> tuple[
-        NDArray[np.float32],
-        NDArray[np.int64],
-        NDArray[np.float32],
-        NDArray[np.int64],
-        NDArray[np.bool_],
-        NDArray[np.float64],
-    ]:
+    def rows_of(self, slots: NDArray[np.int64]) -> Calls:
         """The remembered calls in `slots`, as `choice_step.minibatch_step` takes them (x and rows float32, as kept)."""
-        return (
+        return Calls(
             self.x.take(slots, 0),
             self.arms.take(slots, 0),
             self.rows.take(slots, 0),

@@ -298,7 +298,7 @@ class ChoiceModel(PolicyBase):
         c = self.config
         batch, k = len(queries), min(c.shortlist, len(arms))
         x, tools, picked, at = minibatch_shortlist(run, queries, arms, rows, called, self.weights, k)
-        before = self._learn_rows(run, (x, tools, picked, at, worked, weight))
+        before = self._learn_rows(run, Calls(x, tools, picked, at, worked, weight))
         self.observed += batch
         self.chosen += np.bincount(arms.take(called), minlength=len(self.chosen))
         self.memory.add_many(x, tools, picked, at, worked, weight)

@@ -10,7 +10,7 @@ add it to those arrays in place. The model decides which calls are learned, when
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -118,16 +118,15 @@ def step(
     weights += weight_rate * gradient / np.sqrt(1.0 + weight_steps)
 
 
-# a minibatch's calls: each one's x(q) (float32), its shortlisted tools (−1: none), their feature rows,
-# where the called one is among them, whether it worked and its weight
-Calls = tuple[
-    NDArray[np.float32],
-    NDArray[np.int64],
-    NDArray[np.floating[Any]],
-    NDArray[np.int64],
-    NDArray[np.bool_],
-    NDArray[np.floating[Any]],
-]
+class Calls(NamedTuple):
+    """A minibatch's calls, as `minibatch_step` takes them (the call memory's `rows_of` gives them so)."""
+
+    x: NDArray[np.float32]  # each call's x(q)
+    tools: NDArray[np.int64]  # its shortlisted tools (−1: none)
+    rows: NDArray[np.floating[Any]]  # their feature rows
+    at: NDArray[np.int64]  # where the called tool is among them
+    worked: NDArray[np.bool_]
+    weight: NDArray[np.floating[Any]]
 
 
 def minibatch_step(
