@@ -125,7 +125,7 @@ class Features:
         model's count), k = EVIDENCE: the caution lifts as calls of it work."""
         reads = asks_to_read(query)
         caution = self.index.caution_of(arms) * (READING if reads else 1.0)
-        if query and not reads:  # a request that asks to act, for what the tool says it does: caution lifted
+        if query and not reads and caution.any():  # asks to act, for what the tool says it does: caution lifted
             caution[self.index.asks_for(query, arms)] = 0.0
         unigrams, names = self.sequences.unigrams, self.index.tools.names
         worked = np.array([s.successes if (s := unigrams.get(names[a])) else 0 for a in arms.tolist()], dtype=float)
