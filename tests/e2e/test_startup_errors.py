@@ -17,7 +17,10 @@ import pytest
 
 from tests.e2e.conftest import BIN, time_server
 
-READ_FAILED = "OperationalError: unable to open database file"
+READ_FAILED = (
+    "OperationalError: unable to open database file; toolwise cannot open it: check that it is a file (not a folder) "
+    "that toolwise may read and write"
+)
 
 
 @pytest.fixture

@@ -4,18 +4,23 @@ and the learned state as of now; no running server is needed."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
-from toolwise.cli.common import database_or_exit, settings_or_exit
+from toolwise.cli.common import database_or_exit, fail, settings_or_exit
 from toolwise.cli.console import console
 from toolwise.config import Settings
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import FeedbackService, StoreUnavailableError
 from toolwise.feedback.engine import sqlite_path
+from toolwise.feedback.errors import DatabaseFailedError, DeadLetterError
+from toolwise.feedback.failures import database_failure
 
 if TYPE_CHECKING:
     from toolwise.server.services import Services
@@ -29,7 +34,9 @@ def run(
 ) -> None:
     """`work` on the database of CONFIG (or --database-url). A command that only reads (`create` false)
     refuses an SQLite file that does not exist rather than leave an empty database behind. A `UserError`
-    is answered in one line, exit 1; anything else is a bug and keeps its traceback (typer prints it)."""
+    is answered in one line, exit 1; a database that cannot be opened or fails under the command (damaged,
+    a full disk, locked, a lost server) in one line saying what to do, exit 2; anything else is a bug and
+    keeps its traceback (typer prints it)."""
     settings = settings_or_exit(config, database_url)
     path = sqlite_path(settings.database_url)
     if not create and path is not None and not path.exists():
@@ -49,6 +56,22 @@ def run(
     except UserError as exc:  # what the user asked is refused, the message says why
         console.print(f"[red]toolwise: {exc}[/red]")
         raise typer.Exit(1) from exc
+    except DatabaseFailedError as exc:  # its message says what to do
+        fail(f"database failed: {exc}", exc)
+    except (StoreUnavailableError, DeadLetterError) as exc:  # the database takes no writes in time
+        fail(
+            f"database failed: {exc}; check that its disk has room and nothing else holds it locked, then run again",
+            exc,
+        )
+    except (SQLAlchemyError, sqlite3.Error) as exc:  # a damaged page found by a query, a disk error: not a bug's
+        failure = database_failure(exc, str(path) if path is not None else _shown(settings.database_url), path)
+        if failure is None:
+            raise
+        fail(f"database failed: {failure}", exc)
+
+
+def _shown(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
 
 
 async def current(settings: Settings, feedback: FeedbackService) -> Services:

@@ -6,8 +6,10 @@ connections of one process encoding JSON contend on it; two processes encode mor
 two threads. The parent (`toolwise.feedback.export`) writes one job a line
 on stdin, `{"sql": ..., "params": [...]}` for a query answering one row (row count, text as a BLOB);
 the worker answers each with a `b"<rows> <bytes>\\n"` header and the text's bytes on stdout, its last
-line ended by a newline as the others. It opens the file read-only, and exits when stdin closes; an
-error ends it with its traceback on stderr.
+line ended by a newline as the others. It opens the file read-only, and exits when stdin closes. An
+SQLite error (a damaged page, a failing disk) ends it with `EXIT_SQLITE` and one line on stderr,
+`<sqlite result code> <message>`, for the parent to say as the database's failure; any other error with
+its traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import sqlite3
 import sys
 from urllib.parse import quote
+
+EXIT_SQLITE = 3
 
 
 def main(database: str) -> None:
@@ -36,4 +40,8 @@ def main(database: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    try:
+        main(sys.argv[1])
+    except sqlite3.Error as exc:
+        sys.stderr.write(f"{getattr(exc, 'sqlite_errorcode', 1)} {exc}\n")
+        sys.exit(EXIT_SQLITE)

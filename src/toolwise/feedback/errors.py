@@ -44,6 +44,11 @@ class DatabaseUnusableError(FeedbackError):
     """The database cannot be opened or migrated (corrupt file, no permission, unreachable server)."""
 
 
+class DatabaseFailedError(FeedbackError):
+    """The database failed under work that had opened it: a damaged page, a full or failing disk, a lock
+    held elsewhere, a lost server. The user's situation, not a bug: the message says what to do."""
+
+
 def describe_database_error(exc: BaseException) -> str:
     """A database error as a person reads it: the driver's own message, not the SQL around it."""
     orig = getattr(exc, "orig", None) or exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 from collections import deque
@@ -43,7 +44,9 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from toolwise.feedback.chunk_worker import EXIT_SQLITE
 from toolwise.feedback.engine import sqlite_path
+from toolwise.feedback.failures import database_failure
 from toolwise.feedback.schema import ExecutionRow, RatingRow, UTCDateTime
 
 CHUNK_ROWS = 2_000  # rows a chunk: ~1.4 MB of text at ~700 bytes a line
@@ -254,6 +257,7 @@ class _Workers:
     compiled once, its parameters bound as the engine would bind them (a time as SQLite stores it)."""
 
     def __init__(self, database: Path, query: Select[int, bytes], dialect: Dialect, count: int) -> None:
+        self._database = database
         compiled = query.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
         self._sql = str(compiled)
         self._names = list(compiled.positiontup or ())
@@ -293,22 +297,37 @@ class _Workers:
         self._idle.put_nowait(process)
         return answer
 
-    @staticmethod
-    def _ask(process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
+    def _ask(self, process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
         stdin, stdout = _pipe(process.stdin), _pipe(process.stdout)
         try:
             stdin.write(job)
             stdin.flush()
         except BrokenPipeError:
-            raise ExportWorkerError(_ended(process)) from None
+            raise self._ended(process) from None
         header = stdout.readline()
         if not header:
-            raise ExportWorkerError(_ended(process))
+            raise self._ended(process)
         rows, size = (int(x) for x in header.split())
         text = stdout.read(size)
         if len(text) != size:
-            raise ExportWorkerError(_ended(process))
+            raise self._ended(process)
         return rows, text
+
+    def _ended(self, process: subprocess.Popen[bytes]) -> Exception:
+        """Why a worker ended before answering: the database's failure where SQLite said so (a damaged
+        page: the user's to mend), else `ExportWorkerError` with what it left on stderr."""
+        code = process.wait()
+        error = _pipe(process.stderr).read().decode(errors="replace").strip()
+        if code == EXIT_SQLITE:
+            number, _, message = error.partition(" ")
+            failure = sqlite3.DatabaseError(message)
+            failure.sqlite_errorcode = int(number)  # as sqlite3 sets it on the errors it raises
+            found = database_failure(failure, str(self._database), self._database)
+            if found is not None:
+                return found
+        return ExportWorkerError(
+            f"export worker (pid {process.pid}) ended with exit code {code} before answering: {error or 'no message'}"
+        )
 
     async def aclose(self) -> None:
         """End every worker: an idle one when its stdin closes, one still answering is killed (and
@@ -331,12 +350,6 @@ def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
     if stream is None:  # every worker is started with its three pipes
         raise RuntimeError("an export worker's pipe is missing")
     return stream
-
-
-def _ended(process: subprocess.Popen[bytes]) -> str:
-    code = process.wait()
-    error = _pipe(process.stderr).read().decode(errors="replace").strip()
-    return f"export worker (pid {process.pid}) ended with exit code {code} before answering: {error or 'no message'}"
 
 
 async def _abandon(tasks: deque[asyncio.Task[tuple[int, bytes]]]) -> None:

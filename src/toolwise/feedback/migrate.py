@@ -91,6 +91,12 @@ def _upgrade(connection: Connection) -> None:
             command.stamp(config, "0001")
         command.upgrade(config, "head")
     except CommandError as exc:
+        if "Can't locate revision" in str(exc):  # a revision no migration here names: a newer toolwise's
+            found = ", ".join(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
+            raise MigrationError(
+                f"its schema is at revision {found}, which this toolwise (newest revision {HEAD}) does not know: "
+                "a newer toolwise made it; upgrade toolwise, or use another database with --database-url"
+            ) from exc
         raise MigrationError(str(exc)) from exc
     finally:
         if waited is not None:  # the pooled connection goes back with its own timeout

@@ -43,6 +43,7 @@ from toolwise.feedback.errors import (
     ServiceNotStartedError,
     describe_database_error,
 )
+from toolwise.feedback.failures import advice
 from toolwise.feedback.instances import InstanceRegistry
 from toolwise.feedback.integrity import CHECK_AFTER_S, IntegrityCheck
 from toolwise.feedback.log import ExecutionLog
@@ -123,8 +124,10 @@ class FeedbackService:
         except (SQLAlchemyError, sqlite3.Error, OSError, MigrationError) as exc:
             if engine is not None:
                 await engine.dispose()
-            where = sqlite_path(self.url) or _safe_url(self.url)
-            raise DatabaseUnusableError(f"{where}: {describe_database_error(exc)}") from exc
+            path = sqlite_path(self.url)
+            what = advice(exc, path)  # a damaged file, a lock, a permission: what to do about it
+            said = f"{path or _safe_url(self.url)}: {describe_database_error(exc)}"
+            raise DatabaseUnusableError(said if what is None else f"{said}; {what}") from exc
         if salt is None:
             await engine.dispose()
             raise DatabaseUnusableError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")

@@ -1,0 +1,123 @@
+"""A database that is the user's to mend (damaged under a command, made by a newer toolwise, not taking writes)
+ends an admin command with one line naming it and what to do, exit 2, the traceback only under --debug;
+a bug's database error keeps its traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from tests.feedback.conftest import make_execution
+from toolwise.cli.main import app as cli
+from toolwise.feedback import FeedbackService, StoreUnavailableError
+from toolwise.feedback.reports import LogReports
+
+DAMAGED = "is damaged: stop toolwise, copy what can be read with `sqlite3"
+
+
+def recorded(tmp_path: Path, calls: int = 400) -> Path:
+    """A database of toolwise's with `calls` executions in it, checkpointed into its one file."""
+    path = tmp_path / "toolwise.db"
+
+    async def record() -> None:
+        async with FeedbackService(f"sqlite+aiosqlite:///{path}") as feedback:
+            for n in range(calls):
+                await feedback.log.record_execution(make_execution(session_id=f"s{n % 7}", query=f"request {n}"))
+            await feedback.flush()
+
+    asyncio.run(record())
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+def damage_past_the_schema(path: Path) -> None:
+    """Overwrite the file's second half: the schema, the version and the secrets (its first pages) still
+    read, so the database opens and the damage is found by a command's query."""
+    size = path.stat().st_size
+    with path.open("r+b") as file:
+        file.seek(size // 2)
+        file.write(b"\xa5" * (size - size // 2))
+
+
+def invoke(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, " ".join(result.output.split())  # the console wraps a long line at its width
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inspect", "progress"],
+        ["inspect", "qvalues"],
+        ["inspect", "evaluate", "ucb"],
+        ["inspect", "export", "-o", "{tmp}/out.jsonl"],
+        ["snapshot", "dump", "-o", "{tmp}/s.snapshot"],
+    ],
+)
+def test_a_database_found_damaged_by_a_command_is_one_line_saying_what_to_do(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = recorded(tmp_path)
+    damage_past_the_schema(path)
+    args = [*(word.format(tmp=tmp_path) for word in command), "--database-url", f"sqlite+aiosqlite:///{path}"]
+    code, said = invoke(args)
+    assert code == 2 and said.startswith(
+        f"toolwise: database failed: {path}: DatabaseError: database disk image is malformed"
+    )
+    assert DAMAGED in said and "Traceback" not in said
+    code, said = invoke(["--debug", *args])
+    assert code == 2 and "Traceback" in said and DAMAGED in said
+
+
+def test_a_file_that_is_no_database_is_one_line_saying_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are my notes, not a database " * 200)
+    code, said = invoke(["snapshot", "list", "--database-url", f"sqlite+aiosqlite:///{path}"])
+    assert code == 2 and said.startswith(f"toolwise: unusable database: {path}: DatabaseError: file is not a database")
+    assert "it is no SQLite database (the wrong file?) or is damaged" in said
+
+
+def test_a_database_of_a_newer_toolwise_says_to_upgrade(tmp_path: Path) -> None:
+    path = recorded(tmp_path, calls=1)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    code, said = invoke(["inspect", "status", "--database-url", f"sqlite+aiosqlite:///{path}"])
+    assert code == 2 and "schema is at revision 9999" in said
+    assert "a newer toolwise made it; upgrade toolwise" in said and "Traceback" not in said
+
+
+def test_a_database_that_takes_no_writes_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = recorded(tmp_path, calls=1)
+    (tmp_path / "dead.jsonl").write_bytes(b"")
+
+    async def refused(self: FeedbackService, path: Path) -> tuple[int, int]:
+        raise StoreUnavailableError("the database is failing: OperationalError: disk I/O error; 1 records are waiting")
+
+    monkeypatch.setattr(FeedbackService, "import_dead_letters", refused)
+    code, said = invoke(
+        ["import-dead-letters", str(tmp_path / "dead.jsonl"), "--database-url", f"sqlite+aiosqlite:///{path}"]
+    )
+    assert code == 2 and said.startswith("toolwise: database failed: the database is failing: OperationalError: disk")
+    assert "then run again" in said and "Traceback" not in said
+
+
+def test_a_bugs_sql_error_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query of toolwise's that is wrong is a bug, not the database's situation: not dressed as one."""
+    path = recorded(tmp_path, calls=1)
+
+    async def wrong(self: LogReports, namespace: str = "default") -> list[object]:
+        async with self._database.engine.connect() as conn:
+            await conn.execute(text("SELECT no_such_column FROM executions"))
+        return []
+
+    monkeypatch.setattr(LogReports, "action_summary", wrong)
+    result = CliRunner().invoke(cli, ["inspect", "top-actions", "--database-url", f"sqlite+aiosqlite:///{path}"])
+    assert result.exit_code == 1 and "no such column" in str(result.exception)
+    assert "database failed" not in result.output
