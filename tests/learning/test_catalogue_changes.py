@@ -4,14 +4,21 @@ in the order they came, and the last one wins."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+import time
+from collections.abc import Sequence
 
 import mcp_types as types
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from tests.server.surface import HeldEmbedder
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.learning import core
+from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.service import LearningService
 
 
@@ -85,3 +92,43 @@ async def test_a_shutdown_cancelled_while_it_stops_the_embedding_is_cancelled_st
     winding_down.set()
     with pytest.raises(asyncio.CancelledError):
         await stopping
+
+
+class SlowEmbedder:
+    """WordLlama taking its time over every text, as MiniLM over a large catalogue does: the whole catalogue
+    takes far longer (about 20 s) than a shutdown is given to stop it."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.inner = WordLlamaEmbedder()
+        self.started = threading.Event()
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.started.set()
+        time.sleep(0.005 * len(texts))
+        self.embedded += len(texts)
+        return self.inner.embed(texts)
+
+
+async def test_a_shutdown_stops_the_abandoned_embedding_of_the_first_catalogue(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Abandoned at shutdown, the embedding's thread ends soon after (between two chunks) rather than
+    computing for nobody until the process exits; its stop is no failure to log."""
+    embedder = SlowEmbedder()
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    learning = LearningService(settings, FeedbackService(settings.database_url))
+    before = set(threading.enumerate())
+    catalogue = [tool(f"t{i}__do", f"Do thing number {i} for the user.") for i in range(4000)]
+    await learning.set_tools(catalogue, first=True)
+    await asyncio.to_thread(embedder.started.wait, 10)
+    [thread] = [t for t in set(threading.enumerate()) - before if t.name == core.EMBEDDING_THREAD]
+    with caplog.at_level(logging.ERROR, logger="toolwise.learning.worker"):
+        await learning.stop_teaching()  # what a shutdown does first
+        await asyncio.to_thread(thread.join, 10)  # a generous bound: it ends, however slow the machine
+        await asyncio.sleep(0.05)  # the thread's end reaches the loop as a callback
+    assert not thread.is_alive() and embedder.embedded < len(catalogue)
+    assert not caplog.records

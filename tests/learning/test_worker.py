@@ -125,9 +125,9 @@ class EmbeddingBroke(Exception):
 
 
 async def test_abandonable_hands_its_work_result_and_failure_to_the_awaiting_task() -> None:
-    assert await abandonable(lambda: 42, name="answer") == 42
+    assert await abandonable(lambda stop: 42, name="answer") == 42
 
-    def broken() -> int:
+    def broken(stop: threading.Event) -> int:
         raise EmbeddingBroke("the model file is gone")
 
     with pytest.raises(EmbeddingBroke, match="model file is gone"):
@@ -137,7 +137,7 @@ async def test_abandonable_hands_its_work_result_and_failure_to_the_awaiting_tas
 async def test_a_failure_of_abandoned_work_is_logged_not_lost(caplog: pytest.LogCaptureFixture) -> None:
     release, ended = threading.Event(), threading.Event()
 
-    def embedding() -> int:
+    def embedding(stop: threading.Event) -> int:
         release.wait(10)
         ended.set()
         raise EmbeddingBroke("the model file is gone")

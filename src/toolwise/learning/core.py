@@ -28,7 +28,7 @@ from toolwise.feedback import (
 )
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN
 from toolwise.feedback.records import new_id
-from toolwise.learning.embedding import load_embedder, tool_document, tool_effect
+from toolwise.learning.embedding import embed_until_stopped, load_embedder, tool_document, tool_effect
 from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.sessions import (
@@ -75,6 +75,7 @@ def learned_from(error_type: str | None) -> bool:
 
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
 CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
+EMBEDDING_THREAD = "toolwise-embedding"  # the thread a catalogue's new documents are embedded on (abandonable)
 
 
 def learner_config(s: Settings) -> LearnerConfig:
@@ -250,7 +251,7 @@ class LearningCore:
         vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
         missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
         if missing:  # abandoned by a shutdown meanwhile (`stop_teaching`): the learner keeps what it had
-            embedded = await abandonable(partial(self.embedder.embed, missing), name="toolwise-embedding")
+            embedded = await abandonable(partial(embed_until_stopped, self.embedder, missing), name=EMBEDDING_THREAD)
             vectors.update(zip(missing, embedded, strict=True))
         return vectors
 

@@ -21,12 +21,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.learning.minilm import MiniLMEmbedder
-from toolwise.rl.embedding import name_words
+from toolwise.learning.worker import Abandoned
+from toolwise.rl.embedding import Embedder, name_words
 from toolwise.rl.toolindex import Effect
 
 log = logging.getLogger(__name__)
 
 EMBEDDINGS = ("wordllama", "minilm", "none")
+EMBED_CHUNK = 128  # texts embedded between two looks at a stop (MiniLM: 4 of its batches, well under a second)
 
 
 class WordLlamaEmbedder:
@@ -83,6 +85,19 @@ class WordLlamaEmbedder:
                 if norm > 0:
                     out[row] = vector / norm
         return out
+
+
+def embed_until_stopped(embedder: Embedder, texts: Sequence[str], stop: threading.Event) -> NDArray[np.float32]:
+    """`embedder.embed(texts)` `EMBED_CHUNK` texts at a time, raising `Abandoned` once `stop` is set between
+    two chunks: an embedding a shutdown abandoned (a large catalogue, MiniLM: seconds) stops within a chunk
+    instead of keeping a core until the process exits. Each text's vector is its own: the same numbers
+    (WordLlama), or the same up to float rounding (MiniLM, whose batches are padded differently)."""
+    parts = []
+    for start in range(0, len(texts), EMBED_CHUNK):
+        if stop.is_set():
+            raise Abandoned(f"stopped after {start:,} of {len(texts):,} texts")
+        parts.append(embedder.embed(texts[start : start + EMBED_CHUNK]))
+    return np.concatenate(parts) if parts else embedder.embed(texts)
 
 
 @functools.cache

@@ -105,17 +105,24 @@ class LearningThread:
         self._executor.shutdown(wait=True)
 
 
-async def abandonable(work: Callable[[], T], *, name: str) -> T:
-    """`work()` on a daemon thread of its own, awaited as `asyncio.to_thread` would be, except that nothing
+class Abandoned(Exception):
+    """Raised by abandonable work that found its stop event set: nobody awaits it, it ended early as asked."""
+
+
+async def abandonable(work: Callable[[threading.Event], T], *, name: str) -> T:
+    """`work(stop)` on a daemon thread of its own, awaited as `asyncio.to_thread` would be, except that nothing
     waits for it once its caller is cancelled: the loop's shutdown and the interpreter's exit join the
     default executor's threads, so a shutdown would wait for it to end. For work worth nothing once nobody
-    awaits it, such as a catalogue's embedding: its result is dropped, an exception it raises is logged."""
+    awaits it, such as a catalogue's embedding: its result is dropped, an exception it raises is logged.
+    A cancelled caller sets `stop`: work that looks at it between its parts (raising `Abandoned`) frees
+    its core soon after, rather than computing for nobody until the process exits."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
+    stop = threading.Event()
 
     def target() -> None:
         try:
-            result, error = work(), None
+            result, error = work(stop), None
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, or logged when none awaits
             result, error = None, exc
         try:
@@ -124,7 +131,11 @@ async def abandonable(work: Callable[[], T], *, name: str) -> T:
             _dropped(name, error)
 
     threading.Thread(target=target, name=name, daemon=True).start()
-    return await done
+    try:
+        return await done
+    except BaseException:  # cancelled (a shutdown): nobody will take the result
+        stop.set()
+        raise
 
 
 def _settle(done: asyncio.Future[T], name: str, result: T | None, error: BaseException | None) -> None:
@@ -138,7 +149,7 @@ def _settle(done: asyncio.Future[T], name: str, result: T | None, error: BaseExc
 
 def _dropped(name: str, error: BaseException | None) -> None:
     """An abandoned work's end: its result is worth nothing, but its failure is still a defect to see."""
-    if error is None:
+    if error is None or isinstance(error, Abandoned):
         log.debug("%s ended after it was abandoned: its result is dropped", name)
     else:
         log.error("%s failed after it was abandoned", name, exc_info=error)
