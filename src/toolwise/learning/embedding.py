@@ -28,7 +28,7 @@ from toolwise.rl.toolindex import Effect
 log = logging.getLogger(__name__)
 
 EMBEDDINGS = ("wordllama", "minilm", "none")
-EMBED_CHUNK = 128  # texts embedded between two looks at a stop (MiniLM: 4 of its batches, well under a second)
+EMBED_CHUNK = 32  # texts embedded between two looks at a stop: one MiniLM batch
 
 
 class WordLlamaEmbedder:
@@ -91,13 +91,19 @@ def embed_until_stopped(embedder: Embedder, texts: Sequence[str], stop: threadin
     """`embedder.embed(texts)` `EMBED_CHUNK` texts at a time, raising `Abandoned` once `stop` is set between
     two chunks: an embedding a shutdown abandoned (a large catalogue, MiniLM: seconds) stops within a chunk
     instead of keeping a core until the process exits. Each text's vector is its own: the same numbers
-    (WordLlama), or the same up to float rounding (MiniLM, whose batches are padded differently)."""
-    parts = []
-    for start in range(0, len(texts), EMBED_CHUNK):
+    (WordLlama), or the same up to float rounding (MiniLM, whose batches are padded differently). Chunks
+    take texts of similar length together, as MiniLM's batches do (a batch is padded to its longest)."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: NDArray[np.float32] | None = None
+    for start in range(0, len(order), EMBED_CHUNK):
         if stop.is_set():
             raise Abandoned(f"stopped after {start:,} of {len(texts):,} texts")
-        parts.append(embedder.embed(texts[start : start + EMBED_CHUNK]))
-    return np.concatenate(parts) if parts else embedder.embed(texts)
+        rows = order[start : start + EMBED_CHUNK]
+        vectors = embedder.embed([texts[i] for i in rows])
+        if out is None:
+            out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[rows] = vectors
+    return out if out is not None else embedder.embed(texts)
 
 
 @functools.cache
