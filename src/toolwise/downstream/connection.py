@@ -1,8 +1,10 @@
-"""One downstream server: the task that owns its connection, and the calls forwarded over it.
+"""One downstream server: the task that owns its connection, and the connection its calls are forwarded over
+(`forwarding.py`: the circuit breaker, the timeout, the failure said).
 
-The task connects, lists the tools, serves calls and, when the connection dies, reconnects with
-exponential backoff. Calls never spawn a process. A downstream that cannot start is reported (log +
-`health()`) and the others serve.
+The task connects (`targets.py`), lists the tools, serves calls and, when the connection dies, reconnects
+with exponential backoff (a stdio process's exit watched, one that does not stop killed: `processes.py`).
+Calls never spawn a process. A downstream that cannot start is reported (log + `health()`) and the others
+serve.
 """
 
 from __future__ import annotations
@@ -10,32 +12,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
-from toolwise.config import HttpServer, InProcessServer, ServerSpec, Settings, StdioServer
-from toolwise.downstream.environment import downstream_environment, resolve_command
-from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, InvalidResultError
-from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns
-from toolwise.downstream.forwarding import InputRound, answered, call_tool, is_connection_loss, transport
+from toolwise.config import ServerSpec, Settings, StdioServer
+from toolwise.downstream.errors import DownstreamError
+from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns, untagged_reporter
+from toolwise.downstream.forwarding import InputRound, forward
 from toolwise.downstream.listing import all_tools
+from toolwise.downstream.processes import STOP_S, kill_spawned, watch_exit
 from toolwise.downstream.relaying import Relay, listener
 from toolwise.downstream.selection import offered
 from toolwise.downstream.shields import Circuit, CircuitState
+from toolwise.downstream.targets import client_target
 from toolwise.downstream.tracing import Tracing
 from toolwise.downstream.twin import Twin
 
@@ -53,9 +50,6 @@ class Health:
     error: str | None
     circuit: CircuitState = "closed"
     junk_lines: int = 0  # lines on its stdout that were not JSON-RPC (ignored)
-
-
-STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
 
 
 @dataclass
@@ -109,25 +103,11 @@ class Downstream:
             if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
                 # The SDK stops a stdio server under a shield (close stdin, 2 s, then kill) that a cancel can
                 # break into: a process hung in its start is then never killed and its stdout never ends.
-                self._kill_spawned()
+                kill_spawned(self.name, self._spawns)
                 if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
                     log.error("downstream %s did not stop within %gs of its process being killed", self.name, STOP_S)
         self.junk.close()
         self.state = "stopped"
-
-    def _kill_spawned(self) -> None:
-        """SIGKILL the process group of each process of its latest start still running (the SDK starts
-        each in a session of its own, so a wrapper's children go with it)."""
-        for process in self._spawns:
-            if process.returncode is None:
-                log.warning(
-                    "downstream %s did not stop within %gs: killing its process %d", self.name, STOP_S, process.pid
-                )
-                if os.name == "posix":
-                    with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
-                        os.killpg(process.pid, signal.SIGKILL)
-                else:
-                    process.kill()
 
     @property
     def client(self) -> Client | None:
@@ -137,22 +117,6 @@ class Downstream:
     def health(self) -> Health:
         return Health(
             self.name, self.state, len(self.tools), self.restarts, self.error, self.circuit.state, self.junk.total
-        )
-
-    def _target(self, stack: contextlib.AsyncExitStack) -> Any:
-        if isinstance(self.spec, InProcessServer):
-            return self.spec.server
-        if isinstance(self.spec, HttpServer):
-            if not self.spec.headers:
-                return self.spec.url
-            # The configured headers (e.g. `Authorization: Bearer …`) go on every request; the
-            # transport leaves closing a client it was given to us.
-            http = sdk.http_client(headers=self.spec.headers)
-            stack.push_async_callback(http.aclose)
-            return streamable_http_client(self.spec.url, http_client=http)
-        env = downstream_environment(self.spec.env)  # more than the SDK's minimum: downstream/environment.py
-        return StdioServerParameters(
-            command=resolve_command(self.spec.command), args=self.spec.args, env=env, cwd=self.spec.cwd
         )
 
     async def _run(self) -> None:
@@ -197,7 +161,7 @@ class Downstream:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
                             Client(
-                                self._target(stack),
+                                client_target(self.spec, stack),
                                 mode=self.settings.mode,
                                 message_handler=self._on_message,
                                 **self._hooks(),
@@ -205,7 +169,7 @@ class Downstream:
                         )
                         sdk.keep_declared_capabilities(client)
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                            sdk.tolerate_untagged_results(client, _untagged_reporter(self.name))
+                            sdk.tolerate_untagged_results(client, untagged_reporter(self.name))
                         await self._refresh(client)
                 finally:
                     self._process = spawned[-1] if spawned else None
@@ -217,9 +181,8 @@ class Downstream:
             self._attempted.set()
             self._launched.set()
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            helpers = [
-                t for t in (listener(self.name, client, self._refresh, self.relay), self._watch()) if t is not None
-            ]
+            listening = listener(self.name, client, self._refresh, self.relay)
+            helpers = [t for t in (listening, watch_exit(self.name, self._process, self._broken.set)) if t is not None]
             try:
                 await self._broken.wait()
                 return None if self._process is None else self._process.returncode  # before we stop it
@@ -235,7 +198,9 @@ class Downstream:
         connection (HTTP, in-process; a stdio process is one connection)."""
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or isinstance(self.spec, StdioServer):
             return None
-        return Twin(self.name, self._target, self._hooks(), self._relayed, self.settings.start_timeout_s)
+        return Twin(
+            self.name, partial(client_target, self.spec), self._hooks(), self._relayed, self.settings.start_timeout_s
+        )
 
     def _hooks(self) -> dict[str, Any]:
         return self.relay.client_callbacks(self.name) if self.relay is not None else {}
@@ -260,18 +225,6 @@ class Downstream:
         """The connection a caller of that era is served on, as it is now (nothing is opened)."""
         twin = self.twin.current if handshake and self.twin is not None else None
         return twin or self._client
-
-    def _watch(self) -> asyncio.Task[None] | None:
-        """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
-        process = self._process
-        if process is None:
-            return None
-
-        async def watch() -> None:
-            await process.wait()
-            self._broken.set()
-
-        return asyncio.create_task(watch(), name=f"toolwise-watch-{self.name}")
 
     def _lost(self) -> None:
         """The connection is known dead: calls from now on wait for the new one."""
@@ -306,54 +259,12 @@ class Downstream:
         rounds: InputRound | None = None,
         caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Forward one call (of the client `caller`) through the circuit breaker. Raises DownstreamError
-        when the server is down, dies or is too slow, CircuitOpenError (at once) while its circuit, or
-        the caller's own (its timeouts: shields.py), is open."""
-        wait = self.circuit.admit(time.monotonic(), caller)
-        if wait is not None:
-            raise CircuitOpenError(self._open_circuit(wait, caller))
-        try:
-            result = await self._call(tool, arguments, timeout_s, meta, progress, rounds)
-        except InvalidArgumentsError:
-            self.circuit.succeeded(caller)  # it answered, and sanely: the caller sent what it cannot take
-            raise
-        except InvalidResultError:
-            self.circuit.succeeded(caller)  # it answered: the tool's result is wrong, not the server's health
-            raise
-        except DownstreamError as exc:
-            self.circuit.failed(time.monotonic(), caller, timed_out=exc.timed_out)
-            raise
-        except BaseException:
-            self.circuit.abandoned(time.monotonic(), caller)  # a cancelled probe must not leave it half-open
-            raise
-        self.circuit.succeeded(caller)
-        return result
+        """Forward one call (of the client `caller`) through the circuit breaker (`forwarding.forward`)."""
+        return await forward(self, tool, arguments, timeout_s, meta, progress, rounds, caller)
 
-    def _open_circuit(self, wait: float, caller: str | None) -> str:
-        """Why a call fails fast: the downstream's circuit, or only this client's (its own timeouts)."""
-        own = self.circuit.timeouts_of(caller) if self.circuit.state == "closed" else None
-        if own is not None:
-            return (
-                f"this client's calls to {self.name!r} timed out {own} times in a row (call_timeout_s); they "
-                f"fail fast for another {max(wait, 0):.0f}s before one is tried again (other clients' calls "
-                "go through)"
-            )
-        return (
-            f"downstream server {self.name!r} failed {self.circuit.failures} times in a row; its circuit "
-            f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
-        )
-
-    async def _call(
-        self,
-        tool: str,
-        arguments: dict[str, Any] | None,
-        timeout_s: float,
-        meta: types.RequestParamsMeta | None,
-        progress: ProgressFnT | None,
-        rounds: InputRound | None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+    async def ready_session(self, deadline: float, tool: str, rounds: InputRound | None) -> Client:
+        """The connection a call of `tool` goes over, waiting (until `deadline`, the loop's time) while the
+        downstream restarts; DownstreamError when it is not running by then."""
         if self._client is not None and self._process is not None and self._process.returncode is not None:
             self._lost()  # it died since the last call: this one goes to the new process
         # Connected, and no handshake-era twin to pick: `session` would answer at once, with no wait to bound.
@@ -371,45 +282,8 @@ class Downstream:
             ) from None
         if client is None:
             raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
-        try:
-            # The SDK's read timeout: armed once the request is written, and on expiry it tells the
-            # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
-            timeout = max(deadline - loop.time(), 0.001)
-            if self.tracing is None:
-                return await call_tool(client, tool, arguments, timeout, progress, meta, rounds)
-            with self.tracing.client_call(tool, self.name, client, transport(self.spec)) as traced:
-                return traced.answered(await call_tool(client, tool, arguments, timeout, progress, meta, rounds))
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                raise DownstreamError(
-                    f"tool {tool!r} on {self.name!r} did not answer within {timeout_s:g}s (call_timeout_s)",
-                    timed_out=True,
-                ) from None
-            raise answered(self.name, tool, exc, rounds) or self._refused(tool, exc) from exc
-        except Exception as exc:
-            if sdk.is_result_validation_error(exc):
-                raise InvalidResultError(
-                    f"{self.name!r} answered the call to {tool!r} with a result that breaks its schema: {exc}"
-                ) from exc
-            raise self._refused(tool, exc) from exc
+        return client
 
-    def _refused(self, tool: str, exc: Exception) -> DownstreamError:
-        if is_connection_loss(exc):
-            self._broken.set()
-            return DownstreamError(
-                f"downstream server {self.name!r} closed the connection during the call; "
-                "it is being restarted, the next call will go to the new process"
-            )
-        return DownstreamError(f"{self.name!r} refused the call to {tool!r}: {exc}")
-
-
-def _untagged_reporter(server: str) -> Callable[[str], None]:
-    def report(method: str) -> None:
-        log.warning(
-            "downstream %s negotiated %s but answered %s without resultType; its answers are read as complete",
-            server,
-            MODERN_PROTOCOL_VERSIONS[-1],
-            method,
-        )
-
-    return report
+    def broke(self) -> None:
+        """A call found the connection closed: the owner task reconnects."""
+        self._broken.set()

@@ -14,13 +14,14 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import mcp.client.stdio as sdk_stdio
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolwise import sdk
@@ -179,3 +180,17 @@ class _WithoutParseTracebacks(logging.Filter):
 
 
 logging.getLogger(sdk_stdio.__name__).addFilter(_WithoutParseTracebacks())
+
+
+def untagged_reporter(server: str) -> Callable[[str], None]:
+    """A log line for each answer of a downstream that negotiated 2026-07-28 but left out `resultType`."""
+
+    def report(method: str) -> None:
+        log.warning(
+            "downstream %s negotiated %s but answered %s without resultType; its answers are read as complete",
+            server,
+            MODERN_PROTOCOL_VERSIONS[-1],
+            method,
+        )
+
+    return report

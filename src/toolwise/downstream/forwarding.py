@@ -1,21 +1,34 @@
-"""One call forwarded to a downstream: the request of the caller's era, and which of the downstream's
-protocol errors are about the caller rather than the server's health."""
+"""One call forwarded to a downstream over its connection (`connection.py`): through its circuit breaker,
+within the call's timeout, the request of the caller's era, and its failure said as the error a caller
+reads, where which of the downstream's protocol errors are about the caller rather than the server's
+health."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolwise import sdk
 from toolwise.config import HttpServer, ServerSpec, StdioServer
-from toolwise.downstream.errors import DownstreamError, InvalidArgumentsError, RefusedCallerError
+from toolwise.downstream.errors import (
+    CircuitOpenError,
+    DownstreamError,
+    InvalidArgumentsError,
+    InvalidResultError,
+    RefusedCallerError,
+)
+from toolwise.downstream.shields import Circuit
+from toolwise.downstream.tracing import Tracing
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +99,116 @@ _TRANSPORT_LOST = (
 
 def is_connection_loss(exc: BaseException) -> bool:
     return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, _TRANSPORT_LOST)
+
+
+class Connected(Protocol):
+    """What a call is forwarded over: a downstream's connection (`connection.Downstream`)."""
+
+    name: str
+    spec: ServerSpec
+    circuit: Circuit
+    tracing: Tracing | None
+
+    async def ready_session(self, deadline: float, tool: str, rounds: InputRound | None) -> Client:
+        """The connection a call of `tool` goes over, once it is up (until `deadline`, the loop's time)."""
+        ...
+
+    def broke(self) -> None:
+        """A call found the connection closed."""
+        ...
+
+
+async def forward(
+    downstream: Connected,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    timeout_s: float,
+    meta: types.RequestParamsMeta | None = None,
+    progress: ProgressFnT | None = None,
+    rounds: InputRound | None = None,
+    caller: str | None = None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """Forward one call (of the client `caller`) through the circuit breaker. Raises DownstreamError
+    when the server is down, dies or is too slow, CircuitOpenError (at once) while its circuit, or
+    the caller's own (its timeouts: shields.py), is open."""
+    circuit = downstream.circuit
+    wait = circuit.admit(time.monotonic(), caller)
+    if wait is not None:
+        raise CircuitOpenError(_open_circuit(downstream.name, circuit, wait, caller))
+    try:
+        result = await _call(downstream, tool, arguments, timeout_s, meta, progress, rounds)
+    except InvalidArgumentsError:
+        circuit.succeeded(caller)  # it answered, and sanely: the caller sent what it cannot take
+        raise
+    except InvalidResultError:
+        circuit.succeeded(caller)  # it answered: the tool's result is wrong, not the server's health
+        raise
+    except DownstreamError as exc:
+        circuit.failed(time.monotonic(), caller, timed_out=exc.timed_out)
+        raise
+    except BaseException:
+        circuit.abandoned(time.monotonic(), caller)  # a cancelled probe must not leave it half-open
+        raise
+    circuit.succeeded(caller)
+    return result
+
+
+def _open_circuit(server: str, circuit: Circuit, wait: float, caller: str | None) -> str:
+    """Why a call fails fast: the downstream's circuit, or only this client's (its own timeouts)."""
+    own = circuit.timeouts_of(caller) if circuit.state == "closed" else None
+    if own is not None:
+        return (
+            f"this client's calls to {server!r} timed out {own} times in a row (call_timeout_s); they "
+            f"fail fast for another {max(wait, 0):.0f}s before one is tried again (other clients' calls "
+            "go through)"
+        )
+    return (
+        f"downstream server {server!r} failed {circuit.failures} times in a row; its circuit "
+        f"is open and calls fail fast for another {max(wait, 0):.0f}s before it is probed again"
+    )
+
+
+async def _call(
+    downstream: Connected,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    timeout_s: float,
+    meta: types.RequestParamsMeta | None,
+    progress: ProgressFnT | None,
+    rounds: InputRound | None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    client = await downstream.ready_session(deadline, tool, rounds)
+    server = downstream.name
+    try:
+        # The SDK's read timeout: armed once the request is written, and on expiry it tells the
+        # downstream to stop (notifications/cancelled) before raising REQUEST_TIMEOUT.
+        timeout = max(deadline - loop.time(), 0.001)
+        if downstream.tracing is None:
+            return await call_tool(client, tool, arguments, timeout, progress, meta, rounds)
+        with downstream.tracing.client_call(tool, server, client, transport(downstream.spec)) as traced:
+            return traced.answered(await call_tool(client, tool, arguments, timeout, progress, meta, rounds))
+    except MCPError as exc:
+        if exc.code == REQUEST_TIMEOUT:
+            raise DownstreamError(
+                f"tool {tool!r} on {server!r} did not answer within {timeout_s:g}s (call_timeout_s)",
+                timed_out=True,
+            ) from None
+        raise answered(server, tool, exc, rounds) or _refused(downstream, tool, exc) from exc
+    except Exception as exc:
+        if sdk.is_result_validation_error(exc):
+            raise InvalidResultError(
+                f"{server!r} answered the call to {tool!r} with a result that breaks its schema: {exc}"
+            ) from exc
+        raise _refused(downstream, tool, exc) from exc
+
+
+def _refused(downstream: Connected, tool: str, exc: Exception) -> DownstreamError:
+    if is_connection_loss(exc):
+        downstream.broke()
+        return DownstreamError(
+            f"downstream server {downstream.name!r} closed the connection during the call; "
+            "it is being restarted, the next call will go to the new process"
+        )
+    return DownstreamError(f"{downstream.name!r} refused the call to {tool!r}: {exc}")

@@ -1,0 +1,41 @@
+"""A stdio downstream's processes: the one serving watched for its exit (restarted at once, not when the
+next call finds it dead), and those of a start that does not stop killed, with their process groups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
+
+
+def kill_spawned(server: str, spawns: list[Any]) -> None:
+    """SIGKILL the process group of each process of its latest start still running (the SDK starts
+    each in a session of its own, so a wrapper's children go with it)."""
+    for process in spawns:
+        if process.returncode is None:
+            log.warning("downstream %s did not stop within %gs: killing its process %d", server, STOP_S, process.pid)
+            if os.name == "posix":
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
+                    os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
+
+
+def watch_exit(server: str, process: Any, exited: Callable[[], None]) -> asyncio.Task[None] | None:
+    """A stdio downstream that exits is restarted at once, not when the next call finds it dead."""
+    if process is None:
+        return None
+
+    async def watch() -> None:
+        await process.wait()
+        exited()
+
+    return asyncio.create_task(watch(), name=f"toolwise-watch-{server}")
