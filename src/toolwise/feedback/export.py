@@ -257,7 +257,6 @@ class _Workers:
     compiled once, its parameters bound as the engine would bind them (a time as SQLite stores it)."""
 
     def __init__(self, database: Path, query: Select[int, bytes], dialect: Dialect, count: int) -> None:
-        self._database = database
         compiled = query.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
         self._sql = str(compiled)
         self._names = list(compiled.positiontup or ())
@@ -297,37 +296,22 @@ class _Workers:
         self._idle.put_nowait(process)
         return answer
 
-    def _ask(self, process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
+    @staticmethod
+    def _ask(process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
         stdin, stdout = _pipe(process.stdin), _pipe(process.stdout)
         try:
             stdin.write(job)
             stdin.flush()
         except BrokenPipeError:
-            raise self._ended(process) from None
+            raise _ended(process) from None
         header = stdout.readline()
         if not header:
-            raise self._ended(process)
+            raise _ended(process)
         rows, size = (int(x) for x in header.split())
         text = stdout.read(size)
         if len(text) != size:
-            raise self._ended(process)
+            raise _ended(process)
         return rows, text
-
-    def _ended(self, process: subprocess.Popen[bytes]) -> Exception:
-        """Why a worker ended before answering: the database's failure where SQLite said so (a damaged
-        page: the user's to mend), else `ExportWorkerError` with what it left on stderr."""
-        code = process.wait()
-        error = _pipe(process.stderr).read().decode(errors="replace").strip()
-        if code == EXIT_SQLITE:
-            number, _, message = error.partition(" ")
-            failure = sqlite3.DatabaseError(message)
-            failure.sqlite_errorcode = int(number)  # as sqlite3 sets it on the errors it raises
-            found = database_failure(failure, str(self._database), self._database)
-            if found is not None:
-                return found
-        return ExportWorkerError(
-            f"export worker (pid {process.pid}) ended with exit code {code} before answering: {error or 'no message'}"
-        )
 
     async def aclose(self) -> None:
         """End every worker: an idle one when its stdin closes, one still answering is killed (and
@@ -344,6 +328,25 @@ class _Workers:
             await asyncio.to_thread(process.wait)
             _pipe(process.stdout).close()
             _pipe(process.stderr).close()
+
+
+def _ended(process: subprocess.Popen[bytes]) -> Exception:
+    """Why a worker ended before answering: the database's failure where SQLite said so (a damaged page:
+    the user's to mend), else `ExportWorkerError` with what it left on stderr."""
+    code = process.wait()
+    error = _pipe(process.stderr).read().decode(errors="replace").strip()
+    if code == EXIT_SQLITE:
+        number, _, message = error.partition(" ")
+        failure = sqlite3.DatabaseError(message)
+        failure.sqlite_errorcode = int(number)  # as sqlite3 sets it on the errors it raises
+        args = process.args  # [python, -I, chunk_worker.py, FILE]
+        database = Path(str(args[-1])) if isinstance(args, list) else None
+        found = database_failure(failure, str(database), database)
+        if found is not None:
+            return found
+    return ExportWorkerError(
+        f"export worker (pid {process.pid}) ended with exit code {code} before answering: {error or 'no message'}"
+    )
 
 
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:

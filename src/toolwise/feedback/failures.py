@@ -14,6 +14,7 @@ from toolwise.feedback.integrity import recovery
 
 _PERMISSION = "toolwise may not read or write it: check the permissions of the file and of its folder"
 _CANT_OPEN = "toolwise cannot open it: check that it is a file (not a folder) that toolwise may read and write"
+_UNREACHED = "toolwise cannot reach its server, or lost the connection: check that it runs and is reachable"
 _LOCKED = "another process holds it locked: run again once that one lets go"
 
 
@@ -42,7 +43,7 @@ def advice(exc: BaseException, path: Path | None = None) -> str | None:
     if isinstance(orig, OSError) and path is not None:
         return "check the file and its disk, then run again"
     if isinstance(orig, OSError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
-        return "the connection to the database was lost: check that its server runs and is reachable, then run again"
+        return _UNREACHED
     return None
 
 
