@@ -30,6 +30,23 @@ def unit(v: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+def test_a_run_of_calls_learned_at_once_is_learned_bit_for_bit_as_call_by_call() -> None:
+    """`add_many` (a run: each tool's calls in rounds) leaves the same arrays as `add` call by call, a tool
+    called several times in the run, a request with no text (x = 0: nothing learned) and tools beyond the
+    arrays' first rows (grown as call by call) included."""
+    rng = np.random.default_rng(3)
+    x = np.stack([unit(rng.normal(size=128)) for _ in range(9)] + [np.zeros(128)])
+    arms = [int(a) for a in rng.integers(0, 40, size=60)] + [2, 2, 2, 39]
+    rows = [int(r) for r in rng.integers(0, len(x), size=len(arms))]
+    fits = [float(f) for f in rng.random(len(arms)) > 0.3]
+    one, many = FitAcross(128), FitAcross(128)
+    for arm, row, fit in zip(arms, rows, fits, strict=True):
+        one.add(arm, x[row], fit)
+    many.add_many(arms, x, rows, fits)
+    assert one.a_inv.tobytes() == many.a_inv.tobytes() and one.b.tobytes() == many.b.tobytes()
+    assert len(many.b) > 16 and many.b[2].any()
+
+
 def test_a_tool_that_failed_for_one_kind_of_request_is_predicted_to_fail_for_a_new_one_of_that_kind() -> None:
     rng = np.random.default_rng(0)
     kind_a, kind_b = rng.normal(size=128), rng.normal(size=128)

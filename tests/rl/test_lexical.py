@@ -53,3 +53,17 @@ def test_scoring_many_queries_at_once_gives_each_the_numbers_it_gets_alone() -> 
         assert together.coverage(query) == alone.coverage(query)
     assert rows[0].argmax() in (0, 1) and not rows[3].any()  # weather matches the weather tools; zzz nothing
     assert together.scores(QUERIES[0]).flags.writeable is False
+
+
+def test_a_run_scores_its_queries_without_pushing_out_the_memoised_ones() -> None:
+    """A run of logged calls (`remember=False`) gets each query's numbers, bit for bit, the memoised ones
+    looked up, and leaves the memo as it was: the live decisions' queries stay in it."""
+    index, alone = LexicalIndex(DOCUMENTS), LexicalIndex(DOCUMENTS)
+    index.scores(QUERIES[0])
+    rows = index.scores_many(QUERIES, remember=False)
+    for row, query in zip(rows, QUERIES, strict=True):
+        np.testing.assert_array_equal(row, alone.scores(query))
+    assert len(index._memo) == 1 and QUERIES[0] in index._memo
+    fresh = index.scores_many(QUERIES[1:3], remember=False)  # none memoised: the rows as scored
+    np.testing.assert_array_equal(fresh, rows[1:3])
+    assert len(index._memo) == 1

@@ -101,6 +101,34 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
     assert all(reward is not None and reward > 0 and len(context) == 64 for reward, context in learned)
 
 
+async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_in_short_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once `CATCH_UP_RUN` calls wait, a run takes that many (its fixed work shared by more calls); fewer
+    waiting, runs of `LEARN_RUN` as before (sizes made small here: the rule, not the constants)."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    monkeypatch.setattr(service, "LEARN_RUN", service.BEHIND)
+    monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.BEHIND)
+    async with running(tmp_path, seed=None) as (app, client):
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        learner = app.learning.learner
+        runs: list[int] = []
+        learn_many = learner.learn_many
+
+        def run_spy(steps: Any, *args: Any) -> Any:
+            runs.append(len(steps))
+            return learn_many(steps, *args)
+
+        monkeypatch.setattr(learner, "learn_many", run_spy)
+        for i in range(service.BEHIND * 3):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        await app.learning.drain()
+        # 3 short runs' worth waiting: one long run, then the rest (still behind: not a call at a time) as a short one
+        assert runs == [2 * service.BEHIND, service.BEHIND]
+        assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == service.BEHIND * 3
+
+
 async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

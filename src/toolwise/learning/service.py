@@ -18,8 +18,9 @@ what was recorded (every own tool drains first; so does shutdown). Drained in ca
 drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
 recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
-replay of the log learns), several times as many a second. Whatever else reads or changes the learned
-state on the event loop holds the learning thread's `lock` for it.
+replay of the log learns), several times as many a second, and of up to `CATCH_UP_RUN` once that many
+wait (`_run_size`). Whatever else reads or changes the learned state on the event loop holds the
+learning thread's `lock` for it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that
 LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
 LEARN_RUN = 64  # calls a run learns at most: what a reader waits for while learning catches up
+CATCH_UP_RUN = 256  # from this many calls pending, a run learns up to this many (`_run_size`)
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 
 
@@ -145,7 +147,7 @@ class LearningService(LearningCore):
     async def _drain_pending(self) -> None:
         """`drain`'s work, holding `_order`."""
         while self._pending:
-            size = LEARN_RUN if self._behind() else LEARN_CHUNK
+            size = self._run_size()
             chunk = list(itertools.islice(self._pending, size))
             if self._learns_nothing():
                 with self.lock:
@@ -162,6 +164,17 @@ class LearningService(LearningCore):
         """With learning off (and no argument values kept, which embeds their requests) a chunk is only its
         rewards and context hashes, a few microseconds a call: done on the event loop, not handed over."""
         return not self.settings.learning and not self.settings.store_arguments
+
+    def _run_size(self) -> int:
+        """How many pending calls the next chunk takes: `LEARN_CHUNK` while learning keeps up, runs of up to
+        `LEARN_RUN` once it is behind, and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work
+        (the n-gram counts, a run's arrays, its Python) is shared by more calls then: about a fifth more a CPU
+        second at 1,000 tools (docs/benchmarks.md). The newest pending call waits for the backlog whatever
+        the run's size; a reader waits for one run (tens of milliseconds at 1,000 tools), and a run's n-grams
+        count from the next run on (minibatch semantics, as a replay of the log learns in runs of 512)."""
+        if not self._behind():
+            return LEARN_CHUNK
+        return CATCH_UP_RUN if len(self._pending) >= CATCH_UP_RUN else LEARN_RUN
 
     def _behind(self) -> bool:
         """Whether the calls pending are many enough to learn as runs: not under a seed, whose decisions

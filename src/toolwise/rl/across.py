@@ -76,6 +76,31 @@ class FitAcross:
         self.a_inv[arm] -= np.outer(av, av) / (1.0 + float(v @ av))
         self.b[arm] += (fit - 0.5) * v
 
+    def add_many(self, arms: list[int], x: NDArray[np.float64], rows: list[int], fits: list[float]) -> None:
+        """`add` of each call in order: call i of `arms[i]` at the request `x[rows[i]]` (a run's distinct
+        requests) that fit `fits[i]`. A tool's calls are its own sequence of updates and tools do not touch
+        one another, so the i-th call of every tool is learned together (`rounds`): the same numbers, since a
+        stacked matmul runs one gemv (and one dot) a tool, as `add`'s products do."""
+        v = x[:, : self.config.dim]
+        norms = np.sqrt(np.matmul(v[:, None, :], v[:, :, None])[:, 0, 0])  # each row's `v @ v`, as `head`'s
+        said = norms > 0
+        heads = np.divide(v, norms[:, None], out=v.copy(), where=said[:, None])
+        at = np.array(rows, dtype=np.int64)
+        calls = np.flatnonzero(said.take(at)) if len(at) else at
+        tools, at = np.array(arms, dtype=np.int64).take(calls), at.take(calls)
+        for arm in tools[tools >= len(self.b)].tolist():
+            self._ensure(arm)  # grown as call by call: the same shape
+        change = np.array(fits, dtype=np.float64).take(calls) - 0.5
+        for part in rounds(tools):
+            tool, head = tools.take(part), heads.take(at.take(part), 0)
+            a_inv = self.a_inv.take(tool, 0)
+            av = np.matmul(a_inv, head[:, :, None])  # each tool's `a_inv @ v`
+            outer = av * av.transpose(0, 2, 1)
+            outer /= 1.0 + np.matmul(head[:, None, :], av)
+            a_inv -= outer
+            self.a_inv[tool] = a_inv
+            self.b[tool] += change.take(part)[:, None] * head
+
     def revise(self, arm: int, x: NDArray[np.float64], change: float) -> None:
         """A call already counted turned out otherwise (a rating): its target moves by `change`."""
         v = self.head(x)
@@ -99,6 +124,19 @@ class FitAcross:
 
     def nbytes(self) -> int:
         return int(self.a_inv.nbytes + self.b.nbytes)
+
+
+def rounds(keys: NDArray[np.int64]) -> list[NDArray[np.int64]]:
+    """The positions of `keys` in rounds: round r holds each key's r-th occurrence, in order (so the keys in
+    a round are distinct, and a key's occurrences come round after round)."""
+    if not len(keys):
+        return []
+    order = np.argsort(keys, kind="stable")
+    ordered = keys.take(order)
+    first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    occurrence = np.empty(len(keys), np.int64)
+    occurrence[order] = np.arange(len(keys)) - np.repeat(first, np.diff(np.append(first, len(keys))))
+    return [np.flatnonzero(occurrence == r) for r in range(int(occurrence.max()) + 1)]
 
 
 def clearly_better(fit: NDArray[np.float64], than: int, allowed: NDArray[np.bool_], clearly: float) -> int:

@@ -254,7 +254,7 @@ def _text_columns(
     columns = slice(None) if everywhere else known
     tools = arms.take(known)
     in_order = everywhere and _in_order(tools)  # every tool, in id order: whole columns, no gather
-    bm25 = lexical.scores_many(queries)
+    bm25 = lexical.scores_many(queries, remember=False)
     if not (in_order and len(tools) == bm25.shape[1]):
         bm25 = bm25.take(tools, 1)
     out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
@@ -346,7 +346,7 @@ def _query_part(
     tool_vectors = semantic.vectors
     with_query = inside & (rows < len(queries))
     if with_query.any():
-        lexical = index.scores_many(queries)
+        lexical = index.scores_many(queries, remember=False)
         r, a = rows[with_query], arms[with_query]
         cosine = np.clip(np.einsum("ij,ij->i", vectors[r], tool_vectors[a]), 0.0, 1.0).astype(np.float64)
         base[with_query] = (cosine + weight * lexical[r, a]) / (1 + weight)

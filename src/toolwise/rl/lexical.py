@@ -58,18 +58,24 @@ class LexicalIndex:
         score the same query, and agents repeat their requests."""
         return self._scored(query)[0]
 
-    def scores_many(self, queries: Sequence[str]) -> NDArray[np.float64]:
+    def scores_many(self, queries: Sequence[str], *, remember: bool = True) -> NDArray[np.float64]:
         """`scores` of each of `queries`, one row each: the memoised looked up, the others scored together
-        (one pass over their postings, the same numbers as one at a time) and memoised."""
+        (one pass over their postings, the same numbers as one at a time) and, with `remember`, memoised (a
+        run of logged calls does not: its queries would push out those of the live decisions). Distinct
+        queries none of which is memoised come back as scored, without a copy."""
         distinct = dict.fromkeys(queries)
         found = {q: hit[0] for q in distinct if (hit := self._memo.get(q)) is not None}
         missing = [q for q in distinct if q not in found]
         if missing:
             raw, coverage = self._score_rows(missing)
             for query, row, covered in zip(missing, raw, coverage, strict=True):
-                kept = row.copy()  # not a view: a memoised row must not keep the whole block alive
-                kept.setflags(write=False)
-                found[query] = self._memo.put(query, (kept, covered))[0]
+                if remember:
+                    kept = row.copy()  # not a view: a memoised row must not keep the whole block alive
+                    kept.setflags(write=False)
+                    self._memo.put(query, (kept, covered))
+                found[query] = row
+            if len(missing) == len(queries):
+                return raw
         if not queries:
             return np.zeros((0, self._size))
         return np.stack([found[q] for q in queries])

@@ -269,8 +269,7 @@ class OutcomeModel(PolicyBase):
             self.calibration.learn(p, f)
         arms, rows = lessons.arms.take(learned).tolist(), lessons.context_of.take(learned).tolist()
         self.memory.add_many(arms, x.astype(np.float32), rows, fits)
-        for arm, row, f in zip(arms, rows, fits, strict=True):
-            self.across.add(arm, x[row], f)
+        self.across.add_many(arms, x, rows, fits)
 
     def set_health(self, arm: int, success_rate: float | None) -> None:
         self.choice.set_health(arm, success_rate)
