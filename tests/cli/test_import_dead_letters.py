@@ -36,4 +36,5 @@ def test_dead_letters_are_imported_once(tmp_path: Path) -> None:
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
     result = CliRunner().invoke(app, ["import-dead-letters", str(tmp_path / "nope.jsonl"), "--database-url", url])
-    assert result.exit_code == 1 and "no dead-letter file at" in result.output
+    assert result.exit_code == 2 and "no dead-letter file at" in result.output
+    assert not (tmp_path / "toolwise.db").exists()

@@ -46,6 +46,16 @@ def fail(message: str, exc: BaseException | None = None, code: int = EXIT_STARTU
     raise typer.Exit(code) from exc
 
 
+def output_or_exit(path: Path, *, makes_folder: bool = False) -> None:
+    """A file a command will write, checked before its database is opened: a folder in its place, or a
+    folder it would go in that does not exist (unless the command `makes_folder`), ends the command in one
+    line naming it, exit 2, before anything is computed or created."""
+    if path.is_dir():
+        fail(f"{path} is a folder: name the file to write in it, e.g. {path / 'out'}")
+    if not makes_folder and not path.parent.is_dir():
+        fail(f"cannot write {path}: there is no folder {path.parent}; make it first, or name a file in one that exists")
+
+
 # The demo's default config, shipped in the package (a pipx or uv tool install has no checkout); the
 # checkout's root holds the same file for the README (tests/cli/test_packaged.py keeps them equal).
 EXAMPLE_CONFIG = Path(__file__).resolve().parent / "toolwise.example.json"

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption, output_or_exit
 from toolwise.cli.console import console, span
 from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
@@ -32,6 +32,7 @@ def inspect_export(
     """Everything recorded in the namespace as JSON Lines, one record a line, each with its "type":
     an "export" header, then every "execution", "rating", "episode", "action" (per-tool summary) and
     "snapshot". Written in chunks the database encodes: memory stays flat however long the log."""
+    output_or_exit(output)
     start, end = _utc(since), _utc(until)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
@@ -91,6 +92,7 @@ def inspect_plot(
 ) -> None:
     """Learning curves as a picture: mean reward, success rate and exploration rate per slice of time,
     aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
+    output_or_exit(output)
     try:
         import matplotlib
 

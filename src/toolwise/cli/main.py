@@ -205,9 +205,8 @@ def import_dead_letters(
     from toolwise.feedback import FeedbackService
 
     for file in files:
-        if not file.is_file():
-            typer.echo(f"toolwise: no dead-letter file at {file}", err=True)
-            raise typer.Exit(EXIT_FOUND)
+        if not file.is_file():  # checked before the database is opened or made
+            fail(f"no dead-letter file at {file}")
 
     async def work(_settings: Settings, feedback: FeedbackService) -> None:
         for file in files:

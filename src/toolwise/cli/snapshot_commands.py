@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption
+from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit
 from toolwise.cli.console import console
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
@@ -29,6 +29,7 @@ def snapshot_dump(
     sign_key: Annotated[Path | None, typer.Option(help="Ed25519 private key (PEM): write OUTPUT.sig.")] = None,
 ) -> None:
     """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
+    output_or_exit(output, makes_folder=True)  # `write_file` makes the folder it goes in
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if snapshot_id is None:
@@ -65,6 +66,8 @@ def snapshot_restore(
 ) -> None:
     """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
     checksum, a bad signature or another major version is refused and nothing changes."""
+    if input_path is not None:
+        _check_file(input_path, verify_key)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if verify_key is not None:
@@ -81,6 +84,23 @@ def snapshot_restore(
         )
 
     run(config, work, database_url, create=input_path is not None)  # a file may seed a new database
+
+
+def _check_file(path: Path, verify_key: Path | None) -> None:
+    """The snapshot file (and key) of a restore, read and verified before its database is opened: a file
+    that may seed a new database must be one, or nothing is created. Missing, unreadable or no snapshot:
+    one line, exit 2 (as a config that cannot be read); a snapshot refused (checksum, signature, major
+    version): exit 1, as a refused restore always was. The restore reads it again from the file."""
+    try:
+        record = snapshots.read_file(path)
+        key = snapshots.load_public_key(verify_key) if verify_key is not None else None
+    except snapshots.SnapshotError as exc:
+        fail(str(exc), exc)
+    try:
+        snapshots.verify(record, key)
+    except snapshots.SnapshotError as exc:
+        console.print(f"[red]toolwise: {path}: {exc}[/red]")
+        raise typer.Exit(EXIT_FOUND) from exc
 
 
 @snapshot_app.command("list")

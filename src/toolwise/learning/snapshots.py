@@ -146,6 +146,8 @@ def read_file(path: Path) -> SnapshotRecord:
         )
     except FileNotFoundError:
         raise SnapshotError(f"{path}: no such file") from None
+    except OSError as exc:  # a folder, no permission, a failing disk
+        raise SnapshotError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
     except (zipfile.BadZipFile, KeyError, ValueError, TypeError) as exc:
         raise SnapshotError(f"{path}: not a toolwise snapshot ({type(exc).__name__}: {exc})") from exc
 
@@ -193,5 +195,7 @@ def _load(path: Path, loader: Callable[[bytes], object]) -> object:
         return loader(path.read_bytes())
     except FileNotFoundError:
         raise SnapshotError(f"{path}: no such key file") from None
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
     except (ValueError, TypeError) as exc:
         raise SnapshotError(f"{path}: not a PEM key ({exc})") from exc

@@ -1,66 +1,43 @@
 """The learner: one object the server talks to. Pure computation; the caller passes the RNG.
 
 It owns the tool index (ids, the listed tools, how a query matches each), the running mean latency
-per tool (for the reward's speed bonus), the policy, the replay buffer and the sequence model.
+per tool (for the reward's speed bonus), the policy, the replay buffer and the sequence model, and the
+parts it works through: deciding (`ranking.py`), a step as the policy learns it (`lessons.py`), the
+failures waiting for their session's next call (`waiting.py`), the drift watch (`watch.py`) and its
+state as plain data (`learner_state.py`); its settings are `learner_config.py`'s.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.batch import learn_run
-from toolwise.rl.context import Context, ContextEncoder, embedded
-from toolwise.rl.decisions import Decision, Ranked, decision_id
+from toolwise.rl.context import Context, embedded
+from toolwise.rl.decisions import Decision
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.exploration import Drift, Exploration, ExplorationConfig
+from toolwise.rl.exploration import Drift, Exploration
 from toolwise.rl.features import Features
-from toolwise.rl.fit import FitConfig, all_fail, nothing_fits
-from toolwise.rl.hindsight import reading, waits
-from toolwise.rl.policies import POLICIES, PolicyConfig, make_policy
-from toolwise.rl.policies.base import Lesson, Selection, baseline_selection
+from toolwise.rl.hindsight import waits
+from toolwise.rl.learner_config import LearnerConfig
+from toolwise.rl.learner_state import STATE_SCHEMA, StateParts
+from toolwise.rl.lessons import Lessons
+from toolwise.rl.policies import make_policy
+from toolwise.rl.policies.base import Selection
+from toolwise.rl.ranking import Ranking
 from toolwise.rl.replay import PrioritizedReplay
-from toolwise.rl.reward import Latencies, RewardWeights, compute_reward, normalise
+from toolwise.rl.reward import Latencies, compute_reward, normalise
 from toolwise.rl.sequences import NextTool, SequenceModel
 from toolwise.rl.steps import Step, StepColumns, worked
 from toolwise.rl.toolindex import ToolDoc, ToolIndex
+from toolwise.rl.waiting import WAIT_CALLS, Waiting
+from toolwise.rl.watch import DriftWatch
 
-STATE_SCHEMA = 1
-HEALTHY = 0.5  # a tool that broke counts as working again once half its recent calls work
-WAITING = 4096  # sessions whose last call failed and waits for the next one (the oldest is read as ended)
-WAIT_CALLS = 256  # calls learned after which a failure still waiting is read as its session's end
-
-
-@dataclass(frozen=True, slots=True)
-class LearnerConfig:
-    policy: str = "outcome"
-    policy_config: PolicyConfig | None = None
-    reward: RewardWeights = field(default_factory=RewardWeights)
-    encoder: ContextEncoder = field(default_factory=ContextEncoder)
-    replay_capacity: int = 10_000
-    replay_alpha: float = 0.6
-    replay_batch: int = 32
-    replay_every: int = 10
-    sequence_n: int = 3
-    sequence_min_count: int = 2
-    replay_enabled: bool = True  # capability flags: off, that part neither learns nor serves
-    sequences_enabled: bool = True
-    lexical_weight: float = 0.25  # with an embedder: BM25 over the tool documents added to the cosine, this much
-    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
-    fit: FitConfig = field(default_factory=FitConfig)  # when a decision says no tool fits (rl/fit.py)
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {self.policy!r}")
-        if self.lexical_weight < 0:
-            raise ValueError(f"lexical_weight must be ≥ 0, got {self.lexical_weight}")
-        if self.replay_batch < 1 or self.replay_every < 1:
-            raise ValueError(f"replay_batch and replay_every must be ≥ 1, got {self.replay_batch}, {self.replay_every}")
+__all__ = ["STATE_SCHEMA", "WAIT_CALLS", "Learner", "LearnerConfig", "Observation"]  # what others import here
 
 
 @dataclass(slots=True)
@@ -87,8 +64,20 @@ class Learner:
         self.updates = 0
         self.reward_sum = 0.0
         self.exploration = Exploration(self.config.exploration)
-        # session → its failed last call waiting for the next (rl/hindsight.py), its reward, `updates` then
-        self.waiting: OrderedDict[str, tuple[Step, float, int]] = OrderedDict()
+        self.waiting = Waiting()  # each session's failed last call, waiting for the next (rl/hindsight.py)
+        self.drift = DriftWatch(self.exploration, self.index, self.policy)
+        self.ranking = Ranking(self.index, self.features, self.policy, self.exploration, self.config.fit, self.encode)
+        self.lessons = Lessons(self.index, self.features, self.policy, self.encode)
+        self.state_parts = StateParts(
+            self.config,
+            self.index,
+            self.latency,
+            self.policy,
+            self.replay,
+            self.sequences,
+            self.exploration,
+            self.waiting,
+        )
         self.set_tools(tools)
 
     def set_tools(
@@ -132,74 +121,23 @@ class Learner:
         deterministic prior alone (shadow mode: the policy is neither asked nor advanced);
         `named_first` gives a tool the query names (`uber.ride`, see rl/names.py) full relevance, so it
         ranks first unless learning says otherwise (a search; learning is unchanged: it keeps the prior)."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be ≥ 1, got {top_k}")
-        arms = self.index.arms(candidates)
-        tools = self.index.tools
-        if exclude:
-            dropped = [i for name in exclude if (i := tools.get(name)) is not None]
-            arms = arms[~np.isin(arms, dropped)]
-        if len(arms) == 0:
-            raise ValueError("there are no tools to choose from")
-        context = self.encode(query, previous_tool, position)
-        named = self.index.names.named(query) if named_first and query else []
-        # The prior of every tool, where it ranks them; else only the recommendations' is reported (below)
-        whole = baseline or bool(named) or not self.policy.capabilities.candidates
-        prior_all = self.features.prior(query, previous_tool) if whole else None
-        if named and prior_all is not None:
-            prior_all = prior_all.copy()  # the prior is read-only (memoised)
-            prior_all[named] = 1.0
-        if baseline and prior_all is not None:
-            selection = baseline_selection(arms, prior_all.take(arms))
-        else:
-            inputs = self._inputs(query, history or ((previous_tool,) if previous_tool else ()), arms, prior_all)
-            if named and self.policy.capabilities.candidates:
-                inputs[np.isin(arms, named), :2] = 1.0
-            selection = self.policy.select(context, arms, inputs, rng)
-        if not baseline:
-            selection = self.exploration.explore(selection, arms, top_k, rng, tools)
-        names = tools.names
-        top = selection.ranked[:top_k]
-        prior = prior_all.take(top) if prior_all is not None else self.features.prior_at(query, previous_tool, top)
-        ranked = [
-            Ranked(names[a], s, e, p)
-            for a, s, e, p in zip(
-                top.tolist(),
-                selection.scores[:top_k].tolist(),
-                selection.expected[:top_k].tolist(),
-                prior.tolist(),
-                strict=True,
-            )
-        ]
-        if selection.agent is not None and selection.evidence is not None:
-            for r, agent, evidence in zip(ranked, selection.agent.tolist(), selection.evidence.tolist(), strict=False):
-                r.p_agent, r.evidence = agent, evidence
-        return Decision(
-            decision_id=decision_id(rng),
-            policy="baseline" if baseline else self.policy.name,
-            context_hash=context.hash,
-            chosen=names[selection.chosen],
-            ranked=ranked,
-            explored=selection.explored,
-            propensity=selection.propensity,
-            nothing_fits=not named and self.nothing_fits(query, arms, selection, context),
+        return self.ranking.recommend(
+            query,
+            rng,
+            previous_tool=previous_tool,
+            position=position,
+            candidates=candidates,
+            top_k=top_k,
+            exclude=exclude,
+            baseline=baseline,
+            named_first=named_first,
+            history=history,
         )
 
     def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
         """No candidate seems to serve the request: its words match none, or it is far from all the first
         candidate worked for (rl/fit.py), or the best ones were each seen to fail for such requests (`all_fail`)."""
-        fit = self.config.fit
-        if not fit.enabled:
-            return False
-        first = selection.ranked[:1]
-
-        def coherence() -> float:
-            alike = self.policy.served(context, first)
-            return -1.0 if alike is None else float(alike.coherence[0])
-
-        served = self.policy.served(context, first, coherence=False) if query else None
-        agent = float(selection.agent[0]) if selection.agent is not None and len(selection.agent) else None
-        return nothing_fits(self.index, query, arms, fit, served, coherence, agent) or all_fail(selection)
+        return self.ranking.nothing_fits(query, arms, selection, context)
 
     def recommend_next(
         self,
@@ -217,26 +155,7 @@ class Learner:
     def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
         """(tool, expected normalised reward, prior) for every active tool, best first: what the
         policy has learned for a context, without exploration (for inspection)."""
-        context = self.encode(query, previous_tool, position)
-        active = self.index.active
-        prior_all = self.features.prior(query, previous_tool)
-        prior = prior_all.take(active)
-        history = (previous_tool,) if previous_tool else ()
-        expected = self.policy.expected(context, active, self._inputs(query, history, active, prior_all))
-        order = np.argsort(-expected, kind="stable")
-        names = self.index.tools.names
-        return [(names[active[i]], float(expected[i]), float(prior[i])) for i in order]
-
-    def _inputs(
-        self, query: str | None, history: Sequence[str], arms: NDArray[np.int64], prior: NDArray[np.float64] | None
-    ) -> NDArray[np.float64]:
-        """What the policy reads of each of `arms`: their feature rows (`capabilities.candidates`), or
-        their relevance in the prior over every tool (`prior`, needed then only)."""
-        if self.policy.capabilities.candidates:
-            return self.features.choice_rows(query, history, arms)
-        if prior is None:
-            raise ValueError(f"policy {self.policy.name!r} reads the prior of every tool: none was given")
-        return prior.take(arms)
+        return self.ranking.estimates(query, previous_tool, position)
 
     # -- learning ----------------------------------------------------------------------------------
 
@@ -289,25 +208,20 @@ class Learner:
     def hold(self, step: Step, reward: float) -> None:
         """A failure waits for its session's next call (counted already; `age` reads it as the session's end
         once it has waited too long)."""
-        assert step.session is not None
-        self.waiting[step.session] = (step, reward, self.updates)
-        self.waiting.move_to_end(step.session)
+        self.waiting.hold(step, reward, self.updates)
 
     def age(self, rng: np.random.Generator) -> None:
         """Read the failures waiting past `WAITING` sessions or `WAIT_CALLS` calls as their sessions' ends:
         a session may never end (an agent framework's, a connection that is never closed)."""
-        while self.waiting:
-            session, (_, _, at) = next(iter(self.waiting.items()))
-            if len(self.waiting) <= WAITING and self.updates - at <= WAIT_CALLS:
-                break
+        while (session := self.waiting.overdue(self.updates)) is not None:
             self.read_waiting(session, rng)
 
     def read_waiting(self, session: str, rng: np.random.Generator, *, next_tool: str | None = None) -> None:
         """The session's failed last call, waiting for what came next, is learned now: `next_tool` is the
         session's next call's tool (None: the session ended). See rl/hindsight.py."""
-        found = self.waiting.pop(session, None)
+        found = self.waiting.pop(session)
         if found is not None:
-            step, reward, _ = found
+            step, reward = found
             context = self.encode(step.query, step.previous_tool, step.position)
             self._learn(step, reward, rng, context, next_tool, waited=True)
 
@@ -326,19 +240,7 @@ class Learner:
     def watch(self, tool: str, normalised: float, ok: bool) -> Drift | None:
         """Feed the adaptive ε and the drift guard; a tool whose rewards changed is forgotten by the
         policy (its old evidence no longer describes it) and re-opened for exploration."""
-        drift = self.exploration.observe(tool, normalised, ok, self.updates)
-        arm = self.index.tools.get(tool)
-        if arm is None:
-            return drift
-        if drift is not None:
-            self.policy.forget(arm)
-        if self.policy.capabilities.health and (drift is not None or arm in self.policy.health):
-            recent = self.exploration.last[tool]  # the share of its last ~10 calls that worked
-            if drift is not None:  # it just broke (taken as broken until it shows it works) or recovered
-                self.policy.set_health(arm, 0.0 if drift.direction == "fell" else None)
-            else:
-                self.policy.set_health(arm, recent if recent < HEALTHY else None)
-        return drift
+        return self.drift.watch(tool, normalised, ok, self.updates)
 
     def observe_rating(
         self, step: Step, rng: np.random.Generator, previous_reward: float, previous_rating: int | None = None
@@ -369,46 +271,15 @@ class Learner:
         revision: bool = False,
         waited: bool = False,
     ) -> Observation:
-        """The policy learns the step, given what it declares it reads (`Capabilities`), a failure read
-        in hindsight from `next_tool` (rl/hindsight.py). A `revision` (a rating) changes the fit counted
-        for the step from `fit_before` (None: none was counted, none is)."""
-        capabilities = self.policy.capabilities
-        arm = self.index.tools.intern(step.tool)
+        """The policy learns the step (its lesson: rl/lessons.py), counted unless it `waited` (counted when
+        noted), and replays a batch of what it learned every `replay_every` updates."""
         scaled = normalise(self.config.reward, reward)
-        ok, fit = reading(step, next_tool)
-        if revision and fit_before is None:
-            fit = None
-        candidates = rows = over = None
-        prior = 0.0
-        if capabilities.candidates:  # the call as a choice among the catalogue (rl/policies/choice.py)
-            active = self.index.active
-            candidates = active if arm in active else np.append(active, arm)
-            history = tuple(step.history) or ((step.previous_tool,) if step.previous_tool else ())
-            rows = self.features.choice_rows(step.query, history, candidates)
-            over = self.index.tools.get(step.passed_over) if step.passed_over else None
-        else:
-            prior = self.features.prior_of(step.query, step.previous_tool, arm)
-        future = capabilities.next_context and not step.terminal
-        lesson = Lesson(
-            context,
-            arm,
-            scaled,
-            ok,
-            weight=0.5 + 0.5 * (scaled if ok else 1 - scaled),  # how well it went: reward, or its shortfall
-            prior=prior,
-            next_context=self.encode(step.query, step.tool, step.position + 1) if future else None,
-            candidates=candidates,
-            rows=rows,
-            passed_over=over,
-            fit=fit,
-            fit_before=fit_before if revision else None,
-            followed=step.followed and not revision,
-        )
+        lesson = self.lessons.of(step, scaled, context, next_tool, fit_before=fit_before, revision=revision)
         update = self.policy.learn_one(lesson, rng)
         if not waited:  # a call read in hindsight was counted when it was noted
             self.updates += 1
             self.reward_sum += reward
-        if capabilities.replay and update.transition is not None and self.config.replay_enabled:
+        if self.policy.capabilities.replay and update.transition is not None and self.config.replay_enabled:
             self.replay.add(update.transition)
             if self.updates % self.config.replay_every == 0 and len(self.replay) >= self.config.replay_batch:
                 batch = self.replay.sample(self.config.replay_batch, rng)
@@ -430,44 +301,10 @@ class Learner:
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        latency_mean, latency_count = self.latency.state(len(self.index.tools))
-        return {
-            "schema": STATE_SCHEMA,
-            "config": {"policy": self.config.policy, "reward": asdict(self.config.reward)},
-            "tools": list(self.index.tools.names),
-            "descriptions": dict(self.index.descriptions),
-            "active": self.index.active.copy(),
-            "latency_mean": latency_mean,
-            "latency_count": latency_count,
-            "updates": self.updates,
-            "reward_sum": self.reward_sum,
-            "policy": self.policy.state_dict(),
-            "replay": self.replay.state_dict(),
-            "sequences": self.sequences.state_dict(),
-            "exploration": self.exploration.state_dict(),
-            "waiting": [(asdict(step), reward, at) for step, reward, at in self.waiting.values()],
-        }
+        return self.state_parts.state_dict(self.updates, self.reward_sum)
 
     def load_state(self, state: dict[str, Any]) -> None:
-        if state["schema"] != STATE_SCHEMA:
-            raise ValueError(f"learner state schema {state['schema']} is not {STATE_SCHEMA}")
-        if state["config"]["policy"] != self.config.policy:
-            raise ValueError(
-                f"state was learned by policy {state['config']['policy']!r}, this learner runs {self.config.policy!r}"
-            )
-        self.latency.load(state["latency_mean"], state["latency_count"])
-        self.updates, self.reward_sum = int(state["updates"]), float(state["reward_sum"])
-        self.policy.load_state(state["policy"])
-        self.replay.load_state(state["replay"])
-        self.sequences.load_state(state["sequences"])
-        if "exploration" in state:  # states saved before adaptive exploration start it afresh
-            self.exploration.load_state(state["exploration"])
-        self.waiting = OrderedDict()
-        for fields, reward, at in state.get("waiting", ()):
-            step = Step(**fields)
-            self.waiting[str(step.session)] = (step, float(reward), int(at))
-        self.index.restore(state["tools"], state["descriptions"], np.asarray(state["active"], dtype=np.int64).tolist())
-        self.latency.grow(len(self.index.tools))
+        self.updates, self.reward_sum = self.state_parts.load_state(state)
 
     def nbytes(self) -> int:
         """Memory of the learned numeric state (policy arrays), in bytes."""

@@ -1,0 +1,84 @@
+"""A file an admin command is given that is missing, unreadable or not what it should be ends the command
+with one line naming it, exit 2, before its database is opened: a restore's file that cannot seed a new
+database leaves none behind, an export to a folder that does not exist computes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.cli.test_refusals import database
+from toolwise.cli.main import app as cli
+
+
+def ended(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    said = " ".join(result.output.split())  # the console wraps a long line at its width
+    assert "Traceback" not in said
+    return result.exit_code, said
+
+
+def restore(tmp_path: Path, file: Path, *more: str) -> tuple[int, str]:
+    """`snapshot restore -i FILE` on a database that does not exist yet."""
+    return ended(
+        ["snapshot", "restore", "-i", str(file), *more, "--database-url", f"sqlite+aiosqlite:///{new(tmp_path)}"]
+    )
+
+
+def new(tmp_path: Path) -> Path:
+    return tmp_path / "new" / "toolwise.db"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """Where the database would be made: a folder with nothing in it."""
+    new(tmp_path).parent.mkdir()
+    return new(tmp_path).parent
+
+
+def test_a_missing_snapshot_file_is_named_and_no_database_is_made(tmp_path: Path, folder: Path) -> None:
+    code, said = restore(tmp_path, tmp_path / "state.snapshot")
+    assert code == 2 and said == f"toolwise: {tmp_path / 'state.snapshot'}: no such file"
+    assert list(folder.iterdir()) == []
+
+
+def test_a_file_that_is_no_snapshot_is_named_and_no_database_is_made(tmp_path: Path, folder: Path) -> None:
+    notes = tmp_path / "notes.snapshot"
+    notes.write_text("my notes")
+    code, said = restore(tmp_path, notes)
+    assert code == 2 and said.startswith(f"toolwise: {notes}: not a toolwise snapshot (BadZipFile")
+    code, said = restore(tmp_path, tmp_path)
+    assert code == 2 and said == f"toolwise: {tmp_path}: cannot read it (Is a directory)"
+    assert list(folder.iterdir()) == []
+
+
+def test_a_snapshot_refused_or_a_missing_key_makes_no_database(tmp_path: Path, folder: Path) -> None:
+    file = tmp_path / "state.snapshot"
+    dumped = ended(["snapshot", "dump", "-o", str(file), "--database-url", database(tmp_path)])
+    assert dumped[0] == 0, dumped
+    ended(["snapshot", "keygen", "--private", str(tmp_path / "k.pem"), "--public", str(tmp_path / "k.pub")])
+    code, said = restore(tmp_path, file, "--verify-key", str(tmp_path / "k.pub"))
+    assert code == 1 and said == f"toolwise: {file}: snapshot is not signed, but a verify key was given"
+    code, said = restore(tmp_path, file, "--verify-key", str(tmp_path / "none.pub"))
+    assert code == 2 and said == f"toolwise: {tmp_path / 'none.pub'}: no such key file"
+    assert list(folder.iterdir()) == []
+    code, said = restore(tmp_path, file)  # a snapshot file still seeds a new database
+    assert code == 0 and said.startswith("restored snapshot as #1 (restore)") and new(tmp_path).exists()
+
+
+@pytest.mark.parametrize("command", [["inspect", "export"], ["inspect", "plot"], ["snapshot", "dump"]])
+def test_an_output_in_place_of_a_folder_is_refused_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    code, said = ended([*command, "-o", str(tmp_path), "--database-url", database(tmp_path)])
+    assert code == 2 and said.startswith(f"toolwise: {tmp_path} is a folder: name the file to write in it")
+
+
+@pytest.mark.parametrize("command", [["inspect", "export"], ["inspect", "plot"]])
+def test_an_output_in_a_folder_that_does_not_exist_is_refused_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "missing" / "out"
+    code, said = ended([*command, "-o", str(out), "--database-url", database(tmp_path)])
+    told = f"cannot write {out}: there is no folder {out.parent}; make it first, or name a file in one that exists"
+    assert code == 2 and said == f"toolwise: {told}"
+    assert not out.parent.exists()
