@@ -120,7 +120,13 @@ def test_a_polite_question_asks_for_what_its_verb_says(embedder) -> None:  # typ
     assert not any(
         map(asks_to_read, ["can you commit this?", "could you please switch to develop?", "please stage it"])
     )
-    assert all(map(asks_to_read, ["can you show me the log?", "could you tell me what changed?", "can I commit now?"]))
+    reading = [
+        "can you show me the log?",
+        "could you tell me what changed?",
+        "can I commit now?",
+        "can you help me find it?",
+    ]
+    assert all(map(asks_to_read, reading))
     rng = np.random.default_rng(0)
     learner = Learner(tools=catalogue(annotated=True), embedder=embedder)
     for query, tool in (

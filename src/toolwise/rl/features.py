@@ -33,7 +33,9 @@ _READS = re.compile(
     rf"^\s*(what|what's|whats|which|who|whose|when|where|why|is|are|was|were|does|did|has|have|{_LOOKING})\b|\?\s*$",
     re.IGNORECASE,
 )
-_ASKING = re.compile(r"\s*(?:please\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?)+", re.IGNORECASE)
+_ASKING = re.compile(
+    r"\s*(?:please\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|help\s+me\s+(?:to\s+)?)+", re.IGNORECASE
+)
 _LOOKS = re.compile(rf"({_LOOKING})\b", re.IGNORECASE)
 
 
