@@ -115,6 +115,27 @@ def test_a_request_that_asks_to_read_is_told_from_one_that_asks_to_act() -> None
     assert not any(map(asks_to_read, ["stage all my changes", "commit with message 'x'", "showcase", None]))
 
 
+def test_a_polite_question_asks_for_what_its_verb_says(embedder) -> None:  # type: ignore[no-untyped-def]
+    """ "Could you switch to develop?" asks to act, as "switch to develop" does; "can you show me the log?" reads."""
+    assert not any(
+        map(asks_to_read, ["can you commit this?", "could you please switch to develop?", "please stage it"])
+    )
+    reading = [
+        "can you show me the log?",
+        "could you tell me what changed?",
+        "can I commit now?",
+        "can you help me find it?",
+    ]
+    assert all(map(asks_to_read, reading))
+    rng = np.random.default_rng(0)
+    learner = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    for query, tool in (
+        ("could you switch to the develop branch?", "git_checkout"),
+        ("can you unstage everything?", "git_reset"),
+    ):
+        assert learner.recommend(query, rng, top_k=1).chosen == f"git__{tool}", query
+
+
 def test_a_decision_reports_the_relevance_the_whole_prior_gives(embedder) -> None:  # type: ignore[no-untyped-def]
     """A decision computes the prior of its recommendations alone (`Features.prior_at`): the same numbers,
     to the last bit, as the prior over every tool, with the caution and what follows the previous tool."""

@@ -15,3 +15,9 @@ def test_a_tool_says_what_it_does_with_the_word_its_description_opens_with() -> 
     assert action_word("Unstages all staged changes") == "unstage"
     assert action_word("  -- Records changes to the repository") == "record"
     assert action_word("") == ""
+
+
+def test_a_description_that_opens_with_a_label_says_what_the_tool_does_after_it() -> None:
+    """ "Branch management: …" names a subject, not an action: a request naming the branch is not asking for it."""
+    assert action_word("Branch management: create, list or delete branches") == "create"
+    assert action_word("Shows the contents of a file given as <revision>:<path>") == "show"

@@ -25,16 +25,27 @@ from toolwise.rl.toolindex import ToolIndex
 
 EVIDENCE = 3.0  # worked calls of a tool that halve its caution
 READING = 2.2  # the caution is this many times larger for a request that asks to read
-# A request that opens with a question word or a verb of looking, or ends with "?", asks to read.
+# A request that opens with a question word or a verb of looking, or ends with "?", asks to read; but one
+# put as a polite question ("can you commit this?", "could you please switch to develop?") asks for what its
+# verb says: to read only if that is a verb of looking ("can you show me the log?").
+_LOOKING = r"show|list|get|find|display|view|see|tell|print|check"
 _READS = re.compile(
-    r"^\s*(what|what's|whats|which|who|whose|when|where|why|is|are|was|were|does|did|has|have|show|list|"
-    r"get|find|display|view|see|tell|print|check)\b|\?\s*$",
+    rf"^\s*(what|what's|whats|which|who|whose|when|where|why|is|are|was|were|does|did|has|have|{_LOOKING})\b|\?\s*$",
     re.IGNORECASE,
 )
+_ASKING = re.compile(
+    r"\s*(?:please\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|help\s+me\s+(?:to\s+)?)+", re.IGNORECASE
+)
+_LOOKS = re.compile(rf"({_LOOKING})\b", re.IGNORECASE)
 
 
 def asks_to_read(query: str | None) -> bool:
-    return bool(query) and _READS.search(query or "") is not None
+    if not query:
+        return False
+    asking = _ASKING.match(query)
+    if asking is not None:
+        return _LOOKS.match(query, asking.end()) is not None
+    return _READS.search(query) is not None
 
 
 class Features:

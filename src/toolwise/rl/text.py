@@ -60,6 +60,9 @@ def tokenize(text: str) -> tuple[str, ...]:
 
 
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
+# A description that opens with a label ("Branch management: list, create or delete branches") says what the
+# tool does after it: a few words and a colon.
+_LABEL = re.compile(r"\W*(?:[A-Za-z][\w-]*\s+){0,2}[A-Za-z][\w-]*\s*:\s")
 
 
 def stem(word: str) -> str:
@@ -78,6 +81,8 @@ def stem(word: str) -> str:
 
 def action_word(description: str) -> str:
     """The word a tool's description opens with, stemmed: its verb when the description says what the
-    tool does ("Unstages all staged changes" → unstage); "" without a word."""
-    found = _FIRST_WORD.search(description)
+    tool does ("Unstages all staged changes" → unstage), the first after a label ("Branch management:
+    list …" → list; the label is a noun); "" without a word."""
+    label = _LABEL.match(description)
+    found = _FIRST_WORD.search(description, label.end() if label else 0)
     return stem(found.group(0)) if found else ""
