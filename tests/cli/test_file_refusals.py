@@ -82,3 +82,20 @@ def test_an_output_in_a_folder_that_does_not_exist_is_refused_in_one_line(tmp_pa
     told = f"cannot write {out}: there is no folder {out.parent}; make it first, or name a file in one that exists"
     assert code == 2 and said == f"toolwise: {told}"
     assert not out.parent.exists()
+
+
+def test_the_configured_verify_key_refuses_a_snapshot_before_any_database_is_made(
+    tmp_path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --verify-key a restore verifies with the config's `snapshot_verify_key` (here its TOOLWISE_*
+    variable): its refusal, or its key file missing, is said as --verify-key's is and leaves no database."""
+    file = tmp_path / "state.snapshot"
+    assert ended(["snapshot", "dump", "-o", str(file), "--database-url", database(tmp_path)])[0] == 0
+    ended(["snapshot", "keygen", "--private", str(tmp_path / "k.pem"), "--public", str(tmp_path / "k.pub")])
+    monkeypatch.setenv("TOOLWISE_SNAPSHOT_VERIFY_KEY", str(tmp_path / "k.pub"))
+    code, said = restore(tmp_path, file)
+    assert code == 1 and said == f"toolwise: {file}: snapshot is not signed, but a verify key was given"
+    monkeypatch.setenv("TOOLWISE_SNAPSHOT_VERIFY_KEY", str(tmp_path / "none.pub"))
+    code, said = restore(tmp_path, file)
+    assert code == 2 and said == f"toolwise: {tmp_path / 'none.pub'}: no such key file"
+    assert list(folder.iterdir()) == []

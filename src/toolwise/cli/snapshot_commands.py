@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit
+from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit, settings_or_exit
 from toolwise.cli.console import console
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
@@ -66,8 +66,8 @@ def snapshot_restore(
 ) -> None:
     """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
     checksum, a bad signature or another major version is refused and nothing changes."""
-    if input_path is not None:
-        _check_file(input_path, verify_key)
+    if input_path is not None:  # the key it is verified with: --verify-key's, else the config's
+        _check_file(input_path, verify_key or settings_or_exit(config, database_url).snapshot_verify_key)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if verify_key is not None:
