@@ -136,6 +136,24 @@ def test_a_polite_question_asks_for_what_its_verb_says(embedder) -> None:  # typ
         assert learner.recommend(query, rng, top_k=1).chosen == f"git__{tool}", query
 
 
+def test_a_polite_question_is_read_for_its_verb_past_the_words_that_soften_it(embedder) -> None:  # type: ignore[no-untyped-def]
+    """ "Can you quickly show the new branch?" asks to read as "can you show the new branch?" does: a tool that
+    writes is not first for it (read from the word after "you", it asked to act: git_create_branch first)."""
+    softened = [
+        "can you quickly show the new branch?",
+        "would you mind showing the new branch?",
+        "would you be able to show the new branch?",
+        "could you kindly list the branches?",
+        "can you also tell me which branch I'm on?",
+    ]
+    assert all(map(asks_to_read, softened))
+    assert not any(map(asks_to_read, ["would you mind committing this?", "could you just switch to develop?"]))
+    rng = np.random.default_rng(0)
+    learner = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    for query in softened[:3]:
+        assert learner.recommend(query, rng, top_k=1).chosen == "git__git_branch", query
+
+
 def test_a_decision_reports_the_relevance_the_whole_prior_gives(embedder) -> None:  # type: ignore[no-untyped-def]
     """A decision computes the prior of its recommendations alone (`Features.prior_at`): the same numbers,
     to the last bit, as the prior over every tool, with the caution and what follows the previous tool."""

@@ -33,10 +33,13 @@ _READS = re.compile(
     rf"^\s*(what|what's|whats|which|who|whose|when|where|why|is|are|was|were|does|did|has|have|{_LOOKING})\b|\?\s*$",
     re.IGNORECASE,
 )
+# What may stand between "can you" and its verb: "would you mind showing", "can you quickly show", "would you be
+# able to show" ask for that verb as "can you show" does.
+_SOFTENING = r"(?:please|kindly|just|also|quickly|maybe|mind|be\s+able\s+to)\s+"
 _ASKING = re.compile(
-    r"\s*(?:please\s+|(?:can|could|would|will)\s+you\s+(?:please\s+)?|help\s+me\s+(?:to\s+)?)+", re.IGNORECASE
+    rf"\s*(?:please\s+|(?:can|could|would|will)\s+you\s+(?:{_SOFTENING})*|help\s+me\s+(?:to\s+)?)+", re.IGNORECASE
 )
-_LOOKS = re.compile(rf"({_LOOKING})\b", re.IGNORECASE)
+_LOOKS = re.compile(rf"(?:{_LOOKING})(?:ing)?\b|getting\b", re.IGNORECASE)  # "would you mind showing …"
 
 
 def asks_to_read(query: str | None) -> bool:
