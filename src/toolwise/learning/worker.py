@@ -5,8 +5,9 @@ loop it delayed every call waiting on the loop by as much, and with several call
 up in the tail. Here the event loop hands calls to one worker thread in small chunks and goes on
 serving; the worker learns them in call order. The learned state is changed by the worker and read by
 the loop, so both hold `lock` while they touch it: the worker for one chunk, the loop for one read
-(a recommendation, the stats, a snapshot's state). A proxied call never takes it. The chunk is small,
-so a reader waits for a few calls' learning at most, never for every call pending.
+(a recommendation, the stats, a snapshot's state). A proxied call never takes it. A reader waits for one
+chunk's learning at most, never for every call pending: a few calls, or while learning catches up a run of
+up to `CATCH_UP_RUN` (learning/service.py: tens of milliseconds at 1,000 tools).
 
 The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
 around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only once the
