@@ -64,13 +64,14 @@ def run(
             exc,
         )
     except (SQLAlchemyError, sqlite3.Error) as exc:  # a damaged page found by a query, a disk error: not a bug's
-        failure = database_failure(exc, str(path) if path is not None else _shown(settings.database_url), path)
+        failure = database_failure(exc, str(path) if path is not None else shown(settings.database_url), path)
         if failure is None:
             raise
         fail(f"database failed: {failure}", exc)
 
 
-def _shown(url: str) -> str:
+def shown(url: str) -> str:
+    """A database URL as printed: which database was read, never its password."""
     return make_url(url).render_as_string(hide_password=True)
 
 

@@ -9,11 +9,10 @@ from typing import Annotated
 import typer
 from rich.progress import Progress
 from rich.table import Table
-from sqlalchemy.engine import make_url
 
 from toolwise.cli.common import ConfigOption, DatabaseUrlOption
 from toolwise.cli.console import WideOption, console, print_fitted, span
-from toolwise.cli.database import run
+from toolwise.cli.database import run, shown
 from toolwise.cli.views import Column
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService, utcnow
@@ -86,7 +85,7 @@ def inspect_compare(
             if not found:
                 known = ", ".join(repr(n) for n in await feedback.reports.namespaces()) or "none"
                 console.print(
-                    f"[yellow]warning: no executions in namespace {name!r} of {_shown(settings.database_url)} "
+                    f"[yellow]warning: no executions in namespace {name!r} of {shown(settings.database_url)} "
                     f"(namespaces there: {known})[/yellow]"
                 )
         rows = []
@@ -141,13 +140,8 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
         listed = await feedback.snapshots.list(settings.namespace)
         newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
         console.print(
-            f"namespace {settings.namespace!r} of {_shown(settings.database_url)}: policy {settings.policy}, "
+            f"namespace {settings.namespace!r} of {shown(settings.database_url)}: policy {settings.policy}, "
             f"{await feedback.reads.count_executions(settings.namespace)} executions, newest snapshot {newest}"
         )
 
     run(config, work, database_url)
-
-
-def _shown(url: str) -> str:
-    """A database URL as printed: which database was read, never its password."""
-    return make_url(url).render_as_string(hide_password=True)
