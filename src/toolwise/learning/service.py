@@ -11,9 +11,10 @@ learner learns on its own thread (learning/worker.py), never on the event loop; 
 sits on the path of a call.
 
 What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
-only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks of `LEARN_CHUNK` calls
-learned on the learning thread while the event loop serves calls (with learning off a chunk is only
-its rewards and context hashes, computed on the loop), and always before anything reads
+only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the
+learning thread at once and learned there while the event loop serves calls, a reader of the learned
+state let in between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and
+context hashes, computed on the loop), then queued for the store; and always before anything reads
 what was recorded (every own tool drains first; so does shutdown). Drained in call order, by one
 drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
+HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
 LEARN_RUN = 64  # calls a run learns at most: what a reader waits for while learning catches up
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
@@ -145,13 +147,14 @@ class LearningService(LearningCore):
     async def _drain_pending(self) -> None:
         """`drain`'s work, holding `_order`."""
         while self._pending:
-            size = LEARN_RUN if self._behind() else LEARN_CHUNK
-            chunk = list(itertools.islice(self._pending, size))
-            if self._learns_nothing():
+            if self._learns_nothing():  # on the loop: chunks short enough not to hold it up
+                chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
                 with self.lock:
                     self._learn_chunk(chunk)
             else:
-                await self.thread.run(partial(self._learn_chunk, chunk))
+                behind = self._behind()
+                chunk = list(itertools.islice(self._pending, LEARN_RUN if behind else HAND_OVER))
+                await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
             for call in chunk:
                 # Taken off only once queued: a drainer cancelled with its request, or refused by a
                 # failing database, leaves the call for the next drain rather than losing it.
@@ -168,14 +171,17 @@ class LearningService(LearningCore):
         replay exactly (how many calls wait at a drain depends on timing, and a run learns as a minibatch)."""
         return len(self._pending) >= BEHIND and self.settings.seed is None and self.settings.learning
 
-    def _learn_chunk(self, calls: list[Call]) -> None:
+    def _learn_chunk(self, calls: list[Call], runs: bool = False) -> None:
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
-        the store refuses its record and it is retried, or a cancelled drain hands it over again)."""
+        the store refuses its record and it is retried, or a cancelled drain hands it over again); with
+        `runs` (learning is behind), as runs. A reader blocked on the lock gets in every `LEARN_CHUNK` calls."""
         todo = [call for call in calls if call.execution.context_hash is None]
-        if len(todo) >= BEHIND:
+        if runs and len(todo) >= BEHIND:
             self._learn_runs(todo)
         else:
-            for call in todo:
+            for i, call in enumerate(todo):
+                if i % LEARN_CHUNK == 0:
+                    self.thread.let_readers_in()
                 self.thread.let_loop_run()
                 self._learn(call)
         for call in todo:
