@@ -185,3 +185,31 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
         assert len(handed) == 1, f"{calls} calls pending were handed over {len(handed)} times"
         assert learned == ["toy__echo"] * calls and app.learning.learner.updates == calls
         assert read_at < calls and read_at % service.LEARN_CHUNK == 0, f"the reader got in after {read_at} calls"
+
+
+@pytest.mark.parametrize("learning", [False, True])
+async def test_a_drain_gives_the_event_loop_back_between_chunks_of_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learning: bool
+) -> None:
+    """Queueing a record never waits while the queue has room, so a drain of many calls would hold the event
+    loop (and every call waiting on it) until its last record: it lets the loop run after each chunk."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, learning=learning) as (app, client):
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        calls = 4 * service.LEARN_CHUNK
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        seen: list[int] = []
+
+        async def watch() -> None:
+            while True:
+                seen.append(app.learning.pending)
+                await asyncio.sleep(0)
+
+        watching = asyncio.create_task(watch())
+        await asyncio.sleep(0)
+        await app.learning.drain()
+        watching.cancel()
+        assert app.learning.pending == 0
+        assert [n for n in seen if 0 < n < calls], f"the loop ran only before and after the drain (pending: {seen})"

@@ -155,7 +155,9 @@ class LearningService(LearningCore):
                 behind = self._behind()
                 chunk = list(itertools.islice(self._pending, LEARN_RUN if behind else HAND_OVER))
                 await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
-            for call in chunk:
+            for i, call in enumerate(chunk):
+                if i % LEARN_CHUNK == 0:  # queueing a record never waits on a free queue: the loop's calls
+                    await asyncio.sleep(0)  # get their turn between chunks, not after the whole drain
                 # Taken off only once queued: a drainer cancelled with its request, or refused by a
                 # failing database, leaves the call for the next drain rather than losing it.
                 await self._complete(call)
