@@ -12,8 +12,9 @@ Prints CPU µs per call (`time.process_time` over each block of 100 calls and th
 and learns them: every thread of the process, the store's writer and the learner included) and wall µs
 per call, the median over the blocks (other processes' bursts hit a few blocks), and each path's excess
 over (a). Then, after the timed blocks, the Python and C functions the event loop's thread calls per call
-over one more block and its drain (`sys.setprofile`, that thread only): a count that the machine's load
-does not move, where the timings on a shared machine move by tens of µs. In-process a client has no
+over one more block, its drain and its records' commit (`sys.setprofile`, that thread only; the other
+paths' deferred work done before): a count that the machine's load barely moves, where the timings on a
+shared machine move by tens of µs. In-process a client has no
 connection channel, so each call is a session of its own (a stdio client's calls share its
 connection's): the per-call session work differs a little from stdio's.
 `--settings` as bench/overhead.py's: with its `seed` (overhead.py's own toolwise runs with `"seed": 0`)
@@ -60,8 +61,14 @@ def caller(client: Client, tool: str) -> Callable[[int], Awaitable[Any]]:
     return lambda i: client.call_tool(tool, {"text": f"hello {i}"})
 
 
-async def counted(call: Callable[[int], Awaitable[Any]], toolwise: Toolwise | None, block: int) -> tuple[float, float]:
-    """Python and C function calls on this (the event loop's) thread per call, over a block and its drain."""
+async def counted(
+    call: Callable[[int], Awaitable[Any]], toolwise: Toolwise | None, apps: list[Toolwise], block: int
+) -> tuple[float, float]:
+    """Python and C function calls on this (the event loop's) thread per call, over a block, its drain and
+    its records' commit; every app's deferred work done first (they share the loop)."""
+    for settled in apps:
+        await settled.learning.drain()
+        await settled.feedback.flush()
     seen = {"call": 0, "c_call": 0}
 
     def count(frame: FrameType, event: str, arg: object) -> None:
@@ -74,6 +81,7 @@ async def counted(call: Callable[[int], Awaitable[Any]], toolwise: Toolwise | No
             await call(i)
         if toolwise is not None:
             await toolwise.learning.drain()
+            await toolwise.feedback.flush()
     finally:
         sys.setprofile(None)
     return seen["call"] / block, seen["c_call"] / block
@@ -112,7 +120,8 @@ async def one_round(
                         await drains[name].learning.drain()
                     cpu[name].append((time.process_time() - cpu0) / block * 1e6)
                     wall[name].append((time.perf_counter() - wall0) / block * 1e6)
-            functions = {name: await counted(call, drains.get(name), block) for name, call in calls_of.items()}
+            apps = [off, on]
+            functions = {name: await counted(call, drains.get(name), apps, block) for name, call in calls_of.items()}
     return {name: (float(np.median(cpu[name])), float(np.median(wall[name])), *functions[name]) for name in paths}
 
 

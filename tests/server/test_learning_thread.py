@@ -188,16 +188,16 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
 
 
 @pytest.mark.parametrize("learning", [False, True])
-async def test_a_drain_gives_the_event_loop_back_between_chunks_of_records(
+async def test_a_drain_gives_the_event_loop_back_every_few_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learning: bool
 ) -> None:
     """Queueing a record never waits while the queue has room, so a drain of many calls would hold the event
-    loop (and every call waiting on it) until its last record: it lets the loop run after each chunk."""
+    loop (and every call waiting on it) until its last record: it lets the loop run every few records."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, learning=learning) as (app, client):
         while app.learning.loading or app.learning.catching_up:
             await asyncio.sleep(0.01)
-        calls = 4 * service.LEARN_CHUNK
+        calls = 3 * service.RECORDS_PER_TURN
         for i in range(calls):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         seen: list[int] = []
