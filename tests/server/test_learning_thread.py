@@ -187,14 +187,13 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
         assert read_at < calls and read_at % service.LEARN_CHUNK == 0, f"the reader got in after {read_at} calls"
 
 
-@pytest.mark.parametrize("learning", [False, True])
-async def test_a_drain_gives_the_event_loop_back_every_few_records(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learning: bool
+async def test_a_drain_gives_the_event_loop_back_every_few_records_of_a_hand_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Queueing a record never waits while the queue has room, so a drain of many calls would hold the event
-    loop (and every call waiting on it) until its last record: it lets the loop run every few records."""
+    """Queueing a record never waits while the queue has room, so the records of calls handed over together
+    would hold the event loop (and every call waiting on it) until the last: it runs every few records."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
-    async with running(tmp_path, learning=learning) as (app, client):
+    async with running(tmp_path) as (app, client):
         while app.learning.loading or app.learning.catching_up:
             await asyncio.sleep(0.01)
         calls = 3 * service.RECORDS_PER_TURN

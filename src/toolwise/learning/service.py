@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
-RECORDS_PER_TURN = 16  # calls a drain records (learning off: learns and records) before the loop's calls get a turn
+RECORDS_PER_TURN = 16  # records queued from a hand-over before the event loop's calls get a turn
 HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
 LEARN_RUN = 64  # calls a run learns at most: what a reader waits for while learning catches up
@@ -147,7 +147,6 @@ class LearningService(LearningCore):
 
     async def _drain_pending(self) -> None:
         """`drain`'s work, holding `_order`."""
-        queued = 0
         while self._pending:
             if self._learns_nothing():  # on the loop: chunks short enough not to hold it up
                 chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
@@ -157,10 +156,9 @@ class LearningService(LearningCore):
                 behind = self._behind()
                 chunk = list(itertools.islice(self._pending, LEARN_RUN if behind else HAND_OVER))
                 await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
-            for call in chunk:
-                if queued % RECORDS_PER_TURN == 0:  # queueing a record never waits on a free queue: the loop's
-                    await asyncio.sleep(0)  # calls get their turn every few records, not after the whole drain
-                queued += 1
+            for i, call in enumerate(chunk):
+                if i and i % RECORDS_PER_TURN == 0:  # queueing a record never waits on a free queue: the loop's
+                    await asyncio.sleep(0)  # calls get a turn within a hand-over's records, not only after them
                 # Taken off only once queued: a drainer cancelled with its request, or refused by a
                 # failing database, leaves the call for the next drain rather than losing it.
                 await self._complete(call)
