@@ -148,7 +148,7 @@ class LearningService(LearningCore):
     async def _drain_pending(self) -> None:
         """`drain`'s work, holding `_order`."""
         while self._pending:
-            if self._learns_nothing():  # on the loop: chunks short enough not to hold it up
+            if self._learns_nothing():  # learning off: on the loop, a chunk at a time
                 chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
                 with self.lock:
                     self._learn_chunk(chunk)
@@ -177,7 +177,8 @@ class LearningService(LearningCore):
     def _learn_chunk(self, calls: list[Call], runs: bool = False) -> None:
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
         the store refuses its record and it is retried, or a cancelled drain hands it over again); with
-        `runs` (learning is behind), as runs. A reader blocked on the lock gets in every `LEARN_CHUNK` calls."""
+        `runs` (learning is behind), as runs. Learned one at a time, a reader blocked on the lock gets in every
+        `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned, as before)."""
         todo = [call for call in calls if call.execution.context_hash is None]
         if runs and len(todo) >= BEHIND:
             self._learn_runs(todo)
