@@ -11,8 +11,12 @@ path is driven by `mcp.Client(server)` in interleaved blocks against the same in
 Prints CPU µs per call (`time.process_time` over each block of 100 calls and the drain that records
 and learns them: every thread of the process, the store's writer and the learner included) and wall µs
 per call, the median over the blocks (other processes' bursts hit a few blocks), and each path's excess
-over (a). In-process a client has no connection channel, so each call is a session of its own (a stdio
-client's calls share its connection's): the per-call session work differs a little from stdio's.
+over (a). Then, after the timed blocks, the Python and C functions the event loop's thread calls per call
+over one more block, its drain and its records' commit (`sys.setprofile`, that thread only; the other
+paths' deferred work done before): a count that the machine's load barely moves, where the timings on a
+shared machine move by tens of µs. In-process a client has no
+connection channel, so each call is a session of its own (a stdio client's calls share its
+connection's): the per-call session work differs a little from stdio's.
 `--settings` as bench/overhead.py's: with its `seed` (overhead.py's own toolwise runs with `"seed": 0`)
 every call is learned one at a time with its replays, never as a run of calls behind.
 """
@@ -28,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -56,8 +61,37 @@ def caller(client: Client, tool: str) -> Callable[[int], Awaitable[Any]]:
     return lambda i: client.call_tool(tool, {"text": f"hello {i}"})
 
 
-async def one_round(calls: int, settings: dict[str, object], block: int = 100) -> dict[str, tuple[float, float]]:
-    """(CPU µs, wall µs) per call for each path: the median over blocks."""
+async def counted(
+    call: Callable[[int], Awaitable[Any]], toolwise: Toolwise | None, apps: list[Toolwise], block: int
+) -> tuple[float, float]:
+    """Python and C function calls on this (the event loop's) thread per call, over a block, its drain and
+    its records' commit; every app's deferred work done first (they share the loop)."""
+    for settled in apps:
+        await settled.learning.drain()
+        await settled.feedback.flush()
+    seen = {"call": 0, "c_call": 0}
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        if event in seen:
+            seen[event] += 1
+
+    sys.setprofile(count)
+    try:
+        for i in range(block):
+            await call(i)
+        if toolwise is not None:
+            await toolwise.learning.drain()
+            await toolwise.feedback.flush()
+    finally:
+        sys.setprofile(None)
+    return seen["call"] / block, seen["c_call"] / block
+
+
+async def one_round(
+    calls: int, settings: dict[str, object], block: int = 100
+) -> dict[str, tuple[float, float, float, float]]:
+    """(CPU µs, wall µs) per call for each path, the median over blocks; then (Python, C) function calls
+    on the loop's thread per call."""
     with tempfile.TemporaryDirectory() as tmp:
         async with AsyncExitStack() as stack:
             down = await stack.enter_async_context(Client(echo_server.build()))
@@ -86,7 +120,9 @@ async def one_round(calls: int, settings: dict[str, object], block: int = 100) -
                         await drains[name].learning.drain()
                     cpu[name].append((time.process_time() - cpu0) / block * 1e6)
                     wall[name].append((time.perf_counter() - wall0) / block * 1e6)
-    return {name: (float(np.median(cpu[name])), float(np.median(wall[name]))) for name in paths}
+            apps = [off, on]
+            functions = {name: await counted(call, drains.get(name), apps, block) for name, call in calls_of.items()}
+    return {name: (float(np.median(cpu[name])), float(np.median(wall[name])), *functions[name]) for name in paths}
 
 
 async def main() -> None:
@@ -98,13 +134,16 @@ async def main() -> None:
     settings = json.loads(args.settings)
     for round_ in range(1, args.rounds + 1):
         runs = await one_round(args.calls, settings)
-        base_cpu, base_wall = runs["a. bare SDK proxy"]
+        base_cpu, base_wall, base_py, base_c = runs["a. bare SDK proxy"]
         print(f"round {round_}: {args.calls:,} in-process calls of an echo tool per path (µs per call)")
-        for name, (cpu, wall) in runs.items():
+        for name, (cpu, wall, _, _) in runs.items():
             print(
                 f"   {name:<27} CPU {cpu:6.1f} (excess over a {cpu - base_cpu:+6.1f}, ×{cpu / base_cpu:4.2f})"
                 f"   wall {wall:6.1f} ({wall - base_wall:+6.1f})"
             )
+        print("   functions the event loop's thread calls per call (one block and its drain): Python, C")
+        for name, (_, _, python, c) in runs.items():
+            print(f"   {name:<27} {python:6.1f} ({python - base_py:+6.1f})   {c:6.1f} ({c - base_c:+6.1f})")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,29 @@ async def test_the_worker_gives_the_loop_no_turn_while_a_reader_waits_and_one_on
     assert turns == [0, 1]
 
 
+async def test_the_worker_lets_a_blocked_reader_in_between_chunks_and_holds_the_lock_again_after() -> None:
+    """Work handed over whole holds the lock throughout: a reader blocked on it gets in when the worker lets
+    it (between chunks), before the worker goes on, not once the whole work is done."""
+    worker = LearningThread()
+    order: list[str] = []
+
+    def read() -> None:
+        with worker.lock:
+            order.append("reader")
+
+    def work() -> None:  # on the learning thread, holding the lock
+        reader = threading.Thread(target=read)
+        reader.start()
+        wait_until(lambda: worker.lock.waiting == 1)
+        worker.let_readers_in()
+        order.append("worker, the lock its own again")
+        reader.join(timeout=10)
+
+    await worker.run(work)
+    worker.close()
+    assert order == ["reader", "worker, the lock its own again"]
+
+
 class EmbeddingBroke(Exception):
     """What an embedder raises (a model file gone, a tokenizer's error)."""
 

@@ -173,3 +173,70 @@ async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
         assert len(learned) == calls
         inside = [n for n in seen if n % service.LEARN_CHUNK and n < calls]
         assert inside, f"the event loop ran only between chunks of learning (it saw {seen} calls learned)"
+
+
+async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_and_a_reader_waits_for_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each hand-over is a round trip between the threads: the calls pending go over together (under a seed
+    too, learned one at a time in call order), and a reader of the learned state (a recommendation, the
+    stats) blocked on its lock meanwhile gets in after a chunk of `LEARN_CHUNK` calls, not after them all."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path) as (app, client):  # surface.running's seed: one call at a time, never runs
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        learner = app.learning.learner
+        learn, run = learner.learn, app.learning.thread.run
+        learned: list[str] = []
+        handed: list[object] = []
+
+        def slow_step(step: Step, rng: Any, **kwargs: Any) -> Any:
+            time.sleep(0.005)  # a step that takes a while (the GIL let go: the loop runs meanwhile)
+            learned.append(step.tool)
+            return learn(step, rng, **kwargs)
+
+        async def counted(work: Any) -> Any:
+            handed.append(work)
+            return await run(work)
+
+        monkeypatch.setattr(learner, "learn", slow_step)
+        monkeypatch.setattr(app.learning.thread, "run", counted)
+        calls = 4 * service.LEARN_CHUNK
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        draining = asyncio.create_task(app.learning.drain())
+        while not learned:
+            await asyncio.sleep(0.001)
+        with app.learning.lock:  # the event loop blocks here, as a recommendation's read does
+            read_at = len(learned)
+        await draining
+        assert len(handed) == 1, f"{calls} calls pending were handed over {len(handed)} times"
+        assert learned == ["toy__echo"] * calls and app.learning.learner.updates == calls
+        assert read_at < calls and read_at % service.LEARN_CHUNK == 0, f"the reader got in after {read_at} calls"
+
+
+async def test_a_drain_gives_the_event_loop_back_every_few_records_of_a_hand_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queueing a record never waits while the queue has room, so the records of calls handed over together
+    would hold the event loop (and every call waiting on it) until the last: it runs every few records."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path) as (app, client):
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        calls = 3 * service.RECORDS_PER_TURN
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        seen: list[int] = []
+
+        async def watch() -> None:
+            while True:
+                seen.append(app.learning.pending)
+                await asyncio.sleep(0)
+
+        watching = asyncio.create_task(watch())
+        await asyncio.sleep(0)
+        await app.learning.drain()
+        watching.cancel()
+        assert app.learning.pending == 0
+        assert [n for n in seen if 0 < n < calls], f"the loop ran only before and after the drain (pending: {seen})"

@@ -27,13 +27,12 @@ loopback server has. A stdio server has one client, which owns everything (`serv
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import uuid
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -133,10 +132,10 @@ def wire_meta(ctx: ServerRequestContext[Any]) -> Mapping[str, Any] | None:
     return meta if isinstance(meta, Mapping) else None
 
 
-def progress_relay(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
+def progress_relay(ctx: ServerRequestContext[Any], wired: Mapping[str, Any] | None) -> ProgressFnT | None:
     """When the caller asked for progress (`_meta.progressToken`), a callback that tells it, under its
-    own token, what the downstream reports."""
-    token = (wire_meta(ctx) or {}).get(PROGRESS_TOKEN)
+    own token, what the downstream reports. `wired`: the request's `wire_meta` (read once per call)."""
+    token = wired.get(PROGRESS_TOKEN) if wired else None
     if token is None:
         return None
 
@@ -154,6 +153,22 @@ class Caller:
 
     client: str
     ctx: ServerRequestContext[Any]
+
+
+class InFlight:
+    """`Callers.calling`'s block: the caller is in its downstream's list while the block runs (a class, not a
+    generator: it is entered on every proxied call)."""
+
+    __slots__ = ("caller", "callers")
+
+    def __init__(self, callers: list[Caller], caller: Caller) -> None:
+        self.callers, self.caller = callers, caller
+
+    def __enter__(self) -> None:
+        self.callers.append(self.caller)
+
+    def __exit__(self, *exc: object) -> None:
+        self.callers.remove(self.caller)
 
 
 @dataclass
@@ -227,12 +242,14 @@ class Callers:
                 log.debug("log level %s sent to %s", params.level, downstream.name)
         return types.EmptyResult()
 
-    def call_meta(self, ctx: ServerRequestContext[Any], server: str) -> RequestParamsMeta | None:
+    def call_meta(
+        self, ctx: ServerRequestContext[Any], server: str, wired: Mapping[str, Any] | None
+    ) -> RequestParamsMeta | None:
         """The `_meta` a call goes to `server` with (`forwarded_meta`). A 2026-era downstream logs
         only what a request opts in to: for a handshake-era caller served on a 2026-era connection
         (a stdio downstream's), who hears every level unless it set one, the opt-in is its level (or
-        all)."""
-        meta = forwarded_meta(wire_meta(ctx))
+        all). `wired`: the request's `wire_meta` (read once per call)."""
+        meta = forwarded_meta(wired)
         if modern(ctx):
             return meta
         client = self.catalogue.downstreams[server].connection(handshake=True)
@@ -244,17 +261,10 @@ class Callers:
             meta = cast(RequestParamsMeta, {**(meta or {}), LOG_LEVEL_META_KEY: self.log_level or "debug"})
         return meta
 
-    @contextlib.contextmanager
-    def calling(self, server: str, ctx: ServerRequestContext[Any], client: str | None = None) -> Iterator[None]:
-        """Mark a client request in flight on `server` (what that server sends meanwhile is its);
-        `client`: its `client_key`, when known already."""
-        callers = self.in_flight.setdefault(server, [])
-        caller = Caller(client or client_of(ctx), ctx)
-        callers.append(caller)
-        try:
-            yield
-        finally:
-            callers.remove(caller)
+    def calling(self, server: str, ctx: ServerRequestContext[Any], client: str | None = None) -> InFlight:
+        """Mark a client request in flight on `server` for a `with` block (what that server sends meanwhile
+        is its); `client`: its `client_key`, when known already."""
+        return InFlight(self.in_flight.setdefault(server, []), Caller(client or client_of(ctx), ctx))
 
     def owner(self, server: str) -> Caller | None:
         """The one client with requests in flight on `server`, else None (none, or several)."""

@@ -221,6 +221,17 @@ class Downstream:
             return client
         return self._client
 
+    def _handshake_now(self, tool: str) -> Client | None:
+        """`session`'s connection for a handshake-era caller of `tool` when it needs no wait: the main
+        connection up and its twin open (or refused); else None (`session` waits, bounded by the call's
+        timeout). A call asks on every call: no timer armed and cancelled, no coroutine made for it."""
+        twin = self.twin
+        if self._client is None or twin is None:
+            return None
+        if twin.current is not None:
+            return twin.current if tool in twin.tools else self._client
+        return self._client if twin.refused is not None else None
+
     def connection(self, *, handshake: bool) -> Client | None:
         """The connection a caller of that era is served on, as it is now (nothing is opened)."""
         twin = self.twin.current if handshake and self.twin is not None else None
@@ -267,8 +278,8 @@ class Downstream:
         downstream restarts; DownstreamError when it is not running by then."""
         if self._client is not None and self._process is not None and self._process.returncode is not None:
             self._lost()  # it died since the last call: this one goes to the new process
-        # Connected, and no handshake-era twin to pick: `session` would answer at once, with no wait to bound.
-        client = self._client if self.twin is None or rounds is not None else None
+        # Connected, and the twin (if any) open or refused: `session` would answer at once, with no wait to bound.
+        client = self._client if self.twin is None or rounds is not None else self._handshake_now(tool)
         try:
             if client is None:
                 async with asyncio.timeout_at(deadline):  # a restart counts against the call's timeout

@@ -59,9 +59,10 @@ class Circuit:
         return self.cooldown_s - (now - self.opened_at)
 
     def succeeded(self, caller: str | None = None) -> None:
-        self.state, self.failures, self._shared = "closed", 0, False
-        self._timed_out.clear()
-        if caller is not None:
+        if self.failures or self.state != "closed" or self._shared or self._timed_out:  # else nothing to reset
+            self.state, self.failures, self._shared = "closed", 0, False
+            self._timed_out.clear()
+        if caller is not None and self._callers:
             self._callers.pop(caller, None)
 
     def failed(self, now: float, caller: str | None = None, *, timed_out: bool = False) -> None:

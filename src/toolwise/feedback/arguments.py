@@ -81,9 +81,13 @@ _DIGITS = re.compile(r"\d{4}")  # a card number has runs of four digits, whateve
 _CARD = re.compile(r"\b\d(?:[ -]?\d){12,18}\b")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: object) -> str:
-    """JSON with sorted keys and no whitespace: equal arguments give equal text in every process."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """JSON with sorted keys and no whitespace: equal arguments give equal text in every process. (One
+    encoder made once: `json.dumps` with options makes a new one per call, and a call's record asks.)"""
+    return _CANONICAL.encode(value)
 
 
 def argument_digest(arguments: Mapping[str, Any] | None, salt: bytes = b"") -> str:

@@ -11,9 +11,10 @@ learner learns on its own thread (learning/worker.py), never on the event loop; 
 sits on the path of a call.
 
 What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
-only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`), in chunks of `LEARN_CHUNK` calls
-learned on the learning thread while the event loop serves calls (with learning off a chunk is only
-its rewards and context hashes, computed on the loop), and always before anything reads
+only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the
+learning thread at once and learned there while the event loop serves calls, a reader of the learned
+state let in between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and
+context hashes, computed on the loop), then queued for the store; and always before anything reads
 what was recorded (every own tool drains first; so does shutdown). Drained in call order, by one
 drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
@@ -55,9 +56,11 @@ log = logging.getLogger(__name__)
 
 
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
-LEARN_CHUNK = 4  # calls the learning thread learns in one go: what a reader of the learned state waits for at most
+LEARN_CHUNK = 4  # calls learned one at a time between two looks for a blocked reader (`let_readers_in`)
+RECORDS_PER_TURN = 16  # records queued from a hand-over before the event loop's calls get a turn
+HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
-LEARN_RUN = 64  # calls a run learns at most: what a reader waits for while learning catches up
+LEARN_RUN = 64  # calls a run learns at most while fewer than CATCH_UP_RUN wait: what a reader waits for then
 CATCH_UP_RUN = 256  # from this many calls pending, a run learns up to this many (`_run_size`)
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
 
@@ -147,14 +150,17 @@ class LearningService(LearningCore):
     async def _drain_pending(self) -> None:
         """`drain`'s work, holding `_order`."""
         while self._pending:
-            size = self._run_size()
-            chunk = list(itertools.islice(self._pending, size))
-            if self._learns_nothing():
+            if self._learns_nothing():  # learning off: on the loop, a chunk at a time
+                chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
                 with self.lock:
                     self._learn_chunk(chunk)
             else:
-                await self.thread.run(partial(self._learn_chunk, chunk))
-            for call in chunk:
+                behind = self._behind()
+                chunk = list(itertools.islice(self._pending, self._run_size(behind)))
+                await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
+            for i, call in enumerate(chunk):
+                if i and i % RECORDS_PER_TURN == 0:  # queueing a record never waits on a free queue: the loop's
+                    await asyncio.sleep(0)  # calls get a turn within a hand-over's records, not only after them
                 # Taken off only once queued: a drainer cancelled with its request, or refused by a
                 # failing database, leaves the call for the next drain rather than losing it.
                 await self._complete(call)
@@ -165,15 +171,16 @@ class LearningService(LearningCore):
         rewards and context hashes, a few microseconds a call: done on the event loop, not handed over."""
         return not self.settings.learning and not self.settings.store_arguments
 
-    def _run_size(self) -> int:
-        """How many pending calls the next chunk takes: `LEARN_CHUNK` while learning keeps up, runs of up to
-        `LEARN_RUN` once it is behind, and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work
-        (the n-gram counts, a run's arrays, its Python) is shared by more calls then: about a fifth more a CPU
-        second at 1,000 tools (docs/benchmarks.md). The newest pending call waits for the backlog whatever
-        the run's size; a reader waits for one run (tens of milliseconds at 1,000 tools), and a run's n-grams
-        count from the next run on (minibatch semantics, as a replay of the log learns in runs of 512)."""
-        if not self._behind():
-            return LEARN_CHUNK
+    def _run_size(self, behind: bool) -> int:
+        """How many pending calls the next hand-over takes: up to `HAND_OVER` while learning keeps up (learned
+        one at a time, a blocked reader let in every `LEARN_CHUNK`), runs of up to `LEARN_RUN` once it is
+        behind, and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work (the n-gram counts, a run's
+        arrays, its Python) is shared by more calls then: about a fifth more a CPU second at 1,000 tools
+        (docs/benchmarks.md). The newest pending call waits for the backlog whatever the run's size; a reader
+        waits for one run (tens of milliseconds at 1,000 tools), and a run's n-grams count from the next run
+        on (minibatch semantics, as a replay of the log learns in runs of 512)."""
+        if not behind:
+            return HAND_OVER
         return CATCH_UP_RUN if len(self._pending) >= CATCH_UP_RUN else LEARN_RUN
 
     def _behind(self) -> bool:
@@ -181,14 +188,18 @@ class LearningService(LearningCore):
         replay exactly (how many calls wait at a drain depends on timing, and a run learns as a minibatch)."""
         return len(self._pending) >= BEHIND and self.settings.seed is None and self.settings.learning
 
-    def _learn_chunk(self, calls: list[Call]) -> None:
+    def _learn_chunk(self, calls: list[Call], runs: bool = False) -> None:
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
-        the store refuses its record and it is retried, or a cancelled drain hands it over again)."""
+        the store refuses its record and it is retried, or a cancelled drain hands it over again); with
+        `runs` (learning is behind), as runs. Learned one at a time, a reader blocked on the lock gets in every
+        `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned, as before)."""
         todo = [call for call in calls if call.execution.context_hash is None]
-        if len(todo) >= BEHIND:
+        if runs and len(todo) >= BEHIND:
             self._learn_runs(todo)
         else:
-            for call in todo:
+            for i, call in enumerate(todo):
+                if i % LEARN_CHUNK == 0:
+                    self.thread.let_readers_in()
                 self.thread.let_loop_run()
                 self._learn(call)
         for call in todo:

@@ -2,12 +2,13 @@
 
 A learning step takes about a millisecond (the choice model's step and its replays); run on the event
 loop it delayed every call waiting on the loop by as much, and with several callers the delays added
-up in the tail. Here the event loop hands calls to one worker thread in small chunks and goes on
-serving; the worker learns them in call order. The learned state is changed by the worker and read by
-the loop, so both hold `lock` while they touch it: the worker for one chunk, the loop for one read
-(a recommendation, the stats, a snapshot's state). A proxied call never takes it. A reader waits for one
-chunk's learning at most, never for every call pending: a few calls, or while learning catches up a run of
-up to `CATCH_UP_RUN` (learning/service.py: tens of milliseconds at 1,000 tools).
+up in the tail. Here the event loop hands the calls pending to one worker thread at once (each hand-over
+costs both threads a round trip) and goes on serving; the worker learns them in call order. The learned
+state is changed by the worker and read by the loop, so both hold `lock` while they touch it: the worker
+for its work, letting a blocked reader in between chunks of a few calls (`let_readers_in`), the loop for
+one read (a recommendation, the stats, a snapshot's state). A reader waits for a few calls' learning at
+most while learning keeps up, never for every call pending; while it catches up, for one run of up to
+`CATCH_UP_RUN` calls (learning/service.py: tens of milliseconds at 1,000 tools).
 
 The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
 around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only once the
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SLICE_S = 0.0005  # the worker's learning between two turns of the event loop (s): about one step
 TURN_S = 0.001  # a turn waits this long at most for the loop to run (s): a loop busy or blocked goes on without it
+HAND_S = 0.00005  # the worker's sleep while a reader it let go of the lock for takes it (s)
+READER_S = 0.01  # how long the worker waits at most for a reader it let go of the lock for to take it (s)
 
 
 class StateLock:
@@ -100,6 +103,22 @@ class LearningThread:
             loop.call_soon_threadsafe(self._turned.set)
             self._turned.wait(TURN_S)
         self._since = time.perf_counter()
+
+    def let_readers_in(self) -> None:
+        """Between two chunks of work that holds the lock throughout (many calls handed over at once): a reader
+        blocked on the lock (the event loop, for a recommendation) takes it now, and the work goes on once it
+        is given back, so a reader waits for one chunk, not the whole hand-over. The lock is not fair: let go
+        and taken straight back, it would stay the worker's, so the worker sleeps (without the GIL) until the
+        reader has it. Does nothing off the learning thread or with no reader blocked."""
+        lock = self.lock
+        if not lock.waiting or threading.get_ident() != self._worker:
+            return
+        lock.__exit__(None, None, None)
+        deadline = time.perf_counter() + READER_S
+        while lock.waiting and time.perf_counter() < deadline:
+            time.sleep(HAND_S)  # the reader, woken by the release, counts itself out once it holds the lock
+        lock.__enter__()
+        self._since = time.perf_counter()  # the loop ran while the worker waited for the lock
 
     def close(self) -> None:
         """Let the work handed over finish, then end the thread."""

@@ -18,7 +18,7 @@ from mcp.server.subscriptions import ToolsListChanged
 from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.config import AppConfig, InProcessServer
-from toolwise.downstream.callers import connection_of, modern, progress_relay
+from toolwise.downstream.callers import connection_of, modern, progress_relay, wire_meta
 from toolwise.downstream.catalogue import Catalogue
 from toolwise.downstream.errors import DownstreamError, InvalidArgumentsError
 from toolwise.downstream.forwarding import InputRound
@@ -232,19 +232,22 @@ class Toolwise:
         ctx: ServerRequestContext[Any],
         rounds: InputRound | None,
         client: str | None,
+        owner: str | None,
     ) -> tuple[types.CallToolResult | types.InputRequiredResult | None, DownstreamError | None]:
         """The downstream's answer to one call, or why there is none. Arguments that break the tool's
         schema are the caller's mistake: refused here, never forwarded, blamed on no downstream.
-        `client`: the request's `client_key`."""
+        `client`, `owner`: the request's `client_key` and `Callers.principal_of` (its timeouts are its own
+        until others see them), read once per call."""
         wrong = route.problem(arguments)
         if wrong is not None:
             message = f"invalid arguments for {route.public.name}: {wrong} (not forwarded to {route.server!r})"
             return None, InvalidArgumentsError(message)
         try:
             with self.callers.calling(route.server, ctx, client):
-                meta = self.callers.call_meta(ctx, route.server)
-                caller = self.callers.principal_of(ctx, client)  # its timeouts are its own until others see them
-                return await self.catalogue.call(route, arguments, meta, progress_relay(ctx), rounds, caller), None
+                wired = wire_meta(ctx)
+                meta = self.callers.call_meta(ctx, route.server, wired)
+                relay = progress_relay(ctx, wired)
+                return await self.catalogue.call(route, arguments, meta, relay, rounds, owner), None
         except DownstreamError as exc:
             return None, exc
 

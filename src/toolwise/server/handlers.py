@@ -46,7 +46,7 @@ def error_result(message: str, execution_id: str | None = None) -> types.CallToo
 def _meta_dict(meta: Any) -> dict[str, Any] | None:
     if meta is None:
         return None
-    if isinstance(meta, Mapping):
+    if isinstance(meta, dict | Mapping):  # a dict (the SDK's TypedDict) without the ABC's slower check
         return dict(meta)
     dumped: dict[str, Any] = meta.model_dump(by_alias=True, exclude_none=True)
     return dumped
@@ -166,7 +166,7 @@ async def forward(
     stopped: asyncio.CancelledError | None = None
     error: DownstreamError | CallCancelledError | None
     try:
-        result, error = await app.call_downstream(route, arguments, ctx, rounds, client)
+        result, error = await app.call_downstream(route, arguments, ctx, rounds, client, owner)
     except asyncio.CancelledError as cancelled:  # the SDK has told the downstream to stop (a courtesy cancel)
         result, error, stopped = None, None, cancelled
     if isinstance(result, types.InputRequiredResult):
