@@ -11,10 +11,7 @@ cosine after it) using only the catalogue itself, nothing trained:
   Arora et al. 2017), or of a frequency guessed from the token's rank in the tokenizer (Zipf: merges
   come in order of frequency);
 - `fields`: the name's words, the description's first sentence and the rest (parameters) pooled with
-  their own weights, or the cosine with the name alone mixed with the document's; and the tool's own words
-  (name, title, description) and its parameters' text each pooled to a unit vector, added with the
-  parameters weighted w (`own + w · parameters`; w = PARAMETERS is what `WordLlamaEmbedder` embeds a tool
-  document as since 2026-11-27, "cosine (today)"; "whole document" is the plain mean it embedded before);
+  their own weights, or the cosine with the name alone mixed with the document's;
 - `centroid`: cos(q, d − m), m the mean of the documents' unit vectors (or q − m too), and SIF's
   removal of the documents' first principal component.
 
@@ -41,8 +38,8 @@ import numpy as np
 from adapter import everyday_tools, requests_of, top1  # bench/adapter.py
 from numpy.typing import NDArray
 
-from toolwise.learning.embedding import PARAMETERS, WordLlamaEmbedder, tool_document
-from toolwise.rl.embedding import FIELDS, name_words
+from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
+from toolwise.rl.embedding import name_words
 from toolwise.rl.lexical import LexicalIndex
 
 HERE = Path(__file__).resolve().parent
@@ -62,19 +59,13 @@ class Tool:
 
     @property
     def document(self) -> str:
-        """The whole document as one text (what WordLlama embedded before its fields were pooled apart)."""
-        return tool_document(self.name, self.title, self.description, self.schema).replace(FIELDS, " ")
-
-    def own_and_parameters(self) -> tuple[str, str]:
-        """The tool's own words (name, title, description) and its parameters' text, as `tool_document` parts them."""
-        own, _, parameters = tool_document(self.name, self.title, self.description, self.schema).partition(FIELDS)
-        return own, parameters
+        return tool_document(self.name, self.title, self.description, self.schema)
 
     def fields(self) -> tuple[str, str, str]:
         """The name's words, the description's first sentence (with the title), and the rest of the document."""
         text = " ".join(p for p in (self.title or "", self.description or "") if p)
         first, *rest = _SENTENCE.split(text, maxsplit=1)
-        params = tool_document("x", None, None, self.schema)[len("x.") :].replace(FIELDS, " ")
+        params = tool_document("x", None, None, self.schema)[len("x.") :]
         return f"{name_words(self.name)}.", first, " ".join([*rest, params]).strip()
 
 
@@ -139,7 +130,6 @@ class Prepared:
     docs: list[Bag]
     queries: list[Bag]
     fields: list[list[Bag]]  # name, first sentence, rest: one list of bags each
-    parts: list[list[Bag]]  # own words, parameters: one list of bags each
     bm25: Array
     vocab: int
 
@@ -167,7 +157,6 @@ def prepare(s: Set, pooler: Pooler) -> Prepared:
         pooler.bags(documents),
         pooler.bags(s.queries),
         [pooler.bags(list(f)) for f in fields],
-        [pooler.bags(list(f)) for f in zip(*(t.own_and_parameters() for t in s.tools), strict=True)],
         bm25,
         pooler.table.shape[0],
     )
@@ -234,18 +223,6 @@ def fields_pooled(name: float, first: float, rest: float, w: Callable[[Prepared]
     return run
 
 
-def own_and_parameters(w: float) -> Variant:
-    """unit(unit(Σ own words) + w · unit(Σ parameters)): each part's mean at unit length, then mixed."""
-
-    def run(p: Prepared, pooler: Pooler) -> Array:
-        own, parameters = (unit(pooler.sums(bags)) for bags in p.parts)
-        d = unit(own + w * parameters)  # a tool without parameters: its own words' vector (unit(0) is 0)
-        out: Array = unit(pooler.sums(p.queries)) @ d.T
-        return out
-
-    return run
-
-
 def name_mix(alpha: float) -> Variant:
     """alpha · cos(q, the name's words) + (1 − alpha) · cos(q, the whole document)."""
 
@@ -283,11 +260,7 @@ def common_component(w: Callable[[Prepared], Array] | None = None) -> Variant:
 
 
 VARIANTS: dict[str, Variant] = {
-    "whole document": weighted(False, False, idf),
-    "cosine (today)": own_and_parameters(PARAMETERS),
-    "own + 0.25 · parameters": own_and_parameters(0.25),
-    "own + 1 · parameters": own_and_parameters(1.0),
-    "own words only": own_and_parameters(0.0),
+    "cosine (today)": weighted(False, False, idf),
     "idf docs": weighted(True, False, idf),
     "idf requests": weighted(False, True, idf),
     "idf both": weighted(True, True, idf),
@@ -327,9 +300,8 @@ def main() -> None:
     sets = [asyncio.run(everyday_set()), *(load(n) for n in args.sets)]
     prepared = [prepare(s, pooler) for s in sets]
     first = prepared[0]
-    served = embedder.embed([tool_document(t.name, t.title, t.description, t.schema) for t in first.s.tools])
-    same = np.abs(VARIANTS["cosine (today)"](first, pooler)[:1] - embedder.embed(first.s.queries[:1]) @ served.T).max()
-    assert same < 1e-5, f"the bags' pooling is not WordLlama's embedding (max difference {same})"
+    same = np.abs(unit(pooler.sums(first.docs)) - embedder.embed([t.document for t in first.s.tools])).max()
+    assert same < 1e-5, f"the bags' plain mean is not WordLlama's embedding (max difference {same})"
     head = " | ".join(f"{p.s.name} ({len(p.s.queries)} / {len(p.s.tools)})" for p in prepared)
     print(f"Zero-shot top-1, cosine / prior ((cosine + 0.25 BM25) / 1.25), requests / tools:\n\n| variant | {head} |")
     print("|---|" + "---:|" * len(prepared))

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document, tool_effect
-from toolwise.rl.embedding import FIELDS
 
 
 class NetworkUsed(AssertionError):
@@ -43,12 +42,7 @@ def test_a_text_with_no_known_word_embeds_to_zero() -> None:
 def test_the_tool_document_names_its_words_and_parameters() -> None:
     schema = {"properties": {"timezone": {"description": "IANA name"}, "maxCount": {"type": "integer"}}}
     document = tool_document("time__getCurrentTime", None, "Current time in a timezone", schema)
-    assert document == "time get Current Time. Current time in a timezone\x1ftimezone: IANA name max Count"
-    assert tool_document("time__now", None, "Current time", None) == "time now. Current time"  # no parameters
-    assert (
-        document.replace(FIELDS, " ")
-        == "time get Current Time. Current time in a timezone timezone: IANA name max Count"
-    )
+    assert document == "time get Current Time. Current time in a timezone timezone: IANA name max Count"
 
 
 def test_a_tools_effect_is_read_from_its_annotations_as_the_mcp_spec_defaults_them() -> None:

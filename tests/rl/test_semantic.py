@@ -161,24 +161,3 @@ def test_a_catalogue_change_keeps_the_query_vectors_and_ranks_by_the_new_catalog
     assert counting.embedded[rain] == 1  # the request seen before is not embedded again
     assert decision.chosen == "radar__rain_map"  # but scored against the new catalogue
     assert "weather__forecast" not in {r.tool for r in decision.ranked}
-
-
-def test_a_tools_parameters_do_not_outweigh_what_it_says_it_is(embedder) -> None:  # type: ignore[no-untyped-def]
-    """A calendar tool whose parameters explain the invitation email at length is not the tool for "email my
-    boss": WordLlama pools a document's own words and its parameters apart (PARAMETERS), so the long text
-    does not drown the description that fits."""
-
-    def tool(name: str, description: str, parameters: dict[str, str]) -> ToolDoc:
-        schema = {"properties": {key: {"description": about} for key, about in parameters.items()}}
-        return ToolDoc(name, description, tool_document(name, None, description, schema))
-
-    mail = tool("mail__send", "Sends an email message", {"to": "Recipient address", "body": "Text"})
-    invite = "The people to invite: each one gets an email message with the invitation, sent to their email address"
-    event = tool(
-        "calendar__create_event",
-        "Creates a calendar event",
-        {"attendees": f"{invite}, e.g. 'boss@example.com'", "note": "A message sent with the invitation email"},
-    )
-    learner, rng = Learner(LearnerConfig(), [mail, event], embedder), np.random.default_rng(0)
-    for query in ("email my boss", "write an email to the team"):
-        assert learner.recommend(query, rng, top_k=1, baseline=True).chosen == "mail__send", query

@@ -22,17 +22,13 @@ from numpy.typing import NDArray
 
 from toolwise.learning.minilm import MiniLMEmbedder
 from toolwise.learning.worker import Abandoned
-from toolwise.rl.embedding import FIELDS, Embedder, name_words
+from toolwise.rl.embedding import Embedder, name_words
 from toolwise.rl.toolindex import Effect
 
 log = logging.getLogger(__name__)
 
 EMBEDDINGS = ("wordllama", "minilm", "none")
 EMBED_CHUNK = 32  # texts embedded between two looks at a stop: one MiniLM batch
-# A tool document's parameters' vector beside its own words' (both unit length) in WordLlama's document vector:
-# the zero-shot prior gains on every public set against the whole document's mean, and learning keeps the gain
-# (docs/benchmarks.md, "A tool's parameters weighed apart").
-PARAMETERS = 0.5
 
 
 class WordLlamaEmbedder:
@@ -67,18 +63,6 @@ class WordLlamaEmbedder:
         return model if model is not None else self.load()
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """The mean of each text's token vectors, unit length; a tool document's (`tool_document`) own words
-        and its parameters' text each pooled apart, unit(own + PARAMETERS · parameters): in one mean, a
-        long parameter text (examples, explanations) outweighs the name and description."""
-        if not any(FIELDS in text for text in texts):
-            return self._means(texts)
-        own, _, parameters = zip(*(text.partition(FIELDS) for text in texts), strict=True)
-        out = self._means(own) + np.float32(PARAMETERS) * self._means(parameters)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.divide(out, norms, out=out, where=norms > 0)  # a text with no known word in either part stays 0
-        return out
-
-    def _means(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """The mean of each text's token vectors, unit length (what `WordLlamaInference.embed` computes,
         without its batch padding: a quarter of the time for the one query a decision embeds)."""
         table, tokenizer = self.model.embedding, self.model.tokenizer
@@ -136,17 +120,14 @@ def load_embedder(kind: str) -> WordLlamaEmbedder | MiniLMEmbedder | None:
 
 def tool_document(name: str, title: str | None, description: str | None, input_schema: dict[str, Any] | None) -> str:
     """What the prior embeds for a tool: its name as words, title, description, and each parameter's
-    name and description (parameters often say what a one-line description leaves out), the parameters
-    after FIELDS (an embedder that pools word vectors weighs them apart)."""
-    own = [f"{name_words(name)}.", title or "", description or ""]
-    parameters = []
+    name and description (parameters often say what a one-line description leaves out)."""
+    parts = [f"{name_words(name)}.", title or "", description or ""]
     properties = (input_schema or {}).get("properties") or {}
     if isinstance(properties, dict):
         for key, spec in properties.items():
             about = spec.get("description", "") if isinstance(spec, dict) else ""
-            parameters.append(f"{name_words(str(key))}: {about}" if about else name_words(str(key)))
-    text = " ".join(p.replace(FIELDS, " ") for p in own if p)
-    return f"{text}{FIELDS}{' '.join(p.replace(FIELDS, ' ') for p in parameters)}" if parameters else text
+            parts.append(f"{name_words(str(key))}: {about}" if about else name_words(str(key)))
+    return " ".join(p for p in parts if p)
 
 
 def tool_effect(read_only: bool | None, destructive: bool | None) -> Effect:

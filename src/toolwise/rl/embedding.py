@@ -19,11 +19,6 @@ from toolwise.rl.memo import Memo
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEPARATORS = re.compile(r"[_.\-/:]+")
-# Between a tool document's own words (name, title, description) and its parameters' text: an embedder
-# that pools word vectors embeds the two apart (learning/embedding.py), so that the parameters' examples and
-# long explanations do not outweigh what the tool says it is; BM25 (it is no word) and MiniLM read the
-# document as one text.
-FIELDS = "\x1f"
 QUERY_MEMO = 4096  # query vectors memoised (1 KB each at 256-d): agents repeat their requests
 SCORES_MEMO = 1024  # their cosines with every tool memoised (8 bytes a tool each)
 
