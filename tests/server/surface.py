@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,8 +23,10 @@ from tokenizers import Tokenizer
 
 from tests.server import toy_server
 from toolwise.config import AppConfig, InProcessServer
+from toolwise.downstream.tracing import Tracing
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.sessions import EXECUTION_META_KEY
+from toolwise.learning.worker import StateLock
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
 
@@ -37,11 +39,12 @@ async def running(
     mode: str = "legacy",
     heard: Any = None,
     in_process: dict[str, InProcessServer] | None = None,
+    tracing: Tracing | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Toolwise, Client]]:
     """toolwise in front of `in_process` (SDK servers; by default one toy server named `toy`) and `servers`
     (mcpServers entries, e.g. one that cannot start) and a client of it; `heard` gets every notification
-    the client receives."""
+    the client receives; `tracing` traces it."""
     if in_process is None:
         in_process = {"toy": toy_server.served(log=tmp_path / "toy.log")}
     config = AppConfig.model_validate(
@@ -57,7 +60,7 @@ async def running(
         }
     )
     async with (
-        Toolwise(config, in_process=in_process) as app,
+        Toolwise(config, in_process=in_process, tracing=tracing) as app,
         Client(build_server(app), mode=mode, message_handler=heard) as client,
     ):
         yield app, client
@@ -145,3 +148,31 @@ class HeldEmbedder:
             self.release.wait(timeout=5)  # bounded: without the worker thread it holds the event loop this long
             self.events.append("new tool embedded")
         return self.inner.embed(texts)
+
+
+HOLD_S = (
+    30.0  # how long `held_elsewhere` holds the lock at most: a loop blocked on it is freed then, and the test fails
+)
+
+
+@contextmanager
+def held_elsewhere(lock: StateLock) -> Iterator[threading.Event]:
+    """`lock` held by another thread (as the learning thread holds it for a run of calls) until the block
+    ends, or `HOLD_S` at most; the event yielded is set once it let go. A test that finds it unset after
+    awaiting something did not wait for the lock (or blocked the event loop on it: then `HOLD_S` later)."""
+    held, release, let_go = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(HOLD_S)
+        let_go.set()
+
+    holder = threading.Thread(target=hold, name="test-lock-holder")
+    holder.start()
+    held.wait()
+    try:
+        yield let_go
+    finally:
+        release.set()
+        holder.join()

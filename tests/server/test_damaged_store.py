@@ -29,4 +29,6 @@ async def test_a_damaged_page_shows_in_the_learning_stats_and_the_heartbeat(tmp_
         stats = await client.call_tool("get_learning_stats", {})
         store = stats.structured_content["store"]
         assert store.startswith(f"damaged: {db} is damaged: ") and f"page {page}" in store
-        assert app.upkeep.status()["store"] == store  # the heartbeat: `inspect status` and the dashboard read it
+        assert (await app.upkeep.status())[
+            "store"
+        ] == store  # the heartbeat: `inspect status` and the dashboard read it

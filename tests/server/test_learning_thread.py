@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.surface import ok, rows, running
+from tests.server.surface import held_elsewhere, ok, rows, running
 from toolwise.learning import service
 from toolwise.rl import Step
 from toolwise.server.handlers import STALE_CALLS
@@ -240,3 +240,38 @@ async def test_a_drain_gives_the_event_loop_back_every_few_records_of_a_hand_ove
         watching.cancel()
         assert app.learning.pending == 0
         assert [n for n in seen if 0 < n < calls], f"the loop ran only before and after the drain (pending: {seen})"
+
+
+@pytest.mark.parametrize("learning", [True, False], ids=["learning", "learning off"])
+async def test_the_stats_heartbeat_and_gauges_wait_for_the_lock_beside_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, learning: bool
+) -> None:
+    """While the learning thread holds the learned state's lock for a run of calls, the heartbeat, the
+    gauges of /metrics and get_learning_stats wait for it without blocking the event loop (other tasks and
+    proxied calls go on), and answer once it is free. With learning off too, and the last heartbeat of a
+    shutdown (the learning thread closed by then) still reports."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the call made meanwhile waits to be learned
+    async with running(tmp_path, learning=learning) as (app, client):
+        await app.learning.until_loaded()
+        while app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
+        await app.learning.drain()
+        with held_elsewhere(app.learning.lock) as let_go:
+            status = asyncio.create_task(app.upkeep.status())
+            heartbeat = asyncio.create_task(app.upkeep.heartbeat())
+            scraped = asyncio.create_task(app.metrics.render())
+            stats = asyncio.create_task(client.call_tool("get_learning_stats", {}))
+            for _ in range(5):  # another task on the loop goes on running
+                await asyncio.sleep(0.01)
+            assert not (await client.call_tool("toy__echo", {"text": "meanwhile"})).is_error
+            assert not let_go.is_set(), "the event loop blocked on the learned state's lock"
+            assert not (status.done() or heartbeat.done() or scraped.done() or stats.done())
+        reported = await asyncio.wait_for(status, 30)
+        await asyncio.wait_for(heartbeat, 30)
+        assert b"toolwise_learner_updates" in await asyncio.wait_for(scraped, 30)
+        answered = ok(await asyncio.wait_for(stats, 30))
+        assert answered["calls"] == 2 and reported["store"] == "ok"
+        assert answered["updates"] == reported["updates"] == (1 if learning else 0)
+    (stopped,) = rows(tmp_path, "SELECT stopped_at FROM instances")
+    assert stopped[0] is not None, "the shutdown's last heartbeat was not written"

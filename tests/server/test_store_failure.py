@@ -45,8 +45,8 @@ async def test_a_full_disk_is_reported_to_clients_and_health(tmp_path: Path, ful
         assert rating.is_error and "database is failing" in text(rating)
         stats = await client.call_tool("get_learning_stats", {})
         assert not stats.is_error and stats.structured_content["store"].startswith("failing since")
-        assert "No space left on device" in app.upkeep.status()["store"]
-        assert "toolwise_store_failing 1.0" in app.metrics.render().decode()
+        assert "No space left on device" in (await app.upkeep.status())["store"]
+        assert "toolwise_store_failing 1.0" in (await app.metrics.render()).decode()
         full_disk[0] = False
         async with asyncio.timeout(10):  # the writer retries on its own backoff (up to 2 s between tries)
             while app.feedback.stats.failing is not None:

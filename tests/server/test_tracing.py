@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.server import meta_server
-from tests.server.surface import as_meta, execution_of
+from tests.server.surface import as_meta, execution_of, held_elsewhere, running
 from toolwise.config import AppConfig, ConfigError
 from toolwise.downstream.tracing import Tracing
 from toolwise.server.app import Toolwise
@@ -150,6 +150,24 @@ async def test_a_tool_error_and_a_protocol_error_are_error_types_on_the_spans(tm
     assert unknown.attributes is not None and unknown.attributes["error.type"] == "-32602"  # INVALID_PARAMS
     (failed,) = [keys for keys, _ in recorded.histogram("mcp.client.operation.duration") if "error.type" in keys]
     assert failed["error.type"] == "tool_error"
+
+
+async def test_a_traced_call_does_not_wait_for_the_learning_threads_lock(tmp_path: Path) -> None:
+    """The trace's reward reads the tool's mean latency without the learned state's lock: while the learning
+    thread holds it for a run of calls, a proxied call is served, its span carrying the reward."""
+    recorded = Recorded()
+    async with running(tmp_path, tracing=recorded.tracing) as (app, client):
+        await app.learning.until_loaded()
+        assert not (await client.call_tool("toy__echo", {"text": "before"})).is_error
+        await app.learning.drain()  # the tool has a mean latency: the reward reads it
+        with held_elsewhere(app.learning.lock) as let_go:
+            result = await client.call_tool("toy__echo", {"text": "while learning"})
+            assert not let_go.is_set(), "the call waited for the learned state's lock"
+    assert not result.is_error
+    spans = [s for s in recorded.spans.get_finished_spans() if s.name == "tools/call toy__echo"]
+    assert len(spans) == 2 and spans[1].attributes is not None
+    reward = spans[1].attributes["toolwise.reward"]
+    assert isinstance(reward, float) and 5 < reward <= 12  # a call that worked: +10, less its latency (+2 if fast)
 
 
 async def test_a_call_that_follows_a_recommendation_carries_the_decision(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ import logging
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 import numpy as np
@@ -49,6 +50,8 @@ from toolwise.rl.fit import FitConfig
 from toolwise.rl.text import action_word
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def tool_doc(tool: types.Tool) -> ToolDoc:
@@ -144,6 +147,12 @@ class LearningCore:
     def lock(self) -> StateLock:
         """Held to read or change the learned state on the event loop (the learning thread changes it)."""
         return self.thread.lock
+
+    async def read_learned(self, read: Callable[[Learner], T]) -> T:
+        """`read(learner)` of the current learner, from the event loop, never blocking it on the lock: on the
+        learning thread once the work handed over before is done (`LearningThread.read`). For reads that may
+        wait for a run of calls (the statistics), not for a recommendation's."""
+        return await self.thread.read(lambda: read(self.learner))  # looked up there: a restore replaces it
 
     def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
         """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,
@@ -291,11 +300,12 @@ class LearningCore:
     def reward_of(self, execution: Execution) -> float | None:
         """The reward a noted call will be learned with, now (its tool's running mean latency as the
         calls before it left it; for a trace, before the call is learned); None for a call not learned
-        from (`learned_from`)."""
+        from (`learned_from`). Without the lock: a proxied call never waits for the learning thread's run
+        (`Learner.reward_of` says why that is safe); a mean a call stale is fine for a trace."""
         if not learned_from(execution.error_type):
             return None
-        with self.lock:
-            return self.learner.reward_of(step_of(execution, (), self.history_n))
+        learner = self.learner  # read once: a restore replaces it (`adopt`)
+        return learner.reward_of(step_of(execution, (), learner.config.sequence_n - 1))
 
     def shield(self, execution: Execution) -> None:
         """Tell the shields how the tool did, unless the failure was the caller's (invalid arguments,

@@ -2,14 +2,15 @@
 
 Per-call figures are counted when a call's deferred work runs, into plain per-tool tallies (a few
 integer additions and one bisect per call: no label lookup, no lock); they and the gauges (queue
-depth, exploration rate, open circuits, …) become metric families only when `/metrics` is scraped.
+depth, exploration rate, open circuits, …) become metric families only when `/metrics` is scraped
+(`render`, which awaits the gauges: reading the learned state's part waits for the learning thread).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,7 +22,8 @@ from toolwise.feedback import Execution
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 REWARD_BUCKETS = (-8.0, -5.0, -2.0, 0.0, 2.0, 5.0, 8.0, 10.0, 12.0, 14.0, 16.0)
 
-Gauges = Callable[[], dict[str, tuple[str, float]]]  # name → (help, value)
+GaugeValues = dict[str, tuple[str, float]]  # name → (help, value)
+Gauges = Callable[[], Awaitable[GaugeValues]]
 
 
 @dataclass(slots=True)
@@ -80,7 +82,7 @@ class _Exporter(Collector):
         reward = HistogramMetricFamily("toolwise_reward", "Reward of each recorded call.")
         reward.add_metric([], m.reward.buckets(), m.reward.total)
         yield from (calls, errors, latency, reward)
-        for name, (doc, value) in m.gauges().items():
+        for name, (doc, value) in m.scraped.items():
             yield GaugeMetricFamily(f"toolwise_{name}", doc, value=value)
 
 
@@ -88,7 +90,8 @@ class Metrics:
     def __init__(self) -> None:
         self.tools: dict[str, _ToolTally] = {}
         self.reward = _Histogram(REWARD_BUCKETS)
-        self.gauges: Gauges = dict
+        self.gauges: Gauges = _no_gauges
+        self.scraped: GaugeValues = {}  # the gauges read for the scrape under way (`render`)
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Exporter(self))
 
@@ -109,5 +112,13 @@ class Metrics:
         if execution.reward is not None:
             self.reward.observe(execution.reward)
 
-    def render(self) -> bytes:
+    async def render(self) -> bytes:
+        """The metrics in Prometheus' text format. The gauges are read first, awaited (the learned state's part
+        on the learning thread, so the event loop is not blocked meanwhile); the registry's collection, which
+        cannot await, then takes them as read."""
+        self.scraped = await self.gauges()
         return generate_latest(self.registry)
+
+
+async def _no_gauges() -> GaugeValues:
+    return {}

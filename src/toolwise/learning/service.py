@@ -21,7 +21,8 @@ learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls th
 recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
 replay of the log learns), several times as many a second, and of up to `CATCH_UP_RUN` once that many
 wait (`_run_size`). Whatever else reads or changes the learned state on the event loop holds the
-learning thread's `lock` for it.
+learning thread's `lock` for it, but for a trace's reward (lock-free, `LearningCore.reward_of`) and the
+statistics (read on the learning thread, `LearningCore.read_learned`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ up in the tail. Here the event loop hands the calls pending to one worker thread
 costs both threads a round trip) and goes on serving; the worker learns them in call order. The learned
 state is changed by the worker and read by the loop, so both hold `lock` while they touch it: the worker
 for its work, letting a blocked reader in between chunks of a few calls (`let_readers_in`), the loop for
-one read (a recommendation, the stats, a snapshot's state). A reader waits for a few calls' learning at
-most while learning keeps up, never for every call pending; while it catches up, for one run of up to
-`CATCH_UP_RUN` calls (learning/service.py: tens of milliseconds at 1,000 tools).
+one read (a recommendation, a snapshot's state). A reader waits for a few calls' learning at most while
+learning keeps up, never for every call pending; while it catches up, for one run of up to `CATCH_UP_RUN`
+calls (learning/service.py: tens of milliseconds at 1,000 tools). A proxied call never takes it (a trace's
+reward reads a tool's mean latency without it, `Learner.reward_of`); the statistics (heartbeat, gauges,
+`get_learning_stats`) are read on the worker (`read`), so the loop serves on while they wait for a run.
 
 The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
 around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only once the
@@ -75,6 +77,7 @@ class LearningThread:
         self._worker: int | None = None  # the worker thread's ident, once it ran work
         self._since = 0.0  # when the loop last had its turn (perf_counter s)
         self._turned = threading.Event()
+        self._closed = False
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work()` on the learning thread, holding the lock, after the work handed over before it
@@ -82,6 +85,15 @@ class LearningThread:
         end, and what it learned stays learned."""
         self._loop = asyncio.get_running_loop()
         return await self._loop.run_in_executor(self._executor, self._locked, work)
+
+    async def read(self, work: Callable[[], T]) -> T:
+        """`work()`, a read of the learned state from the event loop that never blocks the loop on the lock:
+        on the learning thread, after the work handed over before it (`run`). Once the thread is closed
+        (a shutdown's last heartbeat) nothing learns any more: on the loop, holding the lock."""
+        if self._closed:
+            with self.lock:
+                return work()
+        return await self.run(work)
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self.lock:
@@ -122,6 +134,7 @@ class LearningThread:
 
     def close(self) -> None:
         """Let the work handed over finish, then end the thread."""
+        self._closed = True
         self._executor.shutdown(wait=True)
 
 

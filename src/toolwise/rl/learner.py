@@ -160,6 +160,9 @@ class Learner:
     # -- learning ----------------------------------------------------------------------------------
 
     def reward_of(self, step: Step) -> float:
+        """The step's reward now. Takes no lock and may run beside `learn` on another thread (a trace's
+        reward, on the event loop): the tool's id is one dict look-up (atomic, and a restore replaces the
+        interner whole) and `Latencies.mean_of` reads its arrays safely; the mean may be a step stale."""
         return compute_reward(
             self.config.reward,
             success=step.success,

@@ -91,10 +91,14 @@ class Latencies:
             self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
 
     def mean_of(self, arm: int | None) -> float | None:
-        """The tool's mean latency so far, None before its first call."""
-        if arm is None or arm >= len(self.count) or self.count[arm] == 0:
+        """The tool's mean latency so far, None before its first call. Safe to call without the learned
+        state's lock while another thread learns (the event loop tracing a call): `grow` and `load` replace
+        `mean` and `count` one after the other, so each is read once and the index bounded by both; a
+        mean a step stale (or 0.0 between a first call's count and its mean) is all that can be seen."""
+        mean, count = self.mean, self.count
+        if arm is None or arm >= min(len(mean), len(count)) or count[arm] == 0:
             return None
-        return float(self.mean[arm])
+        return float(mean[arm])
 
     def add(self, arm: int, seconds: float) -> None:
         self.grow(arm + 1)

@@ -136,7 +136,7 @@ class SequencesOutput(Output):
 
 
 async def get_learning_stats(services: Services, args: NoInput, session: Session) -> LearningStatsOutput:
-    stats = learning_stats(services)
+    stats = await learning_stats(services)
     try:
         mean = await services.feedback.reports.mean_reward(stats.namespace)
     except StoreUnavailableError as exc:  # the rest answers from memory; `store` says what fails
@@ -152,8 +152,8 @@ async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: 
 
 
 async def get_successful_sequences(services: Services, args: SequencesInput, session: Session) -> SequencesOutput:
-    with services.learning.lock:
-        rows = services.learning.learner.sequences.top_sequences(args.tool, args.limit)
+    # read on the learning thread: the event loop serves on while it learns a run of calls (learning_stats)
+    rows = await services.learning.read_learned(lambda learner: learner.sequences.top_sequences(args.tool, args.limit))
     return SequencesOutput(
         sequences=[
             SequenceItem(

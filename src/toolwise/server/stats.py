@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from toolwise.downstream.connection import Health
+from toolwise.rl import Learner
 from toolwise.server.services import Services
 
 FLAGS = ("shadow", "learning", "replay", "sequences")  # capability settings the status reports
@@ -51,29 +52,63 @@ class LearningStats:
         return self.explored / self.decisions if self.decisions else None
 
 
-def learning_stats(services: Services) -> LearningStats:
-    """The statistics as they are now, from memory (no database query)."""
-    with services.learning.lock:  # the learning thread may be changing what they read
-        return _learning_stats(services)
+@dataclass(frozen=True, slots=True)
+class _Learned:
+    """The part of the statistics the learning thread changes, read there (`learning_stats`)."""
+
+    policy: str
+    tools: int
+    updates: int
+    mean_update_reward: float | None
+    replay_size: int
+    sequences: int
+    epsilon: float
+    epsilon_reason: str
+    reopened_tools: list[str]
+    drifts: list[str]
 
 
-def _learning_stats(services: Services) -> LearningStats:
-    learning, learner, writer = services.learning, services.learning.learner, services.feedback.stats
-    health = services.catalogue.health()
-    return LearningStats(
+def _learned(learner: Learner) -> _Learned:
+    exploration = learner.exploration
+    return _Learned(
         policy=learner.policy.name,
-        serving=learning.serving,
-        namespace=learning.namespace,
-        instance=learning.instance_id,
-        flags={name: getattr(services.settings, name) for name in FLAGS},
         tools=len(learner.index.active),
-        decisions=learning.state.decisions,
-        explored=learning.state.explored,
-        calls=learning.state.calls + learning.pending,  # learned, and noted but not yet learned
         updates=learner.updates,
         mean_update_reward=learner.reward_sum / learner.updates if learner.updates else None,
         replay_size=len(learner.replay),
         sequences=len(learner.sequences),
+        epsilon=exploration.epsilon,
+        epsilon_reason=exploration.reason,
+        reopened_tools=exploration.open_tools(),
+        drifts=[
+            f"{d.tool}: rewards {d.direction} at call {d.at_call:,} ({d.before:.2f} → {d.after:.2f})"
+            for d in exploration.drifts[-5:]
+        ],
+    )
+
+
+async def learning_stats(services: Services) -> LearningStats:
+    """The statistics as they are now, from memory (no database query). What the learning thread changes
+    is read on it, after the work handed over before (`LearningThread.read`): the event loop serves on
+    meanwhile rather than block on the lock for a run of calls; the rest (the loop's own) is read on the loop."""
+    learning = services.learning
+    learned = await learning.read_learned(_learned)
+    writer, state = services.feedback.stats, learning.state
+    health = services.catalogue.health()
+    return LearningStats(
+        policy=learned.policy,
+        serving=learning.serving,
+        namespace=learning.namespace,
+        instance=learning.instance_id,
+        flags={name: getattr(services.settings, name) for name in FLAGS},
+        tools=learned.tools,
+        decisions=state.decisions,
+        explored=state.explored,
+        calls=state.calls + learning.pending,  # learned, and noted but not yet learned
+        updates=learned.updates,
+        mean_update_reward=learned.mean_update_reward,
+        replay_size=learned.replay_size,
+        sequences=learned.sequences,
         open_sessions=len(learning.sessions),
         pending=learning.pending,
         queued_records=writer.queue_depth,
@@ -86,12 +121,9 @@ def _learning_stats(services: Services) -> LearningStats:
         snapshot_id=services.snapshots.snapshot_id,
         downstreams=health,
         shielded_tools=learning.shields.blocked(time.monotonic()),
-        epsilon=learner.exploration.epsilon,
-        epsilon_reason=learner.exploration.reason,
-        reopened_tools=learner.exploration.open_tools(),
-        drifts=[
-            f"{d.tool}: rewards {d.direction} at call {d.at_call:,} ({d.before:.2f} → {d.after:.2f})"
-            for d in learner.exploration.drifts[-5:]
-        ],
+        epsilon=learned.epsilon,
+        epsilon_reason=learned.epsilon_reason,
+        reopened_tools=learned.reopened_tools,
+        drifts=learned.drifts,
         open_circuits=[h.server for h in health if h.circuit != "closed"],
     )

@@ -208,7 +208,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
 
         async def metrics(request: Request) -> Response:
             refused = await access.check_metrics(request)
-            return refused or Response(app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+            return refused or Response(await app.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
         starlette.add_route("/metrics", metrics, methods=["GET"])
         dashboard = endpoint(app.feedback, app.learning.namespace, config.toolwise.database_url, access)

@@ -82,9 +82,9 @@ class Upkeep:
             log.info("retention: pruned %d executions older than %s", deleted, before.isoformat())
         return deleted
 
-    def status(self) -> dict[str, Any]:
+    async def status(self) -> dict[str, Any]:
         """What this instance reports about itself (heartbeat, `toolwise inspect status`)."""
-        stats = learning_stats(self.services)
+        stats = await learning_stats(self.services)
         return {
             "policy": stats.policy,
             "serving": stats.serving,
@@ -105,6 +105,7 @@ class Upkeep:
         }
 
     async def heartbeat(self, *, stopped: bool = False) -> None:
+        status = await self.status()
         now = utcnow()
         await self.feedback.instances.heartbeat(
             InstanceStatus(
@@ -114,13 +115,13 @@ class Upkeep:
                 pid=os.getpid(),
                 started_at=self.started_at,
                 heartbeat_at=now,
-                status=self.status(),
+                status=status,
                 stopped_at=now if stopped else None,
             )
         )
 
-    def gauges(self) -> dict[str, tuple[str, float]]:
-        stats = learning_stats(self.services)
+    async def gauges(self) -> dict[str, tuple[str, float]]:
+        stats = await learning_stats(self.services)
         return {
             "exploration_rate": ("Share of recommendations that explored.", stats.exploration_rate or 0.0),
             "exploration_epsilon": ("The adaptive exploration rate now (rises when rewards fall).", stats.epsilon),
