@@ -38,3 +38,13 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["import-dead-letters", str(tmp_path / "nope.jsonl"), "--database-url", url])
     assert result.exit_code == 2 and "no dead-letter file at" in result.output
     assert not (tmp_path / "toolwise.db").exists()
+
+
+def test_a_file_that_is_not_a_dead_letter_file_is_refused_before_any_database_is_made(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"hello": "world"}\n')
+    result = CliRunner().invoke(app, ["import-dead-letters", str(notes), "--database-url", url])
+    assert result.exit_code == 2, result.output
+    assert f"{notes}, line 1: not a dead letter of toolwise" in result.output
+    assert not (tmp_path / "toolwise.db").exists()

@@ -202,15 +202,22 @@ def import_dead_letters(
     """
     from toolwise.cli.database import run
     from toolwise.config import Settings
+    from toolwise.errors import UserError
     from toolwise.feedback import FeedbackService
+    from toolwise.feedback.deadletter import read_dead_letters
 
-    for file in files:
-        if not file.is_file():  # checked before the database is opened or made
+    letters = {}
+    for file in files:  # every file read before the database is opened or made
+        if not file.is_file():
             fail(f"no dead-letter file at {file}")
+        try:
+            letters[file] = list(read_dead_letters(file))
+        except UserError as exc:
+            fail(str(exc), exc)
 
     async def work(_settings: Settings, feedback: FeedbackService) -> None:
-        for file in files:
-            imported, known = await feedback.import_dead_letters(file)
+        for file, rows in letters.items():
+            imported, known = await feedback.import_dead_letter_rows(rows)
             typer.echo(f"{file}: {imported} executions imported, {known} already in the database")
 
     run(config, work, database_url, create=True)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Connection, select
 from sqlalchemy.engine import make_url
@@ -239,7 +239,11 @@ class FeedbackService:
     async def import_dead_letters(self, path: Path) -> tuple[int, int]:
         """Put the executions of a dead-letter file into the log; (imported, already there). Learners
         replay them as any record that follows their snapshot."""
-        rows = list(read_dead_letters(path))
+        return await self.import_dead_letter_rows(list(read_dead_letters(path)))
+
+    async def import_dead_letter_rows(self, rows: list[dict[str, Any]]) -> tuple[int, int]:
+        """`import_dead_letters` of rows read already (`read_dead_letters`: the CLI reads every file before
+        it opens the database, so that a file that is not one refuses before a database is made)."""
         imported = 0
         for start in range(0, len(rows), IMPORT_BATCH):
             imported += await self.write(partial(import_rows, rows=rows[start : start + IMPORT_BATCH]))
