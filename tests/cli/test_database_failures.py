@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -97,10 +98,10 @@ def test_a_database_that_takes_no_writes_is_one_line(tmp_path: Path, monkeypatch
     path = recorded(tmp_path, calls=1)
     (tmp_path / "dead.jsonl").write_bytes(b"")
 
-    async def refused(self: FeedbackService, path: Path) -> tuple[int, int]:
+    async def refused(self: FeedbackService, rows: list[dict[str, Any]]) -> tuple[int, int]:
         raise StoreUnavailableError("the database is failing: OperationalError: disk I/O error; 1 records are waiting")
 
-    monkeypatch.setattr(FeedbackService, "import_dead_letters", refused)
+    monkeypatch.setattr(FeedbackService, "import_dead_letter_rows", refused)
     code, said = invoke(
         ["import-dead-letters", str(tmp_path / "dead.jsonl"), "--database-url", f"sqlite+aiosqlite:///{path}"]
     )

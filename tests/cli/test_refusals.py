@@ -50,10 +50,14 @@ def test_a_candidate_policy_asked_wrong_is_refused_in_one_line(tmp_path: Path) -
 
 
 def test_a_file_that_is_not_a_dead_letter_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Read before the database is opened: a file the command cannot use, exit 2 (docs/startup-errors.md)."""
     url = database(tmp_path)
     for name, content in (("notes.jsonl", b'{"execution": {}}\n'), ("binary.jsonl", b"\xff\xfe\x00\n")):
         (tmp_path / name).write_bytes(content)
-        refused(["import-dead-letters", str(tmp_path / name), "--database-url", url], "line 1: not a dead letter")
+        result = CliRunner().invoke(cli, ["import-dead-letters", str(tmp_path / name), "--database-url", url])
+        said = " ".join(result.output.split())  # the console wraps a long message at its width
+        assert result.exit_code == 2 and said.startswith("toolwise: "), result.output
+        assert "line 1: not a dead letter" in said and "Traceback" not in said
 
 
 def test_a_bug_is_not_shown_as_a_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
