@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.cli.common import database_or_exit, fail, settings_or_exit
 from toolwise.cli.console import console
 from toolwise.config import Settings
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService, StoreUnavailableError
+from toolwise.feedback import FeedbackService, StoreUnavailableError, shown_url
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.errors import DatabaseFailedError, DeadLetterError
 from toolwise.feedback.failures import database_failure
@@ -64,15 +63,10 @@ def run(
             exc,
         )
     except (SQLAlchemyError, sqlite3.Error) as exc:  # a damaged page found by a query, a disk error: not a bug's
-        failure = database_failure(exc, str(path) if path is not None else shown(settings.database_url), path)
+        failure = database_failure(exc, str(path) if path is not None else shown_url(settings.database_url), path)
         if failure is None:
             raise
         fail(f"database failed: {failure}", exc)
-
-
-def shown(url: str) -> str:
-    """A database URL as printed: which database was read, never its password."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 async def current(settings: Settings, feedback: FeedbackService) -> Services:

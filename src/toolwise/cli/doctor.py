@@ -20,14 +20,13 @@ from typing import Any, TextIO
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from sqlalchemy.engine import make_url
 
 from toolwise import sdk
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer
 from toolwise.downstream.environment import downstream_environment, resolve_command
 from toolwise.downstream.listing import all_tools
-from toolwise.feedback import DatabaseUnusableError, FeedbackService
+from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.integrity import check_file, recovery
 
@@ -226,7 +225,7 @@ def _leaf(exc: BaseException) -> BaseException:
 
 async def check_database(config: AppConfig) -> Check:
     url = config.toolwise.database_url
-    shown = make_url(url).render_as_string(hide_password=True)
+    shown = shown_url(url)
     try:
         async with FeedbackService(url, integrity_check_after_s=None) as feedback:  # checked below, waited for
             count = await feedback.reads.count_executions(config.toolwise.namespace)

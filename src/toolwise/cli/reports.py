@@ -12,10 +12,10 @@ from rich.table import Table
 
 from toolwise.cli.common import ConfigOption, DatabaseUrlOption
 from toolwise.cli.console import WideOption, console, print_fitted, span
-from toolwise.cli.database import run, shown
+from toolwise.cli.database import run
 from toolwise.cli.views import Column
 from toolwise.config import Settings
-from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback import FeedbackService, shown_url, utcnow
 from toolwise.feedback.instances import liveness
 
 
@@ -85,7 +85,7 @@ def inspect_compare(
             if not found:
                 known = ", ".join(repr(n) for n in await feedback.reports.namespaces()) or "none"
                 console.print(
-                    f"[yellow]warning: no executions in namespace {name!r} of {shown(settings.database_url)} "
+                    f"[yellow]warning: no executions in namespace {name!r} of {shown_url(settings.database_url)} "
                     f"(namespaces there: {known})[/yellow]"
                 )
         rows = []
@@ -140,7 +140,7 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
         listed = await feedback.snapshots.list(settings.namespace)
         newest = f"#{listed[0].id} {listed[0].source} {listed[0].created_at:%Y-%m-%d %H:%M:%S}" if listed else "none"
         console.print(
-            f"namespace {settings.namespace!r} of {shown(settings.database_url)}: policy {settings.policy}, "
+            f"namespace {settings.namespace!r} of {shown_url(settings.database_url)}: policy {settings.policy}, "
             f"{await feedback.reads.count_executions(settings.namespace)} executions, newest snapshot {newest}"
         )
 

@@ -15,7 +15,7 @@ from toolwise.feedback.errors import (
 from toolwise.feedback.instances import InstanceRegistry
 from toolwise.feedback.log import ExecutionLog
 from toolwise.feedback.records import OUTCOMES, Episode, Execution, Outcome, Rating, ToolMetrics, WriterStats, utcnow
-from toolwise.feedback.service import FeedbackService
+from toolwise.feedback.service import FeedbackService, shown_url
 from toolwise.feedback.snapshots import SnapshotStore
 
 __all__ = [
@@ -40,5 +40,6 @@ __all__ = [
     "argument_digest",
     "canonical_json",
     "default_database_url",
+    "shown_url",
     "utcnow",
 ]

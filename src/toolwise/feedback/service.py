@@ -126,11 +126,11 @@ class FeedbackService:
                 await engine.dispose()
             path = sqlite_path(self.url)
             what = advice(exc, path)  # a damaged file, a lock, a permission: what to do about it
-            said = f"{path or _safe_url(self.url)}: {describe_database_error(exc)}"
+            said = f"{path or shown_url(self.url)}: {describe_database_error(exc)}"
             raise DatabaseUnusableError(said if what is None else f"{said}; {what}") from exc
         if salt is None:
             await engine.dispose()
-            raise DatabaseUnusableError(f"{_safe_url(self.url)}: the argument salt is missing from table 'secrets'")
+            raise DatabaseUnusableError(f"{shown_url(self.url)}: the argument salt is missing from table 'secrets'")
         self.rows.open(bytes.fromhex(salt))
         thread = None  # SQLite files: the one writing thread
         if sqlite_path(self.url) is not None:
@@ -150,7 +150,7 @@ class FeedbackService:
         if self.integrity is not None:
             work = self._check_integrity(self.integrity)
             self._integrity_task = asyncio.create_task(work, name="toolwise-integrity-check")
-        log.info("feedback store ready at %s", _safe_url(self.url))
+        log.info("feedback store ready at %s", shown_url(self.url))
 
     async def _check_integrity(self, check: IntegrityCheck) -> None:
         """The background integrity check, on a thread of its own (it lowers its own priority)."""
@@ -251,6 +251,6 @@ class FeedbackService:
         return imported, len(rows) - imported
 
 
-def _safe_url(url: str) -> str:
-    """The URL without its password, for logs."""
+def shown_url(url: str) -> str:
+    """A database URL as logged and printed: which database, never its password."""
     return make_url(url).render_as_string(hide_password=True)

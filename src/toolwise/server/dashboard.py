@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import make_url
 from starlette.requests import Request
 
-from toolwise.feedback import utcnow
+from toolwise.feedback import shown_url, utcnow
 from toolwise.feedback.records import InstanceStatus, TrendBucket
 from toolwise.server.auth import DASHBOARD
 
@@ -140,7 +139,7 @@ async def gather(feedback: FeedbackService, namespace: str, database_url: str, q
     )
     return View(
         namespace=namespace,
-        database=make_url(database_url).render_as_string(hide_password=True),
+        database=shown_url(database_url),
         now=now,
         executions=await feedback.reads.count_executions(namespace),
         snapshot=snapshot,
