@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -229,6 +229,12 @@ def sampled_propensity(
     """Probability that Gaussian sampling picks `chosen`, estimated with `draws` vectorised samples."""
     samples = rng.normal(means, stds, size=(draws, len(means)))
     return float(np.mean(samples.argmax(axis=1) == chosen))
+
+
+def stamped_state(name: str, schema: int, config: Any, **learned: Any) -> dict[str, Any]:
+    """A policy's `state_dict`: what it `learned`, led by the policy's name, schema and config (as
+    `check_state` reads them back)."""
+    return {"policy": name, "schema": schema, "config": asdict(config), **learned}
 
 
 def check_state(state: dict[str, Any], name: str, schema: int) -> None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any, ClassVar
 
 import numpy as np
@@ -59,6 +58,7 @@ from toolwise.rl.policies.base import (
     check_state,
     rank,
     ranked_selection,
+    stamped_state,
 )
 from toolwise.rl.policies.call_memory import CallMemory
 from toolwise.rl.policies.choice_config import ChoiceConfig
@@ -379,18 +379,18 @@ class ChoiceModel(PolicyBase):
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "schema": self.SCHEMA,
-            "config": asdict(self.config),
-            "weights": self.weights.copy(),
-            "weight_steps": self.weight_steps.copy(),
-            "theta": self.theta.copy(),
-            "steps": self.steps.copy(),
-            "chosen": self.chosen.copy(),
-            "observed": self.observed,
-            "memory": self.memory.state_dict(),
-        }
+        return stamped_state(
+            self.name,
+            self.SCHEMA,
+            self.config,
+            weights=self.weights.copy(),
+            weight_steps=self.weight_steps.copy(),
+            theta=self.theta.copy(),
+            steps=self.steps.copy(),
+            chosen=self.chosen.copy(),
+            observed=self.observed,
+            memory=self.memory.state_dict(),
+        )
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

@@ -1,5 +1,6 @@
-"""x(q), what the choice model's per-tool weights θ_t read of a request (rl/policies/choice.py): the
-leading `dim` components of the query embedding (or, without one, the folded hashed features), unit length."""
+"""x(q), what the per-tool weights θ_t of the choice model (rl/policies/choice.py) and of the semantic
+residual (semantic.py) read of a request: the leading `dim` components of the query embedding (or, without
+one, the folded hashed features), unit length."""
 
 from __future__ import annotations
 

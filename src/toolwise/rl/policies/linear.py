@@ -8,7 +8,7 @@ each shortlisted arm's reward from N(mean, (v·width)²) and takes the best draw
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +25,7 @@ from toolwise.rl.policies.base import (
     rank,
     ranked_selection,
     sampled_propensity,
+    stamped_state,
 )
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
 
@@ -79,12 +80,12 @@ class _Linear(PolicyBase):
         return Update(self.model.update(lesson.context, lesson.arm, lesson.reward, lesson.prior), None)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "schema": self.SCHEMA,
-            "config": asdict(self.config),
-            "model": self.model.state_dict(),
-        }
+        return stamped_state(
+            self.name,
+            self.SCHEMA,
+            self.config,
+            model=self.model.state_dict(),
+        )
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

@@ -27,7 +27,7 @@ after bad arguments, a timeout) apart from `worked` (what the choice model learn
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,7 +37,16 @@ from toolwise.rl.across import AcrossConfig, FitAcross, Trials, clearly_better
 from toolwise.rl.calibration import Calibration
 from toolwise.rl.context import Context
 from toolwise.rl.outcomes import Estimate, OutcomeConfig, OutcomeMemory, Served
-from toolwise.rl.policies.base import Capabilities, Lesson, Lessons, PolicyBase, Selection, Update, check_state
+from toolwise.rl.policies.base import (
+    Capabilities,
+    Lesson,
+    Lessons,
+    PolicyBase,
+    Selection,
+    Update,
+    check_state,
+    stamped_state,
+)
 from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.rl.policies.choice_config import ChoiceConfig
 
@@ -287,16 +296,16 @@ class OutcomeModel(PolicyBase):
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "schema": self.SCHEMA,
-            "config": asdict(self.config),
-            "choice": self.choice.state_dict(),
-            "memory": self.memory.state_dict(),
-            "across": self.across.state_dict(),
-            "trials": self.trials.state_dict(),
-            "calibration": self.calibration.state_dict(),
-        }
+        return stamped_state(
+            self.name,
+            self.SCHEMA,
+            self.config,
+            choice=self.choice.state_dict(),
+            memory=self.memory.state_dict(),
+            across=self.across.state_dict(),
+            trials=self.trials.state_dict(),
+            calibration=self.calibration.state_dict(),
+        )
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

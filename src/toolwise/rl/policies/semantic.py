@@ -41,9 +41,8 @@ the two blocks' precisions apart). Every read of the state settles what is pendi
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -61,7 +60,9 @@ from toolwise.rl.policies.base import (
     check_state,
     rank,
     ranked_selection,
+    stamped_state,
 )
+from toolwise.rl.policies.choice_features import query_features
 
 SETTLE_ROWS = 200_000  # batched rows kept before they are settled (32 bytes a row, plus their queries' features)
 SETTLE_BYTES = 64_000_000  # … or sooner, once they and their features take this much (a log of distinct queries)
@@ -130,16 +131,7 @@ class SemanticUCB(PolicyBase):
 
     def features(self, context: Context) -> NDArray[np.float64]:
         """x(q): the leading `dim` embedding components (or folded hashed features), unit length."""
-        dim = self.config.dim
-        if context.embedding is not None:
-            x = np.asarray(context.embedding[:dim], dtype=np.float64)
-            if len(x) < dim:
-                x = np.concatenate([x, np.zeros(dim - len(x))])
-        else:
-            x = np.zeros(dim)
-            np.add.at(x, context.indices % dim, context.values)
-        norm = math.sqrt(float(x @ x))
-        return x / norm if norm else x
+        return query_features(context, self.config.dim)
 
     def bucket(self, context: Context) -> int | None:
         """The previous tool's bucket; None on a session's first call (or with the block off)."""
@@ -362,17 +354,17 @@ class SemanticUCB(PolicyBase):
 
     def state_dict(self) -> dict[str, Any]:
         self.settle()
-        return {
-            "policy": self.name,
-            "schema": self.SCHEMA,
-            "config": asdict(self.config),
-            "theta": self.theta.copy(),
-            "a_inv": self.a_inv.copy(),
-            "after": self.after.copy(),
-            "after_inv": self.after_inv.copy(),
-            "intercept": self.intercept,
-            "observed": self.observed,
-        }
+        return stamped_state(
+            self.name,
+            self.SCHEMA,
+            self.config,
+            theta=self.theta.copy(),
+            a_inv=self.a_inv.copy(),
+            after=self.after.copy(),
+            after_inv=self.after_inv.copy(),
+            intercept=self.intercept,
+            observed=self.observed,
+        )
 
     def load_state(self, state: dict[str, Any]) -> None:
         """A schema-1 state (before the previous-tool block) is migrated: its query block is kept and

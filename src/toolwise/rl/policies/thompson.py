@@ -3,7 +3,7 @@ per context, seeded by the lexical prior as `prior_strength` pseudo-observations
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,6 +20,7 @@ from toolwise.rl.policies.base import (
     rank,
     ranked_selection,
     sampled_propensity,
+    stamped_state,
 )
 from toolwise.rl.policies.tabular import Table
 
@@ -82,14 +83,14 @@ class TabularThompson(PolicyBase):
         return Update(float(reward - mean_before), None)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "schema": self.SCHEMA,
-            "config": asdict(self.config),
-            "table": self.table.state_dict(),
-            "mean_reward": self.mean_reward,
-            "observed": self.observed,
-        }
+        return stamped_state(
+            self.name,
+            self.SCHEMA,
+            self.config,
+            table=self.table.state_dict(),
+            mean_reward=self.mean_reward,
+            observed=self.observed,
+        )
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

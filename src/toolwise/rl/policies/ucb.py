@@ -8,7 +8,7 @@ term on a terminal step); squash(Q) = Q·(1 − γ), the discounted return's bou
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,6 +24,7 @@ from toolwise.rl.policies.base import (
     check_state,
     rank,
     ranked_selection,
+    stamped_state,
 )
 from toolwise.rl.policies.tabular import Table
 from toolwise.rl.replay import Batch, Transition
@@ -116,13 +117,13 @@ class TabularUCB(PolicyBase):
         return td
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.name,
-            "schema": self.SCHEMA,
-            "config": asdict(self.config),
-            "epsilon": self.epsilon,
-            "table": self.table.state_dict(),
-        }
+        return stamped_state(
+            self.name,
+            self.SCHEMA,
+            self.config,
+            epsilon=self.epsilon,
+            table=self.table.state_dict(),
+        )
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)
