@@ -22,7 +22,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR
 from toolwise.background import Background
 from toolwise.config import ServerSpec, Settings, prefix_of
 from toolwise.downstream.connection import Downstream, Health
-from toolwise.downstream.forwarding import InputRound
+from toolwise.downstream.forwarding import InputRound, forward
 from toolwise.downstream.naming import assign
 from toolwise.downstream.quickcheck import quick_check
 from toolwise.downstream.relaying import Relay
@@ -135,9 +135,9 @@ class Catalogue:
         rounds: InputRound | None = None,
         caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        return await self.downstreams[route.server].call(
-            route.tool, arguments, self.settings.call_timeout_s, meta, progress, rounds, caller
-        )
+        """Forward one call (of the client `caller`) over its route's downstream, through the circuit breaker."""
+        downstream, timeout_s = self.downstreams[route.server], self.settings.call_timeout_s
+        return await forward(downstream, route.tool, arguments, timeout_s, meta, progress, rounds, caller)
 
     def offering(self, capability: str) -> list[tuple[Downstream, Client]]:
         """The ready downstreams whose capabilities include `capability` (resources, prompts, …)."""

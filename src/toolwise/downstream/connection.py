@@ -19,14 +19,13 @@ from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client
-from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
 from toolwise.config import ServerSpec, Settings, StdioServer
 from toolwise.downstream.errors import DownstreamError
 from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns, untagged_reporter
-from toolwise.downstream.forwarding import InputRound, forward
+from toolwise.downstream.forwarding import InputRound
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.processes import STOP_S, kill_spawned, watch_exit
 from toolwise.downstream.relaying import Relay, listener
@@ -259,19 +258,6 @@ class Downstream:
     async def _refresh(self, client: Client) -> None:
         self.tools = offered(self.name, self.spec, await all_tools(client))
         self.on_tools()
-
-    async def call(
-        self,
-        tool: str,
-        arguments: dict[str, Any] | None,
-        timeout_s: float,
-        meta: types.RequestParamsMeta | None = None,
-        progress: ProgressFnT | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Forward one call (of the client `caller`) through the circuit breaker (`forwarding.forward`)."""
-        return await forward(self, tool, arguments, timeout_s, meta, progress, rounds, caller)
 
     async def ready_session(self, deadline: float, tool: str, rounds: InputRound | None) -> Client:
         """The connection a call of `tool` goes over, waiting (until `deadline`, the loop's time) while the
