@@ -9,28 +9,17 @@ from dataclasses import dataclass
 
 from toolwise.feedback.database import Database
 from toolwise.feedback.reads import column_batches
+from toolwise.feedback.records import CallColumns
 
 
 @dataclass(slots=True, frozen=True)
-class DecisionColumns:
-    """A run of the log as columns (row i of each is one execution). `decision_id` is set on a call
-    that followed a recommendation; `propensity` only when the called tool was the one chosen."""
+class DecisionColumns(CallColumns):
+    """A run of the log as columns, with each call's decision. `decision_id` is set on a call that
+    followed a recommendation; `propensity` only when the called tool was the one chosen."""
 
-    seq: Sequence[int]
-    session_id: Sequence[str]
-    position: Sequence[int]
-    tool: Sequence[str]
-    success: Sequence[bool]
-    latency_ms: Sequence[float]
-    query: Sequence[str | None]
-    previous_tool: Sequence[str | None]
     decision_id: Sequence[str | None]
     propensity: Sequence[float | None]
     reward: Sequence[float | None]
-    error_type: Sequence[str | None]
-
-    def __len__(self) -> int:
-        return len(self.seq)
 
 
 async def iter_decision_columns(

@@ -204,14 +204,11 @@ class EpisodeEnd:
 
 
 @dataclass(slots=True, frozen=True)
-class LogColumns:
-    """A run of the shared log as columns (row i of each is one execution, oldest first), with what
-    learning an execution needs: a replay learns every entry, so it reads these once instead of the
-    entries and then whole records (no timestamps, arguments or messages decoded, no object a row)."""
+class CallColumns:
+    """A run of the log as columns (row i of each is one execution, oldest first): what every reader of
+    the log in columns (`LogColumns`, `decisions.DecisionColumns`) reads of each call."""
 
     seq: Sequence[int]
-    id: Sequence[str]
-    instance: Sequence[str | None]
     session_id: Sequence[str]
     position: Sequence[int]
     tool: Sequence[str]
@@ -223,6 +220,16 @@ class LogColumns:
 
     def __len__(self) -> int:
         return len(self.seq)
+
+
+@dataclass(slots=True, frozen=True)
+class LogColumns(CallColumns):
+    """The shared log's columns with what learning an execution needs: a replay learns every entry, so
+    it reads these once instead of the entries and then whole records (no timestamps, arguments or
+    messages decoded, no object a row)."""
+
+    id: Sequence[str]
+    instance: Sequence[str | None]
 
 
 @dataclass(slots=True, frozen=True)

@@ -27,13 +27,13 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from mcp_types import RequestParamsMeta
 
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
-from toolwise.feedback.records import new_id
+from toolwise.feedback.records import CallColumns, new_id
 from toolwise.rl import Decision, Step, StepColumns
 from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
 
@@ -300,25 +300,6 @@ def step_of(
         after_failure=after_failure,
         followed=followed,
     )
-
-
-class CallColumns(Protocol):
-    """What the log's column batches (`LogColumns`, `DecisionColumns`) hold of each call."""
-
-    @property
-    def tool(self) -> Sequence[str]: ...
-    @property
-    def success(self) -> Sequence[bool]: ...
-    @property
-    def latency_ms(self) -> Sequence[float]: ...
-    @property
-    def previous_tool(self) -> Sequence[str | None]: ...
-    @property
-    def position(self) -> Sequence[int]: ...
-    @property
-    def session_id(self) -> Sequence[str]: ...
-    @property
-    def error_type(self) -> Sequence[str | None]: ...
 
 
 def step_columns(
