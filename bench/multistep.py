@@ -23,6 +23,8 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,43 +82,54 @@ def public_names(app: Toolwise) -> dict[str, str]:
     return {r.tool: t.name for t in app.catalogue.tools() if (r := app.catalogue.resolve(t.name)) is not None}
 
 
-async def toolwise_run(
-    tools_file: Path, chains: list[dict[str, Any]], flow: str, seed: int
-) -> tuple[Hits, dict[str, str], list[ToolDoc], float]:
-    """The stream through toolwise; also its public name of each data-set tool and its tool documents."""
-    hits = Hits()
+@asynccontextmanager
+async def served(tools_file: Path, seed: int) -> AsyncIterator[tuple[Toolwise, Client, dict[str, str]]]:
+    """A fresh toolwise over the data set's tools (on a database of its own), an in-process client on it,
+    and its public name of each data-set tool."""
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed)) as app,
             Client(build_server(app), mode="legacy") as client,
         ):
-            public = public_names(app)
-            started = time.perf_counter()
-            for i, chain in enumerate(chains):
-                session = f"conversation-{i}"
-                for j, step in enumerate(chain["steps"]):
-                    truth = public[step["tool"]]
-                    rec = await client.call_tool(
-                        "recommend_tool", {"query": step["text"], "session_id": session, "top_k": 1}
-                    )
-                    if j:
-                        nxt = await client.call_tool("recommend_next_tools", {"session_id": session, "top_k": 3})
-                        ranked = [r["tool"] for r in nxt.structured_content["recommendations"]]
-                        picked = rec.structured_content["recommendations"][0]["tool"]
-                        hits.add(i, next1=ranked[:1] == [truth], next3=truth in ranked, tool1=picked == truth)
-                    meta = session_meta(session) if flow == "tagged" else None
-                    result = await client.call_tool(truth, {"expect": [step["tool"]]}, meta=meta)
-                    if result.is_error:
-                        raise RuntimeError(f"{truth} failed: {result.content}")
-                ended = await client.call_tool("end_session", {"session_id": session, "outcome": "success"})
-                if ended.is_error:
-                    raise RuntimeError(f"end_session failed: {ended.content}")
-            elapsed = time.perf_counter() - started
-            docs = list(app.learning.tool_docs)
-            policy = app.learning.learner.policy
-            if isinstance(policy, ChoiceModel):  # the prior's mix as this set taught it
-                mix = ", ".join(f"{n} {w:.2f}" for n, w in zip(FEATURES, policy.weights, strict=True))
-                print(f"  {flow}: learned feature weights: {mix}")
+            yield app, client, public_names(app)
+
+
+async def end_session(client: Client, session: str, outcome: str) -> None:
+    ended = await client.call_tool("end_session", {"session_id": session, "outcome": outcome})
+    if ended.is_error:
+        raise RuntimeError(f"end_session failed: {ended.content}")
+
+
+async def toolwise_run(
+    tools_file: Path, chains: list[dict[str, Any]], flow: str, seed: int
+) -> tuple[Hits, dict[str, str], list[ToolDoc], float]:
+    """The stream through toolwise; also its public name of each data-set tool and its tool documents."""
+    hits = Hits()
+    async with served(tools_file, seed) as (app, client, public):
+        started = time.perf_counter()
+        for i, chain in enumerate(chains):
+            session = f"conversation-{i}"
+            for j, step in enumerate(chain["steps"]):
+                truth = public[step["tool"]]
+                rec = await client.call_tool(
+                    "recommend_tool", {"query": step["text"], "session_id": session, "top_k": 1}
+                )
+                if j:
+                    nxt = await client.call_tool("recommend_next_tools", {"session_id": session, "top_k": 3})
+                    ranked = [r["tool"] for r in nxt.structured_content["recommendations"]]
+                    picked = rec.structured_content["recommendations"][0]["tool"]
+                    hits.add(i, next1=ranked[:1] == [truth], next3=truth in ranked, tool1=picked == truth)
+                meta = session_meta(session) if flow == "tagged" else None
+                result = await client.call_tool(truth, {"expect": [step["tool"]]}, meta=meta)
+                if result.is_error:
+                    raise RuntimeError(f"{truth} failed: {result.content}")
+            await end_session(client, session, "success")
+        elapsed = time.perf_counter() - started
+        docs = list(app.learning.tool_docs)
+        policy = app.learning.learner.policy
+        if isinstance(policy, ChoiceModel):  # the prior's mix as this set taught it
+            mix = ", ".join(f"{n} {w:.2f}" for n, w in zip(FEATURES, policy.weights, strict=True))
+            print(f"  {flow}: learned feature weights: {mix}")
     return hits, public, docs, elapsed
 
 

@@ -22,21 +22,17 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mcp import Client
-from multistep import Hits, config, public_names
+from multistep import Hits, end_session, served
 from references import WittenBell
 
 from toolwise.learning.sessions import session_meta
 from toolwise.rl import SequenceModel
-from toolwise.server.app import Toolwise
-from toolwise.server.build import build_server
 
 HERE = Path(__file__).resolve().parent
 NEXT = ("toolwise", "seq+flags", "trigram_all", "repeat_last", "trigram_worked")
@@ -54,39 +50,32 @@ async def toolwise_run(tools_file: Path, runs: list[dict[str, Any]], seed: int) 
     """The stream through toolwise, steps 2+: recommend_next_tools' hits (`hit`) and recommend_tool's
     (`tool`; a step without a text counts as a miss); and its public name of each data-set tool."""
     hits = Hits()
-    with tempfile.TemporaryDirectory() as tmp:
-        async with (
-            Toolwise(config(tools_file, Path(tmp) / "toolwise.db", seed)) as app,
-            Client(build_server(app), mode="legacy") as client,
-        ):
-            public = public_names(app)
-            started = time.perf_counter()
-            for i, run in enumerate(runs):
-                session = f"trajectory-{i}"
-                for j, step in enumerate(run["steps"]):
-                    truth = public[step["tool"]]
-                    picked: list[str] = []
-                    if step["text"]:
-                        answer = await client.call_tool(
-                            "recommend_tool", {"query": step["text"], "session_id": session, "top_k": 3}
-                        )
-                        picked = [r["tool"] for r in answer.structured_content["recommendations"]]
-                    if j:
-                        answer = await client.call_tool("recommend_next_tools", {"session_id": session, "top_k": 3})
-                        ranked = [r["tool"] for r in answer.structured_content["recommendations"]]
-                        failed = not run["steps"][j - 1]["ok"]
-                        hits.add(i, failed=failed, **marks(ranked, truth, "hit"), **marks(picked, truth, "tool"))
-                    expect = [step["tool"]] if step["ok"] else []  # the downstream fails the call as it failed
-                    result = await client.call_tool(truth, {"expect": expect}, meta=session_meta(session))
-                    if result.is_error == step["ok"]:
-                        raise RuntimeError(
-                            f"{truth} answered is_error={result.is_error}, the trajectory says ok={step['ok']}"
-                        )
-                outcome = "success" if run.get("reward", 0) >= 1 else "failure"
-                ended = await client.call_tool("end_session", {"session_id": session, "outcome": outcome})
-                if ended.is_error:
-                    raise RuntimeError(f"end_session failed: {ended.content}")
-            elapsed = time.perf_counter() - started
+    async with served(tools_file, seed) as (_, client, public):
+        started = time.perf_counter()
+        for i, run in enumerate(runs):
+            session = f"trajectory-{i}"
+            for j, step in enumerate(run["steps"]):
+                truth = public[step["tool"]]
+                picked: list[str] = []
+                if step["text"]:
+                    answer = await client.call_tool(
+                        "recommend_tool", {"query": step["text"], "session_id": session, "top_k": 3}
+                    )
+                    picked = [r["tool"] for r in answer.structured_content["recommendations"]]
+                if j:
+                    answer = await client.call_tool("recommend_next_tools", {"session_id": session, "top_k": 3})
+                    ranked = [r["tool"] for r in answer.structured_content["recommendations"]]
+                    failed = not run["steps"][j - 1]["ok"]
+                    hits.add(i, failed=failed, **marks(ranked, truth, "hit"), **marks(picked, truth, "tool"))
+                expect = [step["tool"]] if step["ok"] else []  # the downstream fails the call as it failed
+                result = await client.call_tool(truth, {"expect": expect}, meta=session_meta(session))
+                if result.is_error == step["ok"]:
+                    raise RuntimeError(
+                        f"{truth} answered is_error={result.is_error}, the trajectory says ok={step['ok']}"
+                    )
+            outcome = "success" if run.get("reward", 0) >= 1 else "failure"
+            await end_session(client, session, outcome)
+        elapsed = time.perf_counter() - started
     return hits, public, elapsed
 
 
