@@ -4,7 +4,7 @@ instance's heartbeat status (`toolwise inspect status`) and the Prometheus gauge
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 
 from toolwise.downstream.connection import Health
 from toolwise.rl import Learner
@@ -14,20 +14,32 @@ FLAGS = ("shadow", "learning", "replay", "sequences")  # capability settings the
 
 
 @dataclass(frozen=True, slots=True)
-class LearningStats:
+class LearnedStats:
+    """The part of the statistics the learning thread changes, read there (`learning_stats`)."""
+
     policy: str
-    serving: str  # what answers recommend_tool: the policy, the baseline (shadow mode) or the prior (catching up)
-    namespace: str
-    instance: str
-    flags: dict[str, bool]
     tools: int
-    decisions: int
-    explored: int
-    calls: int
     updates: int
     mean_update_reward: float | None
     replay_size: int
     sequences: int
+    epsilon: float  # the adaptive exploration rate now (rl/exploration.py)
+    epsilon_reason: str
+    reopened_tools: list[str]  # tools the drift guard re-opened
+    drifts: list[str]  # the newest changes it saw, in words
+
+
+@dataclass(frozen=True, slots=True)
+class LearningStats(LearnedStats):
+    """All the statistics: what the learning thread changes (`LearnedStats`), and the rest, the event loop's."""
+
+    serving: str  # what answers recommend_tool: the policy, the baseline (shadow mode) or the prior (catching up)
+    namespace: str
+    instance: str
+    flags: dict[str, bool]
+    decisions: int
+    explored: int
+    calls: int
     open_sessions: int
     pending: int  # calls noted, not yet recorded and learned
     queued_records: int  # records waiting for group commit
@@ -40,11 +52,7 @@ class LearningStats:
     snapshot_id: int | None
     downstreams: list[Health]
     shielded_tools: dict[str, str]
-    epsilon: float = 0.0  # the adaptive exploration rate now (rl/exploration.py)
-    epsilon_reason: str = ""
-    reopened_tools: list[str] = field(default_factory=list)  # tools the drift guard re-opened
-    drifts: list[str] = field(default_factory=list)  # the newest changes it saw, in words
-    open_circuits: list[str] = field(default_factory=list)
+    open_circuits: list[str]
     mean_reward: float | None = None  # per recorded call: read from the store, only by the tool that reports it
 
     @property
@@ -52,25 +60,9 @@ class LearningStats:
         return self.explored / self.decisions if self.decisions else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Learned:
-    """The part of the statistics the learning thread changes, read there (`learning_stats`)."""
-
-    policy: str
-    tools: int
-    updates: int
-    mean_update_reward: float | None
-    replay_size: int
-    sequences: int
-    epsilon: float
-    epsilon_reason: str
-    reopened_tools: list[str]
-    drifts: list[str]
-
-
-def _learned(learner: Learner) -> _Learned:
+def _learned(learner: Learner) -> LearnedStats:
     exploration = learner.exploration
-    return _Learned(
+    return LearnedStats(
         policy=learner.policy.name,
         tools=len(learner.index.active),
         updates=learner.updates,
@@ -96,19 +88,14 @@ async def learning_stats(services: Services) -> LearningStats:
     writer, state = services.feedback.stats, learning.state
     health = services.catalogue.health()
     return LearningStats(
-        policy=learned.policy,
+        **asdict(learned),
         serving=learning.serving,
         namespace=learning.namespace,
         instance=learning.instance_id,
         flags={name: getattr(services.settings, name) for name in FLAGS},
-        tools=learned.tools,
         decisions=state.decisions,
         explored=state.explored,
         calls=state.calls + learning.pending,  # learned, and noted but not yet learned
-        updates=learned.updates,
-        mean_update_reward=learned.mean_update_reward,
-        replay_size=learned.replay_size,
-        sequences=learned.sequences,
         open_sessions=len(learning.sessions),
         pending=learning.pending,
         queued_records=writer.queue_depth,
@@ -121,9 +108,5 @@ async def learning_stats(services: Services) -> LearningStats:
         snapshot_id=services.snapshots.snapshot_id,
         downstreams=health,
         shielded_tools=learning.shields.blocked(time.monotonic()),
-        epsilon=learned.epsilon,
-        epsilon_reason=learned.epsilon_reason,
-        reopened_tools=learned.reopened_tools,
-        drifts=learned.drifts,
         open_circuits=[h.server for h in health if h.circuit != "closed"],
     )
