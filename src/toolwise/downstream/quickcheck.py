@@ -1,5 +1,5 @@
-"""A fast yes for the plain input schemas most tools have, so that a call's arguments are checked
-without jsonschema's general machinery (about 9 µs a call on the event loop, for a one-field schema).
+"""A fast yes for the plain input schemas most tools have, so that a call's arguments, checked on the
+event loop for every call, are checked without jsonschema's general machinery.
 
 `quick_check(schema)` compiles a schema built only of `type`, `properties`, `required`, `items`,
 `additionalProperties: false` and annotations into a predicate that answers True only when the value

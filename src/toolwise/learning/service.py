@@ -19,7 +19,7 @@ what was recorded (every own tool drains first; so does shutdown). Drained in ca
 drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
 recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
-replay of the log learns), several times as many a second, and of up to `CATCH_UP_RUN` once that many
+replay of the log learns, a run's fixed work shared by its calls), and of up to `CATCH_UP_RUN` once that many
 wait (`_run_size`). Whatever else reads or changes the learned state on the event loop holds the
 learning thread's `lock` for it, but for a trace's reward (lock-free, `LearningCore.reward_of`) and the
 statistics (read on the learning thread, `LearningCore.read_learned`).
@@ -169,17 +169,16 @@ class LearningService(LearningCore):
 
     def _learns_nothing(self) -> bool:
         """With learning off (and no argument values kept, which embeds their requests) a chunk is only its
-        rewards and context hashes, a few microseconds a call: done on the event loop, not handed over."""
+        rewards and context hashes, too little work to hand over: done on the event loop."""
         return not self.settings.learning and not self.settings.store_arguments
 
     def _run_size(self, behind: bool) -> int:
         """How many pending calls the next hand-over takes: up to `HAND_OVER` while learning keeps up (learned
         one at a time, a blocked reader let in every `LEARN_CHUNK`), runs of up to `LEARN_RUN` once it is
         behind, and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work (the n-gram counts, a run's
-        arrays, its Python) is shared by more calls then: about a fifth more a CPU second at 1,000 tools
-        (docs/benchmarks.md). The newest pending call waits for the backlog whatever the run's size; a reader
-        waits for one run (tens of milliseconds at 1,000 tools), and a run's n-grams count from the next run
-        on (minibatch semantics, as a replay of the log learns in runs of 512)."""
+        arrays, its Python) is shared by more calls then (docs/benchmarks.md has the figures). The newest
+        pending call waits for the backlog whatever the run's size; a reader waits for one run, and a run's
+        n-grams count from the next run on (minibatch semantics, as a replay of the log learns in runs of 512)."""
         if not behind:
             return HAND_OVER
         return CATCH_UP_RUN if len(self._pending) >= CATCH_UP_RUN else LEARN_RUN

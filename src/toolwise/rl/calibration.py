@@ -49,7 +49,7 @@ class Calibration:
         return m
 
     def learn(self, p_agent: float, worked: float) -> None:
-        """One AdaGrad step on the log-loss (scalar arithmetic: a call at a time, thousands a second)."""
+        """One AdaGrad step on the log-loss (scalar arithmetic, a call at a time: no array work on every call)."""
         z = logit_of(p_agent)
         a, b = float(self.weights[0]), float(self.weights[1])
         error = worked - 1.0 / (1.0 + math.exp(-(a + b * z)))

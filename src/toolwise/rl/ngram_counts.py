@@ -222,7 +222,7 @@ class NgramCounts:
 
     def state_dict(self) -> dict[str, Any]:
         """Columnar (interned tool names, numpy columns; `packed`): a year of n-grams packs and loads
-        in a fraction of a second, so a snapshot fits in the time a client gives a stopping server."""
+        without a Python object an n-gram, so a snapshot fits in the time a client gives a stopping server."""
         if self._cold is not None:
             self._cold.flush()
         head = {"schema": self.SCHEMA, "max_n": self.max_n, "min_count": self.min_count}

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 class SumTree:
     """A complete binary tree over `capacity` leaves whose inner nodes hold the sum of their children.
     Nodes live in a Python list: every operation is a walk of scalar reads and writes, which a list
-    does several times faster than a numpy array."""
+    does faster than a numpy array (whose every scalar read makes a new numpy object)."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:

@@ -20,7 +20,7 @@ _REF = "__ndarray__"
 
 def pack(state: Any, *, deflate: bool = True) -> bytes:
     """The state as bytes; `deflate=False` stores every array as it is (a stopping server, short of
-    time: packing without deflating is several times faster, at about twice the bytes)."""
+    time: packing without deflating is faster, at about twice the bytes)."""
     arrays: list[np.ndarray] = []
 
     def strip(value: Any) -> Any:
@@ -42,7 +42,7 @@ def pack(state: Any, *, deflate: bool = True) -> bytes:
     tree = json.dumps(strip(state), sort_keys=True, separators=(",", ":")).encode()
     buffer = io.BytesIO()
     # Float arrays are stored as they are: they deflate by a quarter at most, and deflating a year's
-    # state took most of the 2 s a client gives a stopping server. Integer arrays
+    # state is slow next to the time a client gives a stopping server. Integer arrays
     # (n-gram ids and counts) deflate to a fraction, fast at level 1. Any snapshot loads either way.
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         archive.writestr(zipfile.ZipInfo("tree.json", _EPOCH), tree, zipfile.ZIP_DEFLATED)

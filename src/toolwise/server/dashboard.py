@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from toolwise.feedback import FeedbackService
 
 WINDOWS = {"1h": 1.0, "24h": 24.0, "7d": 168.0, "30d": 720.0}  # the trend's look-back, hours
-TREND_ROWS = 20_000  # the trend reads at most the newest this many executions of the namespace: a row read
-# costs a few µs on SQLite (bench/dashboard.py), so a window holding more shows its newest calls, and says so
+TREND_ROWS = 20_000  # the trend reads at most the newest this many executions of the namespace: its time grows
+# with the rows read (bench/dashboard.py times the page), so a window holding more shows its newest calls, and says so
 TREND_SLICES = 24
 RECENT_CALLS = 400  # the sessions are those of the newest this many calls
 SESSIONS = 12

@@ -304,7 +304,7 @@ class SemanticUCB(PolicyBase):
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         order = np.argsort(arms, kind="stable")
         tools, starts = np.unique(arms[order], return_index=True)
-        # One thread: a multi-threaded BLAS on 128×128 systems is ~10× slower on a loaded machine.
+        # One thread: a multi-threaded BLAS on 128×128 systems is far slower on a loaded machine (rl/blas.py).
         with threadpool_limits(limits=1, user_api="blas"):
             for tool, part in zip(tools.tolist(), np.split(order, starts[1:]), strict=True):
                 self._settle_tool(tool, features, rows[part], buckets[part], y[part])
