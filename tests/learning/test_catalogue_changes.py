@@ -20,6 +20,7 @@ from toolwise.feedback import FeedbackService
 from toolwise.learning import core
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.service import LearningService
+from toolwise.learning.teaching import EMBEDDING_THREAD
 
 
 def tool(name: str, description: str) -> types.Tool:
@@ -83,7 +84,7 @@ async def test_a_shutdown_cancelled_while_it_stops_the_embedding_is_cancelled_st
             await winding_down.wait()
             raise
 
-    monkeypatch.setattr(learning, "_teaching", asyncio.ensure_future(teaching()))
+    monkeypatch.setattr(learning.teaching, "_teaching", asyncio.ensure_future(teaching()))
     await asyncio.sleep(0)
     stopping = asyncio.create_task(learning.stop_teaching())
     await asyncio.sleep(0.01)
@@ -125,7 +126,7 @@ async def test_a_shutdown_stops_the_abandoned_embedding_of_the_first_catalogue(
     catalogue = [tool(f"t{i}__do", f"Do thing number {i} for the user.") for i in range(4000)]
     await learning.set_tools(catalogue, first=True)
     await asyncio.to_thread(embedder.started.wait, 10)
-    [thread] = [t for t in set(threading.enumerate()) - before if t.name == core.EMBEDDING_THREAD]
+    [thread] = [t for t in set(threading.enumerate()) - before if t.name == EMBEDDING_THREAD]
     with caplog.at_level(logging.ERROR, logger="toolwise.learning.worker"):
         await learning.stop_teaching()  # what a shutdown does first
         await asyncio.to_thread(thread.join, 10)  # a generous bound: it ends, however slow the machine

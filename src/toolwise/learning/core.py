@@ -1,7 +1,8 @@
 """What the learning service holds and answers between calls: the learned state (a `LearnedState`,
 learning/learned.py, that a snapshot replaces whole through `adopt`), the catalogue the learner knows
-(`set_tools`), the session and open decision a call belongs to (`attribute`), and the shields. Noting,
-recording and learning the calls is `learning/service.py`'s `LearningService`, built on it.
+(`set_tools`, taught by learning/teaching.py), the session and open decision a call belongs to
+(`attribute`), and the shields. Noting, recording and learning the calls is `learning/service.py`'s
+`LearningService`, built on it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -29,7 +29,7 @@ from toolwise.feedback import (
 )
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN
 from toolwise.feedback.records import new_id
-from toolwise.learning.embedding import embed_until_stopped, load_embedder, tool_document, tool_effect
+from toolwise.learning.embedding import load_embedder, tool_document, tool_effect
 from toolwise.learning.learned import CatchUp, LearnedState
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.sessions import (
@@ -41,8 +41,9 @@ from toolwise.learning.sessions import (
     Sessions,
     step_of,
 )
+from toolwise.learning.teaching import Teaching
 from toolwise.learning.watermark import Covered
-from toolwise.learning.worker import LearningThread, StateLock, abandonable
+from toolwise.learning.worker import LearningThread, StateLock
 from toolwise.rl import Learner, LearnerConfig, RewardWeights, Step, ToolDoc
 from toolwise.rl.arguments import ArgumentMemory
 from toolwise.rl.exploration import EPSILON_MAX, ExplorationConfig
@@ -78,7 +79,6 @@ def learned_from(error_type: str | None) -> bool:
 
 CALLERS_FAULT = InvalidArgumentsError.__name__  # error type of a call the downstream refused as invalid params
 CANCELLED = CallCancelledError.__name__  # error type of a call the client cancelled (or whose connection closed)
-EMBEDDING_THREAD = "toolwise-embedding"  # the thread a catalogue's new documents are embedded on (abandonable)
 
 
 def learner_config(s: Settings) -> LearnerConfig:
@@ -102,8 +102,9 @@ class LearningCore:
         self.feedback = feedback
         self.metrics = metrics
         self.instance_id = new_id()
-        self.tool_docs: list[ToolDoc] = []
         self.embedder = load_embedder(settings.embedding)
+        self.thread = LearningThread()
+        self.teaching = Teaching(self.thread.lock, lambda: self.learner, self.embedder)
         self.state = LearnedState(self.new_learner(), np.random.default_rng(settings.seed))
         self.progress = CatchUp()
         self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
@@ -121,14 +122,11 @@ class LearningCore:
         # argument values of successful calls, for suggestions (kept only where arguments are stored)
         self.arguments = ArgumentMemory()
         self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
-        self.thread = LearningThread()
         self._pending: deque[Call] = deque()
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._closing = False
-        self._wanted = self.tool_docs  # the catalogue last given to `set_tools`, taken by `_teach`
-        self._teaching: asyncio.Future[None] | None = None
 
     @property
     def learner(self) -> Learner:
@@ -172,13 +170,15 @@ class LearningCore:
         learner.set_tools(self.tool_docs, vectors, later=later)
         return learner
 
+    @property
+    def tool_docs(self) -> list[ToolDoc]:
+        """The catalogue the learner knows."""
+        return self.teaching.docs
+
     def running_vectors(self) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
         """The running learner's document vectors and the documents still waiting to be embedded, read
-        together under the lock from any thread: `_teach` replaces both, and a read between the two could
-        take a waiting document's blank vector for its embedding."""
-        with self.lock:
-            running = self.learner.index
-            return running.vectors, running.unembedded
+        together (`Teaching.running_vectors`)."""
+        return self.teaching.running_vectors()
 
     @property
     def serving(self) -> str:
@@ -214,55 +214,17 @@ class LearningCore:
         await self.progress.until_loaded()
 
     async def set_tools(self, tools: list[types.Tool], *, first: bool = False) -> None:
-        """Teach the learner the running catalogue; returns once it knows this one (or a newer). Its new
-        documents are embedded in a thread of their own while the event loop serves (a shutdown does not
-        wait for it: `stop_teaching`); the learner then takes it whole under the lock. One task takes
-        the changes in the order they came (`_teach`), so the last catalogue wins. `first` (a server's
-        start, nothing listed yet): the learner lists the catalogue at once, BM25 alone scoring its
-        documents until they are embedded (`catalogue_taken`), and this returns then."""
-        self._wanted = [tool_doc(t) for t in tools]
-        if first:
-            with self.lock:
-                self.learner.set_tools(self._wanted, later={doc.document for doc in self._wanted})
-                self.tool_docs = self._wanted
-        if self._teaching is None or self._teaching.done():
-            self._teaching = asyncio.ensure_future(self._teach())
-        if not first:
-            await self.catalogue_taken()
+        """Teach the learner the running catalogue (`Teaching.set_tools`); returns once it knows this one (or
+        a newer), or with `first` (a server's start) once it lists it, BM25 alone scoring it meanwhile."""
+        await self.teaching.set_tools([tool_doc(t) for t in tools], first=first)
 
     async def catalogue_taken(self) -> None:
         """Return once the learner has the last catalogue given, every document embedded."""
-        if self._teaching is not None:
-            await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
-
-    async def _teach(self) -> None:
-        while self._wanted is not self.tool_docs or self.learner.index.unembedded:
-            docs = self._wanted
-            vectors = await self._embed_ahead(docs)
-            with self.lock:
-                self.learner.set_tools(docs, vectors)
-                self.tool_docs = docs
+        await self.teaching.taken()
 
     async def stop_teaching(self) -> None:
-        """Shutting down: a catalogue still being embedded is not waited for (its embedding is abandoned);
-        the learner keeps the catalogue it knew, BM25 alone scoring what was not embedded yet."""
-        if self._teaching is not None and not self._teaching.done():
-            self._teaching.cancel()
-            # its cancellation is not taken for this caller's: a shutdown cancelled meanwhile still stops
-            await asyncio.wait([self._teaching])
-
-    async def _embed_ahead(self, docs: list[ToolDoc]) -> dict[str, NDArray[np.float32]]:
-        """The vectors of `docs`' documents: those the learner has, and the others embedded in a worker
-        thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
-        if self.embedder is None:
-            return {}
-        known, _ = self.running_vectors()
-        vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
-        missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
-        if missing:  # abandoned by a shutdown meanwhile (`stop_teaching`): the learner keeps what it had
-            embedded = await abandonable(partial(embed_until_stopped, self.embedder, missing), name=EMBEDDING_THREAD)
-            vectors.update(zip(missing, embedded, strict=True))
-        return vectors
+        """Shutting down: a catalogue still being embedded is not waited for (`Teaching.stop`)."""
+        await self.teaching.stop()
 
     def attribute(
         self, tool: str, meta: dict[str, Any] | None, connection: str, fallback: str, owner: str | None = None

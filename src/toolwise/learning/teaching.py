@@ -1,0 +1,91 @@
+"""Teaching the learner the running catalogue: a catalogue's new tool documents are embedded in a thread
+of their own while the event loop serves, and the learner takes the catalogue whole under the learning
+thread's lock. One task takes the changes in the order they came, so the last catalogue wins; a shutdown
+does not wait for an embedding (`Teaching.stop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.learning.embedding import embed_until_stopped
+from toolwise.learning.worker import StateLock, abandonable
+from toolwise.rl import Learner, ToolDoc
+from toolwise.rl.embedding import Embedder
+
+EMBEDDING_THREAD = "toolwise-embedding"  # the thread a catalogue's new documents are embedded on (abandonable)
+
+
+class Teaching:
+    """The catalogue the learner knows (`docs`) and the teaching of the newest one given (`set_tools`)."""
+
+    def __init__(self, lock: StateLock, learner: Callable[[], Learner], embedder: Embedder | None) -> None:
+        self.lock = lock  # the learning thread's: held while the learner takes a catalogue
+        self._learner = learner  # the current learner, looked up at each use: a restore replaces it
+        self.embedder = embedder
+        self.docs: list[ToolDoc] = []
+        self._wanted = self.docs  # the catalogue last given to `set_tools`, taken by `_teach`
+        self._teaching: asyncio.Future[None] | None = None
+
+    def running_vectors(self) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
+        """The running learner's document vectors and the documents still waiting to be embedded, read
+        together under the lock from any thread: `_teach` replaces both, and a read between the two could
+        take a waiting document's blank vector for its embedding."""
+        with self.lock:
+            running = self._learner().index
+            return running.vectors, running.unembedded
+
+    async def set_tools(self, docs: list[ToolDoc], *, first: bool = False) -> None:
+        """Teach the learner the catalogue `docs`; returns once it knows this one (or a newer). Its new
+        documents are embedded in a thread of their own while the event loop serves (a shutdown does not
+        wait for it: `stop`); the learner then takes it whole under the lock. `first` (a server's start,
+        nothing listed yet): the learner lists the catalogue at once, BM25 alone scoring its documents
+        until they are embedded (`taken`), and this returns then."""
+        self._wanted = docs
+        if first:
+            with self.lock:
+                self._learner().set_tools(docs, later={doc.document for doc in docs})
+                self.docs = docs
+        if self._teaching is None or self._teaching.done():
+            self._teaching = asyncio.ensure_future(self._teach())
+        if not first:
+            await self.taken()
+
+    async def taken(self) -> None:
+        """Return once the learner has the last catalogue given, every document embedded."""
+        if self._teaching is not None:
+            await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
+
+    async def _teach(self) -> None:
+        while self._wanted is not self.docs or self._learner().index.unembedded:
+            docs = self._wanted
+            vectors = await self._embed_ahead(docs)
+            with self.lock:
+                self._learner().set_tools(docs, vectors)
+                self.docs = docs
+
+    async def stop(self) -> None:
+        """Shutting down: a catalogue still being embedded is not waited for (its embedding is abandoned);
+        the learner keeps the catalogue it knew, BM25 alone scoring what was not embedded yet."""
+        if self._teaching is not None and not self._teaching.done():
+            self._teaching.cancel()
+            # its cancellation is not taken for this caller's: a shutdown cancelled meanwhile still stops
+            await asyncio.wait([self._teaching])
+
+    async def _embed_ahead(self, docs: list[ToolDoc]) -> dict[str, NDArray[np.float32]]:
+        """The vectors of `docs`' documents: those the learner has, and the others embedded in a worker
+        thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
+        if self.embedder is None:
+            return {}
+        known, _ = self.running_vectors()
+        vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
+        missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
+        if missing:  # abandoned by a shutdown meanwhile (`stop`): the learner keeps what it had
+            embedded = await abandonable(partial(embed_until_stopped, self.embedder, missing), name=EMBEDDING_THREAD)
+            vectors.update(zip(missing, embedded, strict=True))
+        return vectors
