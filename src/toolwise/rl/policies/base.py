@@ -231,10 +231,9 @@ def sampled_propensity(
     return float(np.mean(samples.argmax(axis=1) == chosen))
 
 
-def stamped_state(name: str, schema: int, config: Any, **learned: Any) -> dict[str, Any]:
-    """A policy's `state_dict`: what it `learned`, led by the policy's name, schema and config (as
-    `check_state` reads them back)."""
-    return {"policy": name, "schema": schema, "config": asdict(config), **learned}
+def state_head(name: str, schema: int, config: Any) -> dict[str, Any]:
+    """What leads a policy's `state_dict`: the policy's name, schema and config (`check_state` reads them back)."""
+    return {"policy": name, "schema": schema, "config": asdict(config)}
 
 
 def check_state(state: dict[str, Any], name: str, schema: int) -> None:

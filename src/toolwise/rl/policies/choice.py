@@ -58,7 +58,7 @@ from toolwise.rl.policies.base import (
     check_state,
     rank,
     ranked_selection,
-    stamped_state,
+    state_head,
 )
 from toolwise.rl.policies.call_memory import CallMemory
 from toolwise.rl.policies.choice_config import ChoiceConfig
@@ -379,18 +379,16 @@ class ChoiceModel(PolicyBase):
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return stamped_state(
-            self.name,
-            self.SCHEMA,
-            self.config,
-            weights=self.weights.copy(),
-            weight_steps=self.weight_steps.copy(),
-            theta=self.theta.copy(),
-            steps=self.steps.copy(),
-            chosen=self.chosen.copy(),
-            observed=self.observed,
-            memory=self.memory.state_dict(),
-        )
+        return {
+            **state_head(self.name, self.SCHEMA, self.config),
+            "weights": self.weights.copy(),
+            "weight_steps": self.weight_steps.copy(),
+            "theta": self.theta.copy(),
+            "steps": self.steps.copy(),
+            "chosen": self.chosen.copy(),
+            "observed": self.observed,
+            "memory": self.memory.state_dict(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

@@ -25,7 +25,7 @@ from toolwise.rl.policies.base import (
     rank,
     ranked_selection,
     sampled_propensity,
-    stamped_state,
+    state_head,
 )
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
 
@@ -80,12 +80,10 @@ class _Linear(PolicyBase):
         return Update(self.model.update(lesson.context, lesson.arm, lesson.reward, lesson.prior), None)
 
     def state_dict(self) -> dict[str, Any]:
-        return stamped_state(
-            self.name,
-            self.SCHEMA,
-            self.config,
-            model=self.model.state_dict(),
-        )
+        return {
+            **state_head(self.name, self.SCHEMA, self.config),
+            "model": self.model.state_dict(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

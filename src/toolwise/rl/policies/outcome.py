@@ -45,7 +45,7 @@ from toolwise.rl.policies.base import (
     Selection,
     Update,
     check_state,
-    stamped_state,
+    state_head,
 )
 from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.rl.policies.choice_config import ChoiceConfig
@@ -296,16 +296,14 @@ class OutcomeModel(PolicyBase):
     # -- state -------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return stamped_state(
-            self.name,
-            self.SCHEMA,
-            self.config,
-            choice=self.choice.state_dict(),
-            memory=self.memory.state_dict(),
-            across=self.across.state_dict(),
-            trials=self.trials.state_dict(),
-            calibration=self.calibration.state_dict(),
-        )
+        return {
+            **state_head(self.name, self.SCHEMA, self.config),
+            "choice": self.choice.state_dict(),
+            "memory": self.memory.state_dict(),
+            "across": self.across.state_dict(),
+            "trials": self.trials.state_dict(),
+            "calibration": self.calibration.state_dict(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

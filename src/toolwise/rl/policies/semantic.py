@@ -60,7 +60,7 @@ from toolwise.rl.policies.base import (
     check_state,
     rank,
     ranked_selection,
-    stamped_state,
+    state_head,
 )
 from toolwise.rl.policies.choice_features import query_features
 
@@ -354,17 +354,15 @@ class SemanticUCB(PolicyBase):
 
     def state_dict(self) -> dict[str, Any]:
         self.settle()
-        return stamped_state(
-            self.name,
-            self.SCHEMA,
-            self.config,
-            theta=self.theta.copy(),
-            a_inv=self.a_inv.copy(),
-            after=self.after.copy(),
-            after_inv=self.after_inv.copy(),
-            intercept=self.intercept,
-            observed=self.observed,
-        )
+        return {
+            **state_head(self.name, self.SCHEMA, self.config),
+            "theta": self.theta.copy(),
+            "a_inv": self.a_inv.copy(),
+            "after": self.after.copy(),
+            "after_inv": self.after_inv.copy(),
+            "intercept": self.intercept,
+            "observed": self.observed,
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         """A schema-1 state (before the previous-tool block) is migrated: its query block is kept and

@@ -20,7 +20,7 @@ from toolwise.rl.policies.base import (
     rank,
     ranked_selection,
     sampled_propensity,
-    stamped_state,
+    state_head,
 )
 from toolwise.rl.policies.tabular import Table
 
@@ -83,14 +83,12 @@ class TabularThompson(PolicyBase):
         return Update(float(reward - mean_before), None)
 
     def state_dict(self) -> dict[str, Any]:
-        return stamped_state(
-            self.name,
-            self.SCHEMA,
-            self.config,
-            table=self.table.state_dict(),
-            mean_reward=self.mean_reward,
-            observed=self.observed,
-        )
+        return {
+            **state_head(self.name, self.SCHEMA, self.config),
+            "table": self.table.state_dict(),
+            "mean_reward": self.mean_reward,
+            "observed": self.observed,
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)

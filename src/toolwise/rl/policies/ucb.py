@@ -24,7 +24,7 @@ from toolwise.rl.policies.base import (
     check_state,
     rank,
     ranked_selection,
-    stamped_state,
+    state_head,
 )
 from toolwise.rl.policies.tabular import Table
 from toolwise.rl.replay import Batch, Transition
@@ -117,13 +117,11 @@ class TabularUCB(PolicyBase):
         return td
 
     def state_dict(self) -> dict[str, Any]:
-        return stamped_state(
-            self.name,
-            self.SCHEMA,
-            self.config,
-            epsilon=self.epsilon,
-            table=self.table.state_dict(),
-        )
+        return {
+            **state_head(self.name, self.SCHEMA, self.config),
+            "epsilon": self.epsilon,
+            "table": self.table.state_dict(),
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         check_state(state, self.name, self.SCHEMA)
