@@ -4,7 +4,10 @@ wrong call fails half the time, else it works and is rated 1–2 half the time) 
 requests drawn in shuffled passes over a real set (BFCL live, 1,351 requests, each about twice; NESTFUL,
 300, about eight times), each arm a fresh toolwise through its MCP surface (an in-process `mcp.Client`, a
 fake downstream serving the catalogue whose calls fail or work as the simulation says, ratings through
-`submit_feedback`):
+`submit_feedback`). The world (which requests the agent is confused on, with which tools; the ridge's query
+vectors) is built from a fixed reference embedding the bench computes itself (bench/reference_embedding.py:
+WordLlama's whole-document mean, toolwise's prior up to b4d7f43), never from the embedding under test: a
+change of toolwise's prior is judged on the same agent and the same confusions.
 
 - counterfactual consult: before each request `recommend_tool(query)`; its top-1, `confidence` and `p_agent`
   (where it exists) are recorded, and the agent calls its own choice (toolwise learns the agent's calls);
@@ -45,9 +48,9 @@ from multistep import public_names
 from numpy.typing import NDArray
 from outcome_report import Arm, Verdict, report
 from real_queries import config
+from reference_embedding import ReferenceEmbedding
 
 from toolwise.config import Settings
-from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import EXECUTION_META_KEY, session_meta
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
@@ -140,16 +143,17 @@ class World:
     pool: list[Request]
     trouble: list[Trouble]
     hardness: NDArray[np.float64] | None  # where the agent's confusions go: the hardest requests (None: random)
-    queries: dict[str, NDArray[np.float64]]  # each request's embedding
+    queries: dict[str, NDArray[np.float64]]  # each request's embedding (the reference's)
 
 
-def world(path: Path, pool_size: int, seed: int, embedder: WordLlamaEmbedder, confusion: str, confused: str) -> World:
+def world(path: Path, pool_size: int, seed: int, reference: ReferenceEmbedding, confusion: str, confused: str) -> World:
+    """Built from the `reference` embedding, never from the one under test: a change of toolwise's prior is
+    judged on the same agent, its confusions on the same requests."""
     tools, requests = load(path)
     names = [t["name"] for t in tools]
     pool = [requests[i] for i in np.random.default_rng(seed).permutation(len(requests))[: pool_size or None]]
-    documents = [tool_document(t["name"], None, t.get("description"), t.get("parameters")) for t in tools]
-    vectors = embedder.embed(documents).astype(np.float64)
-    embedded = embedder.embed([r.query for r in pool]).astype(np.float64)
+    vectors = reference.tools(tools)
+    embedded = reference.embed([r.query for r in pool])
     queries = dict(zip((r.query for r in pool), embedded, strict=True))
     trouble = troubles(pool, names, vectors, embedded if confusion == "query" else None)
     hardness = difficulty(pool, names, vectors, embedded) if confused == "hard" else None
@@ -201,11 +205,11 @@ async def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.requests, args.pool, args.data, args.accuracy = 400, 100, args.data[:1], args.accuracy.split(",")[0]
-    embedder = WordLlamaEmbedder()
+    reference = ReferenceEmbedding()
     verdicts: dict[str, list[Verdict]] = {}
     for path in args.data:
         for seed in range(args.seed, args.seed + args.seeds):
-            w = world(path, args.pool, seed, embedder, args.confusion, args.confused)
+            w = world(path, args.pool, seed, reference, args.confusion, args.confused)
             print(
                 f"\n{path.name}: {len(w.names)} tools, {len(w.pool)} requests recurring over {args.requests:,}, "
                 f"seed {seed}, policy {args.policy!r}, follow at confidence ≥ {args.follow}"

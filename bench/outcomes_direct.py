@@ -2,7 +2,8 @@
 directly (recommend, learn the call, its rating, its session's end), as the server would, in seconds a run
 instead of minutes, deterministic under a seed. For trying a change of the policy before the MCP bench
 confirms it; only toolwise's counterfactual and live arms and the outcome ridge run (no choice arms).
-Figures are close to bench/outcomes.py's, not identical (no store, tool names as the data set has them).
+Figures are close to bench/outcomes.py's, not identical (no store, tool names as the data set has them). The
+world is its (bench/reference_embedding.py), whatever embedding the learner runs.
 
     python bench/outcomes_direct.py                            # BFCL live, 60% and 80%, seeds 0 and 1
     python bench/outcomes_direct.py --accuracy 0.8 --seeds 1   # one run
@@ -22,6 +23,7 @@ from imperfect_agent import Stream, load, simulate
 from outcome_report import WINDOW, WITHIN, Arm, report
 from outcome_why import explain, listen
 from outcomes import World, ridge_arms, world
+from reference_embedding import ReferenceEmbedding
 
 from toolwise.config import Settings
 from toolwise.learning.core import learner_config
@@ -92,10 +94,10 @@ def main() -> None:
         "--why", action="store_true", help="per confused request toolwise's top-1 missed, the gate that kept it"
     )
     args = parser.parse_args()
-    embedder = WordLlamaEmbedder()
+    embedder, reference = WordLlamaEmbedder(), ReferenceEmbedding()
     rows = []
     for seed in range(args.seed, args.seed + args.seeds):
-        w = world(args.data, 0, seed, embedder, "query", "hard")
+        w = world(args.data, 0, seed, reference, "query", "hard")
         for accuracy in (float(a) for a in args.accuracy.split(",")):
             started = time.perf_counter()
             stream = simulate(w.pool, w.trouble, accuracy, args.recurring, args.requests, seed, w.hardness)
