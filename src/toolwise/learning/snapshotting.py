@@ -250,7 +250,12 @@ class Snapshotting:
         return replace(stored, id=self.snapshot_id)
 
     async def follow_restores(self) -> None:
-        """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
+        """Another process restored or rolled back a snapshot of this namespace: adopt it too. One save or
+        restore at a time: a restore made here meanwhile is not undone by the older one followed after it."""
+        async with self._saving:
+            await self._follow_restores()
+
+    async def _follow_restores(self) -> None:
         for listed in await self.feedback.snapshots.list(self.namespace):
             if (listed.id or 0) <= self._restores_seen:
                 return
