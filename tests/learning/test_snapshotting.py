@@ -5,6 +5,7 @@ In-process against a real SQLite file, the services as the server runs them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -48,4 +49,35 @@ async def test_a_restore_made_here_is_not_undone_by_following_an_older_one(url: 
     assert newest.source == "restore" and newest.sample_count == wanted.sample_count
     assert other.learning.learner.updates == wanted.sample_count  # the state is the restore the admin made
     await other_feedback.aclose()
+    await feedback.aclose()
+
+
+@pytest.mark.parametrize("policy", ["outcome", "ucb"])  # the replay by columns, and step by step (a TD policy)
+async def test_a_restore_during_the_start_ups_replay_is_not_replayed_on_top_of(url: str, policy: str) -> None:
+    feedback, first = await service(url, policy=policy)
+    await teach(first, rounds=2)
+    saved = await first.snapshots.save("manual")
+    await teach(first, rounds=6, prefix="later-")
+    await feedback.aclose()
+
+    feedback, second = await service(url, policy=policy)
+    reads = feedback.reads
+
+    def restored_after_the_first_batch(read: Any) -> Any:
+        """The log's batches as `read` gives them, 4 at a time; the admin restores `saved` once the first is learned."""
+
+        async def batches(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            restored = False
+            async for batch in read(*args, batch=4, **{k: v for k, v in kwargs.items() if k != "batch"}):
+                yield batch
+                if not restored:
+                    restored = True
+                    await second.snapshots.adopt(saved, "restore")
+
+        return batches
+
+    reads.iter_log = restored_after_the_first_batch(reads.iter_log)  # type: ignore[method-assign]
+    reads.iter_log_columns = restored_after_the_first_batch(reads.iter_log_columns)  # type: ignore[method-assign]
+    await second.snapshots.catch_up()
+    assert second.learning.learner.updates == saved.sample_count  # the restore, nothing of the log on top
     await feedback.aclose()

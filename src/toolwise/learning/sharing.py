@@ -97,6 +97,8 @@ class Sharing:
                     for execution in await self.feedback.reads.executions_by_seq(foreign)
                 ]
                 ends = await self._ends_after(executions)
+                if self._replaced(covered):
+                    return learned, last, True
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
                 for execution in executions:
                     assert execution.seq is not None  # read from the log
@@ -148,6 +150,8 @@ class Sharing:
                     histories.append(history)
                     flags.append(after)
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
+                if self._replaced(covered):
+                    return learned, last, True
                 # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
                 self.logged.columns(batch, rows, histories, queries, flags)
                 for i in fresh:
@@ -164,9 +168,12 @@ class Sharing:
 
     async def _sync_ratings(self) -> int:
         learned = 0
-        rmark = self.covered.ratings
+        covered = self.covered
+        rmark = covered.ratings
         async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
+                if self._replaced(covered):
+                    return learned
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
                 if not rmark.fresh(rating_id):
@@ -175,6 +182,8 @@ class Sharing:
                 if event.rating.instance == self.learning.instance_id:  # learned live by `rate`
                     continue
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
+                if self._replaced(covered):
+                    return learned
                 tools = self._logged.get(execution.session_id, [])
                 self.logged.rating(replace(event, execution=execution), tools[: execution.position])
                 learned += 1
@@ -225,9 +234,17 @@ class Sharing:
                         if covered.executions.fresh(execution.seq):
                             return
                         if self.logged.learns_ends:
-                            self.logged.end(await self.with_query(execution))
+                            execution = await self.with_query(execution)
+                            if self._replaced(covered):
+                                return
+                            self.logged.end(execution)
                     emark.add(end.seq)
                     live.discard(end.id)
+
+    def _replaced(self, covered: Covered) -> bool:
+        """Whether the learned state whose marks are `covered` was replaced meanwhile (a restore, which counts
+        the log as of then as covered): what a sync or replay read for it is not learned into the new one."""
+        return self.learning.covered is not covered
 
     async def with_query(self, execution: Execution) -> Execution:
         """`execution`, learned in log order, with the recommend_tool query that was its context. A query
