@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_persistence import service, teach
+from tests.server.test_persistence import QUERIES, call, service, teach
 from toolwise.feedback.records import SnapshotRecord
 
 SETTLE_S = 2.0  # how long a restore started beside another is given to run (it waits for the other, once mended)
@@ -80,4 +80,29 @@ async def test_a_restore_during_the_start_ups_replay_is_not_replayed_on_top_of(u
     reads.iter_log_columns = restored_after_the_first_batch(reads.iter_log_columns)  # type: ignore[method-assign]
     await second.snapshots.catch_up()
     assert second.learning.learner.updates == saved.sample_count  # the restore, nothing of the log on top
+    await feedback.aclose()
+
+
+async def test_a_restore_whose_caller_goes_away_is_finished_and_not_followed_again(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    await teach(services, rounds=2, prefix="later-")
+    store = feedback.snapshots.save
+    storing = asyncio.Event()
+
+    async def save(snapshot: SnapshotRecord, *, keep: int) -> int:
+        storing.set()  # the restored state is installed by now; the client's timeout comes while it is stored
+        return await store(snapshot, keep=keep)
+
+    feedback.snapshots.save = save  # type: ignore[method-assign]  # the moment the client goes away
+    restoring = asyncio.create_task(services.snapshots.adopt(saved, "restore"))
+    await storing.wait()
+    restoring.cancel()
+    await asyncio.wait([restoring])
+    await call(services, "after", QUERIES[1], "git__git_log")  # learned into the restored state
+    await services.snapshots.follow_restores()  # the upkeep's next tick
+    assert services.learning.learner.updates == saved.sample_count + 1  # the call after the restore stays learned
+    newest = (await feedback.snapshots.list())[0]
+    assert newest.source == "restore" and newest.sample_count == saved.sample_count
     await feedback.aclose()
