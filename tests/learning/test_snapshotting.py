@@ -106,3 +106,21 @@ async def test_a_restore_whose_caller_goes_away_is_finished_and_not_followed_aga
     newest = (await feedback.snapshots.list())[0]
     assert newest.source == "restore" and newest.sample_count == saved.sample_count
     await feedback.aclose()
+
+
+async def test_an_instance_following_a_restore_learns_its_own_calls_made_since_it(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    other_feedback, other = await service(url)
+    await services.snapshots.adopt(saved, "restore")
+    await call(other, "meanwhile", QUERIES[1], "git__git_log")  # after the restore, before `other` follows it
+    await call(services, "there", QUERIES[1], "git__git_log")  # the restoring instance's, likewise
+    await feedback.flush()  # in the log, for `other` to read
+    await other.snapshots.follow_restores()
+    await other.sharing.sync()
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 2  # the restore and both calls after it
+    assert other.learning.learner.updates == saved.sample_count + 2  # its own call too, not only the other's
+    await other_feedback.aclose()
+    await feedback.aclose()

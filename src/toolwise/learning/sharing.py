@@ -54,7 +54,7 @@ class Sharing:
 
     async def sync(self, progress: Callable[[int], None] | None = None) -> int:
         """Learn every execution and rating in the log not learned yet (another instance's, or an
-        earlier run's after the snapshot it left); returns how many. Own live entries are only marked.
+        earlier run's after the snapshot it left); returns how many. Entries learned live are only marked.
         Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
         await self.learning.drain()
         learned = 0
@@ -87,10 +87,11 @@ class Sharing:
             async for entries in batches:
                 fresh = [entry for entry in entries if mark.fresh(entry.seq)]
                 history = {e.seq: self._log_history(e.session_id, e.position, e.tool) for e in fresh}
-                own = self.learning.instance_id
-                foreign = [e.seq for e in fresh if e.instance != own and e.id not in live]
+                # Learned live: in `live`, whichever instance's. An own entry outside it was learned into a
+                # state replaced since (another process's restore, followed): learned here as anyone's.
+                foreign = [e.seq for e in fresh if e.id not in live]
                 for entry in fresh:
-                    if entry.instance == own or entry.id in live:
+                    if entry.id in live:
                         self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                 executions = [
                     await self.with_query(execution)
@@ -126,7 +127,7 @@ class Sharing:
         learned, read = 0, 0
         covered = self.covered
         mark, live = covered.executions, covered.live
-        own, last = self.learning.instance_id, max(after_seq, mark.floor)
+        last = max(after_seq, mark.floor)
         log_columns = self.feedback.reads.iter_log_columns(namespace=self.namespace, after_seq=last, batch=REPLAY_BATCH)
         async with aclosing(log_columns) as batches:
             async for batch in batches:
@@ -143,7 +144,7 @@ class Sharing:
                     fresh.append(i)
                     history = self._log_history(session_id, position, batch.tool[i])
                     after = self._after_failure(session_id, position, batch.success[i])
-                    if batch.instance[i] == own or batch.id[i] in live:  # learned live
+                    if batch.id[i] in live:  # learned live (`_sync_executions`)
                         self._queries.pop(session_id, None)  # it may have changed the session's query
                         continue
                     rows.append(i)
