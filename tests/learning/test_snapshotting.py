@@ -124,3 +124,39 @@ async def test_an_instance_following_a_restore_learns_its_own_calls_made_since_i
     assert other.learning.learner.updates == saved.sample_count + 2  # its own call too, not only the other's
     await other_feedback.aclose()
     await feedback.aclose()
+
+
+async def test_an_instance_following_a_restore_learns_its_own_ratings_made_since_it(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    other_feedback, other = await service(url)
+    await services.snapshots.adopt(saved, "restore")
+    await call(other, "meanwhile", QUERIES[1], "git__git_log")
+    await other.agent.rate(other.learning.sessions.get("meanwhile"), 5, None, "git__git_log", None)
+    await other.snapshots.follow_restores()
+    await other.sharing.sync()
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 2  # the restore, the call and its rating
+    assert other.learning.learner.updates == saved.sample_count + 2  # its own rating too
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_an_instance_following_a_restore_learns_its_own_session_ends_made_since_it(url: str) -> None:
+    feedback, services = await service(url, policy="ucb")  # a TD policy: it learns a session's end
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    other_feedback, other = await service(url, policy="ucb")
+    await services.snapshots.adopt(saved, "restore")
+    await call(other, "meanwhile", QUERIES[1], "git__git_log")
+    ended = other.learning.learner.updates
+    await other.agent.end_session("meanwhile", "success")
+    assert other.learning.learner.updates == ended + 1  # a session's end is an update of its own
+    await other.snapshots.follow_restores()
+    await other.sharing.sync()
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 2  # the restore, the call and its end
+    assert other.learning.learner.updates == saved.sample_count + 2  # its own end too
+    await other_feedback.aclose()
+    await feedback.aclose()

@@ -179,9 +179,7 @@ class Sharing:
                 assert rating_id is not None  # read from the log
                 if not rmark.fresh(rating_id):
                     continue
-                rmark.add(rating_id)
-                if event.rating.instance == self.learning.instance_id:  # learned live by `rate`
-                    continue
+                rmark.add(rating_id)  # one learned live (`Agent.rate`) was marked when made: not fresh
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 if self._replaced(covered):
                     return learned
@@ -198,12 +196,11 @@ class Sharing:
         emark, live = self.covered.episodes, self.covered.live
         if emark is None or not executions or not self.logged.learns_ends:
             return {}
-        own = self.learning.instance_id
         ends = await self.feedback.reads.episode_ends_after([e.id for e in executions], namespace=self.namespace)
         return {
             end.execution.id: end.seq
             for end in ends
-            if end.execution is not None and emark.fresh(end.seq) and end.instance != own and end.id not in live
+            if end.execution is not None and emark.fresh(end.seq) and end.id not in live  # live: learned live
         }
 
     def _mark_ends(self, seqs: Iterable[int]) -> None:
@@ -217,12 +214,11 @@ class Sharing:
         as `end_session` did live: the episode's last step again, as terminal. After the executions, so
         the step is learned first; an end whose step is not learned yet (committed after this sync read
         the executions) waits for the next sync, and the ends after it with it, in order. O(new ends).
-        Own ends (learned live) are only marked; with a bandit policy, ends are marked and not learned."""
+        Ends learned live (in `live`) are only marked; with a bandit policy, ends are marked and not learned."""
         covered = self.covered
         emark, live = covered.episode_mark(head), covered.live
         if head <= emark.floor:
             return
-        own = self.learning.instance_id
         batches = self.feedback.reads.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
         async with aclosing(batches) as ends:
             async for batch in ends:
@@ -230,7 +226,7 @@ class Sharing:
                     execution = end.execution
                     if not emark.fresh(end.seq):
                         continue
-                    if end.instance != own and end.id not in live and execution is not None:
+                    if end.id not in live and execution is not None:  # live: learned live
                         assert execution.seq is not None  # read from the log
                         if covered.executions.fresh(execution.seq):
                             return
