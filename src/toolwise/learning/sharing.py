@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import aclosing
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolwise.config import Settings
@@ -34,6 +34,37 @@ CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its per
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
+@dataclass(slots=True)
+class LoggedTools:
+    """A session's tools as the log tells them, in order: its recent ones only (at least `window`, at most
+    twice that, as `Session` keeps them live), and how many came before them, so a session that goes on
+    for ever costs a bounded memory."""
+
+    tools: list[str] = field(default_factory=list)
+    dropped: int = 0  # tools trimmed off the front
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def upto(self, position: int) -> list[str]:
+        """The remembered tools before `position`."""
+        return self.tools[: position - self.dropped] if position >= self.dropped else []
+
+    def before(self, position: int, n: int) -> list[str]:
+        """The `n` tools before `position` when they are all remembered in order (else none)."""
+        end = position - self.dropped
+        return self.tools[max(end - n, 0) : end] if 0 <= end <= len(self.tools) else []
+
+    def add(self, position: int, tool: str, window: int) -> None:
+        """The session's call at `position` was of `tool`: remembered if it is the next one."""
+        if position == self.dropped + len(self.tools):
+            self.tools.append(tool)
+            if len(self.tools) > 2 * window:
+                cut = len(self.tools) - window
+                self.dropped += cut
+                del self.tools[:cut]
+
+
 class Sharing:
     def __init__(self, settings: Settings, feedback: FeedbackService, learning: LearningService) -> None:
         self.settings = settings
@@ -42,7 +73,7 @@ class Sharing:
         self.logged = LogLearning(learning)  # turns the log entries chosen here into learning
         self.namespace = settings.namespace
         self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
-        self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
+        self._logged: OrderedDict[str, LoggedTools] = OrderedDict()  # session → its recent tools, from the log
         self._last: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # session → its last call's position, success
         self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
         self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
@@ -183,8 +214,9 @@ class Sharing:
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 if self._replaced(covered):
                     return learned
-                tools = self._logged.get(execution.session_id, [])
-                self.logged.rating(replace(event, execution=execution), tools[: execution.position])
+                tools = self._logged.get(execution.session_id)
+                before = tools.upto(execution.position) if tools is not None else []
+                self.logged.rating(replace(event, execution=execution), before)
                 learned += 1
         return learned
 
@@ -281,12 +313,11 @@ class Sharing:
         prefix), as the log tells them; remembers this call too."""
         tools = self._logged.get(session_id)
         if tools is None:
-            tools = self._logged[session_id] = []
+            tools = self._logged[session_id] = LoggedTools()
             if len(self._logged) > LOGGED_SESSIONS:
                 self._logged.popitem(last=False)
-        before = tools[max(position - self.learning.history_n, 0) : position] if len(tools) >= position else []
-        if len(tools) == position:
-            tools.append(tool)
+        before = tools.before(position, self.learning.history_n)
+        tools.add(position, tool, self.learning.sessions.window)
         return before
 
     async def catch_up(self, snapshot_rows: int = 0, checkpoint: Callable[[], Awaitable[object]] | None = None) -> int:
