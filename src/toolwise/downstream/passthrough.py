@@ -66,6 +66,9 @@ class Passthrough:
     subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
     following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
     subscribed_on: dict[tuple[str, str], Client] = field(default_factory=dict)  # handshake-era subscriptions
+    subscribing: dict[str, asyncio.Future[None]] = field(
+        default_factory=dict
+    )  # public URI → its subscription being made
     _background: Background = field(default_factory=Background)
 
     @classmethod
@@ -193,16 +196,45 @@ class Passthrough:
                 log.warning("%s: downstream unsubscriptions unanswered after %.0f s", listener, UNSUBSCRIBE_S)
 
     async def _subscribe(self, uri: str, client: str, session: ServerSession | None) -> None:
-        """`client` (its session, when told directly; None when the bus tells it) hears of `uri`."""
+        """`client` (its session, when told directly; None when the bus tells it) hears of `uri`, once the
+        downstream took the subscription. The first subscriber's request makes it in a task of its own
+        (`_subscribe_first`): one that goes away meanwhile does not cut it short (nor drop the others),
+        and those that came meanwhile wait for it and hear how it went."""
         server, original = await self.route_uri(uri)
-        first = not self.subscribers.get(uri)
-        self.subscribers.setdefault(uri, {})[client] = session
-        if first:
-            try:
-                await self._subscribe_downstream(server, original, handshake=session is not None)
-            except BaseException:
+        clients = self.subscribers.setdefault(uri, {})
+        first = not clients
+        clients[client] = session
+        making = self.subscribing.get(uri)
+        if first and making is None:
+            making = asyncio.ensure_future(self._subscribe_first(uri, server, original, handshake=session is not None))
+            self.subscribing[uri] = making
+            making.add_done_callback(_heard)
+        if making is None:
+            return
+        try:
+            await asyncio.shield(making)
+        except BaseException:
+            clients.pop(client, None)  # gone, or refused with every other waiter
+            if not clients and self.subscribers.get(uri) is clients:
                 self.subscribers.pop(uri, None)
-                raise
+                if making.done() and not making.cancelled() and making.exception() is None:  # made: nobody left
+                    self._background.spawn(
+                        self._unsubscribe_downstream(server, original),
+                        name=f"toolwise-unsubscribe-{server}",
+                        failure=f"unsubscribing from {original} on {server} failed",
+                    )
+            raise
+
+    async def _subscribe_first(self, uri: str, server: str, original: str, *, handshake: bool) -> None:
+        try:
+            await self._subscribe_downstream(server, original, handshake=handshake)
+        except BaseException:
+            self.subscribers.pop(uri, None)  # its waiters hear why; one asking next makes it anew
+            raise
+        finally:
+            self.subscribing.pop(uri, None)
+        if not self.subscribers.get(uri):  # every subscriber went away meanwhile
+            await self._unsubscribe_downstream(server, original)
 
     async def _unsubscribe(self, uri: str, client: str) -> None:
         server, original = await self.route_uri(uri)
@@ -348,6 +380,12 @@ def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     for server, uri in pairs:
         owners.setdefault(uri, set()).add(server)
     return {(server, uri): uri if len(owners[uri]) == 1 else f"{server}+{uri}" for server, uri in pairs}
+
+
+def _heard(making: asyncio.Future[None]) -> None:
+    """A downstream subscription was made or refused: its waiters heard how (none may be left to)."""
+    if not making.cancelled() and (failure := making.exception()) is not None:
+        log.info("a downstream subscription was refused: %s", failure)
 
 
 async def _follow(

@@ -44,6 +44,7 @@ NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remem
 DECISION_META_KEY = "toolwise/decision_id"
 OPEN_PER_CONNECTION = 64  # older open decisions of a connection are forgotten
 CONNECTIONS = 10_000  # connections with open decisions remembered (least recently used forgotten)
+OPEN_SESSIONS = 10_000  # sessions kept in memory (least recently used forgotten: their calls are in the log)
 
 
 def scoped(owner: str | None, name: str) -> str:
@@ -200,7 +201,10 @@ class Sessions:
     (or the one its `_meta` names), so two conversations on one connection stay two chains."""
 
     def __init__(self, window: int = 256) -> None:
-        self._sessions: dict[str, Session] = {}
+        # A client may name sessions it never ends (a conversation each, on a stdio connection that never
+        # closes): past `OPEN_SESSIONS`, the least recently used is forgotten, as if it had ended unsaid.
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self.limit = OPEN_SESSIONS
         self.window = window  # recent calls each session keeps in memory
         self._named: OrderedDict[str, str] = OrderedDict()  # connection → the session it named last
 
@@ -233,6 +237,10 @@ class Sessions:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = Session(session_id, self.window, owner=owner)
+            if len(self._sessions) > self.limit:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(session_id)
         return session
 
     def find(self, session_id: str) -> Session | None:

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import aclosing
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolwise.config import Settings
@@ -34,6 +34,37 @@ CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its per
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
 
 
+@dataclass(slots=True)
+class LoggedTools:
+    """A session's tools as the log tells them, in order: its recent ones only (at least `window`, at most
+    twice that, as `Session` keeps them live), and how many came before them, so a session that goes on
+    for ever costs a bounded memory."""
+
+    tools: list[str] = field(default_factory=list)
+    dropped: int = 0  # tools trimmed off the front
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def upto(self, position: int) -> list[str]:
+        """The remembered tools before `position`."""
+        return self.tools[: position - self.dropped] if position >= self.dropped else []
+
+    def before(self, position: int, n: int) -> list[str]:
+        """The `n` tools before `position` when they are all remembered in order (else none)."""
+        end = position - self.dropped
+        return self.tools[max(end - n, 0) : end] if 0 <= end <= len(self.tools) else []
+
+    def add(self, position: int, tool: str, window: int) -> None:
+        """The session's call at `position` was of `tool`: remembered if it is the next one."""
+        if position == self.dropped + len(self.tools):
+            self.tools.append(tool)
+            if len(self.tools) > 2 * window:
+                cut = len(self.tools) - window
+                self.dropped += cut
+                del self.tools[:cut]
+
+
 class Sharing:
     def __init__(self, settings: Settings, feedback: FeedbackService, learning: LearningService) -> None:
         self.settings = settings
@@ -42,7 +73,7 @@ class Sharing:
         self.logged = LogLearning(learning)  # turns the log entries chosen here into learning
         self.namespace = settings.namespace
         self.synced = 0  # executions and ratings learned from the shared log (other instances, restarts)
-        self._logged: OrderedDict[str, list[str]] = OrderedDict()  # session → tools, from the log
+        self._logged: OrderedDict[str, LoggedTools] = OrderedDict()  # session → its recent tools, from the log
         self._last: OrderedDict[str, tuple[int, bool]] = OrderedDict()  # session → its last call's position, success
         self._queries: OrderedDict[str, str | None] = OrderedDict()  # session → its query, from the log
         self._replay_reported = 0.0  # when the replay's progress was last logged (monotonic s)
@@ -54,7 +85,7 @@ class Sharing:
 
     async def sync(self, progress: Callable[[int], None] | None = None) -> int:
         """Learn every execution and rating in the log not learned yet (another instance's, or an
-        earlier run's after the snapshot it left); returns how many. Own live entries are only marked.
+        earlier run's after the snapshot it left); returns how many. Entries learned live are only marked.
         Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
         await self.learning.drain()
         learned = 0
@@ -87,16 +118,19 @@ class Sharing:
             async for entries in batches:
                 fresh = [entry for entry in entries if mark.fresh(entry.seq)]
                 history = {e.seq: self._log_history(e.session_id, e.position, e.tool) for e in fresh}
-                own = self.learning.instance_id
-                foreign = [e.seq for e in fresh if e.instance != own and e.id not in live]
+                # Learned live: in `live`, whichever instance's. An own entry outside it was learned into a
+                # state replaced since (another process's restore, followed): learned here as anyone's.
+                foreign = [e.seq for e in fresh if e.id not in live]
                 for entry in fresh:
-                    if entry.instance == own or entry.id in live:
+                    if entry.id in live:
                         self._queries.pop(entry.session_id, None)  # it may have changed the session's query
                 executions = [
                     await self.with_query(execution)
                     for execution in await self.feedback.reads.executions_by_seq(foreign)
                 ]
                 ends = await self._ends_after(executions)
+                if self._replaced(covered):
+                    return learned, last, True
                 # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
                 for execution in executions:
                     assert execution.seq is not None  # read from the log
@@ -124,7 +158,7 @@ class Sharing:
         learned, read = 0, 0
         covered = self.covered
         mark, live = covered.executions, covered.live
-        own, last = self.learning.instance_id, max(after_seq, mark.floor)
+        last = max(after_seq, mark.floor)
         log_columns = self.feedback.reads.iter_log_columns(namespace=self.namespace, after_seq=last, batch=REPLAY_BATCH)
         async with aclosing(log_columns) as batches:
             async for batch in batches:
@@ -141,13 +175,15 @@ class Sharing:
                     fresh.append(i)
                     history = self._log_history(session_id, position, batch.tool[i])
                     after = self._after_failure(session_id, position, batch.success[i])
-                    if batch.instance[i] == own or batch.id[i] in live:  # learned live
+                    if batch.id[i] in live:  # learned live (`_sync_executions`)
                         self._queries.pop(session_id, None)  # it may have changed the session's query
                         continue
                     rows.append(i)
                     histories.append(history)
                     flags.append(after)
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
+                if self._replaced(covered):
+                    return learned, last, True
                 # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
                 self.logged.columns(batch, rows, histories, queries, flags)
                 for i in fresh:
@@ -164,19 +200,23 @@ class Sharing:
 
     async def _sync_ratings(self) -> int:
         learned = 0
-        rmark = self.covered.ratings
+        covered = self.covered
+        rmark = covered.ratings
         async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             for event in events:
+                if self._replaced(covered):
+                    return learned
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
                 if not rmark.fresh(rating_id):
                     continue
-                rmark.add(rating_id)
-                if event.rating.instance == self.learning.instance_id:  # learned live by `rate`
-                    continue
+                rmark.add(rating_id)  # one learned live (`Agent.rate`) was marked when made: not fresh
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
-                tools = self._logged.get(execution.session_id, [])
-                self.logged.rating(replace(event, execution=execution), tools[: execution.position])
+                if self._replaced(covered):
+                    return learned
+                tools = self._logged.get(execution.session_id)
+                before = tools.upto(execution.position) if tools is not None else []
+                self.logged.rating(replace(event, execution=execution), before)
                 learned += 1
         return learned
 
@@ -188,12 +228,11 @@ class Sharing:
         emark, live = self.covered.episodes, self.covered.live
         if emark is None or not executions or not self.logged.learns_ends:
             return {}
-        own = self.learning.instance_id
         ends = await self.feedback.reads.episode_ends_after([e.id for e in executions], namespace=self.namespace)
         return {
             end.execution.id: end.seq
             for end in ends
-            if end.execution is not None and emark.fresh(end.seq) and end.instance != own and end.id not in live
+            if end.execution is not None and emark.fresh(end.seq) and end.id not in live  # live: learned live
         }
 
     def _mark_ends(self, seqs: Iterable[int]) -> None:
@@ -207,12 +246,11 @@ class Sharing:
         as `end_session` did live: the episode's last step again, as terminal. After the executions, so
         the step is learned first; an end whose step is not learned yet (committed after this sync read
         the executions) waits for the next sync, and the ends after it with it, in order. O(new ends).
-        Own ends (learned live) are only marked; with a bandit policy, ends are marked and not learned."""
+        Ends learned live (in `live`) are only marked; with a bandit policy, ends are marked and not learned."""
         covered = self.covered
         emark, live = covered.episode_mark(head), covered.live
         if head <= emark.floor:
             return
-        own = self.learning.instance_id
         batches = self.feedback.reads.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
         async with aclosing(batches) as ends:
             async for batch in ends:
@@ -220,14 +258,22 @@ class Sharing:
                     execution = end.execution
                     if not emark.fresh(end.seq):
                         continue
-                    if end.instance != own and end.id not in live and execution is not None:
+                    if end.id not in live and execution is not None:  # live: learned live
                         assert execution.seq is not None  # read from the log
                         if covered.executions.fresh(execution.seq):
                             return
                         if self.logged.learns_ends:
-                            self.logged.end(await self.with_query(execution))
+                            execution = await self.with_query(execution)
+                            if self._replaced(covered):
+                                return
+                            self.logged.end(execution)
                     emark.add(end.seq)
                     live.discard(end.id)
+
+    def _replaced(self, covered: Covered) -> bool:
+        """Whether the learned state whose marks are `covered` was replaced meanwhile (a restore, which counts
+        the log as of then as covered): what a sync or replay read for it is not learned into the new one."""
+        return self.learning.covered is not covered
 
     async def with_query(self, execution: Execution) -> Execution:
         """`execution`, learned in log order, with the recommend_tool query that was its context. A query
@@ -267,12 +313,11 @@ class Sharing:
         prefix), as the log tells them; remembers this call too."""
         tools = self._logged.get(session_id)
         if tools is None:
-            tools = self._logged[session_id] = []
+            tools = self._logged[session_id] = LoggedTools()
             if len(self._logged) > LOGGED_SESSIONS:
                 self._logged.popitem(last=False)
-        before = tools[max(position - self.learning.history_n, 0) : position] if len(tools) >= position else []
-        if len(tools) == position:
-            tools.append(tool)
+        before = tools.before(position, self.learning.history_n)
+        tools.add(position, tool, self.learning.sessions.window)
         return before
 
     async def catch_up(self, snapshot_rows: int = 0, checkpoint: Callable[[], Awaitable[object]] | None = None) -> int:

@@ -68,6 +68,7 @@ class Snapshotting:
         self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
         self._saving = asyncio.Lock()  # a save or restore from capture to stored, one at a time
+        self._restoring: set[asyncio.Future[SnapshotRecord]] = set()  # restores under way, held to their end
 
     def snapshot(self, source: str) -> SnapshotRecord:
         """The learned state as it is now (call after `drain`), with what of the log it covers."""
@@ -217,7 +218,20 @@ class Snapshotting:
 
     async def adopt(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         """Restore: make `record` the current state as of now (the log so far counts as covered, so it
-        is not replayed on top) and store it as the newest snapshot. Refused → nothing changes."""
+        is not replayed on top) and store it as the newest snapshot. Refused → nothing changes. A caller
+        that goes away (a client's timeout) does not stop a restore under way: cut between installing the
+        state and marking it stored, it would be followed again as another process's, and the calls learned
+        since dropped."""
+        restoring = asyncio.ensure_future(self._adopt_alone(record, source))
+        self._restoring.add(restoring)
+        restoring.add_done_callback(self._restoring.discard)
+        try:
+            return await asyncio.shield(restoring)
+        except asyncio.CancelledError:
+            restoring.add_done_callback(_unheard)  # nobody hears how it ends: the log does
+            raise
+
+    async def _adopt_alone(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
         async with self._saving:  # not overtaken by a periodic snapshot of the state it replaces
             return await self._adopt(record, source)
 
@@ -250,7 +264,12 @@ class Snapshotting:
         return replace(stored, id=self.snapshot_id)
 
     async def follow_restores(self) -> None:
-        """Another process restored or rolled back a snapshot of this namespace: adopt it too."""
+        """Another process restored or rolled back a snapshot of this namespace: adopt it too. One save or
+        restore at a time: a restore made here meanwhile is not undone by the older one followed after it."""
+        async with self._saving:
+            await self._follow_restores()
+
+    async def _follow_restores(self) -> None:
         for listed in await self.feedback.snapshots.list(self.namespace):
             if (listed.id or 0) <= self._restores_seen:
                 return
@@ -288,3 +307,9 @@ class Snapshotting:
         if record is None:
             raise snapshots.SnapshotError(f"no snapshot {snapshot_id} in namespace {self.namespace!r}")
         return record
+
+
+def _unheard(restoring: asyncio.Future[SnapshotRecord]) -> None:
+    """A restore whose caller went away ended: its failure is logged, as nobody else hears of it."""
+    if not restoring.cancelled() and (failure := restoring.exception()) is not None:
+        log.error("a restore whose caller went away failed", exc_info=failure)

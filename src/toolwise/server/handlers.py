@@ -106,10 +106,12 @@ async def call_own(
 ) -> types.CallToolResult:
     args = tool.input.model_validate(arguments)
     try:
-        if tool.waits or app.learning.pending > STALE_CALLS or app.learning.settings.seed is not None:
+        stale = app.learning.pending > STALE_CALLS and not app.learning.loading  # none is learned before the load
+        if tool.waits or stale or app.learning.settings.seed is not None:
             # what our tools report or change includes every call made so far; a recommendation reads the
             # learned state as it is (a call is learned within IDLE_DRAIN_S), unless a seed asks for
-            # decisions that replay exactly, or the calls pending are many
+            # decisions that replay exactly, or the calls pending are many (and can be learned: while the
+            # state loads, it answers from the prior)
             await app.learning.drain()
     except StoreUnavailableError as exc:
         if tool.uses_store:

@@ -20,6 +20,7 @@ from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 
 log = logging.getLogger(__name__)
+SNAPSHOT_RETRY_S = 60.0  # a periodic snapshot the database refused is tried again this much later, not every tick
 
 
 class Upkeep:
@@ -50,6 +51,7 @@ class Upkeep:
         except Exception:
             log.exception("catching up with the log failed (the next sync resumes it)")
         last_snapshot = last_heartbeat = time.monotonic()
+        retry_at = 0.0  # no periodic snapshot before then: the last one failed (monotonic s)
         while True:
             await asyncio.sleep(tick)
             try:
@@ -59,9 +61,11 @@ class Upkeep:
                 interval = settings.snapshot_interval_s
                 by_time = interval and time.monotonic() - last_snapshot >= interval
                 by_rows = settings.snapshot_rows and self.learning.state.unsnapshotted >= settings.snapshot_rows
-                if by_time or by_rows:
+                if (by_time or by_rows) and time.monotonic() >= retry_at:
                     last_snapshot = time.monotonic()
+                    retry_at = last_snapshot + SNAPSHOT_RETRY_S  # each try copies and packs the whole state
                     await self.snapshots.save("periodic")
+                    retry_at = 0.0
                     await self.prune()
                 if time.monotonic() - last_heartbeat >= HEARTBEAT_S:
                     last_heartbeat = time.monotonic()

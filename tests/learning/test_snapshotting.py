@@ -1,0 +1,162 @@
+"""A restore is the state an instance ends with, whatever ran beside it: a restore made here while the
+upkeep follows another process's restore, or made while the start-up's replay of the log is under way.
+In-process against a real SQLite file, the services as the server runs them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.test_persistence import QUERIES, call, service, teach
+from toolwise.feedback.records import SnapshotRecord
+
+SETTLE_S = 2.0  # how long a restore started beside another is given to run (it waits for the other, once mended)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+
+
+async def test_a_restore_made_here_is_not_undone_by_following_an_older_one(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    older = await services.snapshots.save("manual")
+    await teach(services, rounds=2, prefix="later-")
+    wanted = await services.snapshots.save("manual")
+    assert wanted.sample_count > older.sample_count
+    await services.snapshots.adopt(older, "restore")  # another process's restore, for `other` to follow
+
+    other_feedback, other = await service(url)
+    get = other_feedback.snapshots.get
+    restoring: list[asyncio.Task[SnapshotRecord]] = []
+
+    async def read_while_restoring(*args: Any, **kwargs: Any) -> SnapshotRecord | None:
+        """The admin restores `wanted` here while the upkeep reads the older restore it follows."""
+        if not restoring:
+            restoring.append(asyncio.create_task(other.snapshots.adopt(wanted, "restore")))
+            await asyncio.wait(restoring, timeout=SETTLE_S)
+        return await get(*args, **kwargs)
+
+    other_feedback.snapshots.get = read_while_restoring  # type: ignore[method-assign]  # the interleaving
+    await other.snapshots.follow_restores()
+    await restoring[0]
+    newest = (await other_feedback.snapshots.list())[0]
+    assert newest.source == "restore" and newest.sample_count == wanted.sample_count
+    assert other.learning.learner.updates == wanted.sample_count  # the state is the restore the admin made
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+@pytest.mark.parametrize("policy", ["outcome", "ucb"])  # the replay by columns, and step by step (a TD policy)
+async def test_a_restore_during_the_start_ups_replay_is_not_replayed_on_top_of(url: str, policy: str) -> None:
+    feedback, first = await service(url, policy=policy)
+    await teach(first, rounds=2)
+    saved = await first.snapshots.save("manual")
+    await teach(first, rounds=6, prefix="later-")
+    await feedback.aclose()
+
+    feedback, second = await service(url, policy=policy)
+    reads = feedback.reads
+
+    def restored_after_the_first_batch(read: Any) -> Any:
+        """The log's batches as `read` gives them, 4 at a time; the admin restores `saved` once the first is learned."""
+
+        async def batches(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            restored = False
+            async for batch in read(*args, batch=4, **{k: v for k, v in kwargs.items() if k != "batch"}):
+                yield batch
+                if not restored:
+                    restored = True
+                    await second.snapshots.adopt(saved, "restore")
+
+        return batches
+
+    reads.iter_log = restored_after_the_first_batch(reads.iter_log)  # type: ignore[method-assign]
+    reads.iter_log_columns = restored_after_the_first_batch(reads.iter_log_columns)  # type: ignore[method-assign]
+    await second.snapshots.catch_up()
+    assert second.learning.learner.updates == saved.sample_count  # the restore, nothing of the log on top
+    await feedback.aclose()
+
+
+async def test_a_restore_whose_caller_goes_away_is_finished_and_not_followed_again(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    await teach(services, rounds=2, prefix="later-")
+    store = feedback.snapshots.save
+    storing = asyncio.Event()
+
+    async def save(snapshot: SnapshotRecord, *, keep: int) -> int:
+        storing.set()  # the restored state is installed by now; the client's timeout comes while it is stored
+        return await store(snapshot, keep=keep)
+
+    feedback.snapshots.save = save  # type: ignore[method-assign]  # the moment the client goes away
+    restoring = asyncio.create_task(services.snapshots.adopt(saved, "restore"))
+    await storing.wait()
+    restoring.cancel()
+    await asyncio.wait([restoring])
+    await call(services, "after", QUERIES[1], "git__git_log")  # learned into the restored state
+    await services.snapshots.follow_restores()  # the upkeep's next tick
+    assert services.learning.learner.updates == saved.sample_count + 1  # the call after the restore stays learned
+    newest = (await feedback.snapshots.list())[0]
+    assert newest.source == "restore" and newest.sample_count == saved.sample_count
+    await feedback.aclose()
+
+
+async def test_an_instance_following_a_restore_learns_its_own_calls_made_since_it(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    other_feedback, other = await service(url)
+    await services.snapshots.adopt(saved, "restore")
+    await call(other, "meanwhile", QUERIES[1], "git__git_log")  # after the restore, before `other` follows it
+    await call(services, "there", QUERIES[1], "git__git_log")  # the restoring instance's, likewise
+    await feedback.flush()  # in the log, for `other` to read
+    await other.snapshots.follow_restores()
+    await other.sharing.sync()
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 2  # the restore and both calls after it
+    assert other.learning.learner.updates == saved.sample_count + 2  # its own call too, not only the other's
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_an_instance_following_a_restore_learns_its_own_ratings_made_since_it(url: str) -> None:
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    other_feedback, other = await service(url)
+    await services.snapshots.adopt(saved, "restore")
+    await call(other, "meanwhile", QUERIES[1], "git__git_log")
+    await other.agent.rate(other.learning.sessions.get("meanwhile"), 5, None, "git__git_log", None)
+    await other.snapshots.follow_restores()
+    await other.sharing.sync()
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 2  # the restore, the call and its rating
+    assert other.learning.learner.updates == saved.sample_count + 2  # its own rating too
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_an_instance_following_a_restore_learns_its_own_session_ends_made_since_it(url: str) -> None:
+    feedback, services = await service(url, policy="ucb")  # a TD policy: it learns a session's end
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    other_feedback, other = await service(url, policy="ucb")
+    await services.snapshots.adopt(saved, "restore")
+    await call(other, "meanwhile", QUERIES[1], "git__git_log")
+    ended = other.learning.learner.updates
+    await other.agent.end_session("meanwhile", "success")
+    assert other.learning.learner.updates == ended + 1  # a session's end is an update of its own
+    await other.snapshots.follow_restores()
+    await other.sharing.sync()
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 2  # the restore, the call and its end
+    assert other.learning.learner.updates == saved.sample_count + 2  # its own end too
+    await other_feedback.aclose()
+    await feedback.aclose()

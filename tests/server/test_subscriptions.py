@@ -1,0 +1,96 @@
+"""A resource subscription toolwise makes at a downstream for its clients is made once, whoever asked
+first: a client that goes away while it is being made does not cut it short for a client that asked
+meanwhile, which hears the resource's updates. In-process through `Client(server)`, the downstream an
+SDK server that takes handshake-era subscriptions and answers the first one when the test lets it."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.server import Server, ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from tests.server.surface import running, text
+from toolwise.config import InProcessServer
+from toolwise.server.build import build_server
+
+WAIT_S = 10.0  # the longest a step of the test waits for what it expects
+
+
+def memo(subscribed: list[ServerSession], asked: asyncio.Event, answer: asyncio.Event) -> Server[Any]:
+    """A downstream with one resource, memo://x: `touch` tells its subscribers it changed; a subscription
+    is taken once `answer` is set (`asked` says one came)."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="touch", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        for session in subscribed:
+            await session.send_resource_updated("memo://x")
+        return types.CallToolResult(content=[types.TextContent(text=f"told {len(subscribed)}")])
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        asked.set()
+        await answer.wait()
+        subscribed.append(ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        subscribed.remove(ctx.session)
+        return types.EmptyResult()
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(uri="memo://x", name="x")])
+
+    return Server(
+        "memo",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+    )
+
+
+async def subscribe(client: Client, uri: str) -> None:
+    with warnings.catch_warnings():  # the handshake era's way
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await client.subscribe_resource(uri)
+
+
+async def test_a_subscriber_that_goes_away_does_not_cut_short_the_subscription_of_another(tmp_path: Path) -> None:
+    subscribed: list[ServerSession] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    async with (
+        running(tmp_path, {}, in_process=downstream) as (app, leaving),
+        Client(build_server(app), mode="legacy", message_handler=on_message) as staying,
+    ):
+        first = asyncio.create_task(subscribe(leaving, "memo://x"))
+        with anyio.fail_after(WAIT_S):
+            await asked.wait()  # toolwise is making the downstream subscription for the first client
+        second = asyncio.create_task(subscribe(staying, "memo://x"))
+        await asyncio.sleep(0.1)  # the second client's request reaches toolwise
+        first.cancel()  # the first client goes away (its request cancelled)
+        await asyncio.wait([first])
+        answer.set()
+        with anyio.fail_after(WAIT_S):
+            await second
+        assert text(await staying.call_tool("memo__touch", {})) == "told 1"  # subscribed at the downstream
+        with anyio.fail_after(WAIT_S):
+            while not heard:
+                await anyio.sleep(0.01)
+    assert heard == ["memo://x"]

@@ -1,0 +1,59 @@
+"""The upkeep beside serving does not keep retrying a periodic snapshot the database refuses at every
+tick: each try copies the learned state on the event loop and packs it (CPU for seconds with a large
+state), so while the database fails it would cost the calls served a stall every tick. In-process
+against a real SQLite file, the services as the server runs them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.server.test_persistence import QUERIES, TOOLS, call
+from toolwise.config import Settings
+from toolwise.feedback import FeedbackService
+from toolwise.feedback.records import SnapshotRecord
+from toolwise.server.services import Services
+from toolwise.server.upkeep import Upkeep
+
+TICKS = 20  # the upkeep's ticks the test watches
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+
+
+async def test_a_refused_periodic_snapshot_is_not_tried_again_at_every_tick(url: str) -> None:
+    feedback = FeedbackService(url, flush_interval_ms=1)
+    await feedback.start()
+    # ticks of a millisecond; a snapshot due by rows after every learned call, never by time
+    settings = Settings(database_url=url, seed=5, sync_interval_s=0.001, snapshot_rows=1, snapshot_interval_s=0)
+    services = Services.open(settings, feedback)
+    await services.learning.set_tools(TOOLS)
+    tried: list[str] = []
+    serving, ticked = asyncio.Event(), asyncio.Event()
+    ticks = 0
+
+    async def refused(snapshot: SnapshotRecord, *, keep: int) -> int:
+        tried.append(snapshot.source)
+        raise OSError(28, "No space left on device")
+
+    async def follow_restores() -> None:
+        nonlocal ticks
+        ticks += 1
+        serving.set()  # started up (an empty log: nothing to catch up with)
+        if ticks == TICKS:
+            ticked.set()
+
+    feedback.snapshots.save = refused  # type: ignore[method-assign]  # the database refuses snapshots
+    services.snapshots.follow_restores = follow_restores  # type: ignore[method-assign]  # counts the ticks
+    upkeep = asyncio.create_task(Upkeep(services).run())
+    await asyncio.wait_for(serving.wait(), 60)
+    await call(services, "s", QUERIES[1], "git__git_log")  # learned: a snapshot is due
+    await asyncio.wait_for(ticked.wait(), 60)
+    upkeep.cancel()
+    await asyncio.wait([upkeep])
+    assert tried == ["periodic"]  # tried once, not once a tick
+    await feedback.aclose()
