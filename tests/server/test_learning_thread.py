@@ -275,3 +275,89 @@ async def test_the_stats_heartbeat_and_gauges_wait_for_the_lock_beside_the_event
         assert answered["updates"] == reported["updates"] == (1 if learning else 0)
     (stopped,) = rows(tmp_path, "SELECT stopped_at FROM instances")
     assert stopped[0] is not None, "the shutdown's last heartbeat was not written"
+
+
+async def _recommended_after_one_call(
+    app: Any, client: Any, held: bool
+) -> tuple[dict[str, Any], dict[str, Any], list[tuple[Any, ...]]]:
+    """recommend_tool and recommend_next_tools after a call learned, asked with the learned state's lock free
+    or `held` by another thread (as the learning thread holds it for a run of calls) until both wait for it;
+    with it held, another task and a proxied call are served meanwhile. Returns both answers and what the
+    event loop saw done while they waited."""
+    await app.learning.until_loaded()
+    while app.learning.catching_up:
+        await asyncio.sleep(0.01)
+    assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
+    await app.learning.drain()
+    if not held:
+        return (
+            ok(await client.call_tool("recommend_tool", {"query": "say hello back"})),
+            ok(await client.call_tool("recommend_next_tools", {})),
+            [],
+        )
+    seen: list[tuple[Any, ...]] = []
+    asked: list[object] = []
+    read = app.learning.read_learned
+
+    async def counted(work: Any) -> Any:
+        asked.append(work)
+        return await read(work)
+
+    app.learning.read_learned = counted
+    with held_elsewhere(app.learning.lock) as let_go:
+        recommended = asyncio.create_task(client.call_tool("recommend_tool", {"query": "say hello back"}))
+        following = asyncio.create_task(client.call_tool("recommend_next_tools", {}))
+        while len(asked) < 2:  # both wait for the lock (on the code before, the event loop blocked on it)
+            await asyncio.sleep(0.001)
+        for _ in range(5):  # another task on the loop goes on running
+            await asyncio.sleep(0.01)
+            seen.append(("tick",))
+        meanwhile = await client.call_tool("toy__echo", {"text": "meanwhile"})
+        seen.append(("proxied", meanwhile.is_error, let_go.is_set(), recommended.done() or following.done()))
+    return ok(await asyncio.wait_for(recommended, 30)), ok(await asyncio.wait_for(following, 30)), seen
+
+
+async def test_a_recommendation_waits_for_the_lock_beside_the_event_loop_and_answers_as_it_would_have(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the learning thread holds the learned state's lock, recommend_tool and recommend_next_tools
+    wait for it without blocking the event loop: other tasks and a proxied call are served meanwhile. Once
+    it is free they answer what they answer with it free (the same seed: the same decision, its id drawn
+    from the learned state's rng), and the decision is open: the next call of its tool follows it."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the call made meanwhile waits to be learned
+    async with running(tmp_path / "free") as (app, client):
+        free, free_next, _ = await _recommended_after_one_call(app, client, held=False)
+    async with running(tmp_path) as (app, client):
+        answer, after, seen = await _recommended_after_one_call(app, client, held=True)
+        assert seen == [("tick",)] * 5 + [("proxied", False, False, False)], "the event loop blocked on the lock"
+        for answered in (answer, after, free, free_next):
+            answered.pop("session_id")  # the connection's: each server's own
+        assert answer == free and answer["recommendations"][0]["tool"] == "toy__echo"
+        for nexts in (after, free_next):  # the reward of the call learned: its latency differs from run to run
+            assert nexts["recommendations"][0].pop("mean_reward") == pytest.approx(10.0, abs=0.01)
+        assert after == free_next and after["recent_tools"] == ["toy__echo"]
+        assert not (await client.call_tool("toy__echo", {"text": "after"})).is_error
+        await app.learning.drain()
+    followed = rows(tmp_path, "SELECT decision_id FROM executions ORDER BY seq")
+    assert [d for (d,) in followed] == [None, None, answer["decision_id"]]
+
+
+async def test_a_recommendation_whose_caller_went_away_while_it_waited_opens_no_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recommendation cancelled while it waits for the learned state's lock decides nothing: no decision
+    is left open for the session's calls to be attributed to, and the recommendations after it answer."""
+    async with running(tmp_path) as (app, client):
+        await app.learning.until_loaded()
+        while app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        session = app.learning.sessions.get("gone")
+        with held_elsewhere(app.learning.lock):
+            asking = asyncio.create_task(app.services.agent.recommend(session, "say hello back", 3, None))
+            while not app.learning.lock.waiting:
+                await asyncio.sleep(0.001)
+            asking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+        assert ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))["recommendations"]
+        assert session.decision is None and len(app.learning.open_decisions) == 1  # recommend_tool's alone

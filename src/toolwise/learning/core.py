@@ -145,14 +145,16 @@ class LearningCore:
 
     @property
     def lock(self) -> StateLock:
-        """Held to read or change the learned state on the event loop (the learning thread changes it)."""
+        """Held to read or change the learned state (the learning thread changes it). The event loop takes it
+        through `read_learned`, which never blocks the loop on it; a `with` of it blocks its thread."""
         return self.thread.lock
 
     async def read_learned(self, read: Callable[[Learner], T]) -> T:
-        """`read(learner)` of the current learner, from the event loop, never blocking it on the lock: on the
-        learning thread once the work handed over before is done (`LearningThread.read`). For reads that may
-        wait for a run of calls (the statistics), not for a recommendation's."""
-        return await self.thread.read(lambda: read(self.learner))  # looked up there: a restore replaces it
+        """`read(learner)` of the current learner holding the lock, from the event loop, never blocking the
+        loop on it (`LearningThread.read`): at once when the lock is free, else beside the loop once the chunk
+        or run being learned is done. Every read of the loop (a recommendation, a rating, the statistics) goes
+        through here; `read` may change the state too (a rating, a decision's exploration and rng)."""
+        return await self.thread.read(lambda: read(self.learner))  # looked up under the lock: a restore replaces it
 
     def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
         """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,

@@ -20,9 +20,12 @@ drainer at a time, so learning is the same as if each call had been learned from
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
 recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
 replay of the log learns), several times as many a second, and of up to `CATCH_UP_RUN` once that many
-wait (`_run_size`). Whatever else reads or changes the learned state on the event loop holds the
-learning thread's `lock` for it, but for a trace's reward (lock-free, `LearningCore.reward_of`) and the
-statistics (read on the learning thread, `LearningCore.read_learned`).
+wait (`_run_size`). What the event loop reads or changes of the learned state beside the calls (a
+recommendation, a rating, a session's end, the statistics, a snapshot's copy) goes through
+`LearningCore.read_learned`, which takes the learning thread's `lock` at once when it is free and else
+waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned;
+a trace's reward is lock-free (`LearningCore.reward_of`). What still blocks its thread on the lock: a
+catalogue taken by the learner, a snapshot adopted, the shared log learned (learning/replaying.py).
 """
 
 from __future__ import annotations
