@@ -123,6 +123,8 @@ class LearningCore:
         self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
         self.thread = LearningThread()
         self._pending: deque[Call] = deque()
+        self._noted = 0  # calls noted so far: the first `_taken` of them have left `_pending`, learned and queued
+        self._taken = 0
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
