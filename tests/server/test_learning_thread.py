@@ -343,24 +343,45 @@ async def test_a_recommendation_waits_for_the_lock_beside_the_event_loop_and_ans
     assert [d for (d,) in followed] == [None, None, answer["decision_id"]]
 
 
-async def test_a_recommendation_whose_caller_went_away_while_it_waited_opens_no_decision(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("when", ["waiting for the lock", "being decided"])
+async def test_a_recommendation_whose_caller_went_away_opens_no_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
-    """A recommendation cancelled while it waits for the learned state's lock decides nothing: no decision
-    is left open for the session's calls to be attributed to, and the recommendations after it answer."""
+    """A recommendation cancelled while it waits for the learned state's lock decides nothing; one cancelled
+    while it is decided beside the event loop is decided, and dropped: either way no decision is left open
+    for the session's calls to be attributed to, and the recommendations after it answer."""
     async with running(tmp_path) as (app, client):
         await app.learning.until_loaded()
         while app.learning.catching_up:
             await asyncio.sleep(0.01)
+        learner = app.learning.learner
+        recommend = learner.recommend
+        deciding, decide = threading.Event(), threading.Event()
+
+        def held_decision(query: str, *args: Any, **kwargs: Any) -> Any:
+            if query == "say hello back":  # the one cancelled
+                deciding.set()
+                decide.wait(30)
+            return recommend(query, *args, **kwargs)
+
+        monkeypatch.setattr(learner, "recommend", held_decision)
         session = app.learning.sessions.get("gone")
         with held_elsewhere(app.learning.lock):
             asking = asyncio.create_task(app.services.agent.recommend(session, "say hello back", 3, None))
             while not app.learning.lock.waiting:
                 await asyncio.sleep(0.001)
-            asking.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await asking
-        assert ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))["recommendations"]
+            if when == "waiting for the lock":
+                asking.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await asking  # the lock held until the cancel has reached the read
+        while not deciding.is_set() and when == "being decided":
+            await asyncio.sleep(0.001)
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        decide.set()
+        assert ok(await client.call_tool("recommend_tool", {"query": "echo my words"}))["recommendations"]
+        assert deciding.is_set() == (when == "being decided")
         assert session.decision is None and len(app.learning.open_decisions) == 1  # recommend_tool's alone
 
 
