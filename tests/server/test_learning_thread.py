@@ -410,3 +410,31 @@ async def test_a_drain_returns_once_the_calls_noted_before_it_are_learned_though
         assert not draining.done()
         await draining
         assert app.learning.pending == 4 and app.learning.learner.updates == 4
+
+
+async def test_a_recommendation_past_the_staleness_bound_waits_for_the_hand_over_that_learns_the_older_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drain is learning a backlog hand-over by hand-over: a recommendation that finds more than STALE_CALLS
+    calls pending waits until all but the newest STALE_CALLS are learned, not for the rest of that drain."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        while app.learning.loading or app.learning.catching_up:
+            await asyncio.sleep(0.01)
+        learner = app.learning.learner
+        learn_many = learner.learn_many
+
+        def slow_run(steps: Any, *args: Any) -> Any:
+            time.sleep(0.1)  # a run that takes a while (the GIL let go: the loop serves meanwhile)
+            return learn_many(steps, *args)
+
+        monkeypatch.setattr(learner, "learn_many", slow_run)
+        backlog = 2 * service.LEARN_RUN + STALE_CALLS + 8  # learned as runs of LEARN_RUN
+        for i in range(backlog):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        draining = asyncio.create_task(app.learning.drain())
+        ok(await client.call_tool("recommend_next_tools", {}))
+        left = app.learning.pending
+        await draining
+        assert 0 < left <= STALE_CALLS, f"{left} calls pending once the recommendation answered"
+        assert app.learning.pending == 0 and learner.updates == backlog

@@ -144,16 +144,34 @@ class LearningService(LearningCore):
 
     async def caught_up(self, stale: int) -> None:
         """Return once at most the newest `stale` calls noted so far wait to be learned: a recommendation's
-        staleness bound (server/handlers.py), which waits for the calls before those, not for every one."""
-        if self._noted - self._taken > stale:
-            await self._drain_until(self._noted - stale)
+        staleness bound (server/handlers.py), which waits for the calls before those, not for every one:
+        while a drain is on, for the hand-over of it that learns them, not for the rest of it."""
+        end = self._noted - stale
+        while self._taken < end:
+            if self._order.locked():
+                await self._progress.wait()
+            else:
+                await self._drain_until(end)
 
     async def _drain_until(self, end: int) -> None:
         """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
         if self._pending:
             await self.until_loaded()
-        async with self._order:
+        async with self._ordered():
             await self._drain_pending(end)
+
+    @asynccontextmanager
+    async def _ordered(self) -> AsyncIterator[None]:
+        """`_order` held; those waiting for calls to be learned (`caught_up`) are woken once it is let go."""
+        try:
+            async with self._order:
+                yield
+        finally:
+            self._progressed()
+
+    def _progressed(self) -> None:
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     @asynccontextmanager
     async def holding_calls(self) -> AsyncIterator[None]:
@@ -162,7 +180,7 @@ class LearningService(LearningCore):
         end = self._noted
         if self._pending:
             await self.until_loaded()
-        async with self._order:
+        async with self._ordered():
             await self._drain_pending(end)
             yield
 
@@ -185,6 +203,7 @@ class LearningService(LearningCore):
                 await self._complete(call)
                 self._pending.popleft()
                 self._taken += 1
+            self._progressed()
 
     def _learns_nothing(self) -> bool:
         """With learning off (and no argument values kept, which embeds their requests) a chunk is only its
