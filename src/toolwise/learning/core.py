@@ -66,6 +66,11 @@ def tool_doc(tool: types.Tool) -> ToolDoc:
     )
 
 
+def vectors_of(learner: Learner) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
+    """`learner`'s document vectors and the documents still waiting to be embedded (`running_vectors`)."""
+    return learner.index.vectors, learner.index.unembedded
+
+
 def learned_from(error_type: str | None) -> bool:
     """Whether a call with this outcome teaches the learner. Not a cancelled one: cancelling is the
     user's choice (a stop, a client timeout, a closed window), not the tool failing. Its elapsed time is
@@ -179,11 +184,11 @@ class LearningCore:
 
     def running_vectors(self) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
         """The running learner's document vectors and the documents still waiting to be embedded, read
-        together under the lock from any thread: `_teach` replaces both, and a read between the two could
-        take a waiting document's blank vector for its embedding."""
+        together under the lock from a thread other than the event loop's (on it: `read_learned` of
+        `vectors_of`): `_teach` replaces both, and a read between the two could take a waiting document's
+        blank vector for its embedding."""
         with self.lock:
-            running = self.learner.index
-            return running.vectors, running.unembedded
+            return vectors_of(self.learner)
 
     @property
     def serving(self) -> str:
@@ -244,9 +249,12 @@ class LearningCore:
         while self._wanted is not self.tool_docs or self.learner.index.unembedded:
             docs = self._wanted
             vectors = await self._embed_ahead(docs)
-            with self.lock:
-                self.learner.set_tools(docs, vectors)
-                self.tool_docs = docs
+            await self.read_learned(partial(self._take, docs, vectors))  # the event loop never blocked on the lock
+
+    def _take(self, docs: list[ToolDoc], vectors: dict[str, NDArray[np.float32]], learner: Learner) -> None:
+        """The learner takes the catalogue `docs`, embedded (under the lock, with `tool_docs`: read together)."""
+        learner.set_tools(docs, vectors)
+        self.tool_docs = docs
 
     async def stop_teaching(self) -> None:
         """Shutting down: a catalogue still being embedded is not waited for (its embedding is abandoned);
@@ -261,7 +269,7 @@ class LearningCore:
         thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
         if self.embedder is None:
             return {}
-        known, _ = self.running_vectors()
+        known, _ = await self.read_learned(vectors_of)
         vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
         missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
         if missing:  # abandoned by a shutdown meanwhile (`stop_teaching`): the learner keeps what it had
