@@ -208,7 +208,7 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
         draining = asyncio.create_task(app.learning.drain())
         while not learned:
             await asyncio.sleep(0.001)
-        with app.learning.lock:  # the event loop blocks here, as a recommendation's read does
+        with app.learning.lock:  # a reader blocks here (the event loop, standing in for the reader thread)
             read_at = len(learned)
         await draining
         assert len(handed) == 1, f"{calls} calls pending were handed over {len(handed)} times"
