@@ -1,5 +1,5 @@
 """An MCP server over stdio with N trivial tools (`tool_0000` …, each echoing its text): the downstream
-for bench/scale.py's large catalogue.
+for bench/scale.py's large catalogue (and, in-process, bench/overhead.py's).
 
     python bench/many_tools_server.py 500
 """
@@ -32,7 +32,8 @@ def catalogue(n: int) -> list[types.Tool]:
     ]
 
 
-async def main(n: int) -> None:
+def build(n: int) -> Server[Any]:
+    """The server as an SDK object (bench/overhead.py also runs it in-process)."""
     tools = catalogue(n)
 
     async def list_tools(
@@ -43,7 +44,11 @@ async def main(n: int) -> None:
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(text=str((params.arguments or {}).get("text", "")))])
 
-    server = Server("many", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("many", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main(n: int) -> None:
+    server = build(n)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

@@ -2,6 +2,7 @@
 the event loop.
 
     python bench/overhead.py [--calls 1000] [--rounds 3] [--concurrency 1,4,16] [--settings '{...}'] [--tracing]
+    python bench/overhead.py --in-process [--calls 1000] [--tools 1000]    # the in-process figures alone
 
 Over stdio, four paths to the same echo tool: (a) direct, (b) a bare pass-through proxy on the same SDK,
 (c) toolwise at default settings (recording and learning), (d) toolwise with `learning: false` (it still
@@ -20,6 +21,12 @@ Last, the same lag while the learning thread learns a backlog of `--calls` calls
 with no caller), and that lag less the loop thread's wait on the CPU's run queue over the same sleep
 (Linux's schedstat: what the machine's other work, not the GIL or the loop's own work, cost it; on a
 shared machine the raw lag is mostly that), with the drain's calls/s of wall-clock and of CPU time.
+Then what recommendations cost the other clients while learning is behind: toolwise in-process before
+`--tools` tools, no seed (calls pending learned as runs), 4 callers making `--calls` proxied calls in blocks,
+every other block with a fifth caller asking recommend_tool over and over beside them: the proxied calls'
+p50/p99 and the loop's lag in the blocks without and with it (the reference, same run), and recommend_tool's
+own latency. A read of the learned state waits for the lock beside the loop (learning/worker.py); to see
+the code before, run this file with `PYTHONPATH=<its src>`.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ ECHO = [str(HERE / "echo_server.py")]
 TOOLWISE = ["-m", "toolwise", "serve"]  # as an installed client entry starts it (`install` writes the same)
 QUIET = ["--log-level", "warning"]
 BLOCK = 40  # calls of one path before the next path takes its turn
+READ_BLOCK = 100  # proxied calls of a block with, then without, recommend_tool beside them (`reads_while_behind`)
 
 Call = Callable[[int], Awaitable[float]]
 
@@ -271,6 +279,62 @@ async def backlog_lag(calls: int) -> tuple[np.ndarray, np.ndarray, float, float]
     return np.array(lags), np.array(own), calls / wall, calls / cpu
 
 
+async def reads_while_behind(calls: int, tools: int) -> dict[str, list[float]]:
+    """toolwise in-process before a downstream of `tools` tools, no seed (so learning falls behind and learns
+    runs of calls), 4 callers making proxied calls in blocks of `READ_BLOCK`, every other block with a fifth
+    caller asking recommend_tool over and over beside them (which block goes first alternates). Returns the
+    proxied calls' latencies (ms) alone and beside the recommendations, the loop's lag (ms late for a 1 ms
+    sleep) in each, recommend_tool's latencies (ms) and the calls pending each time the probe woke."""
+    import many_tools_server
+
+    from toolwise.config import AppConfig, InProcessServer
+    from toolwise.server.app import Toolwise
+    from toolwise.server.build import build_server
+
+    queries = [f"{verb} {topic} items" for verb in many_tools_server.VERBS for topic in many_tools_server.TOPICS]
+    seen: dict[str, list[float]] = {
+        k: [] for k in ("alone", "beside", "lag alone", "lag beside", "recommend", "pending")
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        settings = {"database_url": f"sqlite+aiosqlite:///{folder}/reads.db", "sync_interval_s": 0}
+        config = AppConfig.model_validate({"mcpServers": {}, "toolwise": {**settings, "snapshot_interval_s": 0}})
+        server = InProcessServer(many_tools_server.build(tools))
+        async with Toolwise(config, in_process={"many": server}) as app, Client(build_server(app)) as client:
+            names = [t.name for t in (await client.list_tools()).tools if t.name.startswith("many__")]
+
+            def proxied(i: int) -> Awaitable[float]:
+                return timed(client, names[(i * 7919) % len(names)], i)
+
+            async def probe(stop: asyncio.Event, lags: list[float]) -> None:
+                while not stop.is_set():
+                    begin = time.perf_counter()
+                    await asyncio.sleep(0.001)
+                    lags.append((time.perf_counter() - begin) * 1000 - 1.0)
+                    seen["pending"].append(app.learning.pending)
+
+            async def recommending(stop: asyncio.Event) -> None:
+                while not stop.is_set():
+                    begin = time.perf_counter()
+                    answer = await client.call_tool(
+                        "recommend_tool", {"query": queries[len(seen["recommend"]) % len(queries)]}
+                    )
+                    if answer.is_error:
+                        raise RuntimeError(f"recommend_tool failed: {answer.content}")
+                    seen["recommend"].append((time.perf_counter() - begin) * 1000)
+
+            await block_of(proxied, 0, 100, 4)
+            for start in range(0, calls, READ_BLOCK):
+                for beside in (start // READ_BLOCK % 2 == 0, start // READ_BLOCK % 2 == 1):
+                    stop = asyncio.Event()
+                    tasks = [asyncio.create_task(probe(stop, seen["lag beside" if beside else "lag alone"]))]
+                    if beside:
+                        tasks.append(asyncio.create_task(recommending(stop)))
+                    seen["beside" if beside else "alone"] += await block_of(proxied, start, READ_BLOCK, 4)
+                    stop.set()
+                    await asyncio.gather(*tasks)
+    return seen
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1_000, help="calls per path, round and concurrency")
@@ -278,9 +342,11 @@ async def main() -> None:
     parser.add_argument("--concurrency", default="1,4,16", help="concurrent callers, comma-separated")
     parser.add_argument("--tracing", action="store_true", help="also toolwise with tracing on (e)")
     parser.add_argument("--settings", default="{}", help='toolwise settings as JSON, e.g. \'{"policy": "semantic"}\'')
+    parser.add_argument("--in-process", action="store_true", help="only the in-process figures (no stdio rounds)")
+    parser.add_argument("--tools", type=int, default=1_000, help="the catalogue recommend_tool reads while behind")
     args = parser.parse_args()
     settings = json.loads(args.settings)
-    for callers in (int(n) for n in args.concurrency.split(",")):
+    for callers in (int(n) for n in args.concurrency.split(",") if not args.in_process):
         ratios: dict[str, list[float]] = {"median": [], "p99": [], "learning p99": []}
         for round_ in range(1, args.rounds + 1):
             runs, recorded = await one_round(args.calls, callers, settings, tracing=args.tracing)
@@ -304,6 +370,20 @@ async def main() -> None:
         f"  p99 {p99(own):6.3f}  max {own.max():6.3f}; learned {per_wall:,.0f} calls/s of wall-clock,"
         f" {per_cpu:,.0f} of CPU time"
     )
+    seen = await reads_while_behind(args.calls, args.tools)
+    pending = np.array(seen["pending"])
+    print(
+        f"toolwise in-process, {args.tools:,} tools, no seed, 4 callers, recommend_tool asked beside them in every"
+        f" other block: calls pending p50 {np.median(pending):.0f}, p99 {p99(pending):.0f} (learned as runs from 16)"
+    )
+    for block in ("alone", "beside"):
+        calls, lag = np.array(seen[block]), np.array(seen[f"lag {block}"])
+        print(
+            f"   proxied calls {block:6s}  p50 {np.median(calls):6.3f}  p99 {p99(calls):6.3f}"
+            f"   lag p50 {np.median(lag):6.3f}  p99 {p99(lag):6.3f}  max {lag.max():6.3f}"
+        )
+    asked = np.array(seen["recommend"])
+    print(f"   recommend_tool: {len(asked):,} answered, p50 {np.median(asked):6.3f}  p99 {p99(asked):6.3f} ms")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from tests.server.surface import HeldEmbedder
+from tests.server.surface import HeldEmbedder, held_elsewhere
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.learning import core
@@ -49,6 +49,27 @@ async def test_a_change_arriving_while_an_earlier_one_is_embedded_is_the_one_the
     assert learning.learner.index.active_names == ["time__now"]  # the last catalogue
     assert list(learning.learner.index.tools.names) == ["text__translate", "time__now"]  # the first, taken before it
     assert [d.name for d in learning.tool_docs] == ["time__now"]
+
+
+async def test_a_catalogue_is_taken_once_the_lock_is_free_the_event_loop_running_meanwhile() -> None:
+    """While the learning thread holds the learned state's lock (a run of calls), a catalogue change waits for
+    it beside the event loop (its vectors read, the catalogue taken): other tasks run meanwhile, and the
+    learner has the new catalogue once the lock is free."""
+    settings = Settings(database_url="sqlite+aiosqlite:///:memory:")
+    learning = LearningService(settings, FeedbackService(settings.database_url))
+    now = tool("time__now", "The current time.")
+    await learning.set_tools([now])
+    with held_elsewhere(learning.lock) as let_go:
+        changing = asyncio.create_task(learning.set_tools([now, tool("text__translate", "Translate a text.")]))
+        ticks = 0
+        while not learning.lock.waiting or ticks < 5:  # on the code before, the event loop blocked on the lock
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not let_go.is_set() and not changing.done()
+        assert learning.learner.index.active_names == ["time__now"]
+    await asyncio.wait_for(changing, 30)
+    assert sorted(learning.learner.index.active_names) == ["text__translate", "time__now"]
+    assert [d.name for d in learning.tool_docs] == ["time__now", "text__translate"]
 
 
 async def test_a_snapshot_load_reads_the_running_vectors_whole_not_while_a_catalogue_is_taken() -> None:

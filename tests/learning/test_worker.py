@@ -80,10 +80,11 @@ def test_a_reader_whose_wait_is_cut_short_is_no_longer_counted(monkeypatch: pyte
     assert raising.seen == 1 and lock.waiting == 0
 
 
-async def test_the_worker_gives_the_loop_no_turn_while_a_reader_waits_and_one_once_none_does(
+async def test_the_worker_gives_the_loop_no_turn_while_the_loop_waits_for_the_lock_and_one_while_another_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A turn posted to a loop blocked on the lock could not run: the worker would wait for nothing."""
+    """A turn posted to a loop blocked on the lock could not run: the worker would wait for nothing. A reader
+    thread blocked on it (the loop's reads wait there) does not keep the loop from its turns."""
     worker = LearningThread()
     loop = asyncio.get_running_loop()
     posted: list[Callable[..., object]] = []
@@ -93,8 +94,6 @@ async def test_the_worker_gives_the_loop_no_turn_while_a_reader_waits_and_one_on
         posted.append(callback)
         return post(callback, *args)
 
-    monkeypatch.setattr(loop, "call_soon_threadsafe", spy)
-
     def read() -> None:
         with worker.lock:
             pass  # a reader that takes the lock and gives it back
@@ -102,18 +101,24 @@ async def test_the_worker_gives_the_loop_no_turn_while_a_reader_waits_and_one_on
     turns: list[int] = []
 
     def work() -> None:  # on the learning thread, holding the lock
-        reader = threading.Thread(target=read)
-        reader.start()
+        monkeypatch.setattr(loop, "call_soon_threadsafe", spy)
+        post(read)  # the event loop blocks on the lock
         wait_until(lambda: worker.lock.waiting == 1)
         time.sleep(2 * SLICE_S)  # a slice of work done: a turn is due
         worker.let_loop_run()
         turns.append(len(posted))
-        worker.lock.__exit__(None, None, None)  # let the reader in and out, then take the lock back
-        reader.join(timeout=10)
+        worker.lock.__exit__(None, None, None)  # let the loop in and out, then take the lock back
+        wait_until(lambda: worker.lock.waiting == 0)
         worker.lock.__enter__()
+        reader = threading.Thread(target=read)  # a reader thread blocks on the lock
+        reader.start()
+        wait_until(lambda: worker.lock.waiting == 1)
         time.sleep(2 * SLICE_S)
         worker.let_loop_run()
         turns.append(len(posted))
+        worker.lock.__exit__(None, None, None)
+        reader.join(timeout=10)
+        worker.lock.__enter__()
 
     await worker.run(work)
     worker.close()
@@ -180,3 +185,118 @@ async def test_a_failure_of_abandoned_work_is_logged_not_lost(caplog: pytest.Log
     [record] = [r for r in caplog.records if r.exc_info]
     assert "toolwise-embedding failed after it was abandoned" in record.getMessage()
     assert record.exc_info is not None and isinstance(record.exc_info[1], EmbeddingBroke)
+
+
+def held_by_another_thread(lock: StateLock) -> tuple[threading.Event, threading.Thread]:
+    """`lock` held by a thread of its own (the learning thread, learning a chunk) until the event is set."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    return release, holder
+
+
+async def test_a_read_with_the_lock_free_is_done_at_once_on_the_event_loop() -> None:
+    worker = LearningThread()
+    assert await worker.read(threading.get_ident) == threading.get_ident()
+    assert worker.lock.take(), "the read gave the lock back"
+    worker.lock.__exit__(None, None, None)
+    worker.close()
+
+
+async def test_reads_asked_while_the_lock_is_held_wait_beside_the_loop_and_are_done_in_order_under_one_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The event loop goes on while reads wait for the lock; they are done on a thread of their own (not the
+    loop, not the learning thread's queue), in the order asked, all under the one hold the worker let them in
+    for: concurrent readers wait for one chunk, not one each."""
+    worker = LearningThread()
+    release, holder = held_by_another_thread(worker.lock)
+    entered: list[int] = []
+    enter = StateLock.__enter__
+
+    def counted(lock: StateLock) -> None:
+        entered.append(threading.get_ident())
+        enter(lock)
+
+    monkeypatch.setattr(StateLock, "__enter__", counted)
+    done: list[tuple[str, int]] = []
+
+    def reading(name: str) -> Callable[[], None]:
+        return lambda: done.append((name, threading.get_ident()))
+
+    reads = [asyncio.ensure_future(worker.read(reading(n))) for n in "abc"]
+    ticks = 0
+    while worker.lock.waiting == 0 or ticks < 5:  # the loop runs on while the reads wait
+        await asyncio.sleep(0.001)
+        ticks += 1
+    assert not done and not any(r.done() for r in reads)
+    release.set()
+    await asyncio.gather(*reads)
+    holder.join(10)
+    (reader,) = set(entered)
+    assert [n for n, _ in done] == ["a", "b", "c"] and {t for _, t in done} == {reader}
+    assert reader != threading.get_ident()
+    worker.close()
+
+
+async def test_a_read_whose_caller_went_away_before_it_got_the_lock_is_not_done() -> None:
+    worker = LearningThread()
+    release, holder = held_by_another_thread(worker.lock)
+    done: list[str] = []
+    gone = asyncio.ensure_future(worker.read(lambda: done.append("gone")))
+    wait_until_async = asyncio.get_running_loop().run_in_executor(None, wait_until, lambda: worker.lock.waiting == 1)
+    await wait_until_async
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    kept = asyncio.ensure_future(worker.read(lambda: done.append("kept")))
+    release.set()
+    await kept
+    holder.join(10)
+    assert done == ["kept"]
+    worker.close()
+
+
+async def test_a_read_asked_while_an_earlier_one_is_not_back_does_not_overtake_it() -> None:
+    """The lock free again before the event loop has the first read's answer: a read asked then goes after it
+    (a recommendation asked later never decides before one asked earlier), not at once on the loop."""
+    worker = LearningThread()
+    release, holder = held_by_another_thread(worker.lock)
+    answered: list[str] = []
+    first_done = threading.Event()
+
+    async def asked(name: str, work: Callable[[], object]) -> None:
+        await worker.read(work)
+        answered.append(name)
+
+    first = asyncio.ensure_future(asked("first", first_done.set))
+    await asyncio.get_running_loop().run_in_executor(None, wait_until, lambda: worker.lock.waiting == 1)
+    release.set()
+    first_done.wait(10)  # the first read is done; its answer has not reached the loop yet (the loop is here)
+    wait_until(worker.lock.take)  # and the lock is free again
+    worker.lock.__exit__(None, None, None)
+    second = asyncio.ensure_future(asked("second", lambda: None))
+    await asyncio.gather(first, second)
+    holder.join(10)
+    assert answered == ["first", "second"]
+    worker.close()
+
+
+async def test_once_closed_a_read_is_done_on_the_event_loop() -> None:
+    worker = LearningThread()
+    release, holder = held_by_another_thread(worker.lock)
+    waiting = asyncio.ensure_future(worker.read(threading.get_ident))
+    await asyncio.get_running_loop().run_in_executor(None, wait_until, lambda: worker.lock.waiting == 1)
+    release.set()
+    reader = await waiting
+    holder.join(10)
+    worker.close()  # the reads asked are answered, then the reader thread ends
+    assert reader != threading.get_ident()
+    assert await worker.read(threading.get_ident) == threading.get_ident()

@@ -57,7 +57,7 @@ async def _all(feedback: FeedbackService) -> list[Execution]:
 async def test_an_over_long_query_is_cut_to_the_limit(url: str) -> None:
     feedback, services = await service(url, max_query_chars=100)
     session = services.learning.sessions.get("s")
-    decision = services.agent.recommend(session, "show the git log " + "x" * 500, 3, None)
+    decision = await services.agent.recommend(session, "show the git log " + "x" * 500, 3, None)
     assert decision.ranked, "a long request still gets recommendations"
     assert session.query == ("show the git log " + "x" * 500)[:100]
     await feedback.aclose()
@@ -71,7 +71,7 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
     for s in range(6):
         session = first.learning.sessions.get(f"s{s}")
         asked[session.id] = QUERIES[s % 3] + " please, in detail" * 20
-        first.agent.recommend(session, asked[session.id], 3, None)
+        await first.agent.recommend(session, asked[session.id], 3, None)
         for tool in ("git__git_log", "git__git_status", "git__git_diff", "git__git_log"):
             proxied(first, session.id, tool)
         await first.learning.drain()

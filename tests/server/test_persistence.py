@@ -64,7 +64,7 @@ def url(tmp_path: Path) -> str:
 
 async def call(services: Services, session_id: str, query: str, tool: str, ok: bool = True) -> str:
     session = services.learning.sessions.get(session_id)
-    services.agent.recommend(session, query, 3, None)
+    await services.agent.recommend(session, query, 3, None)
     execution_id = services.learning.note(
         session,
         tool=tool,
@@ -318,7 +318,7 @@ async def test_shadow_mode_serves_the_lexical_baseline_while_learning(url: str) 
     baseline = shadow.learning.learner.recommend(QUERIES[1], shadow.learning.state.rng, baseline=True, top_k=4)
     await teach(shadow, rounds=10)
     assert shadow.learning.learner.updates > 0 and shadow.learning.serving == "baseline (shadow mode)"
-    served = shadow.agent.recommend(shadow.learning.sessions.get("x"), QUERIES[1], 4, None)
+    served = await shadow.agent.recommend(shadow.learning.sessions.get("x"), QUERIES[1], 4, None)
     assert served.policy == "baseline" and not served.explored
     assert [r.tool for r in served.ranked] == [r.tool for r in baseline.ranked]
     await feedback.aclose()
@@ -331,10 +331,12 @@ async def test_shields_drop_a_failing_tool_from_recommendations(url: str) -> Non
     assert "git__git_diff" in services.learning.shields.blocked(0.0)
     tools = [
         r.tool
-        for r in services.agent.recommend(services.learning.sessions.get("y"), "show differences", 4, None).ranked
+        for r in (
+            await services.agent.recommend(services.learning.sessions.get("y"), "show differences", 4, None)
+        ).ranked
     ]
     assert "git__git_diff" not in tools and tools
-    only = services.agent.recommend(services.learning.sessions.get("y"), "show differences", 4, ["git__git_diff"])
+    only = await services.agent.recommend(services.learning.sessions.get("y"), "show differences", 4, ["git__git_diff"])
     assert only.chosen == "git__git_diff"  # asked for by name and nothing else: still answered
     await feedback.aclose()
 
@@ -505,7 +507,7 @@ async def test_a_start_with_a_snapshot_replays_only_the_tail(url: str) -> None:
     feedback.reads.iter_log_columns = counted  # type: ignore[method-assign,assignment]  # a counting spy in its place
     await second.snapshots.load_latest()
     assert second.learning.catching_up and "catching up" in second.learning.serving
-    decision = second.agent.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)
+    decision = await second.agent.recommend(second.learning.sessions.get("meanwhile"), QUERIES[1], 3, None)
     assert not decision.explored  # while catching up, the prior answers (no exploration on a lagging state)
     learned = await second.sharing.catch_up()
     assert not second.learning.catching_up and second.learning.progress.total == 6 and len(read) == 6

@@ -15,7 +15,7 @@ from toolwise.errors import UserError
 from toolwise.feedback import OUTCOMES, Episode, Execution, FeedbackError, InvalidOutcomeError, Outcome, utcnow
 from toolwise.learning.service import LearningService, with_session_query
 from toolwise.learning.sessions import Session, owns, step_of
-from toolwise.rl import Decision
+from toolwise.rl import Decision, Learner
 from toolwise.rl.arguments import Suggestion
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,26 @@ class Agent:
     def __init__(self, learning: LearningService) -> None:
         self.learning = learning
 
-    def recommend(
+    async def recommend(
         self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
     ) -> Decision:
         """Rank the tools for `query` in `session`, and open the decision the calls after it follow."""
+        decision, _ = await self.recommend_with_arguments(session, query, top_k, candidates, named_first=named_first)
+        return decision
+
+    async def recommend_with_arguments(
+        self,
+        session: Session,
+        query: str,
+        top_k: int,
+        candidates: list[str] | None,
+        *,
+        named_first: bool = False,
+        suggest: int = 0,
+    ) -> tuple[Decision, dict[str, list[Suggestion]]]:
+        """`recommend`, and the argument values that worked for its first `suggest` tools (`suggestions`),
+        read together: one wait for the lock at most. The decision is opened once both are back, so a
+        caller that goes away meanwhile leaves no decision open for calls to follow."""
         learning = self.learning
         if len(learning.learner.index.active if candidates is None else candidates) == 0:
             raise UserError("there are no tools to choose from")  # the caller's to fix, not a bug
@@ -52,34 +68,43 @@ class Agent:
             blocked = {} if all(c in blocked for c in candidates) else blocked
         elif len(blocked) >= len(learning.learner.index.active):
             blocked = {}
-        with learning.lock:
-            decision = learning.learner.recommend(
+        previous, position = session.previous_tool, session.length  # as the session is now, not once read
+        history = session.recent(session.length, learning.history_n)
+        baseline = learning.settings.shadow or learning.catching_up
+
+        def decide(learner: Learner) -> tuple[Decision, dict[str, list[Suggestion]]]:
+            decision = learner.recommend(
                 query,
                 learning.state.rng,
-                previous_tool=session.previous_tool,
-                position=session.length,
+                previous_tool=previous,
+                position=position,
                 candidates=candidates,
                 top_k=top_k,
                 exclude=blocked.keys(),
-                baseline=learning.settings.shadow or learning.catching_up,
+                baseline=baseline,
                 named_first=named_first,
-                history=session.recent(session.length, learning.history_n),
+                history=history,
             )
+            tools = [r.tool for r in decision.ranked[:suggest]]
+            return decision, self._suggestions(learner, tools, query, session.owner)
+
+        decision, suggested = await learning.read_learned(decide)
         session.recommended(query, decision)
         learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
         learning.state.decided(decision.explored)
-        return decision
+        return decision, suggested
 
-    def suggest_arguments(self, tool: str, query: str, owner: str | None = None) -> list[Suggestion]:
-        """Values `tool`'s successful calls (by `owner`, unless `share_arguments`) used for requests like
-        `query` (none without stored arguments or an embedding)."""
+    def _suggestions(
+        self, learner: Learner, tools: list[str], query: str, owner: str | None
+    ) -> dict[str, list[Suggestion]]:
+        """Values `tools`' successful calls (by `owner`, unless `share_arguments`) used for requests like
+        `query` (none without stored arguments or an embedding). The caller holds the lock."""
         learning = self.learning
-        semantic = learning.learner.index.semantic
-        if not learning.settings.store_arguments or semantic is None:
-            return []
-        key = learning.argument_key(owner, tool)
-        with learning.lock:
-            return learning.arguments.suggest(key, semantic.query(query[: learning.settings.max_query_chars]))
+        semantic = learner.index.semantic
+        if not tools or not learning.settings.store_arguments or semantic is None:
+            return {}
+        asked = semantic.query(query)
+        return {tool: learning.arguments.suggest(learning.argument_key(owner, tool), asked) for tool in tools}
 
     async def rate(
         self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
@@ -129,13 +154,14 @@ class Agent:
         history = session.recent(execution.position, n) if mine else ()
         after_failure = mine and session.failed_before(execution.position)
         step = step_of(execution, history, n, rating=rating, after_failure=after_failure)
-        with learning.lock:
-            learner = learning.learner
+
+        def learn_rating(learner: Learner) -> float:
             previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)
             if learning.settings.learning:
-                reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
-            else:
-                reward = learner.reward_of(step)
+                return learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
+            return learner.reward_of(step)
+
+        reward = await learning.read_learned(learn_rating)
         await writes.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
@@ -156,7 +182,7 @@ class Agent:
             name = shown if shown is not None else session_id
             raise UserError(f"session {name!r} has no calls to end (a client ends only its own sessions)")
         last = session.calls[-1]
-        self._end_episode(session, last)
+        await self._end_episode(session, last)
         episode = Episode(
             session_id=session.id,
             tools=session.tools,
@@ -175,7 +201,7 @@ class Agent:
             learning.covered.live.discard(episode.id)  # not in the log: nothing for a sync to skip
             raise
 
-    def _end_episode(self, session: Session, last: Execution) -> None:
+    async def _end_episode(self, session: Session, last: Execution) -> None:
         """The session's last step was learned before anyone knew it was the last: a TD learner learns
         it again as terminal (no future term)."""
         learning = self.learning
@@ -183,7 +209,7 @@ class Agent:
             return
         try:
             step = step_of(last, session.recent(last.position, learning.history_n), learning.history_n)
-            with learning.lock:
-                learning.learner.end_episode(step, last.reward, learning.state.rng)
+            reward = last.reward
+            await learning.read_learned(lambda learner: learner.end_episode(step, reward, learning.state.rng))
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)

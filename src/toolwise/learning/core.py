@@ -104,7 +104,7 @@ class LearningCore:
         self.instance_id = new_id()
         self.embedder = load_embedder(settings.embedding)
         self.thread = LearningThread()
-        self.teaching = Teaching(self.thread.lock, lambda: self.learner, self.embedder)
+        self.teaching = Teaching(self.thread.lock, lambda: self.learner, self.embedder, self.read_learned)
         self.state = LearnedState(self.new_learner(), np.random.default_rng(settings.seed))
         self.progress = CatchUp()
         self.sessions = Sessions(max(settings.session_window, self.learner.config.sequence_n - 1))
@@ -123,7 +123,10 @@ class LearningCore:
         self.arguments = ArgumentMemory()
         self._redact = re.compile(DEFAULT_REDACT_PATTERN, re.IGNORECASE)
         self._pending: deque[Call] = deque()
+        self._noted = 0  # calls noted so far: the first `_taken` of them have left `_pending`, learned and queued
+        self._taken = 0
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
+        self._progress = asyncio.Event()  # set (and replaced) once a drainer took calls off or let go of `_order`
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._closing = False
@@ -143,14 +146,16 @@ class LearningCore:
 
     @property
     def lock(self) -> StateLock:
-        """Held to read or change the learned state on the event loop (the learning thread changes it)."""
+        """Held to read or change the learned state (the learning thread changes it). The event loop takes it
+        through `read_learned`, which never blocks the loop on it; a `with` of it blocks its thread."""
         return self.thread.lock
 
     async def read_learned(self, read: Callable[[Learner], T]) -> T:
-        """`read(learner)` of the current learner, from the event loop, never blocking it on the lock: on the
-        learning thread once the work handed over before is done (`LearningThread.read`). For reads that may
-        wait for a run of calls (the statistics), not for a recommendation's."""
-        return await self.thread.read(lambda: read(self.learner))  # looked up there: a restore replaces it
+        """`read(learner)` of the current learner holding the lock, from the event loop, never blocking the
+        loop on it (`LearningThread.read`): at once when the lock is free, else beside the loop once the chunk
+        or run being learned is done. Every read of the loop (a recommendation, a rating, the statistics) goes
+        through here; `read` may change the state too (a rating, a decision's exploration and rng)."""
+        return await self.thread.read(lambda: read(self.learner))  # looked up under the lock: a restore replaces it
 
     def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
         """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,

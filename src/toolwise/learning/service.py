@@ -15,14 +15,19 @@ only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_O
 learning thread at once and learned there while the event loop serves calls, a reader of the learned
 state let in between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and
 context hashes, computed on the loop), then queued for the store; and always before anything reads
-what was recorded (every own tool drains first; so does shutdown). Drained in call order, by one
-drainer at a time, so learning is the same as if each call had been learned from on the spot; unless
+what was recorded (every own tool drains first, a recommendation only the calls before the newest
+`STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
+before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer
+at a time, so learning is the same as if each call had been learned from on the spot; unless
 learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
 recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
 replay of the log learns, a run's fixed work shared by its calls), and of up to `CATCH_UP_RUN` once that many
-wait (`_run_size`). Whatever else reads or changes the learned state on the event loop holds the
-learning thread's `lock` for it, but for a trace's reward (lock-free, `LearningCore.reward_of`) and the
-statistics (read on the learning thread, `LearningCore.read_learned`).
+wait (`_run_size`). What the event loop reads or changes of the learned state beside the calls (a
+recommendation, a rating, a session's end, the statistics, a snapshot's copy) goes through
+`LearningCore.read_learned`, which takes the learning thread's `lock` at once when it is free and else
+waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned;
+so does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). What
+still blocks the loop on the lock: a snapshot adopted, the shared log learned (learning/replaying.py).
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ class LearningService(LearningCore):
         history = session.recent(session.length, self.history_n)
         failed_before = session.failed_before(session.length)
         self._pending.append(Call(execution, history, decision, session.owner, failed_before))
+        self._noted += 1
         session.add(execution)
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
@@ -132,32 +138,62 @@ class LearningService(LearningCore):
     async def drain(self) -> None:
         """Learn and record every call noted so far, in order: learned on the learning thread a chunk
         at a time while the event loop serves, then queued for the store. Calls noted while the learned
-        state loads wait for it."""
+        state loads wait for it. The calls noted after it was asked are left to the drain after it: under
+        calls that keep coming faster than they are learned, it still returns."""
+        await self._drain_until(self._noted)
+
+    async def caught_up(self, stale: int) -> None:
+        """Return once at most the newest `stale` calls noted so far wait to be learned: a recommendation's
+        staleness bound (server/handlers.py), which waits for the calls before those, not for every one:
+        while a drain is on, for the hand-over of it that learns them, not for the rest of it."""
+        end = self._noted - stale
+        while self._taken < end:
+            if self._order.locked():
+                await self._progress.wait()
+            else:
+                await self._drain_until(end)
+
+    async def _drain_until(self, end: int) -> None:
+        """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
         if self._pending:
             await self.until_loaded()
-        async with self._order:
-            await self._drain_pending()
+        async with self._ordered():
+            await self._drain_pending(end)
+
+    @asynccontextmanager
+    async def _ordered(self) -> AsyncIterator[None]:
+        """`_order` held; those waiting for calls to be learned (`caught_up`) are woken once it is let go."""
+        try:
+            async with self._order:
+                yield
+        finally:
+            self._progressed()
+
+    def _progressed(self) -> None:
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     @asynccontextmanager
     async def holding_calls(self) -> AsyncIterator[None]:
         """`drain`, then the calls noted until the block ends wait (noted, in order) for the drain after
         it: a restore loads a state off the event loop meanwhile, and they are learned into that state."""
+        end = self._noted
         if self._pending:
             await self.until_loaded()
-        async with self._order:
-            await self._drain_pending()
+        async with self._ordered():
+            await self._drain_pending(end)
             yield
 
-    async def _drain_pending(self) -> None:
-        """`drain`'s work, holding `_order`."""
-        while self._pending:
+    async def _drain_pending(self, end: int) -> None:
+        """`drain`'s work, holding `_order`: the calls pending before the `end`-th noted."""
+        while self._pending and self._taken < end:
             if self._learns_nothing():  # learning off: on the loop, a chunk at a time
-                chunk = list(itertools.islice(self._pending, LEARN_CHUNK))
+                chunk = list(itertools.islice(self._pending, min(LEARN_CHUNK, end - self._taken)))
                 with self.lock:
                     self._learn_chunk(chunk)
             else:
                 behind = self._behind()
-                chunk = list(itertools.islice(self._pending, self._run_size(behind)))
+                chunk = list(itertools.islice(self._pending, min(self._run_size(behind), end - self._taken)))
                 await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
             for i, call in enumerate(chunk):
                 if i and i % RECORDS_PER_TURN == 0:  # queueing a record never waits on a free queue: the loop's
@@ -166,6 +202,8 @@ class LearningService(LearningCore):
                 # failing database, leaves the call for the next drain rather than losing it.
                 await self._complete(call)
                 self._pending.popleft()
+                self._taken += 1
+            self._progressed()
 
     def _learns_nothing(self) -> bool:
         """With learning off (and no argument values kept, which embeds their requests) a chunk is only its
@@ -320,7 +358,8 @@ class LearningService(LearningCore):
             self._idle.cancel()
             self._idle = None
         self._closing = True  # queue beyond the writer's bound: it commits or dead-letters them
-        await self.drain()
+        while self._pending:  # and those noted while it drained
+            await self.drain()
         await self._draining.wait()
         self.thread.close()
 

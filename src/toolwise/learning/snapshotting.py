@@ -75,9 +75,9 @@ class Snapshotting:
         return self._record(self._capture(source))
 
     def _capture(self, source: str) -> _Captured:
-        """A consistent copy of the learned state, taken on the event loop holding the learning lock:
-        every `state_dict` builds new arrays and lists, so learning that goes on while it is packed
-        elsewhere cannot reach it."""
+        """A consistent copy of the learned state, taken holding the learning lock (`save` takes it through
+        `LearningThread.read`, which never blocks the event loop on it): every `state_dict` builds new
+        arrays and lists, so learning that goes on while it is packed elsewhere cannot reach it."""
         with self.learning.lock:
             return self._captured(source)
 
@@ -115,14 +115,15 @@ class Snapshotting:
         return snapshots.sign(record, self.sign_key) if self.sign_key is not None else record
 
     async def save(self, source: str) -> SnapshotRecord:
-        """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied on the
-        event loop and packed in a worker thread (a year's state is large: proxied calls must not wait
-        on its packing); one save (or restore) at a time, so the newest stored is the newest taken."""
+        """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied holding the
+        lock, never blocking the event loop on it, and packed in a worker thread (a year's state is large:
+        proxied calls must not wait on its packing); one save (or restore) at a time, so the newest stored
+        is the newest taken."""
         async with self._saving:
             await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
             await self.learning.drain()
-            captured = self._capture(source)
-            learned = self.learning.state.unsnapshotted
+            learned = self.learning.state.unsnapshotted  # before the capture: a call completed meanwhile is not in it
+            captured = await self.learning.thread.read(lambda: self._captured(source))
             record = await asyncio.to_thread(self._record, captured)
             self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
             self.learning.state.snapshotted(learned)  # what was learned since it was taken is not in it

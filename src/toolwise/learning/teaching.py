@@ -7,8 +7,9 @@ does not wait for an embedding (`Teaching.stop`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,13 +21,33 @@ from toolwise.rl.embedding import Embedder
 
 EMBEDDING_THREAD = "toolwise-embedding"  # the thread a catalogue's new documents are embedded on (abandonable)
 
+T = TypeVar("T")
+
+
+class Reads(Protocol):
+    """`LearningCore.read_learned`: `read(learner)` under the lock, the event loop never blocked on it."""
+
+    def __call__(self, read: Callable[[Learner], T], /) -> Awaitable[T]: ...
+
+
+def vectors_of(learner: Learner) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
+    """`learner`'s document vectors and the documents still waiting to be embedded (`running_vectors`)."""
+    return learner.index.vectors, learner.index.unembedded
+
 
 class Teaching:
     """The catalogue the learner knows (`docs`) and the teaching of the newest one given (`set_tools`)."""
 
-    def __init__(self, lock: StateLock, learner: Callable[[], Learner], embedder: Embedder | None) -> None:
-        self.lock = lock  # the learning thread's: held while the learner takes a catalogue
+    def __init__(
+        self,
+        lock: StateLock,
+        learner: Callable[[], Learner],
+        embedder: Embedder | None,
+        read: Reads,
+    ) -> None:
+        self.lock = lock  # the learning thread's: held while the learner takes a catalogue off the event loop
         self._learner = learner  # the current learner, looked up at each use: a restore replaces it
+        self._read = read  # `LearningCore.read_learned`: the event loop's way in, never blocking it on the lock
         self.embedder = embedder
         self.docs: list[ToolDoc] = []
         self._wanted = self.docs  # the catalogue last given to `set_tools`, taken by `_teach`
@@ -34,11 +55,11 @@ class Teaching:
 
     def running_vectors(self) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
         """The running learner's document vectors and the documents still waiting to be embedded, read
-        together under the lock from any thread: `_teach` replaces both, and a read between the two could
-        take a waiting document's blank vector for its embedding."""
+        together under the lock from a thread other than the event loop's (on it: `_read` of `vectors_of`):
+        `_teach` replaces both, and a read between the two could take a waiting document's blank vector for
+        its embedding."""
         with self.lock:
-            running = self._learner().index
-            return running.vectors, running.unembedded
+            return vectors_of(self._learner())
 
     async def set_tools(self, docs: list[ToolDoc], *, first: bool = False) -> None:
         """Teach the learner the catalogue `docs`; returns once it knows this one (or a newer). Its new
@@ -65,9 +86,12 @@ class Teaching:
         while self._wanted is not self.docs or self._learner().index.unembedded:
             docs = self._wanted
             vectors = await self._embed_ahead(docs)
-            with self.lock:
-                self._learner().set_tools(docs, vectors)
-                self.docs = docs
+            await self._read(partial(self._take, docs, vectors))  # the event loop never blocked on the lock
+
+    def _take(self, docs: list[ToolDoc], vectors: dict[str, NDArray[np.float32]], learner: Learner) -> None:
+        """The learner takes the catalogue `docs`, embedded (under the lock, with `docs`: read together)."""
+        learner.set_tools(docs, vectors)
+        self.docs = docs
 
     async def stop(self) -> None:
         """Shutting down: a catalogue still being embedded is not waited for (its embedding is abandoned);
@@ -82,7 +106,7 @@ class Teaching:
         thread (the embedders are safe to call beside the learning thread: they keep no state a call changes)."""
         if self.embedder is None:
             return {}
-        known, _ = self.running_vectors()
+        known, _ = await self._read(vectors_of)
         vectors = {doc.document: known[doc.document] for doc in docs if doc.document in known}
         missing = [d for d in dict.fromkeys(doc.document for doc in docs) if d not in known]
         if missing:  # abandoned by a shutdown meanwhile (`stop`): the learner keeps what it had

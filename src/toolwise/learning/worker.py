@@ -4,13 +4,16 @@ A learning step takes about a millisecond (the choice model's step and its repla
 loop it delayed every call waiting on the loop by as much, and with several callers the delays added
 up in the tail. Here the event loop hands the calls pending to one worker thread at once (each hand-over
 costs both threads a round trip) and goes on serving; the worker learns them in call order. The learned
-state is changed by the worker and read by the loop, so both hold `lock` while they touch it: the worker
-for its work, letting a blocked reader in between chunks of a few calls (`let_readers_in`), the loop for
-one read (a recommendation, a snapshot's state). A reader waits for a few calls' learning at most while
-learning keeps up, never for every call pending; while it catches up, for one run of up to `CATCH_UP_RUN`
-calls (learning/service.py: tens of milliseconds at 1,000 tools). A proxied call never takes it (a trace's
-reward reads a tool's mean latency without it, `Learner.reward_of`); the statistics (heartbeat, gauges,
-`get_learning_stats`) are read on the worker (`read`), so the loop serves on while they wait for a run.
+state is changed by the worker and read for the loop, so both hold `lock` while they touch it: the worker
+for its work, letting a blocked reader in between chunks of a few calls (`let_readers_in`), a reader for
+one read (a recommendation, a rating, the statistics, a snapshot's state: `read`). A read never blocks the
+event loop on the lock: when it is free the loop takes it and reads at once; when the worker holds it, the
+read goes to the reader thread (`Readers`), which blocks on the lock there, counted among the waiting, and
+every read asked meanwhile is done under one hold of it. A reader waits for a few calls' learning at most
+while learning keeps up, never for every call pending; while it catches up, for one run of up to
+`CATCH_UP_RUN` calls (learning/service.py: tens of milliseconds at 1,000 tools). The loop serves calls
+meanwhile. A proxied call never takes it (a trace's reward reads a tool's mean latency without it,
+`Learner.reward_of`).
 
 The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
 around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only once the
@@ -26,10 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import TypeVar, cast
 
@@ -44,24 +48,37 @@ READER_S = 0.01  # how long the worker waits at most for a reader it let go of t
 
 
 class StateLock:
-    """The learned state's lock (`threading.Lock`'s `with`), counting the threads blocked on it: an event loop
-    blocked here cannot take a turn, so the worker, which holds it for a chunk, does not wait for one."""
+    """The learned state's lock (`threading.Lock`'s `with`), counting the threads blocked on it (the worker lets
+    them in between chunks) and knowing which: an event loop blocked here cannot take a turn, so the worker,
+    which holds it for a chunk, does not wait for one; a reader thread blocked here does not stop the loop's."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._count = threading.Lock()  # guards `waiting` (readers may come from more than one thread)
         self.waiting = 0
+        self._blocked: set[int] = set()  # the idents of the threads counted in `waiting`
+
+    def blocks(self, thread: int | None) -> bool:
+        """Whether the thread of ident `thread` is blocked on the lock now."""
+        return thread in self._blocked
+
+    def take(self) -> bool:
+        """The lock if it is free now (then True: give it back with `__exit__`), without waiting."""
+        return self._lock.acquire(blocking=False)
 
     def __enter__(self) -> None:
         if self._lock.acquire(blocking=False):
             return
+        me = threading.get_ident()
         with self._count:
             self.waiting += 1
+            self._blocked.add(me)
         try:
             self._lock.acquire()
         finally:
             with self._count:
                 self.waiting -= 1
+                self._blocked.discard(me)
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
@@ -69,11 +86,64 @@ class StateLock:
         self._lock.release()
 
 
+Ask = tuple[Future[object], Callable[[], object]]
+
+
+class Readers:
+    """The thread that reads the learned state for the event loop while the lock is held elsewhere (`read`).
+    Not the learning thread: a read queued there would wait for the whole hand-over before it. Blocked on
+    the lock here, it is counted among the waiting, so the worker lets it in after its chunk; every read
+    asked by then is done under that one hold, so concurrent readers wait for one chunk, not one each."""
+
+    def __init__(self, lock: StateLock) -> None:
+        self._lock = lock
+        self._asks: queue.SimpleQueue[Ask | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None  # started by the first read that needs it
+
+    def ask(self, work: Callable[[], T]) -> Future[T]:
+        """`work()` on the reader thread, holding the lock; a future cancelled before it starts skips it."""
+        future: Future[T] = Future()
+        self._asks.put((cast(Future[object], future), work))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="toolwise-reader", daemon=True)
+            self._thread.start()
+        return future
+
+    def _serve(self) -> None:
+        while (first := self._asks.get()) is not None:
+            with self._lock:
+                asks = [first, *(self._asks.get_nowait() for _ in range(self._asks.qsize()))]  # one consumer
+                for ask in asks:
+                    if ask is not None:
+                        _answer(*ask)
+            if None in asks:
+                return
+
+    def close(self) -> None:
+        """Answer the reads asked, then end the thread."""
+        if self._thread is not None:
+            self._asks.put(None)
+            self._thread.join()
+            self._thread = None
+
+
+def _answer(future: Future[object], work: Callable[[], object]) -> None:
+    if not future.set_running_or_notify_cancel():  # its caller went away before it started: nothing is done
+        return
+    try:
+        future.set_result(work())
+    except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
+        future.set_exception(exc)
+
+
 class LearningThread:
     def __init__(self) -> None:
-        self.lock = StateLock()  # held while the learned state changes, or is read by the event loop
+        self.lock = StateLock()  # held while the learned state changes, or is read
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolwise-learning")
+        self._readers = Readers(self.lock)
+        self._reading = 0  # the event loop's reads handed to the reader thread and not yet back
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop that handed the work over
+        self._loop_thread: int | None = None  # its thread's ident
         self._worker: int | None = None  # the worker thread's ident, once it ran work
         self._since = 0.0  # when the loop last had its turn (perf_counter s)
         self._turned = threading.Event()
@@ -84,16 +154,30 @@ class LearningThread:
         (one thread: in order). Cancelling the caller does not stop work that started: it runs to its
         end, and what it learned stays learned."""
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         return await self._loop.run_in_executor(self._executor, self._locked, work)
 
     async def read(self, work: Callable[[], T]) -> T:
-        """`work()`, a read of the learned state from the event loop that never blocks the loop on the lock:
-        on the learning thread, after the work handed over before it (`run`). Once the thread is closed
-        (a shutdown's last heartbeat) nothing learns any more: on the loop, holding the lock."""
+        """`work()` holding the lock (a read of the learned state, or a small change such as a rating), from
+        the event loop, never blocking the loop on the lock: on the loop at once when the lock is free and no
+        read of the loop waits for it; else on the reader thread (`Readers`) after the chunk being learned, not
+        after the work handed over. A caller cancelled before the work starts skips it; one cancelled while it
+        runs leaves it to end, its result dropped (so what is done on the loop with the result, such as
+        opening a decision, is not). Once the thread is closed (a shutdown's last heartbeat) nothing learns
+        any more: on the loop."""
         if self._closed:
             with self.lock:
                 return work()
-        return await self.run(work)
+        if not self._reading and self.lock.take():  # not before a read asked earlier: reads answer in order
+            try:
+                return work()
+            finally:
+                self.lock.__exit__(None, None, None)
+        self._reading += 1
+        try:
+            return await asyncio.wrap_future(self._readers.ask(work))
+        finally:
+            self._reading -= 1
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self.lock:
@@ -110,7 +194,7 @@ class LearningThread:
             return
         if time.perf_counter() - self._since < SLICE_S:
             return
-        if not self.lock.waiting:
+        if not self.lock.blocks(self._loop_thread):  # a loop blocked on the lock could not take the turn
             self._turned.clear()
             loop.call_soon_threadsafe(self._turned.set)
             self._turned.wait(TURN_S)
@@ -133,9 +217,10 @@ class LearningThread:
         self._since = time.perf_counter()  # the loop ran while the worker waited for the lock
 
     def close(self) -> None:
-        """Let the work handed over finish, then end the thread."""
+        """Let the work handed over and the reads asked finish, then end the threads."""
         self._closed = True
         self._executor.shutdown(wait=True)
+        self._readers.close()
 
 
 class Abandoned(Exception):

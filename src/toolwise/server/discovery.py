@@ -161,7 +161,7 @@ def own_named(services: Services, query: str) -> list[OwnTool[Any, Any]]:
 async def search_tools(services: Services, args: SearchToolsInput, session: Session) -> SearchToolsOutput:
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes, a tool the query names outright first) with each tool's full definition."""
-    d = services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
+    d = await services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
     evidence = evidence_of(services, None)
     own = own_named(services, args.query)
     found = [

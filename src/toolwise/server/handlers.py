@@ -32,7 +32,7 @@ from toolwise.server.own import OwnTool
 from toolwise.server.tracing import noted, recommended
 
 log = logging.getLogger(__name__)
-STALE_CALLS = 64  # calls pending past which a recommendation waits for them to be learned first (staleness bound)
+STALE_CALLS = 64  # calls a recommendation may read the learned state without (staleness bound: older ones it waits for)
 DECIDING = ("recommend_tool", SEARCH_TOOLS)  # own tools whose answer is a decision (learned exposure)
 
 
@@ -106,13 +106,14 @@ async def call_own(
 ) -> types.CallToolResult:
     args = tool.input.model_validate(arguments)
     try:
-        stale = app.learning.pending > STALE_CALLS and not app.learning.loading  # none is learned before the load
-        if tool.waits or stale or app.learning.settings.seed is not None:
-            # what our tools report or change includes every call made so far; a recommendation reads the
-            # learned state as it is (a call is learned within IDLE_DRAIN_S), unless a seed asks for
-            # decisions that replay exactly, or the calls pending are many (and can be learned: while the
-            # state loads, it answers from the prior)
+        if tool.waits or app.learning.settings.seed is not None:
+            # what our tools report or change includes every call made so far; so does a decision under a
+            # seed (decisions that replay exactly)
             await app.learning.drain()
+        elif not app.learning.loading:  # none is learned before the load: meanwhile it answers from the prior
+            # a recommendation reads the learned state as it is (a call is learned within IDLE_DRAIN_S), unless
+            # more than STALE_CALLS calls wait: then it waits for all but the newest STALE_CALLS to be learned
+            await app.learning.caught_up(STALE_CALLS)
     except StoreUnavailableError as exc:
         if tool.uses_store:
             raise

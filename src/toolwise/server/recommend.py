@@ -161,7 +161,9 @@ def known(services: Services, names: list[str]) -> None:
 
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
-    d = services.agent.recommend(session, args.query, args.top_k, args.candidates)
+    d, suggested = await services.agent.recommend_with_arguments(
+        session, args.query, args.top_k, args.candidates, suggest=SUGGESTED
+    )
     evidence = evidence_of(services, args.candidates)
     recs = [
         Recommendation(
@@ -173,11 +175,9 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
             relevance=r.prior,
             reason=reason_of(d, r, evidence),
             explored=d.explored and r.tool == d.chosen,
-            arguments={a.name: a.value for a in services.agent.suggest_arguments(r.tool, args.query, session.owner)}
-            if rank < SUGGESTED
-            else {},
+            arguments={a.name: a.value for a in suggested.get(r.tool, ())},
         )
-        for rank, r in enumerate(d.ranked)
+        for r in d.ranked
     ]
     return RecommendToolOutput(
         decision_id=d.decision_id,
@@ -192,14 +192,16 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
 
 
 async def recommend_next_tools(services: Services, args: RecommendNextInput, session: Session) -> RecommendNextOutput:
-    recent = session.tools if args.recent_tools is None else args.recent_tools
+    recent = list(session.tools) if args.recent_tools is None else args.recent_tools  # as now: read beside the loop
     known(services, recent)
     last_failed = args.last_failed
     if last_failed is None:
         last_failed = args.recent_tools is None and bool(session.calls) and not session.calls[-1].success
-    with services.learning.lock:
-        learner = services.learning.learner  # looked up on every call: restoring a snapshot replaces it
-        found = learner.recommend_next(recent, learner.index.active_names, args.top_k, after_failure=last_failed)
+    found = await services.learning.read_learned(
+        lambda learner: learner.recommend_next(
+            recent, learner.index.active_names, args.top_k, after_failure=last_failed
+        )
+    )
     return RecommendNextOutput(
         session_id=session.name,
         recent_tools=recent,

@@ -81,8 +81,8 @@ def _learned(learner: Learner) -> LearnedStats:
 
 async def learning_stats(services: Services) -> LearningStats:
     """The statistics as they are now, from memory (no database query). What the learning thread changes
-    is read on it, after the work handed over before (`LearningThread.read`): the event loop serves on
-    meanwhile rather than block on the lock for a run of calls; the rest (the loop's own) is read on the loop."""
+    is read holding the lock (`LearningThread.read`: beside the event loop while the thread learns a run of
+    calls, so the loop serves on meanwhile); the rest (the loop's own) is read on the loop."""
     learning = services.learning
     learned = await learning.read_learned(_learned)
     writer, state = services.feedback.stats, learning.state
