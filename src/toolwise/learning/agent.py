@@ -147,8 +147,8 @@ class Agent:
         learning, n = self.learning, self.learning.history_n
         writes = learning.feedback.log
         event = await writes.add_rating(execution_id, rating, comment, instance=learning.instance_id)
-        assert event.rating.id is not None  # committed
-        learning.covered.ratings.add(event.rating.id)
+        rating_id = event.rating.id
+        assert rating_id is not None  # committed
         execution = await with_session_query(learning.feedback, event.execution, learning.namespace)
         mine = execution.session_id == session.id
         history = session.recent(execution.position, n) if mine else ()
@@ -156,10 +156,18 @@ class Agent:
         step = step_of(execution, history, n, rating=rating, after_failure=after_failure)
 
         def learn_rating(learner: Learner) -> float:
+            """Learned and marked as learned in one hold of the lock: a snapshot never counts it learned before
+            it is, and a task cut short before this leaves it to a sync, unmarked (learned once either way)."""
+            marks = learning.covered.ratings  # the state's as it is now: a restore meanwhile replaced them
+            if not marks.fresh(rating_id):  # a sync learned it meanwhile, or the state restored counts it in
+                return learner.reward_of(step)
             previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)
             if learning.settings.learning:
-                return learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
-            return learner.reward_of(step)
+                reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
+            else:
+                reward = learner.reward_of(step)
+            marks.add(rating_id)
+            return reward
 
         reward = await learning.read_learned(learn_rating)
         await writes.set_reward(execution.id, reward)
