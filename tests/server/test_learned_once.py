@@ -4,6 +4,8 @@ In process against a real SQLite file: the services as the server runs them, wit
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,9 @@ import pytest
 
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import service
-from toolwise.feedback import Execution, FeedbackService
-from toolwise.learning import agent
+from toolwise.errors import UserError
+from toolwise.feedback import Episode, Execution, FeedbackService, StoreUnavailableError
+from toolwise.learning.service import with_session_query
 from toolwise.server.services import Services
 
 
@@ -31,13 +34,12 @@ async def rated_with(
     execution_id = proxied(services, "s", "git__git_log")
     await services.learning.drain()
     before = services.learning.learner.updates
-    read_query = agent.with_session_query
 
     async def first_meanwhile(feedback: FeedbackService, execution: Execution, namespace: str) -> Execution:
         await meanwhile()
-        return await read_query(feedback, execution, namespace)
+        return await with_session_query(feedback, execution, namespace)
 
-    monkeypatch.setattr(agent, "with_session_query", first_meanwhile)
+    monkeypatch.setattr("toolwise.learning.agent.with_session_query", first_meanwhile)
     await services.agent.rate(session, 1, execution_id, None, None)
     return services.learning.learner.updates - before
 
@@ -88,3 +90,75 @@ async def test_a_rating_on_its_way_when_another_process_s_restore_is_followed_is
     assert services.learning.learner.updates == restored[0] + 2
     await feedback.aclose()
     await other_feedback.aclose()
+
+
+async def ended_session(url: str) -> tuple[FeedbackService, Services, int]:
+    """A TD learner (an end teaches it) with a session of two calls learned; returns its updates so far."""
+    feedback, services = await service(url, policy="ucb")
+    for tool in ("git__git_status", "git__git_log"):
+        proxied(services, "s", tool)
+    await services.learning.drain()
+    return feedback, services, services.learning.learner.updates
+
+
+def episodes(tmp_path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(tmp_path / "toolwise.db") as conn:
+        return conn.execute("SELECT session_id, outcome FROM episodes").fetchall()
+
+
+async def test_an_end_the_database_refused_is_ended_by_its_retry_recorded_and_learned_once(
+    url: str, tmp_path: Path
+) -> None:
+    feedback, services, updates = await ended_session(url)
+    record = feedback.log.record_episode
+    refusals = [StoreUnavailableError("the database is unavailable (disk full)")]
+
+    async def refused_once(episode: Episode) -> Episode:
+        if refusals:
+            raise refusals.pop()
+        return await record(episode)
+
+    feedback.log.record_episode = refused_once  # type: ignore[method-assign]  # a failing store in its place
+    with pytest.raises(StoreUnavailableError):
+        await services.agent.end_session("s", "failure")
+    ended = await services.agent.end_session("s", "success")  # the client tries again: the session is still open
+    assert ended.tools == ["git__git_status", "git__git_log"]
+    assert episodes(tmp_path) == [("s", "success")]
+    assert services.learning.learner.updates == updates + 1  # its end learned once, not at each try
+    assert await services.sharing.sync() == 0 and services.learning.learner.updates == updates + 1
+    with pytest.raises(UserError, match="has no calls to end"):  # ended now
+        await services.agent.end_session("s", "success")
+    await feedback.aclose()
+
+
+async def test_an_end_whose_caller_went_away_is_still_recorded_and_the_session_ended(url: str, tmp_path: Path) -> None:
+    feedback, services, updates = await ended_session(url)
+    record = feedback.log.record_episode
+
+    async def caller_gone(episode: Episode) -> Episode:
+        ending.cancel()  # the client gives up while the episode is being recorded
+        return await record(episode)
+
+    feedback.log.record_episode = caller_gone  # type: ignore[method-assign]  # a spy in its place
+    ending = asyncio.create_task(services.agent.end_session("s", "success"))
+    with pytest.raises(asyncio.CancelledError):
+        await ending
+    for _ in range(200):  # the end goes on without its caller
+        if episodes(tmp_path):
+            break
+        await asyncio.sleep(0.05)
+    assert episodes(tmp_path) == [("s", "success")]
+    assert services.learning.learner.updates == updates + 1
+    with pytest.raises(UserError, match="has no calls to end"):
+        await services.agent.end_session("s", "success")
+    await feedback.aclose()
+
+
+async def test_a_second_end_of_a_session_being_ended_answers_with_the_first(url: str, tmp_path: Path) -> None:
+    feedback, services, updates = await ended_session(url)
+    first, second = await asyncio.gather(
+        services.agent.end_session("s", "success"), services.agent.end_session("s", "success")
+    )
+    assert first == second and episodes(tmp_path) == [("s", "success")]
+    assert services.learning.learner.updates == updates + 1
+    await feedback.aclose()

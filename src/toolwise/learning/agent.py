@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 from toolwise.errors import UserError
@@ -28,7 +30,7 @@ class NothingToRateError(FeedbackError, UserError):
 def _log_failure(task: asyncio.Future[Any]) -> None:
     """For work that outlived its caller: its failure is logged, not lost."""
     if not task.cancelled() and task.exception() is not None:
-        log.error("rating work whose caller went away failed", exc_info=task.exception())
+        log.error("work whose caller went away failed", exc_info=task.exception())
 
 
 class Agent:
@@ -36,6 +38,8 @@ class Agent:
 
     def __init__(self, learning: LearningService) -> None:
         self.learning = learning
+        self._ending: dict[str, asyncio.Future[Episode]] = {}  # session → its end under way
+        self._unrecorded: OrderedDict[str, Episode] = OrderedDict()  # session → its end learned, not yet recorded
 
     async def recommend(
         self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
@@ -178,22 +182,48 @@ class Agent:
 
     async def end_session(self, session_id: str, outcome: Outcome, *, shown: str | None = None) -> Episode:
         """Store the session's episode (and teach a TD learner its last step was the last); `shown` is
-        the session's name as its client gave it, for the error if it has no calls."""
+        the session's name as its client gave it, for the error if it has no calls. The session ends
+        once its episode is recorded: one the database refused (its error raised) is still open, and a
+        retry ends it (its end learned once). An end under way is not cut short by its caller going
+        away, and a second end of the session meanwhile answers with it."""
         if outcome not in OUTCOMES:
             raise InvalidOutcomeError(outcome)
         learning = self.learning
         await learning.drain()
-        session = learning.sessions.pop(session_id)
+        ending = self._ending.get(session_id)
+        if ending is None:
+            session = learning.sessions.find(session_id)
+            if session is None or not session.length:
+                self._close(session_id)
+                name = shown if shown is not None else session_id
+                raise UserError(f"session {name!r} has no calls to end (a client ends only its own sessions)")
+            ending = self._ending[session_id] = asyncio.ensure_future(self._end(session, outcome))
+            ending.add_done_callback(lambda done: self._ended(session_id, done))
+        try:
+            return await asyncio.shield(ending)
+        except asyncio.CancelledError:
+            ending.add_done_callback(_log_failure)
+            raise
+
+    def _ended(self, session_id: str, ending: asyncio.Future[Episode]) -> None:
+        if self._ending.get(session_id) is ending:
+            del self._ending[session_id]
+
+    def _close(self, session_id: str) -> None:
+        """The session is over: forgotten, with what would attribute calls to it."""
+        learning = self.learning
+        learning.sessions.pop(session_id)
         learning.sessions.unname(session_id)
         learning.open_decisions.forget_session(session_id)
-        if session is None or not session.length:
-            name = shown if shown is not None else session_id
-            raise UserError(f"session {name!r} has no calls to end (a client ends only its own sessions)")
+
+    async def _end(self, session: Session, outcome: Outcome) -> Episode:
+        """Learn the session's end, then record its episode, then close it. An end learned and not recorded
+        keeps its episode's id for the retry (`_unrecorded`): `_end_episode` learns an id once per state."""
+        learning = self.learning
         last = session.calls[-1]
-        await self._end_episode(session, last)
         episode = Episode(
             session_id=session.id,
-            tools=session.tools,
+            tools=list(session.tools),  # as it is now: the session's calls go on meanwhile
             total_reward=session.reward_total,
             outcome=outcome,
             started_at=session.started_at,
@@ -202,22 +232,37 @@ class Agent:
             instance=learning.instance_id,
             last_execution=last.id,
         )
-        learning.covered.live.add(episode.id)  # learned live: a later run's sync must not learn it again
-        try:
-            return await learning.feedback.log.record_episode(episode)
-        except Exception:
-            learning.covered.live.discard(episode.id)  # not in the log: nothing for a sync to skip
-            raise
+        earlier = self._unrecorded.pop(session.id, None)
+        if earlier is not None and earlier.last_execution == last.id:  # the same end, tried again
+            episode = replace(episode, id=earlier.id)
+        self._unrecorded[session.id] = episode
+        if len(self._unrecorded) > learning.sessions.limit:  # sessions never ended again: as many as are open
+            self._unrecorded.popitem(last=False)
+        await self._end_episode(session, last, episode.id)
+        recorded = await learning.feedback.log.record_episode(episode)
+        self._unrecorded.pop(session.id, None)
+        self._close(session.id)
+        return recorded
 
-    async def _end_episode(self, session: Session, last: Execution) -> None:
+    async def _end_episode(self, session: Session, last: Execution, episode_id: str) -> None:
         """The session's last step was learned before anyone knew it was the last: a TD learner learns
-        it again as terminal (no future term)."""
+        it again as terminal (no future term). Learned and marked as learned live (so a sync that reads
+        the episode in the log does not learn it again) in one hold of the lock, once per learned state:
+        a retry of an end whose recording failed learns nothing more, unless a restore replaced the state."""
         learning = self.learning
-        if not learning.settings.learning or last.reward is None:
-            return
-        try:
-            step = step_of(last, session.recent(last.position, learning.history_n), learning.history_n)
-            reward = last.reward
-            await learning.read_learned(lambda learner: learner.end_episode(step, reward, learning.state.rng))
-        except Exception:
-            log.exception("learning the end of session %s failed; the episode is recorded", last.session_id)
+        step = step_of(last, session.recent(last.position, learning.history_n), learning.history_n)
+        reward = last.reward
+
+        def learn_end(learner: Learner) -> None:
+            live = learning.covered.live  # the state's as it is now: a restore meanwhile replaced them
+            if episode_id in live:
+                return
+            live.add(episode_id)
+            if not learning.settings.learning or reward is None:
+                return
+            try:
+                learner.end_episode(step, reward, learning.state.rng)
+            except Exception:
+                log.exception("learning the end of session %s failed; its episode is recorded", last.session_id)
+
+        await learning.read_learned(learn_end)
