@@ -8,44 +8,37 @@ Only tools/call is recorded and learned from (`server/handlers.py`); this module
   `server+` URI, a URI one downstream's template matches, else the only downstream with resources.
 - Prompts are named like tools (`prefix__name`, `downstream/naming.py`).
 - Completions go to the server owning the prompt or the resource template.
-- Resource updates go to the clients subscribed, list changes to every client.
+- Resource updates go to the clients subscribed (`downstream/subscriptions.py`), list changes to every client.
 - What belongs to a call in flight (its `_meta` and progress, the downstream's log messages and its
   sampling, elicitation and roots requests) and `logging/setLevel` are `downstream/callers.py`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import uuid
-import warnings
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp import Client
-from mcp.client.subscriptions import SubscriptionLost
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated, event_to_notification
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolwise.background import Background
-from toolwise.downstream.callers import Callers, client_of, forwarded_meta, modern, wire_meta
+from toolwise.downstream.callers import Callers, forwarded_meta, modern, wire_meta
 from toolwise.downstream.catalogue import Catalogue
 from toolwise.downstream.listing import all_prompts, all_resources, all_templates
 from toolwise.downstream.naming import assign
+from toolwise.downstream.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
 
-UNSUBSCRIBE_S = 5.0  # longest a closed listen stream waits for its downstream unsubscriptions
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for a resource no server has
 
 
@@ -62,14 +55,10 @@ class Passthrough:
     templates: dict[str, tuple[str, str]] = field(default_factory=dict)  # public template → (server, template)
     prompts: dict[str, tuple[str, str]] = field(default_factory=dict)  # public name → (server, name)
     public_prompt: dict[tuple[str, str], str] = field(default_factory=dict)  # the reverse
-    # public URI → subscribed client → its session (None: a listen stream, told through the bus)
-    subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
-    following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
-    subscribed_on: dict[tuple[str, str], Client] = field(default_factory=dict)  # handshake-era subscriptions
-    subscribing: dict[str, asyncio.Future[None]] = field(
-        default_factory=dict
-    )  # public URI → its subscription being made
-    _background: Background = field(default_factory=Background)
+    subscriptions: Subscriptions = field(init=False, repr=False, compare=False)  # `downstream/subscriptions.py`
+
+    def __post_init__(self) -> None:
+        self.subscriptions = Subscriptions(self.catalogue, self.callers, self.listeners, self.route_uri, self.notified)
 
     @classmethod
     def serving(cls, catalogue: Catalogue) -> Passthrough:
@@ -161,123 +150,6 @@ class Passthrough:
                 content.uri = params.uri
         return result
 
-    async def subscribe_resource(
-        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        await self._subscribe(params.uri, client_of(ctx), ctx.session)
-        return types.EmptyResult()
-
-    async def unsubscribe_resource(
-        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        await self._unsubscribe(params.uri, client_of(ctx))
-        return types.EmptyResult()
-
-    async def listen(
-        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
-    ) -> types.SubscriptionsListenResult:
-        """2026-07-28 `subscriptions/listen`: the stream's resource subscriptions are made at the
-        downstreams for as long as it lasts; the events come through the bus."""
-        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
-        listener = f"listen-{uuid.uuid4()}"
-        subscribed: list[str] = []
-        try:
-            for uri in uris:
-                await self._subscribe(uri, listener, None)
-                subscribed.append(uri)
-            return await self.listeners(ctx, params)
-        finally:
-            # A client's disconnect cancels the stream, not this; but a downstream that no longer answers
-            # (it is shutting down, or stuck) holds it up for UNSUBSCRIBE_S at most, never for ever.
-            with anyio.move_on_after(UNSUBSCRIBE_S, shield=True) as cleanup:
-                for uri in subscribed:
-                    await self._unsubscribe(uri, listener)
-            if cleanup.cancelled_caught:
-                log.warning("%s: downstream unsubscriptions unanswered after %.0f s", listener, UNSUBSCRIBE_S)
-
-    async def _subscribe(self, uri: str, client: str, session: ServerSession | None) -> None:
-        """`client` (its session, when told directly; None when the bus tells it) hears of `uri`, once the
-        downstream took the subscription. The first subscriber's request makes it in a task of its own
-        (`_subscribe_first`): one that goes away meanwhile does not cut it short (nor drop the others),
-        and those that came meanwhile wait for it and hear how it went."""
-        server, original = await self.route_uri(uri)
-        clients = self.subscribers.setdefault(uri, {})
-        first = not clients
-        clients[client] = session
-        making = self.subscribing.get(uri)
-        if first and making is None:
-            making = asyncio.ensure_future(self._subscribe_first(uri, server, original, handshake=session is not None))
-            self.subscribing[uri] = making
-            making.add_done_callback(_heard)
-        if making is None:
-            return
-        try:
-            await asyncio.shield(making)
-        except BaseException:
-            clients.pop(client, None)  # gone, or refused with every other waiter
-            if not clients and self.subscribers.get(uri) is clients:
-                self.subscribers.pop(uri, None)
-                if making.done() and not making.cancelled() and making.exception() is None:  # made: nobody left
-                    self._background.spawn(
-                        self._unsubscribe_downstream(server, original),
-                        name=f"toolwise-unsubscribe-{server}",
-                        failure=f"unsubscribing from {original} on {server} failed",
-                    )
-            raise
-
-    async def _subscribe_first(self, uri: str, server: str, original: str, *, handshake: bool) -> None:
-        try:
-            await self._subscribe_downstream(server, original, handshake=handshake)
-        except BaseException:
-            self.subscribers.pop(uri, None)  # its waiters hear why; one asking next makes it anew
-            raise
-        finally:
-            self.subscribing.pop(uri, None)
-        if not self.subscribers.get(uri):  # every subscriber went away meanwhile
-            await self._unsubscribe_downstream(server, original)
-
-    async def _unsubscribe(self, uri: str, client: str) -> None:
-        server, original = await self.route_uri(uri)
-        clients = self.subscribers.get(uri, {})
-        clients.pop(client, None)
-        if not clients:
-            self.subscribers.pop(uri, None)
-            await self._unsubscribe_downstream(server, original)
-
-    async def _subscribe_downstream(self, server: str, uri: str, *, handshake: bool) -> None:
-        """Subscribe at the downstream on the connection of the first subscriber's era: on a 2026-07-28
-        one, a listen stream per URI; on a handshake-era one, `resources/subscribe`."""
-        client = await self.catalogue.session(server, handshake=handshake)
-        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self.following[(server, uri)] = self._background.spawn(
-                _follow(self.notified, server, client, uri, opened),
-                name=f"toolwise-follow-{server}",
-                failure=f"following {uri} on {server} failed; its updates are no longer relayed",
-            )
-            try:  # subscribed once the downstream acknowledged the stream
-                await asyncio.wait_for(asyncio.shield(opened), self.catalogue.settings.call_timeout_s)
-            except TimeoutError:
-                self.following.pop((server, uri)).cancel()
-                raise MCPError(
-                    INTERNAL_ERROR,
-                    f"downstream server {server!r} did not open a stream of updates of {uri!r} within "
-                    f"{self.catalogue.settings.call_timeout_s:g}s (call_timeout_s)",
-                ) from None
-            return
-        with warnings.catch_warnings():  # the handshake era's way, served to that era's downstreams
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await client.subscribe_resource(uri)
-        self.subscribed_on[(server, uri)] = client
-
-    async def _unsubscribe_downstream(self, server: str, uri: str) -> None:
-        if (task := self.following.pop((server, uri), None)) is not None:
-            task.cancel()
-        elif (held := self.subscribed_on.pop((server, uri), None)) is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await held.unsubscribe_resource(uri)
-
     # -- prompts and completions --------------------------------------------------------------------
 
     async def list_prompts(
@@ -347,31 +219,15 @@ class Passthrough:
         elif isinstance(message, types.ResourceUpdatedNotification):
             public = self.public_uri(server, message.params.uri)
             await self.bus.publish(ResourceUpdated(uri=public))
-            for key, session in list(self.subscribers.get(public, {}).items()):
-                if session is not None:
-                    await self._tell(key, session.send_resource_updated(public))
+            await self.subscriptions.updated(public)
         elif isinstance(message, types.ResourceListChangedNotification):
             await self.bus.publish(ResourcesListChanged())
             gone = await self.callers.tell_all(ServerSession.send_resource_list_changed, "resource changes")
-            self._unsubscribe_all(gone)
+            self.subscriptions.unsubscribe_all(gone)
         elif isinstance(message, types.PromptListChangedNotification):
             await self.bus.publish(PromptsListChanged())
             gone = await self.callers.tell_all(ServerSession.send_prompt_list_changed, "prompt changes")
-            self._unsubscribe_all(gone)
-
-    async def _tell(self, key: str, sending: Any) -> None:
-        try:
-            await sending
-        except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
-            log.info("client %s no longer reachable (%s); forgetting it", key, exc)
-            self.callers.forget(key)
-            self._unsubscribe_all([key])
-
-    def _unsubscribe_all(self, keys: list[str]) -> None:
-        """Clients that went away hear of no more resource updates."""
-        for key in keys:
-            for clients in self.subscribers.values():
-                clients.pop(key, None)
+            self.subscriptions.unsubscribe_all(gone)
 
 
 def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -380,32 +236,6 @@ def _public_uris(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     for server, uri in pairs:
         owners.setdefault(uri, set()).add(server)
     return {(server, uri): uri if len(owners[uri]) == 1 else f"{server}+{uri}" for server, uri in pairs}
-
-
-def _heard(making: asyncio.Future[None]) -> None:
-    """A downstream subscription was made or refused: its waiters heard how (none may be left to)."""
-    if not making.cancelled() and (failure := making.exception()) is not None:
-        log.info("a downstream subscription was refused: %s", failure)
-
-
-async def _follow(
-    notified: Callable[[str, Any], Awaitable[None]], server: str, client: Client, uri: str, opened: asyncio.Future[None]
-) -> None:
-    """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
-    try:
-        async with client.listen(resource_subscriptions=[uri]) as subscription:
-            opened.set_result(None)
-            async for event in subscription:
-                await notified(server, event_to_notification(event, {}))
-    except SubscriptionLost:
-        log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
-    except BaseException as exc:
-        if opened.done():
-            raise
-        if isinstance(exc, asyncio.CancelledError):
-            opened.cancel()
-            raise
-        opened.set_exception(exc)  # the subscriber hears why; nothing is left to log
 
 
 def in_rounds(ctx: ServerRequestContext[Any], client: Client) -> bool:

@@ -1,0 +1,214 @@
+"""Resource subscriptions passed through: a subscription to a public URI is made at the downstream
+that owns it once, whoever asks first, and ended when its last subscriber goes; the downstream's
+updates go to the clients subscribed (to a session told directly, to a listen stream through the bus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.server import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import event_to_notification
+from mcp_types.jsonrpc import INTERNAL_ERROR
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolwise.background import Background
+from toolwise.downstream.callers import Callers, client_of
+from toolwise.downstream.catalogue import Catalogue
+
+log = logging.getLogger(__name__)
+
+UNSUBSCRIBE_S = 5.0  # longest a closed listen stream waits for its downstream unsubscriptions
+
+
+@dataclass
+class Subscriptions:
+    catalogue: Catalogue
+    callers: Callers  # a client found gone is forgotten there too
+    listeners: ListenHandler  # serves subscriptions/listen once the downstreams are subscribed
+    route_uri: Callable[[str], Awaitable[tuple[str, str]]]  # public URI → (server, the URI there)
+    notified: Callable[[str, Any], Awaitable[None]]  # where a followed downstream's updates go
+    # public URI → subscribed client → its session (None: a listen stream, told through the bus)
+    subscribers: dict[str, dict[str, ServerSession | None]] = field(default_factory=dict)
+    following: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # 2026 downstreams' streams
+    subscribed_on: dict[tuple[str, str], Client] = field(default_factory=dict)  # handshake-era subscriptions
+    subscribing: dict[str, asyncio.Future[None]] = field(
+        default_factory=dict
+    )  # public URI → its subscription being made
+    _background: Background = field(default_factory=Background)
+
+    async def subscribe_resource(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        await self._subscribe(params.uri, client_of(ctx), ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe_resource(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await self._unsubscribe(params.uri, client_of(ctx))
+        return types.EmptyResult()
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """2026-07-28 `subscriptions/listen`: the stream's resource subscriptions are made at the
+        downstreams for as long as it lasts; the events come through the bus."""
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        listener = f"listen-{uuid.uuid4()}"
+        subscribed: list[str] = []
+        try:
+            for uri in uris:
+                await self._subscribe(uri, listener, None)
+                subscribed.append(uri)
+            return await self.listeners(ctx, params)
+        finally:
+            # A client's disconnect cancels the stream, not this; but a downstream that no longer answers
+            # (it is shutting down, or stuck) holds it up for UNSUBSCRIBE_S at most, never for ever.
+            with anyio.move_on_after(UNSUBSCRIBE_S, shield=True) as cleanup:
+                for uri in subscribed:
+                    await self._unsubscribe(uri, listener)
+            if cleanup.cancelled_caught:
+                log.warning("%s: downstream unsubscriptions unanswered after %.0f s", listener, UNSUBSCRIBE_S)
+
+    async def _subscribe(self, uri: str, client: str, session: ServerSession | None) -> None:
+        """`client` (its session, when told directly; None when the bus tells it) hears of `uri`, once the
+        downstream took the subscription. The first subscriber's request makes it in a task of its own
+        (`_subscribe_first`): one that goes away meanwhile does not cut it short (nor drop the others),
+        and those that came meanwhile wait for it and hear how it went."""
+        server, original = await self.route_uri(uri)
+        clients = self.subscribers.setdefault(uri, {})
+        first = not clients
+        clients[client] = session
+        making = self.subscribing.get(uri)
+        if first and making is None:
+            making = asyncio.ensure_future(self._subscribe_first(uri, server, original, handshake=session is not None))
+            self.subscribing[uri] = making
+            making.add_done_callback(_heard)
+        if making is None:
+            return
+        try:
+            await asyncio.shield(making)
+        except BaseException:
+            clients.pop(client, None)  # gone, or refused with every other waiter
+            if not clients and self.subscribers.get(uri) is clients:
+                self.subscribers.pop(uri, None)
+                if making.done() and not making.cancelled() and making.exception() is None:  # made: nobody left
+                    self._background.spawn(
+                        self._unsubscribe_downstream(server, original),
+                        name=f"toolwise-unsubscribe-{server}",
+                        failure=f"unsubscribing from {original} on {server} failed",
+                    )
+            raise
+
+    async def _subscribe_first(self, uri: str, server: str, original: str, *, handshake: bool) -> None:
+        try:
+            await self._subscribe_downstream(server, original, handshake=handshake)
+        except BaseException:
+            self.subscribers.pop(uri, None)  # its waiters hear why; one asking next makes it anew
+            raise
+        finally:
+            self.subscribing.pop(uri, None)
+        if not self.subscribers.get(uri):  # every subscriber went away meanwhile
+            await self._unsubscribe_downstream(server, original)
+
+    async def _unsubscribe(self, uri: str, client: str) -> None:
+        server, original = await self.route_uri(uri)
+        clients = self.subscribers.get(uri, {})
+        clients.pop(client, None)
+        if not clients:
+            self.subscribers.pop(uri, None)
+            await self._unsubscribe_downstream(server, original)
+
+    async def _subscribe_downstream(self, server: str, uri: str, *, handshake: bool) -> None:
+        """Subscribe at the downstream on the connection of the first subscriber's era: on a 2026-07-28
+        one, a listen stream per URI; on a handshake-era one, `resources/subscribe`."""
+        client = await self.catalogue.session(server, handshake=handshake)
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.following[(server, uri)] = self._background.spawn(
+                _follow(self.notified, server, client, uri, opened),
+                name=f"toolwise-follow-{server}",
+                failure=f"following {uri} on {server} failed; its updates are no longer relayed",
+            )
+            try:  # subscribed once the downstream acknowledged the stream
+                await asyncio.wait_for(asyncio.shield(opened), self.catalogue.settings.call_timeout_s)
+            except TimeoutError:
+                self.following.pop((server, uri)).cancel()
+                raise MCPError(
+                    INTERNAL_ERROR,
+                    f"downstream server {server!r} did not open a stream of updates of {uri!r} within "
+                    f"{self.catalogue.settings.call_timeout_s:g}s (call_timeout_s)",
+                ) from None
+            return
+        with warnings.catch_warnings():  # the handshake era's way, served to that era's downstreams
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource(uri)
+        self.subscribed_on[(server, uri)] = client
+
+    async def _unsubscribe_downstream(self, server: str, uri: str) -> None:
+        if (task := self.following.pop((server, uri), None)) is not None:
+            task.cancel()
+        elif (held := self.subscribed_on.pop((server, uri), None)) is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await held.unsubscribe_resource(uri)
+
+    async def updated(self, public: str) -> None:
+        """The clients subscribed to `public` with a session of their own hear of its update."""
+        for key, session in list(self.subscribers.get(public, {}).items()):
+            if session is not None:
+                await self._tell(key, session.send_resource_updated(public))
+
+    async def _tell(self, key: str, sending: Any) -> None:
+        try:
+            await sending
+        except Exception as exc:  # noqa: BLE001 - a client that went away is forgotten, loudly
+            log.info("client %s no longer reachable (%s); forgetting it", key, exc)
+            self.callers.forget(key)
+            self.unsubscribe_all([key])
+
+    def unsubscribe_all(self, keys: list[str]) -> None:
+        """Clients that went away hear of no more resource updates."""
+        for key in keys:
+            for clients in self.subscribers.values():
+                clients.pop(key, None)
+
+
+def _heard(making: asyncio.Future[None]) -> None:
+    """A downstream subscription was made or refused: its waiters heard how (none may be left to)."""
+    if not making.cancelled() and (failure := making.exception()) is not None:
+        log.info("a downstream subscription was refused: %s", failure)
+
+
+async def _follow(
+    notified: Callable[[str, Any], Awaitable[None]], server: str, client: Client, uri: str, opened: asyncio.Future[None]
+) -> None:
+    """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
+    try:
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            opened.set_result(None)
+            async for event in subscription:
+                await notified(server, event_to_notification(event, {}))
+    except SubscriptionLost:
+        log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
+    except BaseException as exc:
+        if opened.done():
+            raise
+        if isinstance(exc, asyncio.CancelledError):
+            opened.cancel()
+            raise
+        opened.set_exception(exc)  # the subscriber hears why; nothing is left to log
