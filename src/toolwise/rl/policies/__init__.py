@@ -11,7 +11,8 @@ from toolwise.rl.policies.choice_config import ChoiceConfig
 from toolwise.rl.policies.linear import LinTS, LinTSConfig, LinUCB, LinUCBConfig
 from toolwise.rl.policies.outcome import OutcomeModel, OutcomeModelConfig
 from toolwise.rl.policies.ridge import RidgeConfig
-from toolwise.rl.policies.semantic import SemanticConfig, SemanticUCB
+from toolwise.rl.policies.semantic import SemanticUCB
+from toolwise.rl.policies.semantic_config import SemanticConfig
 from toolwise.rl.policies.thompson import TabularThompson, ThompsonConfig
 from toolwise.rl.policies.ucb import TabularUCB, UCBConfig
 

@@ -36,13 +36,13 @@ and settled together, per tool, from sufficient statistics (A += XᵀX, b += X�
 the same A⁻¹, intercept and bucket precisions as one row at a time, and for (θ, φ) the exact joint
 ridge posterior given the state before the batch (which the row-by-row step approximates by keeping
 the two blocks' precisions apart). Every read of the state settles what is pending first.
+
+The settings are semantic_config.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -63,39 +63,10 @@ from toolwise.rl.policies.base import (
     state_head,
 )
 from toolwise.rl.policies.choice_features import query_features
+from toolwise.rl.policies.semantic_config import SemanticConfig, previous_bucket
 
 SETTLE_ROWS = 200_000  # batched rows kept before they are settled (32 bytes a row, plus their queries' features)
 SETTLE_BYTES = 64_000_000  # … or sooner, once they and their features take this much (a log of distinct queries)
-
-
-@dataclass(frozen=True, slots=True)
-class SemanticConfig:
-    dim: int = 128  # leading embedding components the residual learns over
-    regularisation: float = 1.0  # λ
-    prior_weight: float = (
-        0.7  # β: about the normalised reward gap between a success and a failure, × (1 + lexical_weight)
-    )
-    alpha: float = 0.05  # exploration bonus per unit of (diagonal) confidence width
-    epsilon: float = 0.0  # uniform choice over the shortlist (off: it cost 1–2 points of accuracy on real requests)
-    shortlist: int = 20
-    previous_buckets: int = 256  # hashed one-hot of the previous tool (0: the session context is not learned)
-
-    def __post_init__(self) -> None:
-        if self.dim < 8 or self.regularisation <= 0 or self.shortlist < 1 or self.alpha < 0:
-            raise ValueError(
-                f"need dim ≥ 8, regularisation > 0, shortlist ≥ 1, alpha ≥ 0; "
-                f"got {self.dim}, {self.regularisation}, {self.shortlist}, {self.alpha}"
-            )
-        if self.previous_buckets < 0:
-            raise ValueError(f"need previous_buckets ≥ 0, got {self.previous_buckets}")
-        if not 0 <= self.prior_weight <= 2 or not 0 <= self.epsilon <= 1:
-            raise ValueError(f"need 0 ≤ prior_weight ≤ 2 and 0 ≤ epsilon ≤ 1, got {self.prior_weight}, {self.epsilon}")
-
-
-def previous_bucket(previous_tool: str, buckets: int) -> int:
-    """A previous tool's stable bucket (BLAKE2b, never `hash()`: the same across processes)."""
-    digest = hashlib.blake2b(f"prev={previous_tool}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % buckets
 
 
 class SemanticUCB(PolicyBase):
