@@ -37,7 +37,7 @@ the same A⁻¹, intercept and bucket precisions as one row at a time, and for (
 ridge posterior given the state before the batch (which the row-by-row step approximates by keeping
 the two blocks' precisions apart). Every read of the state settles what is pending first.
 
-The settings are semantic_config.py.
+The settings are semantic_config.py; how a batch's rows settle, semantic_settle.py.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from toolwise.rl.policies.base import (
 )
 from toolwise.rl.policies.choice_features import query_features
 from toolwise.rl.policies.semantic_config import SemanticConfig, previous_bucket
+from toolwise.rl.policies.semantic_settle import Pending, by_tool, joint_posterior
 
 SETTLE_ROWS = 200_000  # batched rows kept before they are settled (32 bytes a row, plus their queries' features)
 SETTLE_BYTES = 64_000_000  # … or sooner, once they and their features take this much (a log of distinct queries)
@@ -91,9 +92,7 @@ class SemanticUCB(PolicyBase):
         self.intercept = 0.0
         self.observed = 0
         self._buckets: dict[str, int] = {}
-        self._pending: list[
-            tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]
-        ] = []
+        self._pending: list[Pending] = []
         self._pending_rows = self._pending_bytes = 0
         self._precision: dict[int, NDArray[np.float64]] = {}  # A_t (float64) from the last settle, while batching
         self._stale: set[int] = set()  # tools whose A_t⁻¹ (and its diagonal) is yet to be inverted from A_t
@@ -268,17 +267,12 @@ class SemanticUCB(PolicyBase):
         """The pending rows into θ, φ and each tool's A_t (float64; its inverse is left stale)."""
         if not self._pending:
             return
-        offsets = np.cumsum([0] + [len(f) for f, *_ in self._pending[:-1]])
-        features = np.concatenate([f for f, *_ in self._pending])
-        rows = np.concatenate([r + o for (_, r, *_), o in zip(self._pending, offsets, strict=True)])
-        arms, buckets, y = (np.concatenate([p[i] for p in self._pending]) for i in (2, 3, 4))
+        features, tools = by_tool(self._pending)
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
-        order = np.argsort(arms, kind="stable")
-        tools, starts = np.unique(arms[order], return_index=True)
         # One thread: a multi-threaded BLAS on 128×128 systems is far slower on a loaded machine (rl/blas.py).
         with threadpool_limits(limits=1, user_api="blas"):
-            for tool, part in zip(tools.tolist(), np.split(order, starts[1:]), strict=True):
-                self._settle_tool(tool, features, rows[part], buckets[part], y[part])
+            for tool, rows, buckets, y in tools:
+                self._settle_tool(tool, features, rows, buckets, y)
 
     def finish_batches(self) -> None:
         """Batches are over: settle what they left and free their caches (each tool's A_t in float64,
@@ -351,43 +345,6 @@ class SemanticUCB(PolicyBase):
 
     def nbytes(self) -> int:
         return self.theta.nbytes + self.a_inv.nbytes + self.inv_diag.nbytes + self.after.nbytes + self.after_inv.nbytes
-
-
-def joint_posterior(
-    before: NDArray[np.float64],
-    theta: NDArray[np.float64],
-    features: NDArray[np.float64],
-    rows: NDArray[np.int64],
-    y: NDArray[np.float64],
-    buckets: NDArray[np.int64],
-    phi: NDArray[np.float64],
-    phi_inv: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Joint ridge posterior of one tool's (θ, φ) from a prior with precision blockdiag(`before`,
-    1/`phi_inv`) and means (`theta`, `phi`; φ over the sorted distinct buckets ≥ 0 of the rows) and the
-    rows: residual targets `y` over x = features[rows], in bucket `buckets[i]` or none (−1). The bucket
-    block is diagonal, so it is eliminated (Schur complement) and one d×d system solved. Returns θ, the
-    query block's precision after, and φ with its variances."""
-    distinct, inverse = np.unique(rows, return_inverse=True)
-    x = features[distinct]
-    weight = np.bincount(inverse, minlength=len(distinct)).astype(np.float64)
-    after = before + (x.T * weight) @ x
-    rhs = before @ theta + x.T @ np.bincount(inverse, weights=y, minlength=len(distinct))
-    has = buckets >= 0
-    if not has.any():
-        alone = np.asarray(np.linalg.solve(after, rhs), dtype=np.float64)
-        return alone, after, phi, phi_inv
-    used, slot = np.unique(buckets[has], return_inverse=True)
-    counts = np.zeros((len(used), len(distinct)))
-    np.add.at(counts, (slot, inverse[has]), 1.0)
-    cross = counts @ x  # (buckets used, dim): Σ x over each bucket's rows
-    prior_precision = 1.0 / phi_inv
-    precision = prior_precision + counts.sum(axis=1)
-    phi_rhs = prior_precision * phi + np.bincount(slot, weights=y[has], minlength=len(used))
-    solved: NDArray[np.float64] = np.linalg.solve(
-        after - (cross.T / precision) @ cross, rhs - cross.T @ (phi_rhs / precision)
-    )
-    return solved, after, (phi_rhs - cross @ solved) / precision, 1.0 / precision
 
 
 def _loaded_arrays(
