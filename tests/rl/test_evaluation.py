@@ -11,14 +11,13 @@ import pytest
 
 from toolwise.errors import UserError
 from toolwise.rl import LearnerConfig, Step, ToolDoc
+from toolwise.rl.estimators import ThinSupportError, estimate
 from toolwise.rl.evaluation import (
     Candidate,
     Logged,
     OffPolicyReplay,
     SupportRule,
-    ThinSupportError,
     candidate_learner,
-    estimate,
 )
 from toolwise.rl.policies import LinUCBConfig, OutcomeModelConfig, UCBConfig
 

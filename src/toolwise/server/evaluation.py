@@ -15,10 +15,10 @@ from toolwise.feedback import FeedbackService
 from toolwise.feedback.decisions import DecisionColumns, iter_decision_columns
 from toolwise.learning.sessions import Session, step_columns
 from toolwise.rl import Learner, ToolDoc
+from toolwise.rl.estimators import Interval
 from toolwise.rl.evaluation import (
     Candidate,
     Evaluation,
-    Interval,
     Logged,
     OffPolicyReplay,
     SupportRule,
