@@ -9,9 +9,10 @@ it (`scoped`: "s1" of the client `http-ab…` is `http-ab…/s1` in memory and i
 client naming the same string gets a session of its own, and whose a logged call is can be read
 from its session id (`owns`). The one client of a stdio server owns everything: nothing is scoped.
 
-Which decision a proxied call follows (`OpenDecisions`): the open recommendations of each client
-connection. Agent frameworks keep conversations apart on one connection by passing `session_id` to our
-tools, then call the downstream tools as any MCP client does: no `session_id`, no `_meta`. Such a call
+Which decision a proxied call follows (`OpenDecisions`, learning/open_decisions.py): the open
+recommendations of each client connection. Agent frameworks keep conversations apart on one connection
+by passing `session_id` to our tools, then call the downstream tools as any MCP client does: no
+`session_id`, no `_meta`. Such a call
 belongs to the conversation its connection named last (`Sessions.current`), or the one
 `_meta["toolwise/session_id"]` names, whatever was recommended; it follows the newest open decision
 in that conversation that recommended the called tool (or the decision named by
@@ -23,7 +24,7 @@ connections: the call's path reads no database.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +35,7 @@ from mcp_types import RequestParamsMeta
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.records import CallColumns, new_id
+from toolwise.learning.open_decisions import OpenDecision, OpenDecisions
 from toolwise.rl import Decision, Step, StepColumns
 from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
 
@@ -42,9 +44,10 @@ EXECUTION_META_KEY = "toolwise/execution_id"
 REQUEST_PREFIX = "request-"  # the session of a request that came on no connection
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 DECISION_META_KEY = "toolwise/decision_id"
-OPEN_PER_CONNECTION = 64  # older open decisions of a connection are forgotten
-CONNECTIONS = 10_000  # connections with open decisions remembered (least recently used forgotten)
 OPEN_SESSIONS = 10_000  # sessions kept in memory (least recently used forgotten: their calls are in the log)
+
+# re-exported: learning/core.py and service.py import them from here (the module's own names are public too)
+__all__ = ["OpenDecision", "OpenDecisions"]
 
 
 def scoped(owner: str | None, name: str) -> str:
@@ -341,67 +344,3 @@ def recent(history: Sequence[str], previous_tool: str | None, n: int) -> tuple[s
     if not history and previous_tool:
         history = (previous_tool,)
     return tuple(history[max(len(history) - n, 0) :])
-
-
-@dataclass(slots=True)
-class OpenDecision:
-    decision: Decision
-    session_id: str
-    query: str
-    tools: frozenset[str]  # every tool the decision recommended
-
-
-class OpenDecisions:
-    def __init__(self, per_connection: int = OPEN_PER_CONNECTION, connections: int = CONNECTIONS) -> None:
-        self.per_connection = per_connection
-        self.connections = connections
-        self._open: OrderedDict[str, deque[OpenDecision]] = OrderedDict()
-        self._connection_of: dict[str, str] = {}  # session → the connection of its newest open decision
-
-    def __len__(self) -> int:
-        return sum(len(d) for d in self._open.values())
-
-    def add(self, connection: str, decision: Decision, session_id: str, query: str) -> None:
-        found = self._open.get(connection)
-        if found is None:
-            if len(self._open) >= self.connections:
-                _, dropped = self._open.popitem(last=False)
-                for item in dropped:
-                    self._connection_of.pop(item.session_id, None)
-            found = self._open[connection] = deque(maxlen=self.per_connection)
-        else:
-            self._open.move_to_end(connection)
-        found.append(OpenDecision(decision, session_id, query, frozenset(r.tool for r in decision.ranked)))
-        self._connection_of[session_id] = connection
-        if len(self._connection_of) > 4 * self.connections:  # sessions never ended: keep those still open
-            self._connection_of = {i.session_id: c for c, items in self._open.items() for i in items}
-
-    def take(
-        self, connection: str, tool: str, decision_id: str | None = None, session_id: str | None = None
-    ) -> OpenDecision | None:
-        """Close and return the decision `decision_id` names (if open on this connection), else the newest
-        open one that recommended `tool` (in `session_id`, when the call names its session); None when
-        there is none."""
-        found = self._open.get(connection)
-        if not found:
-            return None
-        for item in reversed(found):
-            if decision_id:
-                hit = item.decision.decision_id == decision_id
-            else:
-                hit = tool in item.tools and (session_id is None or item.session_id == session_id)
-            if hit:
-                found.remove(item)
-                return item
-        if decision_id:  # a stale or foreign id: fall back to the tool
-            return self.take(connection, tool, None, session_id)
-        return None
-
-    def forget_session(self, session_id: str) -> None:
-        """An ended session's decisions are no longer open."""
-        connection = self._connection_of.pop(session_id, None)
-        found = self._open.get(connection) if connection is not None else None
-        if found:
-            kept = [item for item in found if item.session_id != session_id]
-            found.clear()
-            found.extend(kept)
