@@ -14,7 +14,8 @@ import pytest
 
 from tests.feedback.conftest import make_execution
 from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.export import ExportWorkerError, execution_chunks, rating_chunks
+from toolwise.feedback.export import execution_chunks, rating_chunks
+from toolwise.feedback.export_workers import ExportWorkerError
 
 PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 

@@ -20,7 +20,8 @@ from sqlalchemy import event, text
 
 from tests.feedback.conftest import make_execution
 from tests.feedback.exact_metrics import recompute_action_summary, recompute_tool_metrics
-from toolwise.feedback import Episode, FeedbackService, ToolMetrics, export, utcnow
+from toolwise.feedback import Episode, FeedbackService, ToolMetrics, utcnow
+from toolwise.feedback.export_workers import Workers
 from toolwise.feedback.migrate import alembic_config
 from toolwise.feedback.records import ActionSummary
 from toolwise.feedback.toolstats import RELATIVE_ACCURACY
@@ -206,7 +207,7 @@ class Statements:
 
 
 def hear_jobs(heard: Statements) -> Callable[[subprocess.Popen[bytes], bytes], tuple[int, bytes]]:
-    ask = export._Workers._ask
+    ask = Workers._ask
 
     def asked(process: subprocess.Popen[bytes], job: bytes) -> tuple[int, bytes]:
         sent = json.loads(job)
@@ -219,7 +220,7 @@ def hear_jobs(heard: Statements) -> Callable[[subprocess.Popen[bytes], bytes], t
 async def read_the_log(service: FeedbackService, namespace: str) -> list[tuple[str, Any]]:
     """Every log read a sync, a replay and an export make, as sent to the database (an SQLite file's
     export batches as its worker processes are asked to run them); the log holds ≥ 300 executions."""
-    with Statements(service) as heard, patch.object(export._Workers, "_ask", staticmethod(hear_jobs(heard))):
+    with Statements(service) as heard, patch.object(Workers, "_ask", staticmethod(hear_jobs(heard))):
         await service.reads.heads(namespace)
         async for _ in service.reads.iter_log(namespace=namespace, after_seq=10, batch=50):
             pass
