@@ -10,60 +10,16 @@ does not declare `learn_many` learns step by step, as `Learner.learn` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
-
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.blas import one_blas_thread
-from toolwise.rl.context import Context, query_only
-from toolwise.rl.features import Features
+from toolwise.rl.batch_columns import already_called, query_contexts, query_part, sequence_columns, text_columns
+from toolwise.rl.batch_view import Learner
+from toolwise.rl.context import query_only
 from toolwise.rl.hindsight import readings
-from toolwise.rl.policies.base import FEATURES, Lessons, Policy
-from toolwise.rl.reward import Latencies, RewardWeights, check_latency, check_rating
-from toolwise.rl.sequences import SequenceModel
-from toolwise.rl.steps import Step, StepColumns, worked
-from toolwise.rl.toolindex import ToolIndex
-
-
-class Learned(Protocol):
-    @property
-    def reward(self) -> float: ...
-
-
-class RunConfig(Protocol):
-    @property
-    def reward(self) -> RewardWeights: ...
-    @property
-    def sequences_enabled(self) -> bool: ...
-    @property
-    def lexical_weight(self) -> float: ...
-
-
-class Learner(Protocol):
-    """What a run reads and calls of the learner (rl/learner.py's, which calls in here from its
-    `learn_many`): named here rather than imported, so that the two modules do not import each other."""
-
-    @property
-    def config(self) -> RunConfig: ...
-    @property
-    def policy(self) -> Policy: ...
-    @property
-    def index(self) -> ToolIndex: ...
-    @property
-    def features(self) -> Features: ...
-    @property
-    def sequences(self) -> SequenceModel: ...
-    @property
-    def latency(self) -> Latencies: ...
-    def learn(self, step: Step, rng: np.random.Generator) -> Learned: ...
-    def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context: ...
-    def watch(self, tool: str, normalised: float, ok: bool) -> object: ...
-    def count(self, rewards: NDArray[np.float64]) -> None: ...
-    def hold(self, step: Step, reward: float) -> None: ...
-    def age(self, rng: np.random.Generator) -> None: ...
-    def read_waiting(self, session: str, rng: np.random.Generator, *, next_tool: str | None = None) -> None: ...
+from toolwise.rl.policies.base import Lessons
+from toolwise.rl.reward import check_latency, check_rating
+from toolwise.rl.steps import StepColumns, worked
 
 
 def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
@@ -89,7 +45,7 @@ def _learn_columns(learner: Learner, steps: StepColumns, rng: np.random.Generato
     queries = list(dict.fromkeys(q for q in steps.query if q))
     index = {query: i for i, query in enumerate(queries)}
     rows = np.array([index[q] if q else len(queries) for q in steps.query], dtype=np.int64)
-    embeddings, base = _query_part(learner, queries, rows, arms)
+    embeddings, base = query_part(learner, queries, rows, arms)
     scaled = _scaled(learner, rewards)
     ratings = steps.rating if steps.rating is not None else [None] * n
     ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
@@ -127,11 +83,11 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     missing = sorted(set(arm_list) - set(arms.tolist()))
     if missing:
         arms = np.concatenate([arms, np.array(missing, dtype=np.int64)])
-    sequence, history_at = _sequence_columns(learner, steps, arms)
+    sequence, history_at = sequence_columns(learner, steps, arms)
     rewards, _ = _ordered_part(learner, steps, arm_list)
     queries = list(dict.fromkeys(q for q in steps.query if q))
-    contexts = _query_contexts(learner, queries)  # embeds them in one call (memoised for the text columns)
-    text = _text_columns(learner, queries, contexts, arms)  # with the caution on tools that write
+    contexts = query_contexts(learner, queries)  # embeds them in one call (memoised for the text columns)
+    text = text_columns(learner, queries, contexts, arms)  # with the caution on tools that write
     ratings = steps.rating if steps.rating is not None else [None] * n
     ok = np.fromiter(map(worked, steps.success, ratings), dtype=bool, count=n)
     scaled = _scaled(learner, rewards)
@@ -159,7 +115,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
             columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
             block[~starts, :, 2] = columns[~starts]
             block[starts, :, 3] = columns[starts]
-        owners, at = _already_called(calls.tolist(), first, steps.history, position, seen)
+        owners, at = already_called(calls.tolist(), first, steps.history, position, seen)
         block[owners, at, 4] = 1.0  # 1 for each tool the session already called
         return block
 
@@ -184,26 +140,6 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     return rewards
 
 
-def _already_called(
-    calls: list[int],
-    first: NDArray[np.bool_],
-    histories: Sequence[Sequence[str]],
-    position: NDArray[np.int64],
-    seen: Callable[[Sequence[str]], list[int]],
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(row, column) of each candidate that `calls` (row r: calls[r]) already called in their session:
-    `position` maps a tool id to its column (−1: not a candidate), `seen` names to ids."""
-    called: list[int] = []
-    owners: list[int] = []
-    for r, i in enumerate(calls):
-        if not first[i]:
-            ids = [t for t in seen(histories[i]) if t >= 0]
-            called.extend(ids)
-            owners.extend([r] * len(ids))
-    at = position.take(np.array(called, dtype=np.int64))
-    return np.array(owners, dtype=np.int64)[at >= 0], at[at >= 0]
-
-
 def _read_waiting(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> None:
     """Failures that wait from before the run (live, or the run before) are read from their session's
     first step in it, before it is learned, as a live learner reads them when that call comes."""
@@ -221,70 +157,6 @@ def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], wo
     """The adaptive ε and the drift guard see every replayed call, in order, as live ones."""
     for tool, value, ok in zip(steps.tool, scaled.tolist(), worked.tolist(), strict=True):
         learner.watch(tool, value, ok)
-
-
-def _sequence_columns(
-    learner: Learner, steps: StepColumns, arms: NDArray[np.int64]
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """`Features.sequence_column` of each distinct history of the run (zeros with the sequences off),
-    and each step's row in it."""
-    histories = list(dict.fromkeys(tuple(history) for history in steps.history))
-    history_of = {history: i for i, history in enumerate(histories)}
-    if learner.config.sequences_enabled:
-        sequence = learner.features.sequence_columns(histories, arms)
-    else:
-        sequence = np.zeros((len(histories), len(arms)))
-    return sequence, np.array([history_of[tuple(history)] for history in steps.history], dtype=np.int64)
-
-
-def _text_columns(
-    learner: Learner, queries: list[str], contexts: list[Context], arms: NDArray[np.int64]
-) -> NDArray[np.float32]:
-    """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
-    them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6):
-    the first two of each query's feature rows (float32, as the choice model reads them), the others 0."""
-    out = np.zeros((len(queries) + 1, len(arms), len(FEATURES)), np.float32)
-    semantic, lexical = learner.index.semantic, learner.index.lexical
-    if not queries:
-        return out
-    known = np.flatnonzero(arms < len(lexical))
-    if not len(known):  # no candidate has a document (no tool listed yet): no text to match
-        return out
-    everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
-    columns = slice(None) if everywhere else known
-    tools = arms.take(known)
-    in_order = everywhere and _in_order(tools)  # every tool, in id order: whole columns, no gather
-    bm25 = lexical.scores_many(queries, remember=False)
-    if not (in_order and len(tools) == bm25.shape[1]):
-        bm25 = bm25.take(tools, 1)
-    out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
-    if semantic is not None:
-        vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
-        documents = semantic.vectors[: len(tools)] if in_order else semantic.vectors.take(tools, 0)
-        with one_blas_thread():
-            cosine = vectors @ documents.T
-        np.clip(cosine, 0.0, 1.0, out=cosine)
-        out[: len(queries), columns, 0] = cosine
-    cautious = np.flatnonzero(learner.index.caution_of(arms))
-    if len(cautious):
-        for i, query in enumerate(queries):
-            out[i, cautious, :2] *= learner.features.kept(query, arms.take(cautious))[:, None]
-    return out
-
-
-def _in_order(arms: NDArray[np.int64]) -> bool:
-    """Whether `arms` are 0, 1, …, n − 1: a gather of them is a copy."""
-    return len(arms) == 0 or (int(arms[0]) == 0 and int(arms[-1]) == len(arms) - 1 and bool((np.diff(arms) == 1).all()))
-
-
-def _query_contexts(learner: Learner, queries: list[str]) -> list[Context]:
-    """The context of each distinct query, and last of none, as a policy reads it: the embedding alone
-    (one call embeds them all), or without an embedder the encoded text."""
-    semantic = learner.index.semantic
-    if semantic is None:
-        return [learner.encode(query, None, 0) for query in [*queries, None]]
-    vectors = semantic.queries(queries) if queries else np.zeros((0, len(semantic.no_query)), np.float32)
-    return [*(query_only(vector) for vector in vectors), query_only(semantic.no_query)]
 
 
 def _ordered_part(
@@ -327,33 +199,3 @@ def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDA
     rewards -= weights.latency_per_second * np.minimum(latency, weights.max_latency_s)
     rewards[latency < weights.fast_fraction * before] += weights.fast_bonus  # NaN (no mean yet): never fast
     return rewards, success
-
-
-def _query_part(
-    learner: Learner, queries: list[str], rows: NDArray[np.int64], arms: NDArray[np.int64]
-) -> tuple[NDArray[np.float32], NDArray[np.float64]]:
-    """The distinct queries' embeddings (one call; a last zero row for "no query") and each step's
-    semantic + lexical prior for its tool, as `Features.prior` computes it without the follow part (the
-    caution on tools that write included)."""
-    semantic = learner.index.semantic
-    assert semantic is not None
-    index, weight = learner.index.lexical, learner.config.lexical_weight
-    vectors = semantic.queries(queries) if queries else np.zeros((0, len(semantic.no_query)), np.float32)
-    embeddings = np.concatenate([vectors, np.zeros((1, vectors.shape[1]), np.float32)])  # + no query: x = 0
-    known = len(semantic)
-    inside = arms < known
-    base = np.zeros(len(arms))
-    tool_vectors = semantic.vectors
-    with_query = inside & (rows < len(queries))
-    if with_query.any():
-        lexical = index.scores_many(queries, remember=False)
-        r, a = rows[with_query], arms[with_query]
-        cosine = np.clip(np.einsum("ij,ij->i", vectors[r], tool_vectors[a]), 0.0, 1.0).astype(np.float64)
-        base[with_query] = (cosine + weight * lexical[r, a]) / (1 + weight)
-    without = inside & (rows == len(queries))
-    if without.any():
-        base[without] = index.scores("").take(arms[without])
-    for i in np.flatnonzero(inside & (learner.index.caution_of(np.where(inside, arms, 0)) > 0)).tolist():
-        query = queries[rows[i]] if rows[i] < len(queries) else None
-        base[i] *= float(learner.features.kept(query, arms[i : i + 1])[0])
-    return embeddings, base

@@ -1,0 +1,56 @@
+"""What a run of logged executions (rl/batch.py, rl/batch_columns.py) reads and calls of the learner
+(rl/learner.py's, which calls in there from its `learn_many`): named here as protocols rather than
+imported, so that the batch modules and the learner do not import each other."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolwise.rl.context import Context
+from toolwise.rl.features import Features
+from toolwise.rl.policies.base import Policy
+from toolwise.rl.reward import Latencies, RewardWeights
+from toolwise.rl.sequences import SequenceModel
+from toolwise.rl.steps import Step
+from toolwise.rl.toolindex import ToolIndex
+
+
+class Learned(Protocol):
+    @property
+    def reward(self) -> float: ...
+
+
+class RunConfig(Protocol):
+    @property
+    def reward(self) -> RewardWeights: ...
+    @property
+    def sequences_enabled(self) -> bool: ...
+    @property
+    def lexical_weight(self) -> float: ...
+
+
+class Learner(Protocol):
+    """What a run reads and calls of the learner (see the module's docstring)."""
+
+    @property
+    def config(self) -> RunConfig: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def index(self) -> ToolIndex: ...
+    @property
+    def features(self) -> Features: ...
+    @property
+    def sequences(self) -> SequenceModel: ...
+    @property
+    def latency(self) -> Latencies: ...
+    def learn(self, step: Step, rng: np.random.Generator) -> Learned: ...
+    def encode(self, query: str | None, previous_tool: str | None, position: int) -> Context: ...
+    def watch(self, tool: str, normalised: float, ok: bool) -> object: ...
+    def count(self, rewards: NDArray[np.float64]) -> None: ...
+    def hold(self, step: Step, reward: float) -> None: ...
+    def age(self, rng: np.random.Generator) -> None: ...
+    def read_waiting(self, session: str, rng: np.random.Generator, *, next_tool: str | None = None) -> None: ...
