@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     shield_retry_s: float = Field(default=60.0, gt=0)
     circuit_failures: int = Field(default=5, ge=1)  # consecutive downstream failures that open its circuit
     circuit_cooldown_s: float = Field(default=30.0, gt=0)
-    # Large catalogues (server/discovery.py): what tools/list shows. all: every tool; search: pinned +
+    # Large catalogues (server/exposure.py): what tools/list shows. all: every tool; search: pinned +
     # search_tools + call_tool; learned: those + the exposure_k tools ranked highest for the client's
     # recent requests. Every tool stays callable by name in every mode.
     exposure: Literal["all", "search", "learned"] = "all"

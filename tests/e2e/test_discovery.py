@@ -21,7 +21,7 @@ from toolwise.config import AppConfig, Settings
 from toolwise.rl import Decision, Ranked
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
-from toolwise.server.discovery import Exposure
+from toolwise.server.exposure import Exposure
 
 NOW = "time__get_current_time"
 CONVERT = "time__convert_time"

@@ -33,10 +33,10 @@ from toolwise.server.discovery import (
     CALL_TOOL,
     SEARCH_TOOLS,
     CallToolInput,
-    Exposure,
     call_tool_definition,
     search_tool,
 )
+from toolwise.server.exposure import Exposure
 from toolwise.server.own import OwnTool
 from toolwise.server.services import Services
 from toolwise.server.tools import own_tools
