@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
 import os
 import re
 import shutil
@@ -246,6 +247,25 @@ async def check_database(config: AppConfig) -> Check:
     return Check("database", True, f"{detail}, integrity_check ok")
 
 
-async def diagnose(config: AppConfig, path: Path) -> list[Check]:
+async def diagnose(config: AppConfig, path: Path, database: bool = True) -> list[Check]:
     checks = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
-    return [*checks, await check_database(config)]
+    return [*checks, await check_database(config)] if database else list(checks)
+
+
+def report(path: Path, config: AppConfig, database: bool) -> int:
+    """Check one config's servers (and its database, unless a config before it shares it) and print each
+    check, secrets masked (a url's password, a token in an error: never whole); how many failed."""
+    import typer
+
+    from toolwise.cli.masked import mask_text, unresolve
+    from toolwise.config import referenced_values
+
+    raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
+    references = referenced_values(raw["mcpServers"], os.environ)
+    typer.echo(f"config: {path}")
+    checks = asyncio.run(diagnose(config, path, database))
+    for check in checks:
+        typer.echo(mask_text(unresolve(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}", references)))
+        if check.fix:
+            typer.echo(mask_text(unresolve(f"     fix: {check.fix}", references)))
+    return sum(not c.ok for c in checks)

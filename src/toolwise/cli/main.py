@@ -10,9 +10,7 @@ import gc
 gc.disable()
 
 import asyncio  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
-import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated  # noqa: E402
 
@@ -26,6 +24,7 @@ from toolwise.cli.common import (  # noqa: E402
     DatabaseUrlOption,
     config_or_exit,
     config_path_or_exit,
+    configs_or_exit,
     database_or_exit,
     fail,
     options,
@@ -168,22 +167,15 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     Per downstream: its command is found, the handshake completes (name, version, protocol) and its
     tools are listed; an SQLite database gets the full integrity check. Exits 1 when something is wrong.
     """
-    from toolwise.cli.doctor import diagnose
-    from toolwise.cli.masked import mask_text, unresolve  # a url's password, a token in an error: never whole
-    from toolwise.config import referenced_values
+    from toolwise.cli.doctor import report
 
     setup_logging("error")
-    path = config_path_or_exit(config)
-    loaded = config_or_exit(path, database_url)
-    raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
-    references = referenced_values(raw["mcpServers"], os.environ)
-    typer.echo(f"config: {path}")
-    checks = asyncio.run(diagnose(loaded, path))
-    for check in checks:
-        typer.echo(mask_text(unresolve(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}", references)))
-        if check.fix:
-            typer.echo(mask_text(unresolve(f"     fix: {check.fix}", references)))
-    failed = sum(not c.ok for c in checks)
+    failed, checked = 0, set()
+    for path in configs_or_exit(config):  # without --config, every config a client serves
+        loaded = config_or_exit(path, database_url)
+        database = (loaded.toolwise.database_url, loaded.toolwise.namespace)
+        failed += report(path, loaded, database not in checked)
+        checked.add(database)
     typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
     if failed:
         raise typer.Exit(EXIT_FOUND)
