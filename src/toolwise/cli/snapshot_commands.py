@@ -66,6 +66,10 @@ def snapshot_restore(
 ) -> None:
     """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
     checksum, a bad signature or another major version is refused and nothing changes."""
+    if sum((snapshot_id is not None, input_path is not None, previous)) != 1:  # before a database is opened
+        fail(
+            "name the one snapshot to restore: --id N (`toolwise snapshot list` shows them), --input FILE or --previous"
+        )
     if input_path is not None:  # the key it is verified with: --verify-key's, else the config's
         _check_file(input_path, verify_key or settings_or_exit(config, database_url).snapshot_verify_key)
 
