@@ -56,6 +56,19 @@ def output_or_exit(path: Path, *, makes_folder: bool = False) -> None:
         fail(f"cannot write {path}: there is no folder {path.parent}; make it first, or name a file in one that exists")
 
 
+def install_beside_toolwise(packages: list[str]) -> str:
+    """The command that adds Python packages to the environment this toolwise runs in: its tool manager's
+    (`pipx inject`; `uv pip` aimed at its interpreter, since uv's tool environments have no pip), else that
+    environment's own pip. Never the shell's `pip`, which installs elsewhere, nor `pip install
+    'toolwise[extra]'`: toolwise is installed from its checkout, and a registry's `toolwise` is not it."""
+    prefix = Path(sys.prefix)
+    if (prefix / "uv-receipt.toml").exists():
+        return f"uv pip install --python {sys.executable} {' '.join(packages)}"
+    if (prefix / "pipx_metadata.json").exists():
+        return f"pipx inject toolwise {' '.join(packages)}"
+    return f"{sys.executable} -m pip install {' '.join(packages)}"
+
+
 # The demo's default config, shipped in the package (a pipx or uv tool install has no checkout); the
 # checkout's root holds the same file for the README (tests/cli/test_packaged.py keeps them equal).
 EXAMPLE_CONFIG = Path(__file__).resolve().parent / "toolwise.example.json"

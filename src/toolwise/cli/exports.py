@@ -11,7 +11,14 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption, output_or_exit
+from toolwise.cli.common import (
+    EXIT_FOUND,
+    ConfigOption,
+    DatabaseUrlOption,
+    fail,
+    install_beside_toolwise,
+    output_or_exit,
+)
 from toolwise.cli.console import console, span
 from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
@@ -99,8 +106,8 @@ def inspect_plot(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        console.print("[red]toolwise: plotting needs matplotlib: pip install 'toolwise[plot]'[/red]")
-        raise typer.Exit(1) from exc
+        hint = install_beside_toolwise(["matplotlib"])  # the `plot` extra
+        fail(f"plotting needs matplotlib, which is not installed beside this toolwise: {hint}", exc, EXIT_FOUND)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         since = None if hours is None else utcnow() - timedelta(hours=hours)
