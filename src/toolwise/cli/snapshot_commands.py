@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit, settings_or_exit
@@ -103,7 +104,7 @@ def _check_file(path: Path, verify_key: Path | None) -> None:
     try:
         snapshots.verify(record, key)
     except snapshots.SnapshotError as exc:
-        console.print(f"[red]toolwise: {path}: {exc}[/red]")
+        console.print(f"[red]toolwise: {escape(str(path))}: {escape(str(exc))}[/red]")
         raise typer.Exit(EXIT_FOUND) from exc
 
 
@@ -139,6 +140,6 @@ def snapshot_keygen(
     try:
         snapshots.generate_keys(private, public, force=force)
     except snapshots.SnapshotError as exc:
-        console.print(f"[red]toolwise: {exc}[/red]")
+        console.print(f"[red]toolwise: {escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
     console.print(f"wrote {private} and {public}")
