@@ -113,7 +113,10 @@ def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption =
     """The stored snapshots, newest first."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        table = Table("id", "created", "source", "version", "policy", "samples", "sha256", "signed")
+        table = Table("id")
+        table.add_column("created", min_width=10)  # squeezed, the date stays whole and the time wraps below it
+        for header in ("source", "version", "policy", "samples", "sha256", "signed"):
+            table.add_column(header)
         for r in await feedback.snapshots.list(settings.namespace):
             table.add_row(
                 str(r.id),
@@ -122,7 +125,7 @@ def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption =
                 r.version,
                 r.policy,
                 str(r.sample_count),
-                r.sha256[:16],
+                r.sha256[:8],  # as many as `git log --oneline` shows: enough to tell them apart
                 "yes" if r.signature else "no",
             )
         console.print(table)
