@@ -56,11 +56,29 @@ def near_commands(command: str) -> list[str]:
     return difflib.get_close_matches(Path(command).name, sorted(names), n=1, cutoff=0.8)
 
 
+# The launchers MCP servers' READMEs start them with, and what provides each (a server's README names its
+# own package, not the tool that runs it).
+LAUNCHERS = {
+    "uvx": "uv (https://docs.astral.sh/uv/)",
+    "uv": "uv (https://docs.astral.sh/uv/)",
+    "npx": "Node.js (https://nodejs.org/), which brings npx",
+    "node": "Node.js (https://nodejs.org/)",
+    "docker": "Docker (https://docs.docker.com/get-docker/)",
+    "bunx": "Bun (https://bun.sh/)",
+    "deno": "Deno (https://deno.com/)",
+}
+
+
 def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
-    """A command found nowhere: the near miss, if there is one; never a package to install by its name
-    (a misspelt name installed from a registry is someone else's package)."""
+    """A command found nowhere: what provides a well-known launcher, else the near miss, if there is one;
+    never a package to install by its name (a misspelt name installed from a registry is someone else's)."""
     near = near_commands(spec.command)
-    if near:
+    launcher = LAUNCHERS.get(Path(spec.command).name.removesuffix(".exe"))
+    if launcher:
+        fix = (
+            f'{spec.command!r} comes with {launcher}: install that, or give its path as "command" of {name!r} in {path}'
+        )
+    elif near:
         fix = f'did you mean {near[0]!r}? Correct "command" of {name!r} in {path}'
     else:
         fix = (
