@@ -81,7 +81,7 @@ def serve(
     config: ConfigOption = None,
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="HTTP port (0: any free one).")] = 8765,
     log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
     database_url: DatabaseUrlOption = None,
 ) -> None:
