@@ -36,9 +36,11 @@ def inspect_export(
     since: Annotated[datetime | None, typer.Option(help="Only what happened from this time (UTC).")] = None,
     until: Annotated[datetime | None, typer.Option(help="Only what happened before this time (UTC).")] = None,
 ) -> None:
-    """Everything recorded in the namespace as JSON Lines, one record a line, each with its "type":
-    an "export" header, then every "execution", "rating", "episode", "action" (per-tool summary) and
-    "snapshot". Written in chunks the database encodes: memory stays flat however long the log."""
+    """Everything recorded in the namespace as JSON Lines, one record a line.
+
+    Each record has its "type": an "export" header, then every "execution", "rating", "episode", "action"
+    (per-tool summary) and "snapshot". Written in chunks the database encodes: memory stays flat however
+    long the log."""
     output_or_exit(output)
     start, end = _utc(since), _utc(until)
 
@@ -97,8 +99,9 @@ def inspect_plot(
         typer.Option(min=1, help="Slices of time: the points of each curve (default: about √calls, 5 to 100)."),
     ] = None,
 ) -> None:
-    """Learning curves as a picture: mean reward, success rate and exploration rate per slice of time,
-    aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
+    """Learning curves as a picture: mean reward, success and exploration rate per slice of time.
+
+    Aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
     output_or_exit(output)
     try:
         import matplotlib

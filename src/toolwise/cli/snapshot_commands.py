@@ -65,8 +65,9 @@ def snapshot_restore(
         Path | None, typer.Option(help="Ed25519 public key (PEM): the signature must verify.")
     ] = None,
 ) -> None:
-    """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
-    checksum, a bad signature or another major version is refused and nothing changes."""
+    """Make a snapshot the learned state (running instances adopt it at their next sync).
+
+    A wrong checksum, a bad signature or another major version is refused and nothing changes."""
     if sum((snapshot_id is not None, input_path is not None, previous)) != 1:  # before a database is opened
         fail(
             "name the one snapshot to restore: --id N (`toolwise snapshot list` shows them), --input FILE or --previous"
