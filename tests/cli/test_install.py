@@ -493,3 +493,18 @@ def test_the_client_is_the_one_the_files_name_says_when_not_given(
     assert clients.client_of(cursor) is Client.cursor
     assert clients.client_of(None) is Client.claude_desktop
     assert clients.client_of(home / "elsewhere.json") is Client.claude_desktop
+
+
+def test_a_missing_launcher_is_named_with_what_provides_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(home))  # a machine without uv
+    monkeypatch.setattr(sys, "executable", str(home / "python"))
+    path = clients.client_config_path(Client.claude_desktop, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}}))
+    install.run(Client.claude_desktop, None, dry_run=True, undo_it=False)
+    assert (
+        "warning: command not found on PATH: uvx (server 'fetch'; it comes with uv (https://docs.astral.sh/uv/)); "
+        "install it, or toolwise will report it as failed"
+    ) in capsys.readouterr().out

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from toolwise import sdk
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer
-from toolwise.downstream.environment import downstream_environment, resolve_command
+from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
@@ -56,24 +56,11 @@ def near_commands(command: str) -> list[str]:
     return difflib.get_close_matches(Path(command).name, sorted(names), n=1, cutoff=0.8)
 
 
-# The launchers MCP servers' READMEs start them with, and what provides each (a server's README names its
-# own package, not the tool that runs it).
-LAUNCHERS = {
-    "uvx": "uv (https://docs.astral.sh/uv/)",
-    "uv": "uv (https://docs.astral.sh/uv/)",
-    "npx": "Node.js (https://nodejs.org/), which brings npx",
-    "node": "Node.js (https://nodejs.org/)",
-    "docker": "Docker (https://docs.docker.com/get-docker/)",
-    "bunx": "Bun (https://bun.sh/)",
-    "deno": "Deno (https://deno.com/)",
-}
-
-
 def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
     """A command found nowhere: what provides a well-known launcher, else the near miss, if there is one;
     never a package to install by its name (a misspelt name installed from a registry is someone else's)."""
     near = near_commands(spec.command)
-    launcher = LAUNCHERS.get(Path(spec.command).name.removesuffix(".exe"))
+    launcher = provider_of(spec.command)
     if launcher:
         fix = (
             f'{spec.command!r} comes with {launcher}: install that, or give its path as "command" of {name!r} in {path}'
