@@ -20,6 +20,11 @@ class Client(StrEnum):
     claude_code = "claude-code"
     cursor = "cursor"
 
+    @property
+    def app_name(self) -> str:
+        """The app's own name, as a user sees it (the value is what --client takes)."""
+        return {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "cursor": "Cursor"}[self.value]
+
 
 def installed_configs() -> list[Path]:
     """The toolwise configs `install` wrote, one per client config installed."""
