@@ -91,3 +91,15 @@ def test_doctor_says_what_provides_a_missing_launcher_rather_than_a_servers_read
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1 and f"FAIL server 'fetch': command '{command}' not found on PATH" in result.output
     assert f"fix: '{command}' comes with {provider}" in result.output and "README" not in result.output
+
+
+def test_doctor_names_a_disabled_server_and_does_not_say_everything_starts_when_nothing_does(tmp_path: Path) -> None:
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    server = {"command": "mcp-server-time", "disabled": True}
+    config.write_text(json.dumps({"mcpServers": {"time": server}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert (
+        result.exit_code == 0 and f"""off  server 'time': "disabled": true in {config}, not started""" in result.output
+    )
+    assert result.output.splitlines()[-1] == "no server to start: toolwise would serve its own tools alone"

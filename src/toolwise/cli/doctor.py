@@ -268,6 +268,8 @@ def report(path: Path, config: AppConfig, database: bool) -> int:
     raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
     references = referenced_values(raw["mcpServers"], os.environ)
     typer.echo(f"config: {path}")
+    for name in sorted(set(config.servers) - set(config.enabled_servers)):
+        typer.echo(f'off  server {name!r}: "disabled": true in {path}, not started')
     checks = asyncio.run(diagnose(config, path, database))
     for check in checks:
         typer.echo(mask_text(unresolve(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}", references)))

@@ -170,13 +170,17 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     from toolwise.cli.doctor import report
 
     setup_logging("error")
-    failed, checked = 0, set()
+    failed, checked, servers = 0, set(), 0
     for path in configs_or_exit(config):  # without --config, every config a client serves
         loaded = config_or_exit(path, database_url)
         database = (loaded.toolwise.database_url, loaded.toolwise.namespace)
         failed += report(path, loaded, database not in checked)
         checked.add(database)
-    typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
+        servers += len(loaded.enabled_servers)
+    if failed:
+        typer.echo(f"{failed} problem(s) found")
+    else:  # with no server to start, toolwise would offer its own tools alone
+        typer.echo("everything starts" if servers else "no server to start: toolwise would serve its own tools alone")
     if failed:
         raise typer.Exit(EXIT_FOUND)
 
