@@ -51,11 +51,17 @@ app.command()(dashboard)
 
 
 def _print_version(asked: bool) -> None:
-    """`toolwise --version`: the installed distribution's version, then exit (before any command runs)."""
+    """`toolwise --version`: the installed distribution's version and where it runs from, as pip says its
+    own (a pipx or uv tool install and a clone's .venv carry the same version: the folder tells them
+    apart), then exit (before any command runs)."""
     if asked:
+        import sys
         from importlib.metadata import version
 
-        typer.echo(f"toolwise {version('toolwise')}")
+        import toolwise
+
+        where = Path(toolwise.__file__).parent
+        typer.echo(f"toolwise {version('toolwise')} from {where} (python {sys.version_info[0]}.{sys.version_info[1]})")
         raise typer.Exit()
 
 
