@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, SecretStr, Tag, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolwise.feedback import default_database_url
@@ -65,7 +65,28 @@ class HttpServer(BaseModel):
     disabled: bool = False
 
 
-Downstream = Annotated[StdioServer | HttpServer, Field(union_mode="left_to_right")]
+HTTP_TYPES = (
+    "http",
+    "streamable-http",
+    "streamableHttp",
+    "sse",
+)  # `type`s of an entry with a URL (SSE: refused by name)
+
+
+def server_kind(entry: Any) -> str:
+    """Which shape a server entry has, read from its keys (a `url`, or an HTTP `type`: HTTP; else stdio), so
+    that a misspelt key is reported against that shape alone: tried as each in turn, a stdio entry's typo
+    also read `url: Field required` and "did you mean 'command'?" of the `command` it has."""
+    if isinstance(entry, BaseModel):
+        return "http" if isinstance(entry, HttpServer) else "stdio"
+    is_http = isinstance(entry, dict) and ("url" in entry or entry.get("type") in HTTP_TYPES)
+    return "http" if is_http else "stdio"
+
+
+SERVER_KINDS = ("stdio", "http")  # the tags of `Downstream`, which describe() leaves out of a field's path
+Downstream = Annotated[
+    Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")], Discriminator(server_kind)
+]
 
 
 @dataclass(frozen=True)
@@ -353,12 +374,20 @@ def _field_names() -> set[str]:
     return {field.alias or name for model in models for name, field in model.model_fields.items()}
 
 
+def _tag(loc: tuple[int | str, ...], i: int) -> bool:
+    """Whether loc[i] is pydantic's name of a union's branch (a server entry's kind: in a config under
+    `mcpServers.<name>`, or first when one entry is checked alone), not a field a person can fix."""
+    part = str(loc[i])
+    kind = part in SERVER_KINDS and (i == 0 or (i == 2 and loc[0] == "mcpServers"))
+    return kind or part.startswith(("function-", "union["))
+
+
 def describe(exc: ValidationError) -> str:
     """Pydantic errors as `field.path: message; …` (what a person fixing the file needs); an unknown key
     that is a near miss of a known one says which."""
     parts = []
     for error in exc.errors():
-        location = ".".join(str(p) for p in error["loc"] if not str(p).startswith(("function-", "union[")))
+        location = ".".join(str(p) for i, p in enumerate(error["loc"]) if not _tag(error["loc"], i))
         hint = did_you_mean(str(error["loc"][-1]), _field_names()) if error["type"] == "extra_forbidden" else ""
         parts.append(f"{location or 'value'}: {error['msg']}{hint}")
     return "; ".join(dict.fromkeys(parts))

@@ -26,3 +26,11 @@ def test_a_busy_port_is_named(tmp_path: Path) -> None:
         port = busy.getsockname()[1]
         result = CliRunner().invoke(cli, ["dashboard", *config, "--port", str(port)])
     assert result.exit_code == 2 and f"port {port} on 127.0.0.1 is already in use" in result.output
+
+
+def test_a_port_past_65535_is_refused_not_wrapped_to_another(tmp_path: Path) -> None:
+    _, config = cli_config(tmp_path)  # the socket would take 99999 as 99999 mod 65536: a port nobody asked for
+    for command in (["serve", "--http"], ["dashboard"]):
+        result = CliRunner().invoke(cli, [*command, *config, "--port", "99999"])
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and "Invalid value for '--port'" in said and "65535" in said, said

@@ -36,3 +36,26 @@ def test_the_demo_says_how_to_install_a_missing_server_with_the_tool_that_instal
     result = CliRunner().invoke(app, ["demo", "--config", str(config), "--calls", "1"])
     assert result.exit_code == 1 and f"{ABSENT} not installed" in result.output, result.output
     assert hint in result.output and (marker is None or "-m pip" not in result.output)
+
+
+@pytest.mark.parametrize(
+    ("marker", "hint"),
+    [
+        ("uv-receipt.toml", f"uv pip install --python {sys.executable} matplotlib"),
+        ("pipx_metadata.json", "pipx inject toolwise matplotlib"),
+        (None, f"{sys.executable} -m pip install matplotlib"),
+    ],
+)
+def test_plot_without_matplotlib_says_how_to_add_it_beside_toolwise_never_toolwise_from_a_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: str | None, hint: str
+) -> None:
+    environment = tmp_path / "env"
+    environment.mkdir()
+    if marker is not None:
+        (environment / marker).write_text("")
+    monkeypatch.setattr(sys, "prefix", str(environment))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed: importing it raises ImportError
+    result = CliRunner().invoke(app, ["inspect", "plot", "--output", str(tmp_path / "curves.png")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and said.endswith(f"not installed beside this toolwise: {hint}"), said
+    assert "toolwise[plot]" not in said

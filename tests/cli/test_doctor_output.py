@@ -76,3 +76,30 @@ def test_doctor_shows_a_reference_not_the_secret_it_resolves_to(
     assert result.exit_code == 1 and "FAIL server 'api'" in result.output and "FAIL server 'dies'" in result.output
     assert secret not in result.output, result.output
     assert f"127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp" in result.output and "SystemExit(3) ${DOCTOR_KEY}`" in result.output
+
+
+@pytest.mark.parametrize(("command", "provider"), [("uvx", "uv (https://docs.astral.sh/uv/)"), ("npx", "Node.js")])
+def test_doctor_says_what_provides_a_missing_launcher_rather_than_a_servers_readme(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, provider: str
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine without it
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    server = {"command": command, "args": ["some-mcp-server"]}
+    config.write_text(json.dumps({"mcpServers": {"fetch": server}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and f"FAIL server 'fetch': command '{command}' not found on PATH" in result.output
+    assert f"fix: '{command}' comes with {provider}" in result.output and "README" not in result.output
+
+
+def test_doctor_names_a_disabled_server_and_does_not_say_everything_starts_when_nothing_does(tmp_path: Path) -> None:
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    server = {"command": "mcp-server-time", "disabled": True}
+    config.write_text(json.dumps({"mcpServers": {"time": server}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert (
+        result.exit_code == 0 and f"""off  server 'time': "disabled": true in {config}, not started""" in result.output
+    )
+    assert result.output.splitlines()[-1] == "no server to start: toolwise would serve its own tools alone"

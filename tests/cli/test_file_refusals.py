@@ -99,3 +99,16 @@ def test_the_configured_verify_key_refuses_a_snapshot_before_any_database_is_mad
     code, said = restore(tmp_path, file)
     assert code == 2 and said == f"toolwise: {tmp_path / 'none.pub'}: no such key file"
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("given", [[], ["--previous", "--id", "1"]])
+def test_a_restore_that_names_no_snapshot_or_two_says_which_options_name_one(
+    tmp_path: Path, folder: Path, given: list[str]
+) -> None:
+    code, said = ended(["snapshot", "restore", *given, "--database-url", f"sqlite+aiosqlite:///{new(tmp_path)}"])
+    assert (code, said) == (
+        2,
+        "toolwise: name the one snapshot to restore: --id N (`toolwise snapshot list` shows them), --input FILE "
+        "or --previous",
+    )
+    assert list(folder.iterdir()) == []

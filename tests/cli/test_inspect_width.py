@@ -90,3 +90,16 @@ def test_plot_picks_its_slices_from_the_log(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "144 calls in 12 slices of" in result.output  # √144, not the 100 slices of ~1.4 calls it drew
     assert [plot_slices(n) for n in (3, 144, 10_000, 10**8)] == [5, 12, 100, 100]
+
+
+def test_the_snapshot_list_at_80_columns_keeps_each_creation_date_whole(tmp_path: Path) -> None:
+    url, config = cli_config(tmp_path)
+    record(url, ["time__get_current_time"])
+    file = str(tmp_path / "state.snapshot")
+    assert CliRunner().invoke(cli, ["snapshot", "dump", *config, "-o", file]).exit_code == 0
+    for step in (["-i", file], ["-i", file], ["--previous"]):  # the longest source: "rollback"
+        assert CliRunner().invoke(cli, ["snapshot", "restore", *config, *step]).exit_code == 0
+    listed = CliRunner().invoke(cli, ["snapshot", "list", *config], env={"COLUMNS": "80"})
+    rows = table_lines(listed.output)
+    assert listed.exit_code == 0 and f"{utcnow():%Y-%m-%d}" in rows[0], listed.output
+    assert all(len(line) <= 80 and line.endswith("│") for line in rows), listed.output

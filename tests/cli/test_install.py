@@ -78,6 +78,11 @@ def test_install_dry_run_apply_rerun_and_undo(home: Path, client: Client, capsys
     assert files(home) == before and path.read_bytes() == original
 
     install.run(client, None, dry_run=False, undo_it=False)
+    said = capsys.readouterr().out
+    title = {Client.claude_desktop: "Claude Desktop", Client.claude_code: "Claude Code", Client.cursor: "Cursor"}[
+        client
+    ]
+    assert said.startswith(f"{title} config: {path}\n") and f". Restart {title}; `toolwise doctor`" in said
     doc = json.loads(path.read_text())
     sample = SAMPLES[client]
     assert {k: v for k, v in doc.items() if k != "mcpServers"} == {k: v for k, v in sample.items() if k != "mcpServers"}
@@ -383,7 +388,7 @@ def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_a
     monkeypatch.chdir(project)  # --path relative to where it runs: recorded absolute
     install.run(Client.claude_code, Path(".mcp.json"), dry_run=False, undo_it=False)
     printed = capsys.readouterr().out
-    assert f"project config (.mcp.json): {mcp_json}" in printed and "claude-code config" not in printed
+    assert f"project config (.mcp.json): {mcp_json}" in printed and "Claude Code config" not in printed
     assert "tracked by git" not in printed  # untracked: nobody else gets it
     status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=project, capture_output=True, text=True)
     assert status.stdout.split() == ["??", ".mcp.json"], "nothing but the file itself in the project's repository"
@@ -417,7 +422,7 @@ def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_un
     install.run(Client.claude_code, None, dry_run=False, undo_it=False)
     printed = capsys.readouterr().out
     assert "moves 1 server(s) of project /home/me/app into" in printed
-    assert "stays with claude-code of project /home/me/web: 'legacy'" in printed
+    assert "stays with Claude Code of project /home/me/web: 'legacy'" in printed
     doc = json.loads(path.read_text())
     app = doc["projects"]["/home/me/app"]
     assert list(app["mcpServers"]) == ["toolwise"] and app["allowedTools"] == ["Bash"]
@@ -493,3 +498,18 @@ def test_the_client_is_the_one_the_files_name_says_when_not_given(
     assert clients.client_of(cursor) is Client.cursor
     assert clients.client_of(None) is Client.claude_desktop
     assert clients.client_of(home / "elsewhere.json") is Client.claude_desktop
+
+
+def test_a_missing_launcher_is_named_with_what_provides_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(home))  # a machine without uv
+    monkeypatch.setattr(sys, "executable", str(home / "python"))
+    path = clients.client_config_path(Client.claude_desktop, "linux")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}}))
+    install.run(Client.claude_desktop, None, dry_run=True, undo_it=False)
+    assert (
+        "warning: command not found on PATH: uvx (server 'fetch'; it comes with uv (https://docs.astral.sh/uv/)); "
+        "install it, or toolwise will report it as failed"
+    ) in capsys.readouterr().out

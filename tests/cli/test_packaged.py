@@ -61,7 +61,8 @@ def test_the_installed_command_answers_its_version_on_a_bare_path(installed: Pat
     env = {"PATH": BARE_PATH, "HOME": str(tmp_path)}
     result = subprocess.run([str(installed / "toolwise"), "--version"], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"toolwise {version('toolwise')}"
+    said, where = result.stdout.strip().split(" (python ")[0].split(" from ")
+    assert said == f"toolwise {version('toolwise')}" and Path(where).is_relative_to(installed.parent), result.stdout
     probe = "import toolwise.cli.common as c; print(c.__file__); print(c.EXAMPLE_CONFIG.is_file())"
     where, example = subprocess.run(
         [str(installed / "python"), "-c", probe], capture_output=True, text=True, env=env, check=True

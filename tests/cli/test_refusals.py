@@ -71,3 +71,8 @@ def test_a_bug_is_not_shown_as_a_refusal(tmp_path: Path, monkeypatch: pytest.Mon
     result = CliRunner().invoke(cli, ["inspect", "top-actions", "--database-url", url])
     assert isinstance(result.exception, ValueError) and str(result.exception) == "a bug in the code"
     assert "toolwise: a bug in the code" not in result.output
+
+
+def test_a_refusal_quotes_what_the_user_typed_whole_brackets_included(tmp_path: Path) -> None:
+    url = database(tmp_path)  # the console reads "[x]" as a style tag unless the message is escaped
+    refused(["inspect", "evaluate", "greedy[x]", "--database-url", url], "got 'greedy[x]'")

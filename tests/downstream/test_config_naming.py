@@ -149,3 +149,15 @@ def test_a_missing_variable_is_an_error_naming_it_and_where(tmp_path: Path, monk
     path = write(tmp_path, {"mcpServers": {"gh": {"command": "x", "env": {"TOKEN": "${TOOLWISE_TEST_UNSET}"}}}})
     with pytest.raises(ConfigError, match=r"mcpServers\.gh\.env\.TOKEN: environment variable 'TOOLWISE_TEST_UNSET'"):
         load_config(path)
+
+
+def test_a_misspelt_key_of_a_server_is_named_against_that_server_s_shape_alone(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, {"mcpServers": {"time": {"command": "x", "arg": []}, "r": {"url": "http://h", "header": {}}}}
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value) == (
+        f"{path}: mcpServers.time.arg: Extra inputs are not permitted; did you mean 'args'?; "
+        "mcpServers.r.header: Extra inputs are not permitted; did you mean 'headers'?"
+    )

@@ -151,13 +151,13 @@ def test_a_config_left_by_undo_is_not_installed_and_several_name_the_command_to_
 ) -> None:
     install_two_clients_and_undo_one(home)
     folder = Path(home["XDG_CONFIG_HOME"]) / "toolwise"
-    result = cli(home, "inspect", "status")
+    result = cli(home, "serve")  # which servers to serve: one config's (inspect reads the database they share)
     assert (result.returncode, one_line(result)) == (
         2,
         "toolwise: several toolwise configs are installed: claude-desktop.json (for "
         f"{Path(home['XDG_CONFIG_HOME']) / 'Claude' / 'claude_desktop_config.json'}), cursor.json (for "
         f"{Path(home['HOME']) / '.cursor' / 'mcp.json'}); name one, e.g. "
-        f"`toolwise inspect status --config {folder / 'claude-desktop.json'}`",
+        f"`toolwise serve --config {folder / 'claude-desktop.json'}`",
     )
     url = f"sqlite+aiosqlite:///{tmp_path / 'kept.db'}"
     (tmp_path / "kept.db").touch()  # an (empty) database: inspect makes none

@@ -86,3 +86,13 @@ def test_an_explored_pick_carries_the_mixtures_propensity() -> None:
     greedy = max(seen, key=lambda t: seen[t])
     assert abs(seen[greedy] - (0.5 + 0.5 / 3)) < 1e-9
     assert all(abs(p - 0.5 / 3) < 1e-9 for t, p in seen.items() if t != greedy)
+
+
+def test_the_reason_counts_the_calls_so_far_before_the_recent_window_fills() -> None:
+    exploration = Exploration(ExplorationConfig())
+    exploration.observe("a", 1.0, True, 0)
+    exploration.observe("a", 0.0, False, 1)
+    assert exploration.reason.startswith("success steady at 50% over the 2 calls so far: ε")
+    for call in range(2, 2 + exploration.config.short):
+        exploration.observe("a", 1.0, True, call)
+    assert f"over the last ~{exploration.config.short} calls" in exploration.reason

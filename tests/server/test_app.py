@@ -85,6 +85,18 @@ async def test_an_unknown_tool_is_a_protocol_error_and_is_not_recorded(tmp_path:
     assert rows(tmp_path, "SELECT count(*) FROM executions") == [(0,)]
 
 
+@pytest.mark.parametrize(("exposure", "where"), [("all", "see tools/list"), ("search", "search_tools finds them")])
+async def test_a_misspelt_tool_name_is_answered_with_the_near_miss_and_where_the_tools_are_listed(
+    tmp_path: Path, exposure: str, where: str
+) -> None:
+    async with serving(tmp_path, exposure=exposure) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("toy__ecoh", {})
+    assert refused.value.code == INVALID_PARAMS
+    assert str(refused.value).startswith("Unknown tool: 'toy__ecoh' (did you mean 'toy__echo'? toolwise serves ")
+    assert str(refused.value).endswith(f" tools, {where})")
+
+
 async def test_bad_arguments_to_our_own_tools_are_an_is_error_result_naming_the_field(tmp_path: Path) -> None:
     async with serving(tmp_path) as client:
         empty = await client.call_tool("recommend_tool", {"query": ""})

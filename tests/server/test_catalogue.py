@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -79,8 +80,11 @@ async def test_a_2026_era_client_listening_hears_a_downstreams_new_tool(tmp_path
         assert "toy__translate" in {t.name for t in (await client.list_tools()).tools}
 
 
-async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_path: Path) -> None:
+async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     broken = {"broken": {"command": str(tmp_path / "no-such-server")}}  # no process: the file does not exist
+    caplog.set_level(logging.ERROR, logger="toolwise.downstream.catalogue")
     async with serving(tmp_path, broken, in_process={"toy": toy_server.served()}, start_wait_s=10) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         echoed = await client.call_tool("toy__echo", {"text": "fine"})
@@ -90,6 +94,8 @@ async def test_a_server_that_cannot_start_is_reported_and_the_others_serve(tmp_p
     health = {d["server"]: d for d in stats["downstreams"]}
     assert health["toy"]["state"] == "ready"
     assert health["broken"]["state"] == "failed" and "no-such-server" in health["broken"]["error"]
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("downstream broken did not start")]
+    assert len(said) == 1 and said[0].endswith("`toolwise doctor` says what to fix)"), said
 
 
 async def test_calls_are_answered_while_a_new_tools_document_is_embedded(

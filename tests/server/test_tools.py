@@ -153,6 +153,8 @@ async def test_get_tool_metrics_counts_calls_successes_and_ratings_per_tool(tmp_
         await client.call_tool("submit_feedback", {"rating": 2, "tool": ECHO})
         metrics = {m["tool"]: m for m in ok(await client.call_tool("get_tool_metrics", {}))["metrics"]}
         only = ok(await client.call_tool("get_tool_metrics", {"tool": FAIL}))["metrics"]
+        uncalled = await client.call_tool("get_tool_metrics", {"tool": "toy__never"})
+    assert text(uncalled) == "No executions of 'toy__never' recorded."  # not "yet": the log has calls
     assert (metrics[ECHO]["calls"], metrics[ECHO]["success_rate"], metrics[ECHO]["avg_rating"]) == (3, 1.0, 2.0)
     assert (metrics[FAIL]["calls"], metrics[FAIL]["success_rate"], metrics[FAIL]["avg_rating"]) == (1, 0.0, None)
     assert [m["tool"] for m in only] == [FAIL]

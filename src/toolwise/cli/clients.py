@@ -20,17 +20,22 @@ class Client(StrEnum):
     claude_code = "claude-code"
     cursor = "cursor"
 
+    @property
+    def app_name(self) -> str:
+        """The app's own name, as a user sees it (the value is what --client takes)."""
+        return {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "cursor": "Cursor"}[self.value]
+
 
 def installed_configs() -> list[Path]:
     """The toolwise configs `install` wrote, one per client config installed."""
     return sorted(p for p in config_dir().glob("*.json") if p.name != "installs.json")
 
 
-def served_configs() -> dict[Path, Path]:
+def served_configs() -> dict[Path, str]:
     """The toolwise configs a client config recorded in `installs.json` serves now (a toolwise entry in
-    one of its scopes names the file), each with that client config. A config an `--undo` left behind is
-    not among them."""
-    served: dict[Path, Path] = {}
+    one of its scopes names the file), each with whom it serves: that client config, or a project of it
+    (`project /src/app in ~/.claude.json`). A config an `--undo` left behind is not among them."""
+    served: dict[Path, str] = {}
     for client_path in map(Path, load_state()):
         try:
             doc = json.loads(client_path.read_text(encoding="utf-8-sig"))
@@ -42,7 +47,7 @@ def served_configs() -> dict[Path, Path]:
             for entry in servers_of(doc, where).values():
                 config = served_config(entry) if is_toolwise(entry) else None
                 if config is not None and config.exists():
-                    served.setdefault(config, client_path)
+                    served.setdefault(config, f"project {where} in {client_path}" if where else str(client_path))
     return served
 
 

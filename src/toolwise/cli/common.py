@@ -56,6 +56,19 @@ def output_or_exit(path: Path, *, makes_folder: bool = False) -> None:
         fail(f"cannot write {path}: there is no folder {path.parent}; make it first, or name a file in one that exists")
 
 
+def install_beside_toolwise(packages: list[str]) -> str:
+    """The command that adds Python packages to the environment this toolwise runs in: its tool manager's
+    (`pipx inject`; `uv pip` aimed at its interpreter, since uv's tool environments have no pip), else that
+    environment's own pip. Never the shell's `pip`, which installs elsewhere, nor `pip install
+    'toolwise[extra]'`: toolwise is installed from its checkout, and a registry's `toolwise` is not it."""
+    prefix = Path(sys.prefix)
+    if (prefix / "uv-receipt.toml").exists():
+        return f"uv pip install --python {sys.executable} {' '.join(packages)}"
+    if (prefix / "pipx_metadata.json").exists():
+        return f"pipx inject toolwise {' '.join(packages)}"
+    return f"{sys.executable} -m pip install {' '.join(packages)}"
+
+
 # The demo's default config, shipped in the package (a pipx or uv tool install has no checkout); the
 # checkout's root holds the same file for the README (tests/cli/test_packaged.py keeps them equal).
 EXAMPLE_CONFIG = Path(__file__).resolve().parent / "toolwise.example.json"
@@ -137,6 +150,32 @@ def default_config() -> Path:
     )
 
 
+def served_or_none() -> dict[Path, str]:
+    """served_configs(), or none when installs.json is broken (default_config() then says so)."""
+    try:
+        return served_configs()
+    except InstallError:
+        return {}
+
+
+def configs_or_exit(path: Path | None) -> list[Path]:
+    """--config, else every config a client serves (a Claude Code user scope's and each project's), else
+    the installed one: a check of "every server" (doctor) checks them all rather than asking for one."""
+    if path is None and len(served := served_or_none()) > 1:
+        return list(served)
+    return [config_path_or_exit(path)]
+
+
+def shared_settings(paths: list[Path]) -> Settings | None:
+    """The settings all of `paths` have, when they are the same (the configs `install` writes for a client's
+    scopes differ only in their servers): a command that reads only the database then needs no choice."""
+    try:
+        each = [load_config(path).toolwise for path in paths]
+    except ConfigError:
+        return None
+    return each[0] if all(settings == each[0] for settings in each) else None
+
+
 def config_path_or_exit(path: Path | None) -> Path:
     """--config, else the installed config; with neither, a message saying how to get one (exit 2)."""
     if path is not None:
@@ -160,8 +199,11 @@ def config_or_exit(path: Path | None, database_url: str | None = None) -> AppCon
 
 def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
     """Settings of a command that reads the database: CONFIG's (default: the installed config), with
-    --database-url over it. With no installed config, or several and --database-url given (which is all
-    such a command needs), the environment's."""
+    --database-url over it. With several installed, the settings they share (a client's scopes); with
+    none, or several that differ and --database-url given (which is all such a command needs), the
+    environment's."""
+    if path is None and len(served := served_or_none()) > 1 and (shared := shared_settings(list(served))):
+        return shared if database_url is None else shared.model_copy(update={"database_url": database_url})
     if path is None:
         try:
             path = default_config()

@@ -16,7 +16,7 @@ def dashboard(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     host: Annotated[str, typer.Option(help="Bind address (another than loopback needs a token).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0: any free one).")] = 8766,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8766,
     log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "warning",
 ) -> None:
     """Serve the dashboard of CONFIG's database (or --database-url) at http://HOST:PORT/dashboard.

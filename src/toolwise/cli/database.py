@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.cli.common import database_or_exit, fail, settings_or_exit
@@ -40,8 +41,9 @@ def run(
     path = sqlite_path(settings.database_url)
     if not create and path is not None and not path.exists():
         console.print(
-            f"[red]toolwise: no database at {path}: nothing was recorded there yet[/red] (`toolwise serve` "
-            "records into it; `toolwise demo` into a database of its own, and it prints how to read that one)"
+            f"[red]toolwise: no database at {escape(str(path))}: nothing was recorded there yet[/red] "
+            "(`toolwise serve` records into it; `toolwise demo` into a database of its own, and it prints how to "
+            "read that one)"
         )
         raise typer.Exit(1)
 
@@ -53,7 +55,7 @@ def run(
         with database_or_exit():
             asyncio.run(main())
     except UserError as exc:  # what the user asked is refused, the message says why
-        console.print(f"[red]toolwise: {exc}[/red]")
+        console.print(f"[red]toolwise: {escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
     except DatabaseFailedError as exc:  # its message says what to do
         fail(f"database failed: {exc}", exc)

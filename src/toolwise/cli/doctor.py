@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from toolwise import sdk
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer
-from toolwise.downstream.environment import downstream_environment, resolve_command
+from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
@@ -56,10 +57,15 @@ def near_commands(command: str) -> list[str]:
 
 
 def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
-    """A command found nowhere: the near miss, if there is one; never a package to install by its name
-    (a misspelt name installed from a registry is someone else's package)."""
+    """A command found nowhere: what provides a well-known launcher, else the near miss, if there is one;
+    never a package to install by its name (a misspelt name installed from a registry is someone else's)."""
     near = near_commands(spec.command)
-    if near:
+    launcher = provider_of(spec.command)
+    if launcher:
+        fix = (
+            f'{spec.command!r} comes with {launcher}: install that, or give its path as "command" of {name!r} in {path}'
+        )
+    elif near:
         fix = f'did you mean {near[0]!r}? Correct "command" of {name!r} in {path}'
     else:
         fix = (
@@ -246,6 +252,27 @@ async def check_database(config: AppConfig) -> Check:
     return Check("database", True, f"{detail}, integrity_check ok")
 
 
-async def diagnose(config: AppConfig, path: Path) -> list[Check]:
+async def diagnose(config: AppConfig, path: Path, database: bool = True) -> list[Check]:
     checks = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
-    return [*checks, await check_database(config)]
+    return [*checks, await check_database(config)] if database else list(checks)
+
+
+def report(path: Path, config: AppConfig, database: bool) -> int:
+    """Check one config's servers (and its database, unless a config before it shares it) and print each
+    check, secrets masked (a url's password, a token in an error: never whole); how many failed."""
+    import typer
+
+    from toolwise.cli.masked import mask_text, unresolve
+    from toolwise.config import referenced_values
+
+    raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
+    references = referenced_values(raw["mcpServers"], os.environ)
+    typer.echo(f"config: {path}")
+    for name in sorted(set(config.servers) - set(config.enabled_servers)):
+        typer.echo(f'off  server {name!r}: "disabled": true in {path}, not started')
+    checks = asyncio.run(diagnose(config, path, database))
+    for check in checks:
+        typer.echo(mask_text(unresolve(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}", references)))
+        if check.fix:
+            typer.echo(mask_text(unresolve(f"     fix: {check.fix}", references)))
+    return sum(not c.ok for c in checks)

@@ -11,7 +11,14 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption, output_or_exit
+from toolwise.cli.common import (
+    EXIT_FOUND,
+    ConfigOption,
+    DatabaseUrlOption,
+    fail,
+    install_beside_toolwise,
+    output_or_exit,
+)
 from toolwise.cli.console import console, span
 from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
@@ -29,9 +36,11 @@ def inspect_export(
     since: Annotated[datetime | None, typer.Option(help="Only what happened from this time (UTC).")] = None,
     until: Annotated[datetime | None, typer.Option(help="Only what happened before this time (UTC).")] = None,
 ) -> None:
-    """Everything recorded in the namespace as JSON Lines, one record a line, each with its "type":
-    an "export" header, then every "execution", "rating", "episode", "action" (per-tool summary) and
-    "snapshot". Written in chunks the database encodes: memory stays flat however long the log."""
+    """Everything recorded in the namespace as JSON Lines, one record a line.
+
+    Each record has its "type": an "export" header, then every "execution", "rating", "episode", "action"
+    (per-tool summary) and "snapshot". Written in chunks the database encodes: memory stays flat however
+    long the log."""
     output_or_exit(output)
     start, end = _utc(since), _utc(until)
 
@@ -90,8 +99,9 @@ def inspect_plot(
         typer.Option(min=1, help="Slices of time: the points of each curve (default: about √calls, 5 to 100)."),
     ] = None,
 ) -> None:
-    """Learning curves as a picture: mean reward, success rate and exploration rate per slice of time,
-    aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
+    """Learning curves as a picture: mean reward, success and exploration rate per slice of time.
+
+    Aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
     output_or_exit(output)
     try:
         import matplotlib
@@ -99,8 +109,8 @@ def inspect_plot(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        console.print("[red]toolwise: plotting needs matplotlib: pip install 'toolwise[plot]'[/red]")
-        raise typer.Exit(1) from exc
+        hint = install_beside_toolwise(["matplotlib"])  # the `plot` extra
+        fail(f"plotting needs matplotlib, which is not installed beside this toolwise: {hint}", exc, EXIT_FOUND)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         since = None if hours is None else utcnow() - timedelta(hours=hours)

@@ -30,7 +30,7 @@ def what_file(client: Client, path: Path | None) -> str:
     """What the file `install` changes is, in its output: the client's own config, or a project's
     `.mcp.json` (Claude Code's project scope), or just a config when --path names another file."""
     if path is None:
-        return f"{client.value} config"
+        return f"{client.app_name} config"
     return "project config (.mcp.json)" if path.name == ".mcp.json" else "MCP config"
 
 
@@ -65,7 +65,7 @@ def run(client: Client | None, path: Path | None, dry_run: bool, undo_it: bool) 
     else:
         projects = client is Client.claude_code and path is None
         plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects), 0
-    echo, owner = _echo, client.value if path is None else "the client"
+    echo, owner = _echo, client.app_name if path is None else "the client"
     echo(f"{what_file(client, path)}: {client_path}")
     if path is not None and not undo_it and tracked_by_git(client_path):
         echo(

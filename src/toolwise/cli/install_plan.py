@@ -16,7 +16,7 @@ from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_co
 from toolwise.cli.installs import InstallError, load_state, sha, state_path
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
-from toolwise.downstream.environment import network_variables, resolve_command
+from toolwise.downstream.environment import network_variables, provider_of, resolve_command
 
 ENTRY = "toolwise"
 TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
@@ -87,7 +87,8 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
             continue
         found = resolve_command(command)
         if found == command and not Path(command).is_absolute():
-            missing.append(f"{command} (server {name!r})")
+            provider = provider_of(command)
+            missing.append(f"{command} (server {name!r}{f'; it comes with {provider}' if provider else ''})")
         else:
             folders.append(str(Path(found).parent))
     system = [] if sys.platform == "win32" else list(SYSTEM_PATH)

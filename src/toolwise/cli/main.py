@@ -10,9 +10,7 @@ import gc
 gc.disable()
 
 import asyncio  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
-import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated  # noqa: E402
 
@@ -26,6 +24,7 @@ from toolwise.cli.common import (  # noqa: E402
     DatabaseUrlOption,
     config_or_exit,
     config_path_or_exit,
+    configs_or_exit,
     database_or_exit,
     fail,
     options,
@@ -52,11 +51,17 @@ app.command()(dashboard)
 
 
 def _print_version(asked: bool) -> None:
-    """`toolwise --version`: the installed distribution's version, then exit (before any command runs)."""
+    """`toolwise --version`: the installed distribution's version and where it runs from, as pip says its
+    own (a pipx or uv tool install and a clone's .venv carry the same version: the folder tells them
+    apart), then exit (before any command runs)."""
     if asked:
+        import sys
         from importlib.metadata import version
 
-        typer.echo(f"toolwise {version('toolwise')}")
+        import toolwise
+
+        where = Path(toolwise.__file__).parent
+        typer.echo(f"toolwise {version('toolwise')} from {where} (python {sys.version_info[0]}.{sys.version_info[1]})")
         raise typer.Exit()
 
 
@@ -82,7 +87,7 @@ def serve(
     config: ConfigOption = None,
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="HTTP port (0: any free one).")] = 8765,
     log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
     database_url: DatabaseUrlOption = None,
 ) -> None:
@@ -168,23 +173,20 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     Per downstream: its command is found, the handshake completes (name, version, protocol) and its
     tools are listed; an SQLite database gets the full integrity check. Exits 1 when something is wrong.
     """
-    from toolwise.cli.doctor import diagnose
-    from toolwise.cli.masked import mask_text, unresolve  # a url's password, a token in an error: never whole
-    from toolwise.config import referenced_values
+    from toolwise.cli.doctor import report
 
     setup_logging("error")
-    path = config_path_or_exit(config)
-    loaded = config_or_exit(path, database_url)
-    raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
-    references = referenced_values(raw["mcpServers"], os.environ)
-    typer.echo(f"config: {path}")
-    checks = asyncio.run(diagnose(loaded, path))
-    for check in checks:
-        typer.echo(mask_text(unresolve(f"{'ok  ' if check.ok else 'FAIL'} {check.what}: {check.detail}", references)))
-        if check.fix:
-            typer.echo(mask_text(unresolve(f"     fix: {check.fix}", references)))
-    failed = sum(not c.ok for c in checks)
-    typer.echo(f"{failed} problem(s) found" if failed else "everything starts")
+    failed, checked, servers = 0, set(), 0
+    for path in configs_or_exit(config):  # without --config, every config a client serves
+        loaded = config_or_exit(path, database_url)
+        database = (loaded.toolwise.database_url, loaded.toolwise.namespace)
+        failed += report(path, loaded, database not in checked)
+        checked.add(database)
+        servers += len(loaded.enabled_servers)
+    if failed:
+        typer.echo(f"{failed} problem(s) found")
+    else:  # with no server to start, toolwise would offer its own tools alone
+        typer.echo("everything starts" if servers else "no server to start: toolwise would serve its own tools alone")
     if failed:
         raise typer.Exit(EXIT_FOUND)
 

@@ -26,8 +26,10 @@ def inspect_qvalues(
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
     wide: WideOption = False,
 ) -> None:
-    """Learned values per context seen in the log, best first: Q is the expected reward rescaled to 0..1
-    by the reward's bounds, an estimate that can stray a little past them."""
+    """Learned values per context seen in the log, best first.
+
+    Q is the expected reward rescaled to 0..1 by the reward's bounds, an estimate that can stray a little
+    past them."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.learning.service import with_session_query
@@ -78,8 +80,10 @@ def inspect_evaluate(
     ] = None,
     seed: int = 0,
 ) -> None:
-    """Would another policy (ε, prior weight) have done better? Its estimated mean reward on the logged
-    decisions (IPS, SNIPS, doubly robust) next to the logged policy's own, replayed in log order."""
+    """Would another policy (ε, prior weight) have done better on the logged decisions?
+
+    Its estimated mean reward (IPS, SNIPS, doubly robust) next to the logged policy's own, replayed in
+    log order."""
     from toolwise.server.evaluation import EvaluateInput, evaluate_policy
 
     given = {"min_matches": min_matches, "min_ess": min_ess, "max_unsupported": max_unsupported}

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit, settings_or_exit
@@ -64,8 +65,13 @@ def snapshot_restore(
         Path | None, typer.Option(help="Ed25519 public key (PEM): the signature must verify.")
     ] = None,
 ) -> None:
-    """Make a snapshot the learned state (running instances adopt it at their next sync). A wrong
-    checksum, a bad signature or another major version is refused and nothing changes."""
+    """Make a snapshot the learned state (running instances adopt it at their next sync).
+
+    A wrong checksum, a bad signature or another major version is refused and nothing changes."""
+    if sum((snapshot_id is not None, input_path is not None, previous)) != 1:  # before a database is opened
+        fail(
+            "name the one snapshot to restore: --id N (`toolwise snapshot list` shows them), --input FILE or --previous"
+        )
     if input_path is not None:  # the key it is verified with: --verify-key's, else the config's
         _check_file(input_path, verify_key or settings_or_exit(config, database_url).snapshot_verify_key)
 
@@ -99,7 +105,7 @@ def _check_file(path: Path, verify_key: Path | None) -> None:
     try:
         snapshots.verify(record, key)
     except snapshots.SnapshotError as exc:
-        console.print(f"[red]toolwise: {path}: {exc}[/red]")
+        console.print(f"[red]toolwise: {escape(str(path))}: {escape(str(exc))}[/red]")
         raise typer.Exit(EXIT_FOUND) from exc
 
 
@@ -108,7 +114,10 @@ def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption =
     """The stored snapshots, newest first."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        table = Table("id", "created", "source", "version", "policy", "samples", "sha256", "signed")
+        table = Table("id")
+        table.add_column("created", min_width=10)  # squeezed, the date stays whole and the time wraps below it
+        for header in ("source", "version", "policy", "samples", "sha256", "signed"):
+            table.add_column(header)
         for r in await feedback.snapshots.list(settings.namespace):
             table.add_row(
                 str(r.id),
@@ -117,7 +126,7 @@ def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption =
                 r.version,
                 r.policy,
                 str(r.sample_count),
-                r.sha256[:16],
+                r.sha256[:8],  # as many as `git log --oneline` shows: enough to tell them apart
                 "yes" if r.signature else "no",
             )
         console.print(table)
@@ -135,6 +144,6 @@ def snapshot_keygen(
     try:
         snapshots.generate_keys(private, public, force=force)
     except snapshots.SnapshotError as exc:
-        console.print(f"[red]toolwise: {exc}[/red]")
+        console.print(f"[red]toolwise: {escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
     console.print(f"wrote {private} and {public}")

@@ -76,7 +76,11 @@ class Catalogue:
                     self.settings.start_wait_s,
                 )
             elif h.state != "ready":
-                log.error("downstream %s did not start: %s (the others serve; retrying)", h.server, h.error)
+                log.error(  # read in a client's log: the command a terminal has to find out why
+                    "downstream %s did not start: %s (the others serve; retrying; `toolwise doctor` says what to fix)",
+                    h.server,
+                    h.error,
+                )
 
     async def _start_each(self, ready: Callable[[Downstream], Coroutine[Any, Any, None]]) -> None:
         """Start every downstream (a started one is left as it is) and wait until each is `ready`, at

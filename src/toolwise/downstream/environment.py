@@ -86,3 +86,21 @@ def resolve_command(command: str) -> str:
         return found
     local = Path(sys.executable).parent / command
     return str(local) if local.exists() else command
+
+
+# The launchers MCP servers' READMEs start them with, and what provides each (a server's README names its
+# own package, not the tool that runs it).
+LAUNCHERS = {
+    "uvx": "uv (https://docs.astral.sh/uv/)",
+    "uv": "uv (https://docs.astral.sh/uv/)",
+    "npx": "Node.js (https://nodejs.org/), which brings npx",
+    "node": "Node.js (https://nodejs.org/)",
+    "docker": "Docker (https://docs.docker.com/get-docker/)",
+    "bunx": "Bun (https://bun.sh/)",
+    "deno": "Deno (https://deno.com/)",
+}
+
+
+def provider_of(command: str) -> str | None:
+    """What provides `command` when it is a well-known launcher (`uvx`: uv), to say what to install."""
+    return LAUNCHERS.get(Path(command).name.removesuffix(".exe"))

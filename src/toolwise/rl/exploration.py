@@ -121,11 +121,12 @@ class Exploration:
             return f"fixed at {self.config.epsilon_min:.2f} (adaptive exploration off)"
         if self.recent is None or self.long_run is None:
             return "no rewards yet"
-        short = self.config.short
+        short = self.config.short  # the recent mean is a plain mean until that many calls
+        over = f"the last ~{short} calls" if self.calls >= short else f"the {self.calls} calls so far"
         if self.long_run - self.recent > 0.02:
-            what = f"success fell from {self.long_run:.0%} to {self.recent:.0%} over the last ~{short} calls"
+            what = f"success fell from {self.long_run:.0%} to {self.recent:.0%} over {over}"
         else:
-            what = f"success steady at {self.recent:.0%} over the last ~{short} calls"
+            what = f"success steady at {self.recent:.0%} over {over}"
         drift = self.drifts[-1] if self.drifts else None
         if drift is not None and drift.tool in self.open_tools():
             what += f"; {drift.tool} re-opened: its success {drift.direction} at call {drift.at_call:,}"

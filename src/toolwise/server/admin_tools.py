@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
 from toolwise.downstream.connection import Health
 from toolwise.feedback import StoreUnavailableError, ToolMetrics
@@ -105,10 +105,11 @@ def rendered(metrics: list[ToolMetrics]) -> list[RenderedMetrics]:
 
 class ToolMetricsOutput(Output):
     metrics: list[ToolMetrics] = Field(json_schema_extra=checked_per_row(ToolMetrics))
+    _tool: str | None = PrivateAttr(default=None)  # the tool asked for: an empty answer is about it alone
 
     def text(self) -> str:
         if not self.metrics:
-            return "No executions recorded yet."
+            return f"No executions of {self._tool!r} recorded." if self._tool else "No executions recorded yet."
         return "\n".join(r.line for r in rendered(self.metrics))
 
     def structured(self) -> dict[str, Any]:
@@ -148,7 +149,9 @@ async def get_learning_stats(services: Services, args: NoInput, session: Session
 async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: Session) -> ToolMetricsOutput:
     namespace = services.learning.namespace
     found = await services.feedback.reports.get_tool_metrics(args.tool, namespace=namespace, limit=args.limit)
-    return ToolMetricsOutput(metrics=found)
+    answer = ToolMetricsOutput(metrics=found)
+    answer._tool = args.tool
+    return answer
 
 
 async def get_successful_sequences(services: Services, args: SequencesInput, session: Session) -> SequencesOutput:

@@ -5,6 +5,7 @@ names them). Errors become `is_error` results in one place: `on_call_tool`."""
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import time
 from collections.abc import Mapping
@@ -137,6 +138,19 @@ async def call_own(
     return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
 
 
+def unknown_tool(app: Toolwise, name: str) -> MCPError:
+    """A tool toolwise does not serve: the near miss of a misspelt name, and where the others are (with
+    `exposure` other than `all`, tools/list holds a few of them: search_tools finds the rest)."""
+    served = [*app.catalogue.routes, *app.own]
+    near = difflib.get_close_matches(name, served, n=1, cutoff=0.8)
+    where = "see tools/list" if app.exposure.mode == "all" else "search_tools finds them"
+    return MCPError(
+        INVALID_PARAMS,
+        f"Unknown tool: {name!r} ({f'did you mean {near[0]!r}? ' if near else ''}toolwise serves "
+        f"{len(served)} tools, {where})",
+    )
+
+
 async def forward(
     app: Toolwise,
     name: str,
@@ -158,10 +172,7 @@ async def forward(
         await app.first_started(lambda: app.catalogue.resolve(name) is not None)
         route = app.catalogue.resolve(name)
     if route is None:  # the spec's error for an unknown tool is the protocol's, not a tool result
-        raise MCPError(
-            INVALID_PARAMS,
-            f"Unknown tool: {name!r} (toolwise serves {len(app.list_tools())} tools, see tools/list)",
-        )
+        raise unknown_tool(app, name)
     owner = app.callers.principal_of(ctx, client)
     fallback = app.learning.sessions.resolve(None, meta, app.learning.sessions.current(client), owner)
     session, opened = app.learning.attribute(name, meta, client or fallback, fallback, owner)

@@ -101,6 +101,14 @@ def recommended(decision_id: str) -> None:
     trace.get_current_span().set_attribute("toolwise.decision_id", decision_id)
 
 
+# Where the extra comes from: toolwise's checkout, into toolwise's own environment (a registry's `toolwise`
+# is not this one, and the shell's pip installs elsewhere).
+OTEL_EXTRA = (
+    "install toolwise again from its checkout with the otel extra: `pipx install --force '.[otel]'`, "
+    "`uv tool install --force '.[otel]'` or `pip install -e '.[otel]'` in its .venv"
+)
+
+
 def from_environment() -> Tracing | None:
     """Tracing as the OTEL_* variables configure it; None (off) without the `otel` extra, with
     OTEL_SDK_DISABLED=true, or with neither an SDK set up already nor an OTLP endpoint named."""
@@ -109,7 +117,7 @@ def from_environment() -> Tracing | None:
     endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if not INSTALLED:
         if endpoint:
-            log.warning("%s is set but OpenTelemetry is not installed: pip install 'toolwise[otel]'", endpoint)
+            log.warning("%s is set but OpenTelemetry is not installed beside toolwise: %s", endpoint, OTEL_EXTRA)
         return None
     if configured() is None and endpoint:
         _set_up_otlp()
@@ -138,7 +146,7 @@ def _set_up_otlp() -> None:
     except ImportError as exc:
         raise ConfigError(
             "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK or its OTLP exporter is not installed "
-            f"({exc}): pip install 'toolwise[otel]'"
+            f"({exc}): {OTEL_EXTRA}"
         ) from exc
     resource = Resource.create({"service.name": "toolwise"}).merge(OTELResourceDetector().detect())
     tracer_provider = TracerProvider(resource=resource)

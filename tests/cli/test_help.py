@@ -1,0 +1,29 @@
+"""`toolwise --help` and each group's: a command's line in the list is its docstring's first paragraph,
+printed with its line breaks as they are (typer's rich mode), so that paragraph is one line."""
+
+from __future__ import annotations
+
+import inspect
+
+import typer
+
+from toolwise.cli.main import app
+
+
+def summaries(group: typer.Typer, prefix: str = "") -> dict[str, str]:
+    found = {}
+    for command in group.registered_commands:
+        assert command.callback is not None
+        name = prefix + (command.name or command.callback.__name__)
+        found[name] = inspect.cleandoc(command.callback.__doc__ or "").split("\n\n")[0]
+    for sub in group.registered_groups:
+        assert sub.typer_instance is not None
+        found |= summaries(sub.typer_instance, f"{prefix}{sub.name} ")
+    return found
+
+
+def test_each_command_is_summed_up_in_one_line_that_the_help_list_wraps_whole() -> None:
+    found = summaries(app)
+    assert {"serve", "install", "inspect evaluate", "snapshot restore"} <= set(found)
+    broken = {name: summary for name, summary in found.items() if "\n" in summary or not summary}
+    assert not broken, broken
