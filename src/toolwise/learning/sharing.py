@@ -13,15 +13,17 @@ import gc
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from toolwise.config import Settings
 from toolwise.feedback import Execution, FeedbackService
+from toolwise.feedback.records import LogColumns, RatingEvent
 from toolwise.learning.replaying import LogLearning
-from toolwise.learning.service import LearningService, with_session_query
+from toolwise.learning.service import LEARN_CHUNK, LearningService, with_session_query
 from toolwise.learning.watermark import Covered
 
 log = logging.getLogger(__name__)
@@ -89,20 +91,25 @@ class Sharing:
         Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
         await self.learning.drain()
         learned = 0
-        mark, rmark = self.covered.executions, self.covered.ratings
+        covered = self.covered
+        mark, rmark = covered.executions, covered.ratings
         seq_head, rating_head, episode_head = await self.feedback.reads.heads(self.namespace)
         if seq_head > mark.floor:
             learned += (await self._sync_executions(progress))[0]
         if rating_head > rmark.floor:
             learned += await self._sync_ratings()
         await self._sync_episode_ends(episode_head)
-        now = time.monotonic()
-        mark.advance(now, self.settings.sync_gap_grace_s)
-        rmark.advance(now, self.settings.sync_gap_grace_s)
-        if self.covered.episodes is not None:
-            self.covered.episodes.advance(now, self.settings.sync_gap_grace_s)
+        await self.learning.thread.run(partial(self._advance, covered))
         self.synced += learned
         return learned
+
+    def _advance(self, covered: Covered) -> None:
+        """On the learning thread (every mark is changed there, holding the lock): the watermarks over
+        what was learned, and over holes older than the grace period."""
+        now, grace = time.monotonic(), self.settings.sync_gap_grace_s
+        for mark in (covered.executions, covered.ratings, covered.episodes):
+            if mark is not None:
+                mark.advance(now, grace)
 
     async def _sync_executions(
         self, progress: Callable[[int], None] | None = None, *, after_seq: int = 0, limit: int | None = None
@@ -131,19 +138,19 @@ class Sharing:
                 ends = await self._ends_after(executions)
                 if self._replaced(covered):
                     return learned, last, True
-                # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                for execution in executions:
-                    assert execution.seq is not None  # read from the log
-                    after = self._after_failure(execution.session_id, execution.position, execution.success)
-                    self.logged.execution(execution, history[execution.seq], after_failure=after)
-                    if execution.id in ends:
-                        self.logged.end(execution)
-                self._mark_ends(ends.values())
-                for entry in fresh:
-                    mark.add(entry.seq)
-                    live.discard(entry.id)
-                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-                learned += len(executions)
+                steps = [
+                    (e, history[e.seq], self._after_failure(e.session_id, e.position, e.success))
+                    for e in executions
+                    if e.seq is not None  # read from the log: always
+                ]
+                live_ids = [(entry.seq, entry.id) for entry in fresh if entry.id in live]
+                # Learned and marked on the learning thread, in one piece: a sync cancelled while it waits
+                # leaves the batch learned and marked, once (`LearningThread.hand_over`).
+                work = partial(self._learn_executions, covered, steps, ends, live_ids)
+                done = await self.learning.thread.hand_over(work, self.logged.shield_executions)
+                if done is None:  # replaced on the learning thread, before the batch
+                    return learned, last, True
+                learned += len(done)
                 last, read = entries[-1].seq, read + len(entries)
                 if progress is not None:
                     progress(len(entries))
@@ -151,6 +158,43 @@ class Sharing:
                 if limit is not None and read >= limit:
                     return learned, last, False
         return learned, last, True
+
+    def _learn_executions(
+        self,
+        covered: Covered,
+        steps: list[tuple[Execution, list[str], bool]],
+        ends: dict[str, int],
+        live_ids: list[tuple[int, str]],
+    ) -> list[Execution] | None:
+        """On the learning thread, holding the lock: learn a batch of the log's executions (each with the tools
+        before it and whether the call before it failed) and the episode ends right after them, each marked as
+        it is learned, so learned and marked go together for a reader let in between (a snapshot) and for a
+        sync cancelled while it waits (the marks are checked again here: an entry a sync before learned is not
+        learned twice). `live_ids` (seq, id), learned live, are only marked. Returns the executions learned;
+        None when the state whose marks are `covered` was replaced before (`_replaced`)."""
+        if self._replaced(covered):
+            return None
+        thread, mark, live, emark = self.learning.thread, covered.executions, covered.live, covered.episodes
+        for seq, entry_id in live_ids:
+            mark.add(seq)
+            live.discard(entry_id)
+        done: list[Execution] = []
+        for k, (execution, history, after) in enumerate(steps):
+            assert execution.seq is not None  # read from the log
+            if not mark.fresh(execution.seq):
+                continue
+            if k % LEARN_CHUNK == 0:
+                thread.let_readers_in()
+            thread.let_loop_run()
+            self.logged.execution(execution, history, after_failure=after)
+            end = ends.get(execution.id)
+            if end is not None and emark is not None and emark.fresh(end):
+                self.logged.end(execution)
+                emark.add(end)
+            mark.add(execution.seq)
+            done.append(execution)
+        mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
+        return done
 
     async def _replay_executions(self, after_seq: int, limit: int | None) -> tuple[int, int, bool]:
         """`_sync_executions` for a replay (rl's batched path): the log read as columns, one read a
@@ -184,13 +228,12 @@ class Sharing:
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
                 if self._replaced(covered):
                     return learned, last, True
-                # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
-                self.logged.columns(batch, rows, histories, queries, flags)
-                for i in fresh:
-                    mark.add(batch.seq[i])
-                    live.discard(batch.id[i])
-                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-                learned += len(rows)
+                # Learned and marked on the learning thread, in one piece (`_sync_executions`).
+                work = partial(self._learn_columns, covered, batch, fresh, rows, histories, queries, flags)
+                done = await self.learning.thread.hand_over(work, partial(self.logged.shield_columns, batch))
+                if done is None:  # replaced on the learning thread, before the batch
+                    return learned, last, True
+                learned += len(done)
                 last, read = batch.seq[-1], read + len(batch)
                 self._replayed(len(batch))
                 await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
@@ -198,25 +241,70 @@ class Sharing:
                     return learned, last, False
         return learned, last, True
 
+    def _learn_columns(
+        self,
+        covered: Covered,
+        batch: LogColumns,
+        fresh: list[int],
+        rows: list[int],
+        histories: list[list[str]],
+        queries: list[str | None],
+        flags: list[bool],
+    ) -> list[int] | None:
+        """On the learning thread, holding the lock: `_learn_executions` for a replayed batch, learned at once
+        (`LogLearning.columns`) and marked in the same hold. Rows `fresh` are marked, rows `rows` of them
+        learned, but those a replay before learned (the marks are checked again here). Returns the rows
+        learned; None when the state whose marks are `covered` was replaced before."""
+        if self._replaced(covered):
+            return None
+        mark, live = covered.executions, covered.live
+        kept = [k for k, i in enumerate(rows) if mark.fresh(batch.seq[i])]
+        if len(kept) < len(rows):
+            rows, histories = [rows[k] for k in kept], [histories[k] for k in kept]
+            queries, flags = [queries[k] for k in kept], [flags[k] for k in kept]
+        self.logged.columns(batch, rows, histories, queries, flags)
+        for i in fresh:
+            mark.add(batch.seq[i])
+            live.discard(batch.id[i])
+        mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
+        return rows
+
     async def _sync_ratings(self) -> int:
         learned = 0
         covered = self.covered
         rmark = covered.ratings
         async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+            todo: list[tuple[RatingEvent, list[str]]] = []
             for event in events:
-                if self._replaced(covered):
-                    return learned
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
-                if not rmark.fresh(rating_id):
+                if not rmark.fresh(rating_id):  # one learned live (`Agent.rate`) was marked when made: not fresh
                     continue
-                rmark.add(rating_id)  # one learned live (`Agent.rate`) was marked when made: not fresh
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
-                if self._replaced(covered):
-                    return learned
                 tools = self._logged.get(execution.session_id)
-                before = tools.upto(execution.position) if tools is not None else []
-                self.logged.rating(replace(event, execution=execution), before)
+                todo.append((replace(event, execution=execution), tools.upto(execution.position) if tools else []))
+            if self._replaced(covered):
+                return learned
+            done = await self.learning.thread.hand_over(partial(self._learn_ratings, covered, todo), _nothing)
+            if done is None:
+                return learned
+            learned += done
+        return learned
+
+    def _learn_ratings(self, covered: Covered, todo: list[tuple[RatingEvent, list[str]]]) -> int | None:
+        """On the learning thread, holding the lock: learn and mark a batch of the log's ratings, each with
+        the tools before its call, but those a sync before learned. Returns how many were learned; None when
+        the state whose marks are `covered` was replaced before."""
+        if self._replaced(covered):
+            return None
+        rmark, learned = covered.ratings, 0
+        for event, before in todo:
+            rating_id = event.rating.id
+            assert rating_id is not None  # read from the log
+            if rmark.fresh(rating_id):
+                self.learning.thread.let_loop_run()
+                self.logged.rating(event, before)
+                rmark.add(rating_id)
                 learned += 1
         return learned
 
@@ -235,12 +323,6 @@ class Sharing:
             if end.execution is not None and emark.fresh(end.seq) and end.id not in live  # live: learned live
         }
 
-    def _mark_ends(self, seqs: Iterable[int]) -> None:
-        emark = self.covered.episodes
-        if emark is not None:
-            for seq in seqs:
-                emark.add(seq)
-
     async def _sync_episode_ends(self, head: int) -> None:
         """Learn the episode ends logged since the watermark (another instance's, or an earlier run's)
         as `end_session` did live: the episode's last step again, as terminal. After the executions, so
@@ -254,21 +336,45 @@ class Sharing:
         batches = self.feedback.reads.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
         async with aclosing(batches) as ends:
             async for batch in ends:
+                todo: list[tuple[int, str, Execution | None]] = []  # (seq, id, the step it ends, when learned)
+                waits = False  # an end whose step is not learned yet: it and those after it wait
                 for end in batch:
                     execution = end.execution
                     if not emark.fresh(end.seq):
                         continue
-                    if end.id not in live and execution is not None:  # live: learned live
-                        assert execution.seq is not None  # read from the log
-                        if covered.executions.fresh(execution.seq):
-                            return
-                        if self.logged.learns_ends:
-                            execution = await self.with_query(execution)
-                            if self._replaced(covered):
-                                return
-                            self.logged.end(execution)
-                    emark.add(end.seq)
-                    live.discard(end.id)
+                    if end.id in live or execution is None:  # live: learned live
+                        todo.append((end.seq, end.id, None))
+                        continue
+                    assert execution.seq is not None  # read from the log
+                    if covered.executions.fresh(execution.seq):
+                        waits = True
+                        break
+                    learned = await self.with_query(execution) if self.logged.learns_ends else None
+                    todo.append((end.seq, end.id, learned))
+                if self._replaced(covered):
+                    return
+                replaced = bool(todo) and await self.learning.thread.hand_over(
+                    partial(self._learn_ends, covered, todo), _nothing
+                )
+                if replaced or waits:  # replaced on the learning thread, or an end waits for its step
+                    return
+
+    def _learn_ends(self, covered: Covered, todo: list[tuple[int, str, Execution | None]]) -> bool:
+        """On the learning thread, holding the lock: learn (those with their step) and mark a batch of the
+        log's episode ends, but those a sync before marked. Returns whether the state whose marks are
+        `covered` was replaced before (then nothing is done)."""
+        emark, live = covered.episodes, covered.live
+        if self._replaced(covered) or emark is None:
+            return True
+        for seq, end_id, execution in todo:
+            if not emark.fresh(seq):
+                continue
+            if execution is not None:
+                self.learning.thread.let_loop_run()
+                self.logged.end(execution)
+            emark.add(seq)
+            live.discard(end_id)
+        return False
 
     def _replaced(self, covered: Covered) -> bool:
         """Whether the learned state whose marks are `covered` was replaced meanwhile (a restore, which counts
@@ -357,8 +463,8 @@ class Sharing:
                     # a year's state takes seconds to store: at most CHECKPOINT_SHARE of the replay goes to it
                     next_checkpoint = time.monotonic() + (1 / CHECKPOINT_SHARE - 1) * (time.monotonic() - taken)
             learned += await self.sync()
-            with learning.lock:
-                learning.learner.settle()  # what the batches left pending, before the first decision needs it
+            # what the batches left pending, before the first decision needs it
+            await learning.thread.run(lambda: learning.learner.settle())  # noqa: PLW0108 - looked up holding the lock
         finally:
             progress.finish()
         if progress.total:
@@ -374,3 +480,7 @@ class Sharing:
             self._replay_reported = now
             share = 100 * progress.done / max(progress.total, 1)
             log.info("replaying the log: %d of %d entries (%.0f%%)", progress.done, progress.total, share)
+
+
+def _nothing(result: object) -> None:
+    """What the event loop does once a batch of ratings or ends is learned: nothing of its own."""
