@@ -102,7 +102,7 @@ async def test_a_sync_cancelled_while_its_batch_waits_to_be_learned_leaves_it_le
         handed.set()
         return await hand_over(*args)
 
-    b.learning.thread.hand_over = spied  # type: ignore[method-assign]  # a spy that says when a batch waits
+    b.learning.thread.hand_over = spied  # type: ignore[method-assign,assignment]  # a spy that says when a batch waits
     with held_elsewhere(b.learning.lock) as let_go:
         syncing = asyncio.ensure_future(b.sharing.sync())
         for _ in range(100):

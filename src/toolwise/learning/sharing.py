@@ -4,6 +4,14 @@ Instances sharing one database learn together: `sync` reads the log after the wa
 heads first, so nothing new costs one probe) and teaches the learner each execution and rating it has
 not learned yet, in the context it was made in (the session's query and recent tools, rebuilt from
 the log); `catch_up` does the same for the log after the snapshot a start loaded.
+
+What to learn is chosen on the event loop (the log read, each entry's context); the learning is done on
+the learning thread, a batch at a time, holding the lock (`LearningThread.hand_over`), and so is every
+change of the marks (`Covered`): a batch is learned and marked in one piece there, its marks checked
+again first, so a sync cancelled while its batch waits leaves it learned once and marked, and a restore
+swapped in before it (`LearningCore.adopt`, on the same thread) stops it. The shields, the counters and
+the catch-up's progress are the loop's, updated once a batch is back. The loop touches the marks only
+to read them (a first choice of what is fresh) and to add its own calls to `live` (`_complete`).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ log = logging.getLogger(__name__)
 
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
 REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
-REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (the event loop serves between batches)
+REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (on the learning thread: one hand-over each)
 FREEZE_ROWS = 50_000  # a replay this long first freezes what start-up left alive (see `catch_up`)
 CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its periodic snapshots
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
