@@ -151,10 +151,10 @@ class Sharing:
                     for e in executions
                     if e.seq is not None  # read from the log: always
                 ]
-                live_ids = [(entry.seq, entry.id) for entry in fresh if entry.id in live]
+                entries_read = [(entry.seq, entry.id) for entry in fresh]
                 # Learned and marked on the learning thread, in one piece: a sync cancelled while it waits
                 # leaves the batch learned and marked, once (`LearningThread.hand_over`).
-                work = partial(self._learn_executions, covered, steps, ends, live_ids)
+                work = partial(self._learn_executions, covered, steps, ends, entries_read)
                 done = await self.learning.thread.hand_over(work, self.logged.shield_executions)
                 if done is None:  # replaced on the learning thread, before the batch
                     return learned, last, True
@@ -172,20 +172,18 @@ class Sharing:
         covered: Covered,
         steps: list[tuple[Execution, list[str], bool]],
         ends: dict[str, int],
-        live_ids: list[tuple[int, str]],
+        fresh: list[tuple[int, str]],
     ) -> list[Execution] | None:
         """On the learning thread, holding the lock: learn a batch of the log's executions (each with the tools
         before it and whether the call before it failed) and the episode ends right after them, each marked as
         it is learned, so learned and marked go together for a reader let in between (a snapshot) and for a
         sync cancelled while it waits (the marks are checked again here: an entry a sync before learned is not
-        learned twice). `live_ids` (seq, id), learned live, are only marked. Returns the executions learned;
-        None when the state whose marks are `covered` was replaced before (`_replaced`)."""
+        learned twice); then every entry of the batch that was fresh, `fresh` (seq, id: those learned live
+        too, only marked). Returns the executions learned; None when the state whose marks are `covered` was
+        replaced before (`_replaced`)."""
         if self._replaced(covered):
             return None
         thread, mark, live, emark = self.learning.thread, covered.executions, covered.live, covered.episodes
-        for seq, entry_id in live_ids:
-            mark.add(seq)
-            live.discard(entry_id)
         done: list[Execution] = []
         for k, (execution, history, after) in enumerate(steps):
             assert execution.seq is not None  # read from the log
@@ -201,6 +199,9 @@ class Sharing:
                 emark.add(end)
             mark.add(execution.seq)
             done.append(execution)
+        for seq, entry_id in fresh:
+            mark.add(seq)
+            live.discard(entry_id)
         mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
         return done
 
