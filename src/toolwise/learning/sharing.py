@@ -107,7 +107,8 @@ class Sharing:
         if rating_head > rmark.floor:
             learned += await self._sync_ratings()
         await self._sync_episode_ends(episode_head)
-        await self.learning.thread.run(partial(self._advance, covered))
+        if any(m is not None and m.seen for m in (mark, rmark, covered.episodes)):  # an idle tick: no hand-over
+            await self.learning.thread.run(partial(self._advance, covered))
         self.synced += learned
         return learned
 
