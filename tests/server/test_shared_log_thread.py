@@ -53,6 +53,37 @@ def _all_marked(b: Services, log_end: int) -> bool:
     return not any(mark.fresh(seq) for seq in range(1, log_end + 1))
 
 
+async def _sync_cancelled_while_its_batch_waits(b: Services, *, again: bool = False) -> asyncio.Future[int] | None:
+    """A sync of B cancelled (as the upkeep is at shutdown) once its first batch waits for the learning
+    thread, the lock held elsewhere; with `again`, a second sync started then, returned once its batch (the
+    same) waits too. Returns with the lock free."""
+    handed: list[object] = []
+    hand_over = b.learning.thread.hand_over
+
+    async def spied(*args: Any) -> Any:
+        handed.append(args)
+        return await hand_over(*args)
+
+    async def handed_over(count: int) -> None:
+        for _ in range(100):
+            if len(handed) >= count:
+                return
+            await asyncio.sleep(0.01)
+
+    b.learning.thread.hand_over = spied  # type: ignore[method-assign,assignment]  # a spy that says when a batch waits
+    with held_elsewhere(b.learning.lock) as let_go:
+        syncing = asyncio.ensure_future(b.sharing.sync())
+        await handed_over(1)
+        assert handed and not let_go.is_set(), "the batch was not handed to the learning thread"
+        syncing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await syncing
+        resynced = asyncio.ensure_future(b.sharing.sync()) if again else None
+        await handed_over(2 if again else 1)
+        assert b.learning.learner.updates == 0  # not learned yet: the lock is held
+    return resynced
+
+
 @pytest.mark.parametrize("policy", ["outcome", "ucb"])  # ucb: a TD policy, its episode ends learned with its steps
 async def test_a_sync_of_another_instances_entries_waits_for_the_lock_beside_the_event_loop(
     url: str, policy: str
@@ -92,33 +123,38 @@ async def test_a_sync_cancelled_while_its_batch_waits_to_be_learned_leaves_it_le
     url: str,
 ) -> None:
     """A sync cancelled while its batch waits for the learning thread (the upkeep cancelled at shutdown):
-    the batch is still learned, once, and marked, so the next sync does not learn it again."""
+    the batch is still learned, once, and marked; a sync started before it was learned, which read the same
+    batch as not learned yet, does not learn it again, nor does the sync after."""
     feedback_a, a, feedback_b, b = await _taught_by_another(url, "outcome")
     log_end = (await feedback_b.reads.heads(b.learning.namespace))[0]
-    handed = asyncio.Event()
-    hand_over = b.learning.thread.hand_over
-
-    async def spied(*args: Any) -> Any:
-        handed.set()
-        return await hand_over(*args)
-
-    b.learning.thread.hand_over = spied  # type: ignore[method-assign,assignment]  # a spy that says when a batch waits
-    with held_elsewhere(b.learning.lock) as let_go:
-        syncing = asyncio.ensure_future(b.sharing.sync())
-        for _ in range(100):
-            if handed.is_set():
-                break
-            await asyncio.sleep(0.01)
-        assert handed.is_set() and not let_go.is_set(), "the batch was not handed to the learning thread"
-        syncing.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await syncing
-        assert b.learning.learner.updates == 0  # not learned yet: the lock is held
-    await b.learning.thread.run(lambda: None)  # the learning thread's work handed over before it is done
-    executions = a.learning.learner.updates - await b.sharing.sync()  # the ratings: after the cancelled batch
+    resynced = await _sync_cancelled_while_its_batch_waits(b, again=True)  # the next tick's, the batch unmarked
+    assert resynced is not None
+    executions = a.learning.learner.updates - await asyncio.wait_for(resynced, 30)  # the ratings alone
     assert executions == log_end and _all_marked(b, log_end)
     assert b.learning.learner.updates == a.learning.learner.updates  # the cancelled batch learned once
     assert b.learning.state.unsnapshotted == log_end  # and counted on the loop all the same
     assert await b.sharing.sync() == 0
     await feedback_a.aclose()
     await feedback_b.aclose()
+
+
+async def test_a_sync_cancelled_by_a_shutdown_is_in_its_snapshot_and_not_learned_again_at_the_next_start(
+    url: str,
+) -> None:
+    """A shutdown cancels the upkeep's sync while its batch waits for the learning thread: closing the
+    learning service lets the batch be learned and marked before the shutdown snapshot is taken, so the
+    next start loads it and replays only what the sync had not reached (the ratings), nothing twice."""
+    feedback_a, a, feedback_b, b = await _taught_by_another(url, "outcome")
+    log_end = (await feedback_b.reads.heads(b.learning.namespace))[0]
+    await _sync_cancelled_while_its_batch_waits(b)
+    await b.learning.aclose()  # as the app's shutdown: the learning thread closes once the batch is learned
+    assert b.learning.learner.updates == log_end and _all_marked(b, log_end)
+    await b.snapshots.save("shutdown")
+    await feedback_b.aclose()
+    feedback_c, c = await service(url)
+    await c.snapshots.load_latest()
+    assert c.learning.learner.updates == log_end  # the cancelled sync's batch, in the snapshot
+    assert await c.sharing.catch_up() == a.learning.learner.updates - log_end  # the ratings alone
+    assert c.learning.learner.updates == a.learning.learner.updates
+    await feedback_a.aclose()
+    await feedback_c.aclose()
