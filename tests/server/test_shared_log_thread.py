@@ -158,3 +158,39 @@ async def test_a_sync_cancelled_by_a_shutdown_is_in_its_snapshot_and_not_learned
     assert c.learning.learner.updates == a.learning.learner.updates
     await feedback_a.aclose()
     await feedback_c.aclose()
+
+
+async def test_a_restore_swapped_in_after_a_syncs_batch_stops_the_sync_and_keeps_what_it_restored(url: str) -> None:
+    """A restore asked while a sync's batch waits for the learning thread: the event loop serves meanwhile;
+    the batch is learned into the state it was read for (the swap is handed over after it), the sync learns
+    nothing into the restored state, and the restored state counts the log as of the restore as covered."""
+    feedback_b, b = await service(url)
+    await b.snapshots.restore_latest()
+    saved = await b.snapshots.save("manual")  # nothing learned
+    feedback_a, a = await service(url)
+    await a.snapshots.restore_latest()
+    await teach(a, rounds=3)
+    await feedback_a.flush()
+    handed: list[object] = []
+    hand_over = b.learning.thread.hand_over
+
+    async def spied(*args: Any) -> Any:
+        handed.append(args)
+        return await hand_over(*args)
+
+    b.learning.thread.hand_over = spied  # type: ignore[method-assign,assignment]  # a spy that says what waits
+    with held_elsewhere(b.learning.lock) as let_go:
+        syncing = asyncio.ensure_future(b.sharing.sync())
+        while not handed:  # the sync's first batch waits for the learning thread
+            await asyncio.sleep(0.01)
+        restoring = asyncio.ensure_future(b.snapshots.adopt(saved, "restore"))  # its swap: after the batch
+        for _ in range(TICKS):
+            await asyncio.sleep(0.01)
+        assert not let_go.is_set(), "the event loop blocked on the learned state's lock"
+        assert not restoring.done()  # its snapshot is prepared once the lock is free (`running_vectors`)
+    await asyncio.wait_for(restoring, 30)
+    await asyncio.wait_for(syncing, 30)
+    assert b.learning.learner.updates == 0  # the restored state: nothing of the sync learned into it
+    assert await b.sharing.sync() == 0  # the log as of the restore counts as covered
+    await feedback_a.aclose()
+    await feedback_b.aclose()
