@@ -29,9 +29,9 @@ from typing import Any
 
 from toolwise.config import Settings
 from toolwise.feedback import Execution, FeedbackService
-from toolwise.feedback.records import LogColumns, RatingEvent
+from toolwise.feedback.records import RatingEvent
 from toolwise.learning.replaying import LogLearning
-from toolwise.learning.service import LEARN_CHUNK, LearningService, with_session_query
+from toolwise.learning.service import LearningService, with_session_query
 from toolwise.learning.watermark import Covered
 
 log = logging.getLogger(__name__)
@@ -108,17 +108,9 @@ class Sharing:
             learned += await self._sync_ratings()
         await self._sync_episode_ends(episode_head)
         if any(m is not None and m.seen for m in (mark, rmark, covered.episodes)):  # an idle tick: no hand-over
-            await self.learning.thread.run(partial(self._advance, covered))
+            await self.learning.thread.run(partial(self.logged.advance, covered))
         self.synced += learned
         return learned
-
-    def _advance(self, covered: Covered) -> None:
-        """On the learning thread (every mark is changed there, holding the lock): the watermarks over
-        what was learned, and over holes older than the grace period."""
-        now, grace = time.monotonic(), self.settings.sync_gap_grace_s
-        for mark in (covered.executions, covered.ratings, covered.episodes):
-            if mark is not None:
-                mark.advance(now, grace)
 
     async def _sync_executions(
         self, progress: Callable[[int], None] | None = None, *, after_seq: int = 0, limit: int | None = None
@@ -155,7 +147,7 @@ class Sharing:
                 entries_read = [(entry.seq, entry.id) for entry in fresh]
                 # Learned and marked on the learning thread, in one piece: a sync cancelled while it waits
                 # leaves the batch learned and marked, once (`LearningThread.hand_over`).
-                work = partial(self._learn_executions, covered, steps, ends, entries_read)
+                work = partial(self.logged.learn_executions, covered, steps, ends, entries_read)
                 done = await self.learning.thread.hand_over(work, self.logged.shield_executions)
                 if done is None:  # replaced on the learning thread, before the batch
                     return learned, last, True
@@ -167,44 +159,6 @@ class Sharing:
                 if limit is not None and read >= limit:
                     return learned, last, False
         return learned, last, True
-
-    def _learn_executions(
-        self,
-        covered: Covered,
-        steps: list[tuple[Execution, list[str], bool]],
-        ends: dict[str, int],
-        fresh: list[tuple[int, str]],
-    ) -> list[Execution] | None:
-        """On the learning thread, holding the lock: learn a batch of the log's executions (each with the tools
-        before it and whether the call before it failed) and the episode ends right after them, each marked as
-        it is learned, so learned and marked go together for a reader let in between (a snapshot) and for a
-        sync cancelled while it waits (the marks are checked again here: an entry a sync before learned is not
-        learned twice); then every entry of the batch that was fresh, `fresh` (seq, id: those learned live
-        too, only marked). Returns the executions learned; None when the state whose marks are `covered` was
-        replaced before (`_replaced`)."""
-        if self._replaced(covered):
-            return None
-        thread, mark, live, emark = self.learning.thread, covered.executions, covered.live, covered.episodes
-        done: list[Execution] = []
-        for k, (execution, history, after) in enumerate(steps):
-            assert execution.seq is not None  # read from the log
-            if not mark.fresh(execution.seq):
-                continue
-            if k % LEARN_CHUNK == 0:
-                thread.let_readers_in()
-            thread.let_loop_run()
-            self.logged.execution(execution, history, after_failure=after)
-            end = ends.get(execution.id)
-            if end is not None and emark is not None and emark.fresh(end):
-                self.logged.end(execution)
-                emark.add(end)
-            mark.add(execution.seq)
-            done.append(execution)
-        for seq, entry_id in fresh:
-            mark.add(seq)
-            live.discard(entry_id)
-        mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-        return done
 
     async def _replay_executions(self, after_seq: int, limit: int | None) -> tuple[int, int, bool]:
         """`_sync_executions` for a replay (rl's batched path): the log read as columns, one read a
@@ -239,7 +193,7 @@ class Sharing:
                 if self._replaced(covered):
                     return learned, last, True
                 # Learned and marked on the learning thread, in one piece (`_sync_executions`).
-                work = partial(self._learn_columns, covered, batch, fresh, rows, histories, queries, flags)
+                work = partial(self.logged.learn_columns, covered, batch, fresh, rows, histories, queries, flags)
                 done = await self.learning.thread.hand_over(work, partial(self.logged.shield_columns, batch))
                 if done is None:  # replaced on the learning thread, before the batch
                     return learned, last, True
@@ -250,34 +204,6 @@ class Sharing:
                 if limit is not None and read >= limit:
                     return learned, last, False
         return learned, last, True
-
-    def _learn_columns(
-        self,
-        covered: Covered,
-        batch: LogColumns,
-        fresh: list[int],
-        rows: list[int],
-        histories: list[list[str]],
-        queries: list[str | None],
-        flags: list[bool],
-    ) -> list[int] | None:
-        """On the learning thread, holding the lock: `_learn_executions` for a replayed batch, learned at once
-        (`LogLearning.columns`) and marked in the same hold. Rows `fresh` are marked, rows `rows` of them
-        learned, but those a replay before learned (the marks are checked again here). Returns the rows
-        learned; None when the state whose marks are `covered` was replaced before."""
-        if self._replaced(covered):
-            return None
-        mark, live = covered.executions, covered.live
-        kept = [k for k, i in enumerate(rows) if mark.fresh(batch.seq[i])]
-        if len(kept) < len(rows):
-            rows, histories = [rows[k] for k in kept], [histories[k] for k in kept]
-            queries, flags = [queries[k] for k in kept], [flags[k] for k in kept]
-        self.logged.columns(batch, rows, histories, queries, flags)
-        for i in fresh:
-            mark.add(batch.seq[i])
-            live.discard(batch.id[i])
-        mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-        return rows
 
     async def _sync_ratings(self) -> int:
         learned = 0
@@ -295,27 +221,10 @@ class Sharing:
                 todo.append((replace(event, execution=execution), tools.upto(execution.position) if tools else []))
             if self._replaced(covered):
                 return learned
-            done = await self.learning.thread.hand_over(partial(self._learn_ratings, covered, todo), _nothing)
+            done = await self.learning.thread.hand_over(partial(self.logged.learn_ratings, covered, todo), _nothing)
             if done is None:
                 return learned
             learned += done
-        return learned
-
-    def _learn_ratings(self, covered: Covered, todo: list[tuple[RatingEvent, list[str]]]) -> int | None:
-        """On the learning thread, holding the lock: learn and mark a batch of the log's ratings, each with
-        the tools before its call, but those a sync before learned. Returns how many were learned; None when
-        the state whose marks are `covered` was replaced before."""
-        if self._replaced(covered):
-            return None
-        rmark, learned = covered.ratings, 0
-        for event, before in todo:
-            rating_id = event.rating.id
-            assert rating_id is not None  # read from the log
-            if rmark.fresh(rating_id):
-                self.learning.thread.let_loop_run()
-                self.logged.rating(event, before)
-                rmark.add(rating_id)
-                learned += 1
         return learned
 
     async def _ends_after(self, executions: list[Execution]) -> dict[str, int]:
@@ -364,27 +273,10 @@ class Sharing:
                 if self._replaced(covered):
                     return
                 replaced = bool(todo) and await self.learning.thread.hand_over(
-                    partial(self._learn_ends, covered, todo), _nothing
+                    partial(self.logged.learn_ends, covered, todo), _nothing
                 )
                 if replaced or waits:  # replaced on the learning thread, or an end waits for its step
                     return
-
-    def _learn_ends(self, covered: Covered, todo: list[tuple[int, str, Execution | None]]) -> bool:
-        """On the learning thread, holding the lock: learn (those with their step) and mark a batch of the
-        log's episode ends, but those a sync before marked. Returns whether the state whose marks are
-        `covered` was replaced before (then nothing is done)."""
-        emark, live = covered.episodes, covered.live
-        if self._replaced(covered) or emark is None:
-            return True
-        for seq, end_id, execution in todo:
-            if not emark.fresh(seq):
-                continue
-            if execution is not None:
-                self.learning.thread.let_loop_run()
-                self.logged.end(execution)
-            emark.add(seq)
-            live.discard(end_id)
-        return False
 
     def _replaced(self, covered: Covered) -> bool:
         """Whether the learned state whose marks are `covered` was replaced meanwhile (a restore, which counts

@@ -165,9 +165,9 @@ class LearningThread:
 
     async def hand_over(self, work: Callable[[], T], after: Callable[[T], None]) -> T:
         """`run(work)`, then `after(result)` on the event loop (what the loop alone touches: shields, counters),
-        both done whether or not the caller is cancelled meanwhile: work that learns and marks what it learned
-        in one piece is never cut between the two, nor learned again by a caller that tries anew. A failure
-        nobody awaits any more is logged."""
+        both done whether or not the caller is cancelled meanwhile (`run` alone may skip work not started yet
+        and `after` with it): work that learns and marks what it learned in one piece ends whole, and what the
+        loop counts of it is counted. A failure nobody awaits any more is logged."""
         handed = asyncio.ensure_future(self.run(work))
         self._handed.add(handed)
         handed.add_done_callback(partial(self._returned, after))  # before the caller resumes: added first
