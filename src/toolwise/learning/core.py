@@ -157,12 +157,22 @@ class LearningCore:
         through here; `read` may change the state too (a rating, a decision's exploration and rng)."""
         return await self.thread.read(lambda: read(self.learner))  # looked up under the lock: a restore replaces it
 
-    def adopt(self, state: LearnedState, *, keep_counts: bool = False) -> None:
-        """Make `state` the learned state, whole (a snapshot loaded or restored); with `keep_counts`,
-        the decisions and calls counted meanwhile are added to its counters."""
-        with self.lock:
+    async def adopt(self, make: Callable[[], LearnedState], *, keep_counts: bool = False) -> None:
+        """Make `make()` the learned state, whole (a snapshot loaded or restored), never blocking the event
+        loop on the lock: made and swapped in on the learning thread holding it (`make` sees the catalogue the
+        running learner knows then), after the work handed over before it: a batch of the shared log read for
+        the state it replaces is learned into that one, or stops there (`Sharing`). The counters are the
+        loop's: with `keep_counts`, the decisions and calls counted meanwhile are added there, after it."""
+
+        def swap() -> tuple[LearnedState, LearnedState]:
+            state = make()
             replaced, self.state = self.state, state
-            state.carry_over(replaced, counts=keep_counts)
+            return state, replaced
+
+        def carry(states: tuple[LearnedState, LearnedState]) -> None:
+            states[0].carry_over(states[1], counts=keep_counts)
+
+        await self.thread.hand_over(swap, carry)
 
     def new_learner(self, *, reuse: bool = False) -> Learner:
         """A learner as configured, knowing the running catalogue, that has learned nothing. `reuse`: its

@@ -26,8 +26,11 @@ wait (`_run_size`). What the event loop reads or changes of the learned state be
 recommendation, a rating, a session's end, the statistics, a snapshot's copy) goes through
 `LearningCore.read_learned`, which takes the learning thread's `lock` at once when it is free and else
 waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned;
-so does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). What
-still blocks the loop on the lock: a snapshot adopted, the shared log learned (learning/replaying.py).
+so does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The
+shared log (learning/sharing.py: another instance's entries, a start-up's replay) is learned on the
+learning thread too, each batch learned and marked in one piece there (`LearningThread.hand_over`), and
+a snapshot's state is swapped in there (`LearningCore.adopt`): the loop never runs a learning step and
+never blocks on the lock.
 """
 
 from __future__ import annotations

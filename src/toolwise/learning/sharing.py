@@ -4,6 +4,14 @@ Instances sharing one database learn together: `sync` reads the log after the wa
 heads first, so nothing new costs one probe) and teaches the learner each execution and rating it has
 not learned yet, in the context it was made in (the session's query and recent tools, rebuilt from
 the log); `catch_up` does the same for the log after the snapshot a start loaded.
+
+What to learn is chosen on the event loop (the log read, each entry's context); the learning is done on
+the learning thread, a batch at a time, holding the lock (`LearningThread.hand_over`), and so is every
+change of the marks (`Covered`): a batch is learned and marked in one piece there, its marks checked
+again first, so a sync cancelled while its batch waits leaves it learned once and marked, and a restore
+swapped in before it (`LearningCore.adopt`, on the same thread) stops it. The shields, the counters and
+the catch-up's progress are the loop's, updated once a batch is back. The loop touches the marks only
+to read them (a first choice of what is fresh) and to add its own calls to `live` (`_complete`).
 """
 
 from __future__ import annotations
@@ -13,13 +21,15 @@ import gc
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from toolwise.config import Settings
 from toolwise.feedback import Execution, FeedbackService
+from toolwise.feedback.records import RatingEvent
 from toolwise.learning.replaying import LogLearning
 from toolwise.learning.service import LearningService, with_session_query
 from toolwise.learning.watermark import Covered
@@ -28,7 +38,7 @@ log = logging.getLogger(__name__)
 
 _UNKNOWN: Any = object()  # a session whose query has not been looked up
 REPLAY_REPORT_S = 2.0  # how often a long replay reports its progress in the log
-REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (the event loop serves between batches)
+REPLAY_BATCH = 2_000  # log entries a replay reads and learns at once (on the learning thread: one hand-over each)
 FREEZE_ROWS = 50_000  # a replay this long first freezes what start-up left alive (see `catch_up`)
 CHECKPOINT_SHARE = 0.05  # at most this share of a replay's time goes to its periodic snapshots
 LOGGED_SESSIONS = 10_000  # sessions of the shared log whose recent tools are remembered (n-gram history)
@@ -89,18 +99,16 @@ class Sharing:
         Nothing new costs one probe of the log's heads; `progress` hears of each batch of entries read."""
         await self.learning.drain()
         learned = 0
-        mark, rmark = self.covered.executions, self.covered.ratings
+        covered = self.covered
+        mark, rmark = covered.executions, covered.ratings
         seq_head, rating_head, episode_head = await self.feedback.reads.heads(self.namespace)
         if seq_head > mark.floor:
             learned += (await self._sync_executions(progress))[0]
         if rating_head > rmark.floor:
             learned += await self._sync_ratings()
         await self._sync_episode_ends(episode_head)
-        now = time.monotonic()
-        mark.advance(now, self.settings.sync_gap_grace_s)
-        rmark.advance(now, self.settings.sync_gap_grace_s)
-        if self.covered.episodes is not None:
-            self.covered.episodes.advance(now, self.settings.sync_gap_grace_s)
+        if any(m is not None and m.seen for m in (mark, rmark, covered.episodes)):  # an idle tick: no hand-over
+            await self.learning.thread.run(partial(self.logged.advance, covered))
         self.synced += learned
         return learned
 
@@ -131,19 +139,19 @@ class Sharing:
                 ends = await self._ends_after(executions)
                 if self._replaced(covered):
                     return learned, last, True
-                # Learned and marked after the batch's last await: a cancelled sync leaves nothing half done.
-                for execution in executions:
-                    assert execution.seq is not None  # read from the log
-                    after = self._after_failure(execution.session_id, execution.position, execution.success)
-                    self.logged.execution(execution, history[execution.seq], after_failure=after)
-                    if execution.id in ends:
-                        self.logged.end(execution)
-                self._mark_ends(ends.values())
-                for entry in fresh:
-                    mark.add(entry.seq)
-                    live.discard(entry.id)
-                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-                learned += len(executions)
+                steps = [
+                    (e, history[e.seq], self._after_failure(e.session_id, e.position, e.success))
+                    for e in executions
+                    if e.seq is not None  # read from the log: always
+                ]
+                entries_read = [(entry.seq, entry.id) for entry in fresh]
+                # Learned and marked on the learning thread, in one piece: a sync cancelled while it waits
+                # leaves the batch learned and marked, once (`LearningThread.hand_over`).
+                work = partial(self.logged.learn_executions, covered, steps, ends, entries_read)
+                done = await self.learning.thread.hand_over(work, self.logged.shield_executions)
+                if done is None:  # replaced on the learning thread, before the batch
+                    return learned, last, True
+                learned += len(done)
                 last, read = entries[-1].seq, read + len(entries)
                 if progress is not None:
                     progress(len(entries))
@@ -184,13 +192,12 @@ class Sharing:
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
                 if self._replaced(covered):
                     return learned, last, True
-                # Learned and marked after the batch's last await: a cancelled replay leaves nothing half done.
-                self.logged.columns(batch, rows, histories, queries, flags)
-                for i in fresh:
-                    mark.add(batch.seq[i])
-                    live.discard(batch.id[i])
-                mark.advance(time.monotonic(), self.settings.sync_gap_grace_s)
-                learned += len(rows)
+                # Learned and marked on the learning thread, in one piece (`_sync_executions`).
+                work = partial(self.logged.learn_columns, covered, batch, fresh, rows, histories, queries, flags)
+                done = await self.learning.thread.hand_over(work, partial(self.logged.shield_columns, batch))
+                if done is None:  # replaced on the learning thread, before the batch
+                    return learned, last, True
+                learned += len(done)
                 last, read = batch.seq[-1], read + len(batch)
                 self._replayed(len(batch))
                 await asyncio.sleep(0)  # a long replay lets the event loop serve between batches
@@ -203,21 +210,21 @@ class Sharing:
         covered = self.covered
         rmark = covered.ratings
         async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+            todo: list[tuple[RatingEvent, list[str]]] = []
             for event in events:
-                if self._replaced(covered):
-                    return learned
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
-                if not rmark.fresh(rating_id):
+                if not rmark.fresh(rating_id):  # one learned live (`Agent.rate`) was marked when made: not fresh
                     continue
-                rmark.add(rating_id)  # one learned live (`Agent.rate`) was marked when made: not fresh
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
-                if self._replaced(covered):
-                    return learned
                 tools = self._logged.get(execution.session_id)
-                before = tools.upto(execution.position) if tools is not None else []
-                self.logged.rating(replace(event, execution=execution), before)
-                learned += 1
+                todo.append((replace(event, execution=execution), tools.upto(execution.position) if tools else []))
+            if self._replaced(covered):
+                return learned
+            done = await self.learning.thread.hand_over(partial(self.logged.learn_ratings, covered, todo), _nothing)
+            if done is None:
+                return learned
+            learned += done
         return learned
 
     async def _ends_after(self, executions: list[Execution]) -> dict[str, int]:
@@ -235,12 +242,6 @@ class Sharing:
             if end.execution is not None and emark.fresh(end.seq) and end.id not in live  # live: learned live
         }
 
-    def _mark_ends(self, seqs: Iterable[int]) -> None:
-        emark = self.covered.episodes
-        if emark is not None:
-            for seq in seqs:
-                emark.add(seq)
-
     async def _sync_episode_ends(self, head: int) -> None:
         """Learn the episode ends logged since the watermark (another instance's, or an earlier run's)
         as `end_session` did live: the episode's last step again, as terminal. After the executions, so
@@ -254,21 +255,28 @@ class Sharing:
         batches = self.feedback.reads.iter_episode_ends(namespace=self.namespace, after_seq=emark.floor)
         async with aclosing(batches) as ends:
             async for batch in ends:
+                todo: list[tuple[int, str, Execution | None]] = []  # (seq, id, the step it ends, when learned)
+                waits = False  # an end whose step is not learned yet: it and those after it wait
                 for end in batch:
                     execution = end.execution
                     if not emark.fresh(end.seq):
                         continue
-                    if end.id not in live and execution is not None:  # live: learned live
-                        assert execution.seq is not None  # read from the log
-                        if covered.executions.fresh(execution.seq):
-                            return
-                        if self.logged.learns_ends:
-                            execution = await self.with_query(execution)
-                            if self._replaced(covered):
-                                return
-                            self.logged.end(execution)
-                    emark.add(end.seq)
-                    live.discard(end.id)
+                    if end.id in live or execution is None:  # live: learned live
+                        todo.append((end.seq, end.id, None))
+                        continue
+                    assert execution.seq is not None  # read from the log
+                    if covered.executions.fresh(execution.seq):
+                        waits = True
+                        break
+                    learned = await self.with_query(execution) if self.logged.learns_ends else None
+                    todo.append((end.seq, end.id, learned))
+                if self._replaced(covered):
+                    return
+                replaced = bool(todo) and await self.learning.thread.hand_over(
+                    partial(self.logged.learn_ends, covered, todo), _nothing
+                )
+                if replaced or waits:  # replaced on the learning thread, or an end waits for its step
+                    return
 
     def _replaced(self, covered: Covered) -> bool:
         """Whether the learned state whose marks are `covered` was replaced meanwhile (a restore, which counts
@@ -357,8 +365,8 @@ class Sharing:
                     # a year's state takes seconds to store: at most CHECKPOINT_SHARE of the replay goes to it
                     next_checkpoint = time.monotonic() + (1 / CHECKPOINT_SHARE - 1) * (time.monotonic() - taken)
             learned += await self.sync()
-            with learning.lock:
-                learning.learner.settle()  # what the batches left pending, before the first decision needs it
+            # what the batches left pending, before the first decision needs it
+            await learning.thread.run(lambda: learning.learner.settle())  # noqa: PLW0108 - looked up holding the lock
         finally:
             progress.finish()
         if progress.total:
@@ -374,3 +382,7 @@ class Sharing:
             self._replay_reported = now
             share = 100 * progress.done / max(progress.total, 1)
             log.info("replaying the log: %d of %d entries (%.0f%%)", progress.done, progress.total, share)
+
+
+def _nothing(result: object) -> None:
+    """What the event loop does once a batch of ratings or ends is learned: nothing of its own."""

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ class Snapshotting:
         calls noted meanwhile are learned into the loaded state. `covered` overrides what of the log the
         state counts as including (a restore or rollback takes it "as of now")."""
         prepared = await asyncio.to_thread(self._prepare, record)
-        self._install(prepared, record, covered)
+        await self._install(prepared, record, covered)
 
     def _prepare(self, record: SnapshotRecord) -> _Prepared:
         """The snapshot verified and decoded into a fresh learner that nothing else holds yet (so it can
@@ -163,10 +164,16 @@ class Snapshotting:
             learner.set_tools(docs, vectors, later=later)
         return _Prepared(learner, rng, state.get("counters", {}), docs)
 
-    def _install(
+    async def _install(
         self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None, *, keep_counts: bool = False
     ) -> None:
-        """Make a prepared state the current one, whole (on the event loop, between two calls)."""
+        """Make a prepared state the current one, whole (`LearningCore.adopt`: on the learning thread)."""
+        learning = self.learning
+        await learning.adopt(partial(self._installed, prepared, record, covered), keep_counts=keep_counts)
+        self.snapshot_id = record.id
+
+    def _installed(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> LearnedState:
+        """The learned state of a prepared snapshot, holding the lock: the catalogue the running learner knows."""
         learning = self.learning
         learner = prepared.learner
         running = learning.learner.index
@@ -174,7 +181,7 @@ class Snapshotting:
             # the catalogue changed while it was prepared, or its documents were embedded meanwhile
             learner.set_tools(learning.tool_docs, running.vectors, later=running.unembedded)
         counters = prepared.counters
-        state = LearnedState(
+        return LearnedState(
             learner,
             prepared.rng,
             Covered.of(record.covered if covered is None else covered),
@@ -182,8 +189,6 @@ class Snapshotting:
             calls=int(counters.get("calls", 0)),
             explored=int(counters.get("explored", 0)),
         )
-        learning.adopt(state, keep_counts=keep_counts)
-        self.snapshot_id = record.id
 
     async def restore_latest(self) -> str:
         """Load the newest usable snapshot and learn the log recorded after it (admin commands; a
@@ -213,7 +218,7 @@ class Snapshotting:
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
                 continue
-            self._install(prepared, record, None, keep_counts=True)  # with the calls served while it loaded
+            await self._install(prepared, record, None, keep_counts=True)  # with the calls served while it loaded
             return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
         return "no snapshot"
 

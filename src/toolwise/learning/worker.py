@@ -34,8 +34,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -148,14 +149,38 @@ class LearningThread:
         self._since = 0.0  # when the loop last had its turn (perf_counter s)
         self._turned = threading.Event()
         self._closed = False
+        self._handed: set[asyncio.Future[Any]] = set()  # `hand_over`'s work, held until it is back (weak in a loop)
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work()` on the learning thread, holding the lock, after the work handed over before it
         (one thread: in order). Cancelling the caller does not stop work that started: it runs to its
-        end, and what it learned stays learned."""
+        end, and what it learned stays learned. Once the thread is closed (a shutdown's last sync, after
+        the calls' last drain) nothing learns beside it any more: on the loop, holding the lock."""
+        if self._closed:
+            with self.lock:
+                return work()
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         return await self._loop.run_in_executor(self._executor, self._locked, work)
+
+    async def hand_over(self, work: Callable[[], T], after: Callable[[T], None]) -> T:
+        """`run(work)`, then `after(result)` on the event loop (what the loop alone touches: shields, counters),
+        both done whether or not the caller is cancelled meanwhile (`run` alone may skip work not started yet
+        and `after` with it): work that learns and marks what it learned in one piece ends whole, and what the
+        loop counts of it is counted. A failure nobody awaits any more is logged."""
+        handed = asyncio.ensure_future(self.run(work))
+        self._handed.add(handed)
+        handed.add_done_callback(partial(self._returned, after))  # before the caller resumes: added first
+        try:
+            return await asyncio.shield(handed)
+        except asyncio.CancelledError:
+            handed.add_done_callback(_unheard)
+            raise
+
+    def _returned(self, after: Callable[[T], None], handed: asyncio.Future[T]) -> None:
+        self._handed.discard(handed)
+        if not handed.cancelled() and handed.exception() is None:
+            after(handed.result())
 
     async def read(self, work: Callable[[], T]) -> T:
         """`work()` holding the lock (a read of the learned state, or a small change such as a rating), from
@@ -221,6 +246,12 @@ class LearningThread:
         self._closed = True
         self._executor.shutdown(wait=True)
         self._readers.close()
+
+
+def _unheard(handed: asyncio.Future[T]) -> None:
+    """Work handed over whose caller went away ended: its failure is logged, as nobody else hears of it."""
+    if not handed.cancelled() and (failure := handed.exception()) is not None:
+        log.error("work on the learning thread whose caller went away failed", exc_info=failure)
 
 
 class Abandoned(Exception):
