@@ -214,7 +214,7 @@ class Sharing:
             for event in events:
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
-                if not rmark.fresh(rating_id):  # one learned live (`Agent.rate`) was marked when made: not fresh
+                if not rmark.fresh(rating_id):  # learned live (`Agent.rate` marks it as it learns), or by a sync
                     continue
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 tools = self._logged.get(execution.session_id)
