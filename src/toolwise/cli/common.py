@@ -91,13 +91,16 @@ DatabaseUrlOption = Annotated[
 
 
 def setup_logging(level: str) -> None:
+    """Logs to stderr, which a client shows as the server's MCP log. Alembic's INFO (its plugins, and a line
+    per revision a first start runs) only under `--debug` or a debug level: toolwise says in one line of
+    its own when it made or upgraded the schema."""
     logging.basicConfig(
         stream=sys.stderr,
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # Alembic lists its plugins at INFO when imported, which is after this now (when a database opens).
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    debugging = options.debug or logging.getLevelName(level.upper()) == logging.DEBUG
+    logging.getLogger("alembic").setLevel(logging.NOTSET if debugging else logging.WARNING)
 
 
 @contextlib.contextmanager
