@@ -5,18 +5,19 @@ and how a start-up failure a user can cause ends a command: one line on stderr, 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 
-from toolwise.cli.clients import installed_configs, served_configs
+from toolwise.cli.clients import installed_configs, is_toolwise, served_config, served_configs
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config
 from toolwise.feedback import DatabaseUnusableError
@@ -90,13 +91,16 @@ DatabaseUrlOption = Annotated[
 
 
 def setup_logging(level: str) -> None:
+    """Logs to stderr, which a client shows as the server's MCP log. Alembic's INFO (its plugins, and a line
+    per revision a first start runs) only under `--debug` or a debug level: toolwise says in one line of
+    its own when it made or upgraded the schema."""
     logging.basicConfig(
         stream=sys.stderr,
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # Alembic lists its plugins at INFO when imported, which is after this now (when a database opens).
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    debugging = options.debug or logging.getLevelName(level.upper()) == logging.DEBUG
+    logging.getLogger("alembic").setLevel(logging.NOTSET if debugging else logging.WARNING)
 
 
 @contextlib.contextmanager
@@ -195,6 +199,53 @@ def config_or_exit(path: Path | None, database_url: str | None = None) -> AppCon
     if database_url is None:
         return loaded
     return loaded.model_copy(update={"toolwise": loaded.toolwise.model_copy(update={"database_url": database_url})})
+
+
+def servable_or_exit(
+    path: Path | None, database_url: str | None = None, command: str = "serve"
+) -> tuple[Path, AppConfig]:
+    """The config `serve` (or the demo) runs, and its path: config_or_exit's, refused when one of its servers
+    starts toolwise itself (a client's own config, after `toolwise install` put toolwise in it), which would
+    run toolwise inside toolwise on the same database: one line naming the config to serve instead, exit 2."""
+    path = config_path_or_exit(path)
+    for name, entry in _toolwise_entries(path).items():
+        instead = config_instead(path, entry)
+        use = (
+            f"{command} toolwise's own config instead: `toolwise {command} --config {instead}`"
+            if instead
+            else "make a toolwise config with `toolwise install`, or pass --config FILE with one"
+        )
+        fail(
+            f"{path} is an MCP client's config, not toolwise's: its server {name!r} starts toolwise itself, and "
+            f"serving it would run toolwise inside toolwise on the same database; {use}"
+        )
+    return path, config_or_exit(path, database_url)
+
+
+def _toolwise_entries(path: Path) -> dict[str, dict[str, Any]]:
+    """The servers of the file, as written, that start toolwise and are not `"disabled": true`; none when it
+    cannot be read or parsed (load_config then says what is wrong with it, in its own words)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return {}
+    servers = raw.get("mcpServers") if isinstance(raw, dict) else None
+    if not isinstance(servers, dict):
+        return {}
+    return {name: e for name, e in servers.items() if is_toolwise(e) and e.get("disabled") is not True}
+
+
+def config_instead(path: Path, entry: dict[str, Any]) -> Path | None:
+    """The toolwise config to use in place of the client config at `path` whose `entry` starts toolwise:
+    the one the entry serves (`--config X`), else the installed one; None when there is neither."""
+    named = served_config(entry)
+    if named is not None and named.exists() and named.absolute() != path.absolute():
+        return named
+    try:
+        found = default_config()
+    except ConfigError:
+        return None
+    return found if found.absolute() != path.absolute() else None
 
 
 def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:

@@ -23,6 +23,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from toolwise import sdk
+from toolwise.cli.clients import is_toolwise
+from toolwise.cli.common import config_instead
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
@@ -99,6 +101,12 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     what = f"server {name!r}"
     if isinstance(spec, HttpServer):
         return await _check_http(what, spec, config, path)
+    if is_toolwise(entry := {"command": spec.command, "args": spec.args}):  # not started: toolwise inside toolwise
+        instead = config_instead(path, entry)
+        fix = (
+            f"check the config it serves: `toolwise doctor --config {instead}`" if instead else "run `toolwise install`"
+        )
+        return Check(what, False, f"starts toolwise itself: {path} is an MCP client's config, not toolwise's", fix)
     if not command_found(spec.command):
         return missing_command(name, spec, path)
     timeout = config.toolwise.start_timeout_s

@@ -23,11 +23,11 @@ from toolwise.cli.common import (  # noqa: E402
     ConfigOption,
     DatabaseUrlOption,
     config_or_exit,
-    config_path_or_exit,
     configs_or_exit,
     database_or_exit,
     fail,
     options,
+    servable_or_exit,
     setup_logging,
 )
 from toolwise.cli.dashboard import dashboard  # noqa: E402
@@ -97,8 +97,7 @@ def serve(
         from toolwise.server.transports import BindError, listening_socket, serve_http, serve_stdio
 
         setup_logging(log_level)
-        path = config_path_or_exit(config)
-        loaded = config_or_exit(path, database_url)
+        path, loaded = servable_or_exit(config, database_url)
         listening = listening_socket(host, port) if http else None
         logging.getLogger(__name__).info("toolwise serving the config %s", path)
         with database_or_exit():
@@ -129,7 +128,7 @@ def demo(
     from toolwise.cli.demo import DemoError, run_demo
 
     setup_logging("warning")
-    loaded = config_or_exit(config)
+    _, loaded = servable_or_exit(config, command="demo")
     try:
         with database_or_exit():
             asyncio.run(run_demo(config.absolute(), loaded, calls, seed, database_url))  # printed absolute

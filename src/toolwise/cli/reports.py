@@ -114,13 +114,17 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         now = utcnow()
-        table = Table("instance", "host/pid", "state", "serving", "downstreams", "circuits", "calls", title="instances")
+        table = Table(title="instances")
+        # Headers of at most 8 characters: squeezed into 80 columns, rich narrows the widest columns to about
+        # that, and cuts a longer header ("downstrea…"); a cell too long wraps (a word too long folds), never cut.
+        for header in ("instance", "host/pid", "state", "serving", "servers", "circuits", "calls"):
+            table.add_column(header, overflow="fold")
         for i in await feedback.instances.list(settings.namespace):
             s = i.status
             state = liveness(i, now)[1]
             if s.get("store", "ok") != "ok":
                 state += f"; store {s['store']}"
-            downstreams = ", ".join(f"{d['server']}: {d['state']}" for d in s.get("downstreams", []))
+            downstreams = "\n".join(f"{d['server']}: {d['state']}" for d in s.get("downstreams", []))
             circuits = ", ".join(s.get("open_circuits", [])) or "all closed"
             table.add_row(
                 i.id[:8],

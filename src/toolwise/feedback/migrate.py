@@ -13,6 +13,7 @@ import, environment and script scan on every start and every CLI command.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0007"  # the newest revision in MIGRATIONS (tests/feedback/test_migrate.py checks it is Alembic's head)
 _LOCK_KEY = 0x746F6F6C77697365  # "toolwise"
 SCHEMA_WAIT_S = 120.0  # how long an instance waits for another's migration (a loaded machine: seconds)
+log = logging.getLogger(__name__)  # one line when a migration ran; Alembic's own lines are the CLI's to quiet
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -64,6 +66,13 @@ def _at_head(connection: Connection) -> bool:
     return list(connection.execute(text("SELECT version_num FROM alembic_version")).scalars()) == [HEAD]
 
 
+def _revision(connection: Connection) -> str | None:
+    """The revision `alembic_version` holds, without Alembic (None: the table is not there)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
 def _lock(connection: Connection) -> None:
     """Hold the database's lock on the schema until this transaction ends (other instances wait, as long
     as a migration may take: `SCHEMA_WAIT_S`, not the seconds an ordinary write waits)."""
@@ -89,7 +98,12 @@ def _upgrade(connection: Connection) -> None:
         tables = set(inspect(connection).get_table_names())
         if "executions" in tables and "alembic_version" not in tables:
             command.stamp(config, "0001")
+        before = _revision(connection) if "executions" in tables else None
         command.upgrade(config, "head")
+        if before is None:
+            log.info("database schema created at %s", HEAD)
+        else:
+            log.info("database schema upgraded from %s to %s", before, HEAD)
     except CommandError as exc:
         if "Can't locate revision" in str(exc):  # a revision no migration here names: a newer toolwise's
             found = ", ".join(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
