@@ -49,10 +49,19 @@ class Mixture:
         """What each prototype's counts are worth as evidence of one request near it, a factor: κ/(n + κ)
         where its success rate is a blend of right and wrong requests, 1 elsewhere."""
         n = worked + failed
+        kappa = self.concentration(worked, failed)
+        blend = np.isfinite(kappa)
+        weight: NDArray[np.float64] = np.divide(kappa, n + kappa, out=np.ones_like(n), where=blend)
+        return weight
+
+    def concentration(self, worked: NDArray[np.float64], failed: NDArray[np.float64]) -> NDArray[np.float64]:
+        """κ of each count pair (any shape): as many calls as its pooled requests tell one request where its
+        success rate is a blend of right and wrong ones; inf where it is not (no calls, or all agree)."""
+        n = worked + failed
         said = n > 0
         mu = np.divide(worked, n, out=np.zeros_like(n), where=said)
         spread = (mu - self.wrong) * (self.right - mu)  # > 0 only strictly between q_w and q_r
         blend = said & (spread > 0)
         kappa = np.maximum(np.divide(mu * (1.0 - mu), spread, out=np.ones_like(n), where=blend) - 1.0, 0.0)
-        weight: NDArray[np.float64] = np.divide(kappa, n + kappa, out=np.ones_like(n), where=blend)
-        return weight
+        out: NDArray[np.float64] = np.where(blend, kappa, np.inf)
+        return out

@@ -127,14 +127,39 @@ class OutcomeMemory:
             worked, failed = self.worked.take(safe, 0), self.failed.take(safe, 0)
             w[seen] = (k * worked).sum(axis=1)
             f[seen] = (k * failed).sum(axis=1)
-            if mixture is not None:  # other requests' prototypes that say something of this one, as they say it
-                near = np.nonzero((k > 0) & (cosine < self.config.merge))  # the one it would add to: its own calls
-                k[near] *= mixture.weight(worked[near], failed[near])
-                gw[seen] = (k * worked).sum(axis=1)
-                gf[seen] = (k * failed).sum(axis=1)
+            if mixture is not None:
+                gw[seen], gf[seen] = self._gate(k, cosine, worked, failed, mixture)
         s0 = self.config.prior_strength
         gate = None if mixture is None else Estimate((s0 * prior + gw) / (s0 + gw + gf), gw + gf)
         return Estimate((s0 * prior + w) / (s0 + w + f), w + f, gate)
+
+    def _gate(
+        self,
+        k: NDArray[np.float64],
+        cosine: NDArray[np.float32],
+        worked: NDArray[np.float64],
+        failed: NDArray[np.float64],
+        mixture: Mixture,
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The verdicts' evidence (W, F) of each arm: other requests' prototypes each as it says something
+        of this one (`Mixture.weight`), the one this request would add to (its own calls) in full. Against
+        the request's own calls the others together count as no more than the tool's concentration across
+        its requests (`Mixture.concentration` of its pooled counts): a tool right for one kind of request and
+        wrong for another is not kept first by its successes on requests near this one after failing here
+        (the demo's "what time is it in Paris": convert_time rated 1 twice, P(works) 0.50 on conversions
+        naming Paris). Where a tool's calls agree, they count in full, as before."""
+        own = cosine >= self.config.merge
+        near = np.nonzero((k > 0) & ~own)
+        k = k.copy()
+        k[near] *= mixture.weight(worked[near], failed[near])
+        kw, kf = k * worked, k * failed
+        own_w, own_f = np.where(own, kw, 0.0).sum(axis=1), np.where(own, kf, 0.0).sum(axis=1)
+        other_w, other_f = kw.sum(axis=1) - own_w, kf.sum(axis=1) - own_f
+        kappa = mixture.concentration(worked.sum(axis=1), failed.sum(axis=1))
+        other = other_w + other_f
+        capped = (own_w + own_f > 0) & np.isfinite(kappa) & (other > 0)
+        share = np.divide(kappa, other + kappa, out=np.ones_like(other), where=capped)
+        return own_w + share * other_w, own_f + share * other_f
 
     def mixture(self) -> Mixture:
         """q_r and q_w as every tool's prototypes show them (`Mixture.of`), kept until a count changes."""
