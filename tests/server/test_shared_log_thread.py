@@ -203,7 +203,7 @@ async def test_a_reader_waits_for_a_few_of_a_syncs_ratings_not_the_whole_batch(
     """A sync learns another instance's ratings a batch (up to 1,000) at a time holding the lock: a reader (a
     recommendation, the stats) blocked meanwhile is let in after a chunk of `LEARN_CHUNK` of them, as between
     the calls of a drain, not after the whole batch."""
-    feedback_a, a, feedback_b, b = await _taught_by_another(url, "outcome")
+    feedback_a, _, feedback_b, b = await _taught_by_another(url, "outcome")
     learner = b.learning.learner
     observe = learner.observe_rating
     rated: list[int] = []
