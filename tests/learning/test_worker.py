@@ -300,3 +300,34 @@ async def test_once_closed_a_read_is_done_on_the_event_loop() -> None:
     worker.close()  # the reads asked are answered, then the reader thread ends
     assert reader != threading.get_ident()
     assert await worker.read(threading.get_ident) == threading.get_ident()
+
+
+async def test_the_worker_gives_no_turn_to_a_loop_blocked_closing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`close` blocks the event loop until the work handed over ends (a shutdown, with the work of a sync the
+    upkeep's cancel left behind): a turn posted to it could not run, so each step would wait `TURN_S` for
+    nothing, out of the little time a client gives a shutdown."""
+    worker = LearningThread()
+    loop = asyncio.get_running_loop()
+    posted: list[Callable[..., object]] = []
+    post = loop.call_soon_threadsafe
+    started, closing = threading.Event(), threading.Event()
+
+    def spy(callback: Callable[..., object], *args: object) -> asyncio.Handle:
+        posted.append(callback)
+        return post(callback, *args)
+
+    def work() -> int:  # on the learning thread: steps of a batch, the loop closing the thread meanwhile
+        started.set()
+        closing.wait(10)
+        wait_until(lambda: worker._closed)
+        monkeypatch.setattr(loop, "call_soon_threadsafe", spy)  # what is posted once the loop closes the thread
+        for _ in range(5):
+            time.sleep(2 * SLICE_S)  # a slice of work done: a turn would be due
+            worker.let_loop_run()
+        return len(posted)
+
+    handed = asyncio.ensure_future(worker.run(work))
+    await asyncio.to_thread(started.wait, 10)
+    closing.set()
+    worker.close()  # blocks the loop until `work` ends
+    assert await handed == 0

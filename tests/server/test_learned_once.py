@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from tests.server.test_growth import proxied
 from tests.server.test_persistence import service
 from toolwise.errors import UserError
 from toolwise.feedback import Episode, Execution, FeedbackService, StoreUnavailableError
-from toolwise.learning.service import with_session_query
+from toolwise.learning.service import LEARN_CHUNK, with_session_query
 from toolwise.server.services import Services
 
 
@@ -161,4 +162,40 @@ async def test_a_second_end_of_a_session_being_ended_answers_with_the_first(url:
     )
     assert first == second and episodes(tmp_path) == [("s", "success")]
     assert services.learning.learner.updates == updates + 1
+    await feedback.aclose()
+
+
+async def test_calls_being_learned_when_a_snapshot_is_copied_are_learned_once_after_a_restart_from_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot's copy that waits for the lock (`LearningThread.read`: held by a sync's batch when a save
+    asks, and a drain's hand-over queued meanwhile may take it first) is let in between two chunks of the
+    calls being learned: the calls it holds learned are counted in it as learned live, so a restart from it
+    does not learn them again from the log."""
+    feedback, live = await service(url)
+    learning = live.learning
+    learner = learning.learner
+    learn = learner.learn
+
+    def slow_step(step: Any, rng: Any, **kwargs: Any) -> Any:
+        time.sleep(0.002)  # the GIL let go: the event loop asks for the copy while the chunk is learned
+        return learn(step, rng, **kwargs)
+
+    monkeypatch.setattr(learner, "learn", slow_step)
+    calls = 3 * LEARN_CHUNK  # under BEHIND: learned one at a time, a reader let in every LEARN_CHUNK
+    for _ in range(calls):
+        proxied(live, "s", "git__git_log")
+    draining = asyncio.create_task(learning.drain())
+    while learner.updates == 0:
+        await asyncio.sleep(0.001)
+    captured = await learning.thread.read(lambda: live.snapshots._captured("periodic"))  # as `save` copies it
+    await draining
+    assert 0 < captured.sample_count < calls  # copied between two chunks of the hand-over
+    await feedback.snapshots.save(await asyncio.to_thread(live.snapshots._record, captured), keep=5)
+    await feedback.flush()
+    await feedback.aclose()  # a crash: that snapshot is the newest
+
+    feedback, restarted = await service(url)
+    report = await restarted.snapshots.restore_latest()
+    assert restarted.learning.learner.updates == calls, report  # each call learned once
     await feedback.aclose()

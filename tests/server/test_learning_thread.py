@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from tests.server.surface import held_elsewhere, ok, rows, running
+from tests.server.test_growth import proxied
+from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
 from toolwise.rl import Step
 from toolwise.server.handlers import STALE_CALLS
@@ -438,3 +440,38 @@ async def test_a_recommendation_past_the_staleness_bound_waits_for_the_hand_over
         await draining
         assert 0 < left <= STALE_CALLS, f"{left} calls pending once the recommendation answered"
         assert app.learning.pending == 0 and learner.updates == backlog
+
+
+async def test_a_recommendation_whose_session_ended_while_it_waited_for_the_lock_opens_no_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recommendation waits for the lock beside the loop; a session ended meanwhile (its episode recorded,
+    its open decisions forgotten) gets no decision opened after its end, so a call of a recommended tool on
+    the connection after the end is not attributed to the ended session, re-created for it."""
+    feedback, services = await open_services(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning, agent = services.learning, services.agent
+    session = learning.sessions.get("s")
+    proxied(services, "s", "git__git_log")
+    await learning.drain()
+    record, recorded = feedback.log.record_episode, asyncio.Event()
+
+    async def held_record(episode: Any) -> Any:
+        await recorded.wait()  # the end is learned; its episode is being recorded
+        return await record(episode)
+
+    monkeypatch.setattr(feedback.log, "record_episode", held_record)
+    ending = asyncio.create_task(agent.end_session("s", "success"))
+    while not learning.covered.live - {e.id for e in session.calls}:  # its end learned (marked live)
+        await asyncio.sleep(0.001)
+    with held_elsewhere(learning.lock) as let_go:  # as a sync's batch holds it
+        recommending = asyncio.create_task(agent.recommend(session, "show the log", 3, None))
+        await asyncio.sleep(0.01)
+        assert not recommending.done()  # waiting beside the loop for the lock
+        recorded.set()
+        await ending  # the session ended: recorded, its decisions forgotten
+    await recommending
+    assert let_go.is_set()
+    assert learning.sessions.find("s") is None
+    after, opened = learning.attribute("git__git_log", None, "s", "s")
+    assert opened is None and learning.sessions.find("s") is after  # a new session of that name, no decision
+    await feedback.aclose()

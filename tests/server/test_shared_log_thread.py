@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -192,5 +193,33 @@ async def test_a_restore_swapped_in_after_a_syncs_batch_stops_the_sync_and_keeps
     await asyncio.wait_for(syncing, 30)
     assert b.learning.learner.updates == 0  # the restored state: nothing of the sync learned into it
     assert await b.sharing.sync() == 0  # the log as of the restore counts as covered
+    await feedback_a.aclose()
+    await feedback_b.aclose()
+
+
+async def test_a_reader_waits_for_a_few_of_a_syncs_ratings_not_the_whole_batch(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync learns another instance's ratings a batch (up to 1,000) at a time holding the lock: a reader (a
+    recommendation, the stats) blocked meanwhile is let in after a chunk of `LEARN_CHUNK` of them, as between
+    the calls of a drain, not after the whole batch."""
+    feedback_a, _, feedback_b, b = await _taught_by_another(url, "outcome")
+    learner = b.learning.learner
+    observe = learner.observe_rating
+    rated: list[int] = []
+
+    def slow_rating(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.005)  # a rating that takes a while (the GIL let go: the loop runs meanwhile)
+        rated.append(1)
+        return observe(*args, **kwargs)
+
+    monkeypatch.setattr(learner, "observe_rating", slow_rating)
+    syncing = asyncio.create_task(b.sharing.sync())
+    while not rated:
+        await asyncio.sleep(0.001)
+    read_at = await b.learning.read_learned(lambda _: len(rated))
+    await syncing
+    assert len(rated) == 2 * 3  # _taught_by_another: two ratings a round, three rounds
+    assert read_at < len(rated), f"the reader got in after {read_at} of {len(rated)} ratings"
     await feedback_a.aclose()
     await feedback_b.aclose()

@@ -60,7 +60,7 @@ class Agent:
     ) -> tuple[Decision, dict[str, list[Suggestion]]]:
         """`recommend`, and the argument values that worked for its first `suggest` tools (`suggestions`),
         read together: one wait for the lock at most. The decision is opened once both are back, so a
-        caller that goes away meanwhile leaves no decision open for calls to follow."""
+        caller that goes away meanwhile, or a session ended meanwhile, leaves no decision open for calls to follow."""
         learning = self.learning
         if len(learning.learner.index.active if candidates is None else candidates) == 0:
             raise UserError("there are no tools to choose from")  # the caller's to fix, not a bug
@@ -94,7 +94,8 @@ class Agent:
 
         decision, suggested = await learning.read_learned(decide)
         session.recommended(query, decision)
-        learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
+        if learning.sessions.find(session.id) is session:  # not ended while it waited for the lock (`_close`)
+            learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
         learning.state.decided(decision.explored)
         return decision, suggested
 

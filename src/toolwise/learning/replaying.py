@@ -198,12 +198,14 @@ class LogLearning:
         the state whose marks are `covered` was replaced before."""
         if self.replaced(covered):
             return None
-        rmark, learned = covered.ratings, 0
+        rmark, learned, thread = covered.ratings, 0, self.learning.thread
         for event, before in todo:
             rating_id = event.rating.id
             assert rating_id is not None  # read from the log
             if rmark.fresh(rating_id):
-                self.learning.thread.let_loop_run()
+                if learned % LEARN_CHUNK == 0:  # a blocked reader waits for a chunk, not the batch
+                    thread.let_readers_in()
+                thread.let_loop_run()
                 self.rating(event, before)
                 rmark.add(rating_id)
                 learned += 1
@@ -213,14 +215,16 @@ class LogLearning:
         """On the learning thread, holding the lock: learn (those with their step) and mark a batch of the
         log's episode ends, but those a sync before marked. Returns whether the state whose marks are
         `covered` was replaced before (then nothing is done)."""
-        emark, live = covered.episodes, covered.live
+        emark, live, thread = covered.episodes, covered.live, self.learning.thread
         if self.replaced(covered) or emark is None:
             return True
-        for seq, end_id, execution in todo:
+        for k, (seq, end_id, execution) in enumerate(todo):
             if not emark.fresh(seq):
                 continue
             if execution is not None:
-                self.learning.thread.let_loop_run()
+                if k % LEARN_CHUNK == 0:  # a blocked reader waits for a chunk, not the batch
+                    thread.let_readers_in()
+                thread.let_loop_run()
                 self.end(execution)
             emark.add(seq)
             live.discard(end_id)

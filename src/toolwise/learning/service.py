@@ -279,6 +279,7 @@ class LearningService(LearningCore):
             rewards = [learner.reward_of(step) for step in steps]  # not learned: the record keeps what it says
         for call, step, reward in zip(calls, steps, rewards, strict=True):
             call.execution.learned(reward, learner.context_hash(step))
+            self.covered.live.add(call.execution.id)  # marked as learned in the same hold (`_learn`)
 
     async def _complete(self, call: Call) -> None:
         execution = call.execution
@@ -286,7 +287,6 @@ class LearningService(LearningCore):
         call.recorded()
         if (session := self.sessions.find(execution.session_id)) is not None:
             session.rewarded(execution.reward or 0.0)
-        self.covered.live.add(execution.id)
         self.state.called()
         self.state.learned()
         self.shield(execution)
@@ -321,6 +321,9 @@ class LearningService(LearningCore):
             log.exception("learning from a call of %s failed; the execution is recorded", execution.tool)
             learned = self.learner.learn(step, self.state.rng, update=False)
         execution.learned(learned.reward if learnable else None, learned.context_hash)
+        # Marked as learned live in the same hold of the lock: a snapshot's copy let in between two chunks
+        # holds the calls learned with their marks, so a restart from it does not learn them again.
+        self.covered.live.add(execution.id)
 
     def session_closed(self, session_id: str) -> None:
         """The session's connection closed: a failure of its last call, waiting to be read from the

@@ -11,7 +11,8 @@ change of the marks (`Covered`): a batch is learned and marked in one piece ther
 again first, so a sync cancelled while its batch waits leaves it learned once and marked, and a restore
 swapped in before it (`LearningCore.adopt`, on the same thread) stops it. The shields, the counters and
 the catch-up's progress are the loop's, updated once a batch is back. The loop touches the marks only
-to read them (a first choice of what is fresh) and to add its own calls to `live` (`_complete`).
+to read them (a first choice of what is fresh); its own calls are added to `live` as the learning thread
+learns them (`LearningService._learn`).
 """
 
 from __future__ import annotations

@@ -213,9 +213,10 @@ class LearningThread:
     def let_loop_run(self) -> None:
         """Between two learning steps of the work: once `SLICE_S` of it has passed since the loop's last
         turn, give the loop a turn (the module's docstring). Does nothing off the learning thread (work
-        small enough to do on the loop calls it too) or while the loop is blocked on the lock."""
+        small enough to do on the loop calls it too), while the loop is blocked on the lock, or once the thread
+        is closing (`close` blocks the loop until the work ends)."""
         loop = self._loop
-        if threading.get_ident() != self._worker or loop is None or loop.is_closed():
+        if threading.get_ident() != self._worker or loop is None or loop.is_closed() or self._closed:
             return
         if time.perf_counter() - self._since < SLICE_S:
             return
