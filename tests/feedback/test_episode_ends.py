@@ -3,8 +3,10 @@ call, through indexes (a sync tick or a replay never scans the episodes)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 
 from tests.feedback.test_log_at_scale import Statements, fill
@@ -44,3 +46,16 @@ async def test_episode_ends_come_in_order_with_their_last_call_through_indexes(s
             )
             assert "SCAN episodes" not in plan and "SCAN executions" not in plan and "TEMP B-TREE" not in plan, plan
             assert "ix_episodes_ns_seq" in plan or "ix_episodes_last_execution" in plan, plan
+
+
+async def test_recording_an_episode_again_returns_it_as_recorded_and_another_end_under_its_id_is_refused(
+    service: FeedbackService,
+) -> None:
+    """A retry of a recording that committed and reported an error anyway: the episode is there once."""
+    [last] = await fill(service, 1)
+    first = await end(service, "s", last)
+    again = await service.log.record_episode(replace(first, seq=None, outcome="failure", ended_at=utcnow()))
+    assert again == first  # as first recorded
+    assert [e.id for e in await service.reports.get_episodes()] == [first.id]
+    with pytest.raises(ValueError, match="is recorded for session 's'"):
+        await service.log.record_episode(replace(first, seq=None, session_id="other"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.server.test_growth import proxied
-from tests.server.test_persistence import service
+from tests.server.test_persistence import PG_URL, service
 from toolwise.errors import UserError
 from toolwise.feedback import Episode, Execution, FeedbackService, StoreUnavailableError
 from toolwise.learning.service import LEARN_CHUNK, with_session_query
@@ -125,6 +126,51 @@ async def test_an_end_the_database_refused_is_ended_by_its_retry_recorded_and_le
     ended = await services.agent.end_session("s", "success")  # the client tries again: the session is still open
     assert ended.tools == ["git__git_status", "git__git_log"]
     assert episodes(tmp_path) == [("s", "success")]
+    assert services.learning.learner.updates == updates + 1  # its end learned once, not at each try
+    assert await services.sharing.sync() == 0 and services.learning.learner.updates == updates + 1
+    with pytest.raises(UserError, match="has no calls to end"):  # ended now
+        await services.agent.end_session("s", "success")
+    await feedback.aclose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, url: str) -> tuple[str, str]:
+    """A database and a namespace of its own in it: the SQLite file, or the test PostgreSQL server."""
+    if request.param == "sqlite":
+        return url, "default"
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    return PG_URL, f"test-{uuid.uuid4().hex[:8]}"
+
+
+async def test_an_end_recorded_though_the_database_reported_an_error_is_ended_by_its_retry(
+    store: tuple[str, str],
+) -> None:
+    """The episode was committed and the error came after (the connection lost, a timeout fired after the
+    write landed): the retry, with the same episode id, finds it recorded instead of failing on the id."""
+    url, namespace = store
+    feedback, services = await service(url, policy="ucb", namespace=namespace)
+    for tool in ("git__git_status", "git__git_log"):
+        proxied(services, "s", tool)
+    await services.learning.drain()
+    updates = services.learning.learner.updates
+    record = feedback.log.record_episode
+    lost = [StoreUnavailableError("the connection to the database was lost after the commit")]
+
+    async def committed_then_lost(episode: Episode) -> Episode:
+        recorded = await record(episode)
+        if lost:
+            raise lost.pop()
+        return recorded
+
+    feedback.log.record_episode = committed_then_lost  # type: ignore[method-assign]  # a failing store in its place
+    with pytest.raises(StoreUnavailableError):
+        await services.agent.end_session("s", "success")
+    ended = await services.agent.end_session("s", "success")  # the client tries again: the session is still open
+    stored = await feedback.reports.get_episodes(namespace=namespace)
+    assert [(e.id, e.session_id, e.tools, e.seq) for e in stored] == [
+        (ended.id, "s", ["git__git_status", "git__git_log"], ended.seq)
+    ]
     assert services.learning.learner.updates == updates + 1  # its end learned once, not at each try
     assert await services.sharing.sync() == 0 and services.learning.learner.updates == updates + 1
     with pytest.raises(UserError, match="has no calls to end"):  # ended now

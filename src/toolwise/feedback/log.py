@@ -28,7 +28,7 @@ from toolwise.feedback.records import (
     RatingEvent,
     utcnow,
 )
-from toolwise.feedback.rows import ExecutionRows, episode_values
+from toolwise.feedback.rows import ExecutionRows, episode_from_row, episode_values
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow
 
 
@@ -112,16 +112,27 @@ class ExecutionLog:
     async def record_episode(self, episode: Episode) -> Episode:
         """Commit a finished episode (a session's ordered tool sequence and its outcome) after every
         execution queued before it, its last call's included: a sync that reads the end finds its step.
-        Returns it with its place among the log's episode ends."""
+        Returns it with its place among the log's episode ends. Idempotent on the episode's id: a retry
+        of a recording that committed and still reported an error (a connection lost after the commit)
+        returns the episode as first recorded instead of failing on the id forever."""
         if episode.outcome not in OUTCOMES:
             raise InvalidOutcomeError(episode.outcome)
         await self._database.flush()
-        seq = await self._database.write(
-            lambda conn: conn.execute(
-                insert(EpisodeRow).values(episode_values(episode)).returning(EpisodeRow.seq)
-            ).scalar_one()
-        )
-        return replace(episode, seq=seq)
+
+        def write(conn: Connection) -> Episode:
+            stored = conn.execute(select(EpisodeRow).where(EpisodeRow.id == episode.id)).mappings().first()
+            if stored is None:
+                row = insert(EpisodeRow).values(episode_values(episode)).returning(EpisodeRow.seq)
+                return replace(episode, seq=conn.execute(row).scalar_one())
+            recorded = episode_from_row(stored)
+            if (recorded.session_id, recorded.last_execution) != (episode.session_id, episode.last_execution):
+                raise ValueError(
+                    f"episode id {episode.id!r} is recorded for session {recorded.session_id!r} ending after "
+                    f"{recorded.last_execution!r}, not {episode.session_id!r} ending after {episode.last_execution!r}"
+                )
+            return recorded
+
+        return await self._database.write(write)
 
     async def prune(self, before: datetime, *, namespace: str = "default", max_seq: int, batch: int = 1000) -> int:
         """Delete executions (and their ratings) finished before `before` whose seq is at most `max_seq`
