@@ -18,6 +18,7 @@ from tests.server.test_growth import proxied
 from tests.server.test_persistence import PG_URL, service
 from toolwise.errors import UserError
 from toolwise.feedback import Episode, Execution, FeedbackService, StoreUnavailableError
+from toolwise.feedback.records import RatingEvent
 from toolwise.learning.service import LEARN_CHUNK, with_session_query
 from toolwise.server.services import Services
 
@@ -175,6 +176,40 @@ async def test_an_end_recorded_though_the_database_reported_an_error_is_ended_by
     assert await services.sharing.sync() == 0 and services.learning.learner.updates == updates + 1
     with pytest.raises(UserError, match="has no calls to end"):  # ended now
         await services.agent.end_session("s", "success")
+    await feedback.aclose()
+
+
+async def test_a_rating_recorded_though_the_database_reported_an_error_is_counted_and_learned_once(
+    store: tuple[str, str],
+) -> None:
+    """The rating was committed and the error came after: the client's retry of the same rating finds it
+    recorded (not a second rating of the call in the tool's metrics, nor a second observation learned)."""
+    url, namespace = store
+    feedback, services = await service(url, namespace=namespace)
+    session = services.learning.sessions.get("s")
+    execution_id = proxied(services, "s", "git__git_log")
+    await services.learning.drain()
+    updates = services.learning.learner.updates
+    add = feedback.log.add_rating
+    lost = [StoreUnavailableError("the connection to the database was lost after the commit")]
+
+    async def committed_then_lost(*args: Any, **kwargs: Any) -> RatingEvent:
+        added = await add(*args, **kwargs)
+        if lost:
+            raise lost.pop()
+        return added
+
+    feedback.log.add_rating = committed_then_lost  # type: ignore[method-assign]  # a failing store in its place
+    with pytest.raises(StoreUnavailableError):
+        await services.agent.rate(session, 1, execution_id, None, "wrong file")
+    await services.agent.rate(session, 1, execution_id, None, "wrong file")  # the client tries again
+    [metrics] = await feedback.reports.get_tool_metrics(namespace=namespace)
+    assert (metrics.ratings, metrics.avg_rating) == (1, 1.0)
+    assert services.learning.learner.updates == updates + 1  # the rating learned once
+    assert await services.sharing.sync() == 0 and services.learning.learner.updates == updates + 1
+    await services.agent.rate(session, 1, execution_id, None, "wrong file")  # a rating again, once it worked
+    [metrics] = await feedback.reports.get_tool_metrics(namespace=namespace)
+    assert metrics.ratings == 2 and services.learning.learner.updates == updates + 2
     await feedback.aclose()
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     Connection,
+    Select,
     delete,
     insert,
     select,
@@ -54,24 +55,38 @@ class ExecutionLog:
         return execution.id
 
     async def add_rating(
-        self, execution_id: str, rating: int, comment: str | None = None, *, instance: str | None = None
+        self,
+        execution_id: str,
+        rating: int,
+        comment: str | None = None,
+        *,
+        instance: str | None = None,
+        created_at: datetime | None = None,
+        retried: bool = False,
     ) -> RatingEvent:
         """Commit a 1..5 rating of a recorded execution; returns it with the execution and the rating
-        it replaces (the execution's latest earlier rating, if any)."""
+        it replaces (the execution's latest earlier rating, if any). `retried`: a retry of this rating
+        (the same `instance` and `created_at`) whose try may have committed though it reported an error
+        (a connection lost after the commit): a row of that try is the rating, not stored or counted again."""
         if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
             raise InvalidRatingError(rating)
         execution = await self._reads.get_execution(execution_id)
         if execution is None:
             raise UnknownExecutionError(execution_id)
-        created_at, comment = utcnow(), self._rows.free_text(comment)
+        created_at, comment = created_at or utcnow(), self._rows.free_text(comment)
 
         def write(conn: Connection) -> tuple[int | None, int]:
-            previous = conn.scalar(
-                select(RatingRow.rating)
-                .where(RatingRow.execution_id == execution_id)
-                .order_by(RatingRow.id.desc())
-                .limit(1)
-            )
+            if retried:
+                r = RatingRow
+                tried = select(r.id).where(
+                    r.execution_id == execution_id,
+                    r.instance == instance,
+                    r.created_at == created_at,
+                    r.rating == rating,
+                )
+                if (rating_id := conn.scalar(tried)) is not None:
+                    return conn.scalar(_latest(execution_id).where(RatingRow.id < rating_id)), rating_id
+            previous = conn.scalar(_latest(execution_id))
             rating_id = conn.execute(
                 insert(RatingRow)
                 .values(
@@ -161,6 +176,11 @@ class ExecutionLog:
         finally:
             self.summaries_changed()
         return deleted
+
+
+def _latest(execution_id: str) -> Select[int]:
+    """An execution's latest rating (narrowed by the caller: the latest before one)."""
+    return select(RatingRow.rating).where(RatingRow.execution_id == execution_id).order_by(RatingRow.id.desc()).limit(1)
 
 
 def _forget(conn: Connection, ids: list[str]) -> None:

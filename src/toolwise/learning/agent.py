@@ -11,6 +11,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from toolwise.errors import UserError
@@ -40,6 +41,8 @@ class Agent:
         self.learning = learning
         self._ending: dict[str, asyncio.Future[Episode]] = {}  # session → its end under way
         self._unrecorded: OrderedDict[str, Episode] = OrderedDict()  # session → its end learned, not yet recorded
+        # (execution, rating, comment) → the time of a rating whose try failed: a retry finds that try's row
+        self._unrated: OrderedDict[tuple[str, int, str | None], datetime] = OrderedDict()
 
     async def recommend(
         self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
@@ -149,9 +152,19 @@ class Agent:
     async def _rate(
         self, session: Session, execution_id: str, rating: int, comment: str | None
     ) -> tuple[Execution, float]:
+        """A rating whose try failed keeps its time for the retry (`_unrated`): a try that committed though
+        it reported an error is found by it, so the retry neither stores nor learns the rating again."""
         learning, n = self.learning, self.learning.history_n
         writes = learning.feedback.log
-        event = await writes.add_rating(execution_id, rating, comment, instance=learning.instance_id)
+        tried = (execution_id, rating, comment)
+        created_at = self._unrated.pop(tried, None)
+        retried = created_at is not None
+        created_at = self._unrated[tried] = created_at or utcnow()
+        if len(self._unrated) > learning.sessions.limit:  # ratings never tried again
+            self._unrated.popitem(last=False)
+        event = await writes.add_rating(
+            execution_id, rating, comment, instance=learning.instance_id, created_at=created_at, retried=retried
+        )
         rating_id = event.rating.id
         assert rating_id is not None  # committed
         execution = await with_session_query(learning.feedback, event.execution, learning.namespace)
@@ -179,6 +192,7 @@ class Agent:
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
             call.learned(reward)
+        self._unrated.pop(tried, None)
         return execution, reward
 
     async def end_session(self, session_id: str, outcome: Outcome, *, shown: str | None = None) -> Episode:
