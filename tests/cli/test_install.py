@@ -46,16 +46,6 @@ SAMPLES: dict[Client, dict[str, Any]] = {
 }
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A throwaway HOME (and XDG dirs): nothing here may touch the real user's files."""
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / ".local" / "share"))
-    monkeypatch.setattr(sys, "platform", "linux")
-    return tmp_path
-
-
 def write_sample(client: Client, indent: int = 2) -> tuple[Path, bytes]:
     path = clients.client_config_path(client, "linux")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,22 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from toolwise.cli import clients, install
 from toolwise.cli.clients import Client
 from toolwise.cli.main import app
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A throwaway HOME (and XDG dirs): nothing here may touch the real user's files."""
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / ".local" / "share"))
-    monkeypatch.setattr(sys, "platform", "linux")
-    return tmp_path
 
 
 def installed_claude_desktop() -> Path:
