@@ -15,6 +15,15 @@ from toolwise.cli.main import app
 ABSENT = "mcp-server-absent"
 
 
+def installed_by(marker: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """toolwise runs from an environment that `marker` says uv (`uv-receipt.toml`), pipx or (None) pip made."""
+    environment = tmp_path / "env"
+    environment.mkdir()
+    if marker is not None:
+        (environment / marker).write_text("")
+    monkeypatch.setattr(sys, "prefix", str(environment))
+
+
 @pytest.mark.parametrize(
     ("marker", "hint"),
     [
@@ -26,11 +35,7 @@ ABSENT = "mcp-server-absent"
 def test_the_demo_says_how_to_install_a_missing_server_with_the_tool_that_installed_toolwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: str | None, hint: str
 ) -> None:
-    environment = tmp_path / "env"
-    environment.mkdir()
-    if marker is not None:
-        (environment / marker).write_text("")
-    monkeypatch.setattr(sys, "prefix", str(environment))
+    installed_by(marker, tmp_path, monkeypatch)
     config = tmp_path / "demo.json"
     config.write_text(json.dumps({"mcpServers": {"gone": {"command": ABSENT}}}))
     result = CliRunner().invoke(app, ["demo", "--config", str(config), "--calls", "1"])
@@ -49,11 +54,7 @@ def test_the_demo_says_how_to_install_a_missing_server_with_the_tool_that_instal
 def test_plot_without_matplotlib_says_how_to_add_it_beside_toolwise_never_toolwise_from_a_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: str | None, hint: str
 ) -> None:
-    environment = tmp_path / "env"
-    environment.mkdir()
-    if marker is not None:
-        (environment / marker).write_text("")
-    monkeypatch.setattr(sys, "prefix", str(environment))
+    installed_by(marker, tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed: importing it raises ImportError
     result = CliRunner().invoke(app, ["inspect", "plot", "--output", str(tmp_path / "curves.png")])
     said = " ".join(result.output.split())
