@@ -17,7 +17,14 @@ from tests.server.test_growth import proxied
 from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
 from toolwise.rl import Step
+from toolwise.server.app import Toolwise
 from toolwise.server.handlers import STALE_CALLS
+
+
+async def caught_up(app: Toolwise) -> None:
+    """Until the start-up has loaded the learned state and caught up with the log (its own drain included)."""
+    while app.learning.loading or app.learning.catching_up:
+        await asyncio.sleep(0.01)
 
 
 async def test_proxied_calls_are_learned_on_the_learning_thread_in_call_order(
@@ -50,8 +57,7 @@ async def test_a_recommendation_reads_the_learned_state_as_it_is_unless_a_seed_a
 ) -> None:
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # nothing is learned until someone waits for it
     async with running(tmp_path, seed=None) as (app, client):
-        while app.learning.loading or app.learning.catching_up:  # start-up's catch-up ends with a drain of its own
-            await asyncio.sleep(0.01)
+        await caught_up(app)  # start-up's catch-up ends with a drain of its own
         assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
         ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
         assert app.learning.pending == 1, "the recommendation did not wait for the call before it"
@@ -61,8 +67,7 @@ async def test_a_recommendation_reads_the_learned_state_as_it_is_unless_a_seed_a
         # past STALE_CALLS pending calls, a recommendation waits for the older ones, not for every one
         assert app.learning.pending == STALE_CALLS
     async with running(tmp_path / "seeded") as (app, client):  # surface.running's seed: decisions replay exactly
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
         ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
         assert app.learning.pending == 0
@@ -73,8 +78,7 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
 ) -> None:
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         learner = app.learning.learner
         runs: list[int] = []
         ones: list[str] = []
@@ -113,8 +117,7 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
     monkeypatch.setattr(service, "LEARN_RUN", service.BEHIND)
     monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.BEHIND)
     async with running(tmp_path, seed=None) as (app, client):
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         learner = app.learning.learner
         runs: list[int] = []
         learn_many = learner.learn_many
@@ -140,8 +143,7 @@ async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
     other way in is left (the interpreter forcing the learning thread off the GIL after 5 ms)."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path) as (app, client):
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         learner = app.learning.learner
         learn = learner.learn
         learned: list[str] = []
@@ -186,8 +188,7 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
     stats) blocked on its lock meanwhile gets in after a chunk of `LEARN_CHUNK` calls, not after them all."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path) as (app, client):  # surface.running's seed: one call at a time, never runs
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         learner = app.learning.learner
         learn, run = learner.learn, app.learning.thread.run
         learned: list[str] = []
@@ -225,8 +226,7 @@ async def test_a_drain_gives_the_event_loop_back_every_few_records_of_a_hand_ove
     would hold the event loop (and every call waiting on it) until the last: it runs every few records."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path) as (app, client):
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         calls = 3 * service.RECORDS_PER_TURN
         for i in range(calls):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
@@ -394,8 +394,7 @@ async def test_a_drain_returns_once_the_calls_noted_before_it_are_learned_though
     than they are learned, a drain (and the own tool waiting for it) still returns."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path) as (app, client):
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         learner = app.learning.learner
         learn = learner.learn
 
@@ -421,8 +420,7 @@ async def test_a_recommendation_past_the_staleness_bound_waits_for_the_hand_over
     calls pending waits until all but the newest STALE_CALLS are learned, not for the rest of that drain."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
-        while app.learning.loading or app.learning.catching_up:
-            await asyncio.sleep(0.01)
+        await caught_up(app)
         learner = app.learning.learner
         learn_many = learner.learn_many
 
