@@ -45,7 +45,7 @@ def test_a_server_with_one_client_opens_on_its_timeouts_as_before() -> None:
     assert circuit.state == "open" and circuit.admit(5.0) == 29.0
 
 
-def test_a_success_ends_the_run_of_failures_and_a_cancelled_probe_reopens() -> None:
+def test_a_success_ends_the_run_of_failures_and_a_cancelled_probe_lets_the_next_call_probe() -> None:
     circuit = Circuit(threshold=2, cooldown_s=30)
     circuit.failed(0.0, "a", timed_out=True)
     circuit.succeeded("b")
@@ -54,5 +54,8 @@ def test_a_success_ends_the_run_of_failures_and_a_cancelled_probe_reopens() -> N
     circuit.failed(2.0, "a", timed_out=True)
     assert state(circuit) == "open"  # a run of two, by two clients
     assert circuit.admit(32.0, "a") is None and state(circuit) == "half-open"
-    circuit.abandoned(32.5, "a")
-    assert state(circuit) == "open"
+    probes = circuit.probes("a")
+    assert circuit.admit(32.1, "b") is not None  # the others wait for the probe's verdict
+    Circuit.abandoned(probes)
+    assert state(circuit) == "half-open" and circuit.failures == 2  # no verdict, no failure
+    assert circuit.admit(32.5, "b") is None  # the next call probes

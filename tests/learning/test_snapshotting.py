@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_persistence import QUERIES, call, service, teach
+from tests.server.test_persistence import QUERIES, TOOLS, call, service, settings, teach
+from toolwise.feedback import FeedbackService
 from toolwise.feedback.records import SnapshotRecord
+from toolwise.server.services import Services
 
 SETTLE_S = 2.0  # how long a restore started beside another is given to run (it waits for the other, once mended)
 
@@ -159,4 +161,24 @@ async def test_an_instance_following_a_restore_learns_its_own_session_ends_made_
     assert services.learning.learner.updates == saved.sample_count + 2  # the restore, the call and its end
     assert other.learning.learner.updates == saved.sample_count + 2  # its own end too
     await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_calls_learned_before_a_restore_but_not_yet_committed_are_not_learned_again_on_top_of_it(
+    url: str,
+) -> None:
+    feedback = FeedbackService(url, flush_interval_ms=60_000)  # queued records wait for a flush to commit
+    await feedback.start()
+    services = Services.open(settings(url), feedback)
+    await services.learning.set_tools(TOOLS)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    for i in range(3):  # learned into the state the restore replaces, queued for the store, not committed
+        await call(services, f"before-{i}", QUERIES[1], "git__git_log")
+    await services.snapshots.adopt(saved, "restore")
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count  # the restore, nothing learned again on top
+    await call(services, "after", QUERIES[1], "git__git_log")
+    await services.sharing.sync()
+    assert services.learning.learner.updates == saved.sample_count + 1  # a call after it, learned once
     await feedback.aclose()

@@ -135,6 +135,7 @@ async def forward(
     wait = circuit.admit(time.monotonic(), caller)
     if wait is not None:
         raise CircuitOpenError(_open_circuit(downstream.name, circuit, wait, caller))
+    probes = circuit.probes(caller)
     try:
         result = await _call(downstream, tool, arguments, timeout_s, meta, progress, rounds)
     except InvalidArgumentsError:
@@ -147,7 +148,7 @@ async def forward(
         circuit.failed(time.monotonic(), caller, timed_out=exc.timed_out)
         raise
     except BaseException:
-        circuit.abandoned(time.monotonic(), caller)  # a cancelled probe must not leave it half-open
+        Circuit.abandoned(probes)  # cancelled: no failure; a cancelled probe lets the next call probe
         raise
     circuit.succeeded(caller)
     return result

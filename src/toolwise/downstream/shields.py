@@ -25,7 +25,8 @@ CALLER_CIRCUITS = 10_000  # clients with timeouts remembered per downstream (clo
 @dataclass(slots=True)
 class Circuit:
     """Opens after `threshold` consecutive downstream failures; after `cooldown_s` one probe call
-    goes through (half-open): success closes it, failure opens it again."""
+    goes through (half-open): success closes it, failure opens it again. A cancelled call is no
+    verdict (the client's choice): it counts for nothing, and a cancelled probe lets the next call probe."""
 
     threshold: int
     cooldown_s: float
@@ -36,6 +37,8 @@ class Circuit:
     _timed_out: set[str] = field(default_factory=set)  # clients with a timeout in the current run of failures
     _shared: bool = False  # the current run holds a failure that is not a timeout
     _callers: dict[str, Circuit] = field(default_factory=dict)  # each client's own circuit, for its timeouts
+    _probe: int = 0  # the probe in flight while half-open (0: none; else its number, `probes`)
+    _probes: int = 0  # probes let through so far
 
     def admit(self, now: float, caller: str | None = None) -> float | None:
         """None when a call (of `caller`) may go through; else the seconds left before the next probe."""
@@ -48,19 +51,28 @@ class Circuit:
         own = self._callers.get(caller) if caller is not None else None
         return own.failures if own is not None and own.state != "closed" else None
 
+    def probes(self, caller: str | None = None) -> list[tuple[Circuit, int]]:
+        """Right after `admit` let a call through: the circuits (the downstream's, the caller's own)
+        whose probe it is, for `abandoned` should it be cancelled."""
+        own = self._callers.get(caller) if caller is not None else None
+        return [(c, c._probe) for c in (self, own) if c is not None and c.state == "half-open" and c._probe]
+
     def _admit(self, now: float) -> float | None:
         if self.state == "closed":
             return None
         if self.state == "open" and now - self.opened_at >= self.cooldown_s:
             self.state = "half-open"
-            return None
         if self.state == "half-open":
-            return self.cooldown_s  # a probe is in flight: the others wait for its verdict
+            if self._probe:
+                return self.cooldown_s  # a probe is in flight: the others wait for its verdict
+            self._probes += 1
+            self._probe = self._probes
+            return None
         return self.cooldown_s - (now - self.opened_at)
 
     def succeeded(self, caller: str | None = None) -> None:
         if self.failures or self.state != "closed" or self._shared or self._timed_out:  # else nothing to reset
-            self.state, self.failures, self._shared = "closed", 0, False
+            self.state, self.failures, self._shared, self._probe = "closed", 0, False, 0
             self._timed_out.clear()
         if caller is not None and self._callers:
             self._callers.pop(caller, None)
@@ -85,16 +97,15 @@ class Circuit:
         if self.state == "half-open" or (everyone and self.failures >= self.threshold):
             if self.state != "open":
                 self.opened += 1
-            self.state, self.opened_at = "open", now
+            self.state, self.opened_at, self._probe = "open", now, 0
 
-    def abandoned(self, now: float, caller: str | None = None) -> None:
-        """A call ended without a verdict (cancelled): a probe in flight must not leave a circuit
-        (the downstream's, or the caller's own) half-open."""
-        if self.state == "half-open":
-            self.failed(now, caller)
-        own = self._callers.get(caller) if caller is not None else None
-        if own is not None and own.state == "half-open":
-            own.failed(now)
+    @staticmethod
+    def abandoned(probes: list[tuple[Circuit, int]]) -> None:
+        """A call ended without a verdict (cancelled: the client's choice, not the downstream failing):
+        it counts as no failure; if it was a circuit's probe (`probes`), the next call probes instead."""
+        for circuit, probe in probes:
+            if circuit.state == "half-open" and circuit._probe == probe:
+                circuit._probe = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,7 +234,7 @@ class LearningService(LearningCore):
         the store refuses its record and it is retried, or a cancelled drain hands it over again); with
         `runs` (learning is behind), as runs. Learned one at a time, a reader blocked on the lock gets in every
         `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned, as before)."""
-        todo = [call for call in calls if call.execution.context_hash is None]
+        todo = [call for call in calls if call.execution.context_hash is None and not call.unlearnable]
         if runs and len(todo) >= BEHIND:
             self._learn_runs(todo)
         else:
@@ -270,13 +270,15 @@ class LearningService(LearningCore):
 
     def _learn_run(self, calls: list[Call]) -> None:
         """`_learn` of each of `calls`, as one run; a run that fails is recorded unlearned, as a call is."""
-        steps = [call.step(self.history_n) for call in calls]
         learner = self.learner
         try:
+            steps = [call.step(self.history_n) for call in calls]
             rewards = learner.learn_many(StepColumns.of(steps), self.state.rng).tolist()
         except Exception:
             log.exception("learning a run of %d calls failed; the executions are recorded", len(calls))
-            rewards = [learner.reward_of(step) for step in steps]  # not learned: the record keeps what it says
+            for call in calls:  # not learned: each record keeps what its step says, if it says anything
+                self._unlearned(call)
+            return
         for call, step, reward in zip(calls, steps, rewards, strict=True):
             call.execution.learned(reward, learner.context_hash(step))
             self.covered.live.add(call.execution.id)  # marked as learned in the same hold (`_learn`)
@@ -313,16 +315,41 @@ class LearningService(LearningCore):
     def _learn(self, call: Call) -> None:
         """Ask the learner once: it learns the call's step and returns what the record keeps (a call
         it must not learn from, see `learned_from`, keeps its context hash and no reward)."""
-        step, execution = call.step(self.history_n), call.execution
+        execution = call.execution
         learnable = learned_from(execution.error_type)
         try:
+            step = call.step(self.history_n)
             learned = self.learner.learn(step, self.state.rng, update=self.settings.learning and learnable)
         except Exception:
             log.exception("learning from a call of %s failed; the execution is recorded", execution.tool)
-            learned = self.learner.learn(step, self.state.rng, update=False)
+            self._unlearned(call)
+            return
         execution.learned(learned.reward if learnable else None, learned.context_hash)
         # Marked as learned live in the same hold of the lock: a snapshot's copy let in between two chunks
         # holds the calls learned with their marks, so a restart from it does not learn them again.
+        self.covered.live.add(execution.id)
+
+    def _unlearned(self, call: Call) -> None:
+        """A call whose learning failed: recorded with the reward and context hash its step has without
+        learning it. If even those fail (a malformed step), recorded without them, said once with the
+        traceback, and marked learned all the same: the drain goes on, so one bad call never stops the
+        calls after it from being recorded and learned (nor does a sync try it again)."""
+        execution = call.execution
+        try:
+            learned = self.learner.learn(call.step(self.history_n), self.state.rng, update=False)
+            reward, context_hash = (
+                (learned.reward if learned_from(execution.error_type) else None),
+                learned.context_hash,
+            )
+        except Exception:
+            log.exception(
+                "a call of %s (execution %s) could not be learned nor rewarded; recorded without reward or context",
+                execution.tool,
+                execution.id,
+            )
+            reward, context_hash = None, None
+            call.unlearnable = True
+        execution.learned(reward, context_hash)
         self.covered.live.add(execution.id)
 
     def session_closed(self, session_id: str) -> None:

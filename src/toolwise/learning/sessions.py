@@ -80,6 +80,7 @@ class Call:
     decision: Decision | None  # the recommendation before it (dropped once recorded)
     owner: str | None = None  # the client that made it (its session's)
     after_failure: bool = False  # its session's call before it failed
+    unlearnable: bool = False  # neither learned nor rewarded (a malformed step): recorded without, not tried again
 
     def step(self, n: int) -> Step:
         """The learner's view of this call."""

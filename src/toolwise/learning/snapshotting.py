@@ -247,6 +247,8 @@ class Snapshotting:
             return await self._adopt_held(record, source)
 
     async def _adopt_held(self, record: SnapshotRecord, source: str) -> SnapshotRecord:
+        # high_water commits what was queued first: the calls learned into the replaced state (drained by
+        # `holding_calls`) fall under the marks, not learned again on top of the restored state by a sync
         seq, rating_id = await self.feedback.reads.high_water(self.namespace)
         _, _, episode = await self.feedback.reads.heads(self.namespace)
         covered: dict[str, Any] = {  # the episode ends too: without a mark, the ends until the next sync are skipped
