@@ -57,3 +57,19 @@ def test_doctor_says_a_client_config_serves_toolwise_and_which_config_to_check(h
     said = " ".join(result.output.split())
     assert "FAIL server 'toolwise': starts toolwise itself" in said and f"toolwise doctor --config {ours}" in said
     assert "1 problem(s) found" in said
+
+
+def test_doctor_on_a_client_config_toolwise_cannot_load_says_it_is_a_client_s_config(home: Path) -> None:
+    """A client's own config may hold entries toolwise refuses (an SSE server): doctor cannot check it, and
+    says it is the client's config and which one to check, not only "invalid config"."""
+    client_config = installed_claude_desktop()
+    ours = clients.toolwise_config_path(Client.claude_desktop, None)
+    raw = json.loads(client_config.read_text())
+    raw["mcpServers"]["events"] = {"type": "sse", "url": "https://example.com/sse"}
+    client_config.write_text(json.dumps(raw))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(client_config)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and said.startswith("toolwise: "), result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert "is an MCP client's config, not toolwise's" in said and "server 'toolwise' starts toolwise itself" in said
+    assert f"toolwise doctor --config {ours}" in said

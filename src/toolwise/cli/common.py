@@ -208,18 +208,35 @@ def servable_or_exit(
     starts toolwise itself (a client's own config, after `toolwise install` put toolwise in it), which would
     run toolwise inside toolwise on the same database: one line naming the config to serve instead, exit 2."""
     path = config_path_or_exit(path)
+    refuse_client_config(path, command, "serving it would run toolwise inside toolwise on the same database")
+    return path, config_or_exit(path, database_url)
+
+
+def checkable_or_exit(path: Path, database_url: str | None = None) -> AppConfig:
+    """The config `doctor` checks: config_or_exit's, except that a client's own config toolwise cannot load
+    (an SSE entry beside toolwise's) is said to be the client's, naming the config to check instead, exit 2
+    (one it can load, doctor reports its toolwise entry as a FAIL, not started)."""
+    try:
+        load_config(path)
+    except ConfigError as exc:  # what is wrong with it said too: a toolwise config may serve toolwise on purpose
+        refuse_client_config(path, "doctor", f"toolwise cannot check it ({exc})", verb="check")
+    return config_or_exit(path, database_url)
+
+
+def refuse_client_config(path: Path, command: str, why: str, verb: str | None = None) -> None:
+    """End the command in one line (exit 2) when one of `path`'s servers starts toolwise itself: a client's
+    own config, after `toolwise install` put toolwise in it; naming the toolwise config to `command` instead."""
     for name, entry in _toolwise_entries(path).items():
         instead = config_instead(path, entry)
         use = (
-            f"{command} toolwise's own config instead: `toolwise {command} --config {instead}`"
+            f"{verb or command} toolwise's own config instead: `toolwise {command} --config {instead}`"
             if instead
             else "make a toolwise config with `toolwise install`, or pass --config FILE with one"
         )
         fail(
-            f"{path} is an MCP client's config, not toolwise's: its server {name!r} starts toolwise itself, and "
-            f"serving it would run toolwise inside toolwise on the same database; {use}"
+            f"{path} is an MCP client's config, not toolwise's: its server {name!r} starts toolwise itself, "
+            f"and {why}; {use}"
         )
-    return path, config_or_exit(path, database_url)
 
 
 def _toolwise_entries(path: Path) -> dict[str, dict[str, Any]]:

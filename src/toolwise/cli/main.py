@@ -22,7 +22,7 @@ from toolwise.cli.common import (  # noqa: E402
     EXIT_FOUND,
     ConfigOption,
     DatabaseUrlOption,
-    config_or_exit,
+    checkable_or_exit,
     configs_or_exit,
     database_or_exit,
     fail,
@@ -177,7 +177,7 @@ def doctor(config: ConfigOption = None, database_url: DatabaseUrlOption = None) 
     setup_logging("error")
     failed, checked, servers = 0, set(), 0
     for path in configs_or_exit(config):  # without --config, every config a client serves
-        loaded = config_or_exit(path, database_url)
+        loaded = checkable_or_exit(path, database_url)
         database = (loaded.toolwise.database_url, loaded.toolwise.namespace)
         failed += report(path, loaded, database not in checked)
         checked.add(database)
