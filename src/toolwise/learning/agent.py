@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -20,6 +19,7 @@ from toolwise.learning.service import LearningService, with_session_query
 from toolwise.learning.sessions import Session, owns, step_of
 from toolwise.rl import Decision, Learner
 from toolwise.rl.arguments import Suggestion
+from toolwise.rl.memo import Memo
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,10 @@ class Agent:
     def __init__(self, learning: LearningService) -> None:
         self.learning = learning
         self._ending: dict[str, asyncio.Future[Episode]] = {}  # session → its end under way
-        self._unrecorded: OrderedDict[str, Episode] = OrderedDict()  # session → its end learned, not yet recorded
+        # Bounded as the open sessions are: a session never ended again, a rating never tried again, is forgotten.
+        self._unrecorded: Memo[str, Episode] = Memo(learning.sessions.limit)  # session → its end learned, unrecorded
         # (execution, rating, comment) → the time of a rating whose try failed: a retry finds that try's row
-        self._unrated: OrderedDict[tuple[str, int, str | None], datetime] = OrderedDict()
+        self._unrated: Memo[tuple[str, int, str | None], datetime] = Memo(learning.sessions.limit)
 
     async def recommend(
         self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
@@ -157,11 +158,9 @@ class Agent:
         learning, n = self.learning, self.learning.history_n
         writes = learning.feedback.log
         tried = (execution_id, rating, comment)
-        created_at = self._unrated.pop(tried, None)
+        created_at = self._unrated.pop(tried)
         retried = created_at is not None
-        created_at = self._unrated[tried] = created_at or utcnow()
-        if len(self._unrated) > learning.sessions.limit:  # ratings never tried again
-            self._unrated.popitem(last=False)
+        created_at = self._unrated.put(tried, created_at or utcnow())
         event = await writes.add_rating(
             execution_id, rating, comment, instance=learning.instance_id, created_at=created_at, retried=retried
         )
@@ -192,7 +191,7 @@ class Agent:
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
             call.learned(reward)
-        self._unrated.pop(tried, None)
+        self._unrated.pop(tried)
         return execution, reward
 
     async def end_session(self, session_id: str, outcome: Outcome, *, shown: str | None = None) -> Episode:
@@ -247,15 +246,13 @@ class Agent:
             instance=learning.instance_id,
             last_execution=last.id,
         )
-        earlier = self._unrecorded.pop(session.id, None)
+        earlier = self._unrecorded.pop(session.id)
         if earlier is not None and earlier.last_execution == last.id:  # the same end, tried again
             episode = replace(episode, id=earlier.id)
-        self._unrecorded[session.id] = episode
-        if len(self._unrecorded) > learning.sessions.limit:  # sessions never ended again: as many as are open
-            self._unrecorded.popitem(last=False)
+        self._unrecorded.put(session.id, episode)
         await self._end_episode(session, last, episode.id)
         recorded = await learning.feedback.log.record_episode(episode)
-        self._unrecorded.pop(session.id, None)
+        self._unrecorded.pop(session.id)
         self._close(session.id)
         return recorded
 

@@ -44,6 +44,10 @@ class Memo(Generic[K, V]):
             entries.popitem(last=False)
         return value
 
+    def pop(self, key: K) -> V | None:
+        """Forget `key`; the value it had, or None."""
+        return self._entries.pop(key, None)
+
     def clear(self) -> None:
         """Forget every entry (a benchmark timing what a new query costs)."""
         self._entries.clear()
