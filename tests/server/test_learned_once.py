@@ -19,7 +19,8 @@ from tests.server.test_persistence import PG_URL, service
 from toolwise.errors import UserError
 from toolwise.feedback import Episode, Execution, FeedbackService, StoreUnavailableError
 from toolwise.feedback.records import RatingEvent
-from toolwise.learning.service import LEARN_CHUNK, with_session_query
+from toolwise.learning.service import with_session_query
+from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.server.services import Services
 
 

@@ -16,6 +16,7 @@ from tests.server.surface import held_elsewhere, ok, rows, running
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
+from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.rl import Step
 from toolwise.server.app import Toolwise
 from toolwise.server.handlers import STALE_CALLS
@@ -157,7 +158,7 @@ async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
             return done
 
         monkeypatch.setattr(learner, "learn", long_step)
-        calls = 4 * service.LEARN_CHUNK
+        calls = 4 * LEARN_CHUNK
         for i in range(calls):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         seen: list[int] = []
@@ -176,7 +177,7 @@ async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
             sys.setswitchinterval(switch)
             watching.cancel()
         assert len(learned) == calls
-        inside = [n for n in seen if n % service.LEARN_CHUNK and n < calls]
+        inside = [n for n in seen if n % LEARN_CHUNK and n < calls]
         assert inside, f"the event loop ran only between chunks of learning (it saw {seen} calls learned)"
 
 
@@ -205,7 +206,7 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
 
         monkeypatch.setattr(learner, "learn", slow_step)
         monkeypatch.setattr(app.learning.thread, "run", counted)
-        calls = 4 * service.LEARN_CHUNK
+        calls = 4 * LEARN_CHUNK
         for i in range(calls):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         draining = asyncio.create_task(app.learning.drain())
@@ -216,7 +217,7 @@ async def test_a_drain_hands_the_calls_pending_to_the_learning_thread_at_once_an
         await draining
         assert len(handed) == 1, f"{calls} calls pending were handed over {len(handed)} times"
         assert learned == ["toy__echo"] * calls and app.learning.learner.updates == calls
-        assert read_at < calls and read_at % service.LEARN_CHUNK == 0, f"the reader got in after {read_at} calls"
+        assert read_at < calls and read_at % LEARN_CHUNK == 0, f"the reader got in after {read_at} calls"
 
 
 async def test_a_drain_gives_the_event_loop_back_every_few_records_of_a_hand_over(

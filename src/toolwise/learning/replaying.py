@@ -17,7 +17,7 @@ from dataclasses import replace
 from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
 from toolwise.learning.core import learned_from
-from toolwise.learning.service import LEARN_CHUNK, LearningService
+from toolwise.learning.service import LearningService
 from toolwise.learning.sessions import step_columns, step_of
 from toolwise.learning.watermark import Covered
 
@@ -148,9 +148,7 @@ class LogLearning:
             assert execution.seq is not None  # read from the log
             if not mark.fresh(execution.seq):
                 continue
-            if k % LEARN_CHUNK == 0:
-                thread.let_readers_in()
-            thread.let_loop_run()
+            thread.between_steps(k)
             self.execution(execution, history, after_failure=after)
             end = ends.get(execution.id)
             if end is not None and emark is not None and emark.fresh(end):
@@ -203,9 +201,7 @@ class LogLearning:
             rating_id = event.rating.id
             assert rating_id is not None  # read from the log
             if rmark.fresh(rating_id):
-                if learned % LEARN_CHUNK == 0:  # a blocked reader waits for a chunk, not the batch
-                    thread.let_readers_in()
-                thread.let_loop_run()
+                thread.between_steps(learned)  # a blocked reader waits for a chunk, not the batch
                 self.rating(event, before)
                 rmark.add(rating_id)
                 learned += 1
@@ -222,9 +218,7 @@ class LogLearning:
             if not emark.fresh(seq):
                 continue
             if execution is not None:
-                if k % LEARN_CHUNK == 0:  # a blocked reader waits for a chunk, not the batch
-                    thread.let_readers_in()
-                thread.let_loop_run()
+                thread.between_steps(k)  # a blocked reader waits for a chunk, not the batch
                 self.end(execution)
             emark.add(seq)
             live.discard(end_id)

@@ -59,13 +59,13 @@ from toolwise.learning.sessions import (
     OpenDecision,
     Session,
 )
+from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.rl import Decision, StepColumns
 
 log = logging.getLogger(__name__)
 
 
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
-LEARN_CHUNK = 4  # calls learned one at a time between two looks for a blocked reader (`let_readers_in`)
 RECORDS_PER_TURN = 16  # records queued from a hand-over before the event loop's calls get a turn
 HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
@@ -239,9 +239,7 @@ class LearningService(LearningCore):
             self._learn_runs(todo)
         else:
             for i, call in enumerate(todo):
-                if i % LEARN_CHUNK == 0:
-                    self.thread.let_readers_in()
-                self.thread.let_loop_run()
+                self.thread.between_steps(i)
                 self._learn(call)
         for call in todo:
             self._remember_arguments(call)

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 SLICE_S = 0.0005  # the worker's learning between two turns of the event loop (s): about one step
 TURN_S = 0.001  # a turn waits this long at most for the loop to run (s): a loop busy or blocked goes on without it
 HAND_S = 0.00005  # the worker's sleep while a reader it let go of the lock for takes it (s)
+LEARN_CHUNK = 4  # steps learned one at a time between two looks for a blocked reader (`let_readers_in`)
 READER_S = 0.01  # how long the worker waits at most for a reader it let go of the lock for to take it (s)
 
 
@@ -225,6 +226,13 @@ class LearningThread:
             loop.call_soon_threadsafe(self._turned.set)
             self._turned.wait(TURN_S)
         self._since = time.perf_counter()
+
+    def between_steps(self, k: int) -> None:
+        """Before the `k`-th step of work that holds the lock throughout (a hand-over, a batch of the log): a
+        blocked reader let in every `LEARN_CHUNK` steps (`let_readers_in`), the loop given its turn (`let_loop_run`)."""
+        if k % LEARN_CHUNK == 0:
+            self.let_readers_in()
+        self.let_loop_run()
 
     def let_readers_in(self) -> None:
         """Between two chunks of work that holds the lock throughout (many calls handed over at once): a reader
