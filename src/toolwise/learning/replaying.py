@@ -114,8 +114,9 @@ class LogLearning:
             log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)
 
     def replaced(self, covered: Covered) -> bool:
-        """Whether the learned state whose marks are `covered` was replaced (a restore, swapped in on this same
-        thread: `LearningCore.adopt`): what a sync read for it is not learned into the new one."""
+        """Whether the learned state whose marks are `covered` was replaced (a restore, swapped in on the learning
+        thread: `LearningCore.adopt`; it counts the log as of then as covered): what a sync or replay read for it
+        is not learned into the new one. Asked on the loop before a batch is handed over, and on the thread again."""
         return self.learning.covered is not covered
 
     def advance(self, covered: Covered) -> None:

@@ -138,7 +138,7 @@ class Sharing:
                     for execution in await self.feedback.reads.executions_by_seq(foreign)
                 ]
                 ends = await self._ends_after(executions)
-                if self._replaced(covered):
+                if self.logged.replaced(covered):
                     return learned, last, True
                 steps = [
                     (e, history[e.seq], self._after_failure(e.session_id, e.position, e.success))
@@ -191,7 +191,7 @@ class Sharing:
                     histories.append(history)
                     flags.append(after)
                     queries.append(await self._remembered_query(session_id, position, batch.query[i], seq))
-                if self._replaced(covered):
+                if self.logged.replaced(covered):
                     return learned, last, True
                 # Learned and marked on the learning thread, in one piece (`_sync_executions`).
                 work = partial(self.logged.learn_columns, covered, batch, fresh, rows, histories, queries, flags)
@@ -220,7 +220,7 @@ class Sharing:
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 tools = self._logged.get(execution.session_id)
                 todo.append((replace(event, execution=execution), tools.upto(execution.position) if tools else []))
-            if self._replaced(covered):
+            if self.logged.replaced(covered):
                 return learned
             done = await self.learning.thread.hand_over(partial(self.logged.learn_ratings, covered, todo), _nothing)
             if done is None:
@@ -271,18 +271,13 @@ class Sharing:
                         break
                     learned = await self.with_query(execution) if self.logged.learns_ends else None
                     todo.append((end.seq, end.id, learned))
-                if self._replaced(covered):
+                if self.logged.replaced(covered):
                     return
                 replaced = bool(todo) and await self.learning.thread.hand_over(
                     partial(self.logged.learn_ends, covered, todo), _nothing
                 )
                 if replaced or waits:  # replaced on the learning thread, or an end waits for its step
                     return
-
-    def _replaced(self, covered: Covered) -> bool:
-        """Whether the learned state whose marks are `covered` was replaced meanwhile (a restore, which counts
-        the log as of then as covered): what a sync or replay read for it is not learned into the new one."""
-        return self.learning.covered is not covered
 
     async def with_query(self, execution: Execution) -> Execution:
         """`execution`, learned in log order, with the recommend_tool query that was its context. A query
