@@ -235,6 +235,9 @@ class Agent:
         keeps its episode's id for the retry (`_unrecorded`): `_end_episode` learns an id once per state."""
         learning = self.learning
         last = session.calls[-1]
+        # A call of the session noted while `end_session` drained (a parallel call) may be its last: learned
+        # and recorded first, so its end is learned after it, with its reward, and counts it in the total.
+        await learning.drain()
         episode = Episode(
             session_id=session.id,
             tools=list(session.tools),  # as it is now: the session's calls go on meanwhile

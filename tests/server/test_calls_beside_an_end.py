@@ -1,0 +1,57 @@
+"""A session's end and a rating of a call named by its tool are learned after the call they are about,
+though calls of the session go on beside them (an agent's parallel tool calls): a call noted while
+end_session or submit_feedback waited for the drain is their subject only once it is learned and recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.test_growth import proxied
+from tests.server.test_persistence import service
+from toolwise.rl import Step
+from toolwise.server.services import Services
+
+
+def noting_after_drain(monkeypatch: pytest.MonkeyPatch, services: Services, session_id: str, tool: str) -> list[str]:
+    """The next drain, once done, sees a call of `tool` noted in `session_id` (as a call of the session that
+    finished while the drain ran would be); the ids noted so far are returned in the list."""
+    learning, noted = services.learning, list[str]()
+    drain = learning.drain
+
+    async def drain_then_a_call() -> None:
+        await drain()
+        if not noted:
+            noted.append(proxied(services, session_id, tool))
+
+    monkeypatch.setattr(learning, "drain", drain_then_a_call)
+    return noted
+
+
+async def test_a_call_noted_while_an_end_waited_for_the_drain_is_learned_before_the_end_that_follows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning = services.learning
+    first = proxied(services, "s", "git__git_status")
+    await learning.drain()
+    ended: list[Step] = []
+    end_episode = learning.learner.end_episode
+
+    def spy(step: Step, reward: float, *args: Any, **kwargs: Any) -> Any:
+        ended.append(step)
+        return end_episode(step, reward, *args, **kwargs)
+
+    monkeypatch.setattr(learning.learner, "end_episode", spy)
+    noted = noting_after_drain(monkeypatch, services, "s", "git__git_log")
+    episode = await services.agent.end_session("s", "success")
+    last = await feedback.reads.get_execution(episode.last_execution or "")
+    assert last is not None and last.reward is not None, "the episode ends after a call not recorded with its reward"
+    assert [step.tool for step in ended] == [last.tool], "the session's end was never learned"
+    assert noted == [last.id] and episode.tools == ["git__git_status", "git__git_log"]
+    earlier = await feedback.reads.get_execution(first)
+    assert earlier is not None and earlier.reward is not None
+    assert episode.total_reward == pytest.approx(earlier.reward + last.reward), "its last call's reward is left out"
+    await feedback.aclose()
