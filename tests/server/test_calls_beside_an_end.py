@@ -55,3 +55,19 @@ async def test_a_call_noted_while_an_end_waited_for_the_drain_is_learned_before_
     assert earlier is not None and earlier.reward is not None
     assert episode.total_reward == pytest.approx(earlier.reward + last.reward), "its last call's reward is left out"
     await feedback.aclose()
+
+
+async def test_a_rating_by_tool_of_a_call_noted_while_it_waited_for_the_drain_rates_that_call_once_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning = services.learning
+    session = learning.sessions.get("s")
+    proxied(services, "s", "git__git_log")
+    await learning.drain()
+    noted = noting_after_drain(monkeypatch, services, "s", "git__git_log")
+    execution, reward = await services.agent.rate(session, 5, None, "git__git_log", None)
+    assert [execution.id] == noted  # the session's latest call of the tool, as the rating asked
+    stored = await feedback.reads.get_execution(execution.id)
+    assert stored is not None and stored.reward == pytest.approx(reward) and reward > 10
+    await feedback.aclose()

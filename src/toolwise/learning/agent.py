@@ -131,6 +131,7 @@ class Agent:
                     "_meta['toolwise/execution_id']) or the tool of a call made in this session"
                 )
             execution_id = call.id
+            await self.learning.drain()  # it may have been noted while the drain above ran: recorded first
         # Once committed, a rating must also be learned and its reward stored (another run's sync skips
         # this instance's ratings as learned live): a caller that goes away does not cut that short.
         work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
