@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.server.test_growth import proxied
-from tests.server.test_persistence import service
+from tests.server.test_persistence import QUERIES, service
+from toolwise.downstream.outcome import CallOutcome
+from toolwise.feedback import utcnow
+from toolwise.server.services import Services
 
 
 @pytest.fixture
@@ -34,5 +38,44 @@ async def test_a_long_session_learned_from_the_log_keeps_a_bounded_window_of_too
     await feedback.flush()
     assert await other.sharing.sync() == 1  # and goes on with the session
     assert other.sharing._logged["long"].before(601, 2) == [tools[599 % 3], tools[0]]
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+def _diff(services: Services, session_id: str, *, ok: bool) -> None:
+    """A call of git_diff in `session_id` (a failure the tool's: read in hindsight, rl/hindsight.py)."""
+    services.learning.note(
+        services.learning.sessions.get(session_id),
+        tool="git__git_diff",
+        server="git",
+        arguments=None,
+        outcome=CallOutcome(result_size=10) if ok else CallOutcome("ToolError", "boom", 10),
+        started_at=utcnow(),
+        latency_ms=20.0,
+    )
+
+
+def _learned(services: Services) -> list[tuple[str, float]]:
+    decision = services.learning.learner.recommend(QUERIES[0], np.random.default_rng(0), top_k=4)
+    return [(r.tool, r.expected) for r in decision.ranked] + [("updates", services.learning.learner.updates)]
+
+
+async def test_another_instances_session_end_is_read_as_it_read_it_live_a_failure_waiting_for_it_included(
+    url: str,
+) -> None:
+    """The default policy reads a failure once its session's next call is known, or the session ended: A read
+    its session's failed last call as ended at end_session; B, learning A's log, read it as a retry of the
+    tool by the next session of that name (an agent framework's conversation name), or never (it waited)."""
+    feedback, a = await service(url)
+    other_feedback, b = await service(url)
+    _diff(a, "s", ok=False)
+    await a.learning.drain()
+    await a.agent.end_session("s", "failure")
+    _diff(a, "s", ok=True)  # a new session of that name
+    await a.learning.drain()
+    await feedback.flush()
+    assert await b.sharing.sync() == 2
+    assert "s" not in b.learning.learner.waiting
+    assert _learned(b) == _learned(a)
     await other_feedback.aclose()
     await feedback.aclose()

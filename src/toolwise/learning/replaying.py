@@ -40,6 +40,14 @@ class LogLearning:
         """Whether the end of an episode teaches the learner anything (a TD policy, learning on)."""
         return self.learning.settings.learning and self.learning.learner.policy.capabilities.next_context
 
+    @property
+    def reads_ends(self) -> bool:
+        """Whether the end of an episode changes what the learner knows: a TD policy learns its last step again
+        as terminal (`learns_ends`), and a policy that reads failures in hindsight (rl/hindsight.py) reads a
+        failure of the session waiting for its next call as the session's end, as live (learning on)."""
+        capabilities = self.learning.learner.policy.capabilities
+        return self.learning.settings.learning and (capabilities.next_context or capabilities.hindsight)
+
     def end(self, execution: Execution) -> None:
         """An episode of the shared log (another instance's, or an earlier run's) ended after
         `execution`: learned as terminal as `end_session` does live, with the reward the log holds for

@@ -231,10 +231,11 @@ class Sharing:
     async def _ends_after(self, executions: list[Execution]) -> dict[str, int]:
         """The episode ends (by seq, keyed by the execution they follow) logged right after these
         executions and not learned yet: learned right after their step, in the order a live learner
-        learned them. Only for a learner that learns ends (a TD policy: it learns step by step anyway);
-        a state from before ends were shared leaves them to the episode walk of `sync`."""
+        learned them (a failure waiting for its session's next call is read as ended before a later call of
+        a session of that name). Only for a learner that an end teaches (`LogLearning.reads_ends`); a state
+        from before ends were shared leaves them to the episode walk of `sync`."""
         emark, live = self.covered.episodes, self.covered.live
-        if emark is None or not executions or not self.logged.learns_ends:
+        if emark is None or not executions or not self.logged.reads_ends:
             return {}
         ends = await self.feedback.reads.episode_ends_after([e.id for e in executions], namespace=self.namespace)
         return {
@@ -248,7 +249,8 @@ class Sharing:
         as `end_session` did live: the episode's last step again, as terminal. After the executions, so
         the step is learned first; an end whose step is not learned yet (committed after this sync read
         the executions) waits for the next sync, and the ends after it with it, in order. O(new ends).
-        Ends learned live (in `live`) are only marked; with a bandit policy, ends are marked and not learned."""
+        Ends learned live (in `live`) are only marked; with a policy an end teaches nothing, ends are marked
+        and not learned."""
         covered = self.covered
         emark, live = covered.episode_mark(head), covered.live
         if head <= emark.floor:
@@ -269,8 +271,7 @@ class Sharing:
                     if covered.executions.fresh(execution.seq):
                         waits = True
                         break
-                    learned = await self.with_query(execution) if self.logged.learns_ends else None
-                    todo.append((end.seq, end.id, learned))
+                    todo.append((end.seq, end.id, await self._ended(execution)))
                 if self.logged.replaced(covered):
                     return
                 replaced = bool(todo) and await self.learning.thread.hand_over(
@@ -278,6 +279,14 @@ class Sharing:
                 )
                 if replaced or waits:  # replaced on the learning thread, or an end waits for its step
                     return
+
+    async def _ended(self, execution: Execution) -> Execution | None:
+        """The step an end of the log follows, as `LogLearning.end` learns it: in its context for a TD policy;
+        for a policy reading failures in hindsight, only its session is read (no query looked up); None when
+        an end teaches nothing."""
+        if self.logged.learns_ends:
+            return await self.with_query(execution)
+        return execution if self.logged.reads_ends else None
 
     async def with_query(self, execution: Execution) -> Execution:
         """`execution`, learned in log order, with the recommend_tool query that was its context. A query
