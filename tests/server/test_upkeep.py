@@ -14,6 +14,7 @@ from tests.server.test_persistence import QUERIES, TOOLS, call
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.records import SnapshotRecord
+from toolwise.server import upkeep as upkeep_module
 from toolwise.server.services import Services
 from toolwise.server.upkeep import Upkeep
 
@@ -56,4 +57,42 @@ async def test_a_refused_periodic_snapshot_is_not_tried_again_at_every_tick(url:
     upkeep.cancel()
     await asyncio.wait([upkeep])
     assert tried == ["periodic"]  # tried once, not once a tick
+    await feedback.aclose()
+
+
+async def test_with_sync_off_the_calls_learned_live_are_still_marked_once_many(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each own call learned live is kept by id (in memory and in every snapshot) until a sync sees it in the
+    log: with sync off, none did while serving, so they grew with every call for as long as it ran."""
+    monkeypatch.setattr(upkeep_module, "IDLE_TICK_S", 0.001)
+    monkeypatch.setattr(upkeep_module, "UNMARKED_SYNC", 10**9)  # none while the calls are made
+    feedback = FeedbackService(url, flush_interval_ms=1)
+    await feedback.start()
+    services = Services.open(Settings(database_url=url, seed=5, sync_interval_s=0, snapshot_interval_s=0), feedback)
+    await services.learning.set_tools(TOOLS)
+    serving, ticked, ticks = asyncio.Event(), asyncio.Event(), 0
+
+    async def follow_restores() -> None:
+        nonlocal ticks
+        ticks += 1
+        serving.set()
+        if ticks == TICKS:
+            ticked.set()
+
+    services.snapshots.follow_restores = follow_restores  # type: ignore[method-assign]  # counts the ticks
+    upkeep = asyncio.create_task(Upkeep(services).run())
+    await asyncio.wait_for(serving.wait(), 60)
+    for i in range(6):
+        await call(services, f"s{i}", QUERIES[1], "git__git_log")
+    await feedback.flush()
+    assert services.learning.unmarked == 6
+    monkeypatch.setattr(upkeep_module, "UNMARKED_SYNC", 4)
+    ticks, ticked = 0, asyncio.Event()  # TICKS more from here
+    await asyncio.wait_for(ticked.wait(), 60)
+    upkeep.cancel()
+    await asyncio.wait([upkeep])
+    assert services.learning.unmarked == 0
+    assert services.learning.covered.executions.floor == 6  # marked, not learned again
+    assert services.learning.learner.updates == 6
     await feedback.aclose()

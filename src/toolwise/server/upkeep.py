@@ -21,6 +21,10 @@ from toolwise.server.stats import learning_stats
 
 log = logging.getLogger(__name__)
 SNAPSHOT_RETRY_S = 60.0  # a periodic snapshot the database refused is tried again this much later, not every tick
+IDLE_TICK_S = 5.0  # the upkeep's tick with sync off (`sync_interval_s` 0)
+# Own calls learned live whose place in the log no sync has seen yet (`Covered.live`, kept in every snapshot) that
+# make a sync with sync off: it marks them, so they cost bounded memory, not one id per call served for ever.
+UNMARKED_SYNC = 10_000
 
 
 class Upkeep:
@@ -35,7 +39,7 @@ class Upkeep:
 
     async def run(self) -> None:
         settings = self.settings
-        tick = settings.sync_interval_s or 5.0
+        tick = settings.sync_interval_s or IDLE_TICK_S
         try:  # start-up: load the newest snapshot, while tools/list and calls are served
             loaded = await self.snapshots.load_latest()
             log.info("learned state: %s; serving the policy once the log after it is learned", loaded)
@@ -56,7 +60,7 @@ class Upkeep:
             await asyncio.sleep(tick)
             try:
                 await self.snapshots.follow_restores()
-                if settings.sync_interval_s:
+                if settings.sync_interval_s or self.learning.unmarked >= UNMARKED_SYNC:
                     await self.sharing.sync()
                 interval = settings.snapshot_interval_s
                 by_time = interval and time.monotonic() - last_snapshot >= interval
