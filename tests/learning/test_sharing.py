@@ -5,6 +5,7 @@ only, as that instance's own memory of it does. In-process against a real SQLite
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,11 +43,11 @@ async def test_a_long_session_learned_from_the_log_keeps_a_bounded_window_of_too
     await feedback.aclose()
 
 
-def _diff(services: Services, session_id: str, *, ok: bool) -> None:
-    """A call of git_diff in `session_id` (a failure the tool's: read in hindsight, rl/hindsight.py)."""
-    services.learning.note(
+def _call(services: Services, session_id: str, *, ok: bool = True, tool: str = "git__git_diff") -> str:
+    """A call of `tool` in `session_id` (a failure the tool's: read in hindsight, rl/hindsight.py)."""
+    return services.learning.note(
         services.learning.sessions.get(session_id),
-        tool="git__git_diff",
+        tool=tool,
         server="git",
         arguments=None,
         outcome=CallOutcome(result_size=10) if ok else CallOutcome("ToolError", "boom", 10),
@@ -68,14 +69,45 @@ async def test_another_instances_session_end_is_read_as_it_read_it_live_a_failur
     tool by the next session of that name (an agent framework's conversation name), or never (it waited)."""
     feedback, a = await service(url)
     other_feedback, b = await service(url)
-    _diff(a, "s", ok=False)
+    _call(a, "s", ok=False)
     await a.learning.drain()
     await a.agent.end_session("s", "failure")
-    _diff(a, "s", ok=True)  # a new session of that name
+    _call(a, "s", ok=True)  # a new session of that name
     await a.learning.drain()
     await feedback.flush()
     assert await b.sharing.sync() == 2
     assert "s" not in b.learning.learner.waiting
+    assert _learned(b) == _learned(a)
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_a_rating_committed_while_a_sync_read_the_executions_waits_for_its_call_to_be_learned(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync reads the log's executions, then its ratings: a call and its rating committed in between (an
+    agent rating a call at once) had the rating learned before the call. A rating of 1 learned so made the
+    tool the first pick (P(works) 0.75) where the instance that served it put it last (0.25)."""
+    feedback, a = await service(url)
+    other_feedback, b = await service(url)
+    rated = a.learning.sessions.get("first")
+    _call(a, "first", tool="git__git_log")
+    await a.agent.rate(rated, 5, None, "git__git_log", None)  # B has ratings to read in its next sync
+    sync_executions = b.sharing._sync_executions
+
+    async def then_a_call_and_its_rating(*args: Any, **kwargs: Any) -> tuple[int, int, bool]:
+        read = await sync_executions(*args, **kwargs)
+        _call(a, "second", tool="git__git_log")
+        await a.agent.rate(a.learning.sessions.get("second"), 1, None, "git__git_log", None)
+        await feedback.flush()
+        return read
+
+    monkeypatch.setattr(b.sharing, "_sync_executions", then_a_call_and_its_rating)
+    await feedback.flush()
+    assert await b.sharing.sync() == 2  # the first call and its rating; the second's rating waits for it
+    monkeypatch.undo()
+    assert await b.sharing.sync() == 2
+    assert await b.sharing.sync() == 0
     assert _learned(b) == _learned(a)
     await other_feedback.aclose()
     await feedback.aclose()

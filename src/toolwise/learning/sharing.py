@@ -207,16 +207,24 @@ class Sharing:
         return learned, last, True
 
     async def _sync_ratings(self) -> int:
+        """Learn the ratings logged since the watermark, each after its call: a rating whose call is not learned
+        yet (the call and the rating committed after this sync read the executions) waits for the next sync,
+        and the ratings after it with it, in order, as `_sync_episode_ends` does for an end."""
         learned = 0
         covered = self.covered
-        rmark = covered.ratings
+        rmark, mark, live = covered.ratings, covered.executions, covered.live
         async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             todo: list[tuple[RatingEvent, list[str]]] = []
+            waits = False
             for event in events:
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
                 if not rmark.fresh(rating_id):  # learned live (`Agent.rate` marks it as it learns), or by a sync
                     continue
+                assert event.execution.seq is not None  # read from the log
+                if mark.fresh(event.execution.seq) and event.execution.id not in live:  # its call: not learned yet
+                    waits = True
+                    break
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 tools = self._logged.get(execution.session_id)
                 todo.append((replace(event, execution=execution), tools.upto(execution.position) if tools else []))
@@ -226,6 +234,8 @@ class Sharing:
             if done is None:
                 return learned
             learned += done
+            if waits:
+                return learned
         return learned
 
     async def _ends_after(self, executions: list[Execution]) -> dict[str, int]:
