@@ -4,6 +4,7 @@ end_session or submit_feedback waited for the drain is their subject only once i
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -70,4 +71,57 @@ async def test_a_rating_by_tool_of_a_call_noted_while_it_waited_for_the_drain_ra
     assert [execution.id] == noted  # the session's latest call of the tool, as the rating asked
     stored = await feedback.reads.get_execution(execution.id)
     assert stored is not None and stored.reward == pytest.approx(reward) and reward > 10
+    await feedback.aclose()
+
+
+async def _slow(turns: int) -> None:
+    """A write that takes `turns` turns of the event loop (a database slower than the shutdown's first steps)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+
+
+async def test_shutdown_waits_for_an_end_and_a_rating_whose_callers_went_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client closing its connection cancels its requests in flight (the SDK does, at EOF), then the server
+    shuts down: an end_session and a submit_feedback go on without their callers (`Agent`), and were still
+    recording when the feedback service closed under them: the episode and the rated call's reward lost."""
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning, agent, log = services.learning, services.agent, feedback.log
+    rated = proxied(services, "r", "git__git_log")
+    proxied(services, "s", "git__git_status")
+    await learning.drain()
+    record_episode, set_reward, writing, written = log.record_episode, log.set_reward, asyncio.Event(), []
+
+    async def slow_episode(episode: Any) -> Any:
+        writing.set()
+        await _slow(100)
+        recorded = await record_episode(episode)
+        written.append("episode")
+        return recorded
+
+    async def slow_reward(execution_id: str, reward: float) -> Any:
+        writing.set()
+        await _slow(100)
+        await set_reward(execution_id, reward)
+        written.append("reward")
+
+    monkeypatch.setattr(log, "record_episode", slow_episode)
+    monkeypatch.setattr(log, "set_reward", slow_reward)
+    for request in (
+        agent.end_session("s", "success"),
+        agent.rate(learning.sessions.get("r"), 1, rated, None, None),
+    ):
+        writing.clear()
+        asked = asyncio.ensure_future(request)
+        await writing.wait()
+        asked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asked
+    await learning.aclose()  # the shutdown: then its snapshot, then the feedback service closes
+    assert sorted(written) == ["episode", "reward"], "the shutdown went on while they were being written"
+    await feedback.flush()
+    stored = await feedback.reads.get_execution(rated)
+    assert stored is not None and stored.reward is not None and stored.reward < 10, "the rating's reward was lost"
+    assert (await feedback.reads.heads(learning.namespace))[2] == 1, "the episode was lost"
     await feedback.aclose()

@@ -365,6 +365,13 @@ class LearningService(LearningCore):
         if self.settings.learning:
             await self.thread.run(lambda: self.learner.read_waiting(session_id, self.state.rng))
 
+    def finish_before_close(self, work: asyncio.Future[Any]) -> None:
+        """`work` ends whole whether or not its caller goes away (a rating committed, a session's end: `Agent`):
+        a shutdown, which cancels the requests in flight, waits for it in `aclose`, so what it records is
+        recorded before the feedback service closes."""
+        self._unawaited.add(work)
+        work.add_done_callback(self._unawaited.discard)
+
     def _drain_when_idle(self) -> None:
         self._idle = None
         if self._pending:
@@ -383,12 +390,15 @@ class LearningService(LearningCore):
                 self._idle = asyncio.get_running_loop().call_later(STORE_RETRY_S, self._drain_when_idle)
 
     async def aclose(self) -> None:
-        """Drain what is left (before the feedback service closes); a catalogue's embedding is not waited for."""
+        """Drain what is left, and let the ratings and ends under way finish (`finish_before_close`), before the
+        feedback service closes; a catalogue's embedding is not waited for."""
         await self.stop_teaching()
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
         self._closing = True  # queue beyond the writer's bound: it commits or dead-letters them
+        while self._unawaited:  # a rating or a session's end whose caller went away (its failure is logged)
+            await asyncio.wait(list(self._unawaited))
         while self._pending:  # and those noted while it drained
             await self.drain()
         await self._draining.wait()
