@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.server.test_persistence import QUERIES, TOOLS, call, service, settings, teach
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import FeedbackService, StoreUnavailableError
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.server.services import Services
 
@@ -181,4 +181,32 @@ async def test_calls_learned_before_a_restore_but_not_yet_committed_are_not_lear
     await call(services, "after", QUERIES[1], "git__git_log")
     await services.sharing.sync()
     assert services.learning.learner.updates == saved.sample_count + 1  # a call after it, learned once
+    await feedback.aclose()
+
+
+async def test_a_restore_another_process_made_is_followed_at_the_next_tick_after_the_store_refused_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upkeep follows another process's restore; a tick whose read of it the store refused (a connection
+    lost, a timeout) counted it followed all the same, and the instance kept serving the state the admin
+    rolled back from until its next restart."""
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    saved = await services.snapshots.save("manual")
+    await teach(services, rounds=2, prefix="later-")
+    other_feedback, other = await service(url)
+    await teach(other, rounds=1, prefix="other-")
+    await services.snapshots.adopt(saved, "restore")
+    get = other_feedback.snapshots.get
+
+    async def refused(*args: Any, **kwargs: Any) -> SnapshotRecord | None:
+        raise StoreUnavailableError("the database did not answer in time")
+
+    monkeypatch.setattr(other_feedback.snapshots, "get", refused)
+    with pytest.raises(StoreUnavailableError):
+        await other.snapshots.follow_restores()  # the upkeep logs it and tries again at its next tick
+    monkeypatch.setattr(other_feedback.snapshots, "get", get)
+    await other.snapshots.follow_restores()
+    assert other.learning.learner.updates == saved.sample_count
+    await other_feedback.aclose()
     await feedback.aclose()

@@ -283,7 +283,6 @@ class Snapshotting:
                 return
             if listed.source not in ("restore", "rollback"):
                 continue
-            self._restores_seen = listed.id or 0
             record = await self.feedback.snapshots.get(listed.id, namespace=self.namespace)
             if record is not None:
                 try:
@@ -292,6 +291,9 @@ class Snapshotting:
                     log.warning("adopted snapshot %s (%s by another process)", listed.id, listed.source)
                 except snapshots.SnapshotError as exc:
                     log.warning("restored snapshot %s not adopted: %s", listed.id, exc)
+            # Followed once adopted or refused as unusable: a read or drain the store refused is tried again at
+            # the next tick, not counted followed while the state the admin rolled back from stays served.
+            self._restores_seen = listed.id or 0
             return
 
     async def choose(self, snapshot_id: int | None, path: str | None, previous: bool) -> SnapshotRecord:
