@@ -4,6 +4,7 @@ only, as that instance's own memory of it does. In-process against a real SQLite
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from tests.server.test_growth import proxied
 from tests.server.test_persistence import QUERIES, service
 from toolwise.downstream.outcome import CallOutcome
 from toolwise.feedback import utcnow
+from toolwise.learning import replaying
 from toolwise.server.services import Services
 
 
@@ -109,5 +111,36 @@ async def test_a_rating_committed_while_a_sync_read_the_executions_waits_for_its
     assert await b.sharing.sync() == 2
     assert await b.sharing.sync() == 0
     assert _learned(b) == _learned(a)
+    await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_a_session_end_whose_waiting_failure_cannot_be_learned_is_marked_and_the_sync_goes_on(
+    url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Learning a failure waiting for its session's end raised out of the sync's batch: the sync failed at
+    every tick on that entry, nothing after it learned, and the call before the end learned again each time."""
+    feedback, a = await service(url)
+    other_feedback, b = await service(url)
+    _call(a, "s", ok=False)
+    await a.learning.drain()
+    await a.agent.end_session("s", "failure")
+    _call(a, "t", ok=True, tool="git__git_log")
+    await a.learning.drain()
+    await feedback.flush()
+    learner = b.learning.learner
+    read_waiting = learner.read_waiting
+
+    def broken(session: str, rng: Any, *, next_tool: str | None = None) -> None:
+        if next_tool is None and session in learner.waiting:  # read as its session's end
+            raise ValueError("a learning step failed")
+        read_waiting(session, rng, next_tool=next_tool)
+
+    monkeypatch.setattr(learner, "read_waiting", broken)
+    with caplog.at_level(logging.ERROR, logger=replaying.__name__):
+        assert await b.sharing.sync() == 2
+    assert any("end of session s" in r.getMessage() and r.exc_info for r in caplog.records)
+    assert await b.sharing.sync() == 0
+    assert learner.updates == 2 and not any(b.learning.covered.executions.fresh(seq) for seq in (1, 2))
     await other_feedback.aclose()
     await feedback.aclose()

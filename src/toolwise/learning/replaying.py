@@ -53,15 +53,14 @@ class LogLearning:
         `execution`: learned as terminal as `end_session` does live, with the reward the log holds for
         it (a rating made after the end is in it; live, the end was learned before it). A call never
         learned (cancelled: no reward) has no transition to end. A failure of the session waiting for a
-        next call (rl/hindsight.py) is read as the session's end, whatever the policy. Holding the lock."""
-        if self.learning.settings.learning and self.learning.learner.waiting:
-            self.learning.learner.read_waiting(execution.session_id, self.learning.state.rng)
-        if not self.learns_ends or execution.reward is None:
-            return
+        next call (rl/hindsight.py) is read as the session's end, whatever the policy. Holding the lock; a
+        failure is logged, not raised out of the batch (the sync would fail on it at every tick)."""
+        learner, rng = self.learning.learner, self.learning.state.rng
         try:
-            self.learning.learner.end_episode(
-                step_of(execution, (), self.learning.history_n), execution.reward, self.learning.state.rng
-            )
+            if self.learning.settings.learning and learner.waiting:
+                learner.read_waiting(execution.session_id, rng)
+            if self.learns_ends and execution.reward is not None:
+                learner.end_episode(step_of(execution, (), self.learning.history_n), execution.reward, rng)
         except Exception:
             log.exception("learning the end of session %s failed; the episode is recorded", execution.session_id)
 
