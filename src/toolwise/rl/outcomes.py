@@ -72,12 +72,14 @@ class Served:
     """What each arm asked about has served: the best cosine of the request x(q) to a prototype of requests
     a call of it worked for (−1: none), how many of its calls worked, at how many prototypes (kinds of
     request, up to `slots`), and how alike those are (the median of each one's cosine to its nearest other;
-    −1 below two). Far from a tool's requests says most when they resemble one another."""
+    −1 below two). Far from a tool's requests says most when they resemble one another. `failed`: the best
+    cosine to a prototype of requests its calls only failed for (−1: none; "nothing fits" after failures)."""
 
     near: NDArray[np.float64]
     worked: NDArray[np.float64]
     kinds: NDArray[np.int64]
     coherence: NDArray[np.float64]
+    failed: NDArray[np.float64] | None = None  # None: as all −1
 
 
 class OutcomeMemory:
@@ -183,7 +185,9 @@ class OutcomeMemory:
         alike = np.full(len(arms), -1.0)
         for i in np.flatnonzero(kinds >= 2).tolist() if coherence else ():
             alike[i] = self._coherence(int(safe[i]), served[i])
-        return Served(np.where(served, cosine, -1.0).max(axis=1), worked.sum(axis=1), kinds, alike)
+        failed = ~served & (self.failed.take(safe, 0) * known[:, None] > 0)
+        near, unserved = np.where(served, cosine, -1.0).max(axis=1), np.where(failed, cosine, -1.0).max(axis=1)
+        return Served(near, worked.sum(axis=1), kinds, alike, unserved)
 
     def _coherence(self, arm: int, served: NDArray[np.bool_]) -> float:
         """The median of each `served` prototype's cosine to its nearest other served one (≥ 2 of them)."""
