@@ -204,11 +204,11 @@ def judged_rows(
 
 
 def rows_of(
-    name: str, embedder: WordLlamaEmbedder, agent: str, fit: FitConfig
+    name: str, embedder: WordLlamaEmbedder, agent: str, fit: FitConfig, seed: int = 0
 ) -> tuple[list[MissingRow], list[MissingRow]]:
     """(fitting rows: half the calibration split learned, half judged; test rows: all of it learned)."""
     data = data_set(name)
-    tools = removal(data.tools)
+    tools = removal(data.tools, seed)
     kept = {t.name for t in tools}
     typed = [(k, r) for r in data.requests if (k := kind_of(r, kept)) is not None]
     calibration = [(k, r) for k, r in typed if split(r["id"])]
@@ -282,13 +282,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--seed", type=int, default=0, help="which tools are removed (the figures: 0)")
     parser.add_argument("--fit", action="store_true", help="fit FailedFit on the calibration splits (prints it)")
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     names = args.sets.split(",")
     every: dict[str, dict[str, tuple[list[MissingRow], list[MissingRow]]]] = {}
     for agent in args.agents.split(","):
-        every[agent] = {name: rows_of(name, embedder, agent, FitConfig()) for name in names}
+        every[agent] = {name: rows_of(name, embedder, agent, FitConfig(), args.seed) for name in names}
     fitted = None
     if args.fit:  # a catalogue's calibration rows of every agent, one list
         fitted = fit_failed([[r for rows in every.values() for r in rows[name][0]] for name in names])
