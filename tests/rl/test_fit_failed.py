@@ -9,14 +9,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.rl.test_fit import FILES, SERVED
 from toolwise.learning.embedding import load_embedder
 from toolwise.rl import Learner, LearnerConfig, Step
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.fit import FailedFit, FitConfig
 from toolwise.rl.outcomes import OutcomeMemory
 from toolwise.rl.steps import FIT
-
-from .test_fit import FILES, SERVED
 
 TRIED = [  # a capability the file tools lack: each tried on the nearest tools, each failing
     "search all my files for the word TODO",
