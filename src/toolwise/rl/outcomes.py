@@ -173,10 +173,12 @@ class OutcomeMemory:
         """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read
         only ("nothing fits", rl/fit.py: a request far from all a well-known tool served is not its kind).
         `coherence` costs a product of a tool's prototypes with themselves each (without: all −1)."""
-        if len(arms) == 1 and (int(arms[0]) >= len(self.used) or not self.used[arms[0]]):
-            # what "nothing fits" asks of a first candidate with no prototype: the answer without the gathers
-            return Served(np.full(1, -1.0), np.zeros(1), np.zeros(1, np.int64), np.full(1, -1.0))
-        known = arms < len(self.used)
+        rows = len(self.used)
+        if all(arm >= rows or not self.used[arm] for arm in arms.tolist()):
+            # what "nothing fits" asks of candidates with no prototype (a fresh state): no gathers
+            n = len(arms)
+            return Served(np.full(n, -1.0), np.zeros(n), np.zeros(n, np.int64), np.full(n, -1.0), np.full(n, -1.0))
+        known = arms < rows
         safe = np.where(known, arms, 0)
         worked = self.worked.take(safe, 0) * known[:, None]
         cosine = (self.vectors.take(safe, 0) @ x.astype(np.float32)).astype(np.float64)
