@@ -29,6 +29,7 @@ docs/benchmarks.md come from
     python bench/unanswerable_missing.py                    # both agents, three catalogues (~1 minute)
     python bench/unanswerable_missing.py --fit              # refit FailedFit's defaults (prints them)
     python bench/unanswerable_missing.py --seed 1           # another fifth of the tools removed
+    python bench/unanswerable_missing.py --loco             # and FailedFit fitted without each catalogue
     python bench/unanswerable_missing.py --agents fails --sets nestful   # iterating
 """
 
@@ -117,6 +118,9 @@ def main() -> None:
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--seed", type=int, default=0, help="which tools are removed (the figures: 0)")
     parser.add_argument("--fit", action="store_true", help="fit FailedFit on the calibration splits (prints it)")
+    parser.add_argument(
+        "--loco", action="store_true", help="and each catalogue judged by FailedFit fitted on the others"
+    )
     args = parser.parse_args()
     embedder = WordLlamaEmbedder()
     names = args.sets.split(",")
@@ -129,6 +133,23 @@ def main() -> None:
         print(f"FailedFit fitted on the calibration splits of {', '.join(names)}, every agent: {fitted}")
     for agent, rows in every.items():
         show(agent, names, rows, fitted)
+    if args.loco:
+        leave_one_out(every, names)
+
+
+def leave_one_out(every: dict[str, dict[str, tuple[list[MissingRow], list[MissingRow]]]], names: list[str]) -> None:
+    """Each catalogue's test split judged by FailedFit fitted on the other catalogues' calibration rows."""
+    print("\n\nLEAVE ONE CATALOGUE OUT (FailedFit fitted on the others): unanswerable caught / hit@1 drop")
+    for name in names:
+        fitted = fit_failed([[r for rows in every.values() for r in rows[n][0]] for n in names if n != name])
+        cells = []
+        for agent, rows in every.items():
+            test = rows[name][1]
+            caught = np.mean([failed_unfit_row(r, fitted) for r in test if r.kind == UNANSWERABLE])
+            answerable = [r for r in test if r.kind == "answerable"]
+            lost = np.mean([r.hit and failed_unfit_row(r, fitted) for r in answerable])
+            cells.append(f"{agent} {100 * caught:.1f}% / {100 * lost:.1f}")
+        print(f"  {name} (threshold {fitted.threshold}): " + " · ".join(cells))
 
 
 def show(
