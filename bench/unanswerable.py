@@ -45,7 +45,8 @@ request threshold (the best cosine of the request to any request a candidate wor
 learned memory, used simply), and toolwise's zero-shot model on the same learner. Their thresholds and
 `FitConfig.learned` (`--fit`) are chosen on `--calibrate-learned`'s sets (BFCL live, NESTFUL, BFCL
 multi-turn; the example has too few requests to learn from half and judge the other half); last, the
-example's requests each judged after learning all the others twice (a check, not fitted on).
+example's requests each judged after learning all the others twice (a check, not fitted on). Requests
+no tool serves tried by an agent and failing, learned too: bench/unanswerable_missing.py, run on its own.
 Figures in docs/benchmarks.md come from
 
     python bench/unanswerable.py                 # about 4 minutes

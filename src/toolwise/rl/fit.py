@@ -22,6 +22,12 @@ second logistic model (`LearnedFit`) adds how near the request comes to the near
 request far from everything a well-known tool served is seldom its kind) and how sure the learned
 choice model is that the agent would call it here (p_agent: a request whose tool is missing leaves it
 torn between near tools). With less evidence the zero-shot model decides.
+
+Requests no tool serves are tried too: the agent calls the nearest tools, they fail or are rated 1–2,
+and the next user asks something alike. The outcome memory keeps those requests among its prototypes
+(worked for nothing, failed). Where a best candidate has such a failed request near this one, `FailedFit`
+weighs how near it comes against the nearest request a best candidate worked for, with the first's
+P(works) (bench/unanswerable_missing.py: tools removed from the catalogue, their requests tried).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from toolwise.rl.toolindex import ToolIndex
 TRIED = 3  # "nothing fits" once this many best candidates (or all) are each seen to fail for the request
 
 
-def _check_finite(config: LearnedFit | DomainFit | FitConfig, name: str) -> None:
+def _check_finite(config: LearnedFit | DomainFit | FailedFit | FitConfig, name: str) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         if isinstance(value, float) and not math.isfinite(value):
@@ -80,6 +86,39 @@ class LearnedFit:
             raise ValueError(
                 "LearnedFit.near and agent must be ≤ 0 (nearer a served request, or an agent surer of the tool, "
                 f"less 'nothing fits') and min_kinds ≥ 1, got {self.near}, {self.agent}, {self.min_kinds}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class FailedFit:
+    """ "Nothing fits" from requests seen failing: among the best `TRIED` candidates, `unserved` is the best
+    cosine of x(q) to a request their calls only failed for and `near` the best to one they worked for;
+    logit = intercept + p_works·logit(P(works) of the first) + near·near + failed·unserved + cosine·(best
+    cosine of the query with a candidate's document); nothing fits above `threshold`. Judged only where some
+    best candidate failed for a request alike (`unserved` ≥ `within`) and some worked for a request (else
+    there is nothing to weigh the failure against): without such failures, nothing changes. Fitted by
+    bench/unanswerable_missing.py --fit on the calibration splits of BFCL live, NESTFUL and BFCL
+    multi-turn (a fifth of each catalogue's tools removed, their requests tried and failing or rated 1–2),
+    costing at most 1 point of hit@1 on each beyond what the other models lose."""
+
+    enabled: bool = True
+    intercept: float = 3.418
+    p_works: float = -0.697
+    near: float = -9.401
+    failed: float = 6.572
+    cosine: float = -2.635
+    threshold: float = 0.8072  # probability that nothing fits, above which the decision says so
+    within: float = 0.3  # a failed request less alike than this (cosine) says nothing of this one
+
+    def __post_init__(self) -> None:
+        _check_finite(self, "FailedFit")
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"FailedFit.threshold must be a probability in (0, 1), got {self.threshold}")
+        if self.p_works > 0 or self.near > 0 or self.failed < 0 or not 0 < self.within <= 1:
+            raise ValueError(
+                "FailedFit.p_works and near must be ≤ 0 (likelier to work, nearer a served request: less "
+                f"'nothing fits'), failed ≥ 0 and within in (0, 1], got {self.p_works}, {self.near}, "
+                f"{self.failed}, {self.within}"
             )
 
 
@@ -125,6 +164,7 @@ class FitConfig:
     threshold: float = 0.9482  # probability that nothing fits, above which the decision says so
     domain: DomainFit = field(default_factory=DomainFit)  # a request of the catalogue's domain, its tool missing
     learned: LearnedFit = field(default_factory=LearnedFit)  # once the first candidate is known by its outcomes
+    failed: FailedFit = field(default_factory=FailedFit)  # once near requests were seen failing on the best
 
     def __post_init__(self) -> None:
         _check_finite(self, "FitConfig")
@@ -227,6 +267,37 @@ def nothing_fits(
         return verdict
     alike = coherence() if coherence is not None else float(served.coherence[0])
     return verdict if alike >= learned.min_coherence else zero_shot
+
+
+def failed_unfit_probability(served: Served, p_works: float, cosine: float, failed: FailedFit) -> float | None:
+    """`FailedFit`'s probability that no candidate serves the request, from what the best candidates (the
+    first first) `served` and failed for; None where none failed for a request alike enough to judge."""
+    if served.failed is None or not len(served.failed):
+        return None
+    unserved, near = float(served.failed.max()), float(served.near.max())
+    if unserved < failed.within or near < 0:  # −1: none failed, or none worked (too little known to weigh)
+        return None
+    logit = failed.intercept + failed.p_works * logit_of(p_works) + failed.near * near
+    logit += failed.failed * unserved + failed.cosine * cosine
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def failed_unfit(
+    index: ToolIndex,
+    query: str | None,
+    arms: NDArray[np.int64],
+    served: Served | None,
+    p_works: float,
+    failed: FailedFit,
+) -> bool:
+    """Whether requests seen failing on the best candidates say nothing of `arms` fits this one (`FailedFit`)."""
+    if served is None or not failed.enabled or served.failed is None or float(served.failed.max()) < failed.within:
+        return False  # the usual case, asked first: no best candidate failed for any request
+    relevance = relevance_of(index, query, arms)
+    if relevance is None:
+        return False
+    probability = failed_unfit_probability(served, p_works, relevance.cosine, failed)
+    return probability is not None and probability > failed.threshold
 
 
 def all_fail(selection: Selection) -> bool:

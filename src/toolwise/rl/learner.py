@@ -136,7 +136,8 @@ class Learner:
 
     def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
         """No candidate seems to serve the request: its words match none, or it is far from all the first
-        candidate worked for (rl/fit.py), or the best ones were each seen to fail for such requests (`all_fail`)."""
+        candidate worked for (rl/fit.py), or the best ones were each seen to fail for such requests (`all_fail`),
+        or requests alike were seen failing on them (`FailedFit`)."""
         return self.ranking.nothing_fits(query, arms, selection, context)
 
     def recommend_next(

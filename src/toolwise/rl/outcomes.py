@@ -72,12 +72,14 @@ class Served:
     """What each arm asked about has served: the best cosine of the request x(q) to a prototype of requests
     a call of it worked for (−1: none), how many of its calls worked, at how many prototypes (kinds of
     request, up to `slots`), and how alike those are (the median of each one's cosine to its nearest other;
-    −1 below two). Far from a tool's requests says most when they resemble one another."""
+    −1 below two). Far from a tool's requests says most when they resemble one another. `failed`: the best
+    cosine to a prototype of requests its calls only failed for (−1: none; "nothing fits" after failures)."""
 
     near: NDArray[np.float64]
     worked: NDArray[np.float64]
     kinds: NDArray[np.int64]
     coherence: NDArray[np.float64]
+    failed: NDArray[np.float64] | None = None  # None: as all −1
 
 
 class OutcomeMemory:
@@ -171,10 +173,12 @@ class OutcomeMemory:
         """How near the request x(q) (unit length) comes to the requests each of `arms` worked for, read
         only ("nothing fits", rl/fit.py: a request far from all a well-known tool served is not its kind).
         `coherence` costs a product of a tool's prototypes with themselves each (without: all −1)."""
-        if len(arms) == 1 and (int(arms[0]) >= len(self.used) or not self.used[arms[0]]):
-            # what "nothing fits" asks of a first candidate with no prototype: the answer without the gathers
-            return Served(np.full(1, -1.0), np.zeros(1), np.zeros(1, np.int64), np.full(1, -1.0))
-        known = arms < len(self.used)
+        rows = len(self.used)
+        if all(arm >= rows or not self.used[arm] for arm in arms.tolist()):
+            # what "nothing fits" asks of candidates with no prototype (a fresh state): no gathers
+            n = len(arms)
+            return Served(np.full(n, -1.0), np.zeros(n), np.zeros(n, np.int64), np.full(n, -1.0), np.full(n, -1.0))
+        known = arms < rows
         safe = np.where(known, arms, 0)
         worked = self.worked.take(safe, 0) * known[:, None]
         cosine = (self.vectors.take(safe, 0) @ x.astype(np.float32)).astype(np.float64)
@@ -183,7 +187,9 @@ class OutcomeMemory:
         alike = np.full(len(arms), -1.0)
         for i in np.flatnonzero(kinds >= 2).tolist() if coherence else ():
             alike[i] = self._coherence(int(safe[i]), served[i])
-        return Served(np.where(served, cosine, -1.0).max(axis=1), worked.sum(axis=1), kinds, alike)
+        failed = ~served & (self.failed.take(safe, 0) * known[:, None] > 0)
+        near, unserved = np.where(served, cosine, -1.0).max(axis=1), np.where(failed, cosine, -1.0).max(axis=1)
+        return Served(near, worked.sum(axis=1), kinds, alike, unserved)
 
     def _coherence(self, arm: int, served: NDArray[np.bool_]) -> float:
         """The median of each `served` prototype's cosine to its nearest other served one (≥ 2 of them)."""

@@ -12,7 +12,7 @@ from toolwise.rl.context import Context
 from toolwise.rl.decisions import Decision, Ranked, decision_id
 from toolwise.rl.exploration import Exploration
 from toolwise.rl.features import Features
-from toolwise.rl.fit import FitConfig, all_fail, nothing_fits
+from toolwise.rl.fit import TRIED, FitConfig, all_fail, failed_unfit, nothing_fits
 from toolwise.rl.policies.base import Policy, Selection, baseline_selection
 from toolwise.rl.toolindex import ToolIndex
 
@@ -117,9 +117,12 @@ class Ranking:
             alike = self.policy.served(context, first)
             return -1.0 if alike is None else float(alike.coherence[0])
 
-        served = self.policy.served(context, first, coherence=False) if query else None
+        # the best TRIED candidates (the first first): what they served, and what they were seen failing for
+        served = self.policy.served(context, selection.ranked[:TRIED], coherence=False) if query else None
         agent = float(selection.agent[0]) if selection.agent is not None and len(selection.agent) else None
-        return nothing_fits(self.index, query, arms, fit, served, coherence, agent) or all_fail(selection)
+        if nothing_fits(self.index, query, arms, fit, served, coherence, agent) or all_fail(selection):
+            return True
+        return failed_unfit(self.index, query, arms, served, float(selection.expected[0]), fit.failed)
 
     def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
         """See `Learner.estimates`."""
