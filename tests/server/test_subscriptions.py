@@ -43,7 +43,7 @@ def memo(subscribed: list[ServerSession], asked: asyncio.Event, answer: asyncio.
         return types.EmptyResult()
 
     async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        subscribed.remove(ctx.session)
+        subscribed.pop()  # toolwise is its one subscriber (the SDK's session object may differ per request)
         return types.EmptyResult()
 
     async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
@@ -93,4 +93,36 @@ async def test_a_subscriber_that_goes_away_does_not_cut_short_the_subscription_o
         with anyio.fail_after(WAIT_S):
             while not heard:
                 await anyio.sleep(0.01)
+    assert heard == ["memo://x"]
+
+
+async def test_a_subscriber_found_gone_leaves_no_downstream_subscription_behind(tmp_path: Path) -> None:
+    """A client found gone (a notification to it failed: `unsubscribe_all`) is forgotten; when it was the
+    last subscriber, the downstream subscription goes too: the next client to subscribe makes one anew,
+    and hears each update once (not once per subscription toolwise had left behind at the downstream)."""
+    subscribed: list[ServerSession] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
+    answer.set()
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    async with running(tmp_path, {}, in_process=downstream) as (app, client):
+        subscriptions = app.passthrough.subscriptions
+        async with Client(build_server(app), mode="legacy") as leaving:
+            await subscribe(leaving, "memo://x")
+            gone = list(subscriptions.subscribers["memo://x"])
+        subscriptions.unsubscribe_all(gone)  # as when telling it of a change fails
+        with anyio.fail_after(WAIT_S):
+            while subscribed:  # the downstream subscription is undone
+                await anyio.sleep(0.01)
+        async with Client(build_server(app), mode="legacy", message_handler=on_message) as next_client:
+            await subscribe(next_client, "memo://x")
+            assert text(await client.call_tool("memo__touch", {})) == "told 1"  # one subscription there
+            with anyio.fail_after(WAIT_S):
+                while not heard:
+                    await anyio.sleep(0.01)
     assert heard == ["memo://x"]

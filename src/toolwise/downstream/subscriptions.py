@@ -48,6 +48,7 @@ class Subscriptions:
     subscribing: dict[str, asyncio.Future[None]] = field(
         default_factory=dict
     )  # public URI → its subscription being made
+    routes: dict[str, tuple[str, str]] = field(default_factory=dict)  # public URI subscribed → (server, URI there)
     _background: Background = field(default_factory=Background)
 
     async def subscribe_resource(
@@ -91,6 +92,7 @@ class Subscriptions:
         and those that came meanwhile wait for it and hear how it went."""
         server, original = await self.route_uri(uri)
         clients = self.subscribers.setdefault(uri, {})
+        self.routes[uri] = (server, original)
         first = not clients
         clients[client] = session
         making = self.subscribing.get(uri)
@@ -106,6 +108,7 @@ class Subscriptions:
             clients.pop(client, None)  # gone, or refused with every other waiter
             if not clients and self.subscribers.get(uri) is clients:
                 self.subscribers.pop(uri, None)
+                self.routes.pop(uri, None)
                 if making.done() and not making.cancelled() and making.exception() is None:  # made: nobody left
                     self._background.spawn(
                         self._unsubscribe_downstream(server, original),
@@ -119,6 +122,7 @@ class Subscriptions:
             await self._subscribe_downstream(server, original, handshake=handshake)
         except BaseException:
             self.subscribers.pop(uri, None)  # its waiters hear why; one asking next makes it anew
+            self.routes.pop(uri, None)
             raise
         finally:
             self.subscribing.pop(uri, None)
@@ -131,6 +135,7 @@ class Subscriptions:
         clients.pop(client, None)
         if not clients:
             self.subscribers.pop(uri, None)
+            self.routes.pop(uri, None)
             await self._unsubscribe_downstream(server, original)
 
     async def _subscribe_downstream(self, server: str, uri: str, *, handshake: bool) -> None:
@@ -160,12 +165,14 @@ class Subscriptions:
         self.subscribed_on[(server, uri)] = client
 
     async def _unsubscribe_downstream(self, server: str, uri: str) -> None:
+        await _unsubscribe_on(self._release(server, uri), uri)
+
+    def _release(self, server: str, uri: str) -> Client | None:
+        """The downstream subscription to `uri` is no longer toolwise's (a 2026-era stream is stopped now);
+        the handshake-era connection that still holds one, to be unsubscribed on."""
         if (task := self.following.pop((server, uri), None)) is not None:
             task.cancel()
-        elif (held := self.subscribed_on.pop((server, uri), None)) is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await held.unsubscribe_resource(uri)
+        return self.subscribed_on.pop((server, uri), None)
 
     async def updated(self, public: str) -> None:
         """The clients subscribed to `public` with a session of their own hear of its update."""
@@ -182,10 +189,33 @@ class Subscriptions:
             self.unsubscribe_all([key])
 
     def unsubscribe_all(self, keys: list[str]) -> None:
-        """Clients that went away hear of no more resource updates."""
-        for key in keys:
-            for clients in self.subscribers.values():
+        """Clients that went away hear of no more resource updates; a downstream subscription they were
+        the last to hold is undone (at once in toolwise's books: the next subscriber makes one anew)."""
+        for uri, clients in list(self.subscribers.items()):
+            held = len(clients)
+            for key in keys:
                 clients.pop(key, None)
+            if clients or not held:
+                continue
+            self.subscribers.pop(uri, None)
+            route = self.routes.pop(uri, None)
+            if route is None or uri in self.subscribing:  # one being made is undone once made (`_subscribe_first`)
+                continue
+            server, original = route
+            if (connection := self._release(server, original)) is not None:
+                self._background.spawn(
+                    _unsubscribe_on(connection, original),
+                    name=f"toolwise-unsubscribe-{server}",
+                    failure=f"unsubscribing from {original} on {server} failed",
+                )
+
+
+async def _unsubscribe_on(connection: Client | None, uri: str) -> None:
+    """End a handshake-era downstream subscription (None: nothing to end)."""
+    if connection is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await connection.unsubscribe_resource(uri)
 
 
 def _heard(making: asyncio.Future[None]) -> None:
