@@ -69,6 +69,7 @@ class Downstream:
     _task: asyncio.Task[None] | None = None
     _spawns: list[Any] = field(default_factory=list)  # the processes of its latest start
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
+    _serving: object = None  # the connection being served: a late word about an older one changes nothing
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
     tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
@@ -153,6 +154,7 @@ class Downstream:
         """Connect and serve until the connection breaks; returns the process's exit status if it had
         exited by then (None: still running, or not a process)."""
         self._process = None
+        self._serving = serving = object()
         async with contextlib.AsyncExitStack() as stack:
             with recording_spawns(self._launched) as spawned:
                 self._spawns = spawned
@@ -160,7 +162,7 @@ class Downstream:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
                             Client(
-                                client_target(self.spec, stack),
+                                client_target(self.spec, stack, partial(self._session_lost, serving)),
                                 mode=self.settings.mode,
                                 message_handler=self._on_message,
                                 **self._hooks(),
@@ -235,6 +237,12 @@ class Downstream:
         """The connection a caller of that era is served on, as it is now (nothing is opened)."""
         twin = self.twin.current if handshake and self.twin is not None else None
         return twin or self._client
+
+    def _session_lost(self, serving: object) -> None:
+        """The HTTP downstream no longer knows this connection's session (`targets.py`): a new one is made."""
+        if self._serving is serving and not self._broken.is_set():
+            log.warning("downstream %s no longer knows toolwise's session (it restarted?): reconnecting", self.name)
+            self._lost()
 
     def _lost(self) -> None:
         """The connection is known dead: calls from now on wait for the new one."""

@@ -40,7 +40,7 @@ class Twin:
     """The handshake-era connection of downstream `server` (`client` opens it when none is open)."""
 
     server: str
-    target: Callable[[contextlib.AsyncExitStack], Any]  # what a Client connects to (the main one's)
+    target: Callable[[contextlib.AsyncExitStack, Callable[[], None]], Any]  # what a Client connects to (the main one's)
     hooks: dict[str, Any]  # the relayed callbacks (sampling, elicitation, roots), as the main one's
     relay: Callable[[Any], Awaitable[None]]  # where its notifications go (tool-list changes are the main one's)
     open_timeout_s: float
@@ -74,7 +74,7 @@ class Twin:
         try:
             async with contextlib.AsyncExitStack() as stack, asyncio.timeout(self.open_timeout_s) as limit:
                 handler = self._handler(lost)
-                client = Client(self.target(stack), mode="legacy", message_handler=handler, **self.hooks)
+                client = Client(self.target(stack, lost.set), mode="legacy", message_handler=handler, **self.hooks)
                 await stack.enter_async_context(client)
                 self.tools = frozenset(t.name for t in await all_tools(client))
                 limit.reschedule(None)

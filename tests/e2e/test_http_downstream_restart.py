@@ -1,0 +1,83 @@
+"""An HTTP downstream that restarts (or forgets its sessions) is reconnected to: on the handshake era its
+new process answers toolwise's old session with 404 ("Session terminated"), which is a lost connection,
+not the tool refusing a call. The call that meets it fails saying so; the calls after the reconnect work.
+The downstream is the reference mcp-server-time over real streamable HTTP (uvicorn, in this process),
+stopped and started again on the same port."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import anyio
+import uvicorn
+from mcp import Client
+from mcp_server_time.server import create_server
+
+from tests.e2e.conftest import free_port
+from tests.server.surface import text
+from toolwise.config import AppConfig
+from toolwise.server.app import Toolwise
+from toolwise.server.build import build_server
+
+WAIT_S = 20.0  # the longest the test waits for the reconnect
+NOW = "time__get_current_time"
+
+
+class TimeOverHttp:
+    """mcp-server-time at http://127.0.0.1:PORT/mcp while started; each start a fresh process's state."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        app = create_server("UTC").streamable_http_app()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, timeout_graceful_shutdown=1)
+        self._server = server = uvicorn.Server(config)
+        self._task = asyncio.create_task(server.serve())
+        with anyio.fail_after(WAIT_S):
+            while not server.started:
+                await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+        self._server = self._task = None
+
+
+async def test_an_http_downstream_restarted_is_reconnected_to(tmp_path: Path) -> None:
+    """toolwise in `mode: legacy`: its one connection to the downstream is of the handshake era."""
+    port = free_port()
+    downstream = TimeOverHttp(port)
+    await downstream.start()
+    try:
+        async with Toolwise(config(tmp_path, port, "legacy")) as app, Client(build_server(app)) as client:
+            first = await client.call_tool(NOW, {"timezone": "UTC"})
+            assert not first.is_error, text(first)
+            await downstream.stop()
+            await downstream.start()  # restarted: it knows no session of before
+            met = await client.call_tool(NOW, {"timezone": "UTC"})  # fails, or goes to the new session already
+            with anyio.fail_after(WAIT_S):
+                while (health := app.catalogue.health()[0]).state != "ready" or health.restarts < 1:
+                    await asyncio.sleep(0.05)
+            after = await client.call_tool(NOW, {"timezone": "UTC"})
+            assert not after.is_error, f"{text(after)} (the call before: {text(met)})"
+    finally:
+        await downstream.stop()
+
+
+def config(tmp_path: Path, port: int, mode: str) -> AppConfig:
+    return AppConfig.model_validate(
+        {
+            "mcpServers": {"time": {"url": f"http://127.0.0.1:{port}/mcp"}},
+            "toolwise": {
+                "database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}",
+                "mode": mode,
+                "snapshot_interval_s": 0,
+                "sync_interval_s": 0,
+            },
+        }
+    )
