@@ -30,7 +30,7 @@ class Hanging:
         await asyncio.Event().wait()
         raise AssertionError("never answers")
 
-    def broke(self) -> None:
+    def broke(self, client: object) -> None:
         raise AssertionError("the connection never breaks here")
 
 

@@ -69,6 +69,34 @@ async def test_an_http_downstream_restarted_is_reconnected_to(tmp_path: Path) ->
         await downstream.stop()
 
 
+async def test_the_handshake_era_twin_of_an_http_downstream_restarted_is_reopened(tmp_path: Path) -> None:
+    """toolwise in `mode: auto`: its 2026-07-28 connection has no session, its handshake-era twin (what a
+    handshake-era caller is served on, `downstream/twin.py`) has one."""
+    port = free_port()
+    downstream = TimeOverHttp(port)
+    await downstream.start()
+    try:
+        async with (
+            Toolwise(config(tmp_path, port, "auto")) as app,
+            Client(build_server(app), mode="legacy") as client,
+        ):
+            first = await client.call_tool(NOW, {"timezone": "UTC"})
+            assert not first.is_error, text(first)
+            twin = app.catalogue.downstreams["time"].twin
+            assert twin is not None and twin.current is not None
+            before = twin.current
+            await downstream.stop()
+            await downstream.start()  # restarted: it knows no session of before
+            met = await client.call_tool(NOW, {"timezone": "UTC"})  # fails, or goes to the new session already
+            with anyio.fail_after(WAIT_S):
+                while twin.current is before:
+                    await asyncio.sleep(0.05)
+            after = await client.call_tool(NOW, {"timezone": "UTC"})
+            assert not after.is_error, f"{text(after)} (the call before: {text(met)})"
+    finally:
+        await downstream.stop()
+
+
 def config(tmp_path: Path, port: int, mode: str) -> AppConfig:
     return AppConfig.model_validate(
         {

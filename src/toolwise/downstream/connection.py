@@ -289,6 +289,9 @@ class Downstream:
             raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
         return client
 
-    def broke(self) -> None:
-        """A call found the connection closed: the owner task reconnects."""
-        self._broken.set()
+    def broke(self, client: Client) -> None:
+        """A call found `client` closed: if calls still go over it (or its twin), the owner task reconnects
+        and calls from now on wait for the new connection (one that came up since is left alone)."""
+        twin = self.twin.current if self.twin is not None else None
+        if client is self._client or client is twin:
+            self._lost()
