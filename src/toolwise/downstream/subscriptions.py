@@ -26,12 +26,13 @@ from mcp_types.jsonrpc import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.background import Background
-from toolwise.downstream.callers import Callers, client_of
+from toolwise.downstream.callers import Callers, client_of, connection_of
 from toolwise.downstream.catalogue import Catalogue
 
 log = logging.getLogger(__name__)
 
 UNSUBSCRIBE_S = 5.0  # longest a closed listen stream waits for its downstream unsubscriptions
+_WATCHED = "toolwise/subscriptions-watched"  # marks a connection whose end drops its subscriptions
 
 
 @dataclass
@@ -54,8 +55,19 @@ class Subscriptions:
     async def subscribe_resource(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        await self._subscribe(params.uri, client_of(ctx), ctx.session)
+        key = client_of(ctx)
+        self._watch(ctx, key)
+        await self._subscribe(params.uri, key, ctx.session)
         return types.EmptyResult()
+
+    def _watch(self, ctx: ServerRequestContext[Any], key: str) -> None:
+        """A client's HTTP session that ends (DELETE, idle timeout) takes its subscriptions with it: else
+        they stay in these books, and made at the downstream, for as long as toolwise runs."""
+        connection = connection_of(ctx)
+        if connection.session_id is None or _WATCHED in connection.state:
+            return
+        connection.state[_WATCHED] = True
+        connection.exit_stack.callback(self.unsubscribe_all, [key])
 
     async def unsubscribe_resource(
         self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
