@@ -126,3 +126,35 @@ async def test_a_subscriber_found_gone_leaves_no_downstream_subscription_behind(
                 while not heard:
                     await anyio.sleep(0.01)
     assert heard == ["memo://x"]
+
+
+async def test_a_subscription_is_made_again_when_its_downstream_reconnects(tmp_path: Path) -> None:
+    """A downstream that restarts (here: its connection lost, the in-process server kept) knows nothing of
+    the subscriptions made on the connection before: toolwise makes them again on the new one, and its
+    subscribers keep hearing the resource's updates."""
+    subscribed: list[ServerSession] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
+    answer.set()
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    async with running(tmp_path, {}, in_process=downstream, heard=on_message) as (app, client):
+        await subscribe(client, "memo://x")
+        memo_downstream = app.catalogue.downstreams["memo"]
+        lost = memo_downstream.client
+        assert lost is not None and len(subscribed) == 1
+        subscribed.clear()  # a restarted process has none of the subscriptions of before
+        memo_downstream.broke(lost)  # a call found its connection closed: reconnected
+        with anyio.fail_after(WAIT_S):
+            while not subscribed:  # made again on the new connection
+                await anyio.sleep(0.01)
+        assert memo_downstream.restarts == 1
+        assert text(await client.call_tool("memo__touch", {})) == "told 1"
+        with anyio.fail_after(WAIT_S):
+            while not heard:
+                await anyio.sleep(0.01)
+    assert heard == ["memo://x"]

@@ -181,6 +181,8 @@ class Downstream:
             self._ready.set()
             self._attempted.set()
             self._launched.set()
+            if self.relay is not None:
+                self.relay.reconnected(self.name)
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
             listening = listener(self.name, client, self._refresh, self.relay)
             helpers = [t for t in (listening, watch_exit(self.name, self._process, self._broken.set)) if t is not None]

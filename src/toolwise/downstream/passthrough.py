@@ -212,6 +212,10 @@ class Passthrough:
         """What the downstream connection of `server` declares and how its requests are relayed."""
         return self.callers.client_callbacks(server)
 
+    def reconnected(self, server: str) -> None:
+        """`server` is up on a new connection: the resource subscriptions still held are made again."""
+        self.subscriptions.renew(server)
+
     async def notified(self, server: str, message: Any) -> None:
         """A downstream's notification (tool-list changes are the catalogue's)."""
         if isinstance(message, types.LoggingMessageNotification):

@@ -19,6 +19,10 @@ class Relay(Protocol):
 
     def client_callbacks(self, server: str) -> dict[str, Any]: ...
 
+    def reconnected(self, server: str) -> None:
+        """`server` is up on a new connection: what was made on the one before (subscriptions) is gone."""
+        ...
+
 
 def listener(
     server: str, client: Client, refresh: Callable[[Client], Coroutine[Any, Any, None]], relay: Relay | None

@@ -186,6 +186,26 @@ class Subscriptions:
             task.cancel()
         return self.subscribed_on.pop((server, uri), None)
 
+    def renew(self, server: str) -> None:
+        """`server` is up on a new connection (it restarted): the subscriptions made on the one before went
+        with it, unknown to the new process; each still held is made again on the new connection."""
+        stale = [(uri, True) for (owner, uri) in self.subscribed_on if owner == server]
+        stale += [(uri, False) for (owner, uri) in self.following if owner == server]
+        for uri, handshake in stale:
+            self._release(server, uri)  # a lost connection's: nothing to undo at the downstream
+            self._background.spawn(
+                self._renew(server, uri, handshake=handshake),
+                name=f"toolwise-resubscribe-{server}",
+                failure=f"subscribing to {uri} on {server} again failed; its updates are no longer relayed",
+            )
+
+    async def _renew(self, server: str, uri: str, *, handshake: bool) -> None:
+        if (server, uri) not in self.routes.values():  # its last subscriber left meanwhile
+            return
+        await self._subscribe_downstream(server, uri, handshake=handshake)
+        if (server, uri) not in self.routes.values():
+            await self._unsubscribe_downstream(server, uri)
+
     async def updated(self, public: str) -> None:
         """The clients subscribed to `public` with a session of their own hear of its update."""
         for key, session in list(self.subscribers.get(public, {}).items()):
