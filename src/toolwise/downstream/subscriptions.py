@@ -93,7 +93,10 @@ class Subscriptions:
             # (it is shutting down, or stuck) holds it up for UNSUBSCRIBE_S at most, never for ever.
             with anyio.move_on_after(UNSUBSCRIBE_S, shield=True) as cleanup:
                 for uri in subscribed:
-                    await self._unsubscribe(uri, listener)
+                    try:
+                        await self._unsubscribe(uri, listener)
+                    except Exception as exc:  # noqa: BLE001 - said; the stream's other subscriptions are undone all the same
+                        log.warning("%s: unsubscribing from %s failed: %s", listener, uri, exc)
             if cleanup.cancelled_caught:
                 log.warning("%s: downstream unsubscriptions unanswered after %.0f s", listener, UNSUBSCRIBE_S)
 
@@ -142,7 +145,7 @@ class Subscriptions:
             await self._unsubscribe_downstream(server, original)
 
     async def _unsubscribe(self, uri: str, client: str) -> None:
-        server, original = await self.route_uri(uri)
+        server, original = self.routes.get(uri) or await self.route_uri(uri)  # where it was made
         clients = self.subscribers.get(uri, {})
         clients.pop(client, None)
         if not clients:
