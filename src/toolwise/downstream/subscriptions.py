@@ -191,15 +191,19 @@ class Subscriptions:
 
     def renew(self, server: str) -> None:
         """`server` is up on a new connection (it restarted): the subscriptions made on the one before went
-        with it, unknown to the new process; each still held is made again on the new connection."""
-        stale = [(uri, True) for (owner, uri) in self.subscribed_on if owner == server]
-        stale += [(uri, False) for (owner, uri) in self.following if owner == server]
-        for uri, handshake in stale:
+        with it, unknown to the new process; each still held is made again on the new connection (one whose
+        making failed at the reconnect before, too)."""
+        stale: dict[str, bool] = {}  # URI there → made for a handshake-era subscriber (the first's era)
+        for public, (owner, uri) in self.routes.items():
+            if owner == server and public not in self.subscribing:  # one being made is made on the new one
+                sessions = self.subscribers.get(public, {}).values()
+                stale[uri] = stale.get(uri, False) or any(session is not None for session in sessions)
+        for uri, handshake in stale.items():
             self._release(server, uri)  # a lost connection's: nothing to undo at the downstream
             self._background.spawn(
                 self._renew(server, uri, handshake=handshake),
                 name=f"toolwise-resubscribe-{server}",
-                failure=f"subscribing to {uri} on {server} again failed; its updates are no longer relayed",
+                failure=f"subscribing to {uri} on {server} again failed; tried again when it next reconnects",
             )
 
     async def _renew(self, server: str, uri: str, *, handshake: bool) -> None:
