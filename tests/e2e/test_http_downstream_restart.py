@@ -7,15 +7,21 @@ stopped and started again on the same port."""
 from __future__ import annotations
 
 import asyncio
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import uvicorn
 from mcp import Client
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_server_time.server import create_server
+from starlette.applications import Starlette
 
 from tests.e2e.conftest import free_port
 from tests.server.surface import text
+from tests.server.test_subscriptions import memo
 from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
@@ -25,15 +31,17 @@ NOW = "time__get_current_time"
 
 
 class TimeOverHttp:
-    """mcp-server-time at http://127.0.0.1:PORT/mcp while started; each start a fresh process's state."""
+    """mcp-server-time (or what `serve` makes) at http://127.0.0.1:PORT/mcp while started; each start a
+    fresh process's state."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, serve: Callable[[], Starlette] | None = None) -> None:
         self.port = port
+        self._serve = serve or (lambda: create_server("UTC").streamable_http_app())
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        app = create_server("UTC").streamable_http_app()
+        app = self._serve()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, timeout_graceful_shutdown=1)
         self._server = server = uvicorn.Server(config)
         self._task = asyncio.create_task(server.serve())
@@ -97,10 +105,49 @@ async def test_the_handshake_era_twin_of_an_http_downstream_restarted_is_reopene
         await downstream.stop()
 
 
-def config(tmp_path: Path, port: int, mode: str) -> AppConfig:
+async def test_a_subscription_on_the_twin_of_an_http_downstream_restarted_is_made_again(tmp_path: Path) -> None:
+    """A handshake-era caller's resource subscription is made on the twin; the downstream restarted, the
+    twin is reopened and the subscription made again on it (the 2026-07-28 connection, sessionless, goes on)."""
+    port = free_port()
+    subscribed: list[list[ServerSession]] = []
+
+    def serve() -> Starlette:
+        answer = asyncio.Event()
+        answer.set()
+        subscribed.append([])  # this process's subscriptions
+        return memo(subscribed[-1], asyncio.Event(), answer).streamable_http_app()
+
+    downstream = TimeOverHttp(port, serve)
+    await downstream.start()
+    try:
+        async with (
+            Toolwise(config(tmp_path, port, "auto", "memo")) as app,
+            Client(build_server(app), mode="legacy") as client,
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource("memo://x")
+            assert len(subscribed[-1]) == 1
+            twin = app.catalogue.downstreams["memo"].twin
+            assert twin is not None
+            before = twin.current
+            await downstream.stop()
+            await downstream.start()  # restarted: it knows no session, and no subscription, of before
+            with anyio.fail_after(WAIT_S):
+                while twin.current is before:  # its standing stream, reconnecting, met the 404
+                    await asyncio.sleep(0.05)
+            await client.call_tool("memo__touch", {})  # reopens it
+            with anyio.fail_after(WAIT_S):
+                while not subscribed[-1]:
+                    await asyncio.sleep(0.05)
+    finally:
+        await downstream.stop()
+
+
+def config(tmp_path: Path, port: int, mode: str, name: str = "time") -> AppConfig:
     return AppConfig.model_validate(
         {
-            "mcpServers": {"time": {"url": f"http://127.0.0.1:{port}/mcp"}},
+            "mcpServers": {name: {"url": f"http://127.0.0.1:{port}/mcp"}},
             "toolwise": {
                 "database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}",
                 "mode": mode,

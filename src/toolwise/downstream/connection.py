@@ -202,8 +202,17 @@ class Downstream:
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or isinstance(self.spec, StdioServer):
             return None
         return Twin(
-            self.name, partial(client_target, self.spec), self._hooks(), self._relayed, self.settings.start_timeout_s
+            self.name,
+            partial(client_target, self.spec),
+            self._hooks(),
+            self._relayed,
+            self.settings.start_timeout_s,
+            reopened=self._twin_reopened,
         )
+
+    def _twin_reopened(self) -> None:
+        if self.relay is not None:
+            self.relay.reconnected(self.name, twin=True)
 
     def _hooks(self) -> dict[str, Any]:
         return self.relay.client_callbacks(self.name) if self.relay is not None else {}

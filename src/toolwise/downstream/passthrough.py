@@ -212,9 +212,10 @@ class Passthrough:
         """What the downstream connection of `server` declares and how its requests are relayed."""
         return self.callers.client_callbacks(server)
 
-    def reconnected(self, server: str) -> None:
-        """`server` is up on a new connection: the resource subscriptions still held are made again."""
-        self.subscriptions.renew(server)
+    def reconnected(self, server: str, *, twin: bool = False) -> None:
+        """`server` is up on a new connection (`twin`: its handshake-era twin alone): the resource
+        subscriptions still held are made again."""
+        self.subscriptions.renew(server, twin=twin)
 
     async def notified(self, server: str, message: Any) -> None:
         """A downstream's notification (tool-list changes are the catalogue's)."""

@@ -189,15 +189,12 @@ class Subscriptions:
             task.cancel()
         return self.subscribed_on.pop((server, uri), None)
 
-    def renew(self, server: str) -> None:
+    def renew(self, server: str, *, twin: bool = False) -> None:
         """`server` is up on a new connection (it restarted): the subscriptions made on the one before went
         with it, unknown to the new process; each still held is made again on the new connection (one whose
-        making failed at the reconnect before, too)."""
-        stale: dict[str, bool] = {}  # URI there → made for a handshake-era subscriber (the first's era)
-        for public, (owner, uri) in self.routes.items():
-            if owner == server and public not in self.subscribing:  # one being made is made on the new one
-                sessions = self.subscribers.get(public, {}).values()
-                stale[uri] = stale.get(uri, False) or any(session is not None for session in sessions)
+        making failed at the reconnect before, too). `twin`: only its handshake-era twin is new (`twin.py`):
+        the subscriptions made on it are made again."""
+        stale = {uri: True for (owner, uri) in self.subscribed_on if owner == server} if twin else self._held(server)
         for uri, handshake in stale.items():
             self._release(server, uri)  # a lost connection's: nothing to undo at the downstream
             self._background.spawn(
@@ -205,6 +202,16 @@ class Subscriptions:
                 name=f"toolwise-resubscribe-{server}",
                 failure=f"subscribing to {uri} on {server} again failed; tried again when it next reconnects",
             )
+
+    def _held(self, server: str) -> dict[str, bool]:
+        """The subscriptions held at `server` (its URI → made for a handshake-era subscriber: the first's era),
+        but those being made (made on the new connection)."""
+        held: dict[str, bool] = {}
+        for public, (owner, uri) in self.routes.items():
+            if owner == server and public not in self.subscribing:
+                sessions = self.subscribers.get(public, {}).values()
+                held[uri] = held.get(uri, False) or any(session is not None for session in sessions)
+        return held
 
     async def _renew(self, server: str, uri: str, *, handshake: bool) -> None:
         if (server, uri) not in self.routes.values():  # its last subscriber left meanwhile

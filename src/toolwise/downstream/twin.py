@@ -47,6 +47,8 @@ class Twin:
     tools: frozenset[str] = frozenset()  # the tools it lists (its era's path may list fewer)
     refused: str | None = None  # why the downstream would not take the handshake
     current: Client | None = None  # the connection if it is open now (not yet, being reopened, refused: None)
+    reopened: Callable[[], None] | None = None  # told when it is open again after it was lost
+    _opens: int = 0
     _opened: asyncio.Future[Client] | None = None  # the connection being opened, or open
     _task: asyncio.Task[None] | None = None
 
@@ -80,6 +82,9 @@ class Twin:
                 limit.reschedule(None)
                 self.current = client
                 opened.set_result(client)
+                if self._opens and self.reopened is not None:  # what was made on the one lost is gone
+                    self.reopened()
+                self._opens += 1
                 log.info("downstream %s: a handshake-era connection for handshake-era callers is open", self.server)
                 await lost.wait()
             log.warning("downstream %s: its handshake-era connection was lost; reopened on next need", self.server)
