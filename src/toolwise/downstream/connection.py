@@ -207,10 +207,10 @@ class Downstream:
             self._hooks(),
             self._relayed,
             self.settings.start_timeout_s,
-            reopened=self._twin_reopened,
+            on_lost=self._twin_lost,
         )
 
-    def _twin_reopened(self) -> None:
+    def _twin_lost(self) -> None:
         if self.relay is not None:
             self.relay.reconnected(self.name, twin=True)
 

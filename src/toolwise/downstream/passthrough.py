@@ -213,8 +213,8 @@ class Passthrough:
         return self.callers.client_callbacks(server)
 
     def reconnected(self, server: str, *, twin: bool = False) -> None:
-        """`server` is up on a new connection (`twin`: its handshake-era twin alone): the resource
-        subscriptions still held are made again."""
+        """`server` is up on a new connection (`twin`: its handshake-era twin alone was lost): the resource
+        subscriptions still held are made again (on a twin opened anew)."""
         self.subscriptions.renew(server, twin=twin)
 
     async def notified(self, server: str, message: Any) -> None:

@@ -20,8 +20,8 @@ class Relay(Protocol):
     def client_callbacks(self, server: str) -> dict[str, Any]: ...
 
     def reconnected(self, server: str, *, twin: bool = False) -> None:
-        """`server` is up on a new connection (`twin`: only its handshake-era twin is new, `twin.py`): what
-        was made on the one before (subscriptions) is gone."""
+        """`server` is up on a new connection (`twin`: only its handshake-era twin was lost, `twin.py`, and is
+        opened anew on need): what was made on the one before (subscriptions) is gone."""
         ...
 
 

@@ -192,8 +192,8 @@ class Subscriptions:
     def renew(self, server: str, *, twin: bool = False) -> None:
         """`server` is up on a new connection (it restarted): the subscriptions made on the one before went
         with it, unknown to the new process; each still held is made again on the new connection (one whose
-        making failed at the reconnect before, too). `twin`: only its handshake-era twin is new (`twin.py`):
-        the subscriptions made on it are made again."""
+        making failed at the reconnect before, too). `twin`: only its handshake-era twin was lost (`twin.py`):
+        the subscriptions made on it are made again, on a twin opened anew."""
         stale = {uri: True for (owner, uri) in self.subscribed_on if owner == server} if twin else self._held(server)
         for uri, handshake in stale.items():
             self._release(server, uri)  # a lost connection's: nothing to undo at the downstream

@@ -47,8 +47,7 @@ class Twin:
     tools: frozenset[str] = frozenset()  # the tools it lists (its era's path may list fewer)
     refused: str | None = None  # why the downstream would not take the handshake
     current: Client | None = None  # the connection if it is open now (not yet, being reopened, refused: None)
-    reopened: Callable[[], None] | None = None  # told when it is open again after it was lost
-    _opens: int = 0
+    on_lost: Callable[[], None] | None = None  # told when it was lost after it was open (not when closed)
     _opened: asyncio.Future[Client] | None = None  # the connection being opened, or open
     _task: asyncio.Task[None] | None = None
 
@@ -73,6 +72,7 @@ class Twin:
     async def _hold(self, opened: asyncio.Future[Client]) -> None:
         """Own the connection for its whole life (its context is entered and left in this one task)."""
         lost = asyncio.Event()
+        ended = False  # it was open, and was lost
         try:
             async with contextlib.AsyncExitStack() as stack, asyncio.timeout(self.open_timeout_s) as limit:
                 handler = self._handler(lost)
@@ -82,11 +82,9 @@ class Twin:
                 limit.reschedule(None)
                 self.current = client
                 opened.set_result(client)
-                if self._opens and self.reopened is not None:  # what was made on the one lost is gone
-                    self.reopened()
-                self._opens += 1
                 log.info("downstream %s: a handshake-era connection for handshake-era callers is open", self.server)
                 await lost.wait()
+            ended = True
             log.warning("downstream %s: its handshake-era connection was lost; reopened on next need", self.server)
         except asyncio.CancelledError:
             if not opened.done():  # its waiters go to the main connection, being renewed too
@@ -96,6 +94,7 @@ class Twin:
         except Exception as exc:  # noqa: BLE001 - said once; its callers go to the main connection
             why = describe(exc, starting=not opened.done(), start_timeout_s=self.open_timeout_s, exit_status=None)
             if opened.done():
+                ended = True
                 log.warning("downstream %s: handshake-era connection failed (%s)", self.server, why)
             else:
                 self.refused = why
@@ -109,6 +108,8 @@ class Twin:
         finally:
             if self._opened is opened:  # not renewed meanwhile (`close`)
                 self._opened, self.current = None, None
+        if ended and self.on_lost is not None and self._task is asyncio.current_task():  # not closed meanwhile
+            self.on_lost()  # what was made on it (subscriptions) is gone: made again now
 
     def _handler(self, lost: asyncio.Event) -> MessageHandlerFnT:
         async def handle(message: Any) -> None:
