@@ -177,7 +177,12 @@ class Downstream:
             self._client, self.state, self.error = client, "ready", None
             self.twin = self._twin_of(client)
             if self.twin is not None:  # up with the first, so what callers of its era are offered is known
-                await self.twin.client()
+                try:
+                    await self.twin.client()
+                except BaseException:  # stopped meanwhile: the twin too
+                    self.twin.close()
+                    self.twin = None
+                    raise
             self._ready.set()
             self._attempted.set()
             self._launched.set()
