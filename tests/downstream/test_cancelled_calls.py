@@ -81,7 +81,7 @@ async def test_a_call_its_own_circuit_refuses_leaves_the_downstreams_probe_to_th
     circuit.failed(now - 100, "a", timed_out=True)  # a's own circuit opens (its cool-down over); the downstream's not
     own_probe = await started(downstream, "a")  # a's probe, let through while the downstream's circuit was closed
     circuit.failed(now - 60, "b")  # the downstream fails for everyone: open, its cool-down over
-    with pytest.raises(CircuitOpenError):
+    with pytest.raises(CircuitOpenError, match="this client's calls to 'slow' timed out 1 times"):
         await forward(downstream, "t", None, 60.0, caller="a")  # type: ignore[arg-type]  # its own probe is in flight
     await cancelled(own_probe)  # the client gives up on it
     await cancelled(await started(downstream, "c"))  # another client probes the downstream

@@ -156,7 +156,8 @@ async def forward(
 
 def _open_circuit(server: str, circuit: Circuit, wait: float, caller: str | None) -> str:
     """Why a call fails fast: the downstream's circuit, or only this client's (its own timeouts)."""
-    own = circuit.timeouts_of(caller) if circuit.state == "closed" else None
+    passing = circuit.state == "closed" or (circuit.state == "half-open" and not circuit.probing)  # not its refusal
+    own = circuit.timeouts_of(caller) if passing else None
     if own is not None:
         return (
             f"this client's calls to {server!r} timed out {own} times in a row (call_timeout_s); they "

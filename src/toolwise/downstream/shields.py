@@ -52,6 +52,11 @@ class Circuit:
             self._probe = 0
         return refused
 
+    @property
+    def probing(self) -> bool:
+        """Half-open with its probe in flight: the other calls wait for its verdict."""
+        return self.state == "half-open" and self._probe != 0
+
     def timeouts_of(self, caller: str | None) -> int | None:
         """The timeouts in a row that opened `caller`'s own circuit; None when it is not open."""
         own = self._callers.get(caller) if caller is not None else None
