@@ -10,12 +10,17 @@ import asyncio
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types as types
 import uvicorn
 from mcp import Client
+from mcp.server import Server, ServerRequestContext
 from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_server_time.server import create_server
 from starlette.applications import Starlette
 
@@ -155,3 +160,63 @@ def config(tmp_path: Path, port: int, mode: str, name: str = "time") -> AppConfi
             },
         }
     )
+
+
+def following_memo(listens: list[int]) -> Starlette:
+    """A 2026-07-28 downstream with one resource, memo://x, followed on `subscriptions/listen` streams
+    (`listens[-1]` counts the streams this process opened); `touch` says it changed."""
+    bus = InMemorySubscriptionBus()
+    handler = ListenHandler(bus)
+    listens.append(0)
+
+    async def listen(ctx: ServerRequestContext[Any], params: Any) -> Any:
+        listens[-1] += 1
+        return await handler(ctx, params)
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="touch", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        await bus.publish(ResourceUpdated(uri="memo://x"))
+        return types.CallToolResult(content=[types.TextContent(text="touched")])
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(uri="memo://x", name="x")])
+
+    server: Server[Any] = Server(
+        "memo",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_subscriptions_listen=listen,
+    )
+    return server.streamable_http_app()
+
+
+async def test_a_2026_era_subscription_to_an_http_downstream_restarted_is_followed_again(tmp_path: Path) -> None:
+    """A 2026-07-28 connection to an HTTP downstream has no session, so calls go on across its restart; the
+    streams toolwise follows on it end with the old process: they are opened again on the new one, and
+    the client listening hears the resource's updates again."""
+    port = free_port()
+    listens: list[int] = []
+    downstream = TimeOverHttp(port, lambda: following_memo(listens))
+    await downstream.start()
+    try:
+        async with (
+            Toolwise(config(tmp_path, port, "auto", "memo")) as app,
+            Client(build_server(app)) as client,
+            client.listen(resource_subscriptions=["memo://x"]) as updates,
+        ):
+            assert listens[-1] >= 1
+            await downstream.stop()
+            await downstream.start()  # restarted: none of the streams of before
+            with anyio.fail_after(WAIT_S):
+                while not listens[-1]:  # followed again on the new process
+                    await asyncio.sleep(0.05)
+            assert text(await client.call_tool("memo__touch", {})) == "touched"
+            with anyio.fail_after(WAIT_S):
+                event = await anext(aiter(updates))
+            assert isinstance(event, ResourceUpdated) and event.uri == "memo://x"
+            assert app.catalogue.health()[0].state == "ready"
+    finally:
+        await downstream.stop()

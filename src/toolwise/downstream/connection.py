@@ -189,7 +189,7 @@ class Downstream:
             if self.relay is not None:
                 self.relay.reconnected(self.name)
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            listening = listener(self.name, client, self._refresh, self.relay)
+            listening = listener(self.name, client, self._refresh, self.relay, partial(self.broke, client))
             helpers = [t for t in (listening, watch_exit(self.name, self._process, self._broken.set)) if t is not None]
             try:
                 await self._broken.wait()

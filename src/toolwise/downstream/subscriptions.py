@@ -11,6 +11,7 @@ import uuid
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -159,8 +160,9 @@ class Subscriptions:
         client = await self.catalogue.session(server, handshake=handshake)
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            lost = partial(self.catalogue.downstreams[server].broke, client)  # the process it followed is gone
             self.following[(server, uri)] = self._background.spawn(
-                _follow(self.notified, server, client, uri, opened),
+                _follow(self.notified, server, client, uri, opened, lost),
                 name=f"toolwise-follow-{server}",
                 failure=f"following {uri} on {server} failed; its updates are no longer relayed",
             )
@@ -271,16 +273,24 @@ def _heard(making: asyncio.Future[None]) -> None:
 
 
 async def _follow(
-    notified: Callable[[str, Any], Awaitable[None]], server: str, client: Client, uri: str, opened: asyncio.Future[None]
+    notified: Callable[[str, Any], Awaitable[None]],
+    server: str,
+    client: Client,
+    uri: str,
+    opened: asyncio.Future[None],
+    lost: Callable[[], None],
 ) -> None:
-    """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams)."""
+    """Relay a 2026-era downstream's updates of `uri` (its subscriptions are listen streams). A stream lost
+    (the downstream restarted: a sessionless HTTP connection goes on) is `lost`: the connection is made
+    anew, and its subscriptions with it."""
     try:
         async with client.listen(resource_subscriptions=[uri]) as subscription:
             opened.set_result(None)
             async for event in subscription:
                 await notified(server, event_to_notification(event, {}))
     except SubscriptionLost:
-        log.warning("downstream %s ended the stream of updates of %s (it restarted?)", server, uri)
+        log.warning("downstream %s ended the stream of updates of %s (it restarted?): reconnecting", server, uri)
+        lost()
     except BaseException as exc:
         if opened.done():
             raise
