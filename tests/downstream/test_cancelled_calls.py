@@ -30,7 +30,7 @@ class Hanging:
         await asyncio.Event().wait()
         raise AssertionError("never answers")
 
-    def broke(self) -> None:
+    def broke(self, client: object) -> None:
         raise AssertionError("the connection never breaks here")
 
 
@@ -69,3 +69,20 @@ async def test_a_cancelled_call_is_no_failure_and_a_cancelled_probe_lets_the_nex
     assert circuit.failures == 1, "a cancelled probe counted as a failure"
     await cancelled(await started(downstream, "c"))  # the next call probes
     assert state(circuit) == "half-open" and circuit.failures == 1
+
+
+async def test_a_call_its_own_circuit_refuses_leaves_the_downstreams_probe_to_the_next_call() -> None:
+    """A client whose own circuit (its timeouts) waits on its probe, calling when the downstream's circuit
+    is half-open, is refused by its own: it took no probe of the downstream's, so another client's call
+    probes it, even once that client's probe is cancelled (nothing else would ever end the wait)."""
+    downstream = Hanging()
+    circuit = downstream.circuit
+    now = time.monotonic()
+    circuit.failed(now - 100, "a", timed_out=True)  # a's own circuit opens (its cool-down over); the downstream's not
+    own_probe = await started(downstream, "a")  # a's probe, let through while the downstream's circuit was closed
+    circuit.failed(now - 60, "b")  # the downstream fails for everyone: open, its cool-down over
+    with pytest.raises(CircuitOpenError, match="this client's calls to 'slow' timed out 1 times"):
+        await forward(downstream, "t", None, 60.0, caller="a")  # type: ignore[arg-type]  # its own probe is in flight
+    await cancelled(own_probe)  # the client gives up on it
+    await cancelled(await started(downstream, "c"))  # another client probes the downstream
+    assert state(circuit) == "half-open"

@@ -233,7 +233,7 @@ async def test_a_handshake_era_caller_subscribes_as_it_would_directly(tmp_path: 
 
 
 async def test_a_downstream_that_refuses_the_handshake_serves_handshake_era_callers_on_its_2026_connection() -> None:
-    def target(stack: Any) -> Any:
+    def target(stack: Any, session_lost: Any) -> Any:
         raise ConnectionRefusedError("no handshake here")
 
     async def relay(message: Any) -> None:

@@ -18,22 +18,31 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from tests.server.surface import running, text
-from toolwise.config import InProcessServer
+from toolwise.config import AppConfig, InProcessServer
+from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
 
 WAIT_S = 10.0  # the longest a step of the test waits for what it expects
 
 
-def memo(subscribed: list[ServerSession], asked: asyncio.Event, answer: asyncio.Event) -> Server[Any]:
-    """A downstream with one resource, memo://x: `touch` tells its subscribers it changed; a subscription
-    is taken once `answer` is set (`asked` says one came)."""
+def memo(
+    subscribed: list[ServerSession],
+    asked: asyncio.Event,
+    answer: asyncio.Event,
+    *,
+    uri: str = "memo://x",
+    unsubscribes: bool = True,
+) -> Server[Any]:
+    """A downstream with one resource, `uri`: `touch` tells its subscribers it changed; a subscription
+    is taken once `answer` is set (`asked` says one came); `unsubscribes` False: it refuses unsubscriptions
+    (as a server that does not implement them, or one that restarted, does)."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[types.Tool(name="touch", input_schema={"type": "object"})])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         for session in subscribed:
-            await session.send_resource_updated("memo://x")
+            await session.send_resource_updated(uri)
         return types.CallToolResult(content=[types.TextContent(text=f"told {len(subscribed)}")])
 
     async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
@@ -43,11 +52,13 @@ def memo(subscribed: list[ServerSession], asked: asyncio.Event, answer: asyncio.
         return types.EmptyResult()
 
     async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        subscribed.remove(ctx.session)
+        if not unsubscribes:
+            raise ValueError(f"no unsubscribing from {uri} here")
+        subscribed.pop()  # toolwise is its one subscriber (the SDK's session object may differ per request)
         return types.EmptyResult()
 
     async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(uri="memo://x", name="x")])
+        return types.ListResourcesResult(resources=[types.Resource(uri=uri, name="x")])
 
     return Server(
         "memo",
@@ -94,3 +105,96 @@ async def test_a_subscriber_that_goes_away_does_not_cut_short_the_subscription_o
             while not heard:
                 await anyio.sleep(0.01)
     assert heard == ["memo://x"]
+
+
+async def test_a_subscriber_found_gone_leaves_no_downstream_subscription_behind(tmp_path: Path) -> None:
+    """A client found gone (a notification to it failed: `unsubscribe_all`) is forgotten; when it was the
+    last subscriber, the downstream subscription goes too: the next client to subscribe makes one anew,
+    and hears each update once (not once per subscription toolwise had left behind at the downstream)."""
+    subscribed: list[ServerSession] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
+    answer.set()
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    async with running(tmp_path, {}, in_process=downstream) as (app, client):
+        subscriptions = app.passthrough.subscriptions
+        async with Client(build_server(app), mode="legacy") as leaving:
+            await subscribe(leaving, "memo://x")
+            gone = list(subscriptions.subscribers["memo://x"])
+        subscriptions.unsubscribe_all(gone)  # as when telling it of a change fails
+        with anyio.fail_after(WAIT_S):
+            while subscribed:  # the downstream subscription is undone
+                await anyio.sleep(0.01)
+        async with Client(build_server(app), mode="legacy", message_handler=on_message) as next_client:
+            await subscribe(next_client, "memo://x")
+            assert text(await client.call_tool("memo__touch", {})) == "told 1"  # one subscription there
+            with anyio.fail_after(WAIT_S):
+                while not heard:
+                    await anyio.sleep(0.01)
+    assert heard == ["memo://x"]
+
+
+async def test_a_subscription_is_made_again_when_its_downstream_reconnects(tmp_path: Path) -> None:
+    """A downstream that restarts (here: its connection lost, the in-process server kept) knows nothing of
+    the subscriptions made on the connection before: toolwise makes them again on the new one, and its
+    subscribers keep hearing the resource's updates."""
+    subscribed: list[ServerSession] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
+    answer.set()
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    async with running(tmp_path, {}, in_process=downstream, heard=on_message) as (app, client):
+        await subscribe(client, "memo://x")
+        memo_downstream = app.catalogue.downstreams["memo"]
+        lost = memo_downstream.client
+        assert lost is not None and len(subscribed) == 1
+        subscribed.clear()  # a restarted process has none of the subscriptions of before
+        memo_downstream.broke(lost)  # a call found its connection closed: reconnected
+        with anyio.fail_after(WAIT_S):
+            while not subscribed:  # made again on the new connection
+                await anyio.sleep(0.01)
+        assert memo_downstream.restarts == 1
+        assert text(await client.call_tool("memo__touch", {})) == "told 1"
+        with anyio.fail_after(WAIT_S):
+            while not heard:
+                await anyio.sleep(0.01)
+    assert heard == ["memo://x"]
+
+
+async def test_a_listen_stream_that_ends_undoes_every_subscription_though_a_downstream_refuses_one(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28 listen stream that ends undoes the downstream subscriptions it made, each one: a
+    downstream that refuses its unsubscription does not leave the others made for nobody."""
+    refusing: list[ServerSession] = []
+    taking: list[ServerSession] = []
+    answer = asyncio.Event()
+    answer.set()
+    downstreams = {
+        "memo": InProcessServer(memo(refusing, asyncio.Event(), answer, unsubscribes=False)),
+        "note": InProcessServer(memo(taking, asyncio.Event(), answer, uri="note://y")),
+    }
+    config = AppConfig.model_validate(
+        {
+            "mcpServers": {},
+            "toolwise": {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "mode": "legacy"},
+        }
+    )  # handshake-era downstream connections: their subscriptions are resources/subscribe, undone by unsubscribe
+    async with Toolwise(config, in_process=downstreams) as app, Client(build_server(app)) as client:
+        await client.list_resources()
+        async with client.listen(resource_subscriptions=["memo://x", "note://y"]):
+            assert (len(refusing), len(taking)) == (1, 1)
+        with anyio.fail_after(WAIT_S):
+            while taking:  # note's is undone all the same
+                await anyio.sleep(0.01)
+        assert app.passthrough.subscriptions.subscribers == {}

@@ -69,6 +69,7 @@ class Downstream:
     _task: asyncio.Task[None] | None = None
     _spawns: list[Any] = field(default_factory=list)  # the processes of its latest start
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
+    _serving: object = None  # the connection being served: a late word about an older one changes nothing
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
     tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
@@ -153,6 +154,7 @@ class Downstream:
         """Connect and serve until the connection breaks; returns the process's exit status if it had
         exited by then (None: still running, or not a process)."""
         self._process = None
+        self._serving = serving = object()
         async with contextlib.AsyncExitStack() as stack:
             with recording_spawns(self._launched) as spawned:
                 self._spawns = spawned
@@ -160,7 +162,7 @@ class Downstream:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
                             Client(
-                                client_target(self.spec, stack),
+                                client_target(self.spec, stack, partial(self._session_lost, serving)),
                                 mode=self.settings.mode,
                                 message_handler=self._on_message,
                                 **self._hooks(),
@@ -175,12 +177,19 @@ class Downstream:
             self._client, self.state, self.error = client, "ready", None
             self.twin = self._twin_of(client)
             if self.twin is not None:  # up with the first, so what callers of its era are offered is known
-                await self.twin.client()
+                try:
+                    await self.twin.client()
+                except BaseException:  # stopped meanwhile: the twin too
+                    self.twin.close()
+                    self.twin = None
+                    raise
             self._ready.set()
             self._attempted.set()
             self._launched.set()
+            if self.relay is not None:
+                self.relay.reconnected(self.name)
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            listening = listener(self.name, client, self._refresh, self.relay)
+            listening = listener(self.name, client, self._refresh, self.relay, partial(self.broke, client))
             helpers = [t for t in (listening, watch_exit(self.name, self._process, self._broken.set)) if t is not None]
             try:
                 await self._broken.wait()
@@ -198,8 +207,17 @@ class Downstream:
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or isinstance(self.spec, StdioServer):
             return None
         return Twin(
-            self.name, partial(client_target, self.spec), self._hooks(), self._relayed, self.settings.start_timeout_s
+            self.name,
+            partial(client_target, self.spec),
+            self._hooks(),
+            self._relayed,
+            self.settings.start_timeout_s,
+            on_lost=self._twin_lost,
         )
+
+    def _twin_lost(self) -> None:
+        if self.relay is not None:
+            self.relay.reconnected(self.name, twin=True)
 
     def _hooks(self) -> dict[str, Any]:
         return self.relay.client_callbacks(self.name) if self.relay is not None else {}
@@ -235,6 +253,12 @@ class Downstream:
         """The connection a caller of that era is served on, as it is now (nothing is opened)."""
         twin = self.twin.current if handshake and self.twin is not None else None
         return twin or self._client
+
+    def _session_lost(self, serving: object) -> None:
+        """The HTTP downstream no longer knows this connection's session (`targets.py`): a new one is made."""
+        if self._serving is serving and not self._broken.is_set():
+            log.warning("downstream %s no longer knows toolwise's session (it restarted?): reconnecting", self.name)
+            self._lost()
 
     def _lost(self) -> None:
         """The connection is known dead: calls from now on wait for the new one."""
@@ -281,6 +305,9 @@ class Downstream:
             raise DownstreamError(f"downstream server {self.name!r} is not running; it is being restarted")
         return client
 
-    def broke(self) -> None:
-        """A call found the connection closed: the owner task reconnects."""
-        self._broken.set()
+    def broke(self, client: Client) -> None:
+        """A call found `client` closed: if calls still go over it (or its twin), the owner task reconnects
+        and calls from now on wait for the new connection (one that came up since is left alone)."""
+        twin = self.twin.current if self.twin is not None else None
+        if client is self._client or client is twin:
+            self._lost()

@@ -113,8 +113,8 @@ class Connected(Protocol):
         """The connection a call of `tool` goes over, once it is up (until `deadline`, the loop's time)."""
         ...
 
-    def broke(self) -> None:
-        """A call found the connection closed."""
+    def broke(self, client: Client) -> None:
+        """A call found `client` closed."""
         ...
 
 
@@ -156,7 +156,8 @@ async def forward(
 
 def _open_circuit(server: str, circuit: Circuit, wait: float, caller: str | None) -> str:
     """Why a call fails fast: the downstream's circuit, or only this client's (its own timeouts)."""
-    own = circuit.timeouts_of(caller) if circuit.state == "closed" else None
+    passing = circuit.state == "closed" or (circuit.state == "half-open" and not circuit.probing)  # not its refusal
+    own = circuit.timeouts_of(caller) if passing else None
     if own is not None:
         return (
             f"this client's calls to {server!r} timed out {own} times in a row (call_timeout_s); they "
@@ -196,18 +197,18 @@ async def _call(
                 f"tool {tool!r} on {server!r} did not answer within {timeout_s:g}s (call_timeout_s)",
                 timed_out=True,
             ) from None
-        raise answered(server, tool, exc, rounds) or _refused(downstream, tool, exc) from exc
+        raise answered(server, tool, exc, rounds) or _refused(downstream, client, tool, exc) from exc
     except Exception as exc:
         if sdk.is_result_validation_error(exc):
             raise InvalidResultError(
                 f"{server!r} answered the call to {tool!r} with a result that breaks its schema: {exc}"
             ) from exc
-        raise _refused(downstream, tool, exc) from exc
+        raise _refused(downstream, client, tool, exc) from exc
 
 
-def _refused(downstream: Connected, tool: str, exc: Exception) -> DownstreamError:
+def _refused(downstream: Connected, client: Client, tool: str, exc: Exception) -> DownstreamError:
     if is_connection_loss(exc):
-        downstream.broke()
+        downstream.broke(client)
         return DownstreamError(
             f"downstream server {downstream.name!r} closed the connection during the call; "
             "it is being restarted, the next call will go to the new process"

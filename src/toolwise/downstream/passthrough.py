@@ -212,6 +212,11 @@ class Passthrough:
         """What the downstream connection of `server` declares and how its requests are relayed."""
         return self.callers.client_callbacks(server)
 
+    def reconnected(self, server: str, *, twin: bool = False) -> None:
+        """`server` is up on a new connection (`twin`: its handshake-era twin alone was lost): the resource
+        subscriptions still held are made again (on a twin opened anew)."""
+        self.subscriptions.renew(server, twin=twin)
+
     async def notified(self, server: str, message: Any) -> None:
         """A downstream's notification (tool-list changes are the catalogue's)."""
         if isinstance(message, types.LoggingMessageNotification):

@@ -42,9 +42,20 @@ class Circuit:
 
     def admit(self, now: float, caller: str | None = None) -> float | None:
         """None when a call (of `caller`) may go through; else the seconds left before the next probe."""
+        probe = self._probe
         wait = self._admit(now)
         own = self._callers.get(caller) if caller is not None else None
-        return own._admit(now) if wait is None and own is not None else wait
+        if wait is not None or own is None:
+            return wait
+        refused = own._admit(now)
+        if refused is not None and self._probe != probe:  # not let through: the downstream's probe is the next call's
+            self._probe = 0
+        return refused
+
+    @property
+    def probing(self) -> bool:
+        """Half-open with its probe in flight: the other calls wait for its verdict."""
+        return self.state == "half-open" and self._probe != 0
 
     def timeouts_of(self, caller: str | None) -> int | None:
         """The timeouts in a row that opened `caller`'s own circuit; None when it is not open."""

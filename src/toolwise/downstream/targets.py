@@ -1,29 +1,49 @@
 """What the SDK's `Client` connects to for a downstream of each kind: the in-process server, the URL (with
-its configured headers on every request), or the stdio command with its environment."""
+its configured headers on every request), or the stdio command with its environment.
+
+An HTTP downstream that no longer knows the session of a handshake-era connection (it restarted, or ended
+the session) answers 404 to it: the spec's sign to start a new session. The SDK's client passes on the
+error body only ("Session not found": the status is lost by then), so the status is read on each response.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 
 from toolwise import sdk
 from toolwise.config import HttpServer, InProcessServer, ServerSpec
 from toolwise.downstream.environment import downstream_environment, resolve_command
 
+if TYPE_CHECKING:
+    import httpx2
 
-def client_target(spec: ServerSpec, stack: contextlib.AsyncExitStack) -> Any:
+
+def client_target(
+    spec: ServerSpec, stack: contextlib.AsyncExitStack, session_lost: Callable[[], None] | None = None
+) -> Any:
+    """`session_lost`: called when an HTTP downstream answers 404 to the connection's session."""
     if isinstance(spec, InProcessServer):
         return spec.server
     if isinstance(spec, HttpServer):
-        if not spec.headers:
-            return spec.url
         # The configured headers (e.g. `Authorization: Bearer …`) go on every request; the
         # transport leaves closing a client it was given to us.
-        http = sdk.http_client(headers=spec.headers)
+        http = sdk.http_client(headers=spec.headers or None)
         stack.push_async_callback(http.aclose)
+        if session_lost is not None:
+            http.event_hooks["response"].append(_watch_session(session_lost))
         return streamable_http_client(spec.url, http_client=http)
     env = downstream_environment(spec.env)  # more than the SDK's minimum: downstream/environment.py
     return StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
+
+
+def _watch_session(session_lost: Callable[[], None]) -> Callable[[httpx2.Response], Awaitable[None]]:
+    async def on_response(response: httpx2.Response) -> None:
+        if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
+            session_lost()
+
+    return on_response

@@ -40,13 +40,14 @@ class Twin:
     """The handshake-era connection of downstream `server` (`client` opens it when none is open)."""
 
     server: str
-    target: Callable[[contextlib.AsyncExitStack], Any]  # what a Client connects to (the main one's)
+    target: Callable[[contextlib.AsyncExitStack, Callable[[], None]], Any]  # what a Client connects to (the main one's)
     hooks: dict[str, Any]  # the relayed callbacks (sampling, elicitation, roots), as the main one's
     relay: Callable[[Any], Awaitable[None]]  # where its notifications go (tool-list changes are the main one's)
     open_timeout_s: float
     tools: frozenset[str] = frozenset()  # the tools it lists (its era's path may list fewer)
     refused: str | None = None  # why the downstream would not take the handshake
     current: Client | None = None  # the connection if it is open now (not yet, being reopened, refused: None)
+    on_lost: Callable[[], None] | None = None  # told when it was lost after it was open (not when closed)
     _opened: asyncio.Future[Client] | None = None  # the connection being opened, or open
     _task: asyncio.Task[None] | None = None
 
@@ -71,10 +72,11 @@ class Twin:
     async def _hold(self, opened: asyncio.Future[Client]) -> None:
         """Own the connection for its whole life (its context is entered and left in this one task)."""
         lost = asyncio.Event()
+        ended = False  # it was open, and was lost
         try:
             async with contextlib.AsyncExitStack() as stack, asyncio.timeout(self.open_timeout_s) as limit:
                 handler = self._handler(lost)
-                client = Client(self.target(stack), mode="legacy", message_handler=handler, **self.hooks)
+                client = Client(self.target(stack, lost.set), mode="legacy", message_handler=handler, **self.hooks)
                 await stack.enter_async_context(client)
                 self.tools = frozenset(t.name for t in await all_tools(client))
                 limit.reschedule(None)
@@ -82,6 +84,7 @@ class Twin:
                 opened.set_result(client)
                 log.info("downstream %s: a handshake-era connection for handshake-era callers is open", self.server)
                 await lost.wait()
+            ended = True
             log.warning("downstream %s: its handshake-era connection was lost; reopened on next need", self.server)
         except asyncio.CancelledError:
             if not opened.done():  # its waiters go to the main connection, being renewed too
@@ -91,6 +94,7 @@ class Twin:
         except Exception as exc:  # noqa: BLE001 - said once; its callers go to the main connection
             why = describe(exc, starting=not opened.done(), start_timeout_s=self.open_timeout_s, exit_status=None)
             if opened.done():
+                ended = True
                 log.warning("downstream %s: handshake-era connection failed (%s)", self.server, why)
             else:
                 self.refused = why
@@ -104,6 +108,8 @@ class Twin:
         finally:
             if self._opened is opened:  # not renewed meanwhile (`close`)
                 self._opened, self.current = None, None
+        if ended and self.on_lost is not None and self._task is asyncio.current_task():  # not closed meanwhile
+            self.on_lost()  # what was made on it (subscriptions) is gone: made again now
 
     def _handler(self, lost: asyncio.Event) -> MessageHandlerFnT:
         async def handle(message: Any) -> None:
