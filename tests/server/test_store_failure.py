@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 from mcp import Client
 
 from tests.feedback.conftest import full_disk  # noqa: F401 - the fixture
 from tests.server.surface import execution_of, text, time_server
 from toolwise.config import AppConfig
+from toolwise.feedback.database import Database
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
 
@@ -71,3 +75,40 @@ async def test_shutdown_on_a_full_disk_ends_and_dead_letters_what_was_not_writte
     # The context exited (no exception, no hang) with the disk still full: nothing answered is lost.
     kept = {json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()}
     assert set(answered) <= kept
+
+
+async def test_shutdown_on_a_database_that_never_answers_ends_and_dead_letters_the_last_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A store that takes a statement and never answers (PostgreSQL waiting on a lock, a network partition):
+    # SIGTERM must still end toolwise, the records it holds dead-lettered, the log saying how to get them back.
+    hung = asyncio.Event()
+    never = asyncio.Event()
+    write, execute = Database.write, Database.execute
+
+    async def hanging_write(self: Database, work: Any) -> Any:
+        if hung.is_set():
+            await never.wait()
+        return await write(self, work)
+
+    async def hanging_execute(self: Database, sql: str, params: Any, then: Any) -> None:
+        if hung.is_set():
+            await never.wait()
+        await execute(self, sql, params, then)
+
+    monkeypatch.setattr(Database, "write", hanging_write)
+    monkeypatch.setattr(Database, "execute", hanging_execute)
+    app = Toolwise(config(tmp_path), in_process={"time": time_server()})
+    await app.__aenter__()
+    async with Client(build_server(app), mode="legacy") as client:
+        await app.feedback.flush()
+        hung.set()
+        answered = {execution_of(await client.call_tool("time__convert_time", CONVERT)) for _ in range(2)}
+    dead = app.feedback.dead_letter_path
+    with caplog.at_level(logging.ERROR):
+        async with asyncio.timeout(30):  # before the fix: for ever
+            await app.__aexit__(None, None, None)
+    kept = {json.loads(line)["execution"]["id"] for line in dead.read_text().splitlines()}
+    assert answered <= kept
+    assert "no shutdown snapshot" in caplog.text
+    assert f"toolwise import-dead-letters {dead}" in caplog.text

@@ -38,15 +38,16 @@ class Database:
     ) -> None:
         self._engine, self._thread, self._writer = engine, thread, writer
 
-    async def aclose(self, timeout_s: float) -> None:
-        """Write everything queued (what the database takes within `timeout_s`), then release it."""
-        if self._writer is not None:
-            await self._writer.aclose(timeout_s)
+    async def aclose(self, timeout_s: float) -> int:
+        """Write everything queued (what the database takes within `timeout_s`), then release it; how
+        many records were dead-lettered instead."""
+        abandoned = await self._writer.aclose(timeout_s) if self._writer is not None else 0
         if self._thread is not None:
             await self._thread.aclose()
         if self._engine is not None:
             await self._engine.dispose()
         self._engine = self._writer = self._thread = None
+        return abandoned
 
     @property
     def engine(self) -> AsyncEngine:

@@ -169,7 +169,14 @@ class FeedbackService:
         if self._integrity_task is not None:
             self._integrity_task.cancel()
             await asyncio.wait([self._integrity_task])
-        await self.database.aclose(self._store_timeout_s)
+        if abandoned := await self.database.aclose(self._store_timeout_s):
+            log.error(
+                "shutdown: %d records the database did not take were dead-lettered to %s; once it answers, put"
+                " them back with `toolwise import-dead-letters %s`",
+                abandoned,
+                self.dead_letter_path,
+                self.dead_letter_path,
+            )
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -148,15 +148,16 @@ class GroupCommitWriter(Generic[T, P]):
         except TimeoutError:
             raise self._unavailable(f"{self._waiting()} records are waiting to be committed") from None
 
-    async def aclose(self, timeout_s: float | None = None) -> None:
+    async def aclose(self, timeout_s: float | None = None) -> int:
         """Commit everything queued, then stop the writer task. If that takes longer than `timeout_s`
-        (the database is failing), stop anyway and dead-letter what was not committed."""
+        (the database is failing), stop anyway and dead-letter what was not committed; how many went there."""
         if self._task is None or self._task.done():
-            return
+            return 0
         marker = self._marker(stop=True)
         done, _ = await asyncio.wait([asyncio.shield(marker.done)], timeout=timeout_s)
+        dead = self._dead
         if not done:
-            log.error("the database did not take the last records within %.0f s; dead-lettering them", timeout_s)
+            log.error("the database did not take the last records within %g s; dead-lettering them", timeout_s)
             self._task.cancel()
             held = [item for batch in self._in_hand.values() for item in batch]
             left = [*held, *(i for i in self._pending if not isinstance(i, _Marker))]
@@ -164,6 +165,7 @@ class GroupCommitWriter(Generic[T, P]):
             for item in left:
                 self._give_up(item, self._failing or TimeoutError("shutdown"))
         await asyncio.wait([self._task])
+        return self._dead - dead
 
     def _marker(self, *, stop: bool) -> _Marker:
         """Queue a marker (never refused: a flush must get through a full queue). Its waiters await

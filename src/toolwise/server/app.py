@@ -140,33 +140,47 @@ class Toolwise:
             waited = cut_short and self.learning.pending > 0
             self.learning.end_loading()  # the calls noted meanwhile are recorded all the same
             await self.learning.aclose()
+            bounded = asyncio.timeout(self.config.toolwise.store_timeout_s)
             try:
-                # A load cut short leaves the empty state: stored as the newest, it would hide the snapshot
-                # it was loading. Calls that waited for the load (or the first catalogue's embedding) were
-                # learned just now without it (the unembedded documents' cosine at 0): a snapshot would keep
-                # them so. Neither is stored; the next start loads the snapshot before, if any, and learns
-                # this run's calls from the log, once, every document embedded.
-                keep = cut_short and (waited or bool(await self.feedback.snapshots.list(self.learning.namespace)))
-                if keep:
-                    log.warning(
-                        "no shutdown snapshot: stopped before the learned state was loaded or the tools embedded;"
-                        " the next start learns this run's calls from the log"
+                async with bounded:
+                    await self._store_at_shutdown(cut_short, waited)
+            except (FeedbackError, SQLAlchemyError, OSError) as failure:
+                if bounded.expired():  # a store that never answers (a lock, a partition) must not hold up SIGTERM
+                    log.error(  # noqa: TRY400 - nothing to trace: the database did not answer
+                        "no shutdown snapshot or heartbeat: the database did not answer within %g s"
+                        " (store_timeout_s), abandoned; the next start replays the log",
+                        self.config.toolwise.store_timeout_s,
                     )
                 else:
-                    await self.snapshots.save("shutdown")
-                await self.upkeep.heartbeat(stopped=True)
-                if not keep and self.learning.unmarked >= UNMARKED_RESNAPSHOT:
-                    await self.sharing.sync()
-                    await self.snapshots.save("shutdown")
-            except (FeedbackError, SQLAlchemyError, OSError) as failure:
-                log.error(  # noqa: TRY400 - one line: the writer has logged the failure in full
-                    "no shutdown snapshot, the database is failing (%s); the next start replays the log",
-                    describe_database_error(failure),
-                )
+                    log.error(  # noqa: TRY400 - one line: the writer has logged the failure in full
+                        "no shutdown snapshot, the database is failing (%s); the next start replays the log",
+                        describe_database_error(failure),
+                    )
         finally:
             self.passthrough.listeners.close()
             await self.catalogue.aclose()
             await self.feedback.aclose()
+
+    async def _store_at_shutdown(self, cut_short: bool, waited: bool) -> None:
+        """The shutdown snapshot and last heartbeat (`__aexit__` bounds them by `store_timeout_s`, so that
+        the writer's last records are dead-lettered after them even when the database never answers)."""
+        # A load cut short leaves the empty state: stored as the newest, it would hide the snapshot
+        # it was loading. Calls that waited for the load (or the first catalogue's embedding) were
+        # learned just now without it (the unembedded documents' cosine at 0): a snapshot would keep
+        # them so. Neither is stored; the next start loads the snapshot before, if any, and learns
+        # this run's calls from the log, once, every document embedded.
+        keep = cut_short and (waited or bool(await self.feedback.snapshots.list(self.learning.namespace)))
+        if keep:
+            log.warning(
+                "no shutdown snapshot: stopped before the learned state was loaded or the tools embedded;"
+                " the next start learns this run's calls from the log"
+            )
+        else:
+            await self.snapshots.save("shutdown")
+        await self.upkeep.heartbeat(stopped=True)
+        if not keep and self.learning.unmarked >= UNMARKED_RESNAPSHOT:
+            await self.sharing.sync()
+            await self.snapshots.save("shutdown")
 
     def list_tools(self, client: str | None = None) -> list[types.Tool]:
         """tools/list for `client`: with every tool exposed, a list prepared once per catalogue change;
