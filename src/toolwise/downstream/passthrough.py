@@ -15,10 +15,12 @@ Only tools/call is recorded and learned from (`server/handlers.py`); this module
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import Client
@@ -28,7 +30,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.downstream.callers import Callers, forwarded_meta, modern, wire_meta
@@ -40,6 +42,7 @@ from toolwise.downstream.subscriptions import Subscriptions
 log = logging.getLogger(__name__)
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for a resource no server has
+R = TypeVar("R")
 
 
 PASSED_THROUGH = ("resources", "prompts", "logging", "completions")  # capabilities toolwise has only from downstreams
@@ -135,14 +138,14 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         server, uri = await self.route_uri(params.uri)
-        client = await self.catalogue.session(server, handshake=not modern(ctx))
         meta = forwarded_meta(wire_meta(ctx))
-        result: types.ReadResourceResult | types.InputRequiredResult
-        with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
+
+        async def read(client: Client) -> types.ReadResourceResult | types.InputRequiredResult:
             if in_rounds(ctx, client):
-                result = await _read_round(client, uri, params, meta)
-            else:
-                result = await client.read_resource(uri, meta=meta)
+                return await _read_round(client, uri, params, meta)
+            return await client.read_resource(uri, meta=meta)
+
+        result = await self._bounded(ctx, server, f"resources/read of {uri!r}", read)
         if isinstance(result, types.InputRequiredResult):
             return result
         for content in result.contents:
@@ -181,12 +184,14 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         server, name = await self._route_prompt(params.name)
-        client = await self.catalogue.session(server, handshake=not modern(ctx))
         meta = forwarded_meta(wire_meta(ctx))
-        with self.callers.calling(server, ctx):  # what the downstream asks mid-request goes to this caller
+
+        async def get(client: Client) -> types.GetPromptResult | types.InputRequiredResult:
             if in_rounds(ctx, client):
                 return await _prompt_round(client, name, params, meta)
             return await client.get_prompt(name, params.arguments, meta=meta)
+
+        return await self._bounded(ctx, server, f"prompts/get of {name!r}", get)
 
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
@@ -205,8 +210,34 @@ class Passthrough:
             ref = ref.model_copy(update={"uri": template})
         context = params.context.arguments if params.context is not None else None
         argument = {"name": params.argument.name, "value": params.argument.value}
-        client = await self.catalogue.session(server, handshake=not modern(ctx))
-        return await client.complete(ref, argument, context)
+        asked = ref
+
+        async def complete(client: Client) -> types.CompleteResult:
+            return await client.complete(asked, argument, context)
+
+        return await self._bounded(ctx, server, "completion/complete", complete)
+
+    async def _bounded(
+        self, ctx: ServerRequestContext[Any], server: str, what: str, request: Callable[[Client], Awaitable[R]]
+    ) -> R:
+        """`request` on `server`'s session within `call_timeout_s`, as a tool call is: past it the
+        downstream is told to stop (the SDK's courtesy cancel of a cancelled request) and the caller gets
+        an MCP error naming the downstream and the setting. What the downstream asks meanwhile goes to
+        this caller."""
+        timeout_s = self.catalogue.settings.call_timeout_s
+        bounded = asyncio.timeout(timeout_s)
+        try:
+            async with bounded:
+                client = await self.catalogue.session(server, handshake=not modern(ctx))
+                with self.callers.calling(server, ctx):
+                    return await request(client)
+        except TimeoutError:
+            if not bounded.expired():
+                raise
+            raise MCPError(
+                REQUEST_TIMEOUT,
+                f"{what} on {server!r} did not answer within {timeout_s:g}s (call_timeout_s); it was told to stop",
+            ) from None
 
     def client_callbacks(self, server: str) -> dict[str, Any]:
         """What the downstream connection of `server` declares and how its requests are relayed."""

@@ -1,0 +1,96 @@
+"""A resource read, a prompt or a completion that the downstream never answers is bounded as a tool call
+is: after `call_timeout_s` the caller gets an MCP error naming the downstream and the setting, and the
+downstream is told to stop. In-process through `Client(server)`, the downstream an SDK server whose
+requests wait until cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import REQUEST_TIMEOUT
+
+from tests.server.surface import running
+from toolwise.config import InProcessServer
+from toolwise.server.build import build_server
+
+WAIT_S = 10.0  # the longest a step of the test waits for what it expects
+
+
+def stuck(cancelled: list[str]) -> Server[Any]:
+    """A downstream with a resource, a prompt and completions that never answer; `cancelled` gets the
+    method of each request the downstream was told to stop."""
+
+    async def never(method: str) -> Any:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(method)
+            raise
+        raise AssertionError("never answers")
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(uri="memo://x", name="x")])
+
+    async def read_resource(ctx: ServerRequestContext[Any], params: Any) -> types.ReadResourceResult:
+        return await never("resources/read")  # type: ignore[no-any-return]
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name="p")])
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: Any) -> types.GetPromptResult:
+        return await never("prompts/get")  # type: ignore[no-any-return]
+
+    async def complete(ctx: ServerRequestContext[Any], params: Any) -> types.CompleteResult:
+        return await never("completion/complete")  # type: ignore[no-any-return]
+
+    return Server(
+        "stuck",
+        on_list_tools=list_tools,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+    )
+
+
+ASKS: dict[str, Callable[[Client], Awaitable[object]]] = {
+    "resources/read": lambda client: client.read_resource("memo://x"),
+    "prompts/get": lambda client: client.get_prompt("stuck__p"),
+    "completion/complete": lambda client: client.complete(
+        types.PromptReference(name="stuck__p"), {"name": "a", "value": ""}
+    ),
+}
+
+
+@pytest.mark.parametrize("era", ["auto", "legacy"], ids=["2026-07-28 caller", "handshake-era caller"])
+@pytest.mark.parametrize("method", list(ASKS))
+async def test_a_passed_through_request_the_downstream_never_answers_times_out(
+    tmp_path: Path, era: str, method: str
+) -> None:
+    cancelled: list[str] = []
+    downstream = {"stuck": InProcessServer(stuck(cancelled))}
+    async with (
+        running(tmp_path, {}, in_process=downstream, call_timeout_s=0.5) as (app, _),
+        Client(build_server(app), mode=era) as client,
+    ):
+        with anyio.fail_after(WAIT_S), pytest.raises(MCPError) as refused:
+            await ASKS[method](client)
+        assert refused.value.error.code == REQUEST_TIMEOUT
+        assert "'stuck'" in str(refused.value) and "0.5s (call_timeout_s)" in str(refused.value)
+        with anyio.fail_after(WAIT_S):
+            while not cancelled:
+                await anyio.sleep(0.01)
+    assert cancelled == [method]
