@@ -20,9 +20,18 @@ log = logging.getLogger(__name__)
 DISCONNECT: Message = {"type": "http.disconnect"}
 
 
+LISTEN = b"subscriptions/listen"  # a 2026-07-28 POST that stays open as long as its client listens
+
+
+def standing(scope: Scope) -> bool:
+    """A request that ends only when its client leaves: a GET stream, or a 2026-07-28 listener (its
+    `Mcp-Method` header, which the SDK checks against the body's method, names it)."""
+    return scope["method"] == "GET" or any(k == b"mcp-method" and v == LISTEN for k, v in scope["headers"])
+
+
 class Draining:
-    """ASGI middleware: counts the requests in flight that end by themselves (every one but a GET, which is
-    a standing stream) and, once `close` says so, tells every open request that its client left."""
+    """ASGI middleware: counts the requests in flight that end by themselves (every one but a standing
+    stream) and, once `close` says so, tells every open request that its client left."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -35,8 +44,8 @@ class Draining:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        standing = scope["method"] == "GET"
-        if not standing:
+        stream = standing(scope)
+        if not stream:
             self._calls += 1
             self._idle.clear()
         sent = _Sent(send)
@@ -45,7 +54,7 @@ class Draining:
             if self._closing.is_set() and sent.open:  # a stream ended by `close`: its response ends cleanly too
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            if not standing:
+            if not stream:
                 self._calls -= 1
                 if not self._calls:
                     self._idle.set()
