@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.test_persistence import QUERIES, service, teach
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.learning.service import LearningService
 from toolwise.rl import Decision, Ranked
-from toolwise.server.recommend import Evidence, confidence_of, reason_of
+from toolwise.server.recommend import Evidence, RecommendToolInput, confidence_of, reason_of, recommend_tool
 
 
 def test_a_reason_shows_the_expected_reward_on_the_0_to_1_scale_the_help_promises() -> None:
@@ -36,3 +42,30 @@ def test_serving_says_what_it_catches_up_with_before_the_replay_is_counted() -> 
     learning.progress.to_replay(5000)
     learning.progress.replayed(1200)
     assert learning.serving == "prior (catching up: 1,200 of 5,000 log entries replayed)"
+
+
+async def test_a_probability_rests_on_the_calls_of_the_state_that_decided_though_a_restore_lands_before_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", policy="choice")
+    empty = await services.snapshots.save("manual")  # nothing learned yet
+    await teach(services, rounds=4)
+    learned = services.learning.learner.updates
+    decide = services.agent.recommend_with_arguments
+    decided: list[Decision] = []
+
+    async def restored_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        found = await decide(*args, **kwargs)
+        decided.append(found[0])
+        await services.snapshots.adopt(empty, "restore")  # swapped in before the answer is put together
+        return found
+
+    monkeypatch.setattr(services.agent, "recommend_with_arguments", restored_meanwhile)
+    session = services.learning.sessions.get("asker")
+    answer = await recommend_tool(services, RecommendToolInput(query=QUERIES[1]), session)
+    await feedback.aclose()
+    [decision] = decided
+    assert learned > 0 and services.learning.learner.updates == 0  # the restore landed
+    choices = len(services.learning.learner.index.active)
+    shown = confidence_of(decision, decision.ranked[0], Evidence(learned, choices))
+    assert answer.recommendations[0].confidence == pytest.approx(shown)  # before: uniform, the restored state's 0 calls

@@ -28,6 +28,7 @@ class Decision:
     explored: bool
     propensity: float
     nothing_fits: bool = False  # no candidate seems to serve the query (rl/fit.py); `ranked` holds the best guesses
+    learned: int = 0  # the deciding learner's updates: the calls its probabilities rest on (not a later state's)
 
 
 def decision_id(rng: np.random.Generator) -> str:

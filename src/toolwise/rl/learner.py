@@ -121,7 +121,7 @@ class Learner:
         deterministic prior alone (shadow mode: the policy is neither asked nor advanced);
         `named_first` gives a tool the query names (`uber.ride`, see rl/names.py) full relevance, so it
         ranks first unless learning says otherwise (a search; learning is unchanged: it keeps the prior)."""
-        return self.ranking.recommend(
+        decision = self.ranking.recommend(
             query,
             rng,
             previous_tool=previous_tool,
@@ -133,6 +133,7 @@ class Learner:
             named_first=named_first,
             history=history,
         )
+        return replace(decision, learned=self.updates)
 
     def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
         """No candidate seems to serve the request: its words match none, or it is far from all the first

@@ -150,7 +150,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
     """`search_tools`: the policy's ranking (`LearningService.recommend`, the decision recommend_tool
     makes, a tool the query names outright first) with each tool's full definition."""
     d = await services.agent.recommend(session, args.query, args.top_k, None, named_first=True)
-    evidence = evidence_of(services, None)
+    evidence = evidence_of(services, d, None)
     own = own_named(services, args.query)
     found = [
         FoundTool(

@@ -88,9 +88,10 @@ class Evidence:
     choices: int
 
 
-def evidence_of(services: Services, candidates: list[str] | None) -> Evidence:
-    learner = services.learning.learner
-    return Evidence(learner.updates, len(set(candidates)) if candidates else len(learner.index.active))
+def evidence_of(services: Services, decision: Decision, candidates: list[str] | None) -> Evidence:
+    """The calls the decision's own learner had learned (a restore may have replaced it since), the tools."""
+    choices = len(set(candidates)) if candidates else len(services.learning.learner.index.active)
+    return Evidence(decision.learned, choices)
 
 
 def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> float:
@@ -164,7 +165,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
     d, suggested = await services.agent.recommend_with_arguments(
         session, args.query, args.top_k, args.candidates, suggest=SUGGESTED
     )
-    evidence = evidence_of(services, args.candidates)
+    evidence = evidence_of(services, d, args.candidates)
     recs = [
         Recommendation(
             tool=r.tool,
