@@ -39,7 +39,8 @@ def test_inspect_status_at_80_columns_shows_every_header_and_cell_whole(tmp_path
     result = CliRunner().invoke(cli, ["inspect", "status", *config], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert max(len(line) for line in lines) <= 80 and "…" not in result.output, result.output
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]  # a message is one line, the terminal wraps it
+    assert max(len(line) for line in table) <= 80 and "…" not in result.output, result.output
     header = next(line for line in lines if line.startswith("┃"))
     assert [cell.strip() for cell in header.strip("│┃").split("┃")] == list(HEADERS), result.output
     rows = [line.strip("│").split("│") for line in lines if line.startswith("│")]

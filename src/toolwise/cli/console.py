@@ -10,7 +10,8 @@ from rich.console import Console
 
 from toolwise.cli.views import Column, fitted_table, natural_width
 
-console = Console()
+# a message is one line however long (a path cut by a newline cannot be pasted); tables still fit the width
+console = Console(soft_wrap=True)
 WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
 
 
