@@ -334,7 +334,7 @@ def step_columns(
         previous,
         [recent(history, before, n) for history, before in zip(histories, previous, strict=True)],
         [batch.position[i] for i in rows],
-        session=[batch.session_id[i] for i in rows],
+        session=[None if one_request(batch.session_id[i]) else batch.session_id[i] for i in rows],  # as step_of
         fault=[fault_of(batch.error_type[i]) for i in rows],
         after_failure=after_failure,
     )
