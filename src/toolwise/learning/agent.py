@@ -276,9 +276,12 @@ class Agent:
             if episode_id in live:
                 return
             live.add(episode_id)
-            if not learning.settings.learning or reward is None:
+            if not learning.settings.learning:
                 return
             try:
+                if reward is None:  # the last call taught nothing (cancelled): a failure waiting before it ends here
+                    learner.read_waiting(last.session_id, learning.state.rng)
+                    return
                 learner.end_episode(step, reward, learning.state.rng)
             except Exception:
                 log.exception("learning the end of session %s failed; its episode is recorded", last.session_id)
