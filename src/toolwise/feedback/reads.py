@@ -149,6 +149,22 @@ class LogReads:
         async with self._database.engine.connect() as conn:
             return await conn.scalar(query.order_by(e.seq.desc()).limit(1))
 
+    async def failed_before(
+        self, session_id: str, position: int, *, namespace: str = "default", before_seq: int
+    ) -> bool:
+        """Whether the session's call just before `position` failed (the newest such call before `before_seq`:
+        a session name reused starts again at 0); False at its first call, or when the log lacks it."""
+        if position < 1:
+            return False
+        e = ExecutionRow
+        query = select(e.success).where(
+            e.namespace == namespace, e.session_id == session_id, e.position == position - 1, e.seq < before_seq
+        )
+        await self._database.flush()
+        async with self._database.engine.connect() as conn:
+            success = await conn.scalar(query.order_by(e.seq.desc()).limit(1))
+        return success is not None and not success
+
     async def executions_by_seq(self, seqs: list[int]) -> list[Execution]:
         """Whole records of the given log positions, oldest first (at most a batch of `iter_log`)."""
         if not seqs:

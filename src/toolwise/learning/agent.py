@@ -180,7 +180,9 @@ class Agent:
             marks = learning.covered.ratings  # the state's as it is now: a restore meanwhile replaced them
             if not marks.fresh(rating_id):  # a sync learned it meanwhile, or the state restored counts it in
                 return learner.reward_of(step)
-            previous_reward = execution.reward if execution.reward is not None else learner.reward_of(step)
+            previous_reward = execution.reward  # as the call's rating before this one left it
+            if previous_reward is None:  # never rewarded (unlearnable): as computed now, with that rating
+                previous_reward = learner.reward_of(replace(step, rating=event.previous))
             if learning.settings.learning:
                 reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
             else:
@@ -276,9 +278,12 @@ class Agent:
             if episode_id in live:
                 return
             live.add(episode_id)
-            if not learning.settings.learning or reward is None:
+            if not learning.settings.learning:
                 return
             try:
+                if reward is None:  # the last call taught nothing (cancelled): a failure waiting before it ends here
+                    learner.read_waiting(last.session_id, learning.state.rng)
+                    return
                 learner.end_episode(step, reward, learning.state.rng)
             except Exception:
                 log.exception("learning the end of session %s failed; its episode is recorded", last.session_id)

@@ -107,12 +107,15 @@ class LogLearning:
         for execution in executions:
             self.learning.shield(execution)
 
-    def rating(self, event: RatingEvent, history: Sequence[str]) -> None:
-        """Learn a rating of the shared log (another instance's, or an earlier run's). Holding the lock."""
+    def rating(self, event: RatingEvent, history: Sequence[str], *, after_failure: bool = False) -> None:
+        """Learn a rating of the shared log (another instance's, or an earlier run's); `after_failure`: the
+        session's call before the rated one failed. Holding the lock."""
         if not self.learning.settings.learning:
             return
         execution = event.execution
-        step = step_of(execution, history, self.learning.history_n, rating=event.rating.rating)
+        step = step_of(
+            execution, history, self.learning.history_n, rating=event.rating.rating, after_failure=after_failure
+        )
         try:
             learner = self.learning.learner
             previous_reward = learner.reward_of(replace(step, rating=event.previous))
@@ -198,19 +201,19 @@ class LogLearning:
         mark.advance(time.monotonic(), self.learning.settings.sync_gap_grace_s)
         return rows
 
-    def learn_ratings(self, covered: Covered, todo: list[tuple[RatingEvent, list[str]]]) -> int | None:
+    def learn_ratings(self, covered: Covered, todo: list[tuple[RatingEvent, list[str], bool]]) -> int | None:
         """On the learning thread, holding the lock: learn and mark a batch of the log's ratings, each with
         the tools before its call, but those a sync before learned. Returns how many were learned; None when
         the state whose marks are `covered` was replaced before."""
         if self.replaced(covered):
             return None
         rmark, learned, thread = covered.ratings, 0, self.learning.thread
-        for event, before in todo:
+        for event, before, after_failure in todo:
             rating_id = event.rating.id
             assert rating_id is not None  # read from the log
             if rmark.fresh(rating_id):
                 thread.between_steps(learned)  # a blocked reader waits for a chunk, not the batch
-                self.rating(event, before)
+                self.rating(event, before, after_failure=after_failure)
                 rmark.add(rating_id)
                 learned += 1
         return learned

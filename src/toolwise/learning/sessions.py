@@ -24,6 +24,7 @@ connections: the call's path reads no database.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,16 +46,22 @@ REQUEST_PREFIX = "request-"  # the session of a request that came on no connecti
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 DECISION_META_KEY = "toolwise/decision_id"
 OPEN_SESSIONS = 10_000  # sessions kept in memory (least recently used forgotten: their calls are in the log)
+MAX_SESSION_ID = 128  # the log's session_id column (feedback/schema.py)
+DIGEST = 24  # hex digits of the digest that stands for the tail of a longer id
 
 # re-exported: learning/core.py and service.py import them from here (the module's own names are public too)
 __all__ = ["OpenDecision", "OpenDecisions"]
 
 
 def scoped(owner: str | None, name: str) -> str:
-    """The id of the session `owner` calls `name` (`name` itself when it is already `owner`'s)."""
-    if owner is None or owns(owner, name):
-        return name
-    return f"{owner}/{name}"
+    """The id of the session `owner` calls `name` (`name` itself when it is already `owner`'s), at most
+    `MAX_SESSION_ID` characters: a longer one keeps its head and a digest of the whole (the same id for the
+    same name; the log's column holds no more, and PostgreSQL refused the batch that carried it)."""
+    full = name if owner is None or owns(owner, name) else f"{owner}/{name}"
+    if len(full) <= MAX_SESSION_ID:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:DIGEST]
+    return f"{full[: MAX_SESSION_ID - DIGEST - 1]}~{digest}"
 
 
 def owns(owner: str | None, session_id: str) -> bool:
@@ -334,7 +341,7 @@ def step_columns(
         previous,
         [recent(history, before, n) for history, before in zip(histories, previous, strict=True)],
         [batch.position[i] for i in rows],
-        session=[batch.session_id[i] for i in rows],
+        session=[None if one_request(batch.session_id[i]) else batch.session_id[i] for i in rows],  # as step_of
         fault=[fault_of(batch.error_type[i]) for i in rows],
         after_failure=after_failure,
     )

@@ -214,7 +214,7 @@ class Sharing:
         covered = self.covered
         rmark, mark, live = covered.ratings, covered.executions, covered.live
         async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
-            todo: list[tuple[RatingEvent, list[str]]] = []
+            todo: list[tuple[RatingEvent, list[str], bool]] = []
             waits = False
             for event in events:
                 rating_id = event.rating.id
@@ -227,7 +227,12 @@ class Sharing:
                     break
                 execution = await with_session_query(self.feedback, event.execution, self.namespace)
                 tools = self._logged.get(execution.session_id)
-                todo.append((replace(event, execution=execution), tools.upto(execution.position) if tools else []))
+                after = await self.feedback.reads.failed_before(
+                    execution.session_id, execution.position, namespace=self.namespace, before_seq=event.execution.seq
+                )  # the n-grams the call was counted in are those marked after a failure (as live)
+                todo.append(
+                    (replace(event, execution=execution), tools.upto(execution.position) if tools else [], after)
+                )
             if self.logged.replaced(covered):
                 return learned
             done = await self.learning.thread.hand_over(partial(self.logged.learn_ratings, covered, todo), _nothing)

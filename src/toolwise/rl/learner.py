@@ -30,7 +30,7 @@ from toolwise.rl.policies import make_policy
 from toolwise.rl.policies.base import Selection
 from toolwise.rl.ranking import Ranking
 from toolwise.rl.replay import PrioritizedReplay
-from toolwise.rl.reward import Latencies, compute_reward, normalise
+from toolwise.rl.reward import Latencies, compute_reward, normalise, rating_points
 from toolwise.rl.sequences import NextTool, SequenceModel
 from toolwise.rl.steps import Step, StepColumns, worked
 from toolwise.rl.toolindex import ToolDoc, ToolIndex
@@ -250,14 +250,18 @@ class Learner:
     def observe_rating(
         self, step: Step, rng: np.random.Generator, previous_reward: float, previous_rating: int | None = None
     ) -> Observation:
-        """A user rated an execution already observed: the policy learns from it again with the rated
-        reward (a second, stronger observation) and the step's n-gram statistics are revised, so a
-        follow-up users rate badly stops counting as a successful sequence. Latency is not recounted."""
+        """A user rated an execution already observed (its reward `previous_reward`, rated `previous_rating`):
+        the policy learns from it again with the rated reward (a second, stronger observation) and the step's
+        n-gram statistics are revised, so a follow-up users rate badly stops counting as a successful
+        sequence. Latency is not recounted: the rating moves the reward by its points alone (the speed bonus
+        stays as judged when the call was made, not against the tool's mean latency now)."""
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
+        reward = previous_reward + rating_points(self.config.reward, step.rating)
+        reward -= rating_points(self.config.reward, previous_rating)
         context = self.encode(step.query, step.previous_tool, step.position)
         fit_before = float(worked(step.success, previous_rating)) if step.success else None
-        observation = self._learn(step, self.reward_of(step), rng, context, fit_before=fit_before, revision=True)
+        observation = self._learn(step, reward, rng, context, fit_before=fit_before, revision=True)
         if self.config.sequences_enabled:
             success_delta = int(worked(step.success, step.rating)) - int(worked(step.success, previous_rating))
             change = observation.reward - previous_reward

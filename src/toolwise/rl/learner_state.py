@@ -50,6 +50,7 @@ class StateParts:
             "config": {"policy": self.config.policy, "reward": asdict(self.config.reward)},
             "tools": list(self.index.tools.names),
             "descriptions": dict(self.index.descriptions),
+            "documents": dict(self.index.documents),  # the prior's corpus, tools no longer listed included
             "active": self.index.active.copy(),
             "latency_mean": latency_mean,
             "latency_count": latency_count,
@@ -78,6 +79,7 @@ class StateParts:
         if "exploration" in state:  # states saved before adaptive exploration start it afresh
             self.exploration.load_state(state["exploration"])
         self.waiting.load(state.get("waiting", ()))
-        self.index.restore(state["tools"], state["descriptions"], np.asarray(state["active"], dtype=np.int64).tolist())
+        active = np.asarray(state["active"], dtype=np.int64).tolist()
+        self.index.restore(state["tools"], state["descriptions"], active, state.get("documents", {}))
         self.latency.grow(len(self.index.tools))
         return counts

@@ -217,7 +217,8 @@ class NgramCounts:
             for nxt, s in self._after_worked(prefix).items()
             if s.count >= self.min_count and (tool is None or tool == nxt or tool in prefix)
         ]
-        rows.sort(key=lambda r: (r.count * r.success_rate, r.mean_reward), reverse=True)
+        rows.sort(key=lambda r: (r.prefix, r.tool))  # ties in one order, whatever order the n-grams are stored in
+        rows.sort(key=lambda r: (r.count * r.success_rate, r.mean_reward), reverse=True)  # stable
         return rows[:limit]
 
     def state_dict(self) -> dict[str, Any]:

@@ -70,6 +70,12 @@ def compute_reward(
     return reward
 
 
+def rating_points(weights: RewardWeights, rating: int | None) -> float:
+    """What a rating adds to a reward ((r − 3) × rating_per_point; none: 0), checked."""
+    check_rating(rating)
+    return 0.0 if rating is None else (rating - 3) * weights.rating_per_point
+
+
 def normalise(weights: RewardWeights, reward: float) -> float:
     """Reward mapped onto [0, 1] by the weights' bounds: what the policies learn from."""
     low, high = weights.bounds

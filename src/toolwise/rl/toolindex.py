@@ -122,11 +122,19 @@ class ToolIndex:
         assert self.embedder is not None
         return int(self.embedder.embed([""]).shape[1])
 
-    def restore(self, names: Sequence[str], descriptions: dict[str, str], active: Sequence[int]) -> None:
-        """The ids, descriptions and listed tools of a saved state (its ids are what it learned by); the
-        documents still waiting to be embedded wait on (their vectors come with the catalogue)."""
+    def restore(
+        self,
+        names: Sequence[str],
+        descriptions: dict[str, str],
+        active: Sequence[int],
+        documents: Mapping[str, str] | None = None,
+    ) -> None:
+        """The ids, descriptions, documents (the prior's corpus: a tool no longer listed keeps its own, as
+        before the save) and listed tools of a saved state (its ids are what it learned by); the documents
+        still waiting to be embedded wait on (their vectors come with the catalogue)."""
         self.tools = Interner(names)
         self.descriptions = dict(descriptions)
+        self.documents = {**self.documents, **(documents or {})}
         listed = [self.tools.names[i] for i in active]
         self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed], later=self.unembedded)
 

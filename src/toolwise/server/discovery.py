@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from toolwise.learning.sessions import Session
 from toolwise.rl.names import name_key
 from toolwise.server.own import Input, Output, OwnTool, compact
-from toolwise.server.recommend import evidence_of, nothing_fits_line, reason_of
+from toolwise.server.recommend import evidence_of, nothing_fits_line, reason_of, reported_score
 from toolwise.server.schemas import resolved, type_of
 from toolwise.server.services import Services
 from toolwise.server.tools import own_tools
@@ -47,7 +47,7 @@ class FoundTool(BaseModel):
     name: str
     description: str
     input_schema: dict[str, Any]
-    score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
+    score: float = Field(description="The policy's ranking score, as recommend_tool's.")
     reason: str = Field(description="Why it ranks there: the prior's relevance and the learned reward.")
 
 
@@ -172,7 +172,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
                 name=tool.name,
                 description=tool.description or "",
                 input_schema=tool.input_schema,
-                score=r.score,
+                score=reported_score(r.score),
                 reason=reason_of(d, r, evidence),
             )
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +27,10 @@ class RecommendToolInput(Input):
 
 class Recommendation(BaseModel):
     tool: str
-    score: float = Field(description="The policy's ranking score (expected reward plus exploration).")
+    score: float = Field(
+        description="The policy's ranking score (expected reward plus exploration); the largest finite number "
+        "for a tool `ucb` has never tried here (its infinite optimism)."
+    )
     confidence: float = Field(
         description="In 0..1, from what was learned: the probability that a call of this tool works for this "
         "request (the default policy, `outcome`: calibrated on the outcomes seen), the probability this is the "
@@ -105,6 +110,12 @@ def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> flo
     return (n * expected + PRIOR_CALLS * uniform) / (n + PRIOR_CALLS)
 
 
+def reported_score(score: float) -> float:
+    """A ranking score as JSON can carry it: UCB scores a tool never tried in a context +inf, which JSON
+    writes as null and a client checking the output schema (a number) refused the whole answer."""
+    return score if math.isfinite(score) else math.copysign(sys.float_info.max, score)
+
+
 def reason_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> str:
     """Why a tool ranks where it does in a decision (recommend_tool, search_tools)."""
     exploring = " (exploring)" if decision.explored and ranked.tool == decision.chosen else ""
@@ -169,7 +180,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
     recs = [
         Recommendation(
             tool=r.tool,
-            score=r.score,
+            score=reported_score(r.score),
             confidence=confidence_of(d, r, evidence),
             p_agent=r.p_agent,
             evidence=r.evidence,

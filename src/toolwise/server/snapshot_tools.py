@@ -63,7 +63,8 @@ class SnapshotOutput(Output):
 
     def text(self) -> str:
         s = self.snapshot
-        where = f", written to {self.path}" if self.path else ""
+        done = "read from" if s.source in ("restore", "rollback") else "written to"  # a restore reads its file
+        where = f", {done} {self.path}" if self.path else ""
         return f"snapshot #{s.id} ({s.source}, {s.sample_count} samples, sha256 {s.sha256[:12]}…){where}"
 
 

@@ -388,6 +388,7 @@ class ChoiceModel(PolicyBase):
             "chosen": self.chosen.copy(),
             "observed": self.observed,
             "memory": self.memory.state_dict(),
+            "health": [[arm, offset] for arm, offset in self.health.items()],  # pairs: JSON keys are strings
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -403,6 +404,8 @@ class ChoiceModel(PolicyBase):
         self.chosen = np.asarray(state["chosen"], dtype=np.int64).copy()
         self.observed = int(state["observed"])
         self.memory.load_state(state["memory"])
+        self.health.clear()  # in place: an outcome policy ranks by the same table
+        self.health.update((int(arm), float(offset)) for arm, offset in state.get("health", ()))
 
     def nbytes(self) -> int:
         return self.memory.nbytes() + self.theta.nbytes + self.steps.nbytes + self.chosen.nbytes + self.weights.nbytes
