@@ -4,6 +4,7 @@ address, and no non-loopback bind without a token."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +35,8 @@ INITIALIZE = {
 
 
 @contextmanager
-def serving(config: Path, host: str, **env: str) -> Iterator[str]:
+def serving(config: Path, host: str, logs: list[str] | None = None, **env: str) -> Iterator[str]:
+    """toolwise serving over HTTP; `logs` gets its stderr once it stopped."""
     port = free_port()
     proc = subprocess.Popen(
         [str(BIN / "toolwise"), "serve", "--http", "--host", host, "--port", str(port), "-c", str(config)],
@@ -51,7 +54,9 @@ def serving(config: Path, host: str, **env: str) -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        if logs is not None:
+            logs.append(err.decode())
 
 
 def request(url: str, headers: dict[str, str], body: object = None) -> tuple[int, Message]:
@@ -62,6 +67,19 @@ def request(url: str, headers: dict[str, str], body: object = None) -> tuple[int
             return response.status, response.headers
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers
+
+
+async def test_the_dashboard_link_with_the_token_is_logged_without_it(write_config: Callable[..., Path]) -> None:
+    """The access log (stderr, which Claude Desktop keeps in a file) printed `GET /dashboard?token=<the token>`."""
+    logs: list[str] = []
+    with serving(write_config({}), "127.0.0.1", logs, TOOLWISE_HTTP_TOKEN=TOKEN) as base:
+        where = urllib.parse.urlsplit(base)
+        connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=10)
+        connection.request("GET", f"/dashboard?token={TOKEN}&window=1h")
+        assert connection.getresponse().status == 303  # to the page without it, setting the cookie
+        connection.close()
+    assert TOKEN not in logs[0]
+    assert "GET /dashboard?token=***&window=1h" in logs[0], logs[0][-2000:]
 
 
 async def test_http_needs_the_right_bearer_token_on_mcp_metrics_and_dashboard(
