@@ -10,6 +10,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import sys
@@ -169,7 +170,7 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
             + ", ".join(f'"{v}": "…"' for v in needed)
             + f' to the "env" of {name!r} in {path}'
         )
-    by_hand = " ".join([spec.command, *mask_args(spec.args)])  # printed: never a secret argument whole
+    by_hand = shlex.join([spec.command, *mask_args(spec.args)])  # to paste as printed; never a secret whole
     return f'run `{by_hand}` by hand to see why, then fix its "args"/"env" in {path}'
 
 
