@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -282,6 +283,6 @@ def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
         try:
             settings = Settings()
         except ValidationError as exc:
-            fail(f"invalid TOOLWISE_* environment: {describe(exc)}", exc)
+            fail(f"invalid TOOLWISE_* environment: {describe(exc, os.environ)}", exc)
         return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
     return config_or_exit(path, database_url).toolwise
