@@ -5,6 +5,7 @@ and how a start-up failure a user can cause ends a command: one line on stderr, 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import logging
 import os
@@ -89,6 +90,15 @@ DatabaseUrlOption = Annotated[
         help="Use this database (an SQLAlchemy async URL) instead of the config's; TOOLWISE_DATABASE_URL also does.",
     ),
 ]
+
+
+class LogLevel(enum.StrEnum):
+    """`--log-level`: a name logging knows, checked as the command line is read (any other was a traceback)."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
 
 
 def setup_logging(level: str) -> None:
