@@ -22,7 +22,7 @@ from pathlib import Path
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import BIN, free_port, toolwise
+from tests.e2e.conftest import BIN, free_port, time_server, toolwise
 from toolwise import sdk
 
 TOKEN = "s3cret-token-for-the-tests-only"
@@ -80,6 +80,27 @@ async def test_the_dashboard_link_with_the_token_is_logged_without_it(write_conf
         connection.close()
     assert TOKEN not in logs[0]
     assert "GET /dashboard?token=***&window=1h" in logs[0], logs[0][-2000:]
+
+
+def test_a_key_in_an_http_downstreams_url_is_not_logged(write_config: Callable[..., Path]) -> None:
+    """A hosted server's URL often carries its key (`…/mcp?api_key=…`): every request to it was logged at
+    INFO, key and all (`httpx2: HTTP Request: POST http://…/mcp?api_key=<key>`), and so was every request
+    toolwise's own HTTP transport answered (`uvicorn.access`)."""
+    key = "sk-live-" + "k" * 24
+    downstream_logs: list[str] = []
+    front_logs: list[str] = []
+    with serving(write_config({"time": time_server()}), "127.0.0.1", downstream_logs) as downstream:
+        front = write_config({"up": {"url": f"{downstream}/mcp?api_key={key}&region=eu"}})
+        with serving(front, "127.0.0.1", front_logs) as base:
+            for _ in range(300):
+                with urllib.request.urlopen(base + "/healthz", timeout=10) as answer:
+                    health = json.loads(answer.read())
+                if health["downstreams"]["ready"] == 1:
+                    break
+                time.sleep(0.1)
+            assert health["downstreams"]["ready"] == 1, health
+    assert key not in front_logs[0] and key not in downstream_logs[0]
+    assert "POST /mcp?api_key=***&region=eu" in downstream_logs[0], downstream_logs[0][-2000:]
 
 
 async def test_http_needs_the_right_bearer_token_on_mcp_metrics_and_dashboard(

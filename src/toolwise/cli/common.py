@@ -104,14 +104,16 @@ class LogLevel(enum.StrEnum):
 def setup_logging(level: str) -> None:
     """Logs to stderr, which a client shows as the server's MCP log. Alembic's INFO (its plugins, and a line
     per revision a first start runs) only under `--debug` or a debug level: toolwise says in one line of
-    its own when it made or upgraded the schema."""
+    its own when it made or upgraded the schema. The HTTP clients' INFO (a line per request to an HTTP
+    downstream, its URL whole: a hosted server's often holds its key) likewise."""
     logging.basicConfig(
         stream=sys.stderr,
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     debugging = options.debug or logging.getLevelName(level.upper()) == logging.DEBUG
-    logging.getLogger("alembic").setLevel(logging.NOTSET if debugging else logging.WARNING)
+    for chatty in ("alembic", "httpx", "httpx2"):
+        logging.getLogger(chatty).setLevel(logging.NOTSET if debugging else logging.WARNING)
 
 
 @contextlib.contextmanager

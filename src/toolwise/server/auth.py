@@ -214,12 +214,14 @@ class BearerAuth:
         )
 
 
-_TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&\s]*")
+# a query parameter whose name says it holds a secret (`token`, `api_key`, `secret`, `password`, `auth`, …)
+_TOKEN_IN_QUERY = re.compile(r"(?i)([?&][\w.-]*(?:token|key|secret|passw|auth|sig)[\w.-]*=)[^&\s]*")
 
 
 class TokenQueryRedaction(logging.Filter):
-    """Masks `?token=` in uvicorn's access log: the dashboard's link carries the bearer token, and stderr is
-    kept in a file by the client (Claude Desktop's `mcp-server-toolwise.log`)."""
+    """Masks secrets in the query of uvicorn's access log: the dashboard's link carries the bearer token,
+    a URL toolwise is reached at may carry a key, and stderr is kept in a file by the client (Claude
+    Desktop's `mcp-server-toolwise.log`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
