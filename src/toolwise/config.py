@@ -285,7 +285,7 @@ def load_config(path: Path) -> AppConfig:
         settings = Settings(**raw.get("toolwise", {}))
         return AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe(exc)}") from exc
+        raise ConfigError(f"{path}: {describe(exc, os.environ)}") from exc
     except TypeError as exc:
         raise ConfigError(f"{path}: 'toolwise' must be an object ({exc})") from exc
 
@@ -382,12 +382,20 @@ def _tag(loc: tuple[int | str, ...], i: int) -> bool:
     return kind or part.startswith(("function-", "union["))
 
 
-def describe(exc: ValidationError) -> str:
+def describe(exc: ValidationError, environ: Mapping[str, str] | None = None) -> str:
     """Pydantic errors as `field.path: message; …` (what a person fixing the file needs); an unknown key
-    that is a near miss of a known one says which."""
+    that is a near miss of a known one says which. With `environ` (the errors are Settings'), a value a
+    `TOOLWISE_*` variable gave is named as that variable's: it is not in the file."""
     parts = []
+    variables = {name.upper() for name in environ or ()}
     for error in exc.errors():
-        location = ".".join(str(p) for i, p in enumerate(error["loc"]) if not _tag(error["loc"], i))
-        hint = did_you_mean(str(error["loc"][-1]), _field_names()) if error["type"] == "extra_forbidden" else ""
+        loc = error["loc"]
+        location = ".".join(str(p) for i, p in enumerate(loc) if not _tag(loc, i))
+        hint = did_you_mean(str(loc[-1]), _field_names()) if error["type"] == "extra_forbidden" else ""
+        variable = "TOOLWISE_" + "__".join(str(p) for p in loc).upper()
+        while variable not in variables and "__" in variable:  # TOOLWISE_REWARD gave all of reward
+            variable = variable.rsplit("__", 1)[0]
+        if variable in variables:
+            hint += f" (from {variable} in the environment, which wins over the file)"
         parts.append(f"{location or 'value'}: {error['msg']}{hint}")
     return "; ".join(dict.fromkeys(parts))

@@ -85,6 +85,32 @@ def test_a_file_that_is_no_database_is_one_line_saying_what_to_do(tmp_path: Path
     assert "it is no SQLite database (the wrong file?) or is damaged" in said
 
 
+@pytest.mark.parametrize(
+    ("given", "wanted"),
+    [
+        ("sqlite:///{path}", "give sqlite+aiosqlite:///{path}"),
+        ("postgresql://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
+        ("postgres://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
+        ("me:pw at db", "is no URL: give sqlite+aiosqlite:///PATH or postgresql+asyncpg://"),
+    ],
+)
+def test_a_url_that_is_none_or_has_no_async_driver_says_which_url_to_give(
+    tmp_path: Path, given: str, wanted: str
+) -> None:
+    """`--database-url sqlite:///…` (SQLAlchemy's usual spelling) said `InvalidRequestError: The asyncio
+    extension requires an async driver…`, `postgres://…` `NoSuchModuleError`, and a string that is no URL
+    printed a traceback."""
+    path = recorded(tmp_path, calls=1)
+    code, said = invoke(["inspect", "status", "--database-url", given.format(path=path)])
+    assert code == 2 and wanted.format(path=path) in said, said
+    assert "Error" not in said and "pw" not in said
+    config = tmp_path / "toolwise.json"
+    config.write_text('{"mcpServers": {}}')
+    doctor = CliRunner().invoke(cli, ["doctor", "-c", str(config), "--database-url", given.format(path=path)])
+    assert doctor.exit_code == 1 and "FAIL database: " in doctor.output, doctor.output
+    assert wanted.format(path=path) in " ".join(doctor.output.split())
+
+
 def test_a_database_of_a_newer_toolwise_says_to_upgrade(tmp_path: Path) -> None:
     path = recorded(tmp_path, calls=1)
     with sqlite3.connect(path) as conn:

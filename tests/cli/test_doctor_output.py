@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_doctor_masks_a_secret_argument_of_the_command_it_says_to_run_by_hand(tm
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1 and "FAIL server 'dies'" in result.output, result.output
     assert secret not in result.output and joined not in result.output
-    assert "--api-key *** --verbose --password=***` by hand" in result.output  # the command's quote kept
+    assert "--api-key '***' --verbose '--password=***'` by hand" in result.output  # the command's quote kept
 
 
 def test_doctor_shows_a_reference_not_the_secret_it_resolves_to(
@@ -75,7 +76,7 @@ def test_doctor_shows_a_reference_not_the_secret_it_resolves_to(
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1 and "FAIL server 'api'" in result.output and "FAIL server 'dies'" in result.output
     assert secret not in result.output, result.output
-    assert f"127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp" in result.output and "SystemExit(3) ${DOCTOR_KEY}`" in result.output
+    assert f"127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp" in result.output and "SystemExit(3)' ${DOCTOR_KEY}`" in result.output
 
 
 @pytest.mark.parametrize(("command", "provider"), [("uvx", "uv (https://docs.astral.sh/uv/)"), ("npx", "Node.js")])
@@ -103,3 +104,17 @@ def test_doctor_names_a_disabled_server_and_does_not_say_everything_starts_when_
         result.exit_code == 0 and f"""off  server 'time': "disabled": true in {config}, not started""" in result.output
     )
     assert result.output.splitlines()[-1] == "no server to start: toolwise would serve its own tools alone"
+
+
+def test_the_command_doctor_says_to_run_by_hand_runs_as_printed(tmp_path: Path) -> None:
+    """A server started as `python3 -c "<code>"` was printed `python3 -c import sys; …`: pasted into a
+    shell, that ran something else."""
+    args = ["-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"]
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    server = {"command": sys.executable, "args": args}
+    config.write_text(json.dumps({"mcpServers": {"dies": server}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "it said: boom" in result.output, result.output
+    printed = " ".join(result.output.split()).split("run `", 1)[1].split("` by hand", 1)[0]
+    assert shlex.split(printed) == [sys.executable, *args]

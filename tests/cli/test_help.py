@@ -4,8 +4,10 @@ printed with its line breaks as they are (typer's rich mode), so that paragraph 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import typer
+from typer.testing import CliRunner
 
 from toolwise.cli.main import app
 
@@ -27,3 +29,12 @@ def test_each_command_is_summed_up_in_one_line_that_the_help_list_wraps_whole() 
     assert {"serve", "install", "inspect evaluate", "snapshot restore"} <= set(found)
     broken = {name: summary for name, summary in found.items() if "\n" in summary or not summary}
     assert not broken, broken
+
+
+def test_an_unknown_log_level_is_refused_naming_the_levels_not_a_traceback(home: Path) -> None:
+    """`toolwise serve --log-level verbose` ended in a traceback (`ValueError: Unknown level: 'VERBOSE'`)."""
+    for command in (["serve"], ["dashboard"]):
+        result = CliRunner().invoke(app, [*command, "--log-level", "verbose"])
+        said = " ".join(result.output.replace("│", " ").split())  # typer's error box, unwrapped
+        assert result.exit_code == 2 and "Traceback" not in said, result.output
+        assert "'verbose' is not one of 'debug', 'info', 'warning', 'error'" in said, said

@@ -415,8 +415,8 @@ def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_un
     assert "stays with Claude Code of project /home/me/web: 'legacy'" in printed
     doc = json.loads(path.read_text())
     app = doc["projects"]["/home/me/app"]
-    assert list(app["mcpServers"]) == ["toolwise"] and app["allowedTools"] == ["Bash"]
-    project_config = Path(app["mcpServers"]["toolwise"]["args"][-1])
+    assert list(app["mcpServers"]) == ["toolwise-local"] and app["allowedTools"] == ["Bash"]
+    project_config = Path(app["mcpServers"]["toolwise-local"]["args"][-1])
     user_config = Path(doc["mcpServers"]["toolwise"]["args"][-1])
     assert project_config != user_config
     assert set(load_config(project_config).servers) == {"gh"} and set(load_config(user_config).servers) == {"time"}
@@ -478,7 +478,7 @@ def test_the_client_is_the_one_the_files_name_says_when_not_given(
     mcp_json.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}}))
     install.run(None, mcp_json, dry_run=False, undo_it=False)
     printed = capsys.readouterr().out
-    entry = json.loads(mcp_json.read_text())["mcpServers"]["toolwise"]
+    entry = json.loads(mcp_json.read_text())["mcpServers"]["toolwise-project"]
     assert entry["type"] == "stdio"
     config = Path(entry["args"][entry["args"].index("--config") + 1])
     assert config.name.startswith("claude-code-"), config
@@ -503,3 +503,25 @@ def test_a_missing_launcher_is_named_with_what_provides_it(
         "warning: command not found on PATH: uvx (server 'fetch'; it comes with uv (https://docs.astral.sh/uv/)); "
         "install it, or toolwise will report it as failed"
     ) in capsys.readouterr().out
+
+
+def test_claude_codes_local_and_project_entries_do_not_hide_the_user_scopes_servers(home: Path) -> None:
+    """Claude Code keeps one server of a name, local over project over user: a user who installed into
+    ~/.claude.json and a project's .mcp.json got three entries named `toolwise`, and in that project the
+    local one alone ran; the user scope's and the .mcp.json's servers were gone there."""
+    path = clients.client_config_path(Client.claude_code, "linux")
+    path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))
+    mcp_json = home / "app" / ".mcp.json"
+    mcp_json.parent.mkdir()
+    mcp_json.write_text(json.dumps({"mcpServers": {"docs": {"command": "mcp-server-docs"}}}))
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    install.run(None, mcp_json, dry_run=False, undo_it=False)
+    doc = json.loads(path.read_text())
+    user = set(doc["mcpServers"])
+    local = set(doc["projects"]["/home/me/app"]["mcpServers"])
+    project = set(json.loads(mcp_json.read_text())["mcpServers"])
+    assert user == {"toolwise"} and local == {"toolwise-local"} and project == {"toolwise-project"}
+    install.run(Client.claude_code, None, dry_run=False, undo_it=True)
+    install.run(None, mcp_json, dry_run=False, undo_it=True)
+    assert json.loads(path.read_text()) == CLAUDE_CODE_PROJECTS
+    assert json.loads(mcp_json.read_text()) == {"mcpServers": {"docs": {"command": "mcp-server-docs"}}}

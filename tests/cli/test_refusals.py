@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.test_views import fill
 from toolwise.cli.main import app as cli
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.reports import LogReports
 
 
@@ -76,3 +77,11 @@ def test_a_bug_is_not_shown_as_a_refusal(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_refusal_quotes_what_the_user_typed_whole_brackets_included(tmp_path: Path) -> None:
     url = database(tmp_path)  # the console reads "[x]" as a style tag unless the message is escaped
     refused(["inspect", "evaluate", "greedy[x]", "--database-url", url], "got 'greedy[x]'")
+
+
+def test_qvalues_without_a_snapshot_of_the_tools_is_refused_saying_when_there_will_be_one(tmp_path: Path) -> None:
+    """`inspect qvalues` on a log no snapshot covers yet (a first `serve` still running) ended in a traceback,
+    `ValueError: zero-size array to reduction operation maximum`."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    fill(url, utcnow())
+    refused(["inspect", "qvalues", "--database-url", url], "no snapshot of the learned state holds the tools yet")

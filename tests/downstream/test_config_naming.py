@@ -41,6 +41,22 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert config.toolwise.database_url.endswith("/tmp/elsewhere.db")
 
 
+def test_a_bad_value_from_the_environment_names_the_variable_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TOOLWISE_EXPOSURE=searhc` was reported as `invalid config: toolwise.json: exposure: …`: the user
+    looked for it in a file that does not have it."""
+    monkeypatch.setenv("TOOLWISE_EXPOSURE", "searhc")
+    monkeypatch.setenv("toolwise_reward__success", "many")
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, {"mcpServers": {}, "toolwise": {"exposure": "all"}}))
+    message = str(caught.value)
+    assert "exposure: Input should be 'all', 'search' or 'learned' (from TOOLWISE_EXPOSURE in the environment" in (
+        message
+    )
+    assert "reward.success: " in message and "(from TOOLWISE_REWARD__SUCCESS in the environment" in message
+
+
 @pytest.mark.parametrize(
     ("data", "needle"),
     [

@@ -4,6 +4,7 @@ address, and no non-loopback bind without a token."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +22,7 @@ from pathlib import Path
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import BIN, free_port, toolwise
+from tests.e2e.conftest import BIN, free_port, time_server, toolwise
 from toolwise import sdk
 
 TOKEN = "s3cret-token-for-the-tests-only"
@@ -33,7 +35,8 @@ INITIALIZE = {
 
 
 @contextmanager
-def serving(config: Path, host: str, **env: str) -> Iterator[str]:
+def serving(config: Path, host: str, logs: list[str] | None = None, **env: str) -> Iterator[str]:
+    """toolwise serving over HTTP; `logs` gets its stderr once it stopped."""
     port = free_port()
     proc = subprocess.Popen(
         [str(BIN / "toolwise"), "serve", "--http", "--host", host, "--port", str(port), "-c", str(config)],
@@ -51,7 +54,9 @@ def serving(config: Path, host: str, **env: str) -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        if logs is not None:
+            logs.append(err.decode())
 
 
 def request(url: str, headers: dict[str, str], body: object = None) -> tuple[int, Message]:
@@ -62,6 +67,40 @@ def request(url: str, headers: dict[str, str], body: object = None) -> tuple[int
             return response.status, response.headers
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers
+
+
+async def test_the_dashboard_link_with_the_token_is_logged_without_it(write_config: Callable[..., Path]) -> None:
+    """The access log (stderr, which Claude Desktop keeps in a file) printed `GET /dashboard?token=<the token>`."""
+    logs: list[str] = []
+    with serving(write_config({}), "127.0.0.1", logs, TOOLWISE_HTTP_TOKEN=TOKEN) as base:
+        where = urllib.parse.urlsplit(base)
+        connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=10)
+        connection.request("GET", f"/dashboard?token={TOKEN}&window=1h")
+        assert connection.getresponse().status == 303  # to the page without it, setting the cookie
+        connection.close()
+    assert TOKEN not in logs[0]
+    assert "GET /dashboard?token=***&window=1h" in logs[0], logs[0][-2000:]
+
+
+def test_a_key_in_an_http_downstreams_url_is_not_logged(write_config: Callable[..., Path]) -> None:
+    """A hosted server's URL often carries its key (`…/mcp?api_key=…`): every request to it was logged at
+    INFO, key and all (`httpx2: HTTP Request: POST http://…/mcp?api_key=<key>`), and so was every request
+    toolwise's own HTTP transport answered (`uvicorn.access`)."""
+    key = "sk-live-" + "k" * 24
+    downstream_logs: list[str] = []
+    front_logs: list[str] = []
+    with serving(write_config({"time": time_server()}), "127.0.0.1", downstream_logs) as downstream:
+        front = write_config({"up": {"url": f"{downstream}/mcp?api_key={key}&region=eu"}})
+        with serving(front, "127.0.0.1", front_logs) as base:
+            for _ in range(300):
+                with urllib.request.urlopen(base + "/healthz", timeout=10) as answer:
+                    health = json.loads(answer.read())
+                if health["downstreams"]["ready"] == 1:
+                    break
+                time.sleep(0.1)
+            assert health["downstreams"]["ready"] == 1, health
+    assert key not in front_logs[0] and key not in downstream_logs[0]
+    assert "POST /mcp?api_key=***&region=eu" in downstream_logs[0], downstream_logs[0][-2000:]
 
 
 async def test_http_needs_the_right_bearer_token_on_mcp_metrics_and_dashboard(

@@ -141,6 +141,9 @@ async def test_admin_commands_report_a_populated_database(write_config: Callable
     top = toolwise_cli("inspect", "top-actions", *c)
     assert top.index("time__convert_time") < top.index("time__get_current_time") and "│ 6 " in top
     assert "convert a time to Tokyo" in toolwise_cli("inspect", "qvalues", *c, "--tool", "time__convert_time")
+    bare = run_cli("inspect", "qvalues", *c, "--tool", "convert_time")  # the downstream's own name: an empty table
+    meant = "no tool 'convert_time' in the log; did you mean 'time__convert_time'?"
+    assert bare.returncode == 1 and meant in bare.stdout
     progress = toolwise_cli("inspect", "progress", *c, "--hours", "1")
     assert "7 executions" in progress
     compare = toolwise_cli("inspect", "compare", "default", "elsewhere", *c)

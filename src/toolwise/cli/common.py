@@ -5,8 +5,10 @@ and how a start-up failure a user can cause ends a command: one line on stderr, 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -90,17 +92,28 @@ DatabaseUrlOption = Annotated[
 ]
 
 
+class LogLevel(enum.StrEnum):
+    """`--log-level`: a name logging knows, checked as the command line is read (any other was a traceback)."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 def setup_logging(level: str) -> None:
     """Logs to stderr, which a client shows as the server's MCP log. Alembic's INFO (its plugins, and a line
     per revision a first start runs) only under `--debug` or a debug level: toolwise says in one line of
-    its own when it made or upgraded the schema."""
+    its own when it made or upgraded the schema. The HTTP clients' INFO (a line per request to an HTTP
+    downstream, its URL whole: a hosted server's often holds its key) likewise."""
     logging.basicConfig(
         stream=sys.stderr,
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     debugging = options.debug or logging.getLevelName(level.upper()) == logging.DEBUG
-    logging.getLogger("alembic").setLevel(logging.NOTSET if debugging else logging.WARNING)
+    for chatty in ("alembic", "httpx", "httpx2"):
+        logging.getLogger(chatty).setLevel(logging.NOTSET if debugging else logging.WARNING)
 
 
 @contextlib.contextmanager
@@ -282,6 +295,6 @@ def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
         try:
             settings = Settings()
         except ValidationError as exc:
-            fail(f"invalid TOOLWISE_* environment: {describe(exc)}", exc)
+            fail(f"invalid TOOLWISE_* environment: {describe(exc, os.environ)}", exc)
         return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
     return config_or_exit(path, database_url).toolwise

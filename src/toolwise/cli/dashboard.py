@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption, database_or_exit, fail, settings_or_exit, setup_logging
+from toolwise.cli.common import (
+    ConfigOption,
+    DatabaseUrlOption,
+    LogLevel,
+    database_or_exit,
+    fail,
+    settings_or_exit,
+    setup_logging,
+)
 from toolwise.config import ConfigError
 
 
@@ -17,7 +25,9 @@ def dashboard(
     database_url: DatabaseUrlOption = None,
     host: Annotated[str, typer.Option(help="Bind address (another than loopback needs a token).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8766,
-    log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "warning",
+    log_level: Annotated[
+        LogLevel, typer.Option(case_sensitive=False, help="Log level (to stderr).")
+    ] = LogLevel.warning,
 ) -> None:
     """Serve the dashboard of CONFIG's database (or --database-url) at http://HOST:PORT/dashboard.
 
@@ -28,7 +38,7 @@ def dashboard(
     from toolwise.server.dashboard_http import serve_dashboard
     from toolwise.server.transports import BindError, listening_socket
 
-    setup_logging(log_level)
+    setup_logging(log_level.value)
     settings = settings_or_exit(config, database_url)
     try:
         access = http_access(host, settings)

@@ -38,7 +38,8 @@ def run(
     a full disk, locked, a lost server) in one line saying what to do, exit 2; anything else is a bug and
     keeps its traceback (typer prints it)."""
     settings = settings_or_exit(config, database_url)
-    path = sqlite_path(settings.database_url)
+    with database_or_exit():
+        path = sqlite_path(settings.database_url)
     if not create and path is not None and not path.exists():
         console.print(
             f"[red]toolwise: no database at {escape(str(path))}: nothing was recorded there yet[/red] "

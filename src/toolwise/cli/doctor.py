@@ -10,6 +10,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import sys
@@ -169,7 +170,7 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
             + ", ".join(f'"{v}": "…"' for v in needed)
             + f' to the "env" of {name!r} in {path}'
         )
-    by_hand = " ".join([spec.command, *mask_args(spec.args)])  # printed: never a secret argument whole
+    by_hand = shlex.join([spec.command, *mask_args(spec.args)])  # to paste as printed; never a secret whole
     return f'run `{by_hand}` by hand to see why, then fix its "args"/"env" in {path}'
 
 
@@ -239,15 +240,15 @@ def _leaf(exc: BaseException) -> BaseException:
 
 async def check_database(config: AppConfig) -> Check:
     url = config.toolwise.database_url
-    shown = shown_url(url)
     try:
         async with FeedbackService(url, integrity_check_after_s=None) as feedback:  # checked below, waited for
             count = await feedback.reads.count_executions(config.toolwise.namespace)
     except DatabaseUnusableError as exc:  # its message names the database and what to do
         return Check("database", False, str(exc), "fix database_url, or pass --database-url")
     except Exception as exc:  # noqa: BLE001 - any failure to open is what this check reports
-        return Check("database", False, f"{shown}: {type(exc).__name__}: {exc}", "fix database_url (or the server)")
-    detail = f"{shown}: {count} executions in namespace {config.toolwise.namespace!r}"
+        what = f"{shown_url(url)}: {type(exc).__name__}: {exc}"  # a URL that is none: DatabaseUnusableError
+        return Check("database", False, what, "fix database_url (or the server)")
+    detail = f"{shown_url(url)}: {count} executions in namespace {config.toolwise.namespace!r}"
     if (path := sqlite_path(url)) is None:
         return Check("database", True, detail)
     try:

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from toolwise.cli.clients import Client, client_config_path, client_of, toolwise_command, toolwise_config_path
-from toolwise.cli.install_plan import plan_install, plan_undo
+from toolwise.cli.install_plan import ENTRY, PROJECT_ENTRY, plan_install, plan_undo
 from toolwise.cli.installs import InstallError, apply, undo
 from toolwise.cli.scopes import Plan, Scope
 
@@ -64,7 +64,8 @@ def run(client: Client | None, path: Path | None, dry_run: bool, undo_it: bool) 
         plan, used = plan_undo(client_path)
     else:
         projects = client is Client.claude_code and path is None
-        plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects), 0
+        entry = PROJECT_ENTRY if client is Client.claude_code and client_path.name == ".mcp.json" else ENTRY
+        plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects, entry), 0
     echo, owner = _echo, client.app_name if path is None else "the client"
     echo(f"{what_file(client, path)}: {client_path}")
     if path is not None and not undo_it and tracked_by_git(client_path):

@@ -19,6 +19,9 @@ from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
 
 ENTRY = "toolwise"
+# Claude Code runs one server of a name, local scope over project over user: entries named alike would hide
+# the user scope's toolwise (and its servers) in every project that has servers of its own.
+LOCAL_ENTRY, PROJECT_ENTRY = f"{ENTRY}-local", f"{ENTRY}-project"
 TRANSPORTS = {None: "stdio", "stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
 _DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
 
@@ -105,15 +108,19 @@ def read(path: Path) -> str:
         ) from None
 
 
-def plan_install(client: Client, client_path: Path, toolwise_path: Path, projects: bool = False) -> Plan:
-    """Move the client's servers into the toolwise config and leave one toolwise entry in their place;
-    with `projects`, also each of Claude Code's project scopes into a toolwise config of its own."""
+def plan_install(
+    client: Client, client_path: Path, toolwise_path: Path, projects: bool = False, entry: str = ENTRY
+) -> Plan:
+    """Move the client's servers into the toolwise config and leave one toolwise entry, named `entry`, in
+    their place; with `projects`, also each of Claude Code's project scopes into a toolwise config of its
+    own (its entry: LOCAL_ENTRY)."""
     before = read(client_path)
     doc = parse(client_path, before)
     plan, new_doc = Plan(client_path, before, before), doc
     for where in [USER_SCOPE, *(project_scopes(doc) if projects else [])]:
         target = toolwise_path if where == USER_SCOPE else toolwise_config_path(client, Path(where))
-        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where))
+        name = entry if where == USER_SCOPE else LOCAL_ENTRY
+        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where), name)
         plan.scopes.append(scope)  # one that serves nothing still says which servers stay and why
         if servers is not None:
             new_doc = with_servers(new_doc, where, servers)
@@ -125,10 +132,11 @@ def plan_install(client: Client, client_path: Path, toolwise_path: Path, project
 
 
 def _plan_scope(
-    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any]
+    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any], named: str
 ) -> tuple[Scope, dict[str, Any] | None]:
     """One scope's servers into its toolwise config: the scope and its new `mcpServers` (None when it
-    has nothing toolwise can serve)."""
+    has nothing toolwise can serve). An entry of an earlier install named ENTRY where `named` is another
+    name takes that name (it hid the user scope's)."""
     ours = [name for name, entry in servers.items() if is_toolwise(entry)]
     # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
     scope.toolwise_path = next((p for name in ours if (p := served_config(servers[name]))), scope.toolwise_path)
@@ -155,7 +163,7 @@ def _plan_scope(
     if not downstream:
         return scope, None
     path_env, scope.missing = search_path(downstream)
-    entry_name = ours[0] if ours else _free_name(servers)
+    entry_name = ours[0] if ours and not (ours[0] == ENTRY != named) else _free_name(servers, named)
     previous = servers.get(entry_name, {}) if ours else {}
     own: dict[str, Any] = {"type": "stdio"} if client is Client.claude_code else {}
     command = toolwise_command()
@@ -173,11 +181,11 @@ def _plan_scope(
     return scope, new_servers
 
 
-def _free_name(servers: dict[str, Any]) -> str:
-    name, n = ENTRY, 1
+def _free_name(servers: dict[str, Any], named: str) -> str:
+    name, n = named, 1
     while name in servers:
         n += 1
-        name = f"{ENTRY}-{n}"
+        name = f"{named}-{n}"
     return name
 
 

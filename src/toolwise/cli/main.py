@@ -22,6 +22,7 @@ from toolwise.cli.common import (  # noqa: E402
     EXIT_FOUND,
     ConfigOption,
     DatabaseUrlOption,
+    LogLevel,
     checkable_or_exit,
     configs_or_exit,
     database_or_exit,
@@ -88,7 +89,7 @@ def serve(
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="HTTP port (0: any free one).")] = 8765,
-    log_level: Annotated[str, typer.Option(help="Log level (to stderr).")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level (to stderr).")] = LogLevel.info,
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Run the toolwise MCP server over the downstream servers of CONFIG (default: the installed one)."""
@@ -96,7 +97,7 @@ def serve(
     try:
         from toolwise.server.transports import BindError, listening_socket, serve_http, serve_stdio
 
-        setup_logging(log_level)
+        setup_logging(log_level.value)
         path, loaded = servable_or_exit(config, database_url)
         listening = listening_socket(host, port) if http else None
         logging.getLogger(__name__).info("toolwise serving the config %s", path)

@@ -14,7 +14,8 @@ from toolwise.cli.common import ConfigOption, DatabaseUrlOption
 from toolwise.cli.console import WideOption, console, print_fitted
 from toolwise.cli.database import current, run
 from toolwise.cli.views import Column
-from toolwise.config import Settings, describe
+from toolwise.config import Settings, describe, did_you_mean
+from toolwise.downstream.naming import SEPARATOR
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
 
@@ -35,6 +36,11 @@ def inspect_qvalues(
         from toolwise.learning.service import with_session_query
 
         learning = (await current(settings, feedback)).learning
+        if len(learning.learner.index.active) == 0:  # the catalogue comes from a snapshot alone
+            raise UserError(
+                "no snapshot of the learned state holds the tools yet: `toolwise serve` saves one when it stops "
+                f"and every snapshot_interval_s ({settings.snapshot_interval_s:g} s)"
+            )
         recent = await feedback.reports.get_recent_executions(2000, namespace=settings.namespace)
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
@@ -42,11 +48,14 @@ def inspect_qvalues(
             key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
             entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
             entry[3][e.tool] = entry[3].get(e.tool, 0) + 1
-        rows = []
+        rows, names = [], {e.tool for e in recent}
         for key, (query, previous, position, counts) in contexts.items():
             for name, value, prior in learning.learner.estimates(query, previous, position):
+                names.add(name)
                 if (tool is None or name == tool) and (tool is not None or name in counts):
                     rows.append((value, key, query, previous, name, prior, counts.get(name, 0)))
+        if tool is not None and tool not in names:
+            raise UserError(f"no tool {tool!r} in the log{_meant(tool, names)}")
         rows.sort(key=lambda r: -r[0])
         columns = [Column("context"), Column("query", "text"), Column("previous\ntool", "name"), Column("tool", "name")]
         shown = [
@@ -60,6 +69,12 @@ def inspect_qvalues(
         )
 
     run(config, work, database_url)
+
+
+def _meant(tool: str, names: set[str]) -> str:
+    """`; did you mean 'server__tool'?` for a downstream's own tool name, or a near miss of one."""
+    prefixed = sorted(name for name in names if name.endswith(SEPARATOR + tool))
+    return f"; did you mean {prefixed[0]!r}?" if prefixed else did_you_mean(tool, names)
 
 
 def inspect_evaluate(

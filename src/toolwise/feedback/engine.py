@@ -71,9 +71,43 @@ def default_database_url() -> str:
     return os.environ.get("TOOLWISE_DATABASE_URL") or f"sqlite+aiosqlite:///{data_dir() / 'toolwise.db'}"
 
 
+ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+URL_SHAPES = "sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST/DATABASE"
+
+
+def check_database_url(url: str) -> None:
+    """Raises DatabaseUnusableError saying what to give for a URL SQLAlchemy cannot read (it raised a
+    traceback) or one with a synchronous driver (SQLAlchemy's usual `sqlite:///…`, `postgresql://…`),
+    which would fail deep in the engine saying only that "the asyncio extension requires an async driver"."""
+    parsed = parse_url(url)
+    wanted = ASYNC_DRIVERS.get(parsed.drivername)
+    try:
+        dialect = parsed.get_dialect()
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError):
+        if wanted is None:
+            return  # the engine names what is missing
+    else:
+        if getattr(dialect, "is_async", False):
+            return
+    give = parsed.set(drivername=wanted).render_as_string(hide_password=True) if wanted else URL_SHAPES
+    raise DatabaseUnusableError(
+        f"{parsed.render_as_string(hide_password=True)}: toolwise needs an async driver in the URL: give {give}"
+    )
+
+
+def parse_url(url: str) -> sqlalchemy.URL:
+    """`url` read by SQLAlchemy; DatabaseUnusableError saying what to give for one it cannot read."""
+    try:
+        return make_url(url)
+    except sqlalchemy.exc.ArgumentError:  # not echoed: it may hold a password
+        raise DatabaseUnusableError(
+            f"the database URL (--database-url, TOOLWISE_DATABASE_URL or database_url) is no URL: give {URL_SHAPES}"
+        ) from None
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file behind an SQLite URL, or None for other backends and in-memory databases."""
-    parsed = make_url(url)
+    parsed = parse_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)

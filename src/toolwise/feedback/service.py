@@ -31,6 +31,7 @@ from toolwise.feedback.database import Database
 from toolwise.feedback.deadletter import DeadLetters, import_rows, read_dead_letters
 from toolwise.feedback.engine import (
     SQLiteWriteThread,
+    check_database_url,
     check_sqlite,
     create_engine,
     data_dir,
@@ -112,6 +113,7 @@ class FeedbackService:
         """Open the database and bring its schema up to date; a database that cannot be used raises
         `DatabaseUnusableError` naming it and what is wrong (one message, not a driver traceback)."""
         engine: AsyncEngine | None = None
+        check_database_url(self.url)
         try:
             if (path := sqlite_path(self.url)) is not None:
                 await asyncio.to_thread(check_sqlite, path, SCHEMA_WAIT_S)

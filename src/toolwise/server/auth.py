@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
+import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -210,6 +212,30 @@ class BearerAuth:
             b"the dashboard needs the token: open /dashboard?token=<the token in TOOLWISE_HTTP_TOKEN or"
             b" http_token_file> once (it sets a cookie), or send Authorization: Bearer <token>\n",
         )
+
+
+# a query parameter whose name says it holds a secret (`token`, `api_key`, `secret`, `password`, `auth`, …)
+_TOKEN_IN_QUERY = re.compile(r"(?i)([?&][\w.-]*(?:token|key|secret|passw|auth|sig)[\w.-]*=)[^&\s]*")
+
+
+class TokenQueryRedaction(logging.Filter):
+    """Masks secrets in the query of uvicorn's access log: the dashboard's link carries the bearer token,
+    a URL toolwise is reached at may carry a key, and stderr is kept in a file by the client (Claude
+    Desktop's `mcp-server-toolwise.log`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _TOKEN_IN_QUERY.sub(r"\1***", arg) if isinstance(arg, str) else arg for arg in record.args
+            )
+        return True
+
+
+def redact_access_log() -> None:
+    """Installs `TokenQueryRedaction` on uvicorn's access logger (once)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, TokenQueryRedaction) for f in access.filters):
+        access.addFilter(TokenQueryRedaction())
 
 
 def _unauthorized(challenge: str, message: bytes) -> Response:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from toolwise.server.auth import DASHBOARD
+from toolwise.server.auth import DASHBOARD, redact_access_log
 from toolwise.server.dashboard import Query, gather
 from toolwise.server.dashboard_page import main_part, page
 
@@ -62,6 +62,7 @@ async def serve_dashboard(settings: Settings, host: str, listening: socket.socke
 
     from toolwise.feedback import FeedbackService
 
+    redact_access_log()
     async with FeedbackService(settings.database_url) as feedback:
         app = dashboard_app(feedback, settings.namespace, settings.database_url, access)
         port = listening.getsockname()[1]

@@ -194,13 +194,14 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
-    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access
+    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.draining import Draining
     from toolwise.server.events import RETRY_MS, MemoryEventStore
     from toolwise.server.health import HEALTH_PATH, health_route
 
     access = http_access(host, config.toolwise)
+    redact_access_log()
     async with ready_to_serve(config) as (app, server):
         starlette = server.streamable_http_app(
             host=host, transport_security=access.security, event_store=MemoryEventStore(), retry_interval=RETRY_MS
