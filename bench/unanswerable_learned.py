@@ -63,22 +63,26 @@ def learn(learner: Learner, requests: Sequence[dict[str, Any]], seed: int = 0) -
     """The stream: each request recommended for, then its right tools called in turn, each working."""
     rng = np.random.default_rng(seed)
     for n, i in enumerate(rng.permutation(len(requests)).tolist()):
-        query, tools = requests[i]["query"], list(requests[i]["tools"])
-        chosen = learner.recommend(query, rng, top_k=1).chosen
-        for position, tool in enumerate(tools):
-            step = Step(
-                tool,
-                True,
-                100.0,
-                query=query,
-                previous_tool=tools[position - 1] if position else None,
-                position=position,
-                history=tuple(tools[:position]),
-                session=f"stream-{n}",
-                followed=position == 0 and tool == chosen,
-                terminal=position == len(tools) - 1,
-            )
-            learner.learn(step, rng)
+        answer(learner, requests[i]["query"], list(requests[i]["tools"]), f"stream-{n}", rng)
+
+
+def answer(learner: Learner, query: str, tools: list[str], session: str, rng: np.random.Generator) -> None:
+    """One answerable request: recommended for, then its right tools called in turn, each working."""
+    chosen = learner.recommend(query, rng, top_k=1).chosen
+    for position, tool in enumerate(tools):
+        step = Step(
+            tool,
+            True,
+            100.0,
+            query=query,
+            previous_tool=tools[position - 1] if position else None,
+            position=position,
+            history=tuple(tools[:position]),
+            session=session,
+            followed=position == 0 and tool == chosen,
+            terminal=position == len(tools) - 1,
+        )
+        learner.learn(step, rng)
 
 
 def judge(

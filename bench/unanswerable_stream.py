@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 from unanswerable import data_set, split, without
-from unanswerable_learned import learn_fold, normal
+from unanswerable_learned import answer, learn_fold, normal
 
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.fit import TRIED, FitConfig, relevance_of
@@ -66,27 +66,10 @@ class Stream:
             kind, request = requests[i]
             session = f"stream-{n}"
             if kind == "answerable":
-                self.answer(request["query"], list(request["tools"]), session, rng)
+                answer(self.learner, request["query"], list(request["tools"]), session, rng)
             else:
                 self.fail(request["query"], session, rng)
             self.texts[kind == "answerable"].append(request["query"])
-
-    def answer(self, query: str, tools: list[str], session: str, rng: np.random.Generator) -> None:
-        chosen = self.learner.recommend(query, rng, top_k=1).chosen
-        for position, tool in enumerate(tools):
-            step = Step(
-                tool,
-                True,
-                100.0,
-                query=query,
-                previous_tool=tools[position - 1] if position else None,
-                position=position,
-                history=tuple(tools[:position]),
-                session=session,
-                followed=position == 0 and tool == chosen,
-                terminal=position == len(tools) - 1,
-            )
-            self.learner.learn(step, rng)
 
     def fail(self, query: str, session: str, rng: np.random.Generator) -> None:
         """The agent meets a request no tool serves: see the module's docstring."""

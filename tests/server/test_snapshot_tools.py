@@ -110,3 +110,11 @@ def test_keygen_keeps_an_existing_key_unless_forced(tmp_path: Path) -> None:
     assert private.read_bytes() == key
     assert CliRunner().invoke(cli, [*args, "--force"]).exit_code == 0
     assert private.read_bytes() != key and private.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_restore_from_a_file_says_it_read_the_file_not_that_it_wrote_it(services: Services) -> None:
+    tools, session = own_tools(admin=True, snapshots=True), Session("admin")
+    dumped = await tools["snapshot_dump"].handler(services, SnapshotDumpInput(output="state.snapshot"), session)
+    restored = await tools["snapshot_restore"].handler(services, SnapshotRestoreInput(input="state.snapshot"), session)
+    assert dumped.text().endswith("written to state.snapshot")
+    assert restored.text().endswith("read from state.snapshot")

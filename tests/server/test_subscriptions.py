@@ -70,6 +70,17 @@ def memo(
     )
 
 
+class Updates:
+    """A client's message handler: the resources it was told changed, in order."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.heard.append(message.params.uri)
+
+
 async def subscribe(client: Client, uri: str) -> None:
     with warnings.catch_warnings():  # the handshake era's way
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -79,16 +90,13 @@ async def subscribe(client: Client, uri: str) -> None:
 async def test_a_subscriber_that_goes_away_does_not_cut_short_the_subscription_of_another(tmp_path: Path) -> None:
     subscribed: list[ServerSession] = []
     asked, answer = asyncio.Event(), asyncio.Event()
-    heard: list[str] = []
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            heard.append(message.params.uri)
+    updates = Updates()
+    heard = updates.heard
 
     downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
     async with (
         running(tmp_path, {}, in_process=downstream) as (app, leaving),
-        Client(build_server(app), mode="legacy", message_handler=on_message) as staying,
+        Client(build_server(app), mode="legacy", message_handler=updates) as staying,
     ):
         first = asyncio.create_task(subscribe(leaving, "memo://x"))
         with anyio.fail_after(WAIT_S):
@@ -114,11 +122,8 @@ async def test_a_subscriber_found_gone_leaves_no_downstream_subscription_behind(
     subscribed: list[ServerSession] = []
     asked, answer = asyncio.Event(), asyncio.Event()
     answer.set()
-    heard: list[str] = []
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            heard.append(message.params.uri)
+    updates = Updates()
+    heard = updates.heard
 
     downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
     async with running(tmp_path, {}, in_process=downstream) as (app, client):
@@ -130,7 +135,7 @@ async def test_a_subscriber_found_gone_leaves_no_downstream_subscription_behind(
         with anyio.fail_after(WAIT_S):
             while subscribed:  # the downstream subscription is undone
                 await anyio.sleep(0.01)
-        async with Client(build_server(app), mode="legacy", message_handler=on_message) as next_client:
+        async with Client(build_server(app), mode="legacy", message_handler=updates) as next_client:
             await subscribe(next_client, "memo://x")
             assert text(await client.call_tool("memo__touch", {})) == "told 1"  # one subscription there
             with anyio.fail_after(WAIT_S):
@@ -146,14 +151,11 @@ async def test_a_subscription_is_made_again_when_its_downstream_reconnects(tmp_p
     subscribed: list[ServerSession] = []
     asked, answer = asyncio.Event(), asyncio.Event()
     answer.set()
-    heard: list[str] = []
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            heard.append(message.params.uri)
+    updates = Updates()
+    heard = updates.heard
 
     downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
-    async with running(tmp_path, {}, in_process=downstream, heard=on_message) as (app, client):
+    async with running(tmp_path, {}, in_process=downstream, heard=updates) as (app, client):
         await subscribe(client, "memo://x")
         memo_downstream = app.catalogue.downstreams["memo"]
         lost = memo_downstream.client
