@@ -364,8 +364,14 @@ def referenced_values(servers: Any, environ: Mapping[str, str]) -> dict[str, str
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
     """`; did you mean 'x'?` for the known name closest to a misspelt `key`, or "" when none is close."""
+    near = closest(key, known)
+    return f"; did you mean {near!r}?" if near else ""
+
+
+def closest(key: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt `key`, or None when none is close."""
     near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
-    return f"; did you mean {near[0]!r}?" if near else ""
+    return near[0] if near else None
 
 
 def _field_names() -> set[str]:

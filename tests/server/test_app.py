@@ -92,6 +92,9 @@ async def test_a_misspelt_tool_name_is_answered_with_the_near_miss_and_where_the
     async with serving(tmp_path, exposure=exposure) as client:
         with pytest.raises(MCPError) as refused:
             await client.call_tool("toy__ecoh", {})
+        with pytest.raises(MCPError) as bare:  # the downstream's own name of a tool toolwise lists
+            await client.call_tool("echo", {})
+    assert str(bare.value).startswith("Unknown tool: 'echo' (did you mean 'toy__echo'? toolwise serves ")
     assert refused.value.code == INVALID_PARAMS
     assert str(refused.value).startswith("Unknown tool: 'toy__ecoh' (did you mean 'toy__echo'? toolwise serves ")
     assert str(refused.value).endswith(f" tools, {where})")

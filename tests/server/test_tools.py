@@ -84,6 +84,16 @@ async def test_recommend_next_tools_names_the_recent_tools_it_does_not_know(tmp_
     assert result.is_error and text(result) == "recommend_next_tools: unknown tool(s): toy__ghost"
 
 
+async def test_a_downstreams_own_tool_name_is_answered_with_the_name_toolwise_lists(tmp_path: Path) -> None:
+    async with serving(tmp_path) as client:
+        await client.call_tool(ECHO, {"text": "x"})
+        metrics = await client.call_tool("get_tool_metrics", {"tool": "echo"})
+        following = await client.call_tool("recommend_next_tools", {"recent_tools": ["echo", "toy__ghost"]})
+    assert text(metrics) == "No executions of 'echo' recorded; did you mean 'toy__echo'?"
+    assert following.is_error
+    assert text(following) == "recommend_next_tools: unknown tool(s): echo (did you mean 'toy__echo'?), toy__ghost"
+
+
 async def test_submit_feedback_rates_the_sessions_latest_call_of_a_tool_and_changes_its_reward(tmp_path: Path) -> None:
     weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
     async with serving(tmp_path, reward=weights) as client:

@@ -14,8 +14,8 @@ from toolwise.cli.common import ConfigOption, DatabaseUrlOption
 from toolwise.cli.console import WideOption, console, print_fitted
 from toolwise.cli.database import current, run
 from toolwise.cli.views import Column
-from toolwise.config import Settings, describe, did_you_mean
-from toolwise.downstream.naming import SEPARATOR
+from toolwise.config import Settings, describe
+from toolwise.downstream.naming import meant
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
 
@@ -55,7 +55,7 @@ def inspect_qvalues(
                 if (tool is None or name == tool) and (tool is not None or name in counts):
                     rows.append((value, key, query, previous, name, prior, counts.get(name, 0)))
         if tool is not None and tool not in names:
-            raise UserError(f"no tool {tool!r} in the log{_meant(tool, names)}")
+            raise UserError(f"no tool {tool!r} in the log{meant(tool, names)}")
         rows.sort(key=lambda r: -r[0])
         columns = [Column("context"), Column("query", "text"), Column("previous\ntool", "name"), Column("tool", "name")]
         shown = [
@@ -69,12 +69,6 @@ def inspect_qvalues(
         )
 
     run(config, work, database_url)
-
-
-def _meant(tool: str, names: set[str]) -> str:
-    """`; did you mean 'server__tool'?` for a downstream's own tool name, or a near miss of one."""
-    prefixed = sorted(name for name in names if name.endswith(SEPARATOR + tool))
-    return f"; did you mean {prefixed[0]!r}?" if prefixed else did_you_mean(tool, names)
 
 
 def inspect_evaluate(

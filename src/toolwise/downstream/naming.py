@@ -7,6 +7,8 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 
+from toolwise.config import closest
+
 SEPARATOR = "__"
 MAX_LENGTH = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -24,6 +26,20 @@ def namespaced(server: str, tool: str) -> str:
         return name
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: MAX_LENGTH - 9]}-{digest}"
+
+
+def meant(tool: str, names: Iterable[str]) -> str:
+    """`; did you mean 'server__tool'?` for a downstream's own tool name, or a near miss of one, or ""."""
+    name = meant_name(tool, names)
+    return f"; did you mean {name!r}?" if name else ""
+
+
+def meant_name(tool: str, names: Iterable[str]) -> str | None:
+    """The listed name an unknown `tool` stands for: `time__convert_time` for a downstream's own name
+    `convert_time` (agents and people ask for that), else the closest near miss, else None."""
+    known = set(names)
+    prefixed = sorted(name for name in known if name.endswith(SEPARATOR + tool))
+    return prefixed[0] if prefixed else closest(tool, known)
 
 
 def assign(

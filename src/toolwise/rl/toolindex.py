@@ -23,8 +23,10 @@ from toolwise.rl.text import action_word, stem, tokenize
 
 
 class UnknownToolError(UserError):
-    def __init__(self, names: Iterable[str]) -> None:
-        listed = ", ".join(sorted(names))
+    def __init__(self, names: Iterable[str], meant: Mapping[str, str] | None = None) -> None:
+        """`meant`: the listed name each unknown one may stand for, said beside it."""
+        hints = meant or {}
+        listed = ", ".join(f"{n} (did you mean {hints[n]!r}?)" if n in hints else n for n in sorted(names))
         super().__init__(f"unknown tool(s): {listed}")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
 from toolwise.downstream.connection import Health
+from toolwise.downstream.naming import meant
 from toolwise.feedback import StoreUnavailableError, ToolMetrics
 from toolwise.learning.sessions import Session
 from toolwise.server.own import Input, NoInput, Output
@@ -106,10 +107,15 @@ def rendered(metrics: list[ToolMetrics]) -> list[RenderedMetrics]:
 class ToolMetricsOutput(Output):
     metrics: list[ToolMetrics] = Field(json_schema_extra=checked_per_row(ToolMetrics))
     _tool: str | None = PrivateAttr(default=None)  # the tool asked for: an empty answer is about it alone
+    _meant: str = PrivateAttr(default="")  # `; did you mean 'server__tool'?` when `_tool` is not listed
 
     def text(self) -> str:
         if not self.metrics:
-            return f"No executions of {self._tool!r} recorded." if self._tool else "No executions recorded yet."
+            return (
+                f"No executions of {self._tool!r} recorded{self._meant or '.'}"
+                if self._tool
+                else "No executions recorded yet."
+            )
         return "\n".join(r.line for r in rendered(self.metrics))
 
     def structured(self) -> dict[str, Any]:
@@ -151,6 +157,9 @@ async def get_tool_metrics(services: Services, args: ToolMetricsInput, session: 
     found = await services.feedback.reports.get_tool_metrics(args.tool, namespace=namespace, limit=args.limit)
     answer = ToolMetricsOutput(metrics=found)
     answer._tool = args.tool
+    if not found and args.tool is not None:
+        listed = services.learning.learner.index.active_names
+        answer._meant = "" if args.tool in listed else meant(args.tool, listed)
     return answer
 
 

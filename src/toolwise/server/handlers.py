@@ -5,7 +5,6 @@ names them). Errors become `is_error` results in one place: `on_call_tool`."""
 from __future__ import annotations
 
 import asyncio
-import difflib
 import logging
 import time
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from toolwise.config import describe
 from toolwise.downstream.callers import client_key, modern
 from toolwise.downstream.errors import CallCancelledError, DownstreamError, RefusedCallerError
 from toolwise.downstream.forwarding import InputRound
+from toolwise.downstream.naming import meant_name
 from toolwise.downstream.outcome import outcome_of
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackError, StoreUnavailableError, utcnow
@@ -139,14 +139,15 @@ async def call_own(
 
 
 def unknown_tool(app: Toolwise, name: str) -> MCPError:
-    """A tool toolwise does not serve: the near miss of a misspelt name, and where the others are (with
+    """A tool toolwise does not serve: the name it stands for (`time__convert_time` for a downstream's
+    own `convert_time`) or the near miss of a misspelt name, and where the others are (with
     `exposure` other than `all`, tools/list holds a few of them: search_tools finds the rest)."""
     served = [*app.catalogue.routes, *app.own]
-    near = difflib.get_close_matches(name, served, n=1, cutoff=0.8)
+    near = meant_name(name, served)
     where = "see tools/list" if app.exposure.mode == "all" else "search_tools finds them"
     return MCPError(
         INVALID_PARAMS,
-        f"Unknown tool: {name!r} ({f'did you mean {near[0]!r}? ' if near else ''}toolwise serves "
+        f"Unknown tool: {name!r} ({f'did you mean {near!r}? ' if near else ''}toolwise serves "
         f"{len(served)} tools, {where})",
     )
 

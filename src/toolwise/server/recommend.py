@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from toolwise.downstream.naming import meant_name
 from toolwise.learning.sessions import Session
 from toolwise.rl import Decision, Ranked, UnknownToolError
 from toolwise.server.own import SESSION_FIELD, Input, Output
@@ -167,9 +168,12 @@ class RecommendNextOutput(Output):
 
 
 def known(services: Services, names: list[str]) -> None:
-    unknown = [n for n in names if n not in services.learning.learner.index.tools]
+    index = services.learning.learner.index
+    unknown = [n for n in names if n not in index.tools]
     if unknown:
-        raise UnknownToolError(unknown)
+        listed = index.active_names
+        meant = {n: name for n in unknown if (name := meant_name(n, listed)) is not None}
+        raise UnknownToolError(unknown, meant)
 
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
