@@ -85,3 +85,9 @@ def test_qvalues_without_a_snapshot_of_the_tools_is_refused_saying_when_there_wi
     url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
     fill(url, utcnow())
     refused(["inspect", "qvalues", "--database-url", url], "no snapshot of the learned state holds the tools yet")
+
+
+def test_install_without_a_client_config_is_a_refusal_exit_1_not_a_start_up_error(tmp_path: Path) -> None:
+    """docs/startup-errors.md: 1 is a command that ran and refused (install's refusals), 2 toolwise
+    not starting; install found nothing to install."""
+    refused(["install", "--path", str(tmp_path / "mcp.json")], f"no config at {tmp_path / 'mcp.json'}")
