@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from toolwise.feedback import default_database_url
 from toolwise.feedback.engine import data_dir
+from toolwise.feedback.schema import MAX_SERVER_NAME
 from toolwise.rl import POLICIES
 
 
@@ -214,6 +215,11 @@ class AppConfig(BaseModel):
         for name in servers:
             if not name or "__" in name:
                 raise ValueError(f"server name {name!r} must be non-empty and must not contain '__'")
+            if len(name) > MAX_SERVER_NAME:  # PostgreSQL would refuse every batch of records carrying it
+                raise ValueError(
+                    f"server name {name!r} is {len(name)} characters: the log keeps at most {MAX_SERVER_NAME}; "
+                    "shorten it"
+                )
         owners: dict[str, str] = {}
         for name, spec in servers.items():
             prefix = prefix_of(name, spec)
@@ -235,6 +241,9 @@ class AppConfig(BaseModel):
         both = sorted(set(self.servers) & set(in_process or {}))
         if both:
             raise ConfigError(f"downstream {both[0]!r} is both in mcpServers and given in-process; rename one")
+        long = [name for name in in_process or {} if len(name) > MAX_SERVER_NAME]
+        if long:
+            raise ConfigError(f"in-process downstream {long[0]!r}: the log keeps names of at most {MAX_SERVER_NAME}")
         given = {name: spec for name, spec in (in_process or {}).items() if not spec.disabled}
         return {**self.enabled_servers, **given}
 

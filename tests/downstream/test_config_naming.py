@@ -64,6 +64,7 @@ def test_a_bad_value_from_the_environment_names_the_variable_not_the_file(
         ({"servers": {}}, "mcpServers"),
         ({"mcpServers": {"t": {"args": []}}}, "mcpServers.t"),
         ({"mcpServers": {"a__b": {"command": "x"}}}, "must not contain '__'"),
+        ({"mcpServers": {"s" * 129: {"command": "x"}}}, "is 129 characters: the log keeps at most 128; shorten it"),
         ({"mcpServers": {}, "toolwise": {"policy": "magic"}}, "policy"),
         ({"mcpServers": {}, "toolwise": {"call_timeout_s": 0}}, "call_timeout_s"),
         ({"mcpServers": {}, "toolwise": {"colour": "red"}}, "colour"),
@@ -126,6 +127,8 @@ def test_a_downstream_given_in_process_and_in_the_file_under_one_name_is_refused
     config = AppConfig.model_validate({"mcpServers": {"toy": {"command": "toy"}}})
     with pytest.raises(ConfigError, match="'toy' is both in mcpServers and given in-process; rename one"):
         config.downstreams({"toy": InProcessServer(toy_server.build())})
+    with pytest.raises(ConfigError, match="the log keeps names of at most 128"):
+        config.downstreams({"t" * 129: InProcessServer(toy_server.build())})
     both = config.downstreams(
         {"other": InProcessServer(toy_server.build()), "off": InProcessServer(toy_server.build(), disabled=True)}
     )

@@ -30,6 +30,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+MAX_SERVER_NAME = 128  # the log's server column: the longest mcpServers key a config may have (config.py)
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -43,7 +46,7 @@ class ExecutionRow(Base):
     namespace: Mapped[str] = mapped_column(String(64), default="default")
     session_id: Mapped[str] = mapped_column(String(128))
     tool: Mapped[str] = mapped_column(String(128))
-    server: Mapped[str] = mapped_column(String(128))
+    server: Mapped[str] = mapped_column(String(MAX_SERVER_NAME))
     argument_digest: Mapped[str] = mapped_column(String(64))
     arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     context_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
