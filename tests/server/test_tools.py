@@ -89,9 +89,11 @@ async def test_a_downstreams_own_tool_name_is_answered_with_the_name_toolwise_li
         await client.call_tool(ECHO, {"text": "x"})
         metrics = await client.call_tool("get_tool_metrics", {"tool": "echo"})
         following = await client.call_tool("recommend_next_tools", {"recent_tools": ["echo", "toy__ghost"]})
+        ranked = await client.call_tool("recommend_tool", {"query": "echo", "candidates": ["echo"]})
     assert text(metrics) == "No executions of 'echo' recorded; did you mean 'toy__echo'?"
     assert following.is_error
     assert text(following) == "recommend_next_tools: unknown tool(s): echo (did you mean 'toy__echo'?), toy__ghost"
+    assert ranked.is_error and text(ranked) == "recommend_tool: unknown tool(s): echo (did you mean 'toy__echo'?)"
 
 
 async def test_submit_feedback_rates_the_sessions_latest_call_of_a_tool_and_changes_its_reward(tmp_path: Path) -> None:

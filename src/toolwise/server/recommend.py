@@ -177,6 +177,8 @@ def known(services: Services, names: list[str]) -> None:
 
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
+    if args.candidates is not None:
+        known(services, args.candidates)  # before the learner's own check: with the name each stands for
     d, suggested = await services.agent.recommend_with_arguments(
         session, args.query, args.top_k, args.candidates, suggest=SUGGESTED
     )
