@@ -5,11 +5,16 @@ is never handed out again). The downstream is the reference mcp-server-time, in-
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import mcp_types as types
+import pytest
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_server_time.server import create_server
+from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from toolwise.config import InProcessServer, Settings
 from toolwise.downstream.connection import Downstream
@@ -55,3 +60,40 @@ async def test_a_downstream_stopped_while_its_twin_opens_leaves_no_connection_be
     twins = [t for t in asyncio.all_tasks() if t.get_name() == "toolwise-twin-slow"]
     _, going_on = await asyncio.wait(twins, timeout=WAIT_S) if twins else (set(), set())
     assert not going_on, "the twin still opens (and would hold its connection) after the downstream stopped"
+
+
+async def test_a_downstream_whose_streams_drop_as_soon_as_it_is_up_is_reconnected_to_ever_more_slowly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 2026-07-28 downstream whose listen stream drops right after it is acknowledged (a proxy that cuts
+    streams, a server whose stream fails) is up for an instant after each reconnect: the back-off between
+    reconnects grows as it does for a downstream that will not start, not the first delay for ever (a
+    reconnect every restart_backoff_s, the downstream hammered and its tools listed again each time)."""
+    caplog.set_level(logging.INFO, logger="toolwise.downstream.connection")
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="t", input_schema={"type": "object"})])
+
+    async def listen(ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams) -> Any:
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        ack = types.SubscriptionsAcknowledgedNotificationParams(notifications=params.notifications, _meta=meta)
+        await ctx.session.send_notification(
+            types.SubscriptionsAcknowledgedNotification(params=ack), related_request_id=ctx.request_id
+        )
+        raise MCPError(INTERNAL_ERROR, "the stream dropped")
+
+    server = Server("drops", on_list_tools=list_tools, on_subscriptions_listen=listen)
+    settings = Settings(restart_backoff_s=0.01, restart_backoff_max_s=WAIT_S)
+    downstream = Downstream("drops", InProcessServer(server), settings, on_tools=lambda: None)
+    downstream.start()
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while downstream.restarts < 4:
+                await asyncio.sleep(0.01)
+    finally:
+        await downstream.aclose()
+    delays = [
+        r.args[1] for r in caplog.records if r.msg == "restarting downstream %s in %.1fs" and isinstance(r.args, tuple)
+    ]
+    assert len(delays) >= 4
+    assert delays[:4] == [0.01, 0.02, 0.04, 0.08], delays

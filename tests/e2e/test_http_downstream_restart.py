@@ -148,6 +148,48 @@ async def test_a_subscription_on_the_twin_of_an_http_downstream_restarted_is_mad
         await downstream.stop()
 
 
+class NoGetStream:
+    """ASGI middleware: a server that takes POST alone, its GET stream answered 404 as an Express app with only
+    `app.post('/mcp')` answers it (the spec asks for 405); `gets` counts the GETs refused."""
+
+    def __init__(self, app: Any, gets: list[int]) -> None:
+        self.app, self.gets = app, gets
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            self.gets.append(1)
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"Cannot GET /mcp"})
+            return
+        await self.app(scope, receive, send)
+
+
+async def test_an_http_downstream_that_answers_its_get_stream_404_is_served_not_reconnected_to(tmp_path: Path) -> None:
+    """A handshake-era session's GET stream (for the server's own messages) is optional: a server that answers
+    it 404 though it knows the session (it takes POST alone) has not forgotten the session, and is served on
+    it, not reconnected to after every connect (each reconnect lost again at once: calls cut, tools relisted)."""
+    port = free_port()
+    gets: list[int] = []
+
+    def serve() -> Starlette:
+        app: Starlette = create_server("UTC").streamable_http_app()
+        app.add_middleware(NoGetStream, gets=gets)
+        return app
+
+    downstream = TimeOverHttp(port, serve)
+    await downstream.start()
+    try:
+        async with Toolwise(config(tmp_path, port, "legacy")) as app, Client(build_server(app)) as client:
+            with anyio.fail_after(WAIT_S):
+                while len(gets) < 2:  # the SDK tries its GET stream again after a second: the first 404 was read
+                    await asyncio.sleep(0.05)
+            result = await client.call_tool(NOW, {"timezone": "UTC"})
+            assert not result.is_error, text(result)
+            assert app.catalogue.health()[0].restarts == 0
+    finally:
+        await downstream.stop()
+
+
 def config(tmp_path: Path, port: int, mode: str, name: str = "time") -> AppConfig:
     return AppConfig.model_validate(
         {

@@ -112,3 +112,36 @@ async def test_shutdown_on_a_database_that_never_answers_ends_and_dead_letters_t
     assert answered <= kept
     assert "no shutdown snapshot" in caplog.text
     assert f"toolwise import-dead-letters {dead}" in caplog.text
+
+
+async def test_shutdown_with_a_rating_under_way_on_a_database_that_never_answers_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A rating whose caller went away goes on, and a shutdown waits for it (so that it is stored): not for
+    # ever when the database never answers its write. SIGTERM ends toolwise, the log naming what was lost.
+    hung, writing = asyncio.Event(), asyncio.Event()
+    never = asyncio.Event()
+    write = Database.write
+
+    async def hanging_write(self: Database, work: Any) -> Any:
+        if hung.is_set():
+            writing.set()
+            await never.wait()
+        return await write(self, work)
+
+    monkeypatch.setattr(Database, "write", hanging_write)
+    app = Toolwise(config(tmp_path), in_process={"time": time_server()})
+    await app.__aenter__()
+    async with Client(build_server(app), mode="legacy") as client:
+        execution_id = execution_of(await client.call_tool("time__convert_time", CONVERT))
+        await app.feedback.flush()
+        hung.set()
+        rating = asyncio.create_task(client.call_tool("submit_feedback", {"execution_id": execution_id, "rating": 5}))
+        async with asyncio.timeout(30):
+            await writing.wait()  # the rating's write under way, never answered
+        rating.cancel()  # its client goes away
+        await asyncio.wait([rating])
+    with caplog.at_level(logging.ERROR):
+        async with asyncio.timeout(30):  # before the fix: for ever
+            await app.__aexit__(None, None, None)
+    assert execution_id in caplog.text  # the rating left unstored is named

@@ -200,3 +200,33 @@ async def test_a_listen_stream_that_ends_undoes_every_subscription_though_a_down
             while taking:  # note's is undone all the same
                 await anyio.sleep(0.01)
         assert app.passthrough.subscriptions.subscribers == {}
+
+
+async def test_a_subscription_renewed_twice_at_once_is_made_once(tmp_path: Path) -> None:
+    """A downstream that restarts is renewed for twice in a row (its handshake-era twin found lost, then its
+    connection made anew: `Subscriptions.renew` each time) while the first renewal is still being made: the
+    subscription is made once on the new process, not once per renewal, and its subscribers hear each update
+    once (not twice, for as long as toolwise runs)."""
+    subscribed: list[ServerSession] = []
+    asked, answer = asyncio.Event(), asyncio.Event()
+    answer.set()
+    updates = Updates()
+    heard = updates.heard
+
+    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    async with running(tmp_path, {}, in_process=downstream, heard=updates) as (app, client):
+        await subscribe(client, "memo://x")
+        subscriptions = app.passthrough.subscriptions
+        assert len(subscribed) == 1
+        subscribed.clear()  # a restarted process has none of the subscriptions of before
+        subscriptions.renew("memo", twin=True)  # its twin found lost
+        subscriptions.renew("memo")  # its connection made anew, the first renewal not yet made
+        renewals = [t for t in asyncio.all_tasks() if t.get_name() == "toolwise-resubscribe-memo"]
+        with anyio.fail_after(WAIT_S):
+            await asyncio.wait(renewals)
+        assert text(await client.call_tool("memo__touch", {})) == "told 1"
+        with anyio.fail_after(WAIT_S):
+            while not heard:
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.2)  # a second relay of the update, if any, arrives
+    assert heard == ["memo://x"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -70,6 +71,7 @@ class Downstream:
     _spawns: list[Any] = field(default_factory=list)  # the processes of its latest start
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     _serving: object = None  # the connection being served: a late word about an older one changes nothing
+    _up_since: float = 0.0  # when the connection being served came up (monotonic)
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
     tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
@@ -142,7 +144,9 @@ class Downstream:
                 self._ready.clear()
                 self._attempted.set()
                 self._launched.set()
-            if self.state == "ready":  # it had come up: start the backoff afresh
+            # It had come up and stayed up: start the backoff afresh. One lost as soon as it is up (a stream
+            # cut at once, its session refused) is retried ever more slowly, as one that will not start.
+            if self.state == "ready" and time.monotonic() - self._up_since >= self.settings.restart_backoff_max_s:
                 backoff = self.settings.restart_backoff_s
             self.state = "restarting" if self.tools else "failed"
             self.restarts += 1
@@ -174,7 +178,7 @@ class Downstream:
                         await self._refresh(client)
                 finally:
                     self._process = spawned[-1] if spawned else None
-            self._client, self.state, self.error = client, "ready", None
+            self._client, self.state, self.error, self._up_since = client, "ready", None, time.monotonic()
             self.twin = self._twin_of(client)
             if self.twin is not None:  # up with the first, so what callers of its era are offered is known
                 try:

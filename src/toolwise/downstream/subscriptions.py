@@ -51,6 +51,7 @@ class Subscriptions:
         default_factory=dict
     )  # public URI → its subscription being made
     routes: dict[str, tuple[str, str]] = field(default_factory=dict)  # public URI subscribed → (server, URI there)
+    renewing: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)  # (server, URI) → its renewal
     _background: Background = field(default_factory=Background)
 
     async def subscribe_resource(
@@ -198,12 +199,19 @@ class Subscriptions:
         the subscriptions made on it are made again, on a twin opened anew."""
         stale = {uri: True for (owner, uri) in self.subscribed_on if owner == server} if twin else self._held(server)
         for uri, handshake in stale.items():
+            if (earlier := self.renewing.pop((server, uri), None)) is not None:
+                earlier.cancel()  # superseded (made on the connection before, it would be made twice)
             self._release(server, uri)  # a lost connection's: nothing to undo at the downstream
-            self._background.spawn(
+            renewal = self.renewing[(server, uri)] = self._background.spawn(
                 self._renew(server, uri, handshake=handshake),
                 name=f"toolwise-resubscribe-{server}",
                 failure=f"subscribing to {uri} on {server} again failed; tried again when it next reconnects",
             )
+            renewal.add_done_callback(partial(self._renewed, (server, uri)))
+
+    def _renewed(self, key: tuple[str, str], renewal: asyncio.Task[None]) -> None:
+        if self.renewing.get(key) is renewal:
+            del self.renewing[key]
 
     def _held(self, server: str) -> dict[str, bool]:
         """The subscriptions held at `server` (its URI → made for a handshake-era subscriber: the first's era),

@@ -42,8 +42,21 @@ def client_target(
 
 
 def _watch_session(session_lost: Callable[[], None]) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """A request's 404 says the session is gone; a GET stream's only once one was served on it: the stream is
+    optional, and a server that takes POST alone may answer it 404 (an Express app's `app.post('/mcp')`) for
+    a session it knows (the SDK's client then goes on without the stream). A DELETE is toolwise ending it."""
+    streamed = False  # a GET stream was served on this session
+
     async def on_response(response: httpx2.Response) -> None:
-        if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
+        nonlocal streamed
+        request = response.request
+        if MCP_SESSION_ID not in request.headers:
+            return
+        if request.method == "GET":
+            streamed = streamed or response.is_success
+            if response.status_code == 404 and streamed:
+                session_lost()
+        elif request.method == "POST" and response.status_code == 404:
             session_lost()
 
     return on_response

@@ -135,7 +135,7 @@ class Agent:
         # Once committed, a rating must also be learned and its reward stored (another run's sync skips
         # this instance's ratings as learned live): a caller that goes away does not cut that short.
         work = asyncio.ensure_future(self._rate(session, execution_id, rating, comment))
-        self.learning.finish_before_close(work)
+        self.learning.finish_before_close(work, f"the rating {rating} of call {execution_id}")
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -216,7 +216,7 @@ class Agent:
                 name = shown if shown is not None else session_id
                 raise UserError(f"session {name!r} has no calls to end (a client ends only its own sessions)")
             ending = self._ending[session_id] = asyncio.ensure_future(self._end(session, outcome))
-            learning.finish_before_close(ending)
+            learning.finish_before_close(ending, f"the end of session {session_id!r}")
             ending.add_done_callback(lambda done: self._ended(session_id, done))
         try:
             return await asyncio.shield(ending)

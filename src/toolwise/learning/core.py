@@ -129,7 +129,7 @@ class LearningCore:
         self._progress = asyncio.Event()  # set (and replaced) once a drainer took calls off or let go of `_order`
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
-        self._unawaited: set[asyncio.Future[Any]] = set()  # work gone on without its caller, awaited at close
+        self._unawaited: dict[asyncio.Future[Any], str] = {}  # work gone on without its caller (what): awaited at close
         self._closing = False
 
     @property

@@ -365,12 +365,15 @@ class LearningService(LearningCore):
         if self.settings.learning:
             await self.thread.run(lambda: self.learner.read_waiting(session_id, self.state.rng))
 
-    def finish_before_close(self, work: asyncio.Future[Any]) -> None:
+    def finish_before_close(self, work: asyncio.Future[Any], what: str) -> None:
         """`work` ends whole whether or not its caller goes away (a rating committed, a session's end: `Agent`):
-        a shutdown, which cancels the requests in flight, waits for it in `aclose`, so what it records is
-        recorded before the feedback service closes."""
-        self._unawaited.add(work)
-        work.add_done_callback(self._unawaited.discard)
+        a shutdown, which cancels the requests in flight, waits for it in `aclose` (`store_timeout_s` at most:
+        the database may never answer), so what it records is recorded before the feedback service closes."""
+        self._unawaited[work] = what
+        work.add_done_callback(self._finished_unawaited)
+
+    def _finished_unawaited(self, work: asyncio.Future[Any]) -> None:
+        self._unawaited.pop(work, None)
 
     def _drain_when_idle(self) -> None:
         self._idle = None
@@ -397,8 +400,19 @@ class LearningService(LearningCore):
             self._idle.cancel()
             self._idle = None
         self._closing = True  # queue beyond the writer's bound: it commits or dead-letters them
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.store_timeout_s
         while self._unawaited:  # a rating or a session's end whose caller went away (its failure is logged)
-            await asyncio.wait(list(self._unawaited))
+            _, stuck = await asyncio.wait(list(self._unawaited), timeout=max(deadline - loop.time(), 0))
+            if stuck:  # the database does not answer: a shutdown must not wait for it for ever
+                for work in stuck:
+                    log.error(
+                        "shutdown: %s was not stored: the database did not answer within %g s (store_timeout_s)",
+                        self._unawaited.pop(work, "work"),
+                        self.settings.store_timeout_s,
+                    )
+                    work.cancel()
+                break
         while self._pending:  # and those noted while it drained
             await self.drain()
         await self._draining.wait()
