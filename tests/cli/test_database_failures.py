@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from tests.feedback.conftest import make_execution
 from toolwise.cli.main import app as cli
 from toolwise.feedback import FeedbackService, StoreUnavailableError
+from toolwise.feedback.engine import check_database_url
 from toolwise.feedback.reports import LogReports
 
 DAMAGED = "is damaged: stop toolwise, copy what can be read with `sqlite3"
@@ -148,3 +149,10 @@ def test_a_bugs_sql_error_keeps_its_traceback(tmp_path: Path, monkeypatch: pytes
     result = CliRunner().invoke(cli, ["inspect", "top-actions", "--database-url", f"sqlite+aiosqlite:///{path}"])
     assert result.exit_code == 1 and "no such column" in str(result.exception)
     assert "database failed" not in result.output
+
+
+@pytest.mark.parametrize("url", ["postgresql+psycopg://me:pw@db/tw", "postgresql+asyncpg://me:pw@db/tw"])
+def test_a_url_naming_a_driver_with_an_async_variant_is_taken(url: str) -> None:
+    """`postgresql+psycopg://…` is an async URL to SQLAlchemy (psycopg 3 has both): create_async_engine
+    takes it, so toolwise must not refuse it as a synchronous driver."""
+    check_database_url(url)  # no DatabaseUnusableError

@@ -86,8 +86,9 @@ def check_database_url(url: str) -> None:
     except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError):
         if wanted is None:
             return  # the engine names what is missing
-    else:
-        if getattr(dialect, "is_async", False):
+    else:  # a driver named that has an async variant is one (`postgresql+psycopg`: create_async_engine takes it)
+        named = "+" in parsed.drivername and dialect.get_async_dialect_cls(parsed).is_async
+        if getattr(dialect, "is_async", False) or named:
             return
     give = parsed.set(drivername=wanted).render_as_string(hide_password=True) if wanted else URL_SHAPES
     raise DatabaseUnusableError(
