@@ -60,10 +60,7 @@ def compute_reward(
 ) -> float:
     """Reward of one execution. A missing rating adds nothing; the fast bonus needs a running mean."""
     check_latency(latency_s)
-    check_rating(rating)
-    reward = weights.success if success else weights.failure
-    if rating is not None:
-        reward += (rating - 3) * weights.rating_per_point
+    reward = (weights.success if success else weights.failure) + rating_points(weights, rating)
     reward -= weights.latency_per_second * min(latency_s, weights.max_latency_s)
     if mean_latency_s is not None and latency_s < weights.fast_fraction * mean_latency_s:
         reward += weights.fast_bonus
