@@ -525,3 +525,16 @@ def test_claude_codes_local_and_project_entries_do_not_hide_the_user_scopes_serv
     install.run(None, mcp_json, dry_run=False, undo_it=True)
     assert json.loads(path.read_text()) == CLAUDE_CODE_PROJECTS
     assert json.loads(mcp_json.read_text()) == {"mcpServers": {"docs": {"command": "mcp-server-docs"}}}
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["crlf", "bom-crlf"])
+def test_undo_puts_back_a_windows_saved_config_byte_for_byte(home: Path, bom: bytes) -> None:
+    """A config saved on Windows (CRLF line ends, Notepad's byte order mark): the backup and --undo keep
+    its bytes, not a copy with LF ends that shows every line changed (`git diff` of a project's .mcp.json)."""
+    path, _ = write_sample(Client.claude_desktop)
+    original = bom + path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(original)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    assert install_backups(path)[0].read_bytes() == original
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original

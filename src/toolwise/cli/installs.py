@@ -54,6 +54,16 @@ def save_state(state: dict[str, list[dict[str, Any]]]) -> None:
     write_private(state_path(), json.dumps(state, indent=2) + "\n")
 
 
+BOM = "\ufeff"  # Notepad saves one; kept in the text, skipped when parsing
+
+
+def exact_text(path: Path) -> str:
+    """A client config's text as it is on disk: its byte order mark and CRLF line ends kept (`read_text`
+    would drop them), so that a backup written from it, and --undo, put back the same bytes."""
+    with path.open(encoding="utf-8", newline="") as f:
+        return f.read()
+
+
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -66,7 +76,7 @@ def write_private(path: Path, text: str, mode: int = PRIVATE) -> None:
     tmp = target.with_name(f".{target.name}.toolwise-tmp")
     tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:  # the text's line ends, as they are
         if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
             os.fchmod(fd, mode)
         f.write(text)
@@ -118,7 +128,7 @@ def restorable(history: list[dict[str, Any]]) -> set[Path]:
     for i in range(len(history) - 1, -1, -1):
         needed.add(Path(history[i]["backup"]))
         try:
-            text = Path(history[i]["backup"]).read_text(encoding="utf-8-sig")
+            text = exact_text(Path(history[i]["backup"]))
         except FileNotFoundError:
             break
         if i == 0 or sha(text) != history[i - 1]["written_sha256"]:
