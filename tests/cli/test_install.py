@@ -538,3 +538,14 @@ def test_undo_puts_back_a_windows_saved_config_byte_for_byte(home: Path, bom: by
     assert install_backups(path)[0].read_bytes() == original
     install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
     assert path.read_bytes() == original
+
+
+def test_undo_with_its_backup_deleted_puts_the_servers_back_from_the_record(home: Path) -> None:
+    """The data dir cleaned since the install (installs.json, in the config dir, is there; the backups are
+    not): --undo puts the moved servers back from the install's record instead of failing with a traceback."""
+    path, _ = write_sample(Client.claude_desktop)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    for saved in install_backups(path):
+        saved.unlink()
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert json.loads(path.read_text()) == SAMPLES[Client.claude_desktop]

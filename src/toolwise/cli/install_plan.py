@@ -200,8 +200,8 @@ def _check_nothing_lost(
 
 def plan_undo(client_path: Path) -> tuple[Plan, int]:
     """Put the client's config back: the backups of installs the file still shows unchanged are restored
-    verbatim; if it was edited since, each scope's toolwise entry is replaced by the servers moved out of
-    it (the edits are kept). Returns the plan and how many install records it consumes."""
+    verbatim; if it was edited since (or a backup is gone), each scope's toolwise entry is replaced by the
+    servers moved out of it (the edits are kept). Returns the plan and how many install records it consumes."""
     history = load_state().get(str(client_path), [])
     if not history:
         raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
@@ -210,7 +210,10 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
     for record in reversed(history):
         if sha(text) != record["written_sha256"]:
             break
-        text = exact_text(Path(record["backup"]))
+        try:
+            text = exact_text(Path(record["backup"]))
+        except FileNotFoundError:  # the data dir cleaned: put the servers back from the record, as after an edit
+            break
         used += 1
     doc = parse(client_path, text)
     if used < len(history):
