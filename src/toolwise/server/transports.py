@@ -214,7 +214,8 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         starlette.add_route("/metrics", metrics, methods=["GET"])
         dashboard = endpoint(app.feedback, app.learning.namespace, config.toolwise.database_url, access)
         starlette.add_route(DASHBOARD, dashboard, methods=["GET"])
-        starlette.add_route(HEALTH_PATH, health_route(app.catalogue.health), methods=["GET"])  # no token: health.py
+        healthz = health_route(app.catalogue.health, lambda: app.feedback.stats)
+        starlette.add_route(HEALTH_PATH, healthz, methods=["GET"])  # no token: health.py
         draining = Draining(starlette)
         asgi: ASGIApp = (
             draining if access.token is None else BearerAuth(draining, access.token, open_paths=(HEALTH_PATH,))
