@@ -549,3 +549,24 @@ def test_undo_with_its_backup_deleted_puts_the_servers_back_from_the_record(home
         saved.unlink()
     install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
     assert json.loads(path.read_text()) == SAMPLES[Client.claude_desktop]
+
+
+def test_two_installs_writing_installs_json_at_once_both_finish(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `toolwise install`s at once (Claude Desktop's and Cursor's, from a setup script) both rewrite
+    installs.json: the second to finish must not take the first's temporary file away from under it
+    (a FileNotFoundError after the client's config was already rewritten, its install unrecorded)."""
+    path, _ = write_sample(Client.cursor)
+    state = installs.state_path()
+    replace = os.replace
+    other: list[str] = []
+
+    def the_other_process_writes_meanwhile(src: Any, dst: Any) -> None:
+        if Path(dst) == state and not other:  # between this write's temporary file and its rename
+            other.append("wrote")
+            installs.write_private(state, '{"from": "the other install"}\n')
+        replace(src, dst)
+
+    monkeypatch.setattr(installs.os, "replace", the_other_process_writes_meanwhile)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    assert other and str(path) in installs.load_state()
+    assert not list(state.parent.glob(".*toolwise-tmp*")), "no temporary file left behind"

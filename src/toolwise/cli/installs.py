@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -73,14 +74,18 @@ def write_private(path: Path, text: str, mode: int = PRIVATE) -> None:
     the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
     target = path.resolve() if path.is_symlink() else path
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = target.with_name(f".{target.name}.toolwise-tmp")
-    tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
+    # A name of its own: another install writing the same file at once (installs.json) must not take it away.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.toolwise-tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:  # the text's line ends, as they are
-        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
-            os.fchmod(fd, mode)
-        f.write(text)
-    os.replace(tmp, target)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:  # the text's line ends, as they are
+            if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
+                os.fchmod(fd, mode)
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def file_mode(path: Path) -> int | None:
