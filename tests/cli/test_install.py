@@ -566,7 +566,7 @@ def test_two_installs_writing_installs_json_at_once_both_finish(home: Path, monk
             installs.write_private(state, '{"from": "the other install"}\n')
         replace(src, dst)
 
-    monkeypatch.setattr(installs.os, "replace", the_other_process_writes_meanwhile)
+    monkeypatch.setattr(os, "replace", the_other_process_writes_meanwhile)
     install.run(Client.cursor, None, dry_run=False, undo_it=False)
     assert other and str(path) in installs.load_state()
     assert not list(state.parent.glob(".*toolwise-tmp*")), "no temporary file left behind"
