@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -570,3 +571,38 @@ def test_two_installs_writing_installs_json_at_once_both_finish(home: Path, monk
     install.run(Client.cursor, None, dry_run=False, undo_it=False)
     assert other and str(path) in installs.load_state()
     assert not list(state.parent.glob(".*toolwise-tmp*")), "no temporary file left behind"
+
+
+def test_two_installs_at_once_are_both_recorded_for_undo(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `toolwise install`s at once, into two clients: each reads installs.json, adds its record and
+    writes it back; the one that writes last must not drop the other's record (its --undo would say no
+    install is recorded)."""
+    cursor, _ = write_sample(Client.cursor)
+    desktop, desktop_bytes = write_sample(Client.claude_desktop)
+    load = installs.load_state
+    cursor_read, desktop_done = threading.Event(), threading.Event()
+
+    def reading_slowly() -> dict[str, list[dict[str, Any]]]:
+        state = load()
+        if threading.current_thread().name == "cursor" and not cursor_read.is_set():
+            cursor_read.set()
+            desktop_done.wait(timeout=1)  # the other install runs meanwhile, if it may
+        return state
+
+    def desktop_install() -> None:
+        cursor_read.wait(timeout=10)
+        install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+        desktop_done.set()
+
+    monkeypatch.setattr(installs, "load_state", reading_slowly)
+    threads = [
+        threading.Thread(target=install.run, args=(Client.cursor, None, False, False), name="cursor"),
+        threading.Thread(target=desktop_install, name="desktop"),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert set(installs.load_state()) == {str(cursor), str(desktop)}
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert desktop.read_bytes() == desktop_bytes

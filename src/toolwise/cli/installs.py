@@ -8,12 +8,15 @@ and any older one a recorded install still needs for `--undo`. `apply` and `undo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import secrets
 import stat
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +66,25 @@ def exact_text(path: Path) -> str:
     would drop them), so that a backup written from it, and --undo, put back the same bytes."""
     with path.open(encoding="utf-8", newline="") as f:
         return f.read()
+
+
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """Holds installs.json's lock (a lock file beside it, locked by the OS: released when the process
+    ends, however it ends): installs and undos at once, into two clients or one, each read installs.json
+    and the client's file and write them back, so the one that wrote last would drop the other's record."""
+    path = state_path().with_name("installs.json.lock")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(path, "a+b") as lock:
+        if sys.platform == "win32":
+            import msvcrt
+
+            msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then OSError
+        else:
+            import fcntl
+
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        yield
 
 
 def sha(text: str) -> str:
