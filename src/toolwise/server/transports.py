@@ -194,7 +194,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
-    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log
+    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log, shown_host
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.draining import Draining
     from toolwise.server.events import RETRY_MS, MemoryEventStore
@@ -232,7 +232,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
             uv.should_exit = True  # uvicorn stops accepting, closes idle connections, waits for the others
             stopping.spawn(draining.close(DRAIN_S), name="toolwise-drain", failure="draining the HTTP requests failed")
 
-        log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
+        log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), shown_host(host), port)
         with _stop_on(STOP_SIGNALS, stop):
             await uv.serve(sockets=[listening])
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
