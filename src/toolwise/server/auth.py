@@ -70,7 +70,7 @@ def load_tokens(settings: Settings) -> tuple[str, ...] | None:
         raise ConfigError("give the HTTP token either in TOOLWISE_HTTP_TOKEN or in http_token_file, not both")
     if settings.http_token_file is not None:
         try:
-            text = settings.http_token_file.read_text(encoding="utf-8")
+            text = settings.http_token_file.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
         except OSError as exc:
             raise ConfigError(f"http_token_file {settings.http_token_file}: {exc.strerror}") from exc
         lines = [line.strip() for line in text.splitlines()]
