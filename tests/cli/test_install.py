@@ -606,3 +606,13 @@ def test_two_installs_at_once_are_both_recorded_for_undo(home: Path, monkeypatch
     assert set(installs.load_state()) == {str(cursor), str(desktop)}
     install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
     assert desktop.read_bytes() == desktop_bytes
+
+
+def test_undo_of_an_install_recorded_with_line_ends_read_as_lf_still_restores_the_backup(home: Path) -> None:
+    """Installs recorded before configs were read byte for byte hashed the text with its CRLF ends read
+    as LF (toolwise on Windows wrote CRLF): --undo still finds the file unchanged and restores its backup."""
+    path, original = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))  # what the recorded write left on Windows
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original

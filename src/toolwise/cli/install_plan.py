@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_command, toolwise_config_path
-from toolwise.cli.installs import BOM, InstallError, exact_text, load_state, sha, state_path
+from toolwise.cli.installs import BOM, InstallError, exact_text, load_state, state_path, written
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
@@ -208,7 +208,7 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
     current = read(client_path)
     text, used = current, 0
     for record in reversed(history):
-        if sha(text) != record["written_sha256"]:
+        if not written(text, record):
             break
         try:
             text = exact_text(Path(record["backup"]))

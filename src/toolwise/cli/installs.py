@@ -91,6 +91,12 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def written(text: str, record: dict[str, Any]) -> bool:
+    """Whether `text` is what the install `record` wrote: byte for byte, or with CRLF read as LF (how
+    installs recorded before configs were read exactly hashed what toolwise on Windows wrote)."""
+    return record["written_sha256"] in (sha(text), sha(text.replace("\r\n", "\n")))
+
+
 def write_private(path: Path, text: str, mode: int = PRIVATE) -> None:
     """Write through a temporary file (created with `mode`, never wider) and a rename: a crash leaves
     the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
@@ -158,7 +164,7 @@ def restorable(history: list[dict[str, Any]]) -> set[Path]:
             text = exact_text(Path(history[i]["backup"]))
         except FileNotFoundError:
             break
-        if i == 0 or sha(text) != history[i - 1]["written_sha256"]:
+        if i == 0 or not written(text, history[i - 1]):
             break
     return needed
 
