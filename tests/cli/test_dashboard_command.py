@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.cli.test_views import cli_config
@@ -34,3 +36,23 @@ def test_a_port_past_65535_is_refused_not_wrapped_to_another(tmp_path: Path) -> 
         result = CliRunner().invoke(cli, [*command, *config, "--port", "99999"])
         said = " ".join(result.output.split())
         assert result.exit_code == 2 and "Invalid value for '--port'" in said and "65535" in said, said
+
+
+def test_on_every_address_the_printed_address_is_one_the_dashboard_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--host 0.0.0.0` (or `::`) binds every address, but a browser sent to http://0.0.0.0:PORT/dashboard
+    sends that Host, which the Host check refuses (421): the address printed is a loopback one."""
+    from toolwise.server import dashboard_http
+
+    async def serving(*args: Any) -> None:
+        return None
+
+    monkeypatch.setattr(dashboard_http, "serve_dashboard", serving)
+    _, config = cli_config(tmp_path)
+    for host, shown in (("0.0.0.0", "127.0.0.1"), ("::", "[::1]")):
+        result = CliRunner().invoke(
+            cli, ["dashboard", *config, "--host", host, "--port", "0"], env={"TOOLWISE_HTTP_TOKEN": "t" * 20}
+        )
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith(f"http://{shown}:") and result.stdout.rstrip().endswith("/dashboard")

@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -525,3 +526,93 @@ def test_claude_codes_local_and_project_entries_do_not_hide_the_user_scopes_serv
     install.run(None, mcp_json, dry_run=False, undo_it=True)
     assert json.loads(path.read_text()) == CLAUDE_CODE_PROJECTS
     assert json.loads(mcp_json.read_text()) == {"mcpServers": {"docs": {"command": "mcp-server-docs"}}}
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["crlf", "bom-crlf"])
+def test_undo_puts_back_a_windows_saved_config_byte_for_byte(home: Path, bom: bytes) -> None:
+    """A config saved on Windows (CRLF line ends, Notepad's byte order mark): the backup and --undo keep
+    its bytes, not a copy with LF ends that shows every line changed (`git diff` of a project's .mcp.json)."""
+    path, _ = write_sample(Client.claude_desktop)
+    original = bom + path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(original)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    assert install_backups(path)[0].read_bytes() == original
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original
+
+
+def test_undo_with_its_backup_deleted_puts_the_servers_back_from_the_record(home: Path) -> None:
+    """The data dir cleaned since the install (installs.json, in the config dir, is there; the backups are
+    not): --undo puts the moved servers back from the install's record instead of failing with a traceback."""
+    path, _ = write_sample(Client.claude_desktop)
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    for saved in install_backups(path):
+        saved.unlink()
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert json.loads(path.read_text()) == SAMPLES[Client.claude_desktop]
+
+
+def test_two_installs_writing_installs_json_at_once_both_finish(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `toolwise install`s at once (Claude Desktop's and Cursor's, from a setup script) both rewrite
+    installs.json: the second to finish must not take the first's temporary file away from under it
+    (a FileNotFoundError after the client's config was already rewritten, its install unrecorded)."""
+    path, _ = write_sample(Client.cursor)
+    state = installs.state_path()
+    replace = os.replace
+    other: list[str] = []
+
+    def the_other_process_writes_meanwhile(src: Any, dst: Any) -> None:
+        if Path(dst) == state and not other:  # between this write's temporary file and its rename
+            other.append("wrote")
+            installs.write_private(state, '{"from": "the other install"}\n')
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", the_other_process_writes_meanwhile)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    assert other and str(path) in installs.load_state()
+    assert not list(state.parent.glob(".*toolwise-tmp*")), "no temporary file left behind"
+
+
+def test_two_installs_at_once_are_both_recorded_for_undo(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `toolwise install`s at once, into two clients: each reads installs.json, adds its record and
+    writes it back; the one that writes last must not drop the other's record (its --undo would say no
+    install is recorded)."""
+    cursor, _ = write_sample(Client.cursor)
+    desktop, desktop_bytes = write_sample(Client.claude_desktop)
+    load = installs.load_state
+    cursor_read, desktop_done = threading.Event(), threading.Event()
+
+    def reading_slowly() -> dict[str, list[dict[str, Any]]]:
+        state = load()
+        if threading.current_thread().name == "cursor" and not cursor_read.is_set():
+            cursor_read.set()
+            desktop_done.wait(timeout=1)  # the other install runs meanwhile, if it may
+        return state
+
+    def desktop_install() -> None:
+        cursor_read.wait(timeout=10)
+        install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+        desktop_done.set()
+
+    monkeypatch.setattr(installs, "load_state", reading_slowly)
+    threads = [
+        threading.Thread(target=install.run, args=(Client.cursor, None, False, False), name="cursor"),
+        threading.Thread(target=desktop_install, name="desktop"),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert set(installs.load_state()) == {str(cursor), str(desktop)}
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=True)
+    assert desktop.read_bytes() == desktop_bytes
+
+
+def test_undo_of_an_install_recorded_with_line_ends_read_as_lf_still_restores_the_backup(home: Path) -> None:
+    """Installs recorded before configs were read byte for byte hashed the text with its CRLF ends read
+    as LF (toolwise on Windows wrote CRLF): --undo still finds the file unchanged and restores its backup."""
+    path, original = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))  # what the recorded write left on Windows
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.read_bytes() == original

@@ -93,3 +93,11 @@ async def test_a_401_is_the_static_bearer_challenge_and_oauth_discovery_finds_no
         assert discovery.status == 404 and "www-authenticate" not in discovery.headers, path
     assert (await _answer("/mcp", {"Authorization": f"Bearer {TOKEN}"})).text == "served"
     assert (await _answer("/mcp", {"Authorization": f"Bearer {TOKEN}-bob"})).text == "served"  # each client's
+
+
+def test_a_token_file_saved_with_a_byte_order_mark_gives_the_token_as_written(tmp_path: Path) -> None:
+    """Windows Notepad starts a UTF-8 file with a byte order mark: the first token is still the one
+    written, not one no client can send (every request 401 'invalid bearer token')."""
+    file = tmp_path / "tokens"
+    file.write_bytes(b"\xef\xbb\xbf" + f"{TOKEN}\r\n{TOKEN}-bob\r\n".encode())
+    assert load_tokens(Settings(http_token_file=file)) == (TOKEN, f"{TOKEN}-bob")

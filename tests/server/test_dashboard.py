@@ -143,3 +143,17 @@ async def test_calls_another_process_records_show_at_the_next_refresh(
     async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as elsewhere:
         await elsewhere.log.record_execution(make_execution("other__tool"))
     assert "other__tool" in tool_order((await client.get("/dashboard?part=main", headers=BEARER)).text)
+
+
+async def test_a_database_that_fails_is_said_on_the_page_not_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database fails under the open dashboard (its file overwritten, a disk failing): the page
+    answers 503 naming the database's error, not a bare 500 with a traceback in the log."""
+    db = tmp_path / "toolwise.db"
+    async with dashboard_on(f"sqlite+aiosqlite:///{db}") as http:
+        assert (await http.get("/dashboard", headers=BEARER)).status_code == 200
+        db.write_bytes(b"not a database file " * 400)
+        failed = await http.get("/dashboard?part=main", headers=BEARER)
+    assert failed.status_code == 503 and "the database is failing" in failed.text, failed.text
+    assert not [r for r in caplog.records if r.exc_info]

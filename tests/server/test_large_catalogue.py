@@ -89,3 +89,21 @@ async def test_the_tools_toolwise_knows_matter_stay_loaded_in_a_client_with_its_
     shown = {t.name for t in listed} - {"search_tools", "call_tool", "toy__echo", "get_tool_metrics"}
     assert len(shown) == 2 and shown <= {t["name"] for t in found["tools"]}
     assert kept_loaded(listed) == {t.name for t in listed}
+
+
+async def test_a_downstream_that_starts_late_leaves_the_tools_that_matter_marked_to_stay_loaded(
+    tmp_path: Path,
+) -> None:
+    """A downstream still starting when toolwise serves (`start_wait_s`): the first tools/list waits for
+    it and holds its tools, recommend_tool and the pinned ones still marked `anthropic/alwaysLoad`
+    (Claude Code's tool search would hide them otherwise)."""
+    toy = toy_server.spec()
+    late = (
+        f"import runpy, sys, time; time.sleep(1.5); sys.argv = [{toy['args'][0]!r}]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    slow = {"slow": {**toy, "args": ["-c", late]}}
+    async with serving(tmp_path, slow, start_wait_s=0.1, pinned_tools=["slow__echo"]) as client:
+        tools = (await client.list_tools()).tools
+    assert "slow__echo" in {t.name for t in tools}
+    assert kept_loaded(tools) == {"recommend_tool", "slow__echo"}

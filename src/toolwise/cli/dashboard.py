@@ -34,7 +34,7 @@ def dashboard(
     With a token (TOOLWISE_HTTP_TOKEN or http_token_file), open the address once with ?token=<the token>
     added: it sets a cookie for the dashboard and drops the token from the address. The token itself is
     never printed."""
-    from toolwise.server.auth import DASHBOARD, http_access
+    from toolwise.server.auth import DASHBOARD, http_access, shown_host
     from toolwise.server.dashboard_http import serve_dashboard
     from toolwise.server.transports import BindError, listening_socket
 
@@ -45,8 +45,7 @@ def dashboard(
         listening = listening_socket(host, port)
     except (ConfigError, BindError) as exc:
         fail(str(exc), exc)
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{listening.getsockname()[1]}{DASHBOARD}"
+    url = f"http://{shown_host(host)}:{listening.getsockname()[1]}{DASHBOARD}"
     typer.echo(url)
     if access.token:
         typer.echo("open it once as …/dashboard?token=<your token> (it sets a cookie for the dashboard)", err=True)

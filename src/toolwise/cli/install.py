@@ -6,7 +6,7 @@ so each client keeps exactly its own servers) and the client gets one entry that
 that file. Every other key of the client's file stays as it was. Before a write the file is copied
 to a timestamped backup in toolwise's data dir (`installs.py`), and the write is recorded in
 `installs.json` (next to the toolwise configs) so that `--undo` can put the file back even after
-several installs.
+several installs. Installs and undos run one at a time (a lock beside `installs.json`).
 
 A server's `env` and `headers` often hold secrets (tokens, API keys), so every file written here is
 private: the toolwise configs, `installs.json` and the backups are created 0600; the client's own file
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from toolwise.cli.clients import Client, client_config_path, client_of, toolwise_command, toolwise_config_path
 from toolwise.cli.install_plan import ENTRY, PROJECT_ENTRY, plan_install, plan_undo
-from toolwise.cli.installs import InstallError, apply, undo
+from toolwise.cli.installs import InstallError, apply, one_at_a_time, undo
 from toolwise.cli.scopes import Plan, Scope
 
 
@@ -60,12 +60,24 @@ def run(client: Client | None, path: Path | None, dry_run: bool, undo_it: bool) 
     client = client or client_of(path)
     path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
     client_path = path or client_config_path(client)
+    plan, used = _plan(client, path, client_path, undo_it)  # what it refuses, refused before the lock is made
+    if dry_run or not plan.changed:
+        return _run(client, path, client_path, dry_run, undo_it, plan, used)
+    with one_at_a_time():  # planned again, from reading the files to recording the write: another install waits
+        return _run(client, path, client_path, dry_run, undo_it, *_plan(client, path, client_path, undo_it))
+
+
+def _plan(client: Client, path: Path | None, client_path: Path, undo_it: bool) -> tuple[Plan, int]:
     if undo_it:
-        plan, used = plan_undo(client_path)
-    else:
-        projects = client is Client.claude_code and path is None
-        entry = PROJECT_ENTRY if client is Client.claude_code and client_path.name == ".mcp.json" else ENTRY
-        plan, used = plan_install(client, client_path, toolwise_config_path(client, path), projects, entry), 0
+        return plan_undo(client_path)
+    projects = client is Client.claude_code and path is None
+    entry = PROJECT_ENTRY if client is Client.claude_code and client_path.name == ".mcp.json" else ENTRY
+    return plan_install(client, client_path, toolwise_config_path(client, path), projects, entry), 0
+
+
+def _run(
+    client: Client, path: Path | None, client_path: Path, dry_run: bool, undo_it: bool, plan: Plan, used: int
+) -> Plan:
     echo, owner = _echo, client.app_name if path is None else "the client"
     echo(f"{what_file(client, path)}: {client_path}")
     if path is not None and not undo_it and tracked_by_git(client_path):

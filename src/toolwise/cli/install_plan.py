@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_command, toolwise_config_path
-from toolwise.cli.installs import InstallError, load_state, sha, state_path
+from toolwise.cli.installs import BOM, InstallError, exact_text, load_state, state_path, written
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
@@ -49,7 +49,7 @@ def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]
 
 def parse(path: Path, text: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = json.loads(text.removeprefix(BOM))
     except json.JSONDecodeError as exc:
         raise InstallError(
             f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); "
@@ -71,7 +71,8 @@ def dump(doc: dict[str, Any], like: str | None = None) -> str:
             lead = line[: len(line) - len(stripped)]
             indent = "\t" if lead.startswith("\t") else len(lead)
             break
-    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+    text = json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+    return text.replace("\n", "\r\n") if "\r\n" in (like or "") else text  # a file saved on Windows
 
 
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # where a desktop app's bare PATH looks
@@ -100,7 +101,7 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
 
 def read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
+        return exact_text(path)
     except FileNotFoundError:
         raise InstallError(
             f"no config at {path}: is the client installed, and has it any MCP server yet? "
@@ -199,17 +200,20 @@ def _check_nothing_lost(
 
 def plan_undo(client_path: Path) -> tuple[Plan, int]:
     """Put the client's config back: the backups of installs the file still shows unchanged are restored
-    verbatim; if it was edited since, each scope's toolwise entry is replaced by the servers moved out of
-    it (the edits are kept). Returns the plan and how many install records it consumes."""
+    verbatim; if it was edited since (or a backup is gone), each scope's toolwise entry is replaced by the
+    servers moved out of it (the edits are kept). Returns the plan and how many install records it consumes."""
     history = load_state().get(str(client_path), [])
     if not history:
         raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
     current = read(client_path)
     text, used = current, 0
     for record in reversed(history):
-        if sha(text) != record["written_sha256"]:
+        if not written(text, record):
             break
-        text = Path(record["backup"]).read_text(encoding="utf-8-sig")
+        try:
+            text = exact_text(Path(record["backup"]))
+        except FileNotFoundError:  # the data dir cleaned: put the servers back from the record, as after an edit
+            break
         used += 1
     doc = parse(client_path, text)
     if used < len(history):

@@ -8,11 +8,15 @@ and any older one a recorded install still needs for `--undo`. `apply` and `undo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
+import secrets
 import stat
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +58,43 @@ def save_state(state: dict[str, list[dict[str, Any]]]) -> None:
     write_private(state_path(), json.dumps(state, indent=2) + "\n")
 
 
+BOM = "\ufeff"  # Notepad saves one; kept in the text, skipped when parsing
+
+
+def exact_text(path: Path) -> str:
+    """A client config's text as it is on disk: its byte order mark and CRLF line ends kept (`read_text`
+    would drop them), so that a backup written from it, and --undo, put back the same bytes."""
+    with path.open(encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """Holds installs.json's lock (a lock file beside it, locked by the OS: released when the process
+    ends, however it ends): installs and undos at once, into two clients or one, each read installs.json
+    and the client's file and write them back, so the one that wrote last would drop the other's record."""
+    path = state_path().with_name("installs.json.lock")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(path, "a+b") as lock:
+        if sys.platform == "win32":
+            import msvcrt
+
+            msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then OSError
+        else:
+            import fcntl
+
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        yield
+
+
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def written(text: str, record: dict[str, Any]) -> bool:
+    """Whether `text` is what the install `record` wrote: byte for byte, or with CRLF read as LF (how
+    installs recorded before configs were read exactly hashed what toolwise on Windows wrote)."""
+    return record["written_sha256"] in (sha(text), sha(text.replace("\r\n", "\n")))
 
 
 def write_private(path: Path, text: str, mode: int = PRIVATE) -> None:
@@ -63,14 +102,18 @@ def write_private(path: Path, text: str, mode: int = PRIVATE) -> None:
     the old file or the new, never half. A symlink is written through: its target is replaced, the link stays."""
     target = path.resolve() if path.is_symlink() else path
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = target.with_name(f".{target.name}.toolwise-tmp")
-    tmp.unlink(missing_ok=True)  # a leftover of a crash may have another mode
+    # A name of its own: another install writing the same file at once (installs.json) must not take it away.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.toolwise-tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
-            os.fchmod(fd, mode)
-        f.write(text)
-    os.replace(tmp, target)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:  # the text's line ends, as they are
+            if os.name == "posix":  # the umask may have narrowed `mode` (e.g. a 0644 file under umask 077)
+                os.fchmod(fd, mode)
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def file_mode(path: Path) -> int | None:
@@ -118,10 +161,10 @@ def restorable(history: list[dict[str, Any]]) -> set[Path]:
     for i in range(len(history) - 1, -1, -1):
         needed.add(Path(history[i]["backup"]))
         try:
-            text = Path(history[i]["backup"]).read_text(encoding="utf-8-sig")
+            text = exact_text(Path(history[i]["backup"]))
         except FileNotFoundError:
             break
-        if i == 0 or sha(text) != history[i - 1]["written_sha256"]:
+        if i == 0 or not written(text, history[i - 1]):
             break
     return needed
 

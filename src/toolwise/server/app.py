@@ -203,7 +203,7 @@ class Toolwise:
         """Wait for the downstreams still in their first start (`Catalogue.first_started`), then list
         what they brought (the tool-list change they caused may not have run yet)."""
         if await self.catalogue.first_started(enough):
-            self._listed = self._own_definitions + self.catalogue.tools()
+            self._listed = self.exposure.tools(self._own_definitions, None)  # marked, as `_tools_changed` lists
 
     async def _tools_changed(self) -> None:
         """A downstream's tools changed: teach the learner the catalogue and tell every client."""

@@ -53,6 +53,16 @@ def is_loopback(host: str) -> bool:
         return False  # a DNS name: it may resolve to anything
 
 
+def shown_host(host: str) -> str:
+    """The name an address printed for a server bound to `host` uses: a loopback one when it binds every
+    address (a browser sent to 0.0.0.0 sends that Host, which the Host check refuses), IPv6 in brackets."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
 def load_tokens(settings: Settings) -> tuple[str, ...] | None:
     """The bearer tokens clients may send (the file's: one a line, blank lines and `#` comments
     skipped), or None (no authentication)."""
@@ -60,7 +70,7 @@ def load_tokens(settings: Settings) -> tuple[str, ...] | None:
         raise ConfigError("give the HTTP token either in TOOLWISE_HTTP_TOKEN or in http_token_file, not both")
     if settings.http_token_file is not None:
         try:
-            text = settings.http_token_file.read_text(encoding="utf-8")
+            text = settings.http_token_file.read_text(encoding="utf-8-sig")  # Notepad saves a BOM
         except OSError as exc:
             raise ConfigError(f"http_token_file {settings.http_token_file}: {exc.strerror}") from exc
         lines = [line.strip() for line in text.splitlines()]

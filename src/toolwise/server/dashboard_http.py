@@ -4,13 +4,17 @@ server/dashboard_page.py."""
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
+from toolwise.feedback import FeedbackError
+from toolwise.feedback.errors import describe_database_error
 from toolwise.server.auth import DASHBOARD, redact_access_log
 from toolwise.server.dashboard import Query, gather
 from toolwise.server.dashboard_page import main_part, page
@@ -22,12 +26,15 @@ if TYPE_CHECKING:
     from toolwise.feedback import FeedbackService
     from toolwise.server.auth import HttpAccess
 
+log = logging.getLogger(__name__)
+
 
 def endpoint(
     feedback: FeedbackService, namespace: str, database_url: str, access: HttpAccess
 ) -> Callable[[Request], Awaitable[Response]]:
     """The route's handler: the whole page, or (`?part=main`) the part an open page fetches to stay live;
-    Host/Origin checked as for /mcp (the token, by `BearerAuth` in front)."""
+    Host/Origin checked as for /mcp (the token, by `BearerAuth` in front). A database that fails is a 503
+    naming its error."""
 
     async def dashboard(request: Request) -> Response:
         refused = await access.check_metrics(request)
@@ -37,7 +44,12 @@ def endpoint(
             query = Query.of(request)
         except ValueError as exc:
             return PlainTextResponse(f"toolwise dashboard: {exc}\n", status_code=400)
-        view = await gather(feedback, namespace, database_url, query)
+        try:
+            view = await gather(feedback, namespace, database_url, query)
+        except (FeedbackError, SQLAlchemyError, OSError) as exc:  # the user's situation, not a bug: said, no traceback
+            said = str(exc) if isinstance(exc, FeedbackError) else describe_database_error(exc)
+            log.warning("dashboard: the database is failing: %s", said)
+            return PlainTextResponse(f"toolwise dashboard: the database is failing: {said}\n", status_code=503)
         html = main_part(view, query) if request.query_params.get("part") == "main" else page(view, query)
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 

@@ -1,10 +1,12 @@
 """`GET /healthz` on the HTTP transport: is this toolwise able to proxy, for a load balancer's or
 Kubernetes' probe.
 
-200 while at least one downstream is ready (`"status": "ok"` when all are, `"degraded"` when some are
-not: toolwise serves the others), 503 when none is (or there are none to proxy). A probe cannot send a
-bearer token or choose its Host header, so the route is outside both the token and the Host/Origin
-checks; in exchange it tells only counts of downstreams by state, never their names, errors or tools.
+200 while at least one downstream is ready (`"status": "ok"` when all are and the store takes records,
+`"degraded"` when some are not, toolwise serving the others, or when the store is failing or damaged:
+calls are proxied but not recorded nor learned from), 503 when none is (or there are none to proxy).
+A probe cannot send a bearer token or choose its Host header, so the route is outside both the token
+and the Host/Origin checks; in exchange it tells only counts of downstreams by state and the store's
+state in one word, never names, errors or tools.
 """
 
 from __future__ import annotations
@@ -17,28 +19,33 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from toolwise.downstream.connection import Health
+from toolwise.feedback.records import WriterStats
 
 HEALTH_PATH = "/healthz"
 _VERSION = version("toolwise")
 
 
-def readiness(downstreams: Sequence[Health]) -> tuple[int, dict[str, object]]:
-    """The HTTP status and the body `/healthz` answers for these downstreams' health."""
+def readiness(downstreams: Sequence[Health], store: WriterStats) -> tuple[int, dict[str, object]]:
+    """The HTTP status and the body `/healthz` answers for these downstreams' health and the store's."""
     states = Counter(h.state for h in downstreams)
     ready = states["ready"]
+    kept = "failing" if store.failing is not None else "damaged" if store.damaged is not None else "ok"
     if ready == 0:
         status, code = "unavailable", 503
     else:
-        status, code = ("ok" if ready == len(downstreams) else "degraded"), 200
+        status, code = ("ok" if ready == len(downstreams) and kept == "ok" else "degraded"), 200
     counts = {state: states[state] for state in ("ready", "starting", "restarting", "failed", "stopped")}
-    return code, {"status": status, "version": _VERSION, "downstreams": {"total": len(downstreams), **counts}}
+    downstream_counts = {"total": len(downstreams), **counts}
+    return code, {"status": status, "version": _VERSION, "downstreams": downstream_counts, "store": kept}
 
 
-def health_route(health: Callable[[], Sequence[Health]]) -> Callable[[Request], Awaitable[JSONResponse]]:
-    """The `/healthz` handler over a catalogue's `health`."""
+def health_route(
+    health: Callable[[], Sequence[Health]], store: Callable[[], WriterStats]
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """The `/healthz` handler over a catalogue's `health` and the feedback store's `stats`."""
 
     async def healthz(request: Request) -> JSONResponse:
-        code, body = readiness(health())
+        code, body = readiness(health(), store())
         return JSONResponse(body, status_code=code, headers={"Cache-Control": "no-store"})
 
     return healthz

@@ -194,7 +194,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
-    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log
+    from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log, shown_host
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.draining import Draining
     from toolwise.server.events import RETRY_MS, MemoryEventStore
@@ -214,7 +214,8 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         starlette.add_route("/metrics", metrics, methods=["GET"])
         dashboard = endpoint(app.feedback, app.learning.namespace, config.toolwise.database_url, access)
         starlette.add_route(DASHBOARD, dashboard, methods=["GET"])
-        starlette.add_route(HEALTH_PATH, health_route(app.catalogue.health), methods=["GET"])  # no token: health.py
+        healthz = health_route(app.catalogue.health, lambda: app.feedback.stats)
+        starlette.add_route(HEALTH_PATH, healthz, methods=["GET"])  # no token: health.py
         draining = Draining(starlette)
         asgi: ASGIApp = (
             draining if access.token is None else BearerAuth(draining, access.token, open_paths=(HEALTH_PATH,))
@@ -231,7 +232,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
             uv.should_exit = True  # uvicorn stops accepting, closes idle connections, waits for the others
             stopping.spawn(draining.close(DRAIN_S), name="toolwise-drain", failure="draining the HTTP requests failed")
 
-        log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), host, port)
+        log.info("toolwise serving %d tools at http://%s:%d/mcp", len(app.list_tools()), shown_host(host), port)
         with _stop_on(STOP_SIGNALS, stop):
             await uv.serve(sockets=[listening])
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
