@@ -31,6 +31,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 MAX_SERVER_NAME = 128  # the log's server column: the longest mcpServers key a config may have (config.py)
+MAX_SESSION_ID = 128  # the log's session_id columns: a longer id is kept as head and digest (learning/sessions.py)
 
 
 class Base(DeclarativeBase):
@@ -44,7 +45,7 @@ class ExecutionRow(Base):
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(36), unique=True)
     namespace: Mapped[str] = mapped_column(String(64), default="default")
-    session_id: Mapped[str] = mapped_column(String(128))
+    session_id: Mapped[str] = mapped_column(String(MAX_SESSION_ID))
     tool: Mapped[str] = mapped_column(String(128))
     server: Mapped[str] = mapped_column(String(MAX_SERVER_NAME))
     argument_digest: Mapped[str] = mapped_column(String(64))
@@ -112,7 +113,7 @@ class EpisodeRow(Base):
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)  # the order syncs learn ends in
     id: Mapped[str] = mapped_column(String(36), unique=True)
     namespace: Mapped[str] = mapped_column(String(64), default="default")
-    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    session_id: Mapped[str] = mapped_column(String(MAX_SESSION_ID), index=True)
     tools: Mapped[list[str]] = mapped_column(JSON)
     total_reward: Mapped[float] = mapped_column(Float)
     outcome: Mapped[str] = mapped_column(String(16))

@@ -36,6 +36,7 @@ from mcp_types import RequestParamsMeta
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.records import CallColumns, new_id
+from toolwise.feedback.schema import MAX_SESSION_ID
 from toolwise.learning.open_decisions import OpenDecision, OpenDecisions
 from toolwise.rl import Decision, Step, StepColumns
 from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
@@ -46,7 +47,6 @@ REQUEST_PREFIX = "request-"  # the session of a request that came on no connecti
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 DECISION_META_KEY = "toolwise/decision_id"
 OPEN_SESSIONS = 10_000  # sessions kept in memory (least recently used forgotten: their calls are in the log)
-MAX_SESSION_ID = 128  # the log's session_id column (feedback/schema.py)
 DIGEST = 24  # hex digits of the digest that stands for the tail of a longer id
 
 # re-exported: learning/core.py and service.py import them from here (the module's own names are public too)
