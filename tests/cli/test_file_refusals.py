@@ -112,3 +112,20 @@ def test_a_restore_that_names_no_snapshot_or_two_says_which_options_name_one(
         "or --previous",
     )
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["inspect", "export"], ["inspect", "plot"], ["snapshot", "dump"]])
+@pytest.mark.parametrize("kept", ["toolwise.db", "toolwise.db-wal", "toolwise-dead-letter.jsonl"])
+def test_an_output_naming_the_database_or_its_dead_letters_is_refused_and_they_are_kept(
+    tmp_path: Path, command: list[str], kept: str
+) -> None:
+    """`-o` given the database itself (or its write-ahead log, or the dead-letter file beside it, a
+    `.jsonl` as an export is) would be truncated before it is read: refused, the file untouched."""
+    url = database(tmp_path)
+    target = tmp_path / kept
+    if not target.exists():
+        target.write_bytes(b"kept\n")
+    before = target.read_bytes()
+    code, said = ended([*command, "-o", str(target), "--database-url", url])
+    assert code == 2 and said.startswith(f"toolwise: {target} is a file toolwise keeps for the database"), said
+    assert target.read_bytes() == before

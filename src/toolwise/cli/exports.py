@@ -70,7 +70,7 @@ def inspect_export(
                 out.write(_line("snapshot", _plain(snapshot)))
         console.print(f"wrote {output}: {written} executions, {ratings} ratings")
 
-    run(config, work, database_url)
+    run(config, work, database_url, output=output)
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -141,4 +141,4 @@ def inspect_plot(
         plt.close(fig)
         console.print(f"wrote {output}: {sum(b.calls for b in trend)} calls in {len(trend)} slices of {width}")
 
-    run(config, work, database_url)
+    run(config, work, database_url, output=output)

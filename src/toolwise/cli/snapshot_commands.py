@@ -49,7 +49,7 @@ def snapshot_dump(
             f"sha256 {record.sha256}{signed}"
         )
 
-    run(config, work, database_url)
+    run(config, work, database_url, output=output)
 
 
 @snapshot_app.command("restore")

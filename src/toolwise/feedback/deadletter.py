@@ -27,15 +27,21 @@ from sqlalchemy import Connection, insert, select
 
 from toolwise.errors import UserError
 from toolwise.feedback import toolstats
-from toolwise.feedback.engine import PRIVATE_FILE
+from toolwise.feedback.engine import PRIVATE_FILE, data_dir
 from toolwise.feedback.errors import DeadLetterError
 from toolwise.feedback.schema import ExecutionRow
 
 log = logging.getLogger(__name__)
 
+FILE_NAME = "toolwise-dead-letter.jsonl"
 RESERVE_BYTES = 1 << 20  # room kept for dead letters on the data disk: about 1,500 records
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _DATES = ("started_at", "finished_at")
+
+
+def dead_letter_file(database: Path | None) -> Path:
+    """Where a database's dead letters go by default: beside its SQLite file, else in the data folder."""
+    return (database.parent if database is not None else data_dir()) / FILE_NAME
 
 
 def append_line(path: Path, data: bytes) -> None:
