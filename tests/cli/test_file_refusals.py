@@ -4,6 +4,9 @@ database leaves none behind, an export to a folder that does not exist computes 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,19 @@ def test_an_output_naming_the_database_or_its_dead_letters_is_refused_and_they_a
     code, said = ended([*command, "-o", str(target), "--database-url", url])
     assert code == 2 and said.startswith(f"toolwise: {target} is a file toolwise keeps for the database"), said
     assert target.read_bytes() == before
+
+
+def test_an_export_to_stdout_is_json_lines_alone_and_its_report_goes_to_stderr(tmp_path: Path) -> None:
+    """`-o /dev/stdout` (to pipe the export on): every line on stdout is one JSON record; what the command
+    says about it goes to stderr, not into the stream."""
+    url = database(tmp_path)
+    ran = subprocess.run(
+        [sys.executable, "-m", "toolwise", "inspect", "export", "-o", "/dev/stdout", "--database-url", url],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.decode().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["export"], lines
+    assert "wrote /dev/stdout: 0 executions, 0 ratings" in ran.stderr.decode()

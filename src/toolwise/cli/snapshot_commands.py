@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit, settings_or_exit
-from toolwise.cli.console import console
+from toolwise.cli.console import console, console_beside
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
@@ -31,6 +31,7 @@ def snapshot_dump(
 ) -> None:
     """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
     output_or_exit(output, makes_folder=True)  # `write_file` makes the folder it goes in
+    report = console_beside(output)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if snapshot_id is None:
@@ -44,7 +45,7 @@ def snapshot_dump(
             record = snapshots.sign(record, snapshots.load_private_key(sign_key))
         snapshots.write_file(record, output)
         signed = f", signature in {snapshots.signature_path(output)}" if record.signature else ""
-        console.print(
+        report.print(
             f"wrote {output}: version {record.version}, policy {record.policy}, {record.sample_count} samples, "
             f"sha256 {record.sha256}{signed}"
         )
