@@ -148,3 +148,16 @@ def test_an_export_to_stdout_is_json_lines_alone_and_its_report_goes_to_stderr(t
     lines = ran.stdout.decode().splitlines()
     assert [json.loads(line)["type"] for line in lines] == ["export"], lines
     assert "wrote /dev/stdout: 0 executions, 0 ratings" in ran.stderr.decode()
+
+
+def test_keygen_into_a_folder_that_does_not_exist_or_one_file_for_both_keys_is_refused(tmp_path: Path) -> None:
+    """A key pair whose files cannot both be written is refused before either is: no private key left
+    without its public one, and never the public key written over the private key in one file."""
+    missing = tmp_path / "missing" / "k.pub"
+    code, said = ended(["snapshot", "keygen", "--private", str(tmp_path / "k.pem"), "--public", str(missing)])
+    assert code == 2 and said.startswith(f"toolwise: cannot write {missing}: there is no folder {missing.parent};")
+    assert list(tmp_path.iterdir()) == []
+    both = tmp_path / "k.pem"
+    code, said = ended(["snapshot", "keygen", "--private", str(both), "--public", str(both)])
+    assert code == 2 and said == f"toolwise: --private and --public name one file ({both}): name two"
+    assert list(tmp_path.iterdir()) == []

@@ -142,6 +142,10 @@ def snapshot_keygen(
     force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
 ) -> None:
     """A new Ed25519 key pair for signing snapshots (existing key files are kept unless --force)."""
+    for path in (private, public):  # both writable, or neither is written
+        output_or_exit(path)
+    if private.resolve() == public.resolve():  # the public key would be written over the private one
+        fail(f"--private and --public name one file ({private}): name two")
     try:
         snapshots.generate_keys(private, public, force=force)
     except snapshots.SnapshotError as exc:
