@@ -143,3 +143,27 @@ def workers_of(service: FeedbackService) -> list[str]:
         if any(a.endswith(b"chunk_worker.py") for a in args) and database.encode() in args:
             running.append(cmdline.parent.name)
     return running
+
+
+async def check_non_finite_arguments(url: str, namespace: str) -> None:
+    """A client may send NaN or Infinity in a call's arguments (Python's JSON reads them): stored (with
+    `store_arguments`) as the strings JSON has for them, so that the call is logged on PostgreSQL (whose
+    json refuses the bare words) and an SQLite file's export still reads (its json() refused the row)."""
+    async with FeedbackService(url, store_arguments=True) as service:
+        odd = {"x": float("nan"), "y": [float("inf"), -float("inf")], "z": 0.5}
+        kept = await service.log.record_execution(make_execution("t__odd", namespace=namespace, arguments=odd))
+        await service.log.record_execution(make_execution("t__even", namespace=namespace, arguments={"z": 1}))
+        stored = await service.reads.get_execution(kept)
+        assert stored is not None and stored.arguments == {"x": "NaN", "y": ["Infinity", "-Infinity"], "z": 0.5}
+        lines = await exported(service, namespace)
+        assert [line["arguments"] for line in lines] == [stored.arguments, {"z": 1}]
+
+
+async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_sqlite(tmp_path: Path) -> None:
+    await check_non_finite_arguments(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "default")
+
+
+async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgresql() -> None:
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    await check_non_finite_arguments(PG_URL, f"test-{uuid.uuid4().hex[:8]}")
