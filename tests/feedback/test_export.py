@@ -167,3 +167,15 @@ async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgr
     if not PG_URL:
         pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
     await check_non_finite_arguments(PG_URL, f"test-{uuid.uuid4().hex[:8]}")
+
+
+async def test_line_separators_in_a_text_do_not_split_its_line_from_iter_execution_lines(
+    service: FeedbackService,
+) -> None:
+    """JSON keeps U+2028, U+2029 and U+0085 raw inside a string, and JSON Lines ends a line at "\n" alone;
+    `str.splitlines` also ends one at each of those: a query pasted with one split its execution in two."""
+    query = "para\u2028graph\u2029 next\x85line"
+    await service.log.record_execution(make_execution(query=query))
+    await service.log.record_execution(make_execution(query="plain"))
+    batches = [batch async for batch in service.reports.iter_execution_lines()]
+    assert [json.loads(line)["query"] for batch in batches for line in batch] == [query, "plain"]
