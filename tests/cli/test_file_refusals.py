@@ -4,9 +4,11 @@ database leaves none behind, an export to a folder that does not exist computes 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,34 @@ def test_keygen_into_a_folder_that_does_not_exist_or_one_file_for_both_keys_is_r
     code, said = ended(["snapshot", "keygen", "--private", str(both), "--public", str(both)])
     assert code == 2 and said == f"toolwise: --private and --public name one file ({both}): name two"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="/dev/full (a disk that is always full) is Linux's")
+@pytest.mark.parametrize("command", [["inspect", "export"], ["snapshot", "dump"]])
+def test_an_output_the_disk_has_no_room_for_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    code, said = ended([*command, "-o", "/dev/full", "--database-url", database(tmp_path)])
+    assert code == 2 and said == "toolwise: cannot write /dev/full: No space left on device", said
+
+
+def test_an_export_cut_short_by_a_full_disk_leaves_no_part_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What was written before the disk filled would pass for the whole export: it is removed."""
+    url, out = database(tmp_path), tmp_path / "out.jsonl"
+
+    class FullAfterTheHeader(io.BytesIO):
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            if out.exists() and out.stat().st_size:
+                raise OSError(28, "No space left on device")
+            with out.open("ab") as file:
+                return file.write(data)
+
+    monkeypatch.setattr("toolwise.cli.exports.open_private", lambda path: FullAfterTheHeader())
+    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", lambda *a, **k: one_chunk())
+    code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
+    assert code == 2 and said == f"toolwise: cannot write {out}: No space left on device", said
+    assert not out.exists()
+
+
+async def one_chunk() -> AsyncIterator[tuple[int, bytes]]:
+    yield 1, b'{"type": "execution"}\n'

@@ -18,6 +18,7 @@ from toolwise.cli.common import (
     fail,
     install_beside_toolwise,
     output_or_exit,
+    writing,
 )
 from toolwise.cli.console import console_beside, span
 from toolwise.cli.database import run
@@ -49,7 +50,7 @@ def inspect_export(
         ns = settings.namespace
         written = ratings = 0
         # binary: the executions come as the database's UTF-8 bytes, the few other lines are encoded here
-        with open_private(output) as out, Progress(console=report, transient=True) as progress:
+        with writing(output), open_private(output) as out, Progress(console=report, transient=True) as progress:
             header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan
@@ -140,7 +141,8 @@ def inspect_plot(
         axes[2].set_xlabel("time (UTC)")
         fig.autofmt_xdate()
         fig.tight_layout()
-        fig.savefig(output, dpi=100)
+        with writing(output):
+            fig.savefig(output, dpi=100)
         plt.close(fig)
         report.print(f"wrote {output}: {sum(b.calls for b in trend)} calls in {len(trend)} slices of {width}")
 

@@ -9,7 +9,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit, settings_or_exit
+from toolwise.cli.common import (
+    EXIT_FOUND,
+    ConfigOption,
+    DatabaseUrlOption,
+    fail,
+    output_or_exit,
+    settings_or_exit,
+    writing,
+)
 from toolwise.cli.console import console, console_beside
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
@@ -43,7 +51,8 @@ def snapshot_dump(
             record = found
         if sign_key is not None:
             record = snapshots.sign(record, snapshots.load_private_key(sign_key))
-        snapshots.write_file(record, output)
+        with writing(output):
+            snapshots.write_file(record, output)
         signed = f", signature in {snapshots.signature_path(output)}" if record.signature else ""
         report.print(
             f"wrote {output}: version {record.version}, policy {record.policy}, {record.sample_count} samples, "
