@@ -79,9 +79,10 @@ class ExecutionRows:
 
 
 def storable(text: str) -> str:
-    """Free text as every backend can store it: NUL (a downstream's binary output; PostgreSQL's text refuses
-    it) and half a surrogate pair (a JavaScript client that cut a string mid-character; not UTF-8) become
-    U+FFFD. Either made the database refuse the record that held it, and its dead letter too."""
+    """Text from outside (free text, a client's session id) as every backend can store it: NUL (a downstream's
+    binary output; PostgreSQL's text refuses it) and half a surrogate pair (a JavaScript client that cut a
+    string mid-character; not UTF-8) become U+FFFD. Either made the database refuse the record that held it,
+    and its dead letter too."""
     return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
 
 
