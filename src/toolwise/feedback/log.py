@@ -102,7 +102,7 @@ class ExecutionLog:
         finally:
             self.summaries_changed()
         stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
-        return RatingEvent(stored, execution, previous)
+        return RatingEvent(stored, execution, previous, previous)  # the reward as read: before this rating
 
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""

@@ -180,9 +180,7 @@ class Agent:
             marks = learning.covered.ratings  # the state's as it is now: a restore meanwhile replaced them
             if not marks.fresh(rating_id):  # a sync learned it meanwhile, or the state restored counts it in
                 return learner.reward_of(step)
-            previous_reward = execution.reward  # as the call's rating before this one left it
-            if previous_reward is None:  # never rewarded (unlearnable): as computed now, with that rating
-                previous_reward = learner.reward_of(replace(step, rating=event.previous))
+            previous_reward = learner.reward_before_rating(step, execution.reward, event.rewarded, event.previous)
             if learning.settings.learning:
                 reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
             else:

@@ -247,6 +247,17 @@ class Learner:
         policy (its old evidence no longer describes it) and re-opened for exploration."""
         return self.drift.watch(tool, normalised, ok, self.updates)
 
+    def reward_before_rating(
+        self, step: Step, stored: float | None, stored_rating: int | None, previous: int | None
+    ) -> float:
+        """The reward of a rated step as its `previous` rating left it, what `observe_rating` moves by the
+        new rating's points: the `stored` reward (including `stored_rating`) moved by the ratings' points, so
+        the speed bonus stays as judged when the call was made; never stored (not learned from): as now."""
+        if stored is None:
+            return self.reward_of(replace(step, rating=previous))
+        weights = self.config.reward
+        return stored - rating_points(weights, stored_rating) + rating_points(weights, previous)
+
     def observe_rating(
         self, step: Step, rng: np.random.Generator, previous_reward: float, previous_rating: int | None = None
     ) -> Observation:
