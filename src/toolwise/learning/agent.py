@@ -71,11 +71,7 @@ class Agent:
         # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
         # states the task, so that memory and the stored row stay bounded.
         query = query[: learning.settings.max_query_chars]
-        blocked = learning.shields.blocked(time.monotonic())
-        if candidates is not None:  # tools asked for by name are dropped only if something remains
-            blocked = {} if all(c in blocked for c in candidates) else blocked
-        elif len(blocked) >= len(learning.learner.index.active):
-            blocked = {}
+        blocked = self.shielded(candidates)
         previous, position = session.previous_tool, session.length  # as the session is now, not once read
         history = session.recent(session.length, learning.history_n)
         baseline = learning.settings.shadow or learning.catching_up
@@ -102,6 +98,14 @@ class Agent:
             learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
         learning.state.decided(decision.explored)
         return decision, suggested
+
+    def shielded(self, candidates: list[str] | None) -> dict[str, str]:
+        """The tools a recommendation among `candidates` (None: the listed tools) leaves out now, with why:
+        those a shield blocks (their downstream failing or slow), unless that would leave nothing."""
+        blocked = self.learning.shields.blocked(time.monotonic())
+        if candidates is not None:  # tools asked for by name are dropped only if something remains
+            return {} if all(c in blocked for c in candidates) else blocked
+        return {} if len(blocked) >= len(self.learning.learner.index.active) else blocked
 
     def _suggestions(
         self, learner: Learner, tools: list[str], query: str, owner: str | None
