@@ -616,3 +616,19 @@ def test_undo_of_an_install_recorded_with_line_ends_read_as_lf_still_restores_th
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))  # what the recorded write left on Windows
     install.run(Client.cursor, None, dry_run=False, undo_it=True)
     assert path.read_bytes() == original
+
+
+def test_an_install_through_a_link_is_undone_through_its_target(home: Path) -> None:
+    dotfiles = home / "dotfiles" / "cursor-mcp.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps(SAMPLES[Client.cursor], indent=2) + "\n")
+    original = dotfiles.read_bytes()
+    path = clients.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(dotfiles)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)  # through the link
+    install.run(Client.cursor, dotfiles, dry_run=False, undo_it=True)  # the file it points to, by its own path
+    assert dotfiles.read_bytes() == original and installs.load_state() == {}
+    install.run(Client.cursor, dotfiles, dry_run=False, undo_it=False)  # and the other way
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.is_symlink() and dotfiles.read_bytes() == original and installs.load_state() == {}
