@@ -89,7 +89,13 @@ def one_at_a_time() -> Iterator[None]:
         if sys.platform == "win32":
             import msvcrt
 
-            msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then OSError
+            while True:  # LK_LOCK gives up after 10 s (EDEADLOCK): wait on, as flock does
+                try:
+                    msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EDEADLOCK:
+                        raise
         else:
             import fcntl
 
