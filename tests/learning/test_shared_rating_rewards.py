@@ -5,6 +5,7 @@ stays as judged when the call was made, not against the tool's mean latency when
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,4 +59,34 @@ async def test_a_rating_of_a_call_fast_when_made_is_learned_from_the_log_as_it_w
     assert _estimates(b) == pytest.approx(_estimates(a))
     assert _learned(b) == _learned(a)
     await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_a_rating_a_sync_learned_before_its_rater_is_stored_moved_by_its_points(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instance's own sync (every sync_interval_s) can learn a rating between its commit and the rater's
+    learning step, which then skips it: the reward it answered and stored was recomputed against the tool's
+    mean latency now, not the call's reward moved by the rating's points, and other instances learn from it."""
+    feedback, a = await service(url)
+    for _ in range(2):
+        _call(a, 1000.0)
+    fast = _call(a, 100.0)
+    for _ in range(30):
+        _call(a, 20.0)
+    await a.learning.drain()
+    found = await feedback.reads.get_execution(fast)
+    assert found is not None and found.reward is not None
+    read_learned, synced = a.learning.read_learned, []
+
+    async def a_sync_first(learn: Any) -> Any:
+        await feedback.flush()
+        synced.append(await a.sharing.sync())
+        return await read_learned(learn)
+
+    monkeypatch.setattr(a.learning, "read_learned", a_sync_first)
+    _, reward = await a.agent.rate(a.learning.sessions.get("s"), 5, fast, None, None)
+    rated = await feedback.reads.get_execution(fast)
+    assert synced == [1] and rated is not None
+    assert reward == rated.reward == pytest.approx(found.reward + 4)
     await feedback.aclose()

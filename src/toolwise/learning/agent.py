@@ -182,13 +182,13 @@ class Agent:
             """Learned and marked as learned in one hold of the lock: a snapshot never counts it learned before
             it is, and a task cut short before this leaves it to a sync, unmarked (learned once either way)."""
             marks = learning.covered.ratings  # the state's as it is now: a restore meanwhile replaced them
-            if not marks.fresh(rating_id):  # a sync learned it meanwhile, or the state restored counts it in
-                return learner.reward_of(step)
             previous_reward = learner.reward_before_rating(step, execution.reward, event.rewarded, event.previous)
+            if not marks.fresh(rating_id):  # a sync learned it meanwhile, or the state restored counts it in
+                return learner.rerated(previous_reward, rating, event.previous)
             if learning.settings.learning:
                 reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
             else:
-                reward = learner.reward_of(step)
+                reward = learner.rerated(previous_reward, rating, event.previous)
             marks.add(rating_id)
             return reward
 
