@@ -90,3 +90,32 @@ async def test_a_rating_a_sync_learned_before_its_rater_is_stored_moved_by_its_p
     assert synced == [1] and rated is not None
     assert reward == rated.reward == pytest.approx(found.reward + 4)
     await feedback.aclose()
+
+
+async def test_a_rating_read_from_the_log_before_its_rater_learned_it_is_learned_as_the_rater_does(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another instance's sync can read a rating between its commit and the rater's learning of it (every
+    sync_interval_s, while the rater waits for its learning thread): the call's stored reward must already
+    include it then, or that instance learns the rating from a reward a rating short."""
+    feedback, a = await service(url)
+    other_feedback, b = await service(url)
+    for _ in range(2):
+        _call(a, 1000.0)
+    fast = _call(a, 100.0)
+    await a.learning.drain()
+    await feedback.flush()
+    assert await b.sharing.sync() == 3
+    read_learned, synced = a.learning.read_learned, []
+
+    async def b_syncs_first(learn: Any) -> Any:
+        synced.append(await b.sharing.sync())
+        return await read_learned(learn)
+
+    monkeypatch.setattr(a.learning, "read_learned", b_syncs_first)
+    await a.agent.rate(a.learning.sessions.get("s"), 5, fast, None, None)
+    assert synced == [1]
+    assert b.learning.learner.reward_sum == pytest.approx(a.learning.learner.reward_sum)
+    assert _estimates(b) == pytest.approx(_estimates(a))
+    await other_feedback.aclose()
+    await feedback.aclose()

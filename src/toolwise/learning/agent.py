@@ -168,7 +168,13 @@ class Agent:
         retried = created_at is not None
         created_at = self._unrated.put(tried, created_at or utcnow())
         event = await writes.add_rating(
-            execution_id, rating, comment, instance=learning.instance_id, created_at=created_at, retried=retried
+            execution_id,
+            rating,
+            comment,
+            instance=learning.instance_id,
+            created_at=created_at,
+            retried=retried,
+            rerate=learning.learner.rerated,  # the reward moves with the rating, in its commit
         )
         rating_id = event.rating.id
         assert rating_id is not None  # committed
@@ -193,7 +199,8 @@ class Agent:
             return reward
 
         reward = await learning.read_learned(learn_rating)
-        await writes.set_reward(execution.id, reward)
+        if execution.reward is None:  # never rewarded (not learned from): the rating's commit left it unset
+            await writes.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
             call.learned(reward)

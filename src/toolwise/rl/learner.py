@@ -255,7 +255,7 @@ class Learner:
         the speed bonus stays as judged when the call was made; never stored (not learned from): as now."""
         if stored is None:
             return self.reward_of(replace(step, rating=previous))
-        return self.rerated(stored, previous, stored_rating)
+        return stored if stored_rating == previous else self.rerated(stored, previous, stored_rating)
 
     def rerated(self, reward: float, rating: int | None, previous: int | None) -> float:
         """`reward`, which rating `previous` had left (None: unrated), as `rating` leaves it: moved by their
