@@ -4,6 +4,7 @@ puts the file back byte for byte, and a broken file is refused with its line."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -12,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -616,3 +618,38 @@ def test_undo_of_an_install_recorded_with_line_ends_read_as_lf_still_restores_th
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))  # what the recorded write left on Windows
     install.run(Client.cursor, None, dry_run=False, undo_it=True)
     assert path.read_bytes() == original
+
+
+def test_an_install_through_a_link_is_undone_through_its_target(home: Path) -> None:
+    dotfiles = home / "dotfiles" / "cursor-mcp.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps(SAMPLES[Client.cursor], indent=2) + "\n")
+    original = dotfiles.read_bytes()
+    path = clients.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(dotfiles)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)  # through the link
+    install.run(Client.cursor, dotfiles, dry_run=False, undo_it=True)  # the file it points to, by its own path
+    assert dotfiles.read_bytes() == original and installs.load_state() == {}
+    install.run(Client.cursor, dotfiles, dry_run=False, undo_it=False)  # and the other way
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.is_symlink() and dotfiles.read_bytes() == original and installs.load_state() == {}
+
+
+def test_on_windows_an_install_waits_for_another_past_the_lock_s_ten_seconds(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """msvcrt's LK_LOCK tries for 10 s, then raises OSError (EDEADLOCK): an install started while another
+    ran longer than that (a slow disk, a prompt) ended in a traceback where on POSIX it waits its turn."""
+    tries: list[int] = []
+
+    def locking(fd: int, mode: int, size: int) -> None:
+        tries.append(mode)
+        if len(tries) < 3:  # the other install holds it for 20 s and more
+            raise OSError(errno.EDEADLOCK, "Resource deadlock avoided")
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setitem(sys.modules, "msvcrt", SimpleNamespace(LK_LOCK=1, locking=locking))
+    with installs.one_at_a_time():
+        held = True
+    assert held and tries == [1, 1, 1]

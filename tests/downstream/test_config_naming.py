@@ -4,10 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import String
 
 from tests.server import toy_server
 from toolwise.config import AppConfig, ConfigError, HttpServer, InProcessServer, StdioServer, load_config
 from toolwise.downstream.naming import MAX_LENGTH, assign, namespaced
+from toolwise.feedback.schema import MAX_SERVER_NAME, ExecutionRow, ToolStatsRow
 
 
 def write(tmp_path: Path, data: object) -> Path:
@@ -90,6 +92,17 @@ def test_names_are_safe_bounded_and_unique() -> None:
         len(n) <= MAX_LENGTH and set(n) <= set("abcdefghijklmnopqrstuvwxyz_-0123456789x") for n in names.values()
     )
     assert names == assign(reversed(list(names))), "the same pairs get the same names whatever the order"
+
+
+def test_every_public_name_fits_the_log_s_tool_columns() -> None:
+    """A call's record carries its public name (tool, the next call's previous_tool, the tool's summary row):
+    a name longer than those columns would make PostgreSQL refuse every batch holding it. The longest server
+    name a config may have, a downstream's tool name of any length, a prefix or none: still within them."""
+    server, tool = "s" * MAX_SERVER_NAME, "t" * 1000
+    names = assign([(server, tool), (server, tool + "x"), ("bare", tool)], {server: server, "bare": ""})
+    columns = [ExecutionRow.__table__.c.tool, ExecutionRow.__table__.c.previous_tool, ToolStatsRow.__table__.c.tool]
+    lengths = [column.type.length or 0 for column in columns if isinstance(column.type, String)]
+    assert len(lengths) == len(columns) and max(map(len, names.values())) <= MAX_LENGTH <= min(lengths)
 
 
 def test_prefixes_name_tools_and_an_empty_one_keeps_the_bare_names() -> None:

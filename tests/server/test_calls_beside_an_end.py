@@ -91,7 +91,7 @@ async def test_shutdown_waits_for_an_end_and_a_rating_whose_callers_went_away(
     rated = proxied(services, "r", "git__git_log")
     proxied(services, "s", "git__git_status")
     await learning.drain()
-    record_episode, set_reward, writing, written = log.record_episode, log.set_reward, asyncio.Event(), []
+    record_episode, add_rating, writing, written = log.record_episode, log.add_rating, asyncio.Event(), []
 
     async def slow_episode(episode: Any) -> Any:
         writing.set()
@@ -100,14 +100,15 @@ async def test_shutdown_waits_for_an_end_and_a_rating_whose_callers_went_away(
         written.append("episode")
         return recorded
 
-    async def slow_reward(execution_id: str, reward: float) -> Any:
+    async def slow_rating(*args: Any, **kwargs: Any) -> Any:  # the rating and its reward, in one commit
         writing.set()
         await _slow(100)
-        await set_reward(execution_id, reward)
-        written.append("reward")
+        event = await add_rating(*args, **kwargs)
+        written.append("rating")
+        return event
 
     monkeypatch.setattr(log, "record_episode", slow_episode)
-    monkeypatch.setattr(log, "set_reward", slow_reward)
+    monkeypatch.setattr(log, "add_rating", slow_rating)
     for request in (
         agent.end_session("s", "success"),
         agent.rate(learning.sessions.get("r"), 1, rated, None, None),
@@ -119,7 +120,7 @@ async def test_shutdown_waits_for_an_end_and_a_rating_whose_callers_went_away(
         with pytest.raises(asyncio.CancelledError):
             await asked
     await learning.aclose()  # the shutdown: then its snapshot, then the feedback service closes
-    assert sorted(written) == ["episode", "reward"], "the shutdown went on while they were being written"
+    assert sorted(written) == ["episode", "rating"], "the shutdown went on while they were being written"
     await feedback.flush()
     stored = await feedback.reads.get_execution(rated)
     assert stored is not None and stored.reward is not None and stored.reward < 10, "the rating's reward was lost"

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_command, toolwise_config_path
-from toolwise.cli.installs import BOM, InstallError, exact_text, load_state, state_path, written
+from toolwise.cli.installs import BOM, InstallError, exact_text, load_state, recorded_as, state_path, written
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
@@ -202,7 +202,8 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
     """Put the client's config back: the backups of installs the file still shows unchanged are restored
     verbatim; if it was edited since (or a backup is gone), each scope's toolwise entry is replaced by the
     servers moved out of it (the edits are kept). Returns the plan and how many install records it consumes."""
-    history = load_state().get(str(client_path), [])
+    state = load_state()
+    history = state.get(recorded_as(state, client_path), [])
     if not history:
         raise InstallError(f"no install of toolwise into {client_path} is recorded in {state_path()}")
     current = read(client_path)

@@ -58,6 +58,16 @@ def save_state(state: dict[str, list[dict[str, Any]]]) -> None:
     write_private(state_path(), json.dumps(state, indent=2) + "\n")
 
 
+def recorded_as(state: dict[str, list[dict[str, Any]]], path: Path) -> str:
+    """The key of the client config at `path` in installs.json: the file's real path (through symlinks),
+    or the key an earlier install recorded that file under (the path it was given), so that an install
+    through a link and an undo through its target (or the other way) find one record."""
+    real = path.resolve()
+    if str(real) in state:
+        return str(real)
+    return next((key for key in state if Path(key).resolve() == real), str(real))
+
+
 BOM = "\ufeff"  # Notepad saves one; kept in the text, skipped when parsing
 
 
@@ -79,7 +89,13 @@ def one_at_a_time() -> Iterator[None]:
         if sys.platform == "win32":
             import msvcrt
 
-            msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then OSError
+            while True:  # LK_LOCK gives up after 10 s (EDEADLOCK): wait on, as flock does
+                try:
+                    msvcrt.locking(lock.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EDEADLOCK:
+                        raise
         else:
             import fcntl
 
@@ -125,15 +141,17 @@ def file_mode(path: Path) -> int | None:
 
 
 def backups_dir(path: Path) -> Path:
-    """The folder of the backups of the client config at `path`: named for the file and its path's hash."""
-    digest = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:8]
-    return data_dir() / "backups" / f"{path.name}-{digest}"
+    """The folder of the backups of the client config at `path`: named for the file and its path's hash,
+    its real path (through symlinks): one folder for a file, whichever link it is reached by."""
+    real = path.resolve()
+    digest = hashlib.sha256(str(real).encode()).hexdigest()[:8]
+    return data_dir() / "backups" / f"{real.name}-{digest}"
 
 
 def backup(path: Path, text: str) -> Path:
     """A private (0600) copy of `text`, the config at `path`, in `backups_dir`, named with the time (UTC)."""
     stamp = utcnow().strftime("%Y%m%d-%H%M%S")
-    folder = backups_dir(path)
+    folder, path = backups_dir(path), path.resolve()
     target = folder / f"{path.name}.toolwise-backup-{stamp}"
     n = 1
     while target.exists():
@@ -146,8 +164,10 @@ def backup(path: Path, text: str) -> Path:
 def prune_backups(path: Path, keep: int = KEEP_BACKUPS) -> list[Path]:
     """Delete the backups of `path` but the newest `keep` and those --undo can still restore; returns
     the deleted ones."""
-    needed = restorable(load_state().get(str(path), []))
-    found = sorted(backups_dir(path).glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
+    state = load_state()
+    needed = restorable(state.get(recorded_as(state, path), []))
+    folder, path = backups_dir(path), path.resolve()
+    found = sorted(folder.glob(f"{path.name}.toolwise-backup-*"), key=lambda p: p.stat().st_mtime_ns)
     stale = [p for p in found[: max(len(found) - keep, 0)] if p not in needed]
     for old in stale:
         old.unlink()
@@ -186,7 +206,7 @@ def apply(plan: Plan, record: bool = True, mode: int | None = None) -> Path | No
         write_private(plan.client_path, plan.client_after, mode if mode is not None else before_mode or PRIVATE)
     if record and plan.client_after != plan.client_before:
         state = load_state()
-        state.setdefault(str(plan.client_path), []).append(
+        state.setdefault(recorded_as(state, plan.client_path), []).append(
             {
                 "backup": str(saved),
                 "written_sha256": sha(plan.client_after),
@@ -206,14 +226,15 @@ def undo(plan: Plan, used: int) -> Path | None:
     """Write the undo plan with the mode the file had before the first install it undoes (installs
     recorded before modes were: the file keeps its mode), and drop the records it consumed."""
     state = load_state()
-    history = state.get(str(plan.client_path), [])
+    key = recorded_as(state, plan.client_path)
+    history = state.get(key, [])
     mode = history[-used].get("mode") if used else None
     saved = apply(plan, record=False, mode=mode)
     records = history[: -used or None]
     if records:
-        state[str(plan.client_path)] = records
+        state[key] = records
     else:
-        state.pop(str(plan.client_path), None)
+        state.pop(key, None)
     save_state(state)
     prune_backups(plan.client_path)
     return saved

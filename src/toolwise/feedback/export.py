@@ -188,13 +188,15 @@ def _chunk_query(dialect: str, scope: list[ColumnElement[bool]], batch: int, kin
     return select(func.count(), _joined(dialect, page.c.line, page.c.seq))
 
 
-def previous_rating(ratings: Subquery) -> ScalarSelect[int]:
-    """The rating each of `ratings` replaced: its execution's latest earlier rating (None if first)."""
-    earlier = RatingRow.__table__.alias("earlier")
+def previous_rating(ratings: Subquery, *, latest: bool = False) -> ScalarSelect[int]:
+    """The rating each of `ratings` replaced: its execution's latest earlier rating (None if first);
+    `latest`: its execution's latest rating of all (the one its stored reward includes)."""
+    other = RatingRow.__table__.alias("latest" if latest else "earlier")
+    same = other.c.execution_id == ratings.c.execution_id
     return (
-        select(earlier.c.rating)
-        .where(earlier.c.execution_id == ratings.c.execution_id, earlier.c.id < ratings.c.id)
-        .order_by(earlier.c.id.desc())
+        select(other.c.rating)
+        .where(same if latest else same & (other.c.id < ratings.c.id))
+        .order_by(other.c.id.desc())
         .limit(1)
         .scalar_subquery()
     )

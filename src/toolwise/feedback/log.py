@@ -5,6 +5,7 @@ recorded before it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -63,11 +64,14 @@ class ExecutionLog:
         instance: str | None = None,
         created_at: datetime | None = None,
         retried: bool = False,
+        rerate: Callable[[float, int, int | None], float] | None = None,
     ) -> RatingEvent:
         """Commit a 1..5 rating of a recorded execution; returns it with the execution and the rating
         it replaces (the execution's latest earlier rating, if any). `retried`: a retry of this rating
         (the same `instance` and `created_at`) whose try may have committed though it reported an error
-        (a connection lost after the commit): a row of that try is the rating, not stored or counted again."""
+        (a connection lost after the commit): a row of that try is the rating, not stored or counted again.
+        `rerate(reward, rating, previous)`: the execution's stored reward as the rating leaves it, moved in
+        the same commit, so that a reader of the log never finds a rating its reward does not include."""
         if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
             raise InvalidRatingError(rating)
         execution = await self._reads.get_execution(execution_id)
@@ -75,7 +79,9 @@ class ExecutionLog:
             raise UnknownExecutionError(execution_id)
         created_at, comment = created_at or utcnow(), self._rows.free_text(comment)
 
-        def write(conn: Connection) -> tuple[int | None, int]:
+        def write(conn: Connection) -> tuple[int | None, int, float | None, int | None]:
+            """The rating replaced, the rating's id, the execution's reward and the rating that reward includes."""
+            reward = conn.scalar(select(ExecutionRow.reward).where(ExecutionRow.id == execution_id))
             if retried:
                 r = RatingRow
                 tried = select(r.id).where(
@@ -84,8 +90,9 @@ class ExecutionLog:
                     r.created_at == created_at,
                     r.rating == rating,
                 )
-                if (rating_id := conn.scalar(tried)) is not None:
-                    return conn.scalar(_latest(execution_id).where(RatingRow.id < rating_id)), rating_id
+                if (rating_id := conn.scalar(tried)) is not None:  # its reward moved with it
+                    previous = conn.scalar(_latest(execution_id).where(RatingRow.id < rating_id))
+                    return previous, rating_id, reward, conn.scalar(_latest(execution_id))
             previous = conn.scalar(_latest(execution_id))
             rating_id = conn.execute(
                 insert(RatingRow)
@@ -95,14 +102,18 @@ class ExecutionLog:
                 .returning(RatingRow.id)
             ).scalar_one()
             toolstats.add_ratings(conn, [(execution.namespace, execution.tool, rating)])
-            return previous, rating_id
+            if rerate is not None and reward is not None:
+                moved = rerate(reward, rating, previous)
+                conn.execute(update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=moved))
+                toolstats.change_reward(conn, execution.namespace, execution.tool, reward, moved)
+            return previous, rating_id, reward, previous
 
         try:
-            previous, rating_id = await self._database.write(write)
+            previous, rating_id, reward, rewarded = await self._database.write(write)
         finally:
             self.summaries_changed()
         stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
-        return RatingEvent(stored, execution, previous)
+        return RatingEvent(stored, replace(execution, reward=reward), previous, rewarded)
 
     async def set_reward(self, execution_id: str, reward: float) -> None:
         """Commit the reward of an execution (recomputed after a rating)."""

@@ -176,18 +176,18 @@ class LogReads:
     async def iter_rating_events(
         self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
     ) -> AsyncGenerator[list[RatingEvent], None]:
-        """Every rating after `after_id`, oldest first, with its execution and the rating it replaced.
-        Each batch is a range of rating ids read first and joined to its executions by key: a join
-        driven from the executions side walks the whole namespace for every batch."""
+        """Every rating after `after_id`, oldest first, with its execution, the rating it replaced and the one
+        the execution's stored reward includes. Each batch is a range of rating ids read first and joined to
+        its executions by key: a join driven from the executions side walks the whole namespace for every batch."""
         r = RatingRow.__table__
         while True:
             page = select(r).where(r.c.id > after_id).order_by(r.c.id).limit(batch).subquery("page")
-            previous = previous_rating(page)
             query = (
                 select(
                     ExecutionRow.__table__,
                     *(c.label(f"rating_{c.key}") for c in page.c),
-                    previous.label("previous_rating"),
+                    previous_rating(page).label("previous_rating"),
+                    previous_rating(page, latest=True).label("rewarded_rating"),
                 )
                 .select_from(page)
                 .join(ExecutionRow, ExecutionRow.id == page.c.execution_id)
@@ -202,7 +202,8 @@ class LogReads:
                 for row in rows:
                     values = row._mapping
                     rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in r.columns})
-                    events.append(RatingEvent(rating, execution_from_row(values), values["previous_rating"]))
+                    execution = execution_from_row(values)
+                    events.append(RatingEvent(rating, execution, values["previous_rating"], values["rewarded_rating"]))
                 yield events
             if last is None:
                 return

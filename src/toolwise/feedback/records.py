@@ -110,11 +110,13 @@ class Rating:
 @dataclass(slots=True, frozen=True)
 class RatingEvent:
     """A rating as another instance (or a restart) learns it: with its execution and the rating it
-    replaced, if any."""
+    replaced, if any. `rewarded`: the rating `execution.reward` includes (`previous` as the rating is stored;
+    read from the log, the execution's latest, whose rater stored the reward right after it)."""
 
     rating: Rating
     execution: Execution
     previous: int | None
+    rewarded: int | None
 
 
 @dataclass(slots=True, frozen=True)

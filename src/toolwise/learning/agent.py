@@ -71,11 +71,7 @@ class Agent:
         # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
         # states the task, so that memory and the stored row stay bounded.
         query = query[: learning.settings.max_query_chars]
-        blocked = learning.shields.blocked(time.monotonic())
-        if candidates is not None:  # tools asked for by name are dropped only if something remains
-            blocked = {} if all(c in blocked for c in candidates) else blocked
-        elif len(blocked) >= len(learning.learner.index.active):
-            blocked = {}
+        blocked = self.shielded(candidates)
         previous, position = session.previous_tool, session.length  # as the session is now, not once read
         history = session.recent(session.length, learning.history_n)
         baseline = learning.settings.shadow or learning.catching_up
@@ -102,6 +98,14 @@ class Agent:
             learning.open_decisions.add(session.connection or session.id, decision, session.id, query)
         learning.state.decided(decision.explored)
         return decision, suggested
+
+    def shielded(self, candidates: list[str] | None) -> dict[str, str]:
+        """The tools a recommendation among `candidates` (None: the listed tools) leaves out now, with why:
+        those a shield blocks (their downstream failing or slow), unless that would leave nothing."""
+        blocked = self.learning.shields.blocked(time.monotonic())
+        if candidates is not None:  # tools asked for by name are dropped only if something remains
+            return {} if all(c in blocked for c in candidates) else blocked
+        return {} if len(blocked) >= len(self.learning.learner.index.active) else blocked
 
     def _suggestions(
         self, learner: Learner, tools: list[str], query: str, owner: str | None
@@ -164,7 +168,13 @@ class Agent:
         retried = created_at is not None
         created_at = self._unrated.put(tried, created_at or utcnow())
         event = await writes.add_rating(
-            execution_id, rating, comment, instance=learning.instance_id, created_at=created_at, retried=retried
+            execution_id,
+            rating,
+            comment,
+            instance=learning.instance_id,
+            created_at=created_at,
+            retried=retried,
+            rerate=learning.learner.rerated,  # the reward moves with the rating, in its commit
         )
         rating_id = event.rating.id
         assert rating_id is not None  # committed
@@ -178,20 +188,19 @@ class Agent:
             """Learned and marked as learned in one hold of the lock: a snapshot never counts it learned before
             it is, and a task cut short before this leaves it to a sync, unmarked (learned once either way)."""
             marks = learning.covered.ratings  # the state's as it is now: a restore meanwhile replaced them
+            previous_reward = learner.reward_before_rating(step, execution.reward, event.rewarded, event.previous)
             if not marks.fresh(rating_id):  # a sync learned it meanwhile, or the state restored counts it in
-                return learner.reward_of(step)
-            previous_reward = execution.reward  # as the call's rating before this one left it
-            if previous_reward is None:  # never rewarded (unlearnable): as computed now, with that rating
-                previous_reward = learner.reward_of(replace(step, rating=event.previous))
+                return learner.rerated(previous_reward, rating, event.previous)
             if learning.settings.learning:
                 reward = learner.observe_rating(step, learning.state.rng, previous_reward, event.previous).reward
             else:
-                reward = learner.reward_of(step)
+                reward = learner.rerated(previous_reward, rating, event.previous)
             marks.add(rating_id)
             return reward
 
         reward = await learning.read_learned(learn_rating)
-        await writes.set_reward(execution.id, reward)
+        if execution.reward is None:  # never rewarded (not learned from): the rating's commit left it unset
+            await writes.set_reward(execution.id, reward)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
             call.learned(reward)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from toolwise.feedback import Execution
 from toolwise.feedback.records import LogColumns, RatingEvent
@@ -118,7 +117,7 @@ class LogLearning:
         )
         try:
             learner = self.learning.learner
-            previous_reward = learner.reward_of(replace(step, rating=event.previous))
+            previous_reward = learner.reward_before_rating(step, execution.reward, event.rewarded, event.previous)
             learner.observe_rating(step, self.learning.state.rng, previous_reward, event.previous)
         except Exception:
             log.exception("learning from a rating of %s failed; the rating is recorded", execution.tool)

@@ -247,6 +247,22 @@ class Learner:
         policy (its old evidence no longer describes it) and re-opened for exploration."""
         return self.drift.watch(tool, normalised, ok, self.updates)
 
+    def reward_before_rating(
+        self, step: Step, stored: float | None, stored_rating: int | None, previous: int | None
+    ) -> float:
+        """The reward of a rated step as its `previous` rating left it, what `observe_rating` moves by the
+        new rating's points: the `stored` reward (including `stored_rating`) moved by the ratings' points, so
+        the speed bonus stays as judged when the call was made; never stored (not learned from): as now."""
+        if stored is None:
+            return self.reward_of(replace(step, rating=previous))
+        return stored if stored_rating == previous else self.rerated(stored, previous, stored_rating)
+
+    def rerated(self, reward: float, rating: int | None, previous: int | None) -> float:
+        """`reward`, which rating `previous` had left (None: unrated), as `rating` leaves it: moved by their
+        points alone."""
+        weights = self.config.reward
+        return reward + rating_points(weights, rating) - rating_points(weights, previous)
+
     def observe_rating(
         self, step: Step, rng: np.random.Generator, previous_reward: float, previous_rating: int | None = None
     ) -> Observation:
@@ -257,8 +273,7 @@ class Learner:
         stays as judged when the call was made, not against the tool's mean latency now)."""
         if step.rating is None:
             raise ValueError("observe_rating needs a step with a rating")
-        reward = previous_reward + rating_points(self.config.reward, step.rating)
-        reward -= rating_points(self.config.reward, previous_rating)
+        reward = self.rerated(previous_reward, step.rating, previous_rating)
         context = self.encode(step.query, step.previous_tool, step.position)
         fit_before = float(worked(step.success, previous_rating)) if step.success else None
         observation = self._learn(step, reward, rng, context, fit_before=fit_before, revision=True)

@@ -51,6 +51,8 @@ class StateParts:
             "tools": list(self.index.tools.names),
             "descriptions": dict(self.index.descriptions),
             "documents": dict(self.index.documents),  # the prior's corpus, tools no longer listed included
+            "effects": dict(self.index.effects),  # and what it reads of each tool besides
+            "actions": dict(self.index.action_of),
             "active": self.index.active.copy(),
             "latency_mean": latency_mean,
             "latency_count": latency_count,
@@ -80,6 +82,13 @@ class StateParts:
             self.exploration.load_state(state["exploration"])
         self.waiting.load(state.get("waiting", ()))
         active = np.asarray(state["active"], dtype=np.int64).tolist()
-        self.index.restore(state["tools"], state["descriptions"], active, state.get("documents", {}))
+        self.index.restore(
+            state["tools"],
+            state["descriptions"],
+            active,
+            state.get("documents", {}),
+            effects=state.get("effects", {}),
+            actions=state.get("actions", {}),
+        )
         self.latency.grow(len(self.index.tools))
         return counts

@@ -130,13 +130,18 @@ class ToolIndex:
         descriptions: dict[str, str],
         active: Sequence[int],
         documents: Mapping[str, str] | None = None,
+        *,
+        effects: Mapping[str, Effect] | None = None,
+        actions: Mapping[str, str] | None = None,
     ) -> None:
-        """The ids, descriptions, documents (the prior's corpus: a tool no longer listed keeps its own, as
-        before the save) and listed tools of a saved state (its ids are what it learned by); the documents
-        still waiting to be embedded wait on (their vectors come with the catalogue)."""
+        """The ids, descriptions, documents, effects and verbs (what the prior reads: a tool no longer listed
+        keeps its own, as before the save) and listed tools of a saved state (its ids are what it learned by);
+        the documents still waiting to be embedded wait on (their vectors come with the catalogue)."""
         self.tools = Interner(names)
         self.descriptions = dict(descriptions)
         self.documents = {**self.documents, **(documents or {})}
+        self.effects = {**self.effects, **(effects or {})}
+        self.action_of = {**self.action_of, **(actions or {})}
         listed = [self.tools.names[i] for i in active]
         self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed], later=self.unembedded)
 

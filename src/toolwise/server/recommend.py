@@ -215,9 +215,10 @@ async def recommend_next_tools(services: Services, args: RecommendNextInput, ses
     last_failed = args.last_failed
     if last_failed is None:
         last_failed = args.recent_tools is None and bool(session.calls) and not session.calls[-1].success
+    blocked = services.agent.shielded(None)  # left out, as recommend_tool leaves them out
     found = await services.learning.read_learned(
         lambda learner: learner.recommend_next(
-            recent, learner.index.active_names, args.top_k, after_failure=last_failed
+            recent, [n for n in learner.index.active_names if n not in blocked], args.top_k, after_failure=last_failed
         )
     )
     return RecommendNextOutput(
