@@ -4,6 +4,11 @@ database leaves none behind, an export to a folder that does not exist computes 
 
 from __future__ import annotations
 
+import io
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -112,3 +117,80 @@ def test_a_restore_that_names_no_snapshot_or_two_says_which_options_name_one(
         "or --previous",
     )
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["inspect", "export"], ["inspect", "plot"], ["snapshot", "dump"]])
+@pytest.mark.parametrize("kept", ["toolwise.db", "toolwise.db-wal", "toolwise-dead-letter.jsonl"])
+def test_an_output_naming_the_database_or_its_dead_letters_is_refused_and_they_are_kept(
+    tmp_path: Path, command: list[str], kept: str
+) -> None:
+    """`-o` given the database itself (or its write-ahead log, or the dead-letter file beside it, a
+    `.jsonl` as an export is) would be truncated before it is read: refused, the file untouched."""
+    url = database(tmp_path)
+    target = tmp_path / kept
+    if not target.exists():
+        target.write_bytes(b"kept\n")
+    before = target.read_bytes()
+    code, said = ended([*command, "-o", str(target), "--database-url", url])
+    assert code == 2 and said.startswith(f"toolwise: {target} is a file toolwise keeps for the database"), said
+    assert target.read_bytes() == before
+
+
+def test_an_export_to_stdout_is_json_lines_alone_and_its_report_goes_to_stderr(tmp_path: Path) -> None:
+    """`-o /dev/stdout` (to pipe the export on): every line on stdout is one JSON record; what the command
+    says about it goes to stderr, not into the stream."""
+    url = database(tmp_path)
+    ran = subprocess.run(
+        [sys.executable, "-m", "toolwise", "inspect", "export", "-o", "/dev/stdout", "--database-url", url],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.decode().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["export"], lines
+    assert "wrote /dev/stdout: 0 executions, 0 ratings" in ran.stderr.decode()
+
+
+def test_keygen_into_a_folder_that_does_not_exist_or_one_file_for_both_keys_is_refused(tmp_path: Path) -> None:
+    """A key pair whose files cannot both be written is refused before either is: no private key left
+    without its public one, and never the public key written over the private key in one file."""
+    missing = tmp_path / "missing" / "k.pub"
+    code, said = ended(["snapshot", "keygen", "--private", str(tmp_path / "k.pem"), "--public", str(missing)])
+    assert code == 2 and said.startswith(f"toolwise: cannot write {missing}: there is no folder {missing.parent};")
+    assert list(tmp_path.iterdir()) == []
+    both = tmp_path / "k.pem"
+    code, said = ended(["snapshot", "keygen", "--private", str(both), "--public", str(both)])
+    assert code == 2 and said == f"toolwise: --private and --public name one file ({both}): name two"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="/dev/full (a disk that is always full) is Linux's")
+@pytest.mark.parametrize("command", [["inspect", "export"], ["snapshot", "dump"]])
+def test_an_output_the_disk_has_no_room_for_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    code, said = ended([*command, "-o", "/dev/full", "--database-url", database(tmp_path)])
+    assert code == 2 and said == "toolwise: cannot write /dev/full: No space left on device", said
+
+
+def test_an_export_cut_short_by_a_full_disk_leaves_no_part_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What was written before the disk filled would pass for the whole export: it is removed."""
+    url, out = database(tmp_path), tmp_path / "out.jsonl"
+
+    class FullAfterTheHeader(io.BytesIO):
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            if out.exists() and out.stat().st_size:
+                raise OSError(28, "No space left on device")
+            with out.open("ab") as file:
+                return file.write(data)
+
+    monkeypatch.setattr("toolwise.cli.exports.open_private", lambda path: FullAfterTheHeader())
+    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", lambda *a, **k: one_chunk())
+    code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
+    assert code == 2 and said == f"toolwise: cannot write {out}: No space left on device", said
+    assert not out.exists()
+
+
+async def one_chunk() -> AsyncIterator[tuple[int, bytes]]:
+    yield 1, b'{"type": "execution"}\n'

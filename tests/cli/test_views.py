@@ -96,3 +96,25 @@ def test_an_export_is_readable_by_its_owner_alone(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         assert out.stat().st_mode & 0o777 == 0o600, oct(out.stat().st_mode)
     assert [json.loads(line)["type"] for line in old.read_text().splitlines()].count("execution") == 40
+
+
+def test_progress_labels_a_slice_longer_than_a_day_with_both_its_dates(tmp_path: Path) -> None:
+    """A month in 12 slices: each row says from which day to which, where '2026-10-28 15:22:46–15:22:46'
+    read as a slice of no time at all."""
+    url, config = cli_config(tmp_path)
+    now = utcnow().replace(microsecond=0)
+
+    async def work() -> None:
+        async with FeedbackService(url) as feedback:
+            for days in (30, 0):
+                execution = make_execution("s__t0")
+                execution.finished_at = now - timedelta(days=days)
+                await feedback.log.record_execution(execution)
+
+    asyncio.run(work())
+    result = CliRunner().invoke(cli, ["inspect", "progress", *config, "--hours", "800", "--buckets", "12"])
+    assert result.exit_code == 0, result.output
+    first, last = now - timedelta(days=30), now
+    slice_end = first + timedelta(days=2.5)
+    assert f"{first:%Y-%m-%d %H:%M}–{slice_end:%Y-%m-%d %H:%M}" in result.output, result.output
+    assert f"–{last:%Y-%m-%d %H:%M}" in result.output, result.output

@@ -7,10 +7,12 @@ import asyncio
 import json
 import os
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.feedback.conftest import make_execution
 from toolwise.feedback import FeedbackService, utcnow
@@ -143,3 +145,65 @@ def workers_of(service: FeedbackService) -> list[str]:
         if any(a.endswith(b"chunk_worker.py") for a in args) and database.encode() in args:
             running.append(cmdline.parent.name)
     return running
+
+
+async def check_non_finite_arguments(url: str, namespace: str) -> None:
+    """A client may send NaN or Infinity in a call's arguments (Python's JSON reads them): stored (with
+    `store_arguments`) as the strings JSON has for them, so that the call is logged on PostgreSQL (whose
+    json refuses the bare words) and an SQLite file's export still reads (its json() refused the row)."""
+    async with FeedbackService(url, store_arguments=True) as service:
+        odd = {"x": float("nan"), "y": [float("inf"), -float("inf")], "z": 0.5}
+        kept = await service.log.record_execution(make_execution("t__odd", namespace=namespace, arguments=odd))
+        await service.log.record_execution(make_execution("t__even", namespace=namespace, arguments={"z": 1}))
+        stored = await service.reads.get_execution(kept)
+        assert stored is not None and stored.arguments == {"x": "NaN", "y": ["Infinity", "-Infinity"], "z": 0.5}
+        lines = await exported(service, namespace)
+        assert [line["arguments"] for line in lines] == [stored.arguments, {"z": 1}]
+
+
+async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_sqlite(tmp_path: Path) -> None:
+    await check_non_finite_arguments(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "default")
+
+
+async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgresql() -> None:
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    await check_non_finite_arguments(PG_URL, f"test-{uuid.uuid4().hex[:8]}")
+
+
+async def test_line_separators_in_a_text_do_not_split_its_line_from_iter_execution_lines(
+    service: FeedbackService,
+) -> None:
+    """JSON keeps U+2028, U+2029 and U+0085 raw inside a string, and JSON Lines ends a line at "\n" alone;
+    `str.splitlines` also ends one at each of those: a query pasted with one split its execution in two."""
+    query = "para\u2028graph\u2029 next\x85line"
+    await service.log.record_execution(make_execution(query=query))
+    await service.log.record_execution(make_execution(query="plain"))
+    batches = [batch async for batch in service.reports.iter_execution_lines()]
+    assert [json.loads(line)["query"] for batch in batches for line in batch] == [query, "plain"]
+
+
+async def test_an_export_from_postgresql_gives_times_in_utc_whatever_the_servers_time_zone() -> None:
+    """PostgreSQL writes a timestamptz in its session's time zone, which is the server's (Debian's initdb
+    takes the host's): the export's times must be UTC, as documented and as an SQLite file's are."""
+    if not PG_URL:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    name = f"toolwise_tz_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            await conn.exec_driver_sql(f"ALTER DATABASE \"{name}\" SET timezone TO 'Asia/Kolkata'")
+        async with FeedbackService(
+            make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+        ) as service:
+            finished = datetime(2026, 11, 1, 12, 0, 0, 250000, tzinfo=UTC)
+            execution = make_execution()
+            execution.started_at, execution.finished_at = finished - timedelta(seconds=1), finished
+            await service.log.record_execution(execution)
+            [line] = await exported(service, "default")
+        assert line["finished_at"] == "2026-11-01T12:00:00.25+00:00"
+    finally:
+        async with admin.connect() as conn:
+            await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.dispose()

@@ -4,8 +4,10 @@ import asyncio
 import dataclasses
 import gc
 import json
+import os
 import sqlite3
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,42 @@ async def test_a_stored_snapshot_payload_is_not_kept_in_memory(service: Feedback
     del snapshot, stored
     gc.collect()
     assert sys.getrefcount(payload) == held - 1  # this test's name alone
+
+
+async def check_odd_text_is_kept(service: FeedbackService, namespace: str) -> None:
+    """A query, an error message or a comment holding NUL (a downstream's binary output) or half a
+    surrogate pair (a JavaScript client that cut a string mid-character) is stored with U+FFFD in their
+    place, on every backend: its call is logged, not refused by the database (and lost, as its dead
+    letter could not be written either)."""
+    cut, binary = "café 😀\ud83d", "read \x00\x01 bytes"
+    ids = [
+        await service.log.record_execution(make_execution("t__cut", namespace=namespace, query=cut)),
+        await service.log.record_execution(
+            make_execution("t__bin", namespace=namespace, success=False, error_type="E", error_message=binary)
+        ),
+        await service.log.record_execution(make_execution("t__ok", namespace=namespace, query="fine")),
+    ]
+    await service.log.add_rating(ids[2], 4, "good\x00 \udc80")
+    stored = [await service.reads.get_execution(i) for i in ids]
+    assert [e.tool if e else None for e in stored] == ["t__cut", "t__bin", "t__ok"]
+    assert stored[0] is not None and stored[0].query == "café 😀\ufffd"
+    assert stored[1] is not None and stored[1].error_message == "read \ufffd\x01 bytes"
+    [rated] = [
+        e.rating
+        async for batch in service.reads.iter_rating_events(namespace=namespace)
+        for e in batch
+        if e.execution.id == ids[2]
+    ]
+    assert rated.comment == "good\ufffd \ufffd"
+
+
+async def test_text_no_database_stores_as_it_is_is_kept_on_sqlite(service: FeedbackService) -> None:
+    await check_odd_text_is_kept(service, "default")
+
+
+async def test_text_no_database_stores_as_it_is_is_kept_on_postgresql() -> None:
+    pg_url = os.environ.get("TOOLWISE_TEST_PG_URL")
+    if not pg_url:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    async with FeedbackService(pg_url) as service:
+        await check_odd_text_is_kept(service, f"test-{uuid.uuid4().hex[:8]}")

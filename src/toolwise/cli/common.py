@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import json
 import logging
 import os
@@ -57,6 +58,22 @@ def output_or_exit(path: Path, *, makes_folder: bool = False) -> None:
         fail(f"{path} is a folder: name the file to write in it, e.g. {path / 'out'}")
     if not makes_folder and not path.parent.is_dir():
         fail(f"cannot write {path}: there is no folder {path.parent}; make it first, or name a file in one that exists")
+
+
+_CUT_SHORT = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # a write refused midway, not an open
+
+
+@contextlib.contextmanager
+def writing(output: Path) -> Iterator[None]:
+    """A command writing its output file: a write that fails (a full disk, a quota, no permission) ends the
+    command in one line naming the file, exit 2; what a full disk cut short is removed (it would pass for the
+    whole), a file that could not be opened is left as it was."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _CUT_SHORT and output.is_file():
+            output.unlink(missing_ok=True)
+        fail(f"cannot write {output}: {exc.strerror or exc}", exc)
 
 
 def install_beside_toolwise(packages: list[str]) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,6 +16,16 @@ from toolwise.cli.views import Column, fitted_table, natural_width
 # a message is one line however long (a path cut by a newline cannot be pasted); tables still fit the width
 console = Console(soft_wrap=True)
 WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
+
+
+def console_beside(output: Path) -> Console:
+    """The console a command that writes `output` reports on: stderr when `output` is this process's stdout
+    (`-o /dev/stdout`, to pipe it on), so that the stream holds what was written and nothing else."""
+    try:
+        piped = os.path.samestat(os.stat(output), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError):  # no such file yet, or a stdout with no file behind it (a test's capture)
+        piped = False
+    return Console(soft_wrap=True, stderr=True) if piped else console
 
 
 def print_fitted(columns: list[Column], rows: list[list[str]], wide: bool, title: str | None = None) -> None:

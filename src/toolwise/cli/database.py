@@ -4,6 +4,7 @@ and the learned state as of now; no running server is needed."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from toolwise.cli.console import console
 from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, StoreUnavailableError, shown_url
+from toolwise.feedback.deadletter import DeadLetters, dead_letter_file
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.errors import DatabaseFailedError, DeadLetterError
 from toolwise.feedback.failures import database_failure
@@ -31,15 +33,22 @@ def run(
     work: Callable[[Settings, FeedbackService], Awaitable[None]],
     database_url: str | None = None,
     create: bool = False,
+    output: Path | None = None,
 ) -> None:
     """`work` on the database of CONFIG (or --database-url). A command that only reads (`create` false)
-    refuses an SQLite file that does not exist rather than leave an empty database behind. A `UserError`
+    refuses an SQLite file that does not exist rather than leave an empty database behind; a command that
+    writes `output` refuses one of the database's own files there (it would be truncated). A `UserError`
     is answered in one line, exit 1; a database that cannot be opened or fails under the command (damaged,
     a full disk, locked, a lost server) in one line saying what to do, exit 2; anything else is a bug and
     keeps its traceback (typer prints it)."""
     settings = settings_or_exit(config, database_url)
     with database_or_exit():
         path = sqlite_path(settings.database_url)
+    if output is not None and any(_same(output, kept) for kept in _kept_files(path)):
+        fail(
+            f"{output} is a file toolwise keeps for the database {shown_url(settings.database_url)}: writing it "
+            "would destroy what it holds; name another file"
+        )
     if not create and path is not None and not path.exists():
         console.print(
             f"[red]toolwise: no database at {escape(str(path))}: nothing was recorded there yet[/red] "
@@ -70,6 +79,20 @@ def run(
         if failure is None:
             raise
         fail(f"database failed: {failure}", exc)
+
+
+def _kept_files(database: Path | None) -> list[Path]:
+    """The files toolwise keeps for a database: an SQLite file and its journals, and its dead letters."""
+    letters = DeadLetters(dead_letter_file(database))
+    journals = [database.with_name(database.name + end) for end in ("-wal", "-shm", "-journal")] if database else []
+    return [*([database] if database else []), *journals, letters.path, letters.reserve_path, *letters.fallbacks]
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links too)."""
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
 
 
 async def current(settings: Settings, feedback: FeedbackService) -> Services:

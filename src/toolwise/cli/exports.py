@@ -18,8 +18,9 @@ from toolwise.cli.common import (
     fail,
     install_beside_toolwise,
     output_or_exit,
+    writing,
 )
-from toolwise.cli.console import console, span
+from toolwise.cli.console import console_beside, span
 from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
@@ -43,12 +44,13 @@ def inspect_export(
     long the log."""
     output_or_exit(output)
     start, end = _utc(since), _utc(until)
+    report = console_beside(output)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         ns = settings.namespace
         written = ratings = 0
         # binary: the executions come as the database's UTF-8 bytes, the few other lines are encoded here
-        with open_private(output) as out, Progress(console=console, transient=True) as progress:
+        with writing(output), open_private(output) as out, Progress(console=report, transient=True) as progress:
             header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan
@@ -68,9 +70,9 @@ def inspect_export(
                 out.write(_line("action", _plain(action)))
             for snapshot in await feedback.snapshots.list(ns):
                 out.write(_line("snapshot", _plain(snapshot)))
-        console.print(f"wrote {output}: {written} executions, {ratings} ratings")
+        report.print(f"wrote {output}: {written} executions, {ratings} ratings")
 
-    run(config, work, database_url)
+    run(config, work, database_url, output=output)
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -112,9 +114,11 @@ def inspect_plot(
         hint = install_beside_toolwise(["matplotlib"])  # the `plot` extra
         fail(f"plotting needs matplotlib, which is not installed beside this toolwise: {hint}", exc, EXIT_FOUND)
 
+    report = console_beside(output)
+
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         since = None if hours is None else utcnow() - timedelta(hours=hours)
-        with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
+        with Progress(console=report, transient=True) as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
             whole = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=1)
             if not whole:
@@ -137,8 +141,9 @@ def inspect_plot(
         axes[2].set_xlabel("time (UTC)")
         fig.autofmt_xdate()
         fig.tight_layout()
-        fig.savefig(output, dpi=100)
+        with writing(output):
+            fig.savefig(output, dpi=100)
         plt.close(fig)
-        console.print(f"wrote {output}: {sum(b.calls for b in trend)} calls in {len(trend)} slices of {width}")
+        report.print(f"wrote {output}: {sum(b.calls for b in trend)} calls in {len(trend)} slices of {width}")
 
-    run(config, work, database_url)
+    run(config, work, database_url, output=output)

@@ -3,7 +3,7 @@ aggregated by the database."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -40,17 +40,24 @@ def inspect_progress(
             if trend
             else f"no executions in the last {hours:g} h"
         )
-        fine = "%H:%M:%S.%f" if width < timedelta(seconds=10) else "%H:%M:%S"
         table = Table("span", "calls", "mean reward", "success", "explored", title=title)
         for b in trend:
             rate = "-" if b.exploration_rate is None else f"{b.exploration_rate:.0%}"
             mean = "-" if b.mean_reward is None else f"{b.mean_reward:.2f}"
-            label = f"{b.start:%Y-%m-%d} {b.start.strftime(fine)[:12]}–{b.end.strftime(fine)[:12]}"
-            table.add_row(label, str(b.calls), mean, f"{b.success_rate:.0%}", rate)
+            table.add_row(_slice_label(b.start, b.end, width), str(b.calls), mean, f"{b.success_rate:.0%}", rate)
         console.print(table)
         console.print(f"{sum(b.calls for b in trend)} executions")
 
     run(config, work, database_url)
+
+
+def _slice_label(start: datetime, end: datetime, width: timedelta) -> str:
+    """A slice's span: its day and times (to the millisecond when slices are seconds wide), or both its days
+    when it is a day or wider (one day and two equal times read as a slice of no time at all)."""
+    if width >= timedelta(days=1):
+        return f"{start:%Y-%m-%d %H:%M}–{end:%Y-%m-%d %H:%M}"
+    fine = "%H:%M:%S.%f" if width < timedelta(seconds=10) else "%H:%M:%S"
+    return f"{start:%Y-%m-%d} {start.strftime(fine)[:12]}–{end.strftime(fine)[:12]}"
 
 
 def inspect_top_actions(

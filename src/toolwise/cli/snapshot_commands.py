@@ -9,8 +9,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolwise.cli.common import EXIT_FOUND, ConfigOption, DatabaseUrlOption, fail, output_or_exit, settings_or_exit
-from toolwise.cli.console import console
+from toolwise.cli.common import (
+    EXIT_FOUND,
+    ConfigOption,
+    DatabaseUrlOption,
+    fail,
+    output_or_exit,
+    settings_or_exit,
+    writing,
+)
+from toolwise.cli.console import console, console_beside
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
@@ -31,6 +39,7 @@ def snapshot_dump(
 ) -> None:
     """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
     output_or_exit(output, makes_folder=True)  # `write_file` makes the folder it goes in
+    report = console_beside(output)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         if snapshot_id is None:
@@ -42,14 +51,15 @@ def snapshot_dump(
             record = found
         if sign_key is not None:
             record = snapshots.sign(record, snapshots.load_private_key(sign_key))
-        snapshots.write_file(record, output)
+        with writing(output):
+            snapshots.write_file(record, output)
         signed = f", signature in {snapshots.signature_path(output)}" if record.signature else ""
-        console.print(
+        report.print(
             f"wrote {output}: version {record.version}, policy {record.policy}, {record.sample_count} samples, "
             f"sha256 {record.sha256}{signed}"
         )
 
-    run(config, work, database_url)
+    run(config, work, database_url, output=output)
 
 
 @snapshot_app.command("restore")
@@ -141,6 +151,10 @@ def snapshot_keygen(
     force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
 ) -> None:
     """A new Ed25519 key pair for signing snapshots (existing key files are kept unless --force)."""
+    for path in (private, public):  # both writable, or neither is written
+        output_or_exit(path)
+    if private.resolve() == public.resolve():  # the public key would be written over the private one
+        fail(f"--private and --public name one file ({private}): name two")
     try:
         snapshots.generate_keys(private, public, force=force)
     except snapshots.SnapshotError as exc:

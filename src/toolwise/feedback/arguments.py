@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -153,10 +154,14 @@ _SEQUENCES = (list, tuple)
 
 def redact(value: Any, pattern: re.Pattern[str]) -> Any:
     """A copy of `value` with every mapping entry whose key matches `pattern` masked, and secrets in
-    string values masked by their shape, at any depth."""
+    string values masked by their shape, at any depth. NaN and ±infinity (a client may send them: Python's
+    JSON reads them) become "NaN", "Infinity", "-Infinity": JSON has no such numbers, and PostgreSQL
+    refused the record that held one, SQLite's json() every export of the log."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, _LEAVES):  # the common leaves first: an ABC check is slower
+        if type(value) is float and not math.isfinite(value):
+            return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
         return value
     if isinstance(value, _SEQUENCES):
         return [redact(v, pattern) for v in value]

@@ -27,15 +27,22 @@ from sqlalchemy import Connection, insert, select
 
 from toolwise.errors import UserError
 from toolwise.feedback import toolstats
-from toolwise.feedback.engine import PRIVATE_FILE
+from toolwise.feedback.engine import PRIVATE_FILE, data_dir
 from toolwise.feedback.errors import DeadLetterError
 from toolwise.feedback.schema import ExecutionRow
 
 log = logging.getLogger(__name__)
 
+FILE_NAME = "toolwise-dead-letter.jsonl"
 RESERVE_BYTES = 1 << 20  # room kept for dead letters on the data disk: about 1,500 records
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _DATES = ("started_at", "finished_at")
+_COLUMNS = [c for c in ExecutionRow.__table__.columns if c.key != "seq"]
+
+
+def dead_letter_file(database: Path | None) -> Path:
+    """Where a database's dead letters go by default: beside its SQLite file, else in the data folder."""
+    return (database.parent if database is not None else data_dir()) / FILE_NAME
 
 
 def append_line(path: Path, data: bytes) -> None:
@@ -166,12 +173,22 @@ def read_dead_letters(path: Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = dict(json.loads(line)["execution"])
+                row = _complete(dict(json.loads(line)["execution"]))
                 for key in _DATES:
                     row[key] = datetime.fromisoformat(row[key])
             except (ValueError, KeyError, TypeError) as exc:
                 raise UserError(f"{path}, line {number}: not a dead letter of toolwise ({exc})") from exc
             yield row
+
+
+def _complete(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored row with every column: one a toolwise of another version did not write is empty (or its
+    default); a column the log cannot do without, missing, is a ValueError naming it."""
+    missing = [c.key for c in _COLUMNS if c.key not in row and not c.nullable and c.default is None]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)}")
+    defaults = {c.key: getattr(c.default, "arg", None) for c in _COLUMNS}
+    return {**{key: value for key, value in defaults.items() if key not in row}, **row}
 
 
 def import_rows(conn: Connection, rows: list[dict[str, Any]]) -> int:

@@ -156,7 +156,9 @@ def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "
     one fsync per batch rather than per record."""
     path = sqlite_path(url)
     if path is None:
-        return create_async_engine(url, pool_pre_ping=True)
+        # times come back in the session's zone (the server's by default): UTC, as the log's are meant
+        utc = {"server_settings": {"timezone": "UTC"}} if make_url(url).get_driver_name() == "asyncpg" else {}
+        return create_async_engine(url, pool_pre_ping=True, connect_args=utc)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     create_private(path)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})

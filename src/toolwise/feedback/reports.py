@@ -122,8 +122,8 @@ class LogReports:
         oldest first, in batches walking (namespace, seq): an export in bounded memory."""
         await self._database.flush()
         chunks = execution_chunks(self._database.engine, namespace=namespace, since=since, until=until, batch=batch)
-        async for _, text in chunks:
-            yield text.decode().splitlines()
+        async for _, text in chunks:  # each line ends in "\n"; `splitlines` also splits at U+2028 inside a string
+            yield text[:-1].decode().split("\n")
 
     async def trend(
         self, *, namespace: str = "default", since: datetime | None = None, buckets: int = 12, after_seq: int = 0

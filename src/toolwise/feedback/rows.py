@@ -24,6 +24,7 @@ EXECUTION_COLUMNS: tuple[str, ...] = tuple(c.key for c in ExecutionRow.__table__
 """The columns an insert fills, in the table's order (`seq` is the database's)."""
 
 _DERIVED = ("argument_digest", "arguments", "query", "error_message")  # stored as computed, not as given
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and half of a surrogate pair (Python keeps a lone one)
 
 Summary = tuple[str, str, bool, float, datetime, float | None, bool | None]
 """What a tool's running summary needs of one execution: namespace, tool, success, latency (ms), finish,
@@ -53,7 +54,7 @@ class ExecutionRows:
 
     def free_text(self, text: str | None) -> str | None:
         """A query or comment as stored: redacted, or not at all with `store_queries` off."""
-        return redact_text(text) if text and self._store_queries else None
+        return storable(redact_text(text)) if text and self._store_queries else None
 
     def maker(self, columns: Sequence[str]) -> Callable[[Execution], list[Any]]:
         """A function from an execution to its stored values in the order of `columns` (each value is
@@ -67,7 +68,7 @@ class ExecutionRows:
             values[arguments_at] = redact(e.arguments, self._redact) if keep else None
             values[digest_at] = argument_digest(e.arguments, self.salt)
             values[query_at] = self.free_text(e.query)
-            values[error_at] = None if e.error_message is None else redact_text(e.error_message)
+            values[error_at] = None if e.error_message is None else storable(redact_text(e.error_message))
             return values
 
         return row
@@ -75,6 +76,14 @@ class ExecutionRows:
     def named(self, e: Execution) -> dict[str, Any]:
         """The stored row as a dict keyed by column name (dead letters, tests)."""
         return dict(zip(EXECUTION_COLUMNS, self.maker(EXECUTION_COLUMNS)(e), strict=True))
+
+
+def storable(text: str) -> str:
+    """Text from outside (free text, a client's session id) as every backend can store it: NUL (a downstream's
+    binary output; PostgreSQL's text refuses it) and half a surrogate pair (a JavaScript client that cut a
+    string mid-character; not UTF-8) become U+FFFD. Either made the database refuse the record that held it,
+    and its dead letter too."""
+    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
 
 
 class ExecutionInsert:

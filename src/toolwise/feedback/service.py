@@ -28,13 +28,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from toolwise.feedback import toolstats
 from toolwise.feedback.arguments import DEFAULT_REDACT_PATTERN, canonical_json
 from toolwise.feedback.database import Database
-from toolwise.feedback.deadletter import DeadLetters, import_rows, read_dead_letters
+from toolwise.feedback.deadletter import DeadLetters, dead_letter_file, import_rows, read_dead_letters
 from toolwise.feedback.engine import (
     SQLiteWriteThread,
     check_database_url,
     check_sqlite,
     create_engine,
-    data_dir,
     default_database_url,
     sqlite_path,
 )
@@ -91,8 +90,7 @@ class FeedbackService:
         self._max_queue = max_queue
         self._store_timeout_s = store_timeout_s
         db_file = sqlite_path(self.url)
-        folder = db_file.parent if db_file else data_dir()
-        self.dead_letters = DeadLetters(dead_letter_path or folder / "toolwise-dead-letter.jsonl")
+        self.dead_letters = DeadLetters(dead_letter_path or dead_letter_file(db_file))
         # an SQLite file is checked once in the background, `integrity_check_after_s` after start (None: never)
         checked = db_file is not None and integrity_check_after_s is not None
         self.integrity = IntegrityCheck(db_file) if db_file is not None and checked else None

@@ -36,6 +36,7 @@ from mcp_types import RequestParamsMeta
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.records import CallColumns, new_id
+from toolwise.feedback.rows import storable
 from toolwise.feedback.schema import MAX_SESSION_ID
 from toolwise.learning.open_decisions import OpenDecision, OpenDecisions
 from toolwise.rl import Decision, Step, StepColumns
@@ -57,6 +58,7 @@ def scoped(owner: str | None, name: str) -> str:
     """The id of the session `owner` calls `name` (`name` itself when it is already `owner`'s), at most
     `MAX_SESSION_ID` characters: a longer one keeps its head and a digest of the whole (the same id for the
     same name; the log's column holds no more, and PostgreSQL refused the batch that carried it)."""
+    name = storable(name)  # half a surrogate pair (an id cut mid-character) is no text a database stores
     full = name if owner is None or owns(owner, name) else f"{owner}/{name}"
     if len(full) <= MAX_SESSION_ID:
         return full
