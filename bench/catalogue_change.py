@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 
 import mcp_types as types
+from loop_ticks import lateness
 from real_queries import HERE, DataSet, padded_catalogue
 
 from toolwise.config import Settings
@@ -31,8 +32,6 @@ from toolwise.feedback import FeedbackService
 from toolwise.learning.core import tool_doc
 from toolwise.learning.embedding import load_embedder
 from toolwise.learning.service import LearningService
-
-TICK_S = 0.001
 
 
 def catalogue(size: int) -> list[types.Tool]:
@@ -54,25 +53,12 @@ def changed(tools: list[types.Tool]) -> list[types.Tool]:
 
 async def stall(work: Callable[[], Awaitable[None]]) -> tuple[float, float]:
     """The event loop's longest stall (ms, beyond the tick) while `work` runs, and its wall time (s)."""
-    gaps: list[float] = [0.0]
-    done = asyncio.Event()
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(TICK_S)
-            now = time.perf_counter()
-            gaps.append(now - last - TICK_S)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.02)
-    start = time.perf_counter()
-    await work()
-    wall = time.perf_counter() - start
-    done.set()
-    await ticker
-    return max(gaps) * 1000, wall
+    async with lateness() as late:
+        await asyncio.sleep(0.02)
+        start = time.perf_counter()
+        await work()
+        wall = time.perf_counter() - start
+    return max(late, default=0.0), wall
 
 
 def service(embedding: str) -> LearningService:

@@ -195,18 +195,11 @@ async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray
     """toolwise in-process with `callers` concurrent callers: the lag of a task that asks to wake every
     millisecond (ms late) and the calls' latencies (ms)."""
     import echo_server  # bench/, on the path as a script's folder
+    from loop_ticks import lateness
 
     from toolwise.config import AppConfig, InProcessServer
     from toolwise.server.app import Toolwise
     from toolwise.server.build import build_server
-
-    lags: list[float] = []
-
-    async def probe(stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            begin = time.perf_counter()
-            await asyncio.sleep(0.001)
-            lags.append((time.perf_counter() - begin) * 1000 - 1.0)
 
     with tempfile.TemporaryDirectory() as folder:
         config = AppConfig.model_validate(
@@ -220,11 +213,8 @@ async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray
             Client(build_server(app)) as client,
         ):
             await block_of(lambda i: timed(client, "echo__echo", i), 0, 50, callers)
-            stop = asyncio.Event()
-            watching = asyncio.create_task(probe(stop))
-            latencies = await block_of(lambda i: timed(client, "echo__echo", i), 0, calls, callers)
-            stop.set()
-            await watching
+            async with lateness() as lags:
+                latencies = await block_of(lambda i: timed(client, "echo__echo", i), 0, calls, callers)
     return np.array(lags), np.array(latencies)
 
 

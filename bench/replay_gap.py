@@ -17,16 +17,16 @@ import asyncio
 import sqlite3
 import tempfile
 import time
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 
 import mcp_types as types
 import numpy as np
+from loop_ticks import TICK_S, lateness
 
 from toolwise.config import Settings
 from toolwise.feedback import FeedbackService
 from toolwise.server.services import Services
-
-TICK_S = 0.001
 
 
 def log_copy(db: Path, work: Path) -> tuple[Path, list[str]]:
@@ -49,26 +49,13 @@ async def replay(db: Path, tools: list[str], ticking: bool) -> tuple[int, float,
         await services.learning.set_tools(listed)
         await services.learning.catalogue_taken()
         await services.snapshots.load_latest()
-        gaps: list[float] = []
-        done = asyncio.Event()
-
-        async def tick() -> None:
-            last = time.perf_counter()
-            while not done.is_set():
-                await asyncio.sleep(TICK_S)
-                now = time.perf_counter()
-                gaps.append(1000 * (now - last))
-                last = now
-
-        ticker = asyncio.create_task(tick()) if ticking else None
-        began = time.perf_counter()
-        learned = await services.sharing.catch_up()
-        seconds = time.perf_counter() - began
-        done.set()
-        if ticker is not None:
-            await ticker
+        watching: AbstractAsyncContextManager[list[float]] = lateness() if ticking else nullcontext([])
+        async with watching as late:
+            began = time.perf_counter()
+            learned = await services.sharing.catch_up()
+            seconds = time.perf_counter() - began
         await services.learning.aclose()
-    return learned, seconds, gaps
+    return learned, seconds, [TICK_S * 1000 + ms for ms in late]
 
 
 async def main() -> None:

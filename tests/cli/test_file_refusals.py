@@ -194,3 +194,18 @@ def test_an_export_cut_short_by_a_full_disk_leaves_no_part_behind(
 
 async def one_chunk() -> AsyncIterator[tuple[int, bytes]]:
     yield 1, b'{"type": "execution"}\n'
+
+
+def test_a_refused_export_to_stdout_says_why_on_stderr_and_leaves_the_stream_empty(tmp_path: Path) -> None:
+    """`-o /dev/stdout` piped on: a command refused (no database there yet) puts nothing into the stream
+    the next program reads; why it was refused goes to stderr, where the user sees it."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'none.db'}"
+    ran = subprocess.run(
+        [sys.executable, "-m", "toolwise", "inspect", "export", "-o", "/dev/stdout", "--database-url", url],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert ran.stdout == b""
+    assert "nothing was recorded there yet" in ran.stderr.decode()

@@ -25,8 +25,8 @@ from mcp_server_time.server import create_server
 from starlette.applications import Starlette
 
 from tests.e2e.conftest import free_port
+from tests.server.memo_server import memo
 from tests.server.surface import text
-from tests.server.test_subscriptions import memo
 from toolwise.config import AppConfig
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server

@@ -16,8 +16,8 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from tests.e2e.conftest import free_port
+from tests.server.memo_server import memo
 from tests.server.surface import running
-from tests.server.test_subscriptions import memo
 from toolwise.config import InProcessServer
 from toolwise.server.build import build_server
 

@@ -7,7 +7,6 @@ execution. The downstreams are SDK servers in-process."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,13 @@ import pytest
 from mcp import Client
 from mcp.server import Server, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.jsonrpc import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from tests.server.memo_server import Updates, memo, subscribe
 from tests.server.surface import rows, running, text
 from toolwise import sdk
 from toolwise.config import InProcessServer
@@ -187,49 +187,15 @@ async def test_a_handshake_era_caller_subscribes_as_it_would_directly(tmp_path: 
     """A downstream that takes handshake-era subscriptions (and has no 2026-07-28 listen streams) tells
     the subscribed connection of changes; through toolwise, the caller that subscribed hears them."""
     subscribed: list[ServerSession] = []
-
-    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name="touch", input_schema={"type": "object"})])
-
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        for session in subscribed:
-            await session.send_resource_updated("memo://x")
-        return types.CallToolResult(content=[types.TextContent(text=f"told {len(subscribed)}")])
-
-    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
-        subscribed.append(ctx.session)
-        return types.EmptyResult()
-
-    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        subscribed.remove(ctx.session)
-        return types.EmptyResult()
-
-    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(uri="memo://x", name="x")])
-
-    server = Server(
-        "memo",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
-    )
-    heard: list[str] = []
-
-    async def on_message(message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            heard.append(message.params.uri)
-
-    async with running(tmp_path, {}, in_process={"memo": InProcessServer(server)}, heard=on_message) as (_, client):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await client.subscribe_resource("memo://x")
+    updates = Updates()
+    downstream = {"memo": InProcessServer(memo(subscribed))}
+    async with running(tmp_path, {}, in_process=downstream, heard=updates) as (_, client):
+        await subscribe(client, "memo://x")
         assert text(await client.call_tool("memo__touch", {})) == "told 1"
         with anyio.fail_after(5):
-            while not heard:
+            while not updates.heard:
                 await anyio.sleep(0.01)
-    assert heard == ["memo://x"]
+    assert updates.heard == ["memo://x"]
 
 
 async def test_a_downstream_that_refuses_the_handshake_serves_handshake_era_callers_on_its_2026_connection() -> None:

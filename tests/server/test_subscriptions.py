@@ -6,85 +6,19 @@ SDK server that takes handshake-era subscriptions and answers the first one when
 from __future__ import annotations
 
 import asyncio
-import warnings
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 from mcp import Client
-from mcp.server import Server, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPDeprecationWarning
 
+from tests.server.memo_server import Updates, memo, subscribe
 from tests.server.surface import running, text
 from toolwise.config import AppConfig, InProcessServer
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
 
 WAIT_S = 10.0  # the longest a step of the test waits for what it expects
-
-
-def memo(
-    subscribed: list[ServerSession],
-    asked: asyncio.Event,
-    answer: asyncio.Event,
-    *,
-    uri: str = "memo://x",
-    unsubscribes: bool = True,
-) -> Server[Any]:
-    """A downstream with one resource, `uri`: `touch` tells its subscribers it changed; a subscription
-    is taken once `answer` is set (`asked` says one came); `unsubscribes` False: it refuses unsubscriptions
-    (as a server that does not implement them, or one that restarted, does)."""
-
-    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name="touch", input_schema={"type": "object"})])
-
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        for session in subscribed:
-            await session.send_resource_updated(uri)
-        return types.CallToolResult(content=[types.TextContent(text=f"told {len(subscribed)}")])
-
-    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
-        asked.set()
-        await answer.wait()
-        subscribed.append(ctx.session)
-        return types.EmptyResult()
-
-    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        if not unsubscribes:
-            raise ValueError(f"no unsubscribing from {uri} here")
-        subscribed.pop()  # toolwise is its one subscriber (the SDK's session object may differ per request)
-        return types.EmptyResult()
-
-    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(uri=uri, name="x")])
-
-    return Server(
-        "memo",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
-    )
-
-
-class Updates:
-    """A client's message handler: the resources it was told changed, in order."""
-
-    def __init__(self) -> None:
-        self.heard: list[str] = []
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            self.heard.append(message.params.uri)
-
-
-async def subscribe(client: Client, uri: str) -> None:
-    with warnings.catch_warnings():  # the handshake era's way
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        await client.subscribe_resource(uri)
 
 
 async def test_a_subscriber_that_goes_away_does_not_cut_short_the_subscription_of_another(tmp_path: Path) -> None:

@@ -10,12 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-from rich.markup import escape
 from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.cli.common import database_or_exit, fail, settings_or_exit
-from toolwise.cli.console import console
 from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, StoreUnavailableError, shown_url
@@ -50,12 +47,11 @@ def run(
             "would destroy what it holds; name another file"
         )
     if not create and path is not None and not path.exists():
-        console.print(
-            f"[red]toolwise: no database at {escape(str(path))}: nothing was recorded there yet[/red] "
-            "(`toolwise serve` records into it; `toolwise demo` into a database of its own, and it prints how to "
-            "read that one)"
+        fail(
+            f"no database at {path}: nothing was recorded there yet (`toolwise serve` records into it; "
+            "`toolwise demo` into a database of its own, and it prints how to read that one)",
+            code=1,
         )
-        raise typer.Exit(1)
 
     async def main() -> None:
         async with FeedbackService(settings.database_url) as feedback:
@@ -65,8 +61,7 @@ def run(
         with database_or_exit():
             asyncio.run(main())
     except UserError as exc:  # what the user asked is refused, the message says why
-        console.print(f"[red]toolwise: {escape(str(exc))}[/red]")
-        raise typer.Exit(1) from exc
+        fail(str(exc), exc, code=1)
     except DatabaseFailedError as exc:  # its message says what to do
         fail(f"database failed: {exc}", exc)
     except (StoreUnavailableError, DeadLetterError) as exc:  # the database takes no writes in time

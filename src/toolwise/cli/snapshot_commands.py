@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from toolwise.cli.common import (
@@ -115,8 +114,7 @@ def _check_file(path: Path, verify_key: Path | None) -> None:
     try:
         snapshots.verify(record, key)
     except snapshots.SnapshotError as exc:
-        console.print(f"[red]toolwise: {escape(str(path))}: {escape(str(exc))}[/red]")
-        raise typer.Exit(EXIT_FOUND) from exc
+        fail(f"{path}: {exc}", exc, code=EXIT_FOUND)
 
 
 @snapshot_app.command("list")
@@ -158,6 +156,5 @@ def snapshot_keygen(
     try:
         snapshots.generate_keys(private, public, force=force)
     except snapshots.SnapshotError as exc:
-        console.print(f"[red]toolwise: {escape(str(exc))}[/red]")
-        raise typer.Exit(1) from exc
+        fail(str(exc), exc, code=1)
     console.print(f"wrote {private} and {public}")
