@@ -161,31 +161,3 @@ def test_a_catalogue_change_keeps_the_query_vectors_and_ranks_by_the_new_catalog
     assert counting.embedded[rain] == 1  # the request seen before is not embedded again
     assert decision.chosen == "radar__rain_map"  # but scored against the new catalogue
     assert "weather__forecast" not in {r.tool for r in decision.ranked}
-
-
-def test_an_untried_tool_ranks_by_what_it_says_it_is_until_the_request_is_learned(embedder) -> None:  # type: ignore[no-untyped-def]
-    """A calendar tool whose parameters explain the invitation email at length is not the tool for "write an
-    email to the team": for a request unlike those learned, an untried tool's cosine is mostly its own words'
-    (ToolIndex.pooled), also once an unrelated call was learned; the calls the agent makes for the request
-    still decide."""
-
-    def tool(name: str, description: str, parameters: dict[str, str]) -> ToolDoc:
-        schema = {"properties": {key: {"description": about} for key, about in parameters.items()}}
-        return ToolDoc(name, description, tool_document(name, None, description, schema))
-
-    mail = tool("mail__send", "Sends an email message", {"to": "Recipient address", "body": "Text"})
-    invite = "The people to invite: each one gets an email message with the invitation, sent to their email address"
-    event = tool(
-        "calendar__create_event",
-        "Creates a calendar event",
-        {"attendees": f"{invite}, e.g. 'boss@example.com'", "note": "A message sent with the invitation email"},
-    )
-    weather = tool("weather__forecast", "Gets the weather forecast for a city", {"city": "City name"})
-    learner, rng = Learner(LearnerConfig(), [mail, event, weather], embedder), np.random.default_rng(0)
-    request = "write an email to the team"
-    assert learner.recommend(request, rng, top_k=1).chosen == "mail__send"
-    learner.learn(Step("weather__forecast", True, 100.0, query="will it rain in Paris tomorrow"), rng)
-    assert learner.recommend(request, rng, top_k=1).chosen == "mail__send"
-    for _ in range(3):
-        learner.learn(Step("calendar__create_event", True, 100.0, query=request), rng)
-    assert learner.recommend(request, rng, top_k=1).chosen == "calendar__create_event"

@@ -24,7 +24,6 @@ from toolwise.rl.sequences import SequenceModel
 from toolwise.rl.toolindex import ToolIndex
 
 EVIDENCE = 3.0  # worked calls of a tool that halve its caution
-FADE = 1.0  # calls learned of a tool that halve its zero-shot vector's share in its ranked cosine
 READING = 2.2  # the caution is this many times larger for a request that asks to read
 # A request that opens with a question word or a verb of looking, or ends with "?", asks to read; but one
 # put as a polite question ("can you commit this?", "could you please switch to develop?") asks for what its
@@ -106,16 +105,14 @@ class Features:
         follow = self.sequences.follow_score(previous_tool, self.index.tools.names[arm]) if previous_tool else None
         return score if follow is None else max(score, follow)
 
-    def choice_rows(
-        self, query: str | None, history: Sequence[str], arms: NDArray[np.int64], fresh: float = 0.0
-    ) -> NDArray[np.float64]:
+    def choice_rows(self, query: str | None, history: Sequence[str], arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """The choice model's features of `arms` (see rl/policies/choice.py): cosine and BM25 of the
         query against each tool's document (BM25 alone in the first column without an embedder),
         log(1 + N·P(tool | history)) from the sequence model's back-off, and the same of the unigram
         distribution on a session's first call (history empty)."""
         rows = np.zeros((len(arms), len(FEATURES)))
         if query:
-            self.text_columns(query, arms, rows[:, :2], fresh)
+            self.text_columns(query, arms, rows[:, :2])
         if self.sequences_enabled:
             rows[:, 2 if history else 3] = self.sequence_column(history, arms)
         if history:
@@ -123,30 +120,17 @@ class Features:
         return rows
 
     def text_columns(
-        self, query: str, arms: NDArray[np.int64], out: NDArray[np.float64] | None = None, fresh: float = 0.0
+        self, query: str, arms: NDArray[np.int64], out: NDArray[np.float64] | None = None
     ) -> NDArray[np.float64]:
         """The index's cosine and BM25 columns of `arms` (`ToolIndex.text_columns`, into `out` if given), with
         the caution of the tools that change things: the choice model's first two features."""
         columns = self.index.text_columns(query, arms, out)
-        if fresh > 0 and self.index.semantic is not None:
-            self._fade(query, arms, columns, fresh)
         if not len(self.index.cautious):  # no tool of the catalogue changes things (or none says so)
             return columns
         at = np.flatnonzero(self.index.caution_of(arms))
         if len(at):
             columns[at] *= self.kept(query, arms.take(at))[:, None]
         return columns
-
-    def _fade(self, query: str, arms: NDArray[np.int64], columns: NDArray[np.float64], weight: float) -> None:
-        """Each tool's cosine moved towards that of its zero-shot vector (`ToolIndex.fresh_cosines`) by
-        weight · FADE/(FADE + n), n its calls learned: an untried tool, for a request unlike those learned,
-        ranks by the better zero-shot vector; a tool the choice model learned, or a familiar request, as learned."""
-        fresh = self.index.fresh_cosines(query, arms)
-        if fresh is None:
-            return
-        unigrams, names = self.sequences.unigrams, self.index.tools.names
-        calls = np.array([s.count if (s := unigrams.get(names[a])) else 0 for a in arms.tolist()], dtype=float)
-        columns[:, 0] += weight * FADE / (FADE + calls) * (fresh - columns[:, 0])
 
     def kept(self, query: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """The share of their text relevance `arms` keep: 1 − c · k/(k + n), c their effect's CAUTION

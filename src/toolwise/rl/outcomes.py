@@ -191,18 +191,6 @@ class OutcomeMemory:
         near, unserved = np.where(served, cosine, -1.0).max(axis=1), np.where(failed, cosine, -1.0).max(axis=1)
         return Served(near, worked.sum(axis=1), kinds, alike, unserved)
 
-    def nearest(self, x: NDArray[np.float64]) -> float:
-        """The best cosine of x(q) to a prototype of requests a call of any tool worked for (−1: none); reads
-        the prototypes of the tools called so far only."""
-        called = np.flatnonzero(self.used)
-        if not len(called):
-            return -1.0
-        served = self.worked.take(called, 0) > 0
-        if not served.any():
-            return -1.0
-        cosine = self.vectors.take(called, 0)[served] @ x.astype(np.float32)
-        return float(cosine.max())
-
     def _coherence(self, arm: int, served: NDArray[np.bool_]) -> float:
         """The median of each `served` prototype's cosine to its nearest other served one (≥ 2 of them)."""
         vectors = self.vectors[arm][served]

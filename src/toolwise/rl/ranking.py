@@ -16,10 +16,6 @@ from toolwise.rl.fit import TRIED, FitConfig, all_fail, failed_unfit, nothing_fi
 from toolwise.rl.policies.base import Policy, Selection, baseline_selection
 from toolwise.rl.toolindex import ToolIndex
 
-# The cosine of x(q) to the nearest request a call worked for from which a request starts to count as learned,
-# and from which it is wholly: between them the zero-shot vectors' part in the ranked cosines fades linearly.
-NEAR = (0.3, 0.6)
-
 Encode = Callable[[str | None, str | None, int], Context]  # (query, previous tool, position) → its context
 
 
@@ -77,8 +73,7 @@ class Ranking:
         if baseline and prior_all is not None:
             selection = baseline_selection(arms, prior_all.take(arms))
         else:
-            fresh = self.freshness(context) if query else 0.0
-            inputs = self.inputs(query, history or ((previous_tool,) if previous_tool else ()), arms, prior_all, fresh)
+            inputs = self.inputs(query, history or ((previous_tool,) if previous_tool else ()), arms, prior_all)
             if named and self.policy.capabilities.candidates:
                 inputs[np.isin(arms, named), :2] = 1.0
             selection = self.policy.select(context, arms, inputs, rng)
@@ -111,17 +106,6 @@ class Ranking:
             nothing_fits=not named and self.nothing_fits(query, arms, selection, context),
         )
 
-    def freshness(self, context: Context) -> float:
-        """How new the request is to what was learned, in [0, 1]: 1 (rank by the zero-shot vectors) while it
-        is less than NEAR[0] alike to every request a call worked for, 0 from NEAR[1] (rank as learned)."""
-        if self.index.pooled is None:
-            return 0.0
-        nearest = self.policy.nearest(context)
-        if nearest is None:
-            return 0.0
-        low, high = NEAR
-        return min(1.0, max(0.0, (high - nearest) / (high - low)))
-
     def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
         """See `Learner.nothing_fits`."""
         fit = self.fit
@@ -153,18 +137,12 @@ class Ranking:
         return [(names[active[i]], float(expected[i]), float(prior[i])) for i in order]
 
     def inputs(
-        self,
-        query: str | None,
-        history: Sequence[str],
-        arms: NDArray[np.int64],
-        prior: NDArray[np.float64] | None,
-        fresh: float = 0.0,
+        self, query: str | None, history: Sequence[str], arms: NDArray[np.int64], prior: NDArray[np.float64] | None
     ) -> NDArray[np.float64]:
-        """What the policy reads of each of `arms`: their feature rows (`capabilities.candidates`; the cosines
-        `fresh` of the way to the zero-shot vectors', `Features.text_columns`), or their relevance in the prior
-        over every tool (`prior`, needed then only)."""
+        """What the policy reads of each of `arms`: their feature rows (`capabilities.candidates`), or
+        their relevance in the prior over every tool (`prior`, needed then only)."""
         if self.policy.capabilities.candidates:
-            return self.features.choice_rows(query, history, arms, fresh)
+            return self.features.choice_rows(query, history, arms)
         if prior is None:
             raise ValueError(f"policy {self.policy.name!r} reads the prior of every tool: none was given")
         return prior.take(arms)

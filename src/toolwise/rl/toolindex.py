@@ -34,9 +34,6 @@ Effect = Literal["reads", "writes", "destroys", "unknown"]  # what a call does, 
 # How much of its text relevance a tool that changes things gives up while nothing was learned of it:
 # a destructive tool is never first on the words of a request alone (see `Features.caution`).
 CAUTION: dict[Effect, float] = {"reads": 0.0, "writes": 0.25, "destroys": 0.6, "unknown": 0.0}
-# The share of a tool's own words (name, description) in its zero-shot vector (`pooled`): a long parameter text
-# drowns less of what the tool does (docs/benchmarks.md, "Everyday requests").
-HEAD = 1 / 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +66,6 @@ class ToolIndex:
         self.lexical = LexicalIndex([])
         self.semantic: SemanticIndex | None = None
         self.unembedded: frozenset[str] = frozenset()  # documents BM25 alone scores until their vectors come
-        self.pooled: NDArray[np.float32] | None = None  # each tool's zero-shot vector (`fresh_cosines`)
-        self._heads: dict[str, NDArray[np.float32]] = {}  # the vector of each tool's own words, by text
 
     def set_tools(
         self,
@@ -109,41 +104,9 @@ class ToolIndex:
                 known = {**known, **dict.fromkeys(self.unembedded, blank)}
             self.semantic = SemanticIndex(self.embedder, texts, known, self.semantic)  # its query vectors kept
             self.lexical = LexicalIndex(texts)
-            self.pooled = self._pooled()
         else:
             documents = [f"{name.replace('__', ' ')} {self.descriptions.get(name, '')}" for name in self.tools.names]
             self.lexical = LexicalIndex(documents)
-
-    def _pooled(self) -> NDArray[np.float32] | None:
-        """Each tool's document vector mixed with that of its own words (name and description, `HEAD` of it),
-        unit length; 0 for a document still waiting for its vector. None with MiniLM, which reads a document
-        whole (no gain measured there)."""
-        semantic = self.semantic
-        if semantic is None or self.embedder is None or self.embedder.name == "minilm":
-            return None
-        embedded = [bool(e) for e in np.any(semantic.vectors, axis=1).tolist()]
-        heads = [f"{name_words(name)}. {self.descriptions.get(name, '')}" for name in self.tools.names]
-        missing = [h for h, e in zip(heads, embedded, strict=True) if e and h not in self._heads]
-        if missing:
-            missing = list(dict.fromkeys(missing))
-            self._heads.update(zip(missing, self.embedder.embed(missing), strict=True))
-        blank = np.zeros(semantic.vectors.shape[1], np.float32)
-        head = np.stack([self._heads[h] if e else blank for h, e in zip(heads, embedded, strict=True)]) if heads else 0
-        mixed = (1 - HEAD) * semantic.vectors + HEAD * head
-        norms = np.linalg.norm(mixed, axis=1, keepdims=True)
-        pooled: NDArray[np.float32] = (mixed / np.where(norms > 0, norms, 1)).astype(np.float32)
-        return pooled
-
-    def fresh_cosines(self, query: str, arms: NDArray[np.int64]) -> NDArray[np.float64] | None:
-        """The query's cosine with each of `arms`' zero-shot vectors (`pooled`), clipped to [0, 1]; None
-        without them."""
-        if self.pooled is None or self.semantic is None:
-            return None
-        vector = self.semantic.query(query)
-        cosine = np.zeros(len(arms))
-        known = arms < len(self.pooled)
-        cosine[known] = np.clip(self.pooled.take(arms[known], 0) @ vector, 0.0, 1.0)
-        return cosine
 
     @property
     def vectors(self) -> dict[str, NDArray[np.float32]]:

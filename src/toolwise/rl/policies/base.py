@@ -156,10 +156,6 @@ class Policy(Protocol):
         `coherence`, how alike those are is left out (−1), which costs the most."""
         ...
 
-    def nearest(self, context: Context) -> float | None:
-        """The best cosine of the request to any request a call worked for (−1: none yet; None: not kept)."""
-        ...
-
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state(self, state: dict[str, Any]) -> None: ...
@@ -196,10 +192,6 @@ class PolicyBase:
 
     def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served | None:
         """Only a policy that keeps the requests each tool worked for (the outcome model) can say."""
-        return None
-
-    def nearest(self, context: Context) -> float | None:
-        """Likewise."""
         return None
 
 

@@ -231,10 +231,6 @@ class OutcomeModel(PolicyBase):
         """How near the request comes to those each of `arms` worked for (the outcome memory's prototypes)."""
         return self.memory.served(arms, self.choice.features(context), coherence=coherence)
 
-    def nearest(self, context: Context) -> float | None:
-        """The best cosine of the request to a prototype of requests any tool's calls worked for (−1: none)."""
-        return self.memory.nearest(self.choice.features(context))
-
     def _broken(self, arms: NDArray[np.int64], p_works: NDArray[np.float64]) -> None:
         """A tool that broke lately works as often as it did lately, whatever it did before for the
         request: its P(works) times its recent success rate (`health` holds its log)."""
