@@ -13,18 +13,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from toolwise.rl.batch_columns import (
-    TEXT,
-    already_called,
-    query_contexts,
-    query_part,
-    sequence_columns,
-    text_columns,
-)
+from toolwise.rl.batch_columns import already_called, query_contexts, query_part, sequence_columns, text_columns
 from toolwise.rl.batch_view import Learner
 from toolwise.rl.context import query_only
 from toolwise.rl.hindsight import readings
-from toolwise.rl.policies.base import FEATURES, Lessons
+from toolwise.rl.policies.base import Lessons
 from toolwise.rl.reward import check_latency, check_rating
 from toolwise.rl.steps import StepColumns, worked
 
@@ -117,8 +110,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         """The feature rows of the kept calls in `part`, gathered from the run's text and sequence columns
         (float32, as the choice model's minibatches read them and its memory keeps them)."""
         calls = kept[part.start : part.stop]
-        block = np.zeros((len(calls), len(arms), len(FEATURES)), np.float32)
-        block[:, :, :TEXT] = text.take(context_of.take(calls), 0)
+        block = text.take(context_of.take(calls), 0)  # the text columns, the rest 0 until set
         if learner.config.sequences_enabled:
             columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
             block[~starts, :, 2] = columns[~starts]

@@ -12,9 +12,8 @@ from numpy.typing import NDArray
 from toolwise.rl.batch_view import Learner
 from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context, query_only
+from toolwise.rl.policies.base import FEATURES
 from toolwise.rl.steps import StepColumns
-
-TEXT = 2  # the feature rows' text columns: cosine, BM25 (the first of `FEATURES`)
 
 
 def already_called(
@@ -56,10 +55,8 @@ def text_columns(
 ) -> NDArray[np.float32]:
     """`Features.text_columns` of each distinct query (a last zero row: no query), the cosines of all of
     them one matrix product (float32, as one query's; its sums' order differs: the last bits may, ≤ 1e-6):
-    the first two columns of each query's feature rows (float32, as the choice model reads them). The rows'
-    other columns are each call's own: a run's calls fill them minibatch by minibatch (a run of 512 would
-    otherwise write a block of 10 MB, fresh memory each run)."""
-    out = np.zeros((len(queries) + 1, len(arms), TEXT), np.float32)
+    the first two of each query's feature rows (float32, as the choice model reads them), the others 0."""
+    out = np.zeros((len(queries) + 1, len(arms), len(FEATURES)), np.float32)
     semantic, lexical = learner.index.semantic, learner.index.lexical
     if not queries:
         return out
