@@ -50,3 +50,16 @@ def test_a_tools_effect_is_read_from_its_annotations_as_the_mcp_spec_defaults_th
     assert tool_effect(False, False) == "writes"
     assert tool_effect(False, None) == "destroys" and tool_effect(None, True) == "destroys"  # the spec's default
     assert tool_effect(None, None) == "unknown"  # no hints: nothing is assumed
+
+
+def test_a_text_embeds_to_the_same_vector_alone_and_beside_a_far_longer_one() -> None:
+    """A run embeds its requests in one batch, a decision its one request: the same vector either way, the
+    mean of the text's own tokens (WordLlama's `embed` of it), whatever the batch's longest text."""
+    embedder = WordLlamaEmbedder()
+    short, long = "what time is it in Tokyo", "list the open pull requests of the repository " * 60
+    together = embedder.embed([short, long, ""])
+    assert together[0].tobytes() == embedder.embed([short])[0].tobytes()
+    assert together[1].tobytes() == embedder.embed([long])[0].tobytes()
+    assert not together[2].any()
+    reference = np.asarray(embedder.model.embed([short, long], norm=True))
+    np.testing.assert_allclose(together[:2], reference, rtol=0, atol=1e-6)

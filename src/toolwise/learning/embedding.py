@@ -41,6 +41,7 @@ class WordLlamaEmbedder:
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
         self._model: Any = None
+        self._tokenizer: Any = None  # the model's, without its padding (`load`)
         self._loading = threading.Lock()
 
     def load(self) -> Any:
@@ -54,8 +55,23 @@ class WordLlamaEmbedder:
                 root_logger.handlers[:], root_logger.level = handlers, level
                 logging.getLogger("wordllama").setLevel(logging.WARNING)
                 package = Path(wordllama.__file__).parent
-                self._model = wordllama.WordLlama.load(cache_dir=package, disable_download=True, dim=self.dim)
+                model = wordllama.WordLlama.load(cache_dir=package, disable_download=True, dim=self.dim)
+                # A copy that pads nothing: the model's pads every text of a batch to its longest (its own
+                # `embed` stacks them), which here only made ids, masks and "[PAD]" tokens to cut off again
+                # (a run's batch of queries with one page-long request among them). The same ids.
+                tokenizer = type(model.tokenizer).from_str(model.tokenizer.to_str())
+                tokenizer.no_padding()
+                self._tokenizer, self._model = tokenizer, model
         return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer without padding (loads the model at first use)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            self.load()
+            tokenizer = self._tokenizer
+        return tokenizer
 
     @property
     def model(self) -> Any:
@@ -65,7 +81,7 @@ class WordLlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """The mean of each text's token vectors, unit length (what `WordLlamaInference.embed` computes,
         without its batch padding: a quarter of the time for the one query a decision embeds)."""
-        table, tokenizer = self.model.embedding, self.model.tokenizer
+        table, tokenizer = self.model.embedding, self.tokenizer
         out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
         # `encode_batch_fast` (where the tokenizers package has it) skips the offsets, which are not read: a
         # decision's one query costs a third less CPU than `encode` (its ids are the same), and `encode_batch`
@@ -78,7 +94,7 @@ class WordLlamaEmbedder:
         else:
             encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
         for row, encoding in enumerate(encodings):
-            ids = encoding.ids[: sum(encoding.attention_mask)]  # a batch is padded on the right
+            ids = encoding.ids  # not padded: the text's own
             if ids:  # the mean, as `mean` computes it (float32 sum, divided), without its wrapper
                 vector = table.take(ids, 0).sum(axis=0) / np.float32(len(ids))
                 norm = float(np.sqrt(vector @ vector))

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.ids import grown_rows
+
 
 @dataclass(frozen=True, slots=True)
 class AcrossConfig:
@@ -46,7 +48,7 @@ class FitAcross:
         rows = len(self.b)
         if arm < rows:
             return
-        grow = max(2 * rows, arm + 1) - rows
+        grow = grown_rows(rows, [arm]) - rows
         dim = self.config.dim
         self.a_inv = np.concatenate([self.a_inv, np.repeat(np.eye(dim)[None], grow, 0)])
         self.b = np.concatenate([self.b, np.zeros((grow, dim))])
@@ -88,18 +90,19 @@ class FitAcross:
         at = np.array(rows, dtype=np.int64)
         calls = np.flatnonzero(said.take(at)) if len(at) else at
         tools, at = np.array(arms, dtype=np.int64).take(calls), at.take(calls)
-        for arm in tools[tools >= len(self.b)].tolist():
-            self._ensure(arm)  # grown as call by call: the same shape
+        self._ensure(grown_rows(len(self.b), tools.tolist()) - 1)  # grown as call by call: the same shape
         change = np.array(fits, dtype=np.float64).take(calls) - 0.5
-        for part in rounds(tools):
-            tool, head = tools.take(part), heads.take(at.take(part), 0)
+        order, bounds = rounds(tools)
+        by_round, heads_by_round = tools.take(order), heads.take(at.take(order), 0)
+        for start, stop in bounds:
+            tool, head = by_round[start:stop], heads_by_round[start:stop]
             a_inv = self.a_inv.take(tool, 0)
             av = np.matmul(a_inv, head[:, :, None])  # each tool's `a_inv @ v`
             outer = av * av.transpose(0, 2, 1)
             outer /= 1.0 + np.matmul(head[:, None, :], av)
             a_inv -= outer
             self.a_inv[tool] = a_inv
-            self.b[tool] += change.take(part)[:, None] * head
+        np.add.at(self.b, tools, change[:, None] * heads.take(at, 0))  # each tool's calls added in order
 
     def revise(self, arm: int, x: NDArray[np.float64], change: float) -> None:
         """A call already counted turned out otherwise (a rating): its target moves by `change`."""
@@ -126,17 +129,20 @@ class FitAcross:
         return int(self.a_inv.nbytes + self.b.nbytes)
 
 
-def rounds(keys: NDArray[np.int64]) -> list[NDArray[np.int64]]:
-    """The positions of `keys` in rounds: round r holds each key's r-th occurrence, in order (so the keys in
-    a round are distinct, and a key's occurrences come round after round)."""
+def rounds(keys: NDArray[np.int64]) -> tuple[NDArray[np.int64], list[tuple[int, int]]]:
+    """The positions of `keys` ordered by round, and each round's [start, stop) in that order: round r holds
+    each key's r-th occurrence, in order (so the keys in a round are distinct, and a key's occurrences come
+    round after round)."""
     if not len(keys):
-        return []
+        return np.zeros(0, np.int64), []
     order = np.argsort(keys, kind="stable")
     ordered = keys.take(order)
     first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     occurrence = np.empty(len(keys), np.int64)
     occurrence[order] = np.arange(len(keys)) - np.repeat(first, np.diff(np.append(first, len(keys))))
-    return [np.flatnonzero(occurrence == r) for r in range(int(occurrence.max()) + 1)]
+    by_round = np.argsort(occurrence, kind="stable")  # within a round, in the keys' order
+    stops = np.cumsum(np.bincount(occurrence)).tolist()
+    return by_round, list(zip([0, *stops[:-1]], stops, strict=True))
 
 
 def clearly_better(fit: NDArray[np.float64], than: int, allowed: NDArray[np.bool_], clearly: float) -> int:

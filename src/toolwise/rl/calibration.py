@@ -49,16 +49,25 @@ class Calibration:
         return m
 
     def learn(self, p_agent: float, worked: float) -> None:
-        """One AdaGrad step on the log-loss (scalar arithmetic, a call at a time: no array work on every call)."""
-        z = logit_of(p_agent)
+        """One AdaGrad step on the log-loss."""
+        self.learn_many([p_agent], [worked])
+
+    def learn_many(self, p_agents: list[float], worked: list[float]) -> None:
+        """`learn` of each call in order, in scalar arithmetic (no array work a call): the weights and step
+        sums read once and written back once."""
         a, b = float(self.weights[0]), float(self.weights[1])
-        error = worked - 1.0 / (1.0 + math.exp(-(a + b * z)))
-        g_a, g_b = error, error * z
-        s_a, s_b = float(self.steps[0]) + g_a * g_a, float(self.steps[1]) + g_b * g_b
-        self.seen += 1
+        s_a, s_b = float(self.steps[0]), float(self.steps[1])
+        rate, min_slope = self.rate, self.min_slope
+        for p, fit in zip(p_agents, worked, strict=True):
+            z = logit_of(p)
+            error = fit - 1.0 / (1.0 + math.exp(-(a + b * z)))
+            g_a, g_b = error, error * z
+            s_a, s_b = s_a + g_a * g_a, s_b + g_b * g_b
+            a = a + rate * g_a / math.sqrt(1.0 + s_a)
+            b = max(b + rate * g_b / math.sqrt(1.0 + s_b), min_slope)
+        self.seen += len(p_agents)
         self.steps[0], self.steps[1] = s_a, s_b
-        self.weights[0] = a + self.rate * g_a / math.sqrt(1.0 + s_a)
-        self.weights[1] = max(b + self.rate * g_b / math.sqrt(1.0 + s_b), self.min_slope)
+        self.weights[0], self.weights[1] = a, b
 
     def revise(self, p_agent: float, change: float) -> None:
         """A call already learned turned out otherwise (a rating): its step again with the label's change

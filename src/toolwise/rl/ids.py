@@ -34,3 +34,12 @@ class Interner:
 
     def __contains__(self, name: object) -> bool:
         return name in self._ids
+
+
+def grown_rows(rows: int, ids: Iterable[int]) -> int:
+    """The rows a table indexed by id has once grown for each of `ids` in turn: doubled, or to the id's row
+    if that is more. A run's ids grown for at once come to the shape one at a time gives."""
+    for i in ids:
+        if i >= rows:
+            rows = max(2 * rows, i + 1)
+    return rows

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.ids import grown_rows
 from toolwise.rl.mixture import Mixture
 
 SAME = 1.0 - 1e-5  # a cosine from which a prototype is the request itself (float32 rounding misses 1)
@@ -96,7 +97,7 @@ class OutcomeMemory:
         rows = len(self.used)
         if arm < rows:
             return
-        grow = max(2 * rows, arm + 1) - rows
+        grow = grown_rows(rows, [arm]) - rows
         c = self.config
         self.vectors = np.concatenate([self.vectors, np.zeros((grow, c.slots, self.dim), np.float32)])
         self.worked = np.concatenate([self.worked, np.zeros((grow, c.slots))])
@@ -207,20 +208,22 @@ class OutcomeMemory:
         if not x.any():
             return
         self._ensure(arm)
-        slot = self._slot(arm, x.astype(np.float32))
+        v = x.astype(np.float32)
+        slot = self._slot(arm, v, _unit(v))
         self.worked[arm, slot] += worked
         self.failed[arm, slot] += failed
 
     def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
         """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
-        run's distinct requests, float32), `worked[i]` of it worked and the rest failed."""
+        run's distinct requests, float32), `worked[i]` of it worked and the rest failed. The arrays grow
+        once, to the shape call by call gives, and each request is made unit length once."""
         self._mixture = None
         said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
+        self._ensure(grown_rows(len(self.used), [arm for arm, row in zip(arms, rows, strict=True) if said[row]]) - 1)
+        units = [_unit(v) for v in vectors]
         for arm, row, w in zip(arms, rows, worked, strict=True):
             if said[row]:
-                if arm >= len(self.used):
-                    self._ensure(arm)  # grown as call by call: the same shape
-                slot = self._slot(arm, vectors[row])
+                slot = self._slot(arm, vectors[row], units[row])
                 self.worked[arm, slot] += w
                 self.failed[arm, slot] += 1.0 - w
 
@@ -238,9 +241,10 @@ class OutcomeMemory:
         self.worked[arm, slot] = max(0.0, self.worked[arm, slot] + worked)
         self.failed[arm, slot] = max(0.0, self.failed[arm, slot] + failed)
 
-    def _slot(self, arm: int, v: NDArray[np.float32]) -> int:
-        """The prototype the request v (x(q) as float32) adds to: the nearest within `merge`, else a new one
-        (the two closest merged first when the slots are full); its vector moves to the weighted mean."""
+    def _slot(self, arm: int, v: NDArray[np.float32], unit: NDArray[np.float32]) -> int:
+        """The prototype the request v (x(q) as float32; `unit`: v at unit length) adds to: the nearest within
+        `merge`, else a new one (the two closest merged first when the slots are full); its vector moves to
+        the weighted mean."""
         n = int(self.used[arm])
         if n:
             cosine = self.vectors[arm, :n] @ v
@@ -250,7 +254,7 @@ class OutcomeMemory:
                 return near
         if n == self.config.slots:
             n = self._merge_closest(arm)
-        self.vectors[arm, n] = v / max(math.sqrt(float(v @ v)), 1e-12)  # `np.linalg.norm`, without its checks
+        self.vectors[arm, n] = unit
         self.used[arm] = n + 1
         return n
 
@@ -306,3 +310,9 @@ class OutcomeMemory:
 
     def nbytes(self) -> int:
         return self.vectors.nbytes + self.worked.nbytes + self.failed.nbytes + self.used.nbytes
+
+
+def _unit(v: NDArray[np.float32]) -> NDArray[np.float32]:
+    """v at unit length (`np.linalg.norm`, without its checks); 0 stays 0."""
+    unit: NDArray[np.float32] = v / max(math.sqrt(float(v @ v)), 1e-12)
+    return unit

@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 
 from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context
+from toolwise.rl.ids import grown_rows
 from toolwise.rl.policies.base import (
     FEATURES,
     Capabilities,
@@ -125,7 +126,7 @@ class ChoiceModel(PolicyBase):
         rows = len(self.steps)
         if arm < rows:
             return
-        grow = max(2 * rows, arm + 1) - rows
+        grow = grown_rows(rows, [arm]) - rows
         self.theta = np.concatenate([self.theta, np.zeros((grow, self.config.dim))])
         self.steps = np.concatenate([self.steps, np.zeros(grow)])
         self.chosen = np.concatenate([self.chosen, np.zeros(grow, dtype=np.int64)])

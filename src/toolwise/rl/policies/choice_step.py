@@ -82,11 +82,15 @@ def minibatch_shortlist(
     scores = x @ theta.T  # float32: it only picks the shortlist
     scores += rows @ weights.astype(rows.dtype)
     short = np.argpartition(np.negative(scores, out=scores), k - 1, axis=1)[:, :k]
-    inside = (short == called[:, None]).any(axis=1)
-    short[~inside, -1] = called[~inside]
-    at = np.argmax(short == called[:, None], axis=1)
+    hit = short == called[:, None]
+    outside = ~hit.any(axis=1)
+    short[outside, -1] = called[outside]
+    at = np.argmax(hit, axis=1)
+    at[outside] = k - 1
     tools = arms.take(short)
-    picked = np.take_along_axis(rows, short[:, :, None], axis=1)  # (batch, k, features)
+    batch, width, features = rows.shape
+    cells = short + (np.arange(batch) * width)[:, None]  # each pick's row in `rows` seen as (batch·width, features)
+    picked = rows.reshape(batch * width, features).take(cells.ravel(), 0).reshape(batch, k, features)
     return x, tools, picked, at
 
 

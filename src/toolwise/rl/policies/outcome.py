@@ -274,8 +274,7 @@ class OutcomeModel(PolicyBase):
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
         learned = np.flatnonzero(~np.isnan(fit))
         fits = fit.take(learned).tolist()
-        for p, f in zip(p_before.take(learned).tolist(), fits, strict=True):
-            self.calibration.learn(p, f)
+        self.calibration.learn_many(p_before.take(learned).tolist(), fits)
         arms, rows = lessons.arms.take(learned).tolist(), lessons.context_of.take(learned).tolist()
         self.memory.add_many(arms, x.astype(np.float32), rows, fits)
         self.across.add_many(arms, x, rows, fits)

@@ -50,6 +50,7 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from toolwise.rl.context import Context
+from toolwise.rl.ids import grown_rows
 from toolwise.rl.policies.base import (
     Capabilities,
     Lesson,
@@ -121,7 +122,7 @@ class SemanticUCB(PolicyBase):
         rows = self.theta.shape[0]
         if arm < rows:
             return
-        grow = max(2 * rows, arm + 1) - rows
+        grow = grown_rows(rows, [arm]) - rows
         c = self.config
         self.theta = np.concatenate([self.theta, np.zeros((grow, c.dim))])
         self.a_inv = np.concatenate([self.a_inv, np.repeat(self._identity[None], grow, 0)])
