@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import importlib.util
 import json
-import sys
 import tempfile
 import time
 import uuid
@@ -45,6 +44,7 @@ from typing import Any
 
 import mcp_types as types
 import numpy as np
+import real_queries
 import wordllama
 from catalogue_server import load_tools
 from mcp import Client
@@ -117,11 +117,8 @@ def value_for(spec: dict[str, Any]) -> Any:
 
 
 def config(tools_file: Path, db: Path, seed: int, **settings: object) -> AppConfig:
-    downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
     # max_query_chars: a few BFCL live requests paste data into the request (the longest: 4,739 characters)
-    toolwise = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": seed, "snapshot_interval_s": 0,
-                "max_query_chars": 10_000, **settings}  # fmt: skip
-    return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
+    return real_queries.config(tools_file, db, seed, **{"max_query_chars": 10_000, **settings})
 
 
 def listed_json(tools: list[Any]) -> str:

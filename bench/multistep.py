@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 from mcp import Client
+from real_queries import config
 from references import MostFrequent, PriorTimesBigram, RidgeOnChoices, SeedRule, WittenBell
 
-from toolwise.config import AppConfig
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.sessions import session_meta
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
@@ -69,12 +69,6 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     tools = [json.loads(line) for line in (path / "tools.jsonl").read_text().splitlines()]
     chains = [json.loads(line) for line in (path / "chains.jsonl").read_text().splitlines()]
     return tools, chains
-
-
-def config(tools_file: Path, db: Path, seed: int) -> AppConfig:
-    downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
-    toolwise = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": seed, "snapshot_interval_s": 0}
-    return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
 
 
 def public_names(app: Toolwise) -> dict[str, str]:

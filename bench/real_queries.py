@@ -143,9 +143,17 @@ def linucb_residual(
 # -- toolwise through MCP --------------------------------------------------------------------------
 
 
+# serving waits for the catalogue server however loaded the machine: with the default 5 s a slow start served
+# without it, so every data-set tool was unknown to the bench (a KeyError in multistep.py's names)
+START_WAIT_S = 600.0
+
+
 def config(tools_file: Path, db: Path, seed: int, **settings: object) -> AppConfig:
+    """toolwise over bench/catalogue_server.py serving `tools_file` as `cat`, on database `db` (the benches'
+    one config: real_queries, multistep, discovery and the scripts importing them)."""
     downstream = {"command": sys.executable, "args": [str(HERE / "catalogue_server.py"), str(tools_file)]}
-    toolwise = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": seed, "snapshot_interval_s": 0, **settings}
+    toolwise = {"database_url": f"sqlite+aiosqlite:///{db}", "seed": seed, "snapshot_interval_s": 0,
+                "start_wait_s": START_WAIT_S, "start_timeout_s": START_WAIT_S, **settings}  # fmt: skip
     return AppConfig.model_validate({"mcpServers": {SERVER: downstream}, "toolwise": toolwise})
 
 
