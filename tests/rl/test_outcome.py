@@ -380,3 +380,40 @@ def test_a_requests_own_wrong_picks_rated_1_are_not_outvoted_by_the_tools_succes
             policy.memory.add(tool_arm, -x, w, f)  # far from the request: they only show q_r and q_w
         chosen = learner.recommend(REQUEST, np.random.default_rng(16), top_k=1).chosen
         assert (chosen != first) == overridden, f"{near_w}/{near_f}, own {own_w}/{own_f}: {chosen} (first: {first})"
+
+
+def test_a_tool_with_no_evidence_reads_lower_where_requests_have_one_right_tool_than_where_they_have_several(
+    embedder: Embedder,
+) -> None:
+    """The prior is learned on the agent's calls, which work about as often whatever p_agent says (here 0.6
+    at every p_agent): the calibration the verdicts read, its slope held ≥ 1, still says more for a tool the
+    choice model puts first. Where a request has one right tool, a top-1 the agent would not have called
+    mostly does not work (bench/outcomes_direct.py, BFCL live seed 7: 0.745 said, 0.662 worked, expected
+    calibration error 0.054): its confidence reads nearer what the calls say. Where requests have several
+    right tools (a second tool works where the first did), it reads as the verdicts' calibration."""
+    learner = learner_of(embedder)
+    policy = learner.policy
+    assert isinstance(policy, OutcomeModel)
+    rng = np.random.default_rng(17)
+    for _ in range(400):  # calls whose outcomes p_agent says nothing of
+        p, worked = float(rng.uniform(0.05, 0.95)), float(rng.random() < 0.6)
+        policy.calibration.learn(p, worked)
+        policy.free.learn(p, worked)
+    fresh = "email me the forecast"  # no evidence for it
+
+    def top() -> tuple[float, float]:
+        first = learner.recommend(fresh, np.random.default_rng(3), top_k=1).ranked[0]
+        assert first.evidence == 0.0 and first.p_agent is not None
+        return first.expected, float(policy.calibration.mean(np.array([first.p_agent]))[0])
+
+    one, held = top()
+    assert one < held - 0.02, f"one right tool per request: {one:.3f}, the verdicts' calibration {held:.3f}"
+    x = policy.choice.features(learner.encode(REQUEST, None, 0))
+    for i in range(30):  # a second tool works where the first worked, as often as where it failed
+        request = np.roll(x, i)
+        policy.several.count(request, 0, 1.0)
+        policy.several.count(request, 1, 1.0)
+        policy.several.count(-request, 2, 0.0)
+        policy.several.count(-request, 3, 1.0)
+    several, held = top()
+    assert several == pytest.approx(held, abs=0.005), f"several right tools: {several:.3f}, held {held:.3f}"
