@@ -49,7 +49,6 @@ from toolwise.rl.policies.base import (
 )
 from toolwise.rl.policies.choice import ChoiceModel
 from toolwise.rl.policies.choice_config import ChoiceConfig
-from toolwise.rl.several import Several
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +87,6 @@ class OutcomeModel(PolicyBase):
         self.trials = Trials()
         # p_agent → the prior mean, "not known" (0.5) until outcomes say more
         self.calibration = Calibration(c.outcomes.calibration_rate, min_slope=1.0, start=c.outcomes.start)
-        # the same map with its slope free, and how alike two tools' outcomes at one request are: `reported`
-        self.free = Calibration(c.outcomes.calibration_rate, start=c.outcomes.start)
-        self.several = Several()
 
     # -- deciding ----------------------------------------------------------------------------------
 
@@ -103,9 +99,6 @@ class OutcomeModel(PolicyBase):
         estimate = self.memory.estimate(chosen.ranked, x, prior, self.memory.mixture())
         gate = estimate.gate  # each prototype read as one request's evidence (rl/mixture.py)
         assert gate is not None  # a mixture was given
-        shown = self.reported(p_agent, prior)
-        s0 = self.memory.config.prior_strength  # the posterior P(works) reported, read with `shown` as its prior
-        estimate.p_works += s0 * (shown - prior) / (s0 + estimate.evidence)
         self._broken(chosen.ranked, estimate.p_works)
         self._broken(chosen.ranked, gate.p_works)
         failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
@@ -132,7 +125,7 @@ class OutcomeModel(PolicyBase):
         elif lead:
             order = np.concatenate(([lead], order[order != lead]))
         elif failing[0] and context.previous_tool is None:
-            order = self.replacement(chosen.ranked, x, failing, working, order, estimate, shown)
+            order = self.replacement(chosen.ranked, x, failing, working, order, estimate, prior)
         ranked = chosen.ranked.take(order)
         return Selection(
             ranked,
@@ -190,7 +183,7 @@ class OutcomeModel(PolicyBase):
         fail; of the tools they say nothing of, the choice model's order is that habit's (BFCL live, an agent
         right 80%: its next was right 4 times in 13). Its P(works) is read with its fit across requests as
         the prior mean (in `estimate`, in place): put first for that fit, it works more often than the
-        agent's choice of it says (`prior`: the one `estimate` was read with). A session's first call only."""
+        agent's choice of it says. A session's first call only (the caller's)."""
         c = self.config
         top, first = min(c.among, len(ranked)), int(order[0])
         if first >= top or working[first]:
@@ -227,23 +220,9 @@ class OutcomeModel(PolicyBase):
         order: NDArray[np.int64] = np.argsort(tier, kind="stable")
         return order
 
-    def reported(self, p_agent: NDArray[np.float64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
-        """The prior mean of the P(works) reported: the calibration's `prior` (its slope held ≥ 1, what the
-        verdicts read) blended with the same map with its slope free, by how alike two tools' outcomes at one
-        request are (`Several.alike`). Both maps learn on the agent's calls, which work more often than a
-        tool it would not call: where a request has one right tool, a top-1 the agent passes over mostly
-        does not work (BFCL live: held, the confidence read high, 0.745 against 0.662 where it had no
-        evidence), while where it has several it works anyway (NESTFUL: held, read a little low)."""
-        alike = self.several.alike()
-        if alike >= 1.0:
-            return prior
-        blended: NDArray[np.float64] = alike * prior + (1.0 - alike) * self.free.mean(p_agent)
-        return blended
-
     def expected(self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64]) -> NDArray[np.float64]:
         """P(works) of each arm for the request."""
-        p_agent = self.choice.expected(context, arms, inputs)
-        prior = self.reported(p_agent, self.calibration.mean(p_agent))
+        prior = self.calibration.mean(self.choice.expected(context, arms, inputs))
         p_works = self.memory.estimate(arms, self.choice.features(context), prior).p_works
         self._broken(arms, p_works)
         return p_works
@@ -270,10 +249,7 @@ class OutcomeModel(PolicyBase):
         x = self.choice.features(lesson.context)
         if lesson.fit_before is not None:
             change = lesson.fit - lesson.fit_before
-            p_before = (1.0 if lesson.worked else 0.0) - update.td_error
-            self.calibration.revise(p_before, change)
-            self.free.revise(p_before, change)
-            self.several.revise(x, lesson.arm, change)
+            self.calibration.revise((1.0 if lesson.worked else 0.0) - update.td_error, change)
             self.memory.revise(lesson.arm, x, change, -change)
             self.across.revise(lesson.arm, x, change)
             self.trials.count(lesson.context.hash, lesson.arm, change, -change)
@@ -286,8 +262,6 @@ class OutcomeModel(PolicyBase):
     def _learn_fit(self, arm: int, x: NDArray[np.float64], p_agent: float, fit: float) -> None:
         """The prior's calibration learns from what it said of the call, then the memory counts it."""
         self.calibration.learn(p_agent, fit)
-        self.free.learn(p_agent, fit)
-        self.several.count(x, arm, fit)
         self.memory.add(arm, x, fit, 1.0 - fit)
         self.across.add(arm, x, fit)
 
@@ -300,11 +274,9 @@ class OutcomeModel(PolicyBase):
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
         learned = np.flatnonzero(~np.isnan(fit))
         fits = fit.take(learned).tolist()
-        arms, rows = lessons.arms.take(learned).tolist(), lessons.context_of.take(learned).tolist()
-        for p, f, arm, row in zip(p_before.take(learned).tolist(), fits, arms, rows, strict=True):
+        for p, f in zip(p_before.take(learned).tolist(), fits, strict=True):
             self.calibration.learn(p, f)
-            self.free.learn(p, f)
-            self.several.count(x[row], arm, f)
+        arms, rows = lessons.arms.take(learned).tolist(), lessons.context_of.take(learned).tolist()
         self.memory.add_many(arms, x.astype(np.float32), rows, fits)
         self.across.add_many(arms, x, rows, fits)
 
@@ -331,8 +303,6 @@ class OutcomeModel(PolicyBase):
             "across": self.across.state_dict(),
             "trials": self.trials.state_dict(),
             "calibration": self.calibration.state_dict(),
-            "free": self.free.state_dict(),
-            "several": self.several.state_dict(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -345,10 +315,6 @@ class OutcomeModel(PolicyBase):
             self.across.load_state(state["across"])
             self.trials.load_state(state["trials"])
         self.calibration.load_state(state["calibration"])
-        self.several = Several()
-        if "free" in state:  # a state saved before them: the free map from the held one, the pairs afresh
-            self.several.load_state(state["several"])
-        self.free.load_state(state.get("free", state["calibration"]))
 
     def nbytes(self) -> int:
         return int(self.choice.nbytes() + self.memory.nbytes() + self.across.nbytes())
