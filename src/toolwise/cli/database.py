@@ -38,15 +38,7 @@ def run(
     a full disk, locked, a lost server) in one line saying what to do, exit 2; anything else is a bug and
     keeps its traceback (typer prints it)."""
     settings = settings_or_exit(config, database_url)
-    with database_or_exit():
-        path = sqlite_path(settings.database_url)
-    if not create and path is not None and not path.exists():
-        console.print(
-            f"[red]toolwise: no database at {escape(str(path))}: nothing was recorded there yet[/red] "
-            "(`toolwise serve` records into it; `toolwise demo` into a database of its own, and it prints how to "
-            "read that one)"
-        )
-        raise typer.Exit(1)
+    path = sqlite_file_or_exit(settings.database_url, must_exist=not create)
 
     async def main() -> None:
         async with FeedbackService(settings.database_url) as feedback:
@@ -70,6 +62,21 @@ def run(
         if failure is None:
             raise
         fail(f"database failed: {failure}", exc)
+
+
+def sqlite_file_or_exit(database_url: str, *, must_exist: bool) -> Path | None:
+    """The SQLite file of `database_url` (None: another database); with `must_exist`, exit 1 saying so when
+    there is none: a command that only reads would leave an empty database behind, on a path maybe mistyped."""
+    with database_or_exit():
+        path = sqlite_path(database_url)
+    if must_exist and path is not None and not path.exists():
+        console.print(
+            f"[red]toolwise: no database at {escape(str(path))}: nothing was recorded there yet[/red] "
+            "(`toolwise serve` records into it; `toolwise demo` into a database of its own, and it prints how to "
+            "read that one)"
+        )
+        raise typer.Exit(1)
+    return path
 
 
 async def current(settings: Settings, feedback: FeedbackService) -> Services:
