@@ -49,3 +49,13 @@ def test_inspect_evaluate_names_every_policy_it_takes() -> None:
     assert result.exit_code == 0, result.output
     missing = [name for name in POLICIES if name not in said]
     assert not missing, f"policies its help leaves out: {missing}\n{said}"
+
+
+def test_a_list_setting_from_the_environment_not_in_json_is_one_line_not_a_traceback(home: Path) -> None:
+    """A command without a config reads its settings from the environment alone: `TOOLWISE_HTTP_ALLOWED_HOSTS=a.example`
+    was pydantic-settings' SettingsError and its traceback."""
+    url = f"sqlite+aiosqlite:///{home / 'none.db'}"
+    env = {"TOOLWISE_HTTP_ALLOWED_HOSTS": "a.example"}
+    result = CliRunner().invoke(app, ["inspect", "status", "--database-url", url], env=env)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "TOOLWISE_HTTP_ALLOWED_HOSTS: not JSON" in said, said
