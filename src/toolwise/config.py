@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SecretStr, Tag, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from toolwise.feedback import default_database_url
 from toolwise.feedback.engine import data_dir
@@ -204,6 +204,21 @@ class Settings(BaseSettings):
         return env_settings, init_settings
 
 
+def settings_of(section: Mapping[str, Any]) -> Settings:
+    """Settings of the file's `toolwise` section and the `TOOLWISE_*` environment. A variable pydantic-settings
+    cannot parse (a list or an object is read as JSON: `TOOLWISE_PINNED_TOOLS=git__*`) is a ConfigError naming
+    it, as a bad value is; it raised its own SettingsError, a traceback."""
+    try:
+        return Settings(**section)
+    except SettingsError as exc:
+        field = re.search(r'field "([^"]+)"', str(exc))
+        name = f"TOOLWISE_{field.group(1).upper()}" if field else "a TOOLWISE_* variable"
+        raise ConfigError(
+            f"{name}: not JSON ({exc.__cause__ or exc}); a list or an object is written in JSON there, "
+            "e.g. TOOLWISE_PINNED_TOOLS='[\"git__*\"]'"
+        ) from exc
+
+
 class AppConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     servers: dict[str, Downstream] = Field(alias="mcpServers")
@@ -288,11 +303,10 @@ def load_config(path: Path) -> AppConfig:
         raise ConfigError(f"{path}: no 'mcpServers' object (the servers toolwise stands in front of)")
     try:
         servers = expand_variables(raw["mcpServers"], os.environ)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    try:
-        settings = Settings(**raw.get("toolwise", {}))
+        settings = settings_of(raw.get("toolwise", {}))
         return AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
+    except ConfigError as exc:  # an unset ${VAR}, a TOOLWISE_* variable that is not JSON
+        raise ConfigError(f"{path}: {exc}") from exc
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe(exc, os.environ)}") from exc
     except TypeError as exc:

@@ -50,9 +50,20 @@ def test_on_every_address_the_printed_address_is_one_the_dashboard_answers(
 
     monkeypatch.setattr(dashboard_http, "serve_dashboard", serving)
     _, config = cli_config(tmp_path)
+    (tmp_path / "toolwise.db").touch()  # a database with nothing in it (an empty file is one)
     for host, shown in (("0.0.0.0", "127.0.0.1"), ("::", "[::1]")):
         result = CliRunner().invoke(
             cli, ["dashboard", *config, "--host", host, "--port", "0"], env={"TOOLWISE_HTTP_TOKEN": "t" * 20}
         )
         assert result.exit_code == 0, result.output
         assert result.stdout.startswith(f"http://{shown}:") and result.stdout.rstrip().endswith("/dashboard")
+
+
+def test_a_database_that_does_not_exist_is_refused_and_none_is_made(tmp_path: Path) -> None:
+    """The dashboard only reads, as `inspect` does: on a mistyped path it served an empty page and left an
+    empty database file behind, where `inspect status` says there is no database there."""
+    missing = tmp_path / "never.db"
+    result = CliRunner().invoke(cli, ["dashboard", "--database-url", f"sqlite+aiosqlite:///{missing}", "--port", "0"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "no database at" in said and "toolwise demo" in said, said
+    assert not missing.exists()

@@ -10,6 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from toolwise.cli.main import app
+from toolwise.rl import POLICIES
 
 
 def summaries(group: typer.Typer, prefix: str = "") -> dict[str, str]:
@@ -38,3 +39,23 @@ def test_an_unknown_log_level_is_refused_naming_the_levels_not_a_traceback(home:
         said = " ".join(result.output.replace("│", " ").split())  # typer's error box, unwrapped
         assert result.exit_code == 2 and "Traceback" not in said, result.output
         assert "'verbose' is not one of 'debug', 'info', 'warning', 'error'" in said, said
+
+
+def test_inspect_evaluate_names_every_policy_it_takes() -> None:
+    """Its help named five policies (ucb, thompson, linucb, lints, semantic): not `outcome`, the default,
+    nor `choice`, which it evaluates as well (docs/evaluation.md)."""
+    result = CliRunner().invoke(app, ["inspect", "evaluate", "--help"], env={"COLUMNS": "300"})
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 0, result.output
+    missing = [name for name in POLICIES if name not in said]
+    assert not missing, f"policies its help leaves out: {missing}\n{said}"
+
+
+def test_a_list_setting_from_the_environment_not_in_json_is_one_line_not_a_traceback(home: Path) -> None:
+    """A command without a config reads its settings from the environment alone: `TOOLWISE_HTTP_ALLOWED_HOSTS=a.example`
+    was pydantic-settings' SettingsError and its traceback."""
+    url = f"sqlite+aiosqlite:///{home / 'none.db'}"
+    env = {"TOOLWISE_HTTP_ALLOWED_HOSTS": "a.example"}
+    result = CliRunner().invoke(app, ["inspect", "status", "--database-url", url], env=env)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "TOOLWISE_HTTP_ALLOWED_HOSTS: not JSON" in said, said

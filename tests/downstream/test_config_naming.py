@@ -59,6 +59,16 @@ def test_a_bad_value_from_the_environment_names_the_variable_not_the_file(
     assert "reward.success: " in message and "(from TOOLWISE_REWARD__SUCCESS in the environment" in message
 
 
+def test_a_list_from_the_environment_not_written_as_json_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TOOLWISE_PINNED_TOOLS='git__*'` ended `toolwise serve` in a traceback (pydantic-settings'
+    SettingsError: "error parsing value for field ..."), exit 1, not the one line a broken setting gets."""
+    monkeypatch.setenv("TOOLWISE_PINNED_TOOLS", "git__*")
+    with pytest.raises(ConfigError, match=r"TOOLWISE_PINNED_TOOLS: not JSON .*\["):
+        load_config(write(tmp_path, {"mcpServers": {}}))
+
+
 @pytest.mark.parametrize(
     ("data", "needle"),
     [

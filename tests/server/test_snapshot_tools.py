@@ -112,6 +112,18 @@ def test_keygen_keeps_an_existing_key_unless_forced(tmp_path: Path) -> None:
     assert private.read_bytes() != key and private.stat().st_mode & 0o777 == 0o600
 
 
+def test_keygen_refusing_names_the_files_that_exist_in_plain_words(tmp_path: Path) -> None:
+    """It said `… already exist(s)` whether one file or both were there."""
+    private, public = tmp_path / "key.pem", tmp_path / "key.pub"
+    args = ["snapshot", "keygen", "--private", str(private), "--public", str(public)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    both = " ".join(CliRunner().invoke(cli, args).output.split())
+    assert f"{private} and {public} already exist;" in both, both
+    public.unlink()
+    one = " ".join(CliRunner().invoke(cli, args).output.split())
+    assert f"{private} already exists;" in one, one
+
+
 async def test_a_restore_from_a_file_says_it_read_the_file_not_that_it_wrote_it(services: Services) -> None:
     tools, session = own_tools(admin=True, snapshots=True), Session("admin")
     dumped = await tools["snapshot_dump"].handler(services, SnapshotDumpInput(output="state.snapshot"), session)

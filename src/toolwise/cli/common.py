@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from toolwise.cli.clients import installed_configs, is_toolwise, served_config, served_configs
 from toolwise.cli.installs import InstallError, config_dir
-from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config
+from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config, settings_of
 from toolwise.feedback import DatabaseUnusableError
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
@@ -310,8 +310,10 @@ def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
                 fail(str(exc), exc)
     if path is None:
         try:
-            settings = Settings()
+            settings = settings_of({})
         except ValidationError as exc:
             fail(f"invalid TOOLWISE_* environment: {describe(exc, os.environ)}", exc)
+        except ConfigError as exc:
+            fail(f"invalid TOOLWISE_* environment: {exc}", exc)
         return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
     return config_or_exit(path, database_url).toolwise

@@ -17,6 +17,7 @@ from toolwise.cli.common import (
     settings_or_exit,
     setup_logging,
 )
+from toolwise.cli.database import sqlite_file_or_exit
 from toolwise.config import ConfigError
 
 
@@ -45,6 +46,7 @@ def dashboard(
         listening = listening_socket(host, port)
     except (ConfigError, BindError) as exc:
         fail(str(exc), exc)
+    sqlite_file_or_exit(settings.database_url, must_exist=True)  # it only reads, as `inspect` does
     url = f"http://{shown_host(host)}:{listening.getsockname()[1]}{DASHBOARD}"
     typer.echo(url)
     if access.token:

@@ -39,18 +39,11 @@ def run(
     a full disk, locked, a lost server) in one line saying what to do, exit 2; anything else is a bug and
     keeps its traceback (typer prints it)."""
     settings = settings_or_exit(config, database_url)
-    with database_or_exit():
-        path = sqlite_path(settings.database_url)
+    path = sqlite_file_or_exit(settings.database_url, must_exist=not create)
     if output is not None and any(_same(output, kept) for kept in _kept_files(path)):
         fail(
             f"{output} is a file toolwise keeps for the database {shown_url(settings.database_url)}: writing it "
             "would destroy what it holds; name another file"
-        )
-    if not create and path is not None and not path.exists():
-        fail(
-            f"no database at {path}: nothing was recorded there yet (`toolwise serve` records into it; "
-            "`toolwise demo` into a database of its own, and it prints how to read that one)",
-            code=1,
         )
 
     async def main() -> None:
@@ -88,6 +81,20 @@ def _same(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
     return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def sqlite_file_or_exit(database_url: str, *, must_exist: bool) -> Path | None:
+    """The SQLite file of `database_url` (None: another database); with `must_exist`, exit 1 saying so when
+    there is none: a command that only reads would leave an empty database behind, on a path maybe mistyped."""
+    with database_or_exit():
+        path = sqlite_path(database_url)
+    if must_exist and path is not None and not path.exists():
+        fail(
+            f"no database at {path}: nothing was recorded there yet (`toolwise serve` records into it; "
+            "`toolwise demo` into a database of its own, and it prints how to read that one)",
+            code=1,
+        )
+    return path
 
 
 async def current(settings: Settings, feedback: FeedbackService) -> Services:

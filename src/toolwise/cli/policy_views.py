@@ -18,6 +18,7 @@ from toolwise.config import Settings, describe
 from toolwise.downstream.naming import meant
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
+from toolwise.rl import POLICIES
 
 
 def inspect_qvalues(
@@ -72,7 +73,7 @@ def inspect_qvalues(
 
 
 def inspect_evaluate(
-    policy: Annotated[str, typer.Argument(help="The candidate policy (ucb, thompson, linucb, lints, semantic).")],
+    policy: Annotated[str, typer.Argument(help=f"The candidate policy ({', '.join(sorted(POLICIES))}).")],
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     epsilon: Annotated[float | None, typer.Option(help="Another ε (default: the policy's).")] = None,

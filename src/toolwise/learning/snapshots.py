@@ -161,7 +161,8 @@ def generate_keys(private_path: Path, public_path: Path, *, force: bool = False)
     if not force:
         existing = [str(p) for p in (private_path, public_path) if p.exists()]
         if existing:
-            raise SnapshotError(f"{' and '.join(existing)} already exist(s); pass --force to replace")
+            verb = "exists" if len(existing) == 1 else "exist"
+            raise SnapshotError(f"{' and '.join(existing)} already {verb}; pass --force to replace")
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
