@@ -65,6 +65,18 @@ class HttpServer(BaseModel):
     headers: dict[str, str] | None = None
     disabled: bool = False
 
+    @field_validator("type", mode="before")
+    @classmethod
+    def _not_sse(cls, value: object) -> object:
+        """SSE, the transport streamable HTTP replaced (2025-03-26), named as such: the literal's own error
+        listed the types taken and left a user of an SSE server to guess why theirs was not one."""
+        if isinstance(value, str) and value.lower() == "sse":
+            raise ValueError(
+                "SSE, the older HTTP transport, is not served by toolwise; use the server's streamable HTTP "
+                "endpoint instead ('type': 'http', its URL often ending in /mcp)"
+            )
+        return value
+
 
 HTTP_TYPES = (
     "http",
@@ -426,5 +438,6 @@ def describe(exc: ValidationError, environ: Mapping[str, str] | None = None) -> 
             variable = variable.rsplit("__", 1)[0]
         if variable in variables:
             hint += f" (from {variable} in the environment, which wins over the file)"
-        parts.append(f"{location or 'value'}: {error['msg']}{hint}")
+        message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]  # no "Value error, "
+        parts.append(f"{location or 'value'}: {message}{hint}")
     return "; ".join(dict.fromkeys(parts))

@@ -81,6 +81,7 @@ def test_a_list_from_the_environment_not_written_as_json_names_the_variable(
         ({"mcpServers": {}, "toolwise": {"call_timeout_s": 0}}, "call_timeout_s"),
         ({"mcpServers": {}, "toolwise": {"colour": "red"}}, "colour"),
         ({"mcpServers": {"r": {"url": "ftp://x"}}}, "url"),
+        ({"mcpServers": {"r": {"type": "sse", "url": "http://h/sse"}}}, "mcpServers.r.type: .*SSE.*'type': 'http'"),
         ({"mcpServers": {"a": {"command": "x", "prefix": ""}, "b": {"url": "http://h", "prefix": ""}}}, "'a' and 'b'"),
         ({"mcpServers": {"time": {"command": "x"}, "clock": {"command": "y", "prefix": "time"}}}, "'time' and 'clock'"),
         ({"mcpServers": {"a": {"command": "x", "prefix": "p__q"}}}, "mcpServers.a.*prefix"),
