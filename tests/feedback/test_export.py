@@ -171,6 +171,25 @@ async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgr
     await check_non_finite_arguments(PG_URL, f"test-{uuid.uuid4().hex[:8]}")
 
 
+async def test_arguments_stored_with_bare_nan_before_they_became_strings_do_not_stop_an_sqlite_export(
+    tmp_path: Path,
+) -> None:
+    """A database written before NaN and ±infinity were stored as strings holds the bare words, which
+    SQLite's JSON functions refuse ("malformed JSON"): that failed the whole namespace's export. Such a
+    row's arguments are exported as their stored text, in a string; every other row as it is."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    async with FeedbackService(url, store_arguments=True) as service:
+        old = await service.log.record_execution(make_execution("t__old", arguments={"x": 1}))
+        await service.log.record_execution(make_execution("t__new", arguments={"z": 1}))
+        await service.flush()
+        async with service.engine.begin() as conn:
+            await conn.exec_driver_sql(
+                "UPDATE executions SET arguments = ? WHERE id = ?", ('{"x": NaN, "y": [Infinity, -Infinity]}', old)
+            )
+        lines = await exported(service, "default")
+    assert [line["arguments"] for line in lines] == ['{"x": NaN, "y": [Infinity, -Infinity]}', {"z": 1}]
+
+
 async def test_line_separators_in_a_text_do_not_split_its_line_from_iter_execution_lines(
     service: FeedbackService,
 ) -> None:
