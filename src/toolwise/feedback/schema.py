@@ -33,7 +33,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "sqlite":
             return SQLiteUTCText()  # type: ignore[no-untyped-call]  # sqlalchemy leaves DATETIME.__init__ untyped
-        return dialect.type_descriptor(self.impl)
+        return self.impl_instance  # the default: timestamptz on PostgreSQL
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
