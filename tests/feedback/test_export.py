@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.feedback.conftest import make_execution
-from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.export_workers import ExportWorkerError
 
@@ -169,6 +169,61 @@ async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgr
     if not PG_URL:
         pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
     await check_non_finite_arguments(PG_URL, f"test-{uuid.uuid4().hex[:8]}")
+
+
+async def test_arguments_stored_with_bare_nan_before_they_became_strings_do_not_stop_an_sqlite_export(
+    tmp_path: Path,
+) -> None:
+    """A database written before NaN and ±infinity were stored as strings holds the bare words, which
+    SQLite's JSON functions refuse ("malformed JSON"): that failed the whole namespace's export. Such a
+    row's arguments are exported as their stored text, in a string; every other row as it is."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    async with FeedbackService(url, store_arguments=True) as service:
+        old = await service.log.record_execution(make_execution("t__old", arguments={"x": 1}))
+        await service.log.record_execution(make_execution("t__new", arguments={"z": 1}))
+        await service.flush()
+        async with service.engine.begin() as conn:
+            await conn.exec_driver_sql(
+                "UPDATE executions SET arguments = ? WHERE id = ?", ('{"x": NaN, "y": [Infinity, -Infinity]}', old)
+            )
+        lines = await exported(service, "default")
+    assert [line["arguments"] for line in lines] == ['{"x": NaN, "y": [Infinity, -Infinity]}', {"z": 1}]
+
+
+def finishing_at(tool: str, finished: datetime) -> Execution:
+    execution = make_execution(tool)
+    execution.started_at, execution.finished_at = finished - timedelta(seconds=1), finished
+    return execution
+
+
+async def test_an_export_bound_equal_to_a_whole_second_finish_time_includes_or_excludes_it_as_asked(
+    tmp_path: Path,
+) -> None:
+    """[since, until) holds a call finished at `since` and not one finished at `until`, also when that time
+    has no fraction of a second (its stored text has none either)."""
+    whole = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+    async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as service:
+        for i in range(3):
+            await service.log.record_execution(finishing_at(f"t__{i}", whole + timedelta(seconds=i)))
+        since = await exported(service, "default", since=whole + timedelta(seconds=1))
+        until = await exported(service, "default", until=whole + timedelta(seconds=1))
+    assert [line["tool"] for line in since] == ["t__1", "t__2"]
+    assert [line["tool"] for line in until] == ["t__0"]
+
+
+async def test_an_imported_dead_letter_is_bounded_by_its_finish_time_as_a_logged_call_is(tmp_path: Path) -> None:
+    """A call put back by `import-dead-letters` falls in [since, until) by its finish time, as the calls the
+    writer logged do: `since` equal to it includes it, `until` equal to it excludes it."""
+    finished = datetime(2026, 11, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    async with FeedbackService(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}") as service:
+        await service.log.record_execution(finishing_at("t__logged", finished - timedelta(seconds=1)))
+        service._dead_letter(finishing_at("t__imported", finished), OSError(28, "No space"))
+        await service.log.record_execution(finishing_at("t__later", finished + timedelta(seconds=1)))
+        assert await service.import_dead_letters(service.dead_letter_path) == (1, 0)
+        since = await exported(service, "default", since=finished)
+        until = await exported(service, "default", until=finished)
+    assert sorted(str(line["tool"]) for line in since) == ["t__imported", "t__later"]
+    assert [line["tool"] for line in until] == ["t__logged"]
 
 
 async def test_line_separators_in_a_text_do_not_split_its_line_from_iter_execution_lines(

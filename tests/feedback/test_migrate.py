@@ -3,14 +3,18 @@ refused with its reason."""
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from alembic import command
 from sqlalchemy import text
 
+from tests.feedback.conftest import make_execution
 from toolwise.feedback import DatabaseUnusableError, FeedbackService
+from toolwise.feedback.export import execution_chunks
 from toolwise.feedback.migrate import HEAD, alembic_config, head
 
 
@@ -43,3 +47,29 @@ async def test_a_migration_that_ran_is_one_line_naming_the_revisions(
             pass
     said = [r.getMessage() for r in caplog.records if r.name == "toolwise.feedback.migrate"]
     assert said == [f"database schema created at {HEAD}", f"database schema upgraded from 0005 to {HEAD}"]
+
+
+async def test_times_stored_in_the_older_sqlite_text_form_are_bounded_by_the_clock_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    """Before 0008, a dead letter put back (and ratings, episodes) stored its time as "…SS.ffffff", the writer
+    as "…SS.ffffff+00:00": compared as text, an export from exactly that time left the row out."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    finished = datetime(2026, 11, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    async with FeedbackService(url) as service:
+        for i, at in enumerate((finished, finished.replace(microsecond=0))):
+            execution = make_execution(f"t__{i}")
+            execution.started_at, execution.finished_at = at - timedelta(seconds=1), at
+            await service.log.record_execution(execution)
+        await service.flush()
+        async with service.engine.begin() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0007"))
+            await conn.execute(
+                text("UPDATE executions SET finished_at = strftime('%Y-%m-%d %H:%M:%f000', finished_at)")
+            )
+    async with FeedbackService(url) as service:
+        async with service.engine.connect() as conn:
+            stored = (await conn.execute(text("SELECT finished_at FROM executions ORDER BY seq"))).scalars().all()
+        since = [chunk async for chunk in execution_chunks(service.engine, since=finished)]
+    assert [json.loads(line)["tool"] for _, text_ in since for line in text_.splitlines()] == ["t__0"]
+    assert stored == ["2026-11-01 12:00:00.250000+00:00", "2026-11-01 12:00:00+00:00"]

@@ -2,9 +2,9 @@
 
 SQLAlchemy's generic executemany path rebuilds and re-processes a parameter dict per row, which is most
 of the cost of ingesting executions. Here the statement is compiled once, and the bind processors (the
-dialect's conversions, e.g. datetime → text on SQLite, dict → JSON) of the columns that have one are
-looked up once; a row is a list in the statement's own parameter order, converted in place: same SQL,
-same conversions, a fraction of the Python work.
+dialect's conversions as the engine applies them, `dialect_impl`'s: e.g. datetime → text on SQLite, dict
+→ JSON) of the columns that have one are looked up once; a row is a list in the statement's own parameter
+order, converted in place: same SQL, same conversions, a fraction of the Python work.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ class CompiledInsert:
         """The columns in the order `params` expects each row's values."""
         self._positional = compiled.positional
         self._conversions: list[tuple[int, Callable[[Any], Any]]] = [
-            (i, proc) for i, name in enumerate(self.order) if (proc := table.c[name].type.bind_processor(dialect))
+            (i, proc)
+            for i, name in enumerate(self.order)
+            if (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
         ]
 
     def params(self, rows: list[list[Any]]) -> list[Any]:

@@ -55,21 +55,22 @@ def json_object(
     """A row as one JSON object built by the database (an export never decodes a row in Python):
     first `"type": kind` when given, then `columns` (an execution's by default) and `extra`. Booleans
     as true/false, times as ISO 8601 UTC, stored JSON as JSON. SQLite keeps JSON as text, booleans as
-    0/1 and times as "YYYY-MM-DD HH:MM:SS.ffffff[+00:00]"."""
+    0/1 and times as "YYYY-MM-DD HH:MM:SS[.ffffff]+00:00"; stored JSON that SQLite's JSON refuses
+    (bare NaN, from before it was stored as a string) goes out as its text, a JSON string."""
     items: list[Any] = [literal("type"), literal(kind)] if kind is not None else []
     for column in columns:
         value: Any = column
         if dialect != "postgresql":
             # the cheapest forms measured (the output is byte-identical at 1M rows): a constant json()
-            # is evaluated once, and instr() finds the
-            # offset without building a substring a row
+            # is evaluated once
             if isinstance(column.type, JSON):
-                value = func.json(column)
+                # a row written before NaN and ±infinity were stored as strings holds the bare words,
+                # which json() refuses for the whole query: its stored text goes out as a string
+                value = case((func.json_valid(column), func.json(column)), else_=column)
             elif isinstance(column.type, Boolean):
                 value = case((column == 1, func.json("true")), (column == 0, func.json("false")))
-            elif isinstance(column.type, UTCDateTime):
-                iso = func.replace(column, " ", "T")
-                value = case((func.instr(column, "+") > 0, iso), else_=iso + "+00:00")
+            elif isinstance(column.type, UTCDateTime):  # every stored time ends in +00:00 (SQLiteUTCText)
+                value = func.replace(column, " ", "T")
         items += [literal(column.key), value]
     for key, value in extra.items():
         items += [literal(key), value]

@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,7 +33,9 @@ class Workers:
         self._sql = str(compiled)
         self._names = list(compiled.positiontup or ())
         self._compiled = compiled
-        self._processors = {name: compiled.binds[name].type.bind_processor(dialect) for name in self._names}
+        self._processors = {
+            name: compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in self._names
+        }
         worker = Path(__file__).with_name("chunk_worker.py")
         self._threads = ThreadPoolExecutor(count, thread_name_prefix="toolwise-export")  # one a worker's pipes
         self._idle: asyncio.Queue[subprocess.Popen[bytes]] = asyncio.Queue()
@@ -52,12 +53,10 @@ class Workers:
 
     def _params(self, values: dict[str, int]) -> list[Any]:
         bound = self._compiled.construct_params(values)
-        params = [
+        return [
             process(bound[name]) if (process := self._processors[name]) is not None else bound[name]
             for name in self._names
         ]
-        # a time the engine's driver is handed as a datetime is stored in sqlite3's default form
-        return [p.isoformat(" ") if isinstance(p, datetime) else p for p in params]
 
     async def encode(self, values: dict[str, int]) -> tuple[int, bytes]:
         """One batch, its lines each ending in a newline (the worker writes the last one), on an idle

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # Alembic is imported when a database is opened, not with thi
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0007"  # the newest revision in MIGRATIONS (tests/feedback/test_migrate.py checks it is Alembic's head)
+HEAD = "0008"  # the newest revision in MIGRATIONS (tests/feedback/test_migrate.py checks it is Alembic's head)
 _LOCK_KEY = 0x746F6F6C77697365  # "toolwise"
 SCHEMA_WAIT_S = 120.0  # how long an instance waits for another's migration (a loaded machine: seconds)
 log = logging.getLogger(__name__)  # one line when a migration ran; Alembic's own lines are the CLI's to quiet

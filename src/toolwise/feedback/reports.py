@@ -13,6 +13,7 @@ from sqlalchemy import (
     Integer,
     cast,
     func,
+    literal,
     select,
     tuple_,
 )
@@ -29,7 +30,7 @@ from toolwise.feedback.records import (
     TrendBucket,
 )
 from toolwise.feedback.rows import episode_from_row
-from toolwise.feedback.schema import EpisodeRow, ExecutionRow, ToolStatsRow
+from toolwise.feedback.schema import EpisodeRow, ExecutionRow, ToolStatsRow, UTCDateTime
 
 
 class LogReports:
@@ -86,7 +87,9 @@ class LogReports:
                 yield [episode_from_row(r._mapping) for r in rows]
             if len(rows) < batch:
                 return
-            page = query.where(tuple_(e.ended_at, e.id) < tuple_(rows[-1].ended_at, rows[-1].id))
+            # the time bound as the column's type (a bare datetime binds in another text form on SQLite)
+            last = tuple_(literal(rows[-1].ended_at, UTCDateTime()), rows[-1].id)
+            page = query.where(tuple_(e.ended_at, e.id) < last)
 
     async def iter_executions(
         self, *, namespace: str = "default", after_seq: int = 0, since: datetime | None = None, batch: int = 1000

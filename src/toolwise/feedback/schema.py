@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+
+class SQLiteUTCText(sqlite.DATETIME):
+    """A UTC time as SQLite keeps it: Python's `isoformat(" ")`, "YYYY-MM-DD HH:MM:SS[.ffffff]+00:00" (the
+    fraction absent when zero). Every write and every bound uses this one form, because SQLite compares
+    times as text: in two forms, a row at "12:00:00.250000" sorts before a bound at "12:00:00.250000+00:00",
+    and "12:00:00+00:00" before "12:00:00.000000" (migration 0008 rewrote older rows' other form)."""
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[datetime | None], str | None]:
+        return lambda value: None if value is None else value.isoformat(" ")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+    """Timezone-aware UTC datetimes on every backend (SQLite keeps them as text, `SQLiteUTCText`). A
+    compiled statement binds them through `type.dialect_impl(dialect).bind_processor(dialect)`."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return SQLiteUTCText()  # type: ignore[no-untyped-call]  # sqlalchemy leaves DATETIME.__init__ untyped
+        return self.impl_instance  # the default: timestamptz on PostgreSQL
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
