@@ -80,8 +80,14 @@ class ExecutionLog:
         created_at, comment = created_at or utcnow(), self._rows.free_text(comment)
 
         def write(conn: Connection) -> tuple[int | None, int, float | None, int | None]:
-            """The rating replaced, the rating's id, the execution's reward and the rating that reward includes."""
-            reward = conn.scalar(select(ExecutionRow.reward).where(ExecutionRow.id == execution_id))
+            """The rating replaced, the rating's id, the execution's reward and the rating that reward includes.
+            The execution's row is claimed first (a write of it as it is): a rating of it committing meanwhile,
+            another instance's or this one's, is waited for and read, not overwritten with a reward and a
+            previous rating read before it (PostgreSQL's row lock; SQLite's write lock, which a read alone
+            does not take)."""
+            e = ExecutionRow
+            conn.execute(update(e).where(e.id == execution_id).values(reward=e.reward))
+            reward = conn.scalar(select(e.reward).where(e.id == execution_id))
             if retried:
                 r = RatingRow
                 tried = select(r.id).where(
