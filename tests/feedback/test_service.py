@@ -286,3 +286,71 @@ async def test_text_no_database_stores_as_it_is_is_kept_on_postgresql() -> None:
         pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
     async with FeedbackService(pg_url) as service:
         await check_odd_text_is_kept(service, f"test-{uuid.uuid4().hex[:8]}")
+
+
+async def check_concurrent_ratings_move_the_reward_in_turn(instances: list[FeedbackService], namespace: str) -> None:
+    """Ratings of one call committed at once (by instances sharing the log, or one instance's concurrent
+    raters) each move its stored reward from where the one before left it and name that one as the rating
+    they replace: none is lost from the reward, from the tool's reward sum, or from the chain another
+    instance learns from the log."""
+    first = instances[0]
+    execution_id = await first.log.record_execution(make_execution("t__rated", namespace=namespace, reward=1.0))
+    await first.flush()  # committed, for every instance to read
+
+    def rerate(reward: float, rating: int, previous: int | None) -> float:
+        return reward + rating - (previous or 0)
+
+    ratings = [1, 5, 2, 4, 3, 5, 1, 4, 2, 3, 5, 1]
+    events = await asyncio.gather(
+        *(instances[i % len(instances)].log.add_rating(execution_id, r, rerate=rerate) for i, r in enumerate(ratings))
+    )
+    events.sort(key=lambda e: e.rating.id or 0)
+    in_order = [e.rating.rating for e in events]
+    assert [e.previous for e in events] == [None, *in_order[:-1]]
+    stored = await first.reads.get_execution(execution_id)
+    assert stored is not None and stored.reward == 1.0 + in_order[-1]
+    assert await first.reports.mean_reward(namespace) == 1.0 + in_order[-1]
+
+
+async def test_concurrent_ratings_move_the_reward_in_turn_on_sqlite(db_url: str) -> None:
+    async with FeedbackService(db_url) as one, FeedbackService(db_url) as other:
+        await check_concurrent_ratings_move_the_reward_in_turn([one, other], "default")
+
+
+async def test_concurrent_ratings_move_the_reward_in_turn_on_postgresql() -> None:
+    pg_url = os.environ.get("TOOLWISE_TEST_PG_URL")
+    if not pg_url:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    async with FeedbackService(pg_url) as one, FeedbackService(pg_url) as other:
+        await check_concurrent_ratings_move_the_reward_in_turn([one, other], f"test-{uuid.uuid4().hex[:8]}")
+
+
+async def check_odd_text_in_arguments_is_kept(url: str, namespace: str) -> None:
+    """A call's arguments holding half a surrogate pair (a JavaScript client that cut a string mid-character)
+    or NUL, in a value or a key: its record is logged, with U+FFFD in their place where the arguments are
+    stored, and alike arguments digest alike. It was lost: its digest could not encode the text, nor could
+    its dead letter ('dead-lettering failed too')."""
+    odd = {"text": "cut 😀\ud83d", "bin": "a\x00b", "k\udc80": 1}
+    for store in (True, False):
+        async with FeedbackService(url, store_arguments=store) as service:
+            ids = [
+                await service.log.record_execution(make_execution("t__odd", namespace=namespace, arguments=odd))
+                for _ in range(2)
+            ]
+            await service.flush()
+            stored = [await service.reads.get_execution(i) for i in ids]
+        assert stored[0] is not None and stored[1] is not None, store
+        assert stored[0].argument_digest == stored[1].argument_digest
+        kept = {"text": "cut 😀\ufffd", "bin": "a\ufffdb", "k\ufffd": 1} if store else None
+        assert stored[0].arguments == kept
+
+
+async def test_odd_text_in_arguments_is_kept_on_sqlite(db_url: str) -> None:
+    await check_odd_text_in_arguments_is_kept(db_url, "default")
+
+
+async def test_odd_text_in_arguments_is_kept_on_postgresql() -> None:
+    pg_url = os.environ.get("TOOLWISE_TEST_PG_URL")
+    if not pg_url:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    await check_odd_text_in_arguments_is_kept(pg_url, f"test-{uuid.uuid4().hex[:8]}")

@@ -14,6 +14,8 @@ from mcp.shared.exceptions import MCPError
 from tests.server.surface import ok, rows, serving, text
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import service
+from toolwise.downstream.outcome import CallOutcome
+from toolwise.feedback import utcnow
 from toolwise.feedback.records import RatingEvent
 
 
@@ -77,3 +79,40 @@ async def test_a_proxied_call_cut_off_by_its_connection_closing_is_recorded_as_c
     assert rows(tmp_path, "SELECT tool, success, error_type, reward FROM executions") == [
         ("toy__sleep", 0, "CallCancelledError", None)
     ]
+
+
+async def test_two_ratings_at_once_of_a_cancelled_call_store_the_latest_ratings_reward(tmp_path: Path) -> None:
+    """A cancelled call has no reward until a rating gives it one (the rater's write after the rating's commit).
+    Two ratings at once: the stored reward is the one the latest rating answered, whichever rater writes
+    last, so an instance reading the log later learns the latest rating from the reward that includes it."""
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    session = services.learning.sessions.get("s")
+    execution_id = services.learning.note(
+        session,
+        tool="git__git_log",
+        server="git",
+        arguments=None,
+        outcome=CallOutcome("CallCancelledError", "call to git__git_log cancelled"),
+        started_at=utcnow(),
+        latency_ms=20.0,
+    )
+    await services.learning.drain()
+    recorded = await feedback.reads.get_execution(execution_id)
+    assert recorded is not None and recorded.reward is None
+    original, entered, go = feedback.log.set_reward, asyncio.Event(), asyncio.Event()
+
+    async def set_reward(*args: object, **kwargs: object) -> None:
+        if not entered.is_set():  # the first rater is slow to write its reward
+            entered.set()
+            await go.wait()
+        await original(*args, **kwargs)  # type: ignore[arg-type]  # forwarded as the caller gave them
+
+    feedback.log.set_reward = set_reward  # type: ignore[method-assign]  # a spy in its place
+    first = asyncio.create_task(services.agent.rate(session, 5, execution_id, None, None))
+    await entered.wait()
+    _, latest = await services.agent.rate(session, 1, execution_id, None, None)
+    go.set()
+    _, earlier = await first
+    rated = await feedback.reads.get_execution(execution_id)
+    assert rated is not None and rated.reward == latest != earlier
+    await feedback.aclose()

@@ -77,6 +77,7 @@ _TRIGGERS = tuple(sorted({t for s in _SHAPES for t in s.triggers}))
 MEMO_TEXT_CHARS = 512  # texts up to this long are remembered with their redacted form …
 MEMO_ENTRIES = 4096  # … this many at most (then forgotten all at once)
 _MEMO: dict[str, str] = {}
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and half of a surrogate pair (Python keeps a lone one)
 _KEY_VERDICTS: dict[str, dict[str, bool]] = {}
 _DIGITS = re.compile(r"\d{4}")  # a card number has runs of four digits, whatever its separators
 _CARD = re.compile(r"\b\d(?:[ -]?\d){12,18}\b")
@@ -95,7 +96,9 @@ def argument_digest(arguments: Mapping[str, Any] | None, salt: bytes = b"") -> s
     """Hex HMAC-SHA256, keyed by the database's salt, of the canonical JSON of the arguments (`{}` when
     there are none). Equal arguments group together within one database; without the salt a digest of
     a guessable secret (a PIN, a short password) could be reversed by trying every candidate."""
-    return hmac.digest(salt, canonical_json(arguments or {}).encode(), "sha256").hex()  # OpenSSL's one-shot
+    # "surrogatepass": half a surrogate pair (a string cut mid-character) digests as the text it is
+    text = canonical_json(arguments or {}).encode("utf-8", "surrogatepass")
+    return hmac.digest(salt, text, "sha256").hex()  # OpenSSL's one-shot
 
 
 def _luhn(digits: str) -> bool:
@@ -137,6 +140,14 @@ def redact_text(text: str) -> str:
     return masked
 
 
+def storable(text: str) -> str:
+    """Text from outside (free text, argument values and keys, a client's session id) as every backend can
+    store it: NUL (a downstream's binary output; PostgreSQL's text refuses it) and half a surrogate pair (a
+    JavaScript client that cut a string mid-character; not UTF-8) become U+FFFD. Either made the database
+    refuse the record that held it, and its dead letter too."""
+    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
+
+
 def _secret_key(pattern: re.Pattern[str], key: str) -> bool:
     """Whether a key's name says its value is secret; remembered per pattern (keys repeat endlessly)."""
     verdicts = _KEY_VERDICTS.setdefault(pattern.pattern, {})
@@ -156,9 +167,10 @@ def redact(value: Any, pattern: re.Pattern[str]) -> Any:
     """A copy of `value` with every mapping entry whose key matches `pattern` masked, and secrets in
     string values masked by their shape, at any depth. NaN and ±infinity (a client may send them: Python's
     JSON reads them) become "NaN", "Infinity", "-Infinity": JSON has no such numbers, and PostgreSQL
-    refused the record that held one, SQLite's json() every export of the log."""
+    refused the record that held one, SQLite's json() every export of the log. NUL and half a surrogate
+    pair, in a value or a key, become U+FFFD (`storable`)."""
     if isinstance(value, str):
-        return redact_text(value)
+        return storable(redact_text(value))
     if isinstance(value, _LEAVES):  # the common leaves first: an ABC check is slower
         if type(value) is float and not math.isfinite(value):
             return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
@@ -166,5 +178,8 @@ def redact(value: Any, pattern: re.Pattern[str]) -> Any:
     if isinstance(value, _SEQUENCES):
         return [redact(v, pattern) for v in value]
     if isinstance(value, Mapping):
-        return {k: REDACTED if _secret_key(pattern, str(k)) else redact(v, pattern) for k, v in value.items()}
+        return {
+            storable(k) if isinstance(k, str) else k: REDACTED if _secret_key(pattern, str(k)) else redact(v, pattern)
+            for k, v in value.items()
+        }
     return value

@@ -80,8 +80,14 @@ class ExecutionLog:
         created_at, comment = created_at or utcnow(), self._rows.free_text(comment)
 
         def write(conn: Connection) -> tuple[int | None, int, float | None, int | None]:
-            """The rating replaced, the rating's id, the execution's reward and the rating that reward includes."""
-            reward = conn.scalar(select(ExecutionRow.reward).where(ExecutionRow.id == execution_id))
+            """The rating replaced, the rating's id, the execution's reward and the rating that reward includes.
+            The execution's row is claimed first (a write of it as it is): a rating of it committing meanwhile,
+            another instance's or this one's, is waited for and read, not overwritten with a reward and a
+            previous rating read before it (PostgreSQL's row lock; SQLite's write lock, which a read alone
+            does not take)."""
+            e = ExecutionRow
+            conn.execute(update(e).where(e.id == execution_id).values(reward=e.reward))
+            reward = conn.scalar(select(e.reward).where(e.id == execution_id))
             if retried:
                 r = RatingRow
                 tried = select(r.id).where(
@@ -115,15 +121,22 @@ class ExecutionLog:
         stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
         return RatingEvent(stored, replace(execution, reward=reward), previous, rewarded)
 
-    async def set_reward(self, execution_id: str, reward: float) -> None:
-        """Commit the reward of an execution (recomputed after a rating)."""
+    async def set_reward(self, execution_id: str, reward: float, *, rating_id: int | None = None) -> None:
+        """Commit the reward of an execution (recomputed after a rating). `rating_id`: the rating the reward
+        includes; it is written only while that rating is the execution's latest, as a later rating's rater
+        writes its own (two ratings at once of a call never rewarded: the one written last is the latest's)."""
         await self._database.flush()
 
         def write(conn: Connection) -> bool:
             e = ExecutionRow
+            conn.execute(update(e).where(e.id == execution_id).values(reward=e.reward))  # claimed, as add_rating's
             row = conn.execute(select(e.namespace, e.tool, e.reward).where(e.id == execution_id)).first()
             if row is None:
                 return False
+            if rating_id is not None:
+                later = select(RatingRow.id).where(RatingRow.execution_id == execution_id, RatingRow.id > rating_id)
+                if conn.scalar(later.limit(1)) is not None:  # its rater writes the reward that includes it
+                    return True
             conn.execute(update(e).where(e.id == execution_id).values(reward=reward))
             toolstats.change_reward(conn, row.namespace, row.tool, row.reward, reward)
             return True

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Dialect, RowMapping
 
-from toolwise.feedback.arguments import argument_digest, redact, redact_text
+from toolwise.feedback.arguments import argument_digest, redact, redact_text, storable
 from toolwise.feedback.bulk import CompiledInsert
 from toolwise.feedback.records import Episode, Execution, Rating
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow
@@ -24,7 +24,6 @@ EXECUTION_COLUMNS: tuple[str, ...] = tuple(c.key for c in ExecutionRow.__table__
 """The columns an insert fills, in the table's order (`seq` is the database's)."""
 
 _DERIVED = ("argument_digest", "arguments", "query", "error_message")  # stored as computed, not as given
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and half of a surrogate pair (Python keeps a lone one)
 
 Summary = tuple[str, str, bool, float, datetime, float | None, bool | None]
 """What a tool's running summary needs of one execution: namespace, tool, success, latency (ms), finish,
@@ -76,14 +75,6 @@ class ExecutionRows:
     def named(self, e: Execution) -> dict[str, Any]:
         """The stored row as a dict keyed by column name (dead letters, tests)."""
         return dict(zip(EXECUTION_COLUMNS, self.maker(EXECUTION_COLUMNS)(e), strict=True))
-
-
-def storable(text: str) -> str:
-    """Text from outside (free text, a client's session id) as every backend can store it: NUL (a downstream's
-    binary output; PostgreSQL's text refuses it) and half a surrogate pair (a JavaScript client that cut a
-    string mid-character; not UTF-8) become U+FFFD. Either made the database refuse the record that held it,
-    and its dead letter too."""
-    return _UNSTORABLE.sub("\ufffd", text) if _UNSTORABLE.search(text) else text
 
 
 class ExecutionInsert:

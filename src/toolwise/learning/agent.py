@@ -200,7 +200,7 @@ class Agent:
 
         reward = await learning.read_learned(learn_rating)
         if execution.reward is None:  # never rewarded (not learned from): the rating's commit left it unset
-            await writes.set_reward(execution.id, reward)
+            await writes.set_reward(execution.id, reward, rating_id=rating_id)
         if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
             session.rewarded(reward - (call.reward or 0.0))
             call.learned(reward)

@@ -35,8 +35,8 @@ from mcp_types import RequestParamsMeta
 
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
+from toolwise.feedback.arguments import storable
 from toolwise.feedback.records import CallColumns, new_id
-from toolwise.feedback.rows import storable
 from toolwise.feedback.schema import MAX_SESSION_ID
 from toolwise.learning.open_decisions import OpenDecision, OpenDecisions
 from toolwise.rl import Decision, Step, StepColumns
