@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from unanswerable import SETS, data_set, split
+from unanswerable import SETS
 from unanswerable_fitting import logistic
-from unanswerable_learned import learn_fold, normal
+from unanswerable_learned import normal
 from unanswerable_missing import ADDED_DROP
-from unanswerable_stream import AGENTS, UNANSWERABLE, Stream, kind_of, removal
+from unanswerable_stream import AGENTS, UNANSWERABLE, Stream, splits
 
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.calibration import logit_of
@@ -99,16 +99,10 @@ def judged(stream: Stream, kind: str, query: str, right: frozenset[str], text: n
 
 def rows_of(name: str, embedder: WordLlamaEmbedder, agent: str, seed: int) -> tuple[list[SignalRow], list[SignalRow]]:
     """bench/unanswerable_stream.py's rows_of, with the signals; `before` from the default FitConfig less FailedFit."""
-    data = data_set(name)
-    tools = removal(data.tools, seed)
-    kept = {t.name for t in tools}
-    typed = [(k, r) for r in data.requests if (k := kind_of(r, kept)) is not None]
-    calibration = [(k, r) for k, r in typed if split(r["id"])]
-    test = [(k, r) for k, r in typed if not split(r["id"])]
-    fold = [(k, r) for k, r in calibration if learn_fold(r["id"])]
-    other = [(k, r) for k, r in calibration if not learn_fold(r["id"])]
+    s = splits(name, seed)
+    tools = s.tools
     out = []
-    for learned, judging in ((fold, other), (calibration, test)):
+    for learned, judging in s.rounds:
         texts = {normal(r["query"]) for _, r in judging}
         fit = FitConfig()
         stream = Stream(tools, embedder, agent, replace(fit, failed=replace(fit.failed, enabled=False)))

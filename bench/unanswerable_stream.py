@@ -154,10 +154,20 @@ def judged_rows(
     return [replace(after, before=before.nothing_fits) for before, after in zip(*out, strict=True)]
 
 
-def rows_of(
-    name: str, embedder: WordLlamaEmbedder, agent: str, fit: FitConfig, seed: int = 0
-) -> tuple[list[MissingRow], list[MissingRow]]:
-    """(fitting rows: half the calibration split learned, half judged; test rows: all of it learned)."""
+Typed = list[tuple[str, dict[str, Any]]]  # (kind, request)
+
+
+@dataclass(frozen=True, slots=True)
+class Splits:
+    """A set's catalogue less its removed tools, and its requests by kind in the two rounds of the stream:
+    half the calibration split learned and the other half judged (fitting), then all of it learned and
+    the test split judged."""
+
+    tools: list[ToolDoc]
+    rounds: tuple[tuple[Typed, Typed], tuple[Typed, Typed]]
+
+
+def splits(name: str, seed: int = 0) -> Splits:
     data = data_set(name)
     tools = removal(data.tools, seed)
     kept = {t.name for t in tools}
@@ -166,6 +176,13 @@ def rows_of(
     test = [(k, r) for k, r in typed if not split(r["id"])]
     half = [(k, r) for k, r in calibration if learn_fold(r["id"])]
     other = [(k, r) for k, r in calibration if not learn_fold(r["id"])]
-    return judged_rows(tools, embedder, agent, half, other, fit), judged_rows(
-        tools, embedder, agent, calibration, test, fit
-    )
+    return Splits(tools, ((half, other), (calibration, test)))
+
+
+def rows_of(
+    name: str, embedder: WordLlamaEmbedder, agent: str, fit: FitConfig, seed: int = 0
+) -> tuple[list[MissingRow], list[MissingRow]]:
+    """(fitting rows: half the calibration split learned, half judged; test rows: all of it learned)."""
+    s = splits(name, seed)
+    fitting, testing = (judged_rows(s.tools, embedder, agent, *pair, fit) for pair in s.rounds)
+    return fitting, testing
