@@ -79,7 +79,7 @@ def test_the_demo_says_where_it_recorded_and_the_inspect_command_it_prints_reads
     plot = subprocess.run(plot_it, capture_output=True, text=True, timeout=240, env=bare)  # as the demo says
     assert plot.returncode == 0 and (tmp_path / "demo.png").stat().st_size > 0, plot.stdout + plot.stderr
     plain = cli(home, "inspect", "status")  # the database serve records into: nothing yet, and none is made
-    assert plain.returncode == 1 and "no database at" in plain.stdout and "toolwise demo" in plain.stdout
+    assert plain.returncode == 1 and "no database at" in plain.stderr and "toolwise demo" in plain.stderr
     assert {p.name for p in data.iterdir() if p.suffix == ".db"} == {"demo.db"}, "no empty database left"
 
 

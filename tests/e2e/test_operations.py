@@ -143,7 +143,7 @@ async def test_admin_commands_report_a_populated_database(write_config: Callable
     assert "convert a time to Tokyo" in toolwise_cli("inspect", "qvalues", *c, "--tool", "time__convert_time")
     bare = run_cli("inspect", "qvalues", *c, "--tool", "convert_time")  # the downstream's own name: an empty table
     meant = "no tool 'convert_time' in the log; did you mean 'time__convert_time'?"
-    assert bare.returncode == 1 and meant in bare.stdout
+    assert bare.returncode == 1 and meant in bare.stderr
     progress = toolwise_cli("inspect", "progress", *c, "--hours", "1")
     assert "7 executions" in progress
     compare = toolwise_cli("inspect", "compare", "default", "elsewhere", *c)
@@ -173,4 +173,4 @@ async def test_admin_commands_report_a_populated_database(write_config: Callable
     assert all(word in listed for word in ("shutdown", "restore", "rollback"))
     toolwise_cli("snapshot", "keygen", "--private", str(tmp_path / "o.pem"), "--public", str(tmp_path / "o.pub"))
     refused = run_cli("snapshot", "restore", *c, "-i", str(snapshot), "--verify-key", str(tmp_path / "o.pub"))
-    assert refused.returncode == 1 and "does not verify" in refused.stdout
+    assert refused.returncode == 1 and "does not verify" in refused.stderr
