@@ -273,14 +273,19 @@ def test_undo_puts_back_the_mode_the_client_config_had_before_the_install(home: 
     assert path.read_bytes() == original and mode(path) == 0o640
 
 
-def test_a_symlinked_client_config_is_written_through_its_link(home: Path) -> None:
+def linked_sample(home: Path) -> tuple[Path, Path, bytes]:
+    """Cursor's config as a link to a file kept in a dotfiles folder: (the link, the file, its bytes)."""
     dotfiles = home / "dotfiles" / "cursor-mcp.json"
     dotfiles.parent.mkdir()
     dotfiles.write_text(json.dumps(SAMPLES[Client.cursor], indent=2) + "\n")
-    original = dotfiles.read_bytes()
     path = clients.client_config_path(Client.cursor, "linux")
     path.parent.mkdir(parents=True)
     path.symlink_to(dotfiles)
+    return path, dotfiles, dotfiles.read_bytes()
+
+
+def test_a_symlinked_client_config_is_written_through_its_link(home: Path) -> None:
+    path, dotfiles, original = linked_sample(home)
     install.run(Client.cursor, None, dry_run=False, undo_it=False)
     assert path.is_symlink() and path.resolve() == dotfiles
     assert "toolwise" in json.loads(dotfiles.read_text())["mcpServers"]
@@ -621,13 +626,7 @@ def test_undo_of_an_install_recorded_with_line_ends_read_as_lf_still_restores_th
 
 
 def test_an_install_through_a_link_is_undone_through_its_target(home: Path) -> None:
-    dotfiles = home / "dotfiles" / "cursor-mcp.json"
-    dotfiles.parent.mkdir()
-    dotfiles.write_text(json.dumps(SAMPLES[Client.cursor], indent=2) + "\n")
-    original = dotfiles.read_bytes()
-    path = clients.client_config_path(Client.cursor, "linux")
-    path.parent.mkdir(parents=True)
-    path.symlink_to(dotfiles)
+    path, dotfiles, original = linked_sample(home)
     install.run(Client.cursor, None, dry_run=False, undo_it=False)  # through the link
     install.run(Client.cursor, dotfiles, dry_run=False, undo_it=True)  # the file it points to, by its own path
     assert dotfiles.read_bytes() == original and installs.load_state() == {}

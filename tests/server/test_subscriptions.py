@@ -54,12 +54,10 @@ async def test_a_subscriber_found_gone_leaves_no_downstream_subscription_behind(
     last subscriber, the downstream subscription goes too: the next client to subscribe makes one anew,
     and hears each update once (not once per subscription toolwise had left behind at the downstream)."""
     subscribed: list[ServerSession] = []
-    asked, answer = asyncio.Event(), asyncio.Event()
-    answer.set()
     updates = Updates()
     heard = updates.heard
 
-    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    downstream = {"memo": InProcessServer(memo(subscribed))}
     async with running(tmp_path, {}, in_process=downstream) as (app, client):
         subscriptions = app.passthrough.subscriptions
         async with Client(build_server(app), mode="legacy") as leaving:
@@ -83,12 +81,10 @@ async def test_a_subscription_is_made_again_when_its_downstream_reconnects(tmp_p
     the subscriptions made on the connection before: toolwise makes them again on the new one, and its
     subscribers keep hearing the resource's updates."""
     subscribed: list[ServerSession] = []
-    asked, answer = asyncio.Event(), asyncio.Event()
-    answer.set()
     updates = Updates()
     heard = updates.heard
 
-    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    downstream = {"memo": InProcessServer(memo(subscribed))}
     async with running(tmp_path, {}, in_process=downstream, heard=updates) as (app, client):
         await subscribe(client, "memo://x")
         memo_downstream = app.catalogue.downstreams["memo"]
@@ -114,11 +110,9 @@ async def test_a_listen_stream_that_ends_undoes_every_subscription_though_a_down
     downstream that refuses its unsubscription does not leave the others made for nobody."""
     refusing: list[ServerSession] = []
     taking: list[ServerSession] = []
-    answer = asyncio.Event()
-    answer.set()
     downstreams = {
-        "memo": InProcessServer(memo(refusing, asyncio.Event(), answer, unsubscribes=False)),
-        "note": InProcessServer(memo(taking, asyncio.Event(), answer, uri="note://y")),
+        "memo": InProcessServer(memo(refusing, unsubscribes=False)),
+        "note": InProcessServer(memo(taking, uri="note://y")),
     }
     config = AppConfig.model_validate(
         {
@@ -142,12 +136,10 @@ async def test_a_subscription_renewed_twice_at_once_is_made_once(tmp_path: Path)
     subscription is made once on the new process, not once per renewal, and its subscribers hear each update
     once (not twice, for as long as toolwise runs)."""
     subscribed: list[ServerSession] = []
-    asked, answer = asyncio.Event(), asyncio.Event()
-    answer.set()
     updates = Updates()
     heard = updates.heard
 
-    downstream = {"memo": InProcessServer(memo(subscribed, asked, answer))}
+    downstream = {"memo": InProcessServer(memo(subscribed))}
     async with running(tmp_path, {}, in_process=downstream, heard=updates) as (app, client):
         await subscribe(client, "memo://x")
         subscriptions = app.passthrough.subscriptions
