@@ -23,7 +23,7 @@ class _Argument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
         desc = self.type_descriptor
         if desc.is_list:  # FILES... says there may be several: the type of one
-            return f"<{desc.path_type}>" if desc.is_path or desc.path_type else None
+            return f"<{desc.path_type}>" if desc.path_type else None
         return super().display_type_rich(ctx)
 
 
