@@ -117,7 +117,8 @@ class Output:
 def output_between_reads(output: Path) -> Iterator[Output]:
     """`writing` for a command that reads its database between writes (an export): only a failing open, write
     or close of `output` ends it naming the file; an OSError of a read (a lost PostgreSQL server, which
-    SQLAlchemy does not wrap) goes on to `database.run`, which names the database."""
+    SQLAlchemy does not wrap) goes on to `database.run`, which names the database. What a failing read cut
+    short is removed, as what a full disk did: it would pass for the whole."""
     try:
         out = Output(output)
         try:
@@ -127,6 +128,10 @@ def output_between_reads(output: Path) -> Iterator[Output]:
     except _WriteFailed as exc:
         assert isinstance(exc.__cause__, OSError)  # always raised from one
         _cannot_write(output, exc.__cause__)
+    except BaseException:
+        if output.is_file():  # not a stream (`-o /dev/stdout`)
+            output.unlink(missing_ok=True)
+        raise
 
 
 def install_beside_toolwise(packages: list[str]) -> str:
