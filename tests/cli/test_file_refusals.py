@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -185,7 +186,7 @@ def test_an_export_cut_short_by_a_full_disk_leaves_no_part_behind(
             with out.open("ab") as file:
                 return file.write(data)
 
-    monkeypatch.setattr("toolwise.cli.exports.open_private", lambda path: FullAfterTheHeader())
+    monkeypatch.setattr("toolwise.cli.common.open_private", lambda path: FullAfterTheHeader())
     monkeypatch.setattr("toolwise.cli.exports.execution_chunks", lambda *a, **k: one_chunk())
     code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
     assert code == 2 and said == f"toolwise: cannot write {out}: No space left on device", said
@@ -209,3 +210,52 @@ def test_a_refused_export_to_stdout_says_why_on_stderr_and_leaves_the_stream_emp
     assert ran.returncode == 1
     assert ran.stdout == b""
     assert "nothing was recorded there yet" in ran.stderr.decode()
+
+
+def test_an_export_whose_database_fails_midway_names_the_database_not_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that fails between two writes (a PostgreSQL server gone: asyncpg's ConnectionRefusedError, an
+    OSError that SQLAlchemy does not wrap) was taken for the output's: `cannot write out.jsonl: Connect call
+    failed`, sending the user to a file and a disk that were fine."""
+    url, out = database(tmp_path), tmp_path / "out.jsonl"
+
+    async def lost_after_one_chunk(*args: object, **kwargs: object) -> AsyncIterator[tuple[int, bytes]]:
+        yield 1, b'{"type": "execution"}\n'
+        raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)")
+
+    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", lost_after_one_chunk)
+    code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
+    assert code == 2 and "cannot write" not in said, said
+    assert said.startswith("toolwise: database failed: ") and "Connect call failed" in said, said
+
+
+def damaged() -> sqlite3.DatabaseError:
+    """A damaged page met midway, as an export's worker reports it."""
+    failure = sqlite3.DatabaseError("database disk image is malformed")
+    failure.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
+    return failure
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)"),
+        damaged(),
+    ],
+)
+def test_an_export_cut_short_by_its_database_leaves_no_part_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    """What was written before the database failed would pass for the whole export, as what a full disk cut
+    short would: it is removed too."""
+    url, out = database(tmp_path), tmp_path / "out.jsonl"
+
+    async def failing_after_one_chunk(*args: object, **kwargs: object) -> AsyncIterator[tuple[int, bytes]]:
+        yield 1, b'{"type": "execution"}\n'
+        raise failure
+
+    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", failing_after_one_chunk)
+    code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
+    assert code == 2 and said.startswith("toolwise: database failed: "), said
+    assert not out.exists()

@@ -4,6 +4,7 @@ printed with its line breaks as they are (typer's rich mode), so that paragraph 
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 import typer
@@ -59,3 +60,42 @@ def test_a_list_setting_from_the_environment_not_in_json_is_one_line_not_a_trace
     result = CliRunner().invoke(app, ["inspect", "status", "--database-url", url], env=env)
     said = " ".join(result.output.split())
     assert result.exit_code == 2 and "TOOLWISE_HTTP_ALLOWED_HOSTS: not JSON" in said, said
+
+
+def every_help(group: typer.Typer, path: list[str]) -> dict[str, str]:
+    """The --help of every command and group under `path`, unwrapped (a wide console: one line a row)."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    found = {" ".join(path): result.output}
+    for command in group.registered_commands:
+        assert command.callback is not None
+        name = command.name or command.callback.__name__.replace("_", "-")
+        said = CliRunner().invoke(app, [*path, name, "--help"], env={"COLUMNS": "250"})
+        assert said.exit_code == 0, said.output
+        found[" ".join([*path, name])] = said.output
+    for sub in group.registered_groups:
+        assert sub.typer_instance is not None and sub.name is not None
+        found |= every_help(sub.typer_instance, [*path, sub.name])
+    return found
+
+
+def test_no_help_shows_a_braced_argument_or_a_python_type_for_a_flag_or_a_list() -> None:
+    """typer wrote `Usage: toolwise import-dead-letters [OPTIONS] {files}...`, `{ns1} {ns2}`, `{policy}`, a
+    list argument's type as `<list[Path]>`, and `--wide <bool>`, which reads as taking a value (`--wide true`
+    is refused)."""
+    helps = every_help(app, [])
+    assert len(helps) > 20
+    shown = {name: text for name, text in helps.items() if re.search(r"[{}]|<bool>|<list\[", text)}
+    assert not shown, {
+        name: [line.strip() for line in text.splitlines() if re.search(r"[{}]|<bool>|<list\[", line)]
+        for name, text in shown.items()
+    }
+    usage = {
+        name: next(line.split("Usage: ")[1].strip() for line in text.splitlines() if "Usage: " in line)
+        for name, text in helps.items()
+    }
+    assert usage["import-dead-letters"] == "toolwise import-dead-letters [OPTIONS] FILES..."
+    assert usage["inspect compare"] == "toolwise inspect compare [OPTIONS] NS1 NS2"
+    assert usage["inspect evaluate"] == "toolwise inspect evaluate [OPTIONS] POLICY"
+    assert "* FILES... <path> Dead-letter files" in " ".join(helps["import-dead-letters"].split())
+    assert re.search(r"--wide +Full tool names", helps["inspect compare"])  # a flag: no type, no value

@@ -652,3 +652,16 @@ def test_on_windows_an_install_waits_for_another_past_the_lock_s_ten_seconds(
     with installs.one_at_a_time():
         held = True
     assert held and tries == [1, 1, 1]
+
+
+def test_the_install_lock_file_is_private_like_its_neighbours(home: Path, open_umask: None) -> None:
+    """installs.json and the backups beside it are 0600: their lock file was made 0644 by the umask, and one
+    an older toolwise left so stays so."""
+    lock = home / ".config" / "toolwise" / "installs.json.lock"
+    with installs.one_at_a_time():
+        pass
+    assert mode(lock) == 0o600
+    lock.chmod(0o644)  # as an older toolwise left it
+    with installs.one_at_a_time():
+        pass
+    assert mode(lock) == 0o600

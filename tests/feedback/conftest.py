@@ -34,7 +34,10 @@ def make_execution(
 async def ratings_of(service: FeedbackService, execution_id: str) -> list[Rating]:
     """An execution's ratings, oldest first, as the log hands them to learners."""
     return [
-        e.rating async for batch in service.reads.iter_rating_events() for e in batch if e.execution.id == execution_id
+        e.rating
+        async for batch in service.reads.iter_rating_events()
+        for e in batch.events
+        if e.execution.id == execution_id
     ]
 
 

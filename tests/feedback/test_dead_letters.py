@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.feedback.conftest import full_disk, make_execution  # noqa: F401 - the fixture
+from tests.feedback.test_export import exported
 from toolwise.feedback import FeedbackService, deadletter
 from toolwise.feedback.deadletter import RESERVE_BYTES, DeadLetters
 
@@ -120,3 +121,33 @@ async def test_dead_letters_are_imported_into_postgresql(tmp_path: Path) -> None
             svc._dead_letter(make_execution(namespace=namespace, arguments={"q": 1}), OSError(28, "No space"))
         assert await svc.import_dead_letters(svc.dead_letter_path) == (3, 0)
         assert await svc.reads.count_executions(namespace) == 3
+
+
+async def check_an_older_dead_letters_non_finite_arguments(url: str, namespace: str, tmp_path: Path) -> None:
+    """A dead letter written before NaN and ±infinity were stored as strings (494bde0) holds the bare words in
+    its arguments: imported as a newer toolwise stores them, the strings, so that the row reads back as JSON
+    (SQLite kept the bare words, which read back as floats and were exported as one string; PostgreSQL's json
+    refused the import)."""
+    async with FeedbackService(url, store_arguments=True, dead_letter_path=tmp_path / "dead.jsonl") as svc:
+        row = svc.rows.named(make_execution(namespace=namespace, arguments={"z": 0.5}))
+        row["arguments"] = {"x": float("nan"), "y": [float("inf"), -float("inf")], "z": 0.5}  # as it was written
+        older = tmp_path / "older.jsonl"
+        older.write_text(json.dumps({"error": "OSError(28)", "execution": row}, default=str) + "\n")
+        assert "NaN" in older.read_text() and '"NaN"' not in older.read_text()
+        assert await svc.import_dead_letters(older) == (1, 0)
+        stored = await svc.reads.get_execution(row["id"])
+        newer = {"x": "NaN", "y": ["Infinity", "-Infinity"], "z": 0.5}
+        assert stored is not None and stored.arguments == newer
+        assert [line["arguments"] for line in await exported(svc, namespace)] == [newer]
+
+
+async def test_an_older_dead_letters_nan_arguments_are_imported_as_strings_on_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    await check_an_older_dead_letters_non_finite_arguments(url, "default", tmp_path)
+
+
+async def test_an_older_dead_letters_nan_arguments_are_imported_as_strings_on_postgresql(tmp_path: Path) -> None:
+    url = os.environ.get("TOOLWISE_TEST_PG_URL")
+    if not url:
+        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    await check_an_older_dead_letters_non_finite_arguments(url, f"test-{uuid.uuid4().hex[:8]}", tmp_path)

@@ -294,7 +294,7 @@ async def test_rating_reads_look_executions_up_by_key_on_sqlite(service: Feedbac
     ids = await fill(service, 300)
     await service.log.add_rating(ids[0], 2)  # its second rating: `previous` has something to find
     with Statements(service) as heard:
-        events = [e async for batch in service.reads.iter_rating_events(batch=7) for e in batch]
+        events = [e async for batch in service.reads.iter_rating_events(batch=7) for e in batch.events]
     order = [e.rating.id or 0 for e in events]
     assert order == sorted(order) and 0 not in order and len(events) == 31
     assert events[-1].previous is not None

@@ -270,7 +270,7 @@ async def check_odd_text_is_kept(service: FeedbackService, namespace: str) -> No
     [rated] = [
         e.rating
         async for batch in service.reads.iter_rating_events(namespace=namespace)
-        for e in batch
+        for e in batch.events
         if e.execution.id == ids[2]
     ]
     assert rated.comment == "good\ufffd \ufffd"

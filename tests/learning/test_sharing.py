@@ -5,11 +5,13 @@ only, as that instance's own memory of it does. In-process against a real SQLite
 from __future__ import annotations
 
 import logging
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import event
 
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import QUERIES, service
@@ -144,3 +146,36 @@ async def test_a_session_end_whose_waiting_failure_cannot_be_learned_is_marked_a
     assert learner.updates == 2 and not any(b.learning.covered.executions.fresh(seq) for seq in (1, 2))
     await other_feedback.aclose()
     await feedback.aclose()
+
+
+async def test_an_idle_namespace_reads_the_other_namespaces_ratings_once_not_at_every_sync(
+    tmp_path: Path, url: str
+) -> None:
+    """Rating ids are one sequence for every namespace: another namespace's were holes to a namespace's rating
+    watermark, which steps over a hole only beside a rating of its own learned since. An instance whose namespace
+    rated nothing more read every rating the others made since its last, at every sync (every 2 s): 2,500 ratings
+    were 9 statements a tick, growing with the log. Its own ratings, between the others', are learned once."""
+    feedback, x = await service(url, namespace="x")
+    other_feedback, y = await service(url, namespace="y")
+    reader_feedback, reader = await service(url, namespace="x")
+    rated = _call(x, "a", tool="git__git_log")
+    await x.agent.rate(x.learning.sessions.get("a"), 5, rated, None, None)
+    others = [_call(y, f"y{i}", tool="git__git_log") for i in range(50)]
+    await y.learning.drain()
+    await other_feedback.flush()
+    with sqlite3.connect(tmp_path / "toolwise.db") as conn:  # many ratings of the other namespace, at once
+        conn.executemany(
+            "INSERT INTO ratings (execution_id, rating, created_at) VALUES (?, 4, '2026-11-27 00:00:00+00:00')",
+            [(others[i % 50],) for i in range(2_500)],
+        )
+    await x.agent.rate(x.learning.sessions.get("a"), 1, rated, None, None)  # after them
+    await feedback.flush()
+    assert await reader.sharing.sync() == 3  # the call and its two ratings
+    statements: list[str] = []
+    event.listen(reader_feedback.engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    for _ in range(3):
+        assert await reader.sharing.sync() == 0
+    assert len(statements) == 3, statements  # the one probe of the log's heads a sync
+    assert _learned(reader) == _learned(x)
+    for service_feedback in (reader_feedback, other_feedback, feedback):
+        await service_feedback.aclose()

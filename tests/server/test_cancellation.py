@@ -15,8 +15,9 @@ from tests.server.surface import ok, rows, serving, text
 from tests.server.test_growth import proxied
 from tests.server.test_persistence import service
 from toolwise.downstream.outcome import CallOutcome
-from toolwise.feedback import utcnow
+from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import RatingEvent
+from toolwise.server.services import Services
 
 
 async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward_stored(tmp_path: Path) -> None:
@@ -81,10 +82,9 @@ async def test_a_proxied_call_cut_off_by_its_connection_closing_is_recorded_as_c
     ]
 
 
-async def test_two_ratings_at_once_of_a_cancelled_call_store_the_latest_ratings_reward(tmp_path: Path) -> None:
-    """A cancelled call has no reward until a rating gives it one (the rater's write after the rating's commit).
-    Two ratings at once: the stored reward is the one the latest rating answered, whichever rater writes
-    last, so an instance reading the log later learns the latest rating from the reward that includes it."""
+async def rated_at_once(tmp_path: Path) -> tuple[FeedbackService, Services, str, float, float]:
+    """A cancelled call rated 5, then 1 while the 5's rater is slow to write its reward: (its id, the 1's
+    reward, the 5's reward), once both raters are done."""
     feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
     session = services.learning.sessions.get("s")
     execution_id = services.learning.note(
@@ -113,6 +113,29 @@ async def test_two_ratings_at_once_of_a_cancelled_call_store_the_latest_ratings_
     _, latest = await services.agent.rate(session, 1, execution_id, None, None)
     go.set()
     _, earlier = await first
+    return feedback, services, execution_id, latest, earlier
+
+
+async def test_two_ratings_at_once_of_a_cancelled_call_store_the_latest_ratings_reward(tmp_path: Path) -> None:
+    """A cancelled call has no reward until a rating gives it one (the rater's write after the rating's commit).
+    Two ratings at once: the stored reward is the one the latest rating answered, whichever rater writes
+    last, so an instance reading the log later learns the latest rating from the reward that includes it."""
+    feedback, _, execution_id, latest, earlier = await rated_at_once(tmp_path)
     rated = await feedback.reads.get_execution(execution_id)
     assert rated is not None and rated.reward == latest != earlier
+    await feedback.aclose()
+
+
+async def test_two_ratings_at_once_of_a_cancelled_call_leave_its_session_the_latest_ratings_reward(
+    tmp_path: Path,
+) -> None:
+    """The earlier rating's rater, done last, put its reward in the session's record of the call over the
+    latest's: the episode's total was the 5's reward (-1.0) where the log held the 1's (-9.0), and the end of the
+    session was learned from it."""
+    feedback, services, execution_id, latest, earlier = await rated_at_once(tmp_path)
+    session = services.learning.sessions.get("s")
+    call = session.find(execution_id)
+    assert call is not None and call.reward == latest != earlier
+    episode = await services.agent.end_session("s", "success")
+    assert episode.total_reward == latest
     await feedback.aclose()

@@ -407,6 +407,18 @@ def test_watermark_waits_for_late_commits_then_steps_over_holes() -> None:
     assert mark.floor == 8  # 6 and 7 were rolled back
 
 
+def test_watermark_passes_other_namespaces_ids_at_once_and_every_hole_found_together_after_the_grace() -> None:
+    mark = Watermark()
+    mark.add(2)
+    mark.advance(now=0.0, grace_s=10, others=[1, 3, 4, 6, 9])
+    assert mark.floor == 4 and mark.fresh(5) and not mark.seen  # 5 may still commit; 6 and 9 are not kept
+    mark.advance(now=5.0, grace_s=10, others=[6, 9])
+    assert mark.floor == 4
+    mark.advance(now=10.5, grace_s=10, others=[6, 9, 12])
+    assert mark.floor == 9  # 5, 7 and 8, handed out before 9 was read, were rolled back
+    assert mark.fresh(10) and mark.fresh(11)  # found later: their own grace
+
+
 async def test_a_database_made_before_migrations_is_stamped_and_upgraded(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as conn:  # the schema as `create_all` made it before Alembic

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -24,6 +24,7 @@ from toolwise.cli.clients import installed_configs, is_toolwise, served_config, 
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config, settings_of
 from toolwise.feedback import DatabaseUnusableError
+from toolwise.feedback.engine import open_private
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
 # problems, install's refusals, the demo); 2 toolwise could not start because of something the user
@@ -67,13 +68,70 @@ _CUT_SHORT = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # a write ref
 def writing(output: Path) -> Iterator[None]:
     """A command writing its output file: a write that fails (a full disk, a quota, no permission) ends the
     command in one line naming the file, exit 2; what a full disk cut short is removed (it would pass for the
-    whole), a file that could not be opened is left as it was."""
+    whole), a file that could not be opened is left as it was. Every OSError of the block is taken for the
+    file's: a command that reads its database between writes writes through `output_between_reads`."""
     try:
         yield
     except OSError as exc:
-        if exc.errno in _CUT_SHORT and output.is_file():
+        _cannot_write(output, exc)
+
+
+def _cannot_write(output: Path, exc: OSError) -> NoReturn:
+    if exc.errno in _CUT_SHORT and output.is_file():
+        output.unlink(missing_ok=True)
+    fail(f"cannot write {output}: {exc.strerror or exc}", exc)
+
+
+class _WriteFailed(Exception):
+    """An OSError (the cause) of opening, writing or closing an output written between reads."""
+
+
+class Output:
+    """An output file opened private (`open_private`) whose own failures are `_WriteFailed`, told apart from
+    the OSErrors of the reads between its writes."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._file = open_private(path)
+        except OSError as exc:
+            raise _WriteFailed from exc
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            raise _WriteFailed from exc
+
+    def writelines(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def close(self) -> None:
+        try:
+            self._file.close()  # flushes what is buffered: a full disk may show here
+        except OSError as exc:
+            raise _WriteFailed from exc
+
+
+@contextlib.contextmanager
+def output_between_reads(output: Path) -> Iterator[Output]:
+    """`writing` for a command that reads its database between writes (an export): only a failing open, write
+    or close of `output` ends it naming the file; an OSError of a read (a lost PostgreSQL server, which
+    SQLAlchemy does not wrap) goes on to `database.run`, which names the database. What a failing read cut
+    short is removed, as what a full disk did: it would pass for the whole."""
+    try:
+        out = Output(output)
+        try:
+            yield out
+        finally:
+            out.close()
+    except _WriteFailed as exc:
+        assert isinstance(exc.__cause__, OSError)  # always raised from one
+        _cannot_write(output, exc.__cause__)
+    except BaseException:
+        if output.is_file():  # not a stream (`-o /dev/stdout`)
             output.unlink(missing_ok=True)
-        fail(f"cannot write {output}: {exc.strerror or exc}", exc)
+        raise
 
 
 def install_beside_toolwise(packages: list[str]) -> str:

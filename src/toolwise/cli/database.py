@@ -62,7 +62,9 @@ def run(
             f"database failed: {exc}; check that its disk has room and nothing else holds it locked, then run again",
             exc,
         )
-    except (SQLAlchemyError, sqlite3.Error) as exc:  # a damaged page found by a query, a disk error: not a bug's
+    # a damaged page found by a query, a disk error, a PostgreSQL server gone (asyncpg's OSError on a new
+    # connection, which SQLAlchemy does not wrap; an output's own failures are answered before, by `writing`)
+    except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
         failure = database_failure(exc, str(path) if path is not None else shown_url(settings.database_url), path)
         if failure is None:
             raise

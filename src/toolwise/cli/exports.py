@@ -17,6 +17,7 @@ from toolwise.cli.common import (
     DatabaseUrlOption,
     fail,
     install_beside_toolwise,
+    output_between_reads,
     output_or_exit,
     writing,
 )
@@ -26,7 +27,6 @@ from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.engine import open_private
 from toolwise.feedback.export import execution_chunks, rating_chunks
 
 
@@ -50,7 +50,7 @@ def inspect_export(
         ns = settings.namespace
         written = ratings = 0
         # binary: the executions come as the database's UTF-8 bytes, the few other lines are encoded here
-        with writing(output), open_private(output) as out, Progress(console=report, transient=True) as progress:
+        with output_between_reads(output) as out, Progress(console=report, transient=True) as progress:
             header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan

@@ -85,7 +85,11 @@ def one_at_a_time() -> Iterator[None]:
     and the client's file and write them back, so the one that wrote last would drop the other's record."""
     path = state_path().with_name("installs.json.lock")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(path, "a+b") as lock:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE)  # private as its neighbours, whatever the umask
+    with open(fd, "a+b") as lock:
+        found = os.fstat(fd)
+        if os.name == "posix" and found.st_uid == os.getuid() and stat.S_IMODE(found.st_mode) != PRIVATE:
+            os.fchmod(fd, PRIVATE)  # one an older toolwise made 0644
         if sys.platform == "win32":
             import msvcrt
 

@@ -32,6 +32,7 @@ from toolwise.cli.common import (  # noqa: E402
     setup_logging,
 )
 from toolwise.cli.dashboard import dashboard  # noqa: E402
+from toolwise.cli.help_text import plain_help  # noqa: E402
 from toolwise.cli.inspect_commands import inspect_app  # noqa: E402
 from toolwise.cli.installs import InstallError  # noqa: E402
 from toolwise.cli.snapshot_commands import snapshot_app  # noqa: E402
@@ -223,6 +224,9 @@ def import_dead_letters(
             typer.echo(f"{file}: {imported} executions imported, {known} already in the database")
 
     run(config, work, database_url, create=True)
+
+
+plain_help(app)  # once every command is registered
 
 
 def main() -> None:

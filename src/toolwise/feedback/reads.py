@@ -5,7 +5,7 @@ probes. Every read flushes first, so it sees everything recorded before it."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TypeVar
 
@@ -28,6 +28,15 @@ from toolwise.feedback.records import (
 )
 from toolwise.feedback.rows import execution_from_row, rating_from_row
 from toolwise.feedback.schema import EpisodeRow, ExecutionRow, RatingRow, ToolStatsRow
+
+
+@dataclass(slots=True, frozen=True)
+class RatingPage:
+    """A range of rating ids read (`LogReads.iter_rating_events`): the namespace's ratings, and the ids in it of
+    other namespaces' (one sequence numbers every namespace's: a watermark steps over those)."""
+
+    events: list[RatingEvent]
+    others: list[int]
 
 
 class Generation:
@@ -175,13 +184,20 @@ class LogReads:
 
     async def iter_rating_events(
         self, *, namespace: str = "default", after_id: int = 0, batch: int = 1000
-    ) -> AsyncGenerator[list[RatingEvent], None]:
+    ) -> AsyncGenerator[RatingPage, None]:
         """Every rating after `after_id`, oldest first, with its execution, the rating it replaced and the one
-        the execution's stored reward includes. Each batch is a range of rating ids read first and joined to
-        its executions by key: a join driven from the executions side walks the whole namespace for every batch."""
+        the execution's stored reward includes, and the ids of the other namespaces' ratings in between. Each
+        batch is a range of rating ids read first and joined to its executions by key: a join driven from the
+        executions side walks the whole namespace for every batch."""
         r = RatingRow.__table__
         while True:
             page = select(r).where(r.c.id > after_id).order_by(r.c.id).limit(batch).subquery("page")
+            elsewhere = (  # another namespace's for good (a rating's execution keeps its namespace)
+                select(page.c.id)
+                .join(ExecutionRow, ExecutionRow.id == page.c.execution_id)
+                .where(ExecutionRow.namespace != namespace)
+                .order_by(page.c.id)
+            )
             query = (
                 select(
                     ExecutionRow.__table__,
@@ -197,14 +213,15 @@ class LogReads:
             async with self._database.engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
                 last = await conn.scalar(select(func.max(page.c.id)))  # the range read, other namespaces' too
-            if rows:
-                events = []
-                for row in rows:
-                    values = row._mapping
-                    rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in r.columns})
-                    execution = execution_from_row(values)
-                    events.append(RatingEvent(rating, execution, values["previous_rating"], values["rewarded_rating"]))
-                yield events
+                others = list(await conn.scalars(elsewhere))
+            events = []
+            for row in rows:
+                values = row._mapping
+                rating = rating_from_row({c.key: values[f"rating_{c.key}"] for c in r.columns})
+                execution = execution_from_row(values)
+                events.append(RatingEvent(rating, execution, values["previous_rating"], values["rewarded_rating"]))
+            if events or others:
+                yield RatingPage(events, others)
             if last is None:
                 return
             after_id = last

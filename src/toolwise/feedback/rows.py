@@ -55,6 +55,11 @@ class ExecutionRows:
         """A query or comment as stored: redacted, or not at all with `store_queries` off."""
         return storable(redact_text(text)) if text and self._store_queries else None
 
+    def redacted(self, arguments: Any) -> Any:
+        """Arguments as stored: secrets masked, NaN and ±infinity as strings (`redact`); also those of a dead
+        letter an older toolwise wrote, which holds the bare words that a JSON column refuses or keeps unreadable."""
+        return None if arguments is None else redact(arguments, self._redact)
+
     def maker(self, columns: Sequence[str]) -> Callable[[Execution], list[Any]]:
         """A function from an execution to its stored values in the order of `columns` (each value is
         the field of the column's name; the digest is computed, secrets are redacted)."""
@@ -64,7 +69,7 @@ class ExecutionRows:
         def row(e: Execution) -> list[Any]:
             values = list(values_of(e))
             keep = self._store_arguments and e.arguments is not None
-            values[arguments_at] = redact(e.arguments, self._redact) if keep else None
+            values[arguments_at] = self.redacted(e.arguments) if keep else None
             values[digest_at] = argument_digest(e.arguments, self.salt)
             values[query_at] = self.free_text(e.query)
             values[error_at] = None if e.error_message is None else storable(redact_text(e.error_message))

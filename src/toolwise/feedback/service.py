@@ -252,6 +252,7 @@ class FeedbackService:
         """`import_dead_letters` of rows read already (`read_dead_letters`: the CLI reads every file before
         it opens the database, so that a file that is not one refuses before a database is made)."""
         imported = 0
+        rows = [{**row, "arguments": self.rows.redacted(row["arguments"])} for row in rows]  # as stored now
         for start in range(0, len(rows), IMPORT_BATCH):
             imported += await self.write(partial(import_rows, rows=rows[start : start + IMPORT_BATCH]))
         self.log.summaries_changed()

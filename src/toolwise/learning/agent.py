@@ -44,6 +44,8 @@ class Agent:
         self._unrecorded: Memo[str, Episode] = Memo(learning.sessions.limit)  # session → its end learned, unrecorded
         # (execution, rating, comment) → the time of a rating whose try failed: a retry finds that try's row
         self._unrated: Memo[tuple[str, int, str | None], datetime] = Memo(learning.sessions.limit)
+        # execution → the latest of its ratings whose reward its session's record holds (`_rate`)
+        self._rated: Memo[str, int] = Memo(learning.sessions.limit)
 
     async def recommend(
         self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
@@ -201,7 +203,12 @@ class Agent:
         reward = await learning.read_learned(learn_rating)
         if execution.reward is None:  # never rewarded (not learned from): the rating's commit left it unset
             await writes.set_reward(execution.id, reward, rating_id=rating_id)
-        if execution.session_id == session.id and (call := session.find(execution.id)) is not None:
+        call = session.find(execution.id) if execution.session_id == session.id else None
+        # Not over a later rating's: two ratings at once of a call never rewarded finish in either order (the
+        # earlier one's reward is written after the later one's commit, `set_reward`); the session's total and
+        # the end of its episode take the latest's reward, as the log does.
+        if call is not None and rating_id > (self._rated.get(execution.id) or 0):
+            self._rated.put(execution.id, rating_id)
             session.rewarded(reward - (call.reward or 0.0))
             call.learned(reward)
         self._unrated.pop(tried)

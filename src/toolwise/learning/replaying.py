@@ -200,10 +200,14 @@ class LogLearning:
         mark.advance(time.monotonic(), self.learning.settings.sync_gap_grace_s)
         return rows
 
-    def learn_ratings(self, covered: Covered, todo: list[tuple[RatingEvent, list[str], bool]]) -> int | None:
+    def learn_ratings(
+        self, covered: Covered, todo: list[tuple[RatingEvent, list[str], bool]], others: list[int]
+    ) -> int | None:
         """On the learning thread, holding the lock: learn and mark a batch of the log's ratings, each with
-        the tools before its call, but those a sync before learned. Returns how many were learned; None when
-        the state whose marks are `covered` was replaced before."""
+        the tools before its call, but those a sync before learned, then move the watermark over them and over
+        `others`, the other namespaces' ratings read with them (a namespace that rates nothing more reads those
+        once, not at every sync). Returns how many were learned; None when the state whose marks are
+        `covered` was replaced before."""
         if self.replaced(covered):
             return None
         rmark, learned, thread = covered.ratings, 0, self.learning.thread
@@ -215,6 +219,7 @@ class LogLearning:
                 self.rating(event, before, after_failure=after_failure)
                 rmark.add(rating_id)
                 learned += 1
+        rmark.advance(time.monotonic(), self.learning.settings.sync_gap_grace_s, others)
         return learned
 
     def learn_ends(self, covered: Covered, todo: list[tuple[int, str, Execution | None]]) -> bool:

@@ -213,10 +213,10 @@ class Sharing:
         learned = 0
         covered = self.covered
         rmark, mark, live = covered.ratings, covered.executions, covered.live
-        async for events in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
+        async for page in self.feedback.reads.iter_rating_events(namespace=self.namespace, after_id=rmark.floor):
             todo: list[tuple[RatingEvent, list[str], bool]] = []
             waits = False
-            for event in events:
+            for event in page.events:
                 rating_id = event.rating.id
                 assert rating_id is not None  # read from the log
                 if not rmark.fresh(rating_id):  # learned live (`Agent.rate` marks it as it learns), or by a sync
@@ -235,7 +235,8 @@ class Sharing:
                 )
             if self.logged.replaced(covered):
                 return learned
-            done = await self.learning.thread.hand_over(partial(self.logged.learn_ratings, covered, todo), _nothing)
+            learn = partial(self.logged.learn_ratings, covered, todo, page.others)
+            done = await self.learning.thread.hand_over(learn, _nothing)
             if done is None:
                 return learned
             learned += done

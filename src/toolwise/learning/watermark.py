@@ -4,11 +4,13 @@ exactly once.
 Ids are handed out in order but may commit out of order (two instances writing to PostgreSQL), and
 a rolled-back write leaves a hole for ever. So: everything up to `floor` is learned, `seen` holds the
 learned ids above it, and the floor only moves over a hole once the hole is older than a grace
-period (by then a late commit would have shown up).
+period (by then a late commit would have shown up). Rating ids are one sequence for every namespace: the
+other namespaces' ratings a sync reads are passed over as they are read, not taken for holes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,9 @@ from typing import Any
 class Watermark:
     floor: int = 0
     seen: set[int] = field(default_factory=set)
-    _hole_since: dict[int, float] = field(default_factory=dict)
+    # a hole's first id → when it was first found, and the highest id known then (every id below it was handed
+    # out before that time)
+    _hole_since: dict[int, tuple[float, int]] = field(default_factory=dict)
 
     def fresh(self, n: int) -> bool:
         return n > self.floor and n not in self.seen
@@ -26,19 +30,29 @@ class Watermark:
         if n > self.floor:
             self.seen.add(n)
 
-    def advance(self, now: float, grace_s: float) -> None:
-        while self.seen:
+    def advance(self, now: float, grace_s: float, others: Sequence[int] = ()) -> None:
+        """Move the floor over what was learned, and over `others` (ascending ids read in the log that are no
+        entries of this one: another namespace's ratings, which share its ids), not kept once passed; then over
+        a hole once it is older than the grace period, with every hole below the highest id known when it was
+        found (all handed out before then)."""
+        others = [n for n in others if n > self.floor]
+        top = max(max(self.seen, default=0), others[-1] if others else 0)
+        passed = 0
+        while top > self.floor:
             following = self.floor + 1
-            if following in self.seen:
-                self.seen.remove(following)
+            while passed < len(others) and others[passed] < following:
+                passed += 1
+            if following in self.seen or (passed < len(others) and others[passed] == following):
+                self.seen.discard(following)
                 self._hole_since.pop(following, None)  # a hole that a late commit filled
                 self.floor = following
                 continue
-            since = self._hole_since.setdefault(following, now)
+            since, upto = self._hole_since.setdefault(following, (now, top))
             if now - since < grace_s:
                 return
             del self._hole_since[following]
-            self.floor = min(self.seen) - 1  # the hole is a rolled-back write: step over all of it
+            self.floor = upto  # the holes are rolled-back writes: step over all of them
+            self.seen = {n for n in self.seen if n > upto}
 
     def state(self) -> dict[str, Any]:
         return {"floor": self.floor, "seen": sorted(self.seen)}
