@@ -118,3 +118,20 @@ def test_the_command_doctor_says_to_run_by_hand_runs_as_printed(tmp_path: Path) 
     assert result.exit_code == 1 and "it said: boom" in result.output, result.output
     printed = " ".join(result.output.split()).split("run `", 1)[1].split("` by hand", 1)[0]
     assert shlex.split(printed) == [sys.executable, *args]
+
+
+def test_doctor_masks_a_literal_secret_of_the_config_that_a_failing_server_prints(tmp_path: Path) -> None:
+    """A server that dies saying the key it was given ("invalid API key: …"): doctor quoted its last line,
+    the key from the config's "env" (or a header) in full, in a shape the masking did not know."""
+    key, header = "plain" + "K" * 20, "opaque" + "H" * 20
+    code = "import os, sys; print('invalid API key:', os.environ['WEATHER_API_KEY'], file=sys.stderr); sys.exit(3)"
+    servers = {
+        "dies": {"command": sys.executable, "args": ["-c", code], "env": {"WEATHER_API_KEY": key}},
+        "api": {"url": f"http://127.0.0.1:9/{header}/mcp", "headers": {"X-Api-Key": header}},
+    }
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "it said: invalid API key: ***" in result.output, result.output
+    assert key not in result.output and header not in result.output, result.output

@@ -271,11 +271,11 @@ def report(path: Path, config: AppConfig, database: bool) -> int:
     check, secrets masked (a url's password, a token in an error: never whole); how many failed."""
     import typer
 
-    from toolwise.cli.masked import mask_text, unresolve
+    from toolwise.cli.masked import literal_secrets, mask_text, unresolve
     from toolwise.config import referenced_values
 
     raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
-    references = referenced_values(raw["mcpServers"], os.environ)
+    references = literal_secrets(raw["mcpServers"]) | referenced_values(raw["mcpServers"], os.environ)
     typer.echo(f"config: {path}")
     for name in sorted(set(config.servers) - set(config.enabled_servers)):
         typer.echo(f'off  server {name!r}: "disabled": true in {path}, not started')
