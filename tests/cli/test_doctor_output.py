@@ -135,3 +135,21 @@ def test_doctor_masks_a_literal_secret_of_the_config_that_a_failing_server_print
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1 and "it said: invalid API key: ***" in result.output, result.output
     assert key not in result.output and header not in result.output, result.output
+
+
+def test_doctor_names_an_include_or_exclude_list_that_matches_none_of_the_servers_tools(tmp_path: Path) -> None:
+    """A misspelt name in `includeTools` offers none of the server's tools: doctor said `ok … 2 tools` and
+    "everything starts" while the client got nothing of that server."""
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    servers = {
+        "time": {"command": "mcp-server-time", "includeTools": ["get_curent_time"]},
+        "clock": {"command": "mcp-server-time", "excludeTools": ["convert_time"]},
+    }
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1, result.output
+    assert "FAIL server 'time': " in result.output and "2 tools, 0 offered" in result.output, result.output
+    assert "includeTools names no tool it lists: get_curent_time" in result.output
+    assert "did you mean 'get_current_time' for 'get_curent_time'? Correct includeTools of 'time'" in result.output
+    assert "ok   server 'clock': " in result.output and "2 tools, 1 offered" in result.output

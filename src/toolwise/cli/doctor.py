@@ -27,9 +27,10 @@ from toolwise import sdk
 from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
 from toolwise.cli.masked import mask_args
-from toolwise.config import AppConfig, HttpServer, StdioServer
+from toolwise.config import AppConfig, HttpServer, StdioServer, closest
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
+from toolwise.downstream.selection import lets_through, unmatched
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.integrity import check_file, recovery
@@ -78,8 +79,11 @@ def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
     return Check(f"server {name!r}", False, f"command {spec.command!r} not found on PATH", fix)
 
 
-async def start(target: StdioServerParameters | HttpServer, config: AppConfig, errlog: TextIO | None) -> str:
-    """Start (or reach) a downstream, complete the handshake, list its tools; what it says about itself."""
+async def start(
+    target: StdioServerParameters | HttpServer, config: AppConfig, errlog: TextIO | None
+) -> tuple[str, list[str]]:
+    """Start (or reach) a downstream, complete the handshake, list its tools: what it says about itself,
+    and its tools' names."""
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(target, StdioServerParameters):
             transport: Any = stdio_client(target, errlog=errlog or sys.stderr)
@@ -89,11 +93,30 @@ async def start(target: StdioServerParameters | HttpServer, config: AppConfig, e
         else:
             transport = target.url
         client = await stack.enter_async_context(Client(transport, mode=config.toolwise.mode))
-        count = len(await all_tools(client))
+        names = [tool.name for tool in await all_tools(client)]
         info = client.server_info
         summary = f"{info.name if info else 'no server info'} {info.version if info else ''}".rstrip()
         protocol = client.protocol_version
-    return f"{summary}, protocol {protocol}, {count} tools"
+    return f"{summary}, protocol {protocol}", names
+
+
+def started(name: str, spec: StdioServer | HttpServer, path: Path, said: tuple[str, list[str]]) -> Check:
+    """The check of a server that started: its tools, and how many its `includeTools` / `excludeTools`
+    offer; a name in either that matches none of its tools (a typo: it offers nothing, or hides nothing)
+    fails, naming the nearest tool."""
+    summary, names = said
+    detail = f"{summary}, {len(names)} tools"
+    if spec.include_tools is None and not spec.exclude_tools:
+        return Check(f"server {name!r}", True, detail)
+    detail += f", {sum(lets_through(spec, tool) for tool in names)} offered"
+    unknown = unmatched(spec, names)
+    if not unknown:
+        return Check(f"server {name!r}", True, detail)
+    wrong = "; ".join(f"{key} names no tool it lists: {', '.join(patterns)}" for key, patterns in unknown.items())
+    near = [f"{n!r} for {p!r}" for ps in unknown.values() for p in ps if (n := closest(p, names))]
+    where = f"{' and '.join(unknown)} of {name!r} in {path} (its tools: {', '.join(names) or 'none'})"
+    fix = f"did you mean {', '.join(near)}? Correct {where}" if near else f"correct {where}"
+    return Check(f"server {name!r}", False, f"{detail}; {wrong}", fix)
 
 
 async def check_downstream(name: str, spec: StdioServer | HttpServer, config: AppConfig, path: Path) -> Check:
@@ -101,7 +124,7 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     handshake, count its tools; when it does not start, say what it lacks."""
     what = f"server {name!r}"
     if isinstance(spec, HttpServer):
-        return await _check_http(what, spec, config, path)
+        return await _check_http(name, spec, config, path)
     if is_toolwise(entry := {"command": spec.command, "args": spec.args}):  # not started: toolwise inside toolwise
         instead = config_instead(path, entry)
         fix = (
@@ -115,7 +138,7 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with asyncio.timeout(timeout):
-                return Check(what, True, await start(params, config, errlog))
+                return started(name, spec, path, await start(params, config, errlog))
         except TimeoutError:
             detail = f"no handshake within {timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - any failure to start is what this check reports
@@ -127,17 +150,20 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     return Check(what, False, detail, await _what_it_lacks(name, spec, config, path, said))
 
 
-async def _check_http(what: str, spec: HttpServer, config: AppConfig, path: Path) -> Check:
+async def _check_http(name: str, spec: HttpServer, config: AppConfig, path: Path) -> Check:
     timeout = config.toolwise.start_timeout_s
     try:
         async with asyncio.timeout(timeout):
-            return Check(what, True, await start(spec, config, None))
+            return started(name, spec, path, await start(spec, config, None))
     except TimeoutError:
         detail = f"no answer to initialize within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - any failure to connect is what this check reports
         detail = f"cannot connect to {spec.url}: {_describe(exc)}"
     return Check(
-        what, False, detail, f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}'
+        f"server {name!r}",
+        False,
+        detail,
+        f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}',
     )
 
 
