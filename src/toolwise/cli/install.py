@@ -59,6 +59,8 @@ def run(client: Client | None, path: Path | None, dry_run: bool, undo_it: bool) 
     one the file belongs to (`client_of`)."""
     client = client or client_of(path)
     path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
+    if path is not None and path.is_dir():  # the project's folder, for its .mcp.json
+        raise InstallError(f"{path} is a folder: name the config file in it, e.g. --path {path / '.mcp.json'}")
     client_path = path or client_config_path(client)
     plan, used = _plan(client, path, client_path, undo_it)  # what it refuses, refused before the lock is made
     if dry_run or not plan.changed:
@@ -72,7 +74,7 @@ def _plan(client: Client, path: Path | None, client_path: Path, undo_it: bool) -
         return plan_undo(client_path)
     projects = client is Client.claude_code and path is None
     entry = PROJECT_ENTRY if client is Client.claude_code and client_path.name == ".mcp.json" else ENTRY
-    return plan_install(client, client_path, toolwise_config_path(client, path), projects, entry), 0
+    return plan_install(client, client_path, toolwise_config_path(client, path), projects, entry, path is not None), 0
 
 
 def _run(
