@@ -59,3 +59,10 @@ def test_a_list_setting_from_the_environment_not_in_json_is_one_line_not_a_trace
     result = CliRunner().invoke(app, ["inspect", "status", "--database-url", url], env=env)
     said = " ".join(result.output.split())
     assert result.exit_code == 2 and "TOOLWISE_HTTP_ALLOWED_HOSTS: not JSON" in said, said
+
+
+def test_a_window_of_no_time_is_refused_not_reported_as_empty() -> None:
+    """`inspect progress --hours -1` answered "no executions in the last -1 h", exit 0."""
+    for args in (["inspect", "progress", "--hours", "-1"], ["inspect", "plot", "-o", "p.png", "--hours", "0"]):
+        result = CliRunner().invoke(app, [*args, "--database-url", "sqlite+aiosqlite:///nowhere.db"])
+        assert result.exit_code == 2 and "Invalid value for '--hours'" in result.output, result.output
