@@ -107,9 +107,9 @@ def _run(
     if undo_it:
         echo(f"restored {client_path}; the toolwise configs and the recorded data are left in place")
     else:
-        configs = " and ".join(str(scope.toolwise_path) for scope in plan.scopes if scope.serves)
+        written = " and ".join([str(client_path), *(str(scope.toolwise_path) for scope in plan.scopes if scope.writes)])
         echo(
-            f"wrote {client_path} and {configs}. Restart {owner}; `toolwise doctor` checks every "
+            f"wrote {written}. Restart {owner}; `toolwise doctor` checks every "
             f"server starts; this puts the old config back:\n  {undo_command(client, path)}"
         )
     return plan
@@ -122,6 +122,10 @@ def _say_scope(scope: Scope, owner: str) -> None:
     if scope.replaced:
         names = ", ".join(scope.replaced)
         _echo(f"updates {names} in {scope.toolwise_path} (left by an earlier --undo) to the client's entries")
+    if scope.left:
+        them = "it" if len(scope.left) == 1 else "them"
+        names = ", ".join(map(repr, scope.left))
+        _echo(f"also serves {names}, left in {scope.toolwise_path} by an earlier install (remove {them} there to stop)")
     for name, why in scope.kept.items():
         _echo(f"stays with {owner}{scope.of}: {name!r} ({why})")
     for what in scope.missing:

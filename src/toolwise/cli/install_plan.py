@@ -173,6 +173,8 @@ def _plan_scope(
         scope.moved[name] = entry
     if not downstream:
         return scope, None
+    if not ours:  # a toolwise config left by an --undo: what it still serves, the client no longer names
+        scope.left = [name for name in downstream if name not in servers]
     path_env, scope.missing = search_path(downstream)
     entry_name = ours[0] if ours and not (ours[0] == ENTRY != named) else _free_name(servers, named)
     previous = servers.get(entry_name, {}) if ours else {}
