@@ -153,3 +153,22 @@ def test_doctor_names_an_include_or_exclude_list_that_matches_none_of_the_server
     assert "includeTools names no tool it lists: get_curent_time" in result.output
     assert "did you mean 'get_current_time' for 'get_curent_time'? Correct includeTools of 'time'" in result.output
     assert "ok   server 'clock': " in result.output and "2 tools, 1 offered" in result.output
+
+
+def test_doctor_names_a_pinned_tool_that_matches_no_tool_toolwise_serves(tmp_path: Path) -> None:
+    """`pinned_tools: ["time__get_curent_time"]` (a typo) pins nothing: with `exposure: search` the tool is
+    not listed and nothing said so, serve nor doctor ("everything starts")."""
+    config = tmp_path / "toolwise.json"
+    settings = {
+        "database_url": f"sqlite+aiosqlite:///{tmp_path / 't.db'}",
+        "exposure": "search",
+        "pinned_tools": ["time__get_curent_time", "time__convert_*", "submit_feedback"],
+    }
+    config.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}, "toolwise": settings}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert "FAIL pinned_tools: time__get_curent_time matches no tool toolwise serves" in said, said
+    assert (
+        f"did you mean 'time__get_current_time' for 'time__get_curent_time'? Correct pinned_tools in {config}" in said
+    )

@@ -16,6 +16,7 @@ import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,10 +31,13 @@ from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer, closest
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
+from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, unmatched
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.integrity import check_file, recovery
+from toolwise.server.discovery import CALL_TOOL, SEARCH_TOOLS
+from toolwise.server.tools import own_tools
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Check:
     ok: bool
     detail: str
     fix: str | None = None
+    tools: tuple[str, ...] = ()  # a server that started: the names toolwise lists its offered tools under
 
 
 def command_found(command: str) -> bool:
@@ -106,12 +111,13 @@ def started(name: str, spec: StdioServer | HttpServer, path: Path, said: tuple[s
     fails, naming the nearest tool."""
     summary, names = said
     detail = f"{summary}, {len(names)} tools"
+    offered = tuple(namespaced(name if spec.prefix is None else spec.prefix, t) for t in names if lets_through(spec, t))
     if spec.include_tools is None and not spec.exclude_tools:
-        return Check(f"server {name!r}", True, detail)
-    detail += f", {sum(lets_through(spec, tool) for tool in names)} offered"
+        return Check(f"server {name!r}", True, detail, tools=offered)
+    detail += f", {len(offered)} offered"
     unknown = unmatched(spec, names)
     if not unknown:
-        return Check(f"server {name!r}", True, detail)
+        return Check(f"server {name!r}", True, detail, tools=offered)
     wrong = "; ".join(f"{key} names no tool it lists: {', '.join(patterns)}" for key, patterns in unknown.items())
     near = [f"{n!r} for {p!r}" for ps in unknown.values() for p in ps if (n := closest(p, names))]
     where = f"{' and '.join(unknown)} of {name!r} in {path} (its tools: {', '.join(names) or 'none'})"
@@ -287,9 +293,28 @@ async def check_database(config: AppConfig) -> Check:
     return Check("database", True, f"{detail}, integrity_check ok")
 
 
+def check_pinned(config: AppConfig, path: Path, servers: list[Check]) -> list[Check]:
+    """A `pinned_tools` name or glob that matches no tool toolwise would serve (a typo pins nothing);
+    only once every server started, since a server that did not may hold it."""
+    settings = config.toolwise
+    if not settings.pinned_tools or not all(check.ok for check in servers):
+        return []
+    own = [*own_tools(admin=settings.admin_tools, snapshots=settings.snapshot_tools), SEARCH_TOOLS, CALL_TOOL]
+    names = [*own, *(name for check in servers for name in check.tools)]
+    unknown = [p for p in settings.pinned_tools if not any(fnmatchcase(name, p) for name in names)]
+    if not unknown:
+        return []
+    near = [f"{n!r} for {p!r}" for p in unknown if (n := closest(p, names))]
+    fix = (
+        f"did you mean {', '.join(near)}? Correct pinned_tools in {path}" if near else f"correct pinned_tools in {path}"
+    )
+    return [Check("pinned_tools", False, f"{', '.join(unknown)} matches no tool toolwise serves", fix)]
+
+
 async def diagnose(config: AppConfig, path: Path, database: bool = True) -> list[Check]:
-    checks = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
-    return [*checks, await check_database(config)] if database else list(checks)
+    servers = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
+    checks = [*servers, *check_pinned(config, path, list(servers))]
+    return [*checks, await check_database(config)] if database else checks
 
 
 def report(path: Path, config: AppConfig, database: bool) -> int:
