@@ -4,6 +4,7 @@ printed with its line breaks as they are (typer's rich mode), so that paragraph 
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 import typer
@@ -66,3 +67,13 @@ def test_a_window_of_no_time_is_refused_not_reported_as_empty() -> None:
     for args in (["inspect", "progress", "--hours", "-1"], ["inspect", "plot", "-o", "p.png", "--hours", "0"]):
         result = CliRunner().invoke(app, [*args, "--database-url", "sqlite+aiosqlite:///nowhere.db"])
         assert result.exit_code == 2 and "Invalid value for '--hours'" in result.output, result.output
+
+
+def test_the_readmes_debug_flag_runs_as_written_and_shows_the_traceback(tmp_path: Path) -> None:
+    """The README said "`--debug` adds the traceback"; `toolwise serve --debug …`, where a user puts a
+    flag, answered "No such option: --debug": it is toolwise's own option, written before the command."""
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    written = re.search(r"`toolwise --debug ([a-z]+) …` adds the traceback", readme)
+    assert written is not None, "the README writes --debug where it goes"
+    result = CliRunner().invoke(app, ["--debug", written.group(1), "--config", str(tmp_path / "missing.json")])
+    assert result.exit_code == 2 and "Traceback" in result.output and "no such file" in result.output, result.output
