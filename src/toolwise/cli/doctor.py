@@ -119,10 +119,19 @@ def started(name: str, spec: StdioServer | HttpServer, path: Path, said: tuple[s
     if not unknown:
         return Check(f"server {name!r}", True, detail, tools=offered)
     wrong = "; ".join(f"{key} names no tool it lists: {', '.join(patterns)}" for key, patterns in unknown.items())
-    near = [f"{n!r} for {p!r}" for ps in unknown.values() for p in ps if (n := closest(p, names))]
     where = f"{' and '.join(unknown)} of {name!r} in {path} (its tools: {', '.join(names) or 'none'})"
-    fix = f"did you mean {', '.join(near)}? Correct {where}" if near else f"correct {where}"
-    return Check(f"server {name!r}", False, f"{detail}; {wrong}", fix)
+    return Check(
+        f"server {name!r}",
+        False,
+        f"{detail}; {wrong}",
+        correct(where, [p for ps in unknown.values() for p in ps], names),
+    )
+
+
+def correct(where: str, wrong: list[str], names: list[str]) -> str:
+    """What to fix for names that match no tool: the nearest tool of each, where there is one, then where."""
+    near = [f"{n!r} for {w!r}" for w in wrong if (n := closest(w, names))]
+    return f"did you mean {', '.join(near)}? Correct {where}" if near else f"correct {where}"
 
 
 async def check_downstream(name: str, spec: StdioServer | HttpServer, config: AppConfig, path: Path) -> Check:
@@ -304,10 +313,7 @@ def check_pinned(config: AppConfig, path: Path, servers: list[Check]) -> list[Ch
     unknown = [p for p in settings.pinned_tools if not any(fnmatchcase(name, p) for name in names)]
     if not unknown:
         return []
-    near = [f"{n!r} for {p!r}" for p in unknown if (n := closest(p, names))]
-    fix = (
-        f"did you mean {', '.join(near)}? Correct pinned_tools in {path}" if near else f"correct pinned_tools in {path}"
-    )
+    fix = correct(f"pinned_tools in {path}", unknown, names)
     return [Check("pinned_tools", False, f"{', '.join(unknown)} matches no tool toolwise serves", fix)]
 
 
