@@ -172,3 +172,41 @@ def test_doctor_names_a_pinned_tool_that_matches_no_tool_toolwise_serves(tmp_pat
     assert (
         f"did you mean 'time__get_current_time' for 'time__get_curent_time'? Correct pinned_tools in {config}" in said
     )
+
+
+def test_doctor_says_a_server_that_answers_401_wants_a_token_not_that_it_cannot_be_reached(tmp_path: Path) -> None:
+    """A remote server the client signed in to by OAuth (Claude Code keeps that token itself), moved behind
+    toolwise without one: doctor said "cannot connect … check that the server … is running" of a server that
+    was running and answered 401."""
+    import http.server
+    import threading
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="mcp"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        config = tmp_path / "toolwise.json"
+        database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+        config.write_text(json.dumps({"mcpServers": {"notion": {"url": url}}, "toolwise": {"database_url": database}}))
+        result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+        servers = {"notion": {"url": url, "headers": {"Authorization": "Bearer stale-token-0123456789"}}}
+        config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+        stale = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    finally:
+        server.shutdown()
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"FAIL server 'notion': {url} answered 401 Unauthorized" in said, said
+    assert "cannot connect" not in said and 'an "Authorization" header in its "headers"' in said
+    assert "answered 401 Unauthorized: it refused the token in its headers" in " ".join(stale.output.split())

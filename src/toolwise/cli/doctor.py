@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from toolwise import sdk
 from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
-from toolwise.cli.masked import mask_args
+from toolwise.cli.masked import mask_args, names_secret
 from toolwise.config import AppConfig, HttpServer, StdioServer, closest
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
@@ -173,12 +173,41 @@ async def _check_http(name: str, spec: HttpServer, config: AppConfig, path: Path
     except TimeoutError:
         detail = f"no answer to initialize within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - any failure to connect is what this check reports
+        if status := await refused_with(spec):
+            if any(names_secret(header) for header in spec.headers or {}):
+                why, fix = "it refused the token in its headers", f'check that token, in its "headers" in {path}'
+            else:
+                why, fix = "it wants a token", _token_fix(path)
+            return Check(f"server {name!r}", False, f"{spec.url} answered {status}: {why}", fix)
         detail = f"cannot connect to {spec.url}: {_describe(exc)}"
     return Check(
         f"server {name!r}",
         False,
         detail,
         f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}',
+    )
+
+
+async def refused_with(spec: HttpServer) -> str | None:
+    """ "401 Unauthorized" or "403 Forbidden" when the server refuses an MCP initialize so (the SDK's
+    error does not say); None otherwise, an unreachable server included (the error said that)."""
+    import httpx2
+
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        async with sdk.http_client(headers=spec.headers or None) as http:
+            answer = await http.post(spec.url, json=hello, headers=accept)
+    except httpx2.HTTPError:
+        return None
+    return f"{answer.status_code} {answer.reason_phrase}".strip() if answer.status_code in (401, 403) else None
+
+
+def _token_fix(path: Path) -> str:
+    return (
+        f'give it its token, as an "Authorization" header in its "headers" in {path} ("Bearer ${{ITS_TOKEN}}"); '
+        "toolwise signs in to no server by OAuth: one the client signed in to belongs with the client "
+        "(move it back into the client's config)"
     )
 
 
