@@ -118,3 +118,95 @@ def test_the_command_doctor_says_to_run_by_hand_runs_as_printed(tmp_path: Path) 
     assert result.exit_code == 1 and "it said: boom" in result.output, result.output
     printed = " ".join(result.output.split()).split("run `", 1)[1].split("` by hand", 1)[0]
     assert shlex.split(printed) == [sys.executable, *args]
+
+
+def test_doctor_masks_a_literal_secret_of_the_config_that_a_failing_server_prints(tmp_path: Path) -> None:
+    """A server that dies saying the key it was given ("invalid API key: …"): doctor quoted its last line,
+    the key from the config's "env" (or a header) in full, in a shape the masking did not know."""
+    key, header = "plain" + "K" * 20, "opaque" + "H" * 20
+    code = "import os, sys; print('invalid API key:', os.environ['WEATHER_API_KEY'], file=sys.stderr); sys.exit(3)"
+    servers = {
+        "dies": {"command": sys.executable, "args": ["-c", code], "env": {"WEATHER_API_KEY": key}},
+        "api": {"url": f"http://127.0.0.1:9/{header}/mcp", "headers": {"X-Api-Key": header}},
+    }
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "it said: invalid API key: ***" in result.output, result.output
+    assert key not in result.output and header not in result.output, result.output
+
+
+def test_doctor_names_an_include_or_exclude_list_that_matches_none_of_the_servers_tools(tmp_path: Path) -> None:
+    """A misspelt name in `includeTools` offers none of the server's tools: doctor said `ok … 2 tools` and
+    "everything starts" while the client got nothing of that server."""
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    servers = {
+        "time": {"command": "mcp-server-time", "includeTools": ["get_curent_time"]},
+        "clock": {"command": "mcp-server-time", "excludeTools": ["convert_time"]},
+    }
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1, result.output
+    assert "FAIL server 'time': " in result.output and "2 tools, 0 offered" in result.output, result.output
+    assert "includeTools names no tool it lists: get_curent_time" in result.output
+    assert "did you mean 'get_current_time' for 'get_curent_time'? Correct includeTools of 'time'" in result.output
+    assert "ok   server 'clock': " in result.output and "2 tools, 1 offered" in result.output
+
+
+def test_doctor_names_a_pinned_tool_that_matches_no_tool_toolwise_serves(tmp_path: Path) -> None:
+    """`pinned_tools: ["time__get_curent_time"]` (a typo) pins nothing: with `exposure: search` the tool is
+    not listed and nothing said so, serve nor doctor ("everything starts")."""
+    config = tmp_path / "toolwise.json"
+    settings = {
+        "database_url": f"sqlite+aiosqlite:///{tmp_path / 't.db'}",
+        "exposure": "search",
+        "pinned_tools": ["time__get_curent_time", "time__convert_*", "submit_feedback"],
+    }
+    config.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}, "toolwise": settings}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert "FAIL pinned_tools: time__get_curent_time matches no tool toolwise serves" in said, said
+    assert (
+        f"did you mean 'time__get_current_time' for 'time__get_curent_time'? Correct pinned_tools in {config}" in said
+    )
+
+
+def test_doctor_says_a_server_that_answers_401_wants_a_token_not_that_it_cannot_be_reached(tmp_path: Path) -> None:
+    """A remote server the client signed in to by OAuth (Claude Code keeps that token itself), moved behind
+    toolwise without one: doctor said "cannot connect … check that the server … is running" of a server that
+    was running and answered 401."""
+    import http.server
+    import threading
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="mcp"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        config = tmp_path / "toolwise.json"
+        database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+        config.write_text(json.dumps({"mcpServers": {"notion": {"url": url}}, "toolwise": {"database_url": database}}))
+        result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+        servers = {"notion": {"url": url, "headers": {"Authorization": "Bearer stale-token-0123456789"}}}
+        config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+        stale = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    finally:
+        server.shutdown()
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"FAIL server 'notion': {url} answered 401 Unauthorized" in said, said
+    assert "cannot connect" not in said and 'an "Authorization" header in its "headers"' in said
+    assert "answered 401 Unauthorized: it refused the token in its headers" in " ".join(stale.output.split())

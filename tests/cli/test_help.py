@@ -99,3 +99,20 @@ def test_no_help_shows_a_braced_argument_or_a_python_type_for_a_flag_or_a_list()
     assert usage["inspect evaluate"] == "toolwise inspect evaluate [OPTIONS] POLICY"
     assert "* FILES... <path> Dead-letter files" in " ".join(helps["import-dead-letters"].split())
     assert re.search(r"--wide +Full tool names", helps["inspect compare"])  # a flag: no type, no value
+
+
+def test_a_window_of_no_time_is_refused_not_reported_as_empty() -> None:
+    """`inspect progress --hours -1` answered "no executions in the last -1 h", exit 0."""
+    for args in (["inspect", "progress", "--hours", "-1"], ["inspect", "plot", "-o", "p.png", "--hours", "0"]):
+        result = CliRunner().invoke(app, [*args, "--database-url", "sqlite+aiosqlite:///nowhere.db"])
+        assert result.exit_code == 2 and "Invalid value for '--hours'" in result.output, result.output
+
+
+def test_the_readmes_debug_flag_runs_as_written_and_shows_the_traceback(tmp_path: Path) -> None:
+    """The README said "`--debug` adds the traceback"; `toolwise serve --debug …`, where a user puts a
+    flag, answered "No such option: --debug": it is toolwise's own option, written before the command."""
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    written = re.search(r"`toolwise --debug ([a-z]+) …` adds the traceback", readme)
+    assert written is not None, "the README writes --debug where it goes"
+    result = CliRunner().invoke(app, ["--debug", written.group(1), "--config", str(tmp_path / "missing.json")])
+    assert result.exit_code == 2 and "Traceback" in result.output and "no such file" in result.output, result.output

@@ -191,6 +191,23 @@ def test_reinstalling_after_undo_and_an_edited_server_takes_the_clients_entry(ho
     assert served.model_dump(exclude_defaults=True) == {"command": "mcp-server-git", "args": ["--repository", "/src"]}
 
 
+def test_reinstalling_after_undo_names_the_servers_the_left_toolwise_config_still_serves(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After install and --undo the user removed a server from the client; the next install put toolwise
+    back serving it (from the toolwise config the undo left) without a word, and said it wrote that config."""
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    path.write_text(json.dumps({"mcpServers": {"git": SAMPLES[Client.cursor]["mcpServers"]["git"]}}, indent=2))
+    capsys.readouterr()
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    said = capsys.readouterr().out
+    config = home / ".config" / "toolwise" / "cursor.json"
+    assert f"also serves 'remote', left in {config} by an earlier install (remove it there" in said, said
+    assert f"wrote {path}. Restart Cursor" in said, said  # the toolwise config was not written: git is in it
+
+
 def test_client_config_paths_per_os(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("APPDATA", str(home / "Roaming"))
     desktop = Client.claude_desktop

@@ -91,3 +91,15 @@ def test_install_without_a_client_config_is_a_refusal_exit_1_not_a_start_up_erro
     """docs/startup-errors.md: 1 is a command that ran and refused (install's refusals), 2 toolwise
     not starting; install found nothing to install."""
     refused(["install", "--path", str(tmp_path / "mcp.json")], f"no config at {tmp_path / 'mcp.json'}")
+
+
+def test_install_path_naming_the_project_folder_is_a_refusal_naming_the_file_to_pass(tmp_path: Path) -> None:
+    """`install --path ~/myproject` (the folder, not its .mcp.json) ended in a traceback
+    (IsADirectoryError); a missing file named by --path was answered "pass --path for a config elsewhere"."""
+    refused(
+        ["install", "--path", str(tmp_path)],
+        f"{tmp_path} is a folder: name the config file in it, e.g. --path {tmp_path / '.mcp.json'}",
+    )
+    refused(["install", "--path", str(tmp_path), "--undo"], f"{tmp_path} is a folder")
+    result = CliRunner().invoke(cli, ["install", "--path", str(tmp_path / ".mcp.json")])
+    assert result.exit_code == 1 and "pass --path" not in result.output, result.output

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -261,3 +262,22 @@ async def test_a_real_client_session_keeps_recommend_tool_and_the_pinned_tools_l
         listed = (await client.list_tools()).tools
     marked = {t.name for t in listed if (t.meta or {}).get("anthropic/alwaysLoad") is True}
     assert marked == {"recommend_tool", CONVERT} and {NOW, "git__git_status"} <= {t.name for t in listed}
+
+
+async def test_the_readmes_token_figures_are_what_a_client_of_its_example_reads(
+    write_config: Callable[..., Path],
+) -> None:
+    """README.md says what tools/list costs on its example's servers with `exposure: search` "against"
+    `all`: a new user counting them found 205 and 2,762 (toolwise's own tools 796), the README 205 and
+    1,693 (a figure of another catalogue)."""
+    counted = {}
+    for exposure in ("search", "all"):
+        async with toolwise(write_config(exposure=exposure)) as client:
+            counted[exposure] = llama2_tokens(as_model_reads((await client.list_tools()).tools))
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    said = re.search(r"about ([\d,]+) tokens of definitions, against ([\d,]+) for", readme)
+    assert said is not None, "the README's sentence on exposure: search's tokens"
+    search, full = (int(figure.replace(",", "")) for figure in said.groups())
+    assert search == pytest.approx(counted["search"], rel=0.05) and full == pytest.approx(counted["all"], rel=0.05), (
+        f"the README says {search} and {full}, a client reads {counted['search']} and {counted['all']}"
+    )

@@ -16,6 +16,7 @@ import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,13 +27,17 @@ from mcp.client.streamable_http import streamable_http_client
 from toolwise import sdk
 from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
-from toolwise.cli.masked import mask_args
-from toolwise.config import AppConfig, HttpServer, StdioServer
+from toolwise.cli.masked import mask_args, names_secret
+from toolwise.config import AppConfig, HttpServer, StdioServer, closest
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
+from toolwise.downstream.naming import namespaced
+from toolwise.downstream.selection import lets_through, unmatched
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.integrity import check_file, recovery
+from toolwise.server.discovery import CALL_TOOL, SEARCH_TOOLS
+from toolwise.server.tools import own_tools
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Check:
     ok: bool
     detail: str
     fix: str | None = None
+    tools: tuple[str, ...] = ()  # a server that started: the names toolwise lists its offered tools under
 
 
 def command_found(command: str) -> bool:
@@ -78,8 +84,11 @@ def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
     return Check(f"server {name!r}", False, f"command {spec.command!r} not found on PATH", fix)
 
 
-async def start(target: StdioServerParameters | HttpServer, config: AppConfig, errlog: TextIO | None) -> str:
-    """Start (or reach) a downstream, complete the handshake, list its tools; what it says about itself."""
+async def start(
+    target: StdioServerParameters | HttpServer, config: AppConfig, errlog: TextIO | None
+) -> tuple[str, list[str]]:
+    """Start (or reach) a downstream, complete the handshake, list its tools: what it says about itself,
+    and its tools' names."""
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(target, StdioServerParameters):
             transport: Any = stdio_client(target, errlog=errlog or sys.stderr)
@@ -89,11 +98,40 @@ async def start(target: StdioServerParameters | HttpServer, config: AppConfig, e
         else:
             transport = target.url
         client = await stack.enter_async_context(Client(transport, mode=config.toolwise.mode))
-        count = len(await all_tools(client))
+        names = [tool.name for tool in await all_tools(client)]
         info = client.server_info
         summary = f"{info.name if info else 'no server info'} {info.version if info else ''}".rstrip()
         protocol = client.protocol_version
-    return f"{summary}, protocol {protocol}, {count} tools"
+    return f"{summary}, protocol {protocol}", names
+
+
+def started(name: str, spec: StdioServer | HttpServer, path: Path, said: tuple[str, list[str]]) -> Check:
+    """The check of a server that started: its tools, and how many its `includeTools` / `excludeTools`
+    offer; a name in either that matches none of its tools (a typo: it offers nothing, or hides nothing)
+    fails, naming the nearest tool."""
+    summary, names = said
+    detail = f"{summary}, {len(names)} tools"
+    offered = tuple(namespaced(name if spec.prefix is None else spec.prefix, t) for t in names if lets_through(spec, t))
+    if spec.include_tools is None and not spec.exclude_tools:
+        return Check(f"server {name!r}", True, detail, tools=offered)
+    detail += f", {len(offered)} offered"
+    unknown = unmatched(spec, names)
+    if not unknown:
+        return Check(f"server {name!r}", True, detail, tools=offered)
+    wrong = "; ".join(f"{key} names no tool it lists: {', '.join(patterns)}" for key, patterns in unknown.items())
+    where = f"{' and '.join(unknown)} of {name!r} in {path} (its tools: {', '.join(names) or 'none'})"
+    return Check(
+        f"server {name!r}",
+        False,
+        f"{detail}; {wrong}",
+        correct(where, [p for ps in unknown.values() for p in ps], names),
+    )
+
+
+def correct(where: str, wrong: list[str], names: list[str]) -> str:
+    """What to fix for names that match no tool: the nearest tool of each, where there is one, then where."""
+    near = [f"{n!r} for {w!r}" for w in wrong if (n := closest(w, names))]
+    return f"did you mean {', '.join(near)}? Correct {where}" if near else f"correct {where}"
 
 
 async def check_downstream(name: str, spec: StdioServer | HttpServer, config: AppConfig, path: Path) -> Check:
@@ -101,7 +139,7 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     handshake, count its tools; when it does not start, say what it lacks."""
     what = f"server {name!r}"
     if isinstance(spec, HttpServer):
-        return await _check_http(what, spec, config, path)
+        return await _check_http(name, spec, config, path)
     if is_toolwise(entry := {"command": spec.command, "args": spec.args}):  # not started: toolwise inside toolwise
         instead = config_instead(path, entry)
         fix = (
@@ -115,7 +153,7 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with asyncio.timeout(timeout):
-                return Check(what, True, await start(params, config, errlog))
+                return started(name, spec, path, await start(params, config, errlog))
         except TimeoutError:
             detail = f"no handshake within {timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - any failure to start is what this check reports
@@ -127,17 +165,49 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     return Check(what, False, detail, await _what_it_lacks(name, spec, config, path, said))
 
 
-async def _check_http(what: str, spec: HttpServer, config: AppConfig, path: Path) -> Check:
+async def _check_http(name: str, spec: HttpServer, config: AppConfig, path: Path) -> Check:
     timeout = config.toolwise.start_timeout_s
     try:
         async with asyncio.timeout(timeout):
-            return Check(what, True, await start(spec, config, None))
+            return started(name, spec, path, await start(spec, config, None))
     except TimeoutError:
         detail = f"no answer to initialize within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - any failure to connect is what this check reports
+        if status := await refused_with(spec):
+            if any(names_secret(header) for header in spec.headers or {}):
+                why, fix = "it refused the token in its headers", f'check that token, in its "headers" in {path}'
+            else:
+                why, fix = "it wants a token", _token_fix(path)
+            return Check(f"server {name!r}", False, f"{spec.url} answered {status}: {why}", fix)
         detail = f"cannot connect to {spec.url}: {_describe(exc)}"
     return Check(
-        what, False, detail, f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}'
+        f"server {name!r}",
+        False,
+        detail,
+        f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}',
+    )
+
+
+async def refused_with(spec: HttpServer) -> str | None:
+    """ "401 Unauthorized" or "403 Forbidden" when the server refuses an MCP initialize so (the SDK's
+    error does not say); None otherwise, an unreachable server included (the error said that)."""
+    import httpx2
+
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        async with sdk.http_client(headers=spec.headers or None) as http:
+            answer = await http.post(spec.url, json=hello, headers=accept)
+    except httpx2.HTTPError:
+        return None
+    return f"{answer.status_code} {answer.reason_phrase}".strip() if answer.status_code in (401, 403) else None
+
+
+def _token_fix(path: Path) -> str:
+    return (
+        f'give it its token, as an "Authorization" header in its "headers" in {path} ("Bearer ${{ITS_TOKEN}}"); '
+        "toolwise signs in to no server by OAuth: one the client signed in to belongs with the client "
+        "(move it back into the client's config)"
     )
 
 
@@ -261,9 +331,25 @@ async def check_database(config: AppConfig) -> Check:
     return Check("database", True, f"{detail}, integrity_check ok")
 
 
+def check_pinned(config: AppConfig, path: Path, servers: list[Check]) -> list[Check]:
+    """A `pinned_tools` name or glob that matches no tool toolwise would serve (a typo pins nothing);
+    only once every server started, since a server that did not may hold it."""
+    settings = config.toolwise
+    if not settings.pinned_tools or not all(check.ok for check in servers):
+        return []
+    own = [*own_tools(admin=settings.admin_tools, snapshots=settings.snapshot_tools), SEARCH_TOOLS, CALL_TOOL]
+    names = [*own, *(name for check in servers for name in check.tools)]
+    unknown = [p for p in settings.pinned_tools if not any(fnmatchcase(name, p) for name in names)]
+    if not unknown:
+        return []
+    fix = correct(f"pinned_tools in {path}", unknown, names)
+    return [Check("pinned_tools", False, f"{', '.join(unknown)} matches no tool toolwise serves", fix)]
+
+
 async def diagnose(config: AppConfig, path: Path, database: bool = True) -> list[Check]:
-    checks = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
-    return [*checks, await check_database(config)] if database else list(checks)
+    servers = await asyncio.gather(*(check_downstream(n, s, config, path) for n, s in config.enabled_servers.items()))
+    checks = [*servers, *check_pinned(config, path, list(servers))]
+    return [*checks, await check_database(config)] if database else checks
 
 
 def report(path: Path, config: AppConfig, database: bool) -> int:
@@ -271,11 +357,11 @@ def report(path: Path, config: AppConfig, database: bool) -> int:
     check, secrets masked (a url's password, a token in an error: never whole); how many failed."""
     import typer
 
-    from toolwise.cli.masked import mask_text, unresolve
+    from toolwise.cli.masked import literal_secrets, mask_text, unresolve
     from toolwise.config import referenced_values
 
     raw = json.loads(path.read_text(encoding="utf-8"))  # the servers as written: their ${VAR} references
-    references = referenced_values(raw["mcpServers"], os.environ)
+    references = literal_secrets(raw["mcpServers"]) | referenced_values(raw["mcpServers"], os.environ)
     typer.echo(f"config: {path}")
     for name in sorted(set(config.servers) - set(config.enabled_servers)):
         typer.echo(f'off  server {name!r}: "disabled": true in {path}, not started')

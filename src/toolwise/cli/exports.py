@@ -95,7 +95,9 @@ def inspect_plot(
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")],
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
-    hours: Annotated[float | None, typer.Option(help="How far back to look (default: the whole log).")] = None,
+    hours: Annotated[
+        float | None, typer.Option(min=0.01, help="How far back to look (default: the whole log).")
+    ] = None,
     buckets: Annotated[
         int | None,
         typer.Option(min=1, help="Slices of time: the points of each curve (default: about √calls, 5 to 100)."),

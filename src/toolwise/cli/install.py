@@ -59,6 +59,8 @@ def run(client: Client | None, path: Path | None, dry_run: bool, undo_it: bool) 
     one the file belongs to (`client_of`)."""
     client = client or client_of(path)
     path = path.absolute() if path is not None else None  # recorded by it: --undo may run from elsewhere
+    if path is not None and path.is_dir():  # the project's folder, for its .mcp.json
+        raise InstallError(f"{path} is a folder: name the config file in it, e.g. --path {path / '.mcp.json'}")
     client_path = path or client_config_path(client)
     plan, used = _plan(client, path, client_path, undo_it)  # what it refuses, refused before the lock is made
     if dry_run or not plan.changed:
@@ -72,7 +74,7 @@ def _plan(client: Client, path: Path | None, client_path: Path, undo_it: bool) -
         return plan_undo(client_path)
     projects = client is Client.claude_code and path is None
     entry = PROJECT_ENTRY if client is Client.claude_code and client_path.name == ".mcp.json" else ENTRY
-    return plan_install(client, client_path, toolwise_config_path(client, path), projects, entry), 0
+    return plan_install(client, client_path, toolwise_config_path(client, path), projects, entry, path is not None), 0
 
 
 def _run(
@@ -105,9 +107,9 @@ def _run(
     if undo_it:
         echo(f"restored {client_path}; the toolwise configs and the recorded data are left in place")
     else:
-        configs = " and ".join(str(scope.toolwise_path) for scope in plan.scopes if scope.serves)
+        written = " and ".join([str(client_path), *(str(scope.toolwise_path) for scope in plan.scopes if scope.writes)])
         echo(
-            f"wrote {client_path} and {configs}. Restart {owner}; `toolwise doctor` checks every "
+            f"wrote {written}. Restart {owner}; `toolwise doctor` checks every "
             f"server starts; this puts the old config back:\n  {undo_command(client, path)}"
         )
     return plan
@@ -120,6 +122,10 @@ def _say_scope(scope: Scope, owner: str) -> None:
     if scope.replaced:
         names = ", ".join(scope.replaced)
         _echo(f"updates {names} in {scope.toolwise_path} (left by an earlier --undo) to the client's entries")
+    if scope.left:
+        them = "it" if len(scope.left) == 1 else "them"
+        names = ", ".join(map(repr, scope.left))
+        _echo(f"also serves {names}, left in {scope.toolwise_path} by an earlier install (remove {them} there to stop)")
     for name, why in scope.kept.items():
         _echo(f"stays with {owner}{scope.of}: {name!r} ({why})")
     for what in scope.missing:

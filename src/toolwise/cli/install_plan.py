@@ -99,23 +99,33 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
     return os.pathsep.join(dict.fromkeys(f for f in [*folders, *system] if f)), missing
 
 
-def read(path: Path) -> str:
+def read(path: Path, named: bool = False) -> str:
+    """The client config's text; `named`: --path named it (a missing file is then a wrong path)."""
     try:
         return exact_text(path)
     except FileNotFoundError:
+        if named:
+            raise InstallError(f"no config at {path}: check the file --path names") from None
         raise InstallError(
             f"no config at {path}: is the client installed, and has it any MCP server yet? "
             "(pass --path for a config elsewhere, e.g. a project's .mcp.json)"
         ) from None
+    except OSError as exc:  # unreadable: its permissions, or not a file
+        raise InstallError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def plan_install(
-    client: Client, client_path: Path, toolwise_path: Path, projects: bool = False, entry: str = ENTRY
+    client: Client,
+    client_path: Path,
+    toolwise_path: Path,
+    projects: bool = False,
+    entry: str = ENTRY,
+    named: bool = False,
 ) -> Plan:
     """Move the client's servers into the toolwise config and leave one toolwise entry, named `entry`, in
     their place; with `projects`, also each of Claude Code's project scopes into a toolwise config of its
-    own (its entry: LOCAL_ENTRY)."""
-    before = read(client_path)
+    own (its entry: LOCAL_ENTRY); `named`: --path named the client's file."""
+    before = read(client_path, named)
     doc = parse(client_path, before)
     plan, new_doc = Plan(client_path, before, before), doc
     for where in [USER_SCOPE, *(project_scopes(doc) if projects else [])]:
@@ -163,6 +173,8 @@ def _plan_scope(
         scope.moved[name] = entry
     if not downstream:
         return scope, None
+    if not ours:  # a toolwise config left by an --undo: what it still serves, the client no longer names
+        scope.left = [name for name in downstream if name not in servers]
     path_env, scope.missing = search_path(downstream)
     entry_name = ours[0] if ours and not (ours[0] == ENTRY != named) else _free_name(servers, named)
     previous = servers.get(entry_name, {}) if ours else {}

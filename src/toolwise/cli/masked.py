@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from toolwise.config import SHORTEST_HIDDEN
 from toolwise.feedback.arguments import REDACTED, redact_text
 
 # A key names a secret by a word that says so anywhere in it (`PGPASSWORD`, `accessToken`, `DB_SECRET`,
@@ -93,6 +94,21 @@ def mask_args(args: list[str]) -> list[str]:
             shown = f"{flag}={mask_value(value)}"
         masked.append(redact_text(shown))
     return masked
+
+
+def literal_secrets(servers: object) -> dict[str, str]:
+    """Each secret a config's servers hold as written (an `env` value or a header whose name says it is one),
+    as value → its masked form: what doctor quotes of a failing server (its last words, its url) may hold
+    it in a shape no pattern knows ("invalid API key: …"). For `unresolve`, beside `referenced_values`."""
+    found: dict[str, str] = {}
+    for spec in servers.values() if isinstance(servers, dict) else ():
+        for key in ("env", "headers"):
+            values = spec.get(key) if isinstance(spec, dict) else None
+            for name, value in values.items() if isinstance(values, dict) else ():
+                secret = isinstance(value, str) and names_secret(name) and len(value) >= SHORTEST_HIDDEN
+                if secret and (masked := mask_value(value)) != value:  # a `${VAR}` is shown as written
+                    found[value] = masked
+    return found
 
 
 def unresolve(text: str, references: dict[str, str]) -> str:

@@ -22,7 +22,7 @@ from toolwise.feedback.instances import liveness
 def inspect_progress(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
-    hours: Annotated[float, typer.Option(help="How far back to look.")] = 24.0,
+    hours: Annotated[float, typer.Option(min=0.01, help="How far back to look.")] = 24.0,
     buckets: Annotated[int, typer.Option(min=1, help="Slices of time.")] = 12,
 ) -> None:
     """Reward trend: calls, mean reward, success and exploration rate per slice of the last HOURS."""

@@ -52,6 +52,7 @@ class Scope:
     kept: dict[str, str] = field(default_factory=dict)  # name → why it stays with the client
     missing: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # servers whose entry in a stale toolwise config changes
+    left: list[str] = field(default_factory=list)  # servers a stale toolwise config serves that the client lacks
 
     @property
     def writes(self) -> bool:

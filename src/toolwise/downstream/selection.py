@@ -19,20 +19,30 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
+def unmatched(spec: ServerSpec, names: list[str]) -> dict[str, list[str]]:
+    """The patterns of `includeTools` / `excludeTools` that match none of `names`, by key: a typo."""
+    lists = {"includeTools": spec.include_tools or [], "excludeTools": list(spec.exclude_tools)}
+    found = {key: [p for p in patterns if not any(fnmatchcase(n, p) for n in names)] for key, patterns in lists.items()}
+    return {key: patterns for key, patterns in found.items() if patterns}
+
+
 def offered(server: str, spec: ServerSpec, tools: list[types.Tool]) -> list[types.Tool]:
     """The tools of `server` its spec lets through, in the server's order."""
-    include, exclude = spec.include_tools, list(spec.exclude_tools)
-    if include is None and not exclude:
+    if spec.include_tools is None and not spec.exclude_tools:
         return tools
     names = [tool.name for tool in tools]
-    for key, patterns in (("includeTools", include or []), ("excludeTools", exclude)):
-        unknown = [p for p in patterns if not any(fnmatchcase(name, p) for name in names)]
-        if unknown:
-            log.warning(
-                "downstream %s: %s names no tool it lists: %s (its tools: %s)",
-                server,
-                key,
-                ", ".join(unknown),
-                ", ".join(names) or "none",
-            )
-    return [t for t in tools if (include is None or _matches(t.name, include)) and not _matches(t.name, exclude)]
+    for key, unknown in unmatched(spec, names).items():
+        log.warning(
+            "downstream %s: %s names no tool it lists: %s (its tools: %s)",
+            server,
+            key,
+            ", ".join(unknown),
+            ", ".join(names) or "none",
+        )
+    return [t for t in tools if lets_through(spec, t.name)]
+
+
+def lets_through(spec: ServerSpec, name: str) -> bool:
+    """Whether the server's `includeTools` / `excludeTools` offer its tool `name`."""
+    include = spec.include_tools
+    return (include is None or _matches(name, include)) and not _matches(name, spec.exclude_tools)
