@@ -12,6 +12,7 @@ from toolwise.rl.memo import Memo
 from toolwise.rl.text import tokenize
 
 MEMO = 1024  # queries whose scores are kept (8 bytes a tool each): a decision and its update share them
+TERMS = 8192  # queries whose terms are kept (a few ints each): a run's rows are scored afresh, its queries' words not
 
 
 class LexicalIndex:
@@ -48,6 +49,7 @@ class LexicalIndex:
         self._start = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
         self._size = n
         self._memo: Memo[str, tuple[NDArray[np.float64], float]] = Memo(MEMO)  # per index: a catalogue starts afresh
+        self._terms: Memo[str, tuple[list[int], float]] = Memo(TERMS)
 
     def __len__(self) -> int:
         return self._size
@@ -99,30 +101,24 @@ class LexicalIndex:
         """Each query's BM25 against every document, divided by its best one, and its coverage. Each
         document's score sums its postings in the query's token order, whatever the number of queries:
         one query's numbers are bit for bit those it gets among many."""
-        find, best, unknown = self.vocabulary.get, self._best, self._unknown
         terms: list[int] = []
-        owners: list[int] = []
-        most = [0.0] * len(queries)
-        for row, query in enumerate(queries):
-            total = 0.0
-            for token in tokenize(query):
-                term = find(token)
-                if term is None:
-                    total += unknown
-                else:
-                    total += best[term]
-                    terms.append(term)
-                    owners.append(row)
-            most[row] = total
+        per_query: list[int] = []  # each query's terms
+        most: list[float] = []
+        for query in queries:
+            found, total = self._terms.get(query) or self._terms.put(query, self._query_terms(query))
+            terms.extend(found)
+            per_query.append(len(found))
+            most.append(total)
         size = self._size
         if not size or not terms:
             return np.zeros((len(queries), size)), [0.0] * len(queries)
         ids = np.array(terms, dtype=np.int64)
         begin = self._start[ids]
-        lengths = self._start[ids + 1] - begin
+        lengths = self._start[ids + 1] - begin  # postings of each (query, term)
         # every posting of every (query, term), in order: term t's are [start[t], start[t+1]) (CSR)
         postings = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
-        cells = np.repeat(np.array(owners, dtype=np.int64) * size, lengths) + self._docs[postings]
+        owners = np.repeat(np.arange(len(queries), dtype=np.int64), per_query)
+        cells = np.repeat(owners * size, lengths) + self._docs[postings]
         sums = np.bincount(cells, self._weights[postings], len(queries) * size)  # in input order: token order
         raw = sums.astype(np.float64, copy=False).reshape(len(queries), size)
         top = raw.max(axis=1)
@@ -130,3 +126,18 @@ class LexicalIndex:
         raw /= np.where(matched, top, 1.0)[:, None]  # a row that matched nothing is all 0: left as it is
         coverage = [t / m if m > 0 else 0.0 for t, m in zip(top.tolist(), most, strict=True)]
         return raw, coverage
+
+    def _query_terms(self, query: str) -> tuple[list[int], float]:
+        """The ids of `query`'s tokens that some document holds, in token order, and the most any document
+        could score for it (every token at its largest weight, summed in token order)."""
+        find, best, unknown = self.vocabulary.get, self._best, self._unknown
+        ids: list[int] = []
+        total = 0.0
+        for token in tokenize(query):
+            term = find(token)
+            if term is None:
+                total += unknown
+            else:
+                total += best[term]
+                ids.append(term)
+        return ids, total
