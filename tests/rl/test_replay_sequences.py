@@ -263,3 +263,34 @@ def test_a_runs_sequence_columns_are_each_historys_column_to_the_last_bit() -> N
     assert {len(model.backoff(h)[1]) for h in histories} == {0, 1, 2}
     each = np.stack([features.sequence_column(h, arms) for h in histories])
     np.testing.assert_array_equal(features.sequence_columns(histories, arms), each)
+
+
+def test_a_runs_back_off_reads_a_loaded_state_with_pending_and_taken_prefixes_as_one_history_at_a_time() -> None:
+    """`backoffs` (a run's histories at once: the loaded columns' groups looked up together, the n-grams a
+    batch left pending read where they lie) gives each history's `backoff`, equal to the last bit: prefixes
+    only in the main part, only pending (new tools), in both, taken into a dict, and never seen."""
+    _, model = sessions_of_twelve_tools(seed=5)
+    clone = SequenceModel()
+    clone.load_state(model.state_dict())  # all in columns
+    clone.observe_step(["t1", "t2"], "t3", 5.0, True)  # ("t2",) and ("t1", "t2") taken into dicts
+    batch: list[tuple[str | None, str, tuple[str, ...]]] = [
+        ("t4", "t12", ("t3", "t4")),
+        ("t12", "t5", ("t4", "t12")),
+        ("t5", "t2", ("t12", "t5")),
+    ]
+    batch += [(None, "t6", ()), ("t6", "t7", ("t6",)), ("t7", "t13", ("t6", "t7"))]
+    clone.observe_batch(
+        [b for b, _, _ in batch],
+        [t for _, t, _ in batch],
+        [h for _, _, h in batch],
+        np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        np.array([True, True, True, True, True, False]),
+    )  # the dicts put back, the new n-grams pending
+    assert clone._cold is not None and len(clone._cold.pending_keys)
+    histories = [["t3", "t4"], ["t4", "t12"], ["t12"], ["t12", "t5"], ["t1", "t2"], ["t8"], ["t6", "t7"], ["new"], []]
+    histories += [["t2"], ["t7"], ["t13", "t0"]]
+    runs = clone.backoffs(histories)  # before the single look-ups, which merge the pending part
+    assert runs == [clone.backoff(history) for history in histories]
+    assert {len(levels) for _, levels in runs} == {0, 1, 2}
+    clone.observe_step(["t8"], "t9", 1.0, True)  # ("t8",) taken into a dict: read there, not in the columns
+    assert clone.backoffs(histories) == [clone.backoff(history) for history in histories]

@@ -159,7 +159,7 @@ class Features:
         """`sequence_column` of each of `histories`, one row each (a run's distinct histories): `_backed_off`'s
         arithmetic on all rows at once, level by level (the same numbers as one history at a time)."""
         tools = self.index.tools
-        parts = [self.sequences.backoff(history) for history in histories]
+        parts = self.sequences.backoffs(histories)
         unigrams = {id(unigram) for unigram, _ in parts}
         if len(unigrams) > 1:  # the unigrams changed between the histories (they do not within a run): one by one
             out = np.stack([self._backed_off(*part) for part in parts]) if parts else np.zeros((0, len(tools) + 1))
@@ -173,7 +173,9 @@ class Features:
                 ids = tools.ids([tool for share in shares for tool in share], missing=len(tools))
                 values = np.fromiter((v for share in shares for v in share.values()), dtype=np.float64, count=len(ids))
                 out[owners, ids] += values
-        return np.log1p(len(self.index.active) * out.take(np.minimum(arms, len(tools)), 1))
+        columns = out.take(np.minimum(arms, len(tools)), 1)
+        columns *= len(self.index.active)
+        return np.log1p(columns, out=columns)
 
     def _backed_off(
         self, unigram: dict[str, float], levels: list[tuple[float, dict[str, float]]]

@@ -12,6 +12,7 @@ from toolwise.rl.memo import Memo
 from toolwise.rl.text import tokenize
 
 MEMO = 1024  # queries whose scores are kept (8 bytes a tool each): a decision and its update share them
+TERMS = 8192  # queries whose terms are kept (a few numbers each): a run's rows are scored afresh, its words not
 
 
 class LexicalIndex:
@@ -48,6 +49,7 @@ class LexicalIndex:
         self._start = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
         self._size = n
         self._memo: Memo[str, tuple[NDArray[np.float64], float]] = Memo(MEMO)  # per index: a catalogue starts afresh
+        self._terms: Memo[str, NDArray[np.float64]] = Memo(TERMS)  # `_query_terms`
 
     def __len__(self) -> int:
         return self._size
@@ -99,30 +101,22 @@ class LexicalIndex:
         """Each query's BM25 against every document, divided by its best one, and its coverage. Each
         document's score sums its postings in the query's token order, whatever the number of queries:
         one query's numbers are bit for bit those it gets among many."""
-        find, best, unknown = self.vocabulary.get, self._best, self._unknown
-        terms: list[int] = []
-        owners: list[int] = []
-        most = [0.0] * len(queries)
-        for row, query in enumerate(queries):
-            total = 0.0
-            for token in tokenize(query):
-                term = find(token)
-                if term is None:
-                    total += unknown
-                else:
-                    total += best[term]
-                    terms.append(term)
-                    owners.append(row)
-            most[row] = total
+        found: list[NDArray[np.float64]] = []
+        for query in queries:
+            part = self._terms.get(query)
+            found.append(self._terms.put(query, self._query_terms(query)) if part is None else part)
+        most = [float(part[0]) for part in found]
+        per_query = [len(part) - 1 for part in found]  # each query's terms
+        terms = np.concatenate([part[1:] for part in found]).astype(np.int64) if found else np.zeros(0, np.int64)
         size = self._size
-        if not size or not terms:
+        if not size or not len(terms):
             return np.zeros((len(queries), size)), [0.0] * len(queries)
-        ids = np.array(terms, dtype=np.int64)
-        begin = self._start[ids]
-        lengths = self._start[ids + 1] - begin
+        begin = self._start[terms]
+        lengths = self._start[terms + 1] - begin  # postings of each (query, term)
         # every posting of every (query, term), in order: term t's are [start[t], start[t+1]) (CSR)
         postings = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
-        cells = np.repeat(np.array(owners, dtype=np.int64) * size, lengths) + self._docs[postings]
+        owners = np.repeat(np.arange(len(queries), dtype=np.int64), per_query)
+        cells = np.repeat(owners * size, lengths) + self._docs[postings]
         sums = np.bincount(cells, self._weights[postings], len(queries) * size)  # in input order: token order
         raw = sums.astype(np.float64, copy=False).reshape(len(queries), size)
         top = raw.max(axis=1)
@@ -130,3 +124,20 @@ class LexicalIndex:
         raw /= np.where(matched, top, 1.0)[:, None]  # a row that matched nothing is all 0: left as it is
         coverage = [t / m if m > 0 else 0.0 for t, m in zip(top.tolist(), most, strict=True)]
         return raw, coverage
+
+    def _query_terms(self, query: str) -> NDArray[np.float64]:
+        """The most any document could score for `query` (every token at its largest weight, summed in
+        token order), then the ids of its tokens that some document holds, in token order (exact as floats):
+        one array, which the garbage collector does not track (a tuple and a list a query it did, and the
+        bench's thousand new entries a learner set off its collections)."""
+        find, best, unknown = self.vocabulary.get, self._best, self._unknown
+        ids: list[int] = []
+        total = 0.0
+        for token in tokenize(query):
+            term = find(token)
+            if term is None:
+                total += unknown
+            else:
+                total += best[term]
+                ids.append(term)
+        return np.array([total, *ids], dtype=np.float64)

@@ -168,17 +168,24 @@ class NgramColumns:
     def _group(self, prefix: tuple[str, ...]) -> int | None:
         """The group of rows holding the prefix's tools (None if the state had none, or they were taken)."""
         self.flush()
-        found = [self.ids.get(name) for name in prefix]
-        ids = [i for i in found if i is not None]
-        if len(ids) < len(found) or len(ids) > self.width:
+        key = self._prefix_key(prefix)
+        if key is None:
             return None
-        key = 0  # `_prefix_keys` of the one prefix, in Python ints (no arrays for one key)
-        for j, i in enumerate(ids):
-            key += (i + 1) << (int(self.bits) * j)
         group = int(np.searchsorted(self.prefixes, key))
         if group >= len(self.prefixes) or self.prefixes[group] != key or self.used[group]:
             return None
         return group
+
+    def _prefix_key(self, prefix: tuple[str, ...]) -> int | None:
+        """`_prefix_keys` of one prefix, in Python ints (no arrays for one key); None for a name never interned."""
+        found = [self.ids.get(name) for name in prefix]
+        ids = [i for i in found if i is not None]
+        if len(ids) < len(found) or len(ids) > self.width:
+            return None
+        key = 0
+        for j, i in enumerate(ids):
+            key += (i + 1) << (int(self.bits) * j)
+        return key
 
     def successes(self, prefix: tuple[str, ...]) -> dict[str, int] | None:
         """The prefix's tools that worked and how often, in `take`'s order, read in place (not taken)."""
@@ -189,6 +196,38 @@ class NgramColumns:
         names = self.names
         tools, successes = self.columns["tool"][rows].tolist(), self.columns["successes"][rows].tolist()
         return {names[t]: n for t, n in zip(tools, successes, strict=True) if n > 0}
+
+    def successes_many(self, prefixes: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict[str, int]]:
+        """`successes` of each of `prefixes` that the columns hold (not taken), their groups found at once and
+        the pending part read where it lies (not merged first: a merge moves every row of the columns), each
+        prefix's rows in key order, as after a merge."""
+        keys: list[int] = []
+        asked: list[tuple[str, ...]] = []
+        for prefix in prefixes:
+            key = self._prefix_key(prefix)
+            if key is not None:
+                keys.append(key)
+                asked.append(prefix)
+        if not keys:
+            return {}
+        wanted = np.array(keys, dtype=np.int64)
+        taken = np.zeros(len(wanted), dtype=bool)  # the prefix's group in the main part was taken into a dict
+        begin, end = np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=np.int64)
+        if len(self.prefixes):
+            group = np.minimum(np.searchsorted(self.prefixes, wanted), len(self.prefixes) - 1)
+            held = self.prefixes.take(group) == wanted  # the prefix has a group in the main part
+            taken = held & self.used.take(group)
+            begin, end = np.where(held, self.starts.take(group), 0), np.where(held, self.ends.take(group), 0)
+        low = np.searchsorted(self.pending_keys, wanted << self.bits)  # a prefix's n-grams: its key's range
+        high = np.searchsorted(self.pending_keys, (wanted + 1) << self.bits)
+        names, out = self.names, {}
+        for i in np.flatnonzero(~taken & ((end > begin) | (high > low))).tolist():
+            found = _rows(self.keys, self.columns, slice(int(begin[i]), int(end[i])))
+            if high[i] > low[i]:
+                found += _rows(self.pending_keys, self.pending, slice(int(low[i]), int(high[i])))
+                found.sort()  # each key is in one part: the merged group's order
+            out[asked[i]] = {names[t]: n for _, t, n in found if n > 0}
+        return out
 
     def take(self, prefix: tuple[str, ...]) -> dict[str, NgramStats] | None:
         """The prefix's tools as stats, once (None if the state had none, or they were taken)."""
@@ -229,6 +268,13 @@ class NgramColumns:
     def unused(self) -> NDArray[np.bool_]:
         """Which rows belong to prefixes not taken yet (after `flush`)."""
         return np.repeat(~self.used, self.ends - self.starts)
+
+
+def _rows(keys: NDArray[np.int64], columns: dict[str, NDArray[Any]], rows: slice) -> list[tuple[int, int, int]]:
+    """(key, tool, successes) of `rows` of a part of the columns."""
+    return list(
+        zip(keys[rows].tolist(), columns["tool"][rows].tolist(), columns["successes"][rows].tolist(), strict=True)
+    )
 
 
 def key_bits(width: int) -> int:

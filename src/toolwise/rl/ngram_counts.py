@@ -85,7 +85,7 @@ class NgramCounts:
         loaded columns is read there, not taken into a dict (a run reads many, and puts them back after)."""
         found = self._table.get(prefix)
         if found is not None:
-            return {tool: s.successes for tool, s in found.items() if s.successes > 0}
+            return _worked(found)
         return (self._cold.successes(prefix) if self._cold is not None else None) or {}
 
     def observe_step(
@@ -180,12 +180,30 @@ class NgramCounts:
         levels: list[tuple[float, dict[str, float]]] = []
         for length in range(1, min(self.max_n - 1, len(history)) + 1):  # shortest prefix first
             worked = self._worked_after(tuple(history[-length:]))
-            if not worked:
-                continue  # an unseen prefix: the shorter one's estimate stands
-            total, types = sum(worked.values()), len(worked)
-            keep = types / (total + types)  # the back-off weight: how often something new followed h
-            levels.append((keep, {tool: count / (total + types) for tool, count in worked.items()}))
+            if worked:  # an unseen prefix: the shorter one's estimate stands
+                levels.append(_level(worked))
         return self._unigram_probabilities(), levels
+
+    def backoffs(
+        self, histories: Sequence[Sequence[str]]
+    ) -> list[tuple[dict[str, float], list[tuple[float, dict[str, float]]]]]:
+        """`backoff` of each of `histories` (a run's distinct ones): each distinct prefix's level computed
+        once (read-only, shared by the histories that end in it), those in the loaded columns looked up at once."""
+        width = self.max_n - 1
+        prefixes = list(dict.fromkeys(tuple(h[-n:]) for h in histories for n in range(1, min(width, len(h)) + 1)))
+        cold = [prefix for prefix in prefixes if prefix not in self._table]
+        found = self._cold.successes_many(cold) if self._cold is not None and cold else {}
+        level: dict[tuple[str, ...], tuple[float, dict[str, float]] | None] = {}
+        for prefix in prefixes:
+            nexts = self._table.get(prefix)  # as `_worked_after` reads it
+            worked = found.get(prefix) if nexts is None else _worked(nexts)
+            level[prefix] = _level(worked) if worked else None  # unseen: the shorter prefix's estimate stands
+        unigram = self._unigram_probabilities()
+        out: list[tuple[dict[str, float], list[tuple[float, dict[str, float]]]]] = []
+        for history in histories:
+            kept = (level[tuple(history[-n:])] for n in range(1, min(width, len(history)) + 1))
+            out.append((unigram, [part for part in kept if part is not None]))
+        return out
 
     def _unigram_probabilities(self) -> dict[str, float]:
         if self._unigram_p is None:
@@ -249,3 +267,15 @@ class NgramCounts:
             self._cold = NgramColumns(state["names"], self.max_n - 1, state)
         else:
             self._table = unpacked(state)
+
+
+def _level(worked: dict[str, int]) -> tuple[float, dict[str, float]]:
+    """A seen prefix's back-off weight (how often something new followed it) and each tool's own share,
+    from the tools that worked after it and how often."""
+    total, types = sum(worked.values()), len(worked)
+    return types / (total + types), {tool: count / (total + types) for tool, count in worked.items()}
+
+
+def _worked(nexts: dict[str, NgramStats]) -> dict[str, int]:
+    """The tools of `nexts` that worked, and how often."""
+    return {tool: s.successes for tool, s in nexts.items() if s.successes > 0}

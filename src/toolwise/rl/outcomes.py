@@ -208,24 +208,25 @@ class OutcomeMemory:
         if not x.any():
             return
         self._ensure(arm)
-        v = x.astype(np.float32)
-        slot = self._slot(arm, v, _unit(v))
+        slot = self._slot(arm, x.astype(np.float32), {}, 0)
         self.worked[arm, slot] += worked
         self.failed[arm, slot] += failed
 
     def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
         """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
         run's distinct requests, float32), `worked[i]` of it worked and the rest failed. The arrays grow
-        once, to the shape call by call gives, and each request is made unit length once."""
+        once, to the shape call by call gives, and a request is made unit length once, when it first makes
+        a prototype."""
         self._mixture = None
         said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
         self._ensure(grown_rows(len(self.used), [arm for arm, row in zip(arms, rows, strict=True) if said[row]]) - 1)
-        units = [_unit(v) for v in vectors]
+        units: dict[int, NDArray[np.float32]] = {}
+        counts_worked, counts_failed = self.worked, self.failed
         for arm, row, w in zip(arms, rows, worked, strict=True):
             if said[row]:
-                slot = self._slot(arm, vectors[row], units[row])
-                self.worked[arm, slot] += w
-                self.failed[arm, slot] += 1.0 - w
+                slot = self._slot(arm, vectors[row], units, row)
+                counts_worked[arm, slot] += w
+                counts_failed[arm, slot] += 1.0 - w
 
     def revise(self, arm: int, x: NDArray[np.float64], worked: float, failed: float) -> None:
         """Change counts kept for `arm` at x(q), as hindsight or a rating revises a call already
@@ -241,10 +242,10 @@ class OutcomeMemory:
         self.worked[arm, slot] = max(0.0, self.worked[arm, slot] + worked)
         self.failed[arm, slot] = max(0.0, self.failed[arm, slot] + failed)
 
-    def _slot(self, arm: int, v: NDArray[np.float32], unit: NDArray[np.float32]) -> int:
-        """The prototype the request v (x(q) as float32; `unit`: v at unit length) adds to: the nearest within
-        `merge`, else a new one (the two closest merged first when the slots are full); its vector moves to
-        the weighted mean."""
+    def _slot(self, arm: int, v: NDArray[np.float32], units: dict[int, NDArray[np.float32]], key: int) -> int:
+        """The prototype the request v (x(q) as float32) adds to: the nearest within `merge`, else a new one
+        (the two closest merged first when the slots are full), v at unit length (kept in `units` under
+        `key`: a run's request makes it once); its vector moves to the weighted mean."""
         n = int(self.used[arm])
         if n:
             cosine = self.vectors[arm, :n] @ v
@@ -254,6 +255,9 @@ class OutcomeMemory:
                 return near
         if n == self.config.slots:
             n = self._merge_closest(arm)
+        unit = units.get(key)
+        if unit is None:
+            unit = units[key] = _unit(v)
         self.vectors[arm, n] = unit
         self.used[arm] = n + 1
         return n
@@ -261,7 +265,7 @@ class OutcomeMemory:
     def _move(self, arm: int, slot: int, v: NDArray[np.float32], weight: float) -> None:
         held = self.worked[arm, slot] + self.failed[arm, slot]
         mean = self.vectors[arm, slot] * np.float32(held)
-        mean += v * np.float32(weight)
+        mean += v if weight == 1.0 else v * np.float32(weight)  # v·1 is v: the same float32s, a product fewer
         # sqrt in float64 of the float32 dot: the same float32 as np.sqrt's (a float64 root rounds exactly)
         self.vectors[arm, slot] = mean / max(math.sqrt(float(mean @ mean)), 1e-12)
 
