@@ -95,6 +95,26 @@ def test_a_request_for_what_a_tool_says_it_does_lifts_its_caution(embedder) -> N
     assert learner.features.kept("which files did I add?", add)[0] < 0.5  # asks to read: the caution stays
 
 
+def test_a_request_to_act_is_for_a_tool_that_acts(embedder) -> None:  # type: ignore[no-untyped-def]
+    """Where the catalogue says which of its tools change things, a tool that only reads gives up part of its
+    relevance for a request that asks to act, so the caution of a tool that writes does not hand such a request
+    to one that reads: "start a bugfix branch off main" is for "Creates a new branch from an optional base
+    branch", not "List Git branches" (first before). A request that reads, and a catalogue with no tool that
+    acts, keep the tools that read whole."""
+    rng = np.random.default_rng(0)
+    bare = Learner(tools=catalogue(annotated=False), embedder=embedder)
+    annotated = Learner(tools=catalogue(annotated=True), embedder=embedder)
+    for query in ("start a bugfix branch off main", "make a branch for the release", "open a release branch"):
+        assert bare.recommend(query, rng, top_k=1).chosen == "git__git_create_branch", query  # the words alone
+        assert annotated.recommend(query, rng, top_k=1).chosen == "git__git_create_branch", query
+    branch = np.array([annotated.index.tools.get("git__git_branch") or 0])
+    assert annotated.features.kept("open a release branch", branch)[0] < 1.0
+    assert annotated.features.kept("list all branches", branch)[0] == 1.0
+    assert annotated.features.kept(None, branch)[0] == 1.0
+    reading = Learner(tools=[t for t in catalogue(annotated=True) if t.effect == "reads"], embedder=embedder)
+    assert reading.features.kept("open a release branch", reading.index.active)[0] == 1.0
+
+
 def test_a_tools_title_is_not_what_it_does() -> None:
     """A title names the tool ("Git Checkout"): its first word is no action a request can ask for."""
     tool = types.Tool(
@@ -112,6 +132,8 @@ def test_a_tools_title_is_not_what_it_does() -> None:
 
 def test_a_request_that_asks_to_read_is_told_from_one_that_asks_to_act() -> None:
     assert all(map(asks_to_read, ["what changed", "Show me the log", "which files did I modify", "diff vs main?"]))
+    imperative = ["compare my branch with main", "search the log for 'fix'", "explain this diff", "count the commits"]
+    assert all(map(asks_to_read, imperative))  # a verb of looking asks to read, as "show" does
     assert not any(map(asks_to_read, ["stage all my changes", "commit with message 'x'", "showcase", None]))
 
 

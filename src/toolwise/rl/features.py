@@ -6,6 +6,8 @@ relevance until calls of it have worked (`caution`): the words of a request alon
 and "stage my changes" reads much like "unstage all staged changes". The part it gives up is larger
 for a request that reads as a question or asks to see something; none for a request that asks to act
 and names the verb the tool's description opens with ("switch to develop", "Switches branches").
+Where the catalogue says which tools change things, a tool that only reads gives up part for a request
+that asks to act ("start a bugfix branch off main" is not for "List Git branches"), none for one that reads.
 
 Both are read from the tool index and the sequence model, which learn elsewhere; this module only
 combines them, so a policy sees one number (or one row) a tool.
@@ -27,8 +29,11 @@ EVIDENCE = 3.0  # worked calls of a tool that halve its caution
 READING = 2.2  # the caution is this many times larger for a request that asks to read
 # A request that opens with a question word or a verb of looking, or ends with "?", asks to read; but one
 # put as a polite question ("can you commit this?", "could you please switch to develop?") asks for what its
-# verb says: to read only if that is a verb of looking ("can you show me the log?").
-_LOOKING = r"show|list|get|find|display|view|see|tell|print|check"
+# verb says: to read only if that is a verb of looking ("can you show me the log?"). "Compare my branch with
+# main" and "search the log" read as "show me the log" does.
+_LOOKING = (
+    r"show|list|get|find|display|view|see|tell|print|check|compare|look|read|inspect|describe|explain|count|search"
+)
 _READS = re.compile(
     rf"^\s*(what|what's|whats|which|who|whose|when|where|why|is|are|was|were|does|did|has|have|{_LOOKING})\b|\?\s*$",
     re.IGNORECASE,
@@ -135,10 +140,11 @@ class Features:
     def kept(self, query: str | None, arms: NDArray[np.int64]) -> NDArray[np.float64]:
         """The share of their text relevance `arms` keep: 1 − c · k/(k + n), c their effect's CAUTION
         (READING times it, at most 0.9, for a request that asks to read; 0 for one that asks to act and
-        names the tool's action, `ToolIndex.asks_for`), n the calls of each that worked (the sequence
+        names the tool's action, `ToolIndex.asks_for`; for one that asks to act, a tool that only reads gives
+        up ACTING, one that destroys as much again), n the calls of each that worked (the sequence
         model's count), k = EVIDENCE: the caution lifts as calls of it work."""
         reads = asks_to_read(query)
-        caution = self.index.caution_of(arms) * (READING if reads else 1.0)
+        caution = self.index.caution_of(arms, acting=bool(query) and not reads) * (READING if reads else 1.0)
         if query and not reads and caution.any():  # asks to act, for what the tool says it does: caution lifted
             caution[self.index.asks_for(query, arms)] = 0.0
         unigrams, names = self.sequences.unigrams, self.index.tools.names

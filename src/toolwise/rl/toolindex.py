@@ -34,6 +34,10 @@ Effect = Literal["reads", "writes", "destroys", "unknown"]  # what a call does, 
 # How much of its text relevance a tool that changes things gives up while nothing was learned of it:
 # a destructive tool is never first on the words of a request alone (see `Features.caution`).
 CAUTION: dict[Effect, float] = {"reads": 0.0, "writes": 0.25, "destroys": 0.6, "unknown": 0.0}
+# A request that asks to act is for a tool that changes things ("start a bugfix branch off main" is not for "List
+# Git branches"): where the catalogue says which of its tools do, one that only reads gives up this much for it,
+# and one that destroys as much again of what it keeps (it stays as far below those that read as before).
+ACTING = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,8 @@ class ToolIndex:
         self.documents: dict[str, str] = {}
         self.effects: dict[str, Effect] = {}
         self.caution = np.zeros(0)  # CAUTION of each tool id's effect
-        self.cautious = np.zeros(0, dtype=np.int64)  # the ids whose CAUTION is not 0 (none, in most catalogues)
+        self.acting = np.zeros(0)  # the same for a request that asks to act (ACTING: `set_tools`)
+        self.cautious = np.zeros(0, dtype=np.int64)  # the ids cautious for either (none, in most catalogues)
         self.action_of: dict[str, str] = {}  # each tool's description's opening verb, stemmed (`asks_for`)
         self.verbs: dict[str, int] = {}  # each of those verbs' number
         self.actions = np.zeros(0, dtype=np.int64)  # the number of each tool id's verb (len(verbs): none)
@@ -87,8 +92,14 @@ class ToolIndex:
             if tool.action is not None or tool.name not in self.action_of:
                 self.action_of[tool.name] = action_word(tool.description) if tool.action is None else tool.action
         self.active = np.array([self.tools.intern(t.name) for t in tools], dtype=np.int64)
-        self.caution = np.array([CAUTION[self.effects.get(name, "unknown")] for name in self.tools.names])
-        self.cautious = np.flatnonzero(self.caution)
+        effects = np.array([self.effects.get(name, "unknown") for name in self.tools.names], dtype=object)
+        self.caution = np.array([CAUTION[effect] for effect in effects])
+        self.acting = self.caution
+        if np.isin(effects.take(self.active), ["writes", "destroys"]).any():  # the catalogue says which tools act
+            others = effects != "writes"
+            self.acting = np.where(others, 1 - (1 - self.caution) * (1 - ACTING), self.caution)
+            self.acting[effects == "unknown"] = 0.0
+        self.cautious = np.flatnonzero(self.acting)
         verbs = [self.action_of.get(name, "") for name in self.tools.names]
         self.verbs = {verb: n for n, verb in enumerate(dict.fromkeys(v for v in verbs if v))}
         self.actions = np.array([self.verbs.get(verb, len(self.verbs)) for verb in verbs], dtype=np.int64)
@@ -145,9 +156,11 @@ class ToolIndex:
         listed = [self.tools.names[i] for i in active]
         self.set_tools([ToolDoc(name, self.descriptions.get(name, "")) for name in listed], later=self.unembedded)
 
-    def caution_of(self, arms: NDArray[np.int64]) -> NDArray[np.float64]:
-        """CAUTION of each of `arms` (0 for a tool the catalogue never described)."""
-        caution = self.caution
+    def caution_of(self, arms: NDArray[np.int64], acting: bool = True) -> NDArray[np.float64]:
+        """The share of its text relevance each of `arms` gives up while nothing was learned of it, for a request
+        that asks to act (`acting`: not 0 for every tool cautious at all) or not (CAUTION); 0 for a tool the
+        catalogue never described."""
+        caution = self.acting if acting else self.caution
         if not len(caution):
             return np.zeros(len(arms))
         out: NDArray[np.float64] = np.where(arms < len(caution), caution.take(np.minimum(arms, len(caution) - 1)), 0.0)
