@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import typer
@@ -62,20 +63,20 @@ def test_a_list_setting_from_the_environment_not_in_json_is_one_line_not_a_trace
     assert result.exit_code == 2 and "TOOLWISE_HTTP_ALLOWED_HOSTS: not JSON" in said, said
 
 
-def every_help(group: typer.Typer, path: list[str]) -> dict[str, str]:
-    """The --help of every command and group under `path`, unwrapped (a wide console: one line a row)."""
-    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "250"})
+def every_help(group: typer.Typer, path: list[str], columns: int = 250) -> dict[str, str]:
+    """The --help of every command and group under `path`, unwrapped (by default a wide console: one line a row)."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": str(columns)})
     assert result.exit_code == 0, result.output
     found = {" ".join(path): result.output}
     for command in group.registered_commands:
         assert command.callback is not None
         name = command.name or command.callback.__name__.replace("_", "-")
-        said = CliRunner().invoke(app, [*path, name, "--help"], env={"COLUMNS": "250"})
+        said = CliRunner().invoke(app, [*path, name, "--help"], env={"COLUMNS": str(columns)})
         assert said.exit_code == 0, said.output
         found[" ".join([*path, name])] = said.output
     for sub in group.registered_groups:
         assert sub.typer_instance is not None and sub.name is not None
-        found |= every_help(sub.typer_instance, [*path, sub.name])
+        found |= every_help(sub.typer_instance, [*path, sub.name], columns)
     return found
 
 
@@ -99,6 +100,19 @@ def test_no_help_shows_a_braced_argument_or_a_python_type_for_a_flag_or_a_list()
     assert usage["inspect evaluate"] == "toolwise inspect evaluate [OPTIONS] POLICY"
     assert "* FILES... <path> Dead-letter files" in " ".join(helps["import-dead-letters"].split())
     assert re.search(r"--wide +Full tool names", helps["inspect compare"])  # a flag: no type, no value
+
+
+def test_every_commands_description_fills_the_width_it_is_shown_at() -> None:
+    """`import-dead-letters --help` kept its docstring's line breaks: at 100 columns a line "and" stood
+    alone. A paragraph's line ends only where its next word would not fit."""
+    for columns in (80, 100):
+        ragged: dict[str, list[str]] = {}
+        for name, text in every_help(app, [], columns).items():
+            description = text.split("Usage: ", 1)[1].split("╭", 1)[0].splitlines()[1:]
+            for line, after in pairwise(description):
+                if line.strip() and after.strip() and len(line.rstrip()) + 1 + len(after.split()[0]) <= columns - 1:
+                    ragged.setdefault(name, []).append(line.strip())
+        assert not ragged, (columns, ragged)
 
 
 def test_a_window_of_no_time_is_refused_not_reported_as_empty() -> None:

@@ -248,6 +248,28 @@ def test_without_a_console_script_the_entry_runs_the_package_and_older_entries_s
     assert not clients.is_toolwise({"command": "/usr/bin/python3", "args": ["-m", "mcp_server_time"]})
 
 
+@pytest.mark.parametrize("clone", [True, False])
+def test_an_install_from_a_clones_venv_suggests_pipx_or_uv_for_an_entry_that_outlives_the_clone(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], clone: bool
+) -> None:
+    checkout = home / "src" / "toolwise"
+    scripts = checkout / ".venv" / "bin"
+    scripts.mkdir(parents=True)
+    (scripts / "toolwise").write_text("#!/bin/sh\n")
+    if clone:
+        (checkout / ".git").mkdir()
+    monkeypatch.setattr(sys, "executable", str(scripts / "python"))
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    said = capsys.readouterr().out
+    assert json.loads(path.read_text())["mcpServers"]["toolwise"]["command"] == str(scripts / "toolwise")
+    hints = [line for line in said.splitlines() if "pipx install ." in line]
+    if clone:
+        assert len(hints) == 1 and "`uv tool install .`" in hints[0] and str(checkout) in hints[0], said
+    else:  # a virtual environment of no clone: nothing to outlive
+        assert hints == [], said
+
+
 SECRET = {"mcpServers": {"api": {"command": "mcp-server-api", "env": {"API_TOKEN": "s3cret-bearer-token"}}}}
 
 

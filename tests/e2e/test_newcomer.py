@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shlex
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -128,6 +132,38 @@ def test_serve_without_a_config_says_to_run_install_and_then_serves_the_installe
     )
     first_log_line = served.stderr.splitlines()[0]
     assert f"serving the config {installed}" in first_log_line
+
+
+def test_serve_typed_in_a_terminal_says_once_on_stderr_that_a_client_starts_it_and_how_to_stop_it(
+    write_config: Callable[..., Path],
+) -> None:
+    """A newcomer who types `toolwise serve` saw it wait in silence; stdout stays the protocol."""
+    config = write_config({})
+    terminal, tty = pty.openpty()
+    served = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--config", str(config)],
+        stdin=tty,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(tty)
+    assert served.stdout is not None and served.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lines.extend, args=(served.stderr,), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while not any("tools on stdio" in line for line in lines) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    served.send_signal(signal.SIGINT)
+    stdout = served.stdout.read()
+    served.wait(timeout=60)
+    reader.join(timeout=10)
+    os.close(terminal)
+    said = "".join(lines)
+    assert stdout == "", stdout
+    assert said.count("MCP over stdin/stdout") == 1, said
+    assert "toolwise install" in said and "Ctrl-C" in said, said
 
 
 async def test_stats_mean_reward_is_per_call_as_submit_feedback_reports_it(

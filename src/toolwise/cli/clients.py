@@ -92,6 +92,13 @@ def toolwise_command(platform: str | None = None) -> list[str]:
     return [sys.executable, "-m", "toolwise"]
 
 
+def clone_of(command: str) -> Path | None:
+    """The git checkout whose `.venv` holds `command`, if any: an entry starting it breaks when the clone
+    moves or goes."""
+    venv = next((folder for folder in Path(command).parents if folder.name == ".venv"), None)
+    return venv.parent if venv is not None and (venv.parent / ".git").exists() else None  # .git: a file in a worktree
+
+
 def is_toolwise(entry: Any) -> bool:
     """An entry that starts toolwise (never wrapped inside toolwise again)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):

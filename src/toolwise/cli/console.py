@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 
 from toolwise.cli.views import Column, fitted_table, natural_width
 
@@ -26,6 +27,12 @@ def console_beside(output: Path) -> Console:
     except (OSError, ValueError):  # no such file yet, or a stdout with no file behind it (a test's capture)
         piped = False
     return Console(soft_wrap=True, stderr=True) if piped else console
+
+
+def waiting(on: Console = console) -> Progress:
+    """A spinner or bar while a command waits, gone once it is done; none where `on` is no terminal: rich's
+    Progress would leave an empty line there, ahead of the command's output on a pipe."""
+    return Progress(console=on, transient=True, disable=not on.is_interactive)
 
 
 def print_fitted(columns: list[Column], rows: list[list[str]], wide: bool, title: str | None = None) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
 from toolwise.cli.common import (
     EXIT_FOUND,
@@ -21,7 +20,7 @@ from toolwise.cli.common import (
     output_or_exit,
     writing,
 )
-from toolwise.cli.console import console_beside, span
+from toolwise.cli.console import console_beside, span, waiting
 from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
@@ -50,7 +49,7 @@ def inspect_export(
         ns = settings.namespace
         written = ratings = 0
         # binary: the executions come as the database's UTF-8 bytes, the few other lines are encoded here
-        with output_between_reads(output) as out, Progress(console=report, transient=True) as progress:
+        with output_between_reads(output) as out, waiting(report) as progress:
             header = {"namespace": ns, "exported_at": utcnow(), "since": start, "until": end}
             out.write(_line("export", header))
             # the namespace's count from its per-tool summaries (O(tools)): a bar's total, never a scan
@@ -120,7 +119,7 @@ def inspect_plot(
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         since = None if hours is None else utcnow() - timedelta(hours=hours)
-        with Progress(console=report, transient=True) as progress:  # one grouped query: a spinner, no count
+        with waiting(report) as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
             whole = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=1)
             if not whole:

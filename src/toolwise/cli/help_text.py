@@ -1,10 +1,12 @@
 """The commands' --help as a user reads it. typer writes a required argument in the usage line as
 `{files}...`, a list's type as `<list[Path]>` and a flag's as `<bool>`, which reads as a value to give
 (`--wide true` is refused); here an argument is FILES... (its name in capitals, [NAME] when optional) and a
-flag shows no type."""
+flag shows no type. A description's paragraphs are reflowed to the terminal's width (typer's rich mode keeps
+a docstring's line breaks)."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import typer
@@ -42,12 +44,28 @@ def _plain(params: list[Any]) -> list[Any]:
     return params
 
 
+def _reflowed(text: str | None) -> str | None:
+    """Each paragraph of a command's docstring on one line, for rich to wrap at the terminal's width: its
+    breaks, kept, left a ragged line ("and") wherever the terminal was narrower than the source."""
+    if text is None:
+        return None
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(text).split("\n\n"))
+
+
 class _Command(TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _reflowed(self.help)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain(super().get_params(ctx))
 
 
 class _Group(TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _reflowed(self.help)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain(super().get_params(ctx))
 

@@ -20,7 +20,14 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from toolwise.cli.clients import Client, client_config_path, client_of, toolwise_command, toolwise_config_path
+from toolwise.cli.clients import (
+    Client,
+    client_config_path,
+    client_of,
+    clone_of,
+    toolwise_command,
+    toolwise_config_path,
+)
 from toolwise.cli.install_plan import ENTRY, PROJECT_ENTRY, plan_install, plan_undo
 from toolwise.cli.installs import InstallError, apply, one_at_a_time, undo
 from toolwise.cli.scopes import Plan, Scope
@@ -93,6 +100,12 @@ def _run(
         echo("nothing to change: " + ("toolwise is already installed" if not undo_it else "already undone"))
         return plan
     echo(plan.diff().rstrip("\n"))
+    if not undo_it and (clone := clone_of(toolwise_command()[0])) is not None:
+        echo(
+            f"note: the client entry starts toolwise from the .venv of the clone {clone}, and breaks if the clone "
+            "moves; `pipx install .` (or `uv tool install .`) in the clone, then `toolwise install` again from that "
+            "install, gives an entry that outlives the clone"
+        )
     if dry_run:
         echo("dry run: nothing was written")
         return plan

@@ -102,6 +102,8 @@ def serve(
         path, loaded = servable_or_exit(config, database_url)
         listening = listening_socket(host, port) if http else None
         logging.getLogger(__name__).info("toolwise serving the config %s", path)
+        if listening is None:
+            _say_stdio_if_typed()
         with database_or_exit():
             asyncio.run(serve_stdio(loaded) if listening is None else serve_http(loaded, host, listening))
     except (ConfigError, BindError) as exc:  # found before serving (a non-loopback bind without a token, a busy port)
@@ -112,6 +114,20 @@ def serve(
         logging.getLogger(__name__).info("toolwise stopped")
     finally:
         gc.enable()  # serving turned it on already (`settle_heap`); not if it stopped before
+
+
+def _say_stdio_if_typed() -> None:
+    """Typed in a terminal, `serve` would wait in silence for a client's messages: say what it is for, on
+    stderr (stdout is the protocol)."""
+    import sys
+
+    if sys.stdin.isatty():
+        typer.echo(
+            "toolwise speaks MCP over stdin/stdout: an MCP client starts it (`toolwise install` adds it to "
+            "your client's config, or name this command in that config). Waiting for a client's messages; "
+            "Ctrl-C stops it.",
+            err=True,
+        )
 
 
 @app.command()

@@ -7,11 +7,10 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.progress import Progress
 from rich.table import Table
 
 from toolwise.cli.common import ConfigOption, DatabaseUrlOption
-from toolwise.cli.console import WideOption, console, print_fitted
+from toolwise.cli.console import WideOption, console, print_fitted, waiting
 from toolwise.cli.database import current, run
 from toolwise.cli.views import Column
 from toolwise.config import Settings, describe
@@ -118,7 +117,7 @@ def inspect_evaluate(
             raise UserError(f"inspect evaluate: {describe(exc)}") from exc
         services = Services.open(settings, feedback)
         await services.snapshots.load_latest()  # for the catalogue it knew: the evaluation replays the log itself
-        with Progress(console=console, transient=True) as progress:
+        with waiting() as progress:
             progress.add_task(f"replaying the log through {policy}", total=None)
             found = await evaluate_policy(services, args, Session("inspect"))
         level = f"{found.confidence:.0%} interval"

@@ -7,11 +7,10 @@ from datetime import datetime, timedelta
 from typing import Annotated
 
 import typer
-from rich.progress import Progress
 from rich.table import Table
 
 from toolwise.cli.common import ConfigOption, DatabaseUrlOption
-from toolwise.cli.console import WideOption, console, print_fitted, span
+from toolwise.cli.console import WideOption, console, print_fitted, span, waiting
 from toolwise.cli.database import run
 from toolwise.cli.views import Column
 from toolwise.config import Settings
@@ -28,7 +27,7 @@ def inspect_progress(
     """Reward trend: calls, mean reward, success and exploration rate per slice of the last HOURS."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
-        with Progress(console=console, transient=True) as progress:  # one grouped query: a spinner, no count
+        with waiting() as progress:  # one grouped query: a spinner, no count
             progress.add_task("aggregating the execution log", total=None)
             since = utcnow() - timedelta(hours=hours)
             trend = await feedback.reports.trend(namespace=settings.namespace, since=since, buckets=buckets)
