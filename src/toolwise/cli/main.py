@@ -11,6 +11,7 @@ gc.disable()
 
 import asyncio  # noqa: E402
 import logging  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated  # noqa: E402
 
@@ -119,8 +120,6 @@ def serve(
 def _say_stdio_if_typed() -> None:
     """Typed in a terminal, `serve` would wait in silence for a client's messages: say what it is for, on
     stderr (stdout is the protocol)."""
-    import sys
-
     if sys.stdin.isatty():
         typer.echo(
             "toolwise speaks MCP over stdin/stdout: an MCP client starts it (`toolwise install` adds it to "
