@@ -68,13 +68,16 @@ def threshold(calibration: list[list[MissingRow]], value: Callable[[MissingRow],
 def failed_probability(r: MissingRow, failed: FailedFit) -> float | None:
     """`FailedFit`'s probability for a judged row (None: no failed request near enough to judge)."""
     served = Served(np.array([r.near]), np.zeros(1), np.zeros(1, np.int64), np.full(1, -1.0), np.array([r.unserved]))
-    return failed_unfit_probability(served, r.p_works, r.cosine, failed)
+    return failed_unfit_probability(served, r.p_works, r.cosine, failed, r.crowd)
 
 
 def failed_unfit_row(r: MissingRow, failed: FailedFit) -> bool:
-    """toolwise's verdict with `failed` for FailedFit (the other models' verdict is `before`)."""
+    """toolwise's verdict with `failed` for FailedFit (the other models' verdict is `before`; where FailedFit
+    finds a fit, few failed requests near overrule it, `all_fail`'s included here)."""
     probability = failed_probability(r, failed)
-    return r.before or (probability is not None and probability > failed.threshold)
+    if probability is None:
+        return r.before
+    return probability > failed.threshold or (r.before and r.crowd >= failed.overrule_below)
 
 
 def fit_failed(calibration: list[list[MissingRow]]) -> FailedFit:
@@ -85,9 +88,11 @@ def fit_failed(calibration: list[list[MissingRow]]) -> FailedFit:
     pooled = [r for rows in calibration for r in rows if r.unserved >= within and r.near >= 0]
     positive = [r for r in pooled if r.kind == UNANSWERABLE]
     negative = [r for r in pooled if r.kind == "answerable" and r.hit]
-    x = np.array([[logit_of(r.p_works), r.near, r.unserved, r.cosine] for r in positive + negative])
+    rows = positive + negative
+    x = np.array([[logit_of(r.p_works), r.near, r.unserved, r.cosine, math.log1p(r.crowd)] for r in rows])
     w = [round(float(v), 3) for v in logistic(x, np.r_[np.ones(len(positive)), np.zeros(len(negative))])]
     config = FailedFit(intercept=w[0], p_works=min(w[1], 0.0), near=min(w[2], 0.0), failed=max(w[3], 0.0), cosine=w[4])
+    config = replace(config, crowd=max(w[5], 0.0))
     cut = 0.0
     for rows in calibration:
         answerable = [r for r in rows if r.kind == "answerable"]

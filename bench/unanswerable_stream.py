@@ -14,7 +14,7 @@ from unanswerable import data_set, split, without
 from unanswerable_learned import answer, learn_fold, normal
 
 from toolwise.learning.embedding import WordLlamaEmbedder
-from toolwise.rl.fit import TRIED, FitConfig, relevance_of
+from toolwise.rl.fit import TRIED, FailedFit, FitConfig, relevance_of
 from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.steps import FIT, Step
 from toolwise.rl.toolindex import ToolDoc
@@ -35,6 +35,7 @@ class MissingRow:
     p_works: float  # toolwise's first candidate's P(works)
     near: float  # the best cosine of x(q) to a request toolwise's first three worked for (Served.near)
     unserved: float  # and to one they only failed for (Served.failed)
+    crowd: int  # the requests, on any tool, that only failed within FailedFit.crowd_within of x(q)
     before: bool = False  # toolwise without FailedFit said nothing fits
 
 
@@ -111,8 +112,10 @@ class Stream:
         q /= max(float(np.linalg.norm(q)), 1e-12)
         best = {ok: float((m @ q).max()) if len(m) else -1.0 for ok, m in memory.items()}
         arms = np.array([learner.index.tools.intern(r.tool) for r in decision.ranked], dtype=np.int64)
-        served = learner.policy.served(learner.encode(query, None, 0), arms, coherence=False)
-        if served is None or served.failed is None:
+        context = learner.encode(query, None, 0)
+        served = learner.policy.served(context, arms, coherence=False)
+        crowd = learner.policy.failed_near(context, FailedFit().crowd_within)
+        if served is None or served.failed is None or crowd is None:
             raise TypeError(f"the policy {learner.policy.name!r} keeps no outcomes per request")
         return MissingRow(
             kind,
@@ -124,6 +127,7 @@ class Stream:
             decision.ranked[0].expected,
             float(served.near.max()),
             float(served.failed.max()),
+            crowd,
         )
 
     def memory(self) -> dict[bool, np.ndarray]:

@@ -13,8 +13,8 @@ from tests.rl.test_fit import FILES, SERVED
 from toolwise.learning.embedding import load_embedder
 from toolwise.rl import Learner, LearnerConfig, Step
 from toolwise.rl.embedding import Embedder
-from toolwise.rl.fit import FailedFit, FitConfig
-from toolwise.rl.outcomes import OutcomeMemory
+from toolwise.rl.fit import FailedFit, FitConfig, failed_unfit, failed_unfit_probability
+from toolwise.rl.outcomes import OutcomeMemory, Served
 from toolwise.rl.steps import FIT
 
 TRIED = [  # a capability the file tools lack: each tried on the nearest tools, each failing
@@ -95,8 +95,54 @@ def test_a_tool_failed_for_a_request_it_never_served_reads_as_unserved_there() -
     assert found.near.tolist() == pytest.approx([0.6, 0.8, -1.0])
 
 
+def test_the_requests_that_only_failed_near_a_request_are_counted_over_every_tool() -> None:
+    memory = OutcomeMemory(4)
+    memory.add(0, np.array([0.0, 1.0, 0.0, 0.0]), worked=0.0, failed=1.0)  # failed only, cosine 0.8
+    memory.add(1, np.array([0.0, 1.0, 0.0, 0.0]), worked=0.0, failed=2.0)  # the same request on another tool
+    memory.add(1, np.array([1.0, 0.0, 0.0, 0.0]), worked=0.0, failed=1.0)  # failed only, cosine 0.6
+    memory.add(2, np.array([0.0, 1.0, 0.0, 0.0]), worked=1.0, failed=1.0)  # worked too: served there
+    memory.add(3, np.array([0.0, 0.0, 1.0, 0.0]), worked=0.0, failed=1.0)  # failed only, far (cosine 0)
+    x = np.array([0.6, 0.8, 0.0, 0.0])
+    assert [memory.failed_near(x, within) for within in (0.9, 0.7, 0.5)] == [0, 2, 3]
+    assert OutcomeMemory(4).failed_near(x, 0.5) == 0
+
+
+def test_a_request_many_failed_requests_come_near_fits_nothing_where_one_alone_leaves_it_open() -> None:
+    """As near the best candidates' failures and served requests, a request that many requests seen only
+    failing surround (a missing tool asked for again and again) is likelier unserved than one a single
+    failure is near."""
+    served = Served(np.array([0.55, 0.4, 0.3]), np.zeros(3), np.zeros(3, np.int64), np.full(3, -1.0))
+    served.failed = np.array([0.6, -1.0, -1.0])
+    failed = FailedFit()
+    alone = failed_unfit_probability(served, 0.4, 0.45, failed, 1)
+    crowded = failed_unfit_probability(served, 0.4, 0.45, failed, 12)
+    assert alone is not None and crowded is not None
+    assert alone <= failed.threshold < crowded
+
+
+def test_where_the_failures_nearby_show_a_fit_the_other_models_nothing_fits_is_overruled(embedder: Embedder) -> None:
+    """A request near what the first candidate served, the best candidates' failures only loosely alike and
+    no failed request near it: the other models' "nothing fits" (`said`) is overruled; with a failed request
+    near, or with the overruling switched off, it stands."""
+    learner = Learner(tools=FILES, embedder=embedder)
+    served = Served(np.array([0.6, 0.2, -1.0]), np.array([4.0, 1.0, 0.0]), np.array([4, 1, 0]), np.full(3, -1.0))
+    served.failed = np.array([-1.0, 0.35, -1.0])
+    failed, arms = FailedFit(), learner.index.active
+
+    def verdict(near_failed: int, said: bool, fit: FailedFit = failed) -> bool:
+        return failed_unfit(learner.index, ANSWERABLE, arms, served, 0.8, fit, lambda: near_failed, said)
+
+    assert not verdict(0, said=True) and not verdict(0, said=False)
+    assert verdict(1, said=True) and not verdict(1, said=False)
+    assert verdict(0, said=True, fit=replace(failed, overrule_below=0))
+
+
 def test_a_bad_failed_fit_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"FailedFit\.threshold"):
         FailedFit(threshold=1.0)
     with pytest.raises(ValueError, match=r"FailedFit\.p_works"):
         FailedFit(failed=-1.0)
+    with pytest.raises(ValueError, match=r"crowd and overrule_below ≥ 0"):
+        FailedFit(crowd=-0.5)
+    with pytest.raises(ValueError, match=r"FailedFit\.within and crowd_within"):
+        FailedFit(crowd_within=0.0)

@@ -94,31 +94,44 @@ class FailedFit:
     """ "Nothing fits" from requests seen failing: among the best `TRIED` candidates, `unserved` is the best
     cosine of x(q) to a request their calls only failed for and `near` the best to one they worked for;
     logit = intercept + p_works·logit(P(works) of the first) + near·near + failed·unserved + cosine·(best
-    cosine of the query with a candidate's document); nothing fits above `threshold`. Judged only where some
-    best candidate failed for a request alike (`unserved` ≥ `within`) and some worked for a request (else
-    there is nothing to weigh the failure against): without such failures, nothing changes. Fitted by
+    cosine of the query with a candidate's document) + crowd·log(1 + the requests, on any tool, that only
+    failed within `crowd_within` of x(q): how many are near, not only the nearest; requests for a missing
+    tool keep coming and failing); nothing fits above `threshold`. Judged only where some best candidate
+    failed for a request alike (`unserved` ≥ `within`) and some worked for a request (else there is
+    nothing to weigh the failure against): without such failures, nothing changes. There, where it finds that
+    something fits and fewer than `overrule_below` failed requests are near (within `crowd_within`), it
+    overrules the words' and the learned models' "nothing fits": the failures nearby show what goes unserved
+    here, and this request is not among them (a request the learned choice model is torn over is often
+    served). Fitted by
     bench/unanswerable_missing.py --fit on the calibration splits of BFCL live, NESTFUL and BFCL
     multi-turn (a fifth of each catalogue's tools removed, their requests tried and failing or rated 1–2),
     costing at most 1 point of hit@1 on each beyond what the other models lose."""
 
     enabled: bool = True
-    intercept: float = 3.418
-    p_works: float = -0.697
-    near: float = -9.401
-    failed: float = 6.572
-    cosine: float = -2.635
-    threshold: float = 0.8072  # probability that nothing fits, above which the decision says so
+    intercept: float = 4.228
+    p_works: float = -0.68
+    near: float = -9.346
+    failed: float = 4.231
+    cosine: float = -2.659
+    crowd: float = 0.493
+    threshold: float = 0.8179  # probability that nothing fits, above which the decision says so
     within: float = 0.3  # a failed request less alike than this (cosine) says nothing of this one
+    crowd_within: float = 0.5  # the failed requests counted in `crowd` are at least this alike (cosine)
+    overrule_below: int = 1  # judged to fit with fewer failed requests near: the other models' verdict is overruled
 
     def __post_init__(self) -> None:
         _check_finite(self, "FailedFit")
         if not 0 < self.threshold < 1:
             raise ValueError(f"FailedFit.threshold must be a probability in (0, 1), got {self.threshold}")
-        if self.p_works > 0 or self.near > 0 or self.failed < 0 or not 0 < self.within <= 1:
+        if self.p_works > 0 or self.near > 0 or self.failed < 0 or self.crowd < 0 or self.overrule_below < 0:
             raise ValueError(
                 "FailedFit.p_works and near must be ≤ 0 (likelier to work, nearer a served request: less "
-                f"'nothing fits'), failed ≥ 0 and within in (0, 1], got {self.p_works}, {self.near}, "
-                f"{self.failed}, {self.within}"
+                f"'nothing fits'), failed, crowd and overrule_below ≥ 0, got {self.p_works}, {self.near}, "
+                f"{self.failed}, {self.crowd}, {self.overrule_below}"
+            )
+        if not 0 < self.within <= 1 or not 0 < self.crowd_within <= 1:
+            raise ValueError(
+                f"FailedFit.within and crowd_within must be in (0, 1], got {self.within}, {self.crowd_within}"
             )
 
 
@@ -269,16 +282,25 @@ def nothing_fits(
     return verdict if alike >= learned.min_coherence else zero_shot
 
 
-def failed_unfit_probability(served: Served, p_works: float, cosine: float, failed: FailedFit) -> float | None:
+def failed_judges(served: Served | None, failed: FailedFit) -> bool:
+    """Whether `FailedFit` judges: a best candidate failed for a request alike and one worked for a request."""
+    if served is None or not failed.enabled or served.failed is None or not len(served.failed):
+        return False
+    # −1: none failed, or none worked (too little known to weigh)
+    return float(served.failed.max()) >= failed.within and float(served.near.max()) >= 0
+
+
+def failed_unfit_probability(
+    served: Served, p_works: float, cosine: float, failed: FailedFit, crowd: int = 0
+) -> float | None:
     """`FailedFit`'s probability that no candidate serves the request, from what the best candidates (the
-    first first) `served` and failed for; None where none failed for a request alike enough to judge."""
-    if served.failed is None or not len(served.failed):
+    first first) `served` and failed for and how many failed requests are near (`crowd`,
+    `Policy.failed_near`); None where it does not judge (`failed_judges`)."""
+    if not failed_judges(served, failed):
         return None
-    unserved, near = float(served.failed.max()), float(served.near.max())
-    if unserved < failed.within or near < 0:  # −1: none failed, or none worked (too little known to weigh)
-        return None
-    logit = failed.intercept + failed.p_works * logit_of(p_works) + failed.near * near
-    logit += failed.failed * unserved + failed.cosine * cosine
+    assert served.failed is not None
+    logit = failed.intercept + failed.p_works * logit_of(p_works) + failed.near * float(served.near.max())
+    logit += failed.failed * float(served.failed.max()) + failed.cosine * cosine + failed.crowd * math.log1p(crowd)
     return 1.0 / (1.0 + math.exp(-logit))
 
 
@@ -289,15 +311,23 @@ def failed_unfit(
     served: Served | None,
     p_works: float,
     failed: FailedFit,
+    crowd: Callable[[], int | None],
+    said: bool,
 ) -> bool:
-    """Whether requests seen failing on the best candidates say nothing of `arms` fits this one (`FailedFit`)."""
-    if served is None or not failed.enabled or served.failed is None or float(served.failed.max()) < failed.within:
-        return False  # the usual case, asked first: no best candidate failed for any request
+    """Whether nothing of `arms` fits this request once requests seen failing on the best candidates are
+    weighed (`FailedFit`): `said`, the other models' verdict, where it does not judge; `crowd`: how many
+    failed requests are near (`Policy.failed_near`, asked only where it judges: it reads every failed tool)."""
+    if not failed_judges(served, failed):
+        return said  # the usual case, asked first: no best candidate failed for any request
+    assert served is not None
     relevance = relevance_of(index, query, arms)
     if relevance is None:
-        return False
-    probability = failed_unfit_probability(served, p_works, relevance.cosine, failed)
-    return probability is not None and probability > failed.threshold
+        return said
+    near_failed = crowd() or 0
+    probability = failed_unfit_probability(served, p_works, relevance.cosine, failed, near_failed)
+    if probability is not None and probability > failed.threshold:
+        return True
+    return said and near_failed >= failed.overrule_below
 
 
 def all_fail(selection: Selection) -> bool:

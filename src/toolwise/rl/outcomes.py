@@ -192,6 +192,17 @@ class OutcomeMemory:
         near, unserved = np.where(served, cosine, -1.0).max(axis=1), np.where(failed, cosine, -1.0).max(axis=1)
         return Served(near, worked.sum(axis=1), kinds, alike, unserved)
 
+    def failed_near(self, x: NDArray[np.float64], within: float) -> int:
+        """How many prototypes, over every tool, of requests whose calls only failed lie within `within` (cosine)
+        of the request x(q) (unit length): how many failed requests are near, not only the nearest ("nothing
+        fits", rl/fit.py). Reads only the tools with a failed call."""
+        arms = np.flatnonzero(self.failed.sum(axis=1) > 0)
+        if not len(arms):
+            return 0
+        only_failed = (self.worked.take(arms, 0) == 0) & (self.failed.take(arms, 0) > 0)
+        cosine = self.vectors.take(arms, 0) @ x.astype(np.float32)
+        return int(np.count_nonzero(only_failed & (cosine >= within)))
+
     def _coherence(self, arm: int, served: NDArray[np.bool_]) -> float:
         """The median of each `served` prototype's cosine to its nearest other served one (≥ 2 of them)."""
         vectors = self.vectors[arm][served]

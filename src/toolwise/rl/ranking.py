@@ -4,6 +4,7 @@ explored, with whether nothing fits; and what the policy expects of every tool, 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -120,9 +121,11 @@ class Ranking:
         # the best TRIED candidates (the first first): what they served, and what they were seen failing for
         served = self.policy.served(context, selection.ranked[:TRIED], coherence=False) if query else None
         agent = float(selection.agent[0]) if selection.agent is not None and len(selection.agent) else None
-        if nothing_fits(self.index, query, arms, fit, served, coherence, agent) or all_fail(selection):
+        if all_fail(selection):
             return True
-        return failed_unfit(self.index, query, arms, served, float(selection.expected[0]), fit.failed)
+        said = nothing_fits(self.index, query, arms, fit, served, coherence, agent)
+        crowd = partial(self.policy.failed_near, context, fit.failed.crowd_within)
+        return failed_unfit(self.index, query, arms, served, float(selection.expected[0]), fit.failed, crowd, said)
 
     def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
         """See `Learner.estimates`."""

@@ -156,6 +156,11 @@ class Policy(Protocol):
         `coherence`, how alike those are is left out (−1), which costs the most."""
         ...
 
+    def failed_near(self, context: Context, within: float) -> int | None:
+        """How many requests seen only failing, on any arm, lie within `within` (cosine) of this one (None:
+        not kept)."""
+        ...
+
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state(self, state: dict[str, Any]) -> None: ...
@@ -192,6 +197,10 @@ class PolicyBase:
 
     def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served | None:
         """Only a policy that keeps the requests each tool worked for (the outcome model) can say."""
+        return None
+
+    def failed_near(self, context: Context, within: float) -> int | None:
+        """Likewise: only a policy that keeps requests by outcome can count those that failed."""
         return None
 
 

@@ -231,6 +231,10 @@ class OutcomeModel(PolicyBase):
         """How near the request comes to those each of `arms` worked for (the outcome memory's prototypes)."""
         return self.memory.served(arms, self.choice.features(context), coherence=coherence)
 
+    def failed_near(self, context: Context, within: float) -> int:
+        """How many requests seen only failing, on any tool, lie within `within` (cosine) of this one."""
+        return self.memory.failed_near(self.choice.features(context), within)
+
     def _broken(self, arms: NDArray[np.int64], p_works: NDArray[np.float64]) -> None:
         """A tool that broke lately works as often as it did lately, whatever it did before for the
         request: its P(works) times its recent success rate (`health` holds its log)."""
