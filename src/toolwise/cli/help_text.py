@@ -52,22 +52,25 @@ def _reflowed(text: str | None) -> str | None:
     return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(text).split("\n\n"))
 
 
-class _Command(TyperCommand):
+class _Plain:
+    """Mixed into a command or group: its description reflowed, its parameters shown as above."""
+
+    help: str | None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.help = _reflowed(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _plain(super().get_params(ctx))
+        return _plain(super().get_params(ctx))  # type: ignore[misc]
 
 
-class _Group(TyperGroup):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.help = _reflowed(self.help)
+class _Command(_Plain, TyperCommand):
+    pass
 
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _plain(super().get_params(ctx))
+
+class _Group(_Plain, TyperGroup):
+    pass
 
 
 def plain_help(app: typer.Typer) -> None:
