@@ -8,7 +8,6 @@ import asyncio
 import errno
 import json
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -111,12 +110,9 @@ async def test_a_record_no_file_takes_is_logged_whole_as_lost(
     assert "No space left on device" in line and str(tmp_path / "dead.jsonl") in line
 
 
-async def test_dead_letters_are_imported_into_postgresql(tmp_path: Path) -> None:
-    url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+async def test_dead_letters_are_imported_into_postgresql(tmp_path: Path, pg_url: str) -> None:
     namespace = f"test-{uuid.uuid4().hex[:8]}"
-    async with FeedbackService(url, dead_letter_path=tmp_path / "dead.jsonl") as svc:
+    async with FeedbackService(pg_url, dead_letter_path=tmp_path / "dead.jsonl") as svc:
         for _ in range(3):  # the writer's last resort, called directly
             svc._dead_letter(make_execution(namespace=namespace, arguments={"q": 1}), OSError(28, "No space"))
         assert await svc.import_dead_letters(svc.dead_letter_path) == (3, 0)
@@ -146,8 +142,7 @@ async def test_an_older_dead_letters_nan_arguments_are_imported_as_strings_on_sq
     await check_an_older_dead_letters_non_finite_arguments(url, "default", tmp_path)
 
 
-async def test_an_older_dead_letters_nan_arguments_are_imported_as_strings_on_postgresql(tmp_path: Path) -> None:
-    url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    await check_an_older_dead_letters_non_finite_arguments(url, f"test-{uuid.uuid4().hex[:8]}", tmp_path)
+async def test_an_older_dead_letters_nan_arguments_are_imported_as_strings_on_postgresql(
+    tmp_path: Path, pg_url: str
+) -> None:
+    await check_an_older_dead_letters_non_finite_arguments(pg_url, f"test-{uuid.uuid4().hex[:8]}", tmp_path)

@@ -4,7 +4,6 @@ import asyncio
 import dataclasses
 import gc
 import json
-import os
 import sqlite3
 import sys
 import uuid
@@ -280,10 +279,7 @@ async def test_text_no_database_stores_as_it_is_is_kept_on_sqlite(service: Feedb
     await check_odd_text_is_kept(service, "default")
 
 
-async def test_text_no_database_stores_as_it_is_is_kept_on_postgresql() -> None:
-    pg_url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not pg_url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+async def test_text_no_database_stores_as_it_is_is_kept_on_postgresql(pg_url: str) -> None:
     async with FeedbackService(pg_url) as service:
         await check_odd_text_is_kept(service, f"test-{uuid.uuid4().hex[:8]}")
 
@@ -317,10 +313,7 @@ async def test_concurrent_ratings_move_the_reward_in_turn_on_sqlite(db_url: str)
         await check_concurrent_ratings_move_the_reward_in_turn([one, other], "default")
 
 
-async def test_concurrent_ratings_move_the_reward_in_turn_on_postgresql() -> None:
-    pg_url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not pg_url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+async def test_concurrent_ratings_move_the_reward_in_turn_on_postgresql(pg_url: str) -> None:
     async with FeedbackService(pg_url) as one, FeedbackService(pg_url) as other:
         await check_concurrent_ratings_move_the_reward_in_turn([one, other], f"test-{uuid.uuid4().hex[:8]}")
 
@@ -349,8 +342,5 @@ async def test_odd_text_in_arguments_is_kept_on_sqlite(db_url: str) -> None:
     await check_odd_text_in_arguments_is_kept(db_url, "default")
 
 
-async def test_odd_text_in_arguments_is_kept_on_postgresql() -> None:
-    pg_url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not pg_url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
+async def test_odd_text_in_arguments_is_kept_on_postgresql(pg_url: str) -> None:
     await check_odd_text_in_arguments_is_kept(pg_url, f"test-{uuid.uuid4().hex[:8]}")
