@@ -12,9 +12,11 @@ import pytest
 
 from toolwise.learning.embedding import load_embedder, tool_document
 from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
+from toolwise.rl.context import query_only
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.policies import ChoiceModel
 from toolwise.rl.policies.base import Policy
+from toolwise.rl.policies.choice_features import query_features, stacked_features
 
 BFCL = Path(__file__).resolve().parents[2] / "bench" / "data" / "bfcl_live"
 
@@ -192,3 +194,14 @@ def test_the_repeat_feature_marks_the_tools_the_session_already_called() -> None
     )
     assert rows[:, 4].tolist() == [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
     assert not learner.features.choice_rows("anything", [], learner.index.active)[:, 4].any()
+
+
+def test_a_runs_query_features_are_each_querys_to_the_last_bit() -> None:
+    """x(q) of a run's distinct queries at once (`stacked_features`) is `query_features` of each: the same
+    head, the same unit length, and no query stays zero."""
+    rng = np.random.default_rng(4)
+    embeddings = [rng.normal(size=256).astype(np.float32) for _ in range(20)] + [np.zeros(256, np.float32)]
+    stacked = stacked_features(embeddings, 128)
+    each = np.stack([query_features(query_only(e), 128) for e in embeddings])
+    np.testing.assert_array_equal(stacked, each)
+    assert not stacked[-1].any()

@@ -263,6 +263,33 @@ def test_a_runs_sequence_columns_are_each_historys_column_to_the_last_bit() -> N
     assert {len(model.backoff(h)[1]) for h in histories} == {0, 1, 2}
     each = np.stack([features.sequence_column(h, arms) for h in histories])
     np.testing.assert_array_equal(features.sequence_columns(histories, arms), each)
+    listed = index.active  # every listed tool in id order: their columns read in place
+    each = np.stack([features.sequence_column(h, listed) for h in histories])
+    np.testing.assert_array_equal(features.sequence_columns(histories, listed), each)
+
+
+def test_a_batch_counted_without_its_look_ups_counts_the_same_n_grams() -> None:
+    """A caller that does not read the follow evidence (the choice model's runs) skips the look-ups: every
+    count and sum the same, the evidence all −1."""
+    _, model = sessions_of_twelve_tools(seed=3)
+    looked, quiet = SequenceModel(), SequenceModel()
+    looked.load_state(model.state_dict())
+    quiet.load_state(model.state_dict())
+    batch = [("t1", "t2", ("t0", "t1")), ("t2", "t3", ("t1", "t2")), (None, "t4", ()), ("t4", "t12", ("t4",))]
+    counted = []
+    for m, look_up in ((looked, True), (quiet, False)):
+        counted.append(
+            m.observe_batch(
+                [b for b, _, _ in batch],
+                [t for _, t, _ in batch],
+                [h for _, _, h in batch],
+                np.array([1.0, 2.0, 3.0, 4.0]),
+                np.array([True, False, True, True]),
+                look_up=look_up,
+            )
+        )
+    assert (counted[0] > 0).any() and (counted[1] == -1.0).all()
+    assert ngrams(quiet.state_dict()) == ngrams(looked.state_dict()) and quiet.unigrams == looked.unigrams
 
 
 def test_a_runs_back_off_reads_a_loaded_state_with_pending_and_taken_prefixes_as_one_history_at_a_time() -> None:

@@ -84,7 +84,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
     if missing:
         arms = np.concatenate([arms, np.array(missing, dtype=np.int64)])
     sequence, history_at = sequence_columns(learner, steps, arms)
-    rewards, _ = _ordered_part(learner, steps, arm_list)
+    rewards, _ = _ordered_part(learner, steps, arm_list, follow=False)  # the rows carry no follow evidence
     queries = list(dict.fromkeys(q for q in steps.query if q))
     contexts = query_contexts(learner, queries)  # embeds them in one call (memoised for the text columns)
     text = text_columns(learner, queries, contexts, arms)  # with the caution on tools that write
@@ -112,9 +112,9 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         calls = kept[part.start : part.stop]
         block = text.take(context_of.take(calls), 0)  # the text columns, the rest 0 until set
         if learner.config.sequences_enabled:
-            columns, starts = sequence.take(history_at.take(calls), 0), first.take(calls)
-            block[~starts, :, 2] = columns[~starts]
-            block[starts, :, 3] = columns[starts]
+            history, starts = history_at.take(calls), first.take(calls)
+            block[~starts, :, 2] = sequence.take(history[~starts], 0)
+            block[starts, :, 3] = sequence.take(history[starts], 0)
         owners, at = already_called(calls.tolist(), first, steps.history, position, seen)
         block[owners, at, 4] = 1.0  # 1 for each tool the session already called
         return block
@@ -160,11 +160,12 @@ def _watch(learner: Learner, steps: StepColumns, scaled: NDArray[np.float64], wo
 
 
 def _ordered_part(
-    learner: Learner, steps: StepColumns, arms: list[int]
+    learner: Learner, steps: StepColumns, arms: list[int], *, follow: bool = True
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """The steps' rewards and the prior's follow evidence (−1 where there is none), as the step-by-
-    step path has them: reward from the tool's running latency before the step, follow evidence from
-    the n-grams before it, then latency and n-grams updated."""
+    """The steps' rewards and the prior's follow evidence (−1 where there is none; all −1 without
+    `follow`, for a policy that does not read it), as the step-by-step path has them: reward from the
+    tool's running latency before the step, follow evidence from the n-grams before it, then latency and
+    n-grams updated."""
     rewards, success = _rewards(learner, steps, arms)
     known = len(learner.index.lexical)  # tools the prior scores (the catalogue at the last set_tools)
     previous = [p if arm < known else None for p, arm in zip(steps.previous_tool, arms, strict=True)]
@@ -172,8 +173,10 @@ def _ordered_part(
     if steps.rating is not None:
         success = np.fromiter(map(worked, success.tolist(), steps.rating), dtype=bool, count=len(success))
     flags = None if steps.after_failure is None else np.asarray(steps.after_failure, dtype=bool)
-    follow = learner.sequences.observe_batch(previous, steps.tool, histories, rewards, success, after_failure=flags)
-    return rewards, follow
+    evidence = learner.sequences.observe_batch(
+        previous, steps.tool, histories, rewards, success, after_failure=flags, look_up=follow
+    )
+    return rewards, evidence
 
 
 def _rewards(learner: Learner, steps: StepColumns, arms: list[int]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from toolwise.rl.batch_view import Learner
 from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context, query_only
+from toolwise.rl.ids import in_order
 from toolwise.rl.policies.base import FEATURES
 from toolwise.rl.steps import StepColumns
 
@@ -38,15 +39,15 @@ def already_called(
 
 def sequence_columns(
     learner: Learner, steps: StepColumns, arms: NDArray[np.int64]
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """`Features.sequence_column` of each distinct history of the run (zeros with the sequences off),
-    and each step's row in it."""
+) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    """`Features.sequence_column` of each distinct history of the run (zeros with the sequences off) as
+    float32, as the feature rows hold it (cast once a run, not once a minibatch), and each step's row in it."""
     histories = list(dict.fromkeys(tuple(history) for history in steps.history))
     history_of = {history: i for i, history in enumerate(histories)}
     if learner.config.sequences_enabled:
-        sequence = learner.features.sequence_columns(histories, arms)
+        sequence = learner.features.sequence_columns(histories, arms).astype(np.float32)
     else:
-        sequence = np.zeros((len(histories), len(arms)))
+        sequence = np.zeros((len(histories), len(arms)), np.float32)
     return sequence, np.array([history_of[tuple(history)] for history in steps.history], dtype=np.int64)
 
 
@@ -66,14 +67,14 @@ def text_columns(
     everywhere = len(known) == len(arms)  # the catalogue describes every candidate: whole columns, no scatter
     columns = slice(None) if everywhere else known
     tools = arms.take(known)
-    in_order = everywhere and _in_order(tools)  # every tool, in id order: whole columns, no gather
+    whole = everywhere and in_order(tools)  # every tool, in id order: whole columns, no gather
     bm25 = lexical.scores_many(queries, remember=False)
-    if not (in_order and len(tools) == bm25.shape[1]):
+    if not (whole and len(tools) == bm25.shape[1]):
         bm25 = bm25.take(tools, 1)
     out[: len(queries), columns, 1 if semantic is not None else 0] = bm25
     if semantic is not None:
         vectors = np.stack([context.embedding for context in contexts[: len(queries)] if context.embedding is not None])
-        documents = semantic.vectors[: len(tools)] if in_order else semantic.vectors.take(tools, 0)
+        documents = semantic.vectors[: len(tools)] if whole else semantic.vectors.take(tools, 0)
         with one_blas_thread():
             cosine = vectors @ documents.T
         np.clip(cosine, 0.0, 1.0, out=cosine)
@@ -83,11 +84,6 @@ def text_columns(
         for i, query in enumerate(queries):
             out[i, cautious, :2] *= learner.features.kept(query, arms.take(cautious))[:, None]
     return out
-
-
-def _in_order(arms: NDArray[np.int64]) -> bool:
-    """Whether `arms` are 0, 1, …, n − 1: a gather of them is a copy."""
-    return len(arms) == 0 or (int(arms[0]) == 0 and int(arms[-1]) == len(arms) - 1 and bool((np.diff(arms) == 1).all()))
 
 
 def query_contexts(learner: Learner, queries: list[str]) -> list[Context]:

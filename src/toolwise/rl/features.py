@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.ids import in_order
 from toolwise.rl.policies.base import FEATURES
 from toolwise.rl.sequences import SequenceModel
 from toolwise.rl.toolindex import ToolIndex
@@ -179,7 +180,9 @@ class Features:
                 ids = tools.ids([tool for share in shares for tool in share], missing=len(tools))
                 values = np.fromiter((v for share in shares for v in share.values()), dtype=np.float64, count=len(ids))
                 out[owners, ids] += values
-        columns = out.take(np.minimum(arms, len(tools)), 1)
+        # every tool in id order (a run over the catalogue): their columns in place, the unknown one's left out
+        every = len(arms) == len(tools) and in_order(arms)
+        columns = out[:, : len(tools)] if every else out.take(np.minimum(arms, len(tools)), 1)
         columns *= len(self.index.active)
         return np.log1p(columns, out=columns)
 

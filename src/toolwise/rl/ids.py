@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+from numpy.typing import NDArray
+
 
 class Interner:
     def __init__(self, names: Iterable[str] = ()) -> None:
@@ -43,3 +46,8 @@ def grown_rows(rows: int, ids: Iterable[int]) -> int:
         if i >= rows:
             rows = max(2 * rows, i + 1)
     return rows
+
+
+def in_order(ids: NDArray[np.int64]) -> bool:
+    """Whether `ids` are 0, 1, …, n − 1: a table's rows taken by them are its first n rows, a slice."""
+    return len(ids) == 0 or (int(ids[0]) == 0 and int(ids[-1]) == len(ids) - 1 and bool((np.diff(ids) == 1).all()))

@@ -24,11 +24,13 @@ class BatchCounts(NgramCounts):
         rewards: NDArray[np.float64],
         worked: NDArray[np.bool_],
         after_failure: NDArray[np.bool_] | None = None,
+        *,
+        look_up: bool = True,
     ) -> NDArray[np.float64]:
         """A run of steps at once, over columns: each step's `follow_score(previous[i], tools[i])`
-        before it (−1 where None or `previous[i]` is None), then, with `histories`, `observe_step` of
-        each (the same counts and sums as one step at a time, without an object an n-gram), with
-        `after_failure[i]` where given."""
+        before it (−1 where None or `previous[i]` is None; all −1 without `look_up`, for a caller that does
+        not read it), then, with `histories`, `observe_step` of each (the same counts and sums as one step
+        at a time, without an object an n-gram), with `after_failure[i]` where given."""
         width = self.max_n - 1
         flags = np.zeros(len(tools), dtype=bool) if after_failure is None else np.asarray(after_failure, dtype=bool)
         marked = [failed(h[-1]) for h, f in zip(histories or (), flags.tolist(), strict=False) if f and h]
@@ -39,9 +41,9 @@ class BatchCounts(NgramCounts):
         tool_ids = np.array([ids[t] for t in tools], dtype=np.int32)
         if histories is not None:
             self._count_unigrams(columns.names, tool_ids, rewards, worked)
-        looked = np.array([i for i, p in enumerate(previous) if p is not None], dtype=np.int64)
+        looked = np.array([i for i, p in enumerate(previous) if p is not None and look_up], dtype=np.int64)
         look_prefix = np.full((len(looked), width), -1, dtype=np.int32)
-        look_prefix[:, 0] = [ids[p] for p in previous if p is not None]
+        look_prefix[:, 0] = [ids[p] for p in previous if p is not None and look_up]
         look_keys = columns._keys(look_prefix, tool_ids[looked])
         # last[k - 1, i]: the id of the k-th tool back in step i's history (−1: the history is shorter)
         last = np.full((width, len(tools)), -1, dtype=np.int32)
@@ -61,8 +63,9 @@ class BatchCounts(NgramCounts):
         count, successes, new = columns.count_batch(
             look_keys, seen_keys, seen_prefix, tool_ids[seen_step], rewards[seen_step], seen_worked
         )
-        earlier_count, earlier_successes = _earlier(look_keys, looked, seen_keys, seen_step, seen_worked)
-        count, successes = count + earlier_count, successes + earlier_successes
+        if len(looked):
+            earlier_count, earlier_successes = _earlier(look_keys, looked, seen_keys, seen_step, seen_worked)
+            count, successes = count + earlier_count, successes + earlier_successes
         self._size += new
         if marked:
             self._size += self._count_after_failures(

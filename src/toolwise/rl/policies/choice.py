@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 
 from toolwise.rl.blas import one_blas_thread
 from toolwise.rl.context import Context
-from toolwise.rl.ids import grown_rows
+from toolwise.rl.ids import grown_rows, in_order
 from toolwise.rl.policies.base import (
     FEATURES,
     Capabilities,
@@ -222,7 +222,7 @@ class ChoiceModel(PolicyBase):
         if (called < 0).any():
             raise ValueError(f"the called arm {int(lessons.arms[called < 0][0])} is not among the candidates")
         self._ensure(int(candidates.max()))
-        run = Minibatch(self.theta.astype(np.float32), x.astype(np.float32))
+        run = Minibatch(self.theta.astype(np.float32), x.astype(np.float32), in_order(candidates))
         before = np.zeros(n)
         with one_blas_thread():
             for start in range(0, n, BATCH):

@@ -31,6 +31,6 @@ def stacked_features(embeddings: Sequence[NDArray[np.float32]], dim: int) -> NDA
     head = np.stack([e[:dim] for e in embeddings]).astype(np.float64)
     x = np.zeros((len(embeddings), dim))
     x[:, : head.shape[1]] = head
-    norms = np.array([math.sqrt(float(row @ row)) for row in x])  # each row's own dot, as `query_features`
+    norms = np.sqrt(np.matmul(x[:, None, :], x[:, :, None])[:, 0, 0])  # one dot a row, as `query_features`'s
     x /= np.where(norms > 0, norms, 1.0)[:, None]
     return x

@@ -28,10 +28,12 @@ def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
 @dataclass(slots=True)
 class Minibatch:
     """What a run's minibatches share: θ's float32 copy, kept in step with θ (its products with x(q), the
-    most of a minibatch's time, at float32's speed), and the run's distinct x(q) as float32."""
+    most of a minibatch's time, at float32's speed), the run's distinct x(q) as float32, and whether its
+    candidates are every tool in id order (their θ then read in place)."""
 
     theta: NDArray[np.float32]
     x: NDArray[np.float32]
+    in_order: bool
 
 
 def shrink(chosen: NDArray[np.int64], arms: NDArray[np.int64], shrinkage: float) -> NDArray[np.float64]:
@@ -77,8 +79,7 @@ def minibatch_shortlist(
     """Each call's `k` best-scored candidates (its called one in the last place if they miss it), for
     `minibatch_step`: the calls' x(q), the shortlisted tools, their feature rows and where the called one is."""
     x = run.x.take(queries, 0)
-    in_order = np.array_equal(arms, np.arange(len(arms)))
-    theta = run.theta[: len(arms)] if in_order else run.theta.take(arms, 0)  # a run's: read in place
+    theta = run.theta[: len(arms)] if run.in_order else run.theta.take(arms, 0)  # a run's: read in place
     scores = x @ theta.T  # float32: it only picks the shortlist
     scores += rows @ weights.astype(rows.dtype)
     short = np.argpartition(np.negative(scores, out=scores), k - 1, axis=1)[:, :k]
