@@ -20,6 +20,13 @@ semantic prior against the lexical one in the same run, and the policy state's m
 1,000 tools against a full per-tool 256×256 matrix.
 
     python bench/real_queries.py [--data bench/data/bfcl_live] [--passes 3] [--seed 0] [--speed-only]
+
+`--callgrind` counts the instructions of the round trips instead of timing them (which on a shared machine
+moves with the load): callgrind's instrumentation is switched on around the measured ones only (semantic
+prior), and `callgrind_annotate` of its file says how many; divide by `--speed-queries` less the 50 warm-up:
+
+    TOKENIZERS_PARALLELISM=false OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --instr-atstart=no \
+        python bench/real_queries.py --speed-only --callgrind --speed-queries 150
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import argparse
 import asyncio
 import json
 import math
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -183,21 +192,33 @@ async def toolwise_run(
     return np.array(hits)
 
 
-async def recommend_latency(tools_file: Path, queries: list[str], embedding: str) -> tuple[float, float, float]:
+async def recommend_latency(
+    tools_file: Path, queries: list[str], embedding: str, *, callgrind: bool = False
+) -> tuple[float, float, float]:
     """p50 and p90 (ms) of recommend_tool round trips through the in-process client, and the p50 of the
     CPU time the round trip took on the event loop's thread (client and server: all of it runs there),
-    which other work on a shared machine moves far less than the wall time."""
+    which other work on a shared machine moves far less than the wall time. `callgrind`: callgrind's
+    instrumentation on from the first timed call to the last (the process runs under valgrind)."""
     times, cpu = [], []
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config(tools_file, Path(tmp) / "toolwise.db", 0, embedding=embedding)
         async with Toolwise(cfg) as app, Client(build_server(app), mode="legacy") as client:
             for i, q in enumerate(queries):
+                if callgrind and i == 50:
+                    instrument("on")
                 begin, begin_cpu = time.perf_counter(), time.thread_time()
                 await client.call_tool("recommend_tool", {"query": q, "session_id": f"s{i % 50}"})
                 times.append((time.perf_counter() - begin) * 1000)
                 cpu.append((time.thread_time() - begin_cpu) * 1000)
+            if callgrind:
+                instrument("off")
     warm = np.array(times[50:])
     return float(np.percentile(warm, 50)), float(np.percentile(warm, 90)), float(np.percentile(cpu[50:], 50))
+
+
+def instrument(switch: str) -> None:
+    """callgrind's instrumentation of this process on or off (`callgrind_control`, valgrind's)."""
+    subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
 
 
 def padded_catalogue(data: DataSet, size: int, path: Path) -> None:
@@ -232,6 +253,8 @@ async def main() -> None:
     parser.add_argument("--speed-tools", type=int, default=1_000)
     parser.add_argument("--settings", default="{}", help="toolwise settings as JSON (default: its defaults)")
     parser.add_argument("--speed-only", action="store_true", help="only recommend_tool's latency at --speed-tools")
+    parser.add_argument("--speed-queries", type=int, default=600, help="recommend_tool calls timed (the first 50 warm)")
+    parser.add_argument("--callgrind", action="store_true", help="run under callgrind: instrument the timed calls only")
     args = parser.parse_args()
     data = DataSet.load(args.data)
     requests = stream(data, args.passes, args.seed)
@@ -282,8 +305,11 @@ async def speed(args: argparse.Namespace, data: DataSet) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         padded = Path(tmp) / "tools.jsonl"
         padded_catalogue(data, args.speed_tools, padded)
-        queries = [r.query for r in data.requests[:600]]
-        semantic = await recommend_latency(padded, queries, "wordllama")
+        queries = [r.query for r in data.requests[: args.speed_queries]]
+        semantic = await recommend_latency(padded, queries, "wordllama", callgrind=args.callgrind)
+        if args.callgrind:
+            print("callgrind: instructions of the last", len(queries) - 50, "round trips (semantic prior) counted")
+            return
         lexical = await recommend_latency(padded, queries, "none")
     print(f"\nrecommend_tool round trip at {args.speed_tools:,} tools (in-process client, new query each call):")
     for name, (p50, p90, cpu) in (("semantic prior (default)", semantic), ("lexical prior (reference)", lexical)):

@@ -142,7 +142,10 @@ class LearningService(LearningCore):
         """Learn and record every call noted so far, in order: learned on the learning thread a chunk
         at a time while the event loop serves, then queued for the store. Calls noted while the learned
         state loads wait for it. The calls noted after it was asked are left to the drain after it: under
-        calls that keep coming faster than they are learned, it still returns."""
+        calls that keep coming faster than they are learned, it still returns. With every call noted taken
+        and no drain or restore holding the order, there is nothing to wait for: it returns at once."""
+        if self._taken >= self._noted and not self._order.locked():
+            return
         await self._drain_until(self._noted)
 
     async def caught_up(self, stale: int) -> None:

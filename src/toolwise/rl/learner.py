@@ -133,7 +133,8 @@ class Learner:
             named_first=named_first,
             history=history,
         )
-        return replace(decision, learned=self.updates)
+        decision.learned = self.updates  # a decision of its own, made just now: no copy
+        return decision
 
     def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
         """No candidate seems to serve the request: its words match none, or it is far from all the first

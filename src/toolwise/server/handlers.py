@@ -78,7 +78,7 @@ async def on_call_tool(
         name, arguments = app.target(params.name, params.arguments)
         own = app.own.get(name)
         if own is not None:
-            return await call_own(app, own, arguments or {}, meta, ctx)
+            return await call_own(app, own, arguments or {}, meta, ctx, client)
         rounds = InputRound(params.input_responses, params.request_state) if modern(ctx) else None
         return await forward(app, name, arguments, meta, ctx, rounds, client)
     except ValidationError as exc:
@@ -104,7 +104,10 @@ async def call_own(
     arguments: dict[str, Any],
     meta: dict[str, Any] | None,
     ctx: ServerRequestContext[Toolwise],
+    client: str | None,
 ) -> types.CallToolResult:
+    """One of toolwise's own tools, in the caller's session. `client`: the request's `client_key`, read
+    once per call (as `forward` does)."""
     args = tool.input.model_validate(arguments)
     try:
         if tool.waits or app.learning.settings.seed is not None:
@@ -121,18 +124,19 @@ async def call_own(
         log.warning("%s answers from memory: %s", tool.name, exc)  # stats say the store is failing
     sessions = app.learning.sessions
     named = getattr(args, "session_id", None)
-    owner = app.callers.principal(ctx)  # a session named is this client's: another's is never reached
-    key = sessions.resolve(named, meta, sessions.current(client_key(ctx)), owner)
-    if named or key != sessions.current(client_key(ctx)):  # a conversation named: the connection is in it
-        sessions.name(client_key(ctx), key)
+    owner = app.callers.principal_of(ctx, client)  # a session named is this client's: another's is never reached
+    current = sessions.current(client)
+    key = sessions.resolve(named, meta, current, owner)
+    if named or key != current:  # a conversation named: the connection is in it
+        sessions.name(client, key)
     if tool.takes_session:
         session = sessions.get(key, owner)
-        session.seen_on(client_key(ctx) or key)  # no connection (2026-07-28 HTTP): the session's own
+        session.seen_on(client or key)  # no connection (2026-07-28 HTTP): the session's own
     else:
         session = Session(key, owner=owner)  # a tool that takes no session is given one of its own, never kept
     output = await tool.handler(app.services, args, session)
     if tool.name in DECIDING and session.decision is not None:
-        await app.decided(ctx, client_key(ctx), session.decision)
+        await app.decided(ctx, client, session.decision)
         if app.tracing is not None:
             recommended(session.decision.decision_id)
     return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
