@@ -126,6 +126,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "toolwise"), *args], capture_output=True, text=True, timeout=120, env=env)
 
 
+# 18 processes started one after the other (~2-3 s of CPU each to import the CLI): at a load of 12 on two
+# cores they took the suite's 90 s; each still has its own 120 s bound (run_cli).
+@pytest.mark.timeout(240)
 async def test_admin_commands_report_a_populated_database(write_config: Callable[..., Path], tmp_path: Path) -> None:
     config = write_config({"time": time_server()})
     async with toolwise(config) as client:

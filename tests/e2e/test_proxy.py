@@ -59,7 +59,7 @@ async def test_calls_are_forwarded_with_identical_results(
 
 async def test_every_call_is_recorded_even_failures(write_config: Callable[..., Path], tmp_path: Path) -> None:
     ids = []
-    async with toolwise(write_config()) as client:
+    async with toolwise(write_config({"time": time_server()})) as client:
         for _ in range(5):
             ids.append((await client.call_tool("time__get_current_time", {"timezone": "UTC"})).meta)
         bad = await client.call_tool("time__get_current_time", {"timezone": "Not/AZone"})
@@ -75,7 +75,7 @@ async def test_every_call_is_recorded_even_failures(write_config: Callable[..., 
 async def test_rating_changes_the_recorded_reward(write_config: Callable[..., Path], tmp_path: Path) -> None:
     # latency weights off, so twin calls earn the same reward and the rating's effect is exact
     weights = {"success": 10, "failure": -5, "rating_per_point": 2, "latency_per_second": 0, "fast_bonus": 0}
-    async with toolwise(write_config(reward=weights)) as client:
+    async with toolwise(write_config({"time": time_server()}, reward=weights)) as client:
         unrated = execution_of(await client.call_tool("time__get_current_time", {"timezone": "UTC"}))
         call = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
         execution_id = execution_of(call)
@@ -188,7 +188,7 @@ async def test_a_lone_call_is_recorded_without_waiting_for_another(
     write_config: Callable[..., Path], tmp_path: Path
 ) -> None:
     """Recording is deferred off the call's path, but never waits for a next call or shutdown."""
-    async with toolwise(write_config()) as client:
+    async with toolwise(write_config({"time": time_server()})) as client:
         call = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
         execution_id = execution_of(call)
         for _ in range(100):

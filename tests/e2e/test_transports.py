@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.e2e.conftest import BIN, rows, toolwise_http
+from tests.e2e.conftest import BIN, rows, time_server, toolwise_http
 
 
 def scrape(url: str) -> str:
@@ -28,7 +28,8 @@ def scrape(url: str) -> str:
 
 
 async def test_streamable_http_transport_serves_and_records(write_config: Callable[..., Path], tmp_path: Path) -> None:
-    async with toolwise_http(write_config()) as url:  # stopped with SIGINT; exit code 0 asserted there
+    config = write_config({"time": time_server()})
+    async with toolwise_http(config) as url:  # stopped with SIGINT; exit code 0 asserted there
         for mode in ("auto", "legacy"):
             async with Client(url, mode=mode) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
