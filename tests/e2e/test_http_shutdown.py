@@ -96,9 +96,11 @@ async def test_a_signal_over_http_shuts_down_cleanly_with_a_client_connected(
     toy = toy_server.spec()
     toy["env"]["TOOLWISE_TEST_MARKER"] = marker
     servers = {"time": time_server(marker), "toy": toy, "hung": hung_server(marker)}
-    # The hung one never starts: its first start times out after 3 s (a first tools/list waits that long), then
-    # it is started again, and again, a process hung in its start each time.
-    config = write_config(servers, snapshot_interval_s=0, start_wait_s=0.5, start_timeout_s=3, restart_backoff_s=0.1)
+    # The hung one never starts: its first start times out after 5 s (a first tools/list waits that long), then
+    # it is started again, and again, a process hung in its start each time. (5 s, not less: the time and toy
+    # servers, Python processes importing the SDK, take 2-3 s to answer initialize on a loaded 2-core machine
+    # while the first client keeps toolwise busy, and one that times out is restarted after a growing backoff.)
+    config = write_config(servers, snapshot_interval_s=0, start_wait_s=0.5, start_timeout_s=5, restart_backoff_s=0.1)
     port = free_port()
     proc = subprocess.Popen(
         [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(config)],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -22,7 +22,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from toolwise.config import InProcessServer
+if TYPE_CHECKING:  # toolwise.config imports the feedback store (SQLAlchemy): 1.5 s the process needs not spend
+    from toolwise.config import InProcessServer
 
 
 def _tool(tool: str, description: str, **properties: str) -> types.Tool:
@@ -128,6 +129,8 @@ def spec(name: str = "toy", log: Path | None = None, bulk: int = 0, **extra: Any
 def served(name: str = "toy", log: Path | None = None, bulk: int = 0, prefix: str | None = None) -> InProcessServer:
     """A toy downstream for toolwise to serve in-process (`log`: where `sleep` notes a cancel; `bulk`: that
     many more tools, `bulk_0000` …; `prefix`: its tools' prefix instead of its name)."""
+    from toolwise.config import InProcessServer  # here, not at the top: the stdio process never needs it
+
     return InProcessServer(build(name, log, bulk), prefix=prefix)
 
 
