@@ -215,7 +215,11 @@ async def test_learned_exposure_tells_a_2026_client_through_listen(write_config:
 async def test_a_search_for_a_tools_name_finds_it_first(tmp_path: Path) -> None:
     """An agent that read a tool's name (in a log, a previous answer) searches for it by that name."""
     servers = {"time": time_server(), "git": {"command": "mcp-server-git"}}
-    async with serving(tmp_path / "t.db", servers, exposure="search") as app, Client(build_server(app)) as client:
+    # both downstreams up before the first search (start_wait_s): the index is then the whole catalogue's
+    async with (
+        serving(tmp_path / "t.db", servers, exposure="search", start_wait_s=60) as app,
+        Client(build_server(app)) as client,
+    ):
         listed = [t.name for t in app.catalogue.tools()]
         assert len(listed) > 10
         for name in listed:

@@ -20,7 +20,9 @@ SERVERS = {"time": time_server(), "git": {"command": "mcp-server-git"}}
 
 def config(tmp_path: Path) -> AppConfig:
     database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
-    return AppConfig.model_validate({"mcpServers": SERVERS, "toolwise": {"database_url": database, "seed": 7}})
+    # every downstream up before the first request (a loaded machine starts mcp-server-git in over 5 s, the default)
+    toolwise = {"database_url": database, "seed": 7, "start_wait_s": 60}
+    return AppConfig.model_validate({"mcpServers": SERVERS, "toolwise": toolwise})
 
 
 async def test_no_tool_that_changes_the_repository_is_first_for_a_request_that_reads(tmp_path: Path) -> None:
