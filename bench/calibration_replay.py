@@ -12,6 +12,7 @@ map the code ran gives outcomes_direct's ECE to the digit (checked at each run).
 
     python bench/calibration_replay.py --seeds 8                           # BFCL live, 60% and 80%
     python bench/calibration_replay.py --data bench/data/nestful --seeds 8 --maps held,free
+    python bench/calibration_replay.py --seeds 8 --held-under 0.5   # no confidence lifted across the ≥ 0.5 rule
 """
 
 from __future__ import annotations
@@ -240,6 +241,9 @@ def main() -> None:
     parser.add_argument("--maps", default=",".join(MAPS))
     parser.add_argument("--cache", type=Path, default=Path("/tmp/toolwise-calibration-replay"))
     parser.add_argument("--gain", action="store_true", help="also the gain proxy at the ≥ 0.5 rule")
+    parser.add_argument(
+        "--held-under", type=float, default=0.0, help="keep the recorded confidence where it is under this (0: nowhere)"
+    )
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     embedder: WordLlamaEmbedder | None = None
@@ -259,6 +263,9 @@ def main() -> None:
     print(f"{args.data.name}: ECE of the top-1's confidence (target ≤ {ECE_TARGET}), " + " · ".join(runs))
     for name in args.maps.split(","):
         confidences = {label: replay(rec, MAPS[name]) for label, rec in runs.items()}
+        for label, rec in runs.items():  # where the code's map says under --held-under, as it says
+            recorded = np.clip(np.array([t[2] for t in rec.top]), 0.0, 1.0)
+            confidences[label] = np.where(recorded < args.held_under, recorded, confidences[label])
         eces = [reliability(c, runs[label].works)[1] for label, c in confidences.items()]
         over = sum(e > ECE_TARGET for e in eces)
         line = f"  {name:10s} max {max(eces):.3f} ({over} over) " + " · ".join(f"{e:.3f}" for e in eces)
