@@ -13,6 +13,7 @@ map the code ran gives outcomes_direct's ECE to the digit (checked at each run).
     python bench/calibration_replay.py --seeds 8                           # BFCL live, 60% and 80%
     python bench/calibration_replay.py --data bench/data/nestful --seeds 8 --maps held,free
     python bench/calibration_replay.py --seeds 8 --held-under 0.5   # no confidence lifted across the ≥ 0.5 rule
+    python bench/calibration_replay.py --live cosine0.5 --held-under 0.5 --accuracy 0.8 --seed 7 --seeds 1
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from __future__ import annotations
 import argparse
 import math
 import pickle
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import outcomes_direct
 from imperfect_agent import simulate
 from numpy.typing import NDArray
 from outcome_report import ECE_TARGET, LAST, reliability
@@ -55,13 +58,14 @@ class Recording:
     works: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     top_hit: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     agent_hit: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    replaced_arm: int = -1  # the arm `replacement` put first at the latest select (-1: none)
 
 
 def record(policy: OutcomeModel, rec: Recording) -> Callable[[Any, int], None]:
     """Listens to the policy's calibration and learning; returns what to call with each recommendation."""
     calibration, cosine = policy.calibration, [math.nan]
     learn_many, revise, learn_one = calibration.learn_many, calibration.revise, policy.learn_one
-    select, replacement, replaced = policy.select, policy.replacement, [-1]
+    select, replacement = policy.select, policy.replacement
     cosines: dict[int, float] = {}  # each candidate's cosine at the last select
 
     def on_learn_many(p_agents: list[float], fits: list[float]) -> None:
@@ -81,7 +85,7 @@ def record(policy: OutcomeModel, rec: Recording) -> Callable[[Any, int], None]:
         return learn_one(lesson, rng)
 
     def on_select(context: Any, arms: Any, inputs: Any, rng: Any) -> Any:
-        replaced[0] = -1
+        rec.replaced_arm = -1
         selection = select(context, arms, inputs, rng)
         cosines.clear()
         cosines.update(zip(arms.tolist(), inputs[:, 0].tolist(), strict=True))
@@ -89,7 +93,7 @@ def record(policy: OutcomeModel, rec: Recording) -> Callable[[Any, int], None]:
 
     def on_replacement(*args: Any) -> Any:
         order = replacement(*args)
-        replaced[0] = int(args[0][order[0]]) if int(order[0]) != int(args[4][0]) else -1
+        rec.replaced_arm = int(args[0][order[0]]) if int(order[0]) != int(args[4][0]) else -1
         return order
 
     # listeners that call through: the same signatures, typed loosely (as bench/outcome_why.py's)
@@ -106,7 +110,7 @@ def record(policy: OutcomeModel, rec: Recording) -> Callable[[Any, int], None]:
         m = float(calibration.mean(np.array([p_agent]))[0])
         rec.at.append(len(rec.calls))
         rec.top.append((p_agent, float(first.evidence), float(first.expected), m, cosines.get(arm, math.nan)))
-        rec.replaced.append(replaced[0] == arm)
+        rec.replaced.append(rec.replaced_arm == arm)
 
     return on_top
 
@@ -232,6 +236,44 @@ def gain_proxy(rec: Recording, confidence: NDArray[np.float64]) -> float:
     return float(100 * np.mean(np.where(follow, rec.top_hit[-LAST:], rec.agent_hit[-LAST:]) - rec.agent_hit[-LAST:]))
 
 
+def reported_through(make: Callable[[], Map | Blend], held_under: float) -> None:
+    """outcomes_direct's learners, each with the confidence its outcome policy reports read through the map
+    `make` builds (learned on its calls as `replay` learns it; not where the policy's own is under
+    `held_under`, nor for a `replacement`): what the change would do to the live arm's gains, before it is
+    written in src. The verdicts and the ranking are the policy's own."""
+    plain = outcomes_direct.learner
+
+    def listened(w: Any, embedder: WordLlamaEmbedder, policy: str) -> Any:
+        learn = plain(w, embedder, policy)
+        if not isinstance(learn.policy, OutcomeModel):
+            raise TypeError(f"--live reads the outcome policy, not {learn.policy.name!r}")
+        pol, alt, rec = learn.policy, make(), Recording()
+        record(pol, rec)  # the listeners: the calls reach `alt` from `rec.calls` as they come
+        select, learned = pol.select, [0]
+
+        def on_select(context: Any, arms: Any, inputs: Any, rng: Any) -> Any:
+            selection = select(context, arms, inputs, rng)
+            agent, evidence = selection.agent, selection.evidence
+            if agent is None or evidence is None:
+                raise ValueError("the outcome policy reported no p_agent or evidence")
+            for (q, fit, c), revised in zip(rec.calls[learned[0] :], rec.revised[learned[0] :], strict=True):
+                alt.learn(q, fit, c, revised)
+            learned[0] = len(rec.calls)
+            cosine = dict(zip(arms.tolist(), inputs[:, 0].tolist(), strict=True))
+            held = pol.calibration.mean(agent)
+            for i, arm in enumerate(selection.ranked.tolist()):
+                p = float(selection.expected[i])
+                if p >= held_under and rec.replaced_arm != arm:
+                    m = alt.mean(float(agent[i]), cosine.get(arm, math.nan))
+                    selection.expected[i] = p + S0 * (m - held[i]) / (S0 + evidence[i])
+            return selection
+
+        pol.select = on_select  # type: ignore[method-assign]
+        return learn
+
+    outcomes_direct.learner = listened
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "bfcl_live")
@@ -244,7 +286,14 @@ def main() -> None:
     parser.add_argument(
         "--held-under", type=float, default=0.0, help="keep the recorded confidence where it is under this (0: nowhere)"
     )
+    parser.add_argument("--live", help="run outcomes_direct instead, the confidence read through this map")
     args = parser.parse_args()
+    if args.live:
+        reported_through(MAPS[args.live], args.held_under)
+        flags = ["--data", str(args.data), "--accuracy", args.accuracy, "--seed", str(args.seed)]
+        sys.argv = [sys.argv[0], *flags, "--seeds", str(args.seeds)]
+        outcomes_direct.main()
+        return
     args.cache.mkdir(parents=True, exist_ok=True)
     embedder: WordLlamaEmbedder | None = None
     reference: ReferenceEmbedding | None = None
