@@ -75,3 +75,8 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
     monkeypatch.setattr(SQLiteWriteThread, "_execute", execute)
     return full
+
+
+def rerated(reward: float, rating: int, previous: int | None) -> float:
+    """A reward moved by a rating's points, 2 a star from 3 (the default weights)."""
+    return reward + 2 * (rating - 3) - (0 if previous is None else 2 * (previous - 3))

@@ -18,7 +18,7 @@ import pytest
 from alembic import command
 from sqlalchemy import event, text
 
-from tests.feedback.conftest import make_execution
+from tests.feedback.conftest import make_execution, rerated
 from tests.feedback.exact_metrics import recompute_action_summary, recompute_tool_metrics
 from toolwise.feedback import Episode, FeedbackService, ToolMetrics, utcnow
 from toolwise.feedback.export_workers import Workers
@@ -100,8 +100,8 @@ async def test_maintained_summaries_equal_the_sql_recomputation(backend: tuple[F
         await service.reports.get_tool_metrics("s__t3", namespace=namespace),
         await recompute_tool_metrics(service, "s__t3", namespace=namespace),
     )
-    await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
-    await service.log.set_reward(ids[1], -9.0)  # ... and one it had
+    await service.log.add_rating(ids[0], 5, rerate=rerated, unrated=lambda _: 11.0)  # a call not rewarded yet
+    await service.log.add_rating(ids[1], 1, rerate=rerated)  # ... and one that had a reward
     await assert_summaries_equal_the_log(service, namespace)
     seq, _ = await service.reads.high_water(namespace)
     pruned = await service.log.prune(utcnow() - timedelta(days=30), namespace=namespace, max_seq=seq)
@@ -166,8 +166,8 @@ async def test_the_mean_reward_from_the_summaries_equals_the_logs_average(servic
     ids = await fill(service, 300)
     await fill(service, 40, namespace="elsewhere", seed=1)
     assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
-    await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
-    await service.log.set_reward(ids[1], -9.0)  # ... and one it had
+    await service.log.add_rating(ids[0], 5, rerate=rerated, unrated=lambda _: 11.0)  # a call not rewarded yet
+    await service.log.add_rating(ids[1], 1, rerate=rerated)  # ... and one that had a reward
     assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
     seq, _ = await service.reads.high_water()
     await service.log.prune(utcnow() - timedelta(days=30), max_seq=seq)
