@@ -114,8 +114,8 @@ class Toolwise:
             await self.feedback.start()
             if warming is not None:
                 await warming
-        except BaseException:
-            await self.catalogue.aclose()
+        except BaseException:  # its start given up: the downstreams, maybe still booting, killed at once
+            await self.catalogue.aclose(abandoned=True)
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
