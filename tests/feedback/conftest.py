@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -45,15 +44,6 @@ async def ratings_of(service: FeedbackService, execution_id: str) -> list[Rating
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
-
-
-@pytest.fixture
-def pg_url() -> str:
-    """The PostgreSQL server .ci/run starts; a test that asks for it is skipped, saying why, without one."""
-    url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    return url
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ SQLite and PostgreSQL), episodes are read in pages."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,8 +24,6 @@ from toolwise.feedback.export_workers import Workers
 from toolwise.feedback.migrate import alembic_config
 from toolwise.feedback.records import ActionSummary
 from toolwise.feedback.toolstats import RELATIVE_ACCURACY
-
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
 
 def assert_same(maintained: list[ToolMetrics], recomputed: list[ToolMetrics]) -> None:
@@ -84,9 +81,8 @@ async def fill(service: FeedbackService, n: int, *, namespace: str = "default", 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def backend(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[tuple[FeedbackService, str]]:
     """A service on a real SQLite file or the real PostgreSQL server, and a namespace of its own."""
-    if request.param == "postgresql" and not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    async with FeedbackService(db_url if request.param == "sqlite" else str(PG_URL)) as svc:
+    url = db_url if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    async with FeedbackService(url) as svc:
         yield svc, f"test-{uuid.uuid4().hex[:8]}"
 
 
@@ -250,10 +246,8 @@ async def test_log_reads_walk_the_seq_index_on_sqlite(service: FeedbackService) 
 
 
 @pytest.fixture
-async def pg_service() -> AsyncIterator[tuple[FeedbackService, str]]:
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    async with FeedbackService(PG_URL) as svc:
+async def pg_service(pg_url: str) -> AsyncIterator[tuple[FeedbackService, str]]:
+    async with FeedbackService(pg_url) as svc:
         yield svc, f"test-{uuid.uuid4().hex[:8]}"
 
 

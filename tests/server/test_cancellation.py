@@ -12,8 +12,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.server.surface import ok, rows, serving, text
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import service
+from tests.server.test_persistence import proxied, service
 from toolwise.downstream.outcome import CallOutcome
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.records import RatingEvent
