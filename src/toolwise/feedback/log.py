@@ -82,7 +82,7 @@ class ExecutionLog:
         if execution is None:
             raise UnknownExecutionError(execution_id)
         created_at, comment = created_at or utcnow(), self._rows.free_text(comment)
-        base = unrated(execution) if unrated is not None else None
+        base = unrated(execution) if unrated is not None and execution.reward is None else None  # a stored reward stays
 
         def write(conn: Connection) -> tuple[int | None, int, float | None, int | None]:
             """The rating replaced, the rating's id, the execution's reward and the rating that reward includes.
