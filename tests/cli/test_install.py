@@ -162,6 +162,27 @@ def test_a_config_saved_with_a_byte_order_mark_installs(home: Path) -> None:
     assert list(json.loads(path.read_text())["mcpServers"]) == ["toolwise"]
 
 
+def test_an_install_rewrites_only_the_moved_servers_and_keeps_the_rest_as_written(home: Path) -> None:
+    """A config written by hand (compact entries, one a line) keeps every line the install does not need to
+    change: the servers that stay with the client and the client's other settings come back as written."""
+    path = clients.client_config_path(Client.claude_desktop, "linux")
+    path.parent.mkdir(parents=True)
+    kept = [
+        '    "legacy": {"type": "sse", "url": "https://example.com/sse"}',
+        "  },",
+        '  "globalShortcut": "Ctrl+Space",',
+        '  "preferences": {"theme": "dark", "zoom": [1, 2]}',
+        "}",
+    ]
+    moved = '    "time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]},'
+    path.write_text("\n".join(["{", '  "mcpServers": {', moved, *kept]) + "\n")
+    install.run(Client.claude_desktop, None, dry_run=False, undo_it=False)
+    installed = path.read_text()
+    assert installed.startswith('{\n  "mcpServers": {\n    "toolwise": {\n')  # the new entry, indented as the file
+    assert installed.endswith("\n".join(["", *kept, ""]))
+    assert moved not in installed and list(json.loads(installed)["mcpServers"]) == ["toolwise", "legacy"]
+
+
 def test_a_missing_client_config_is_refused_with_where_it_was_looked_for(home: Path) -> None:
     with pytest.raises(InstallError, match=r"no config at .*\.cursor/mcp\.json"):
         install.run(Client.cursor, None, dry_run=True, undo_it=False)

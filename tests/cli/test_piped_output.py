@@ -3,6 +3,7 @@ command waits leaves no empty line behind where stdout is no terminal."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,19 @@ def test_an_inspect_view_on_a_pipe_starts_with_its_content(tmp_path: Path, comma
     result = CliRunner().invoke(cli, ["inspect", *args, *config], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() and not result.stdout[0].isspace(), repr(result.stdout[:80])
+
+
+@pytest.mark.parametrize(
+    "terminal", [{}, {"FORCE_COLOR": "1", "TERM": "dumb"}], ids=["pipe", "terminal-that-cannot-redraw"]
+)
+def test_the_demo_where_its_bar_cannot_redraw_prints_no_bar_and_no_blank_line(
+    tmp_path: Path, terminal: dict[str, str]
+) -> None:
+    """`toolwise demo | tee demo.txt` (or a TERM=dumb shell): the bar, which cannot move there, is left out;
+    rich's Progress would print its last frame and, on a terminal it cannot redraw, an empty line after it."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'demo.db'}"
+    env = {"COLUMNS": "80", **terminal}
+    result = CliRunner().invoke(cli, ["demo", "--calls", "2", "--database-url", database], env=env)
+    assert result.exit_code == 0, result.output
+    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.stdout).splitlines()  # colours forced, or not
+    assert "" not in lines and not [line for line in lines if line.startswith("tool calls ")], lines[:6]

@@ -24,7 +24,6 @@ from tests.e2e.conftest import BIN, caught_up, kill_marked, rows, time_server, t
 from tests.server.surface import execution_of, text
 
 HERE = Path(__file__).parent
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
 
@@ -96,10 +95,11 @@ async def test_a_failing_downstream_opens_its_circuit_and_closes_after_recovery(
     assert errors == [(None,), ("DownstreamError",), ("DownstreamError",), ("CircuitOpenError",), (None,)]
 
 
-@pytest.mark.skipif(not PG_URL, reason="TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-async def test_two_toolwise_processes_on_postgresql_share_what_they_learn(write_config: Callable[..., Path]) -> None:
+async def test_two_toolwise_processes_on_postgresql_share_what_they_learn(
+    write_config: Callable[..., Path], pg_url: str
+) -> None:
     namespace = f"e2e-{uuid.uuid4().hex[:8]}"
-    settings = {"database_url": PG_URL, "namespace": namespace, "sync_interval_s": 0.2}
+    settings = {"database_url": pg_url, "namespace": namespace, "sync_interval_s": 0.2}
     config_a = write_config({"time": time_server()}, **settings)
     config_b = write_config({"time": time_server()}, **settings)
     async with toolwise(config_a) as a, toolwise(config_b) as b:

@@ -134,6 +134,31 @@ def test_the_demo_on_an_unusable_database_is_one_line(home: dict[str, str], tmp_
     assert (result.returncode, one_line(result)) == (2, f"toolwise: unusable database: {folder}: {READ_FAILED}")
 
 
+BOOTING = """import os, signal, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # slow to stop, as npx is while it fetches a package
+time.sleep(60)  # a server still booting: its stdin unread
+"""
+
+
+@pytest.mark.parametrize("transport", [["--http", "--port", "0"], []], ids=["http", "stdio"])
+def test_serve_on_an_unusable_database_says_so_and_stops_its_servers_without_blaming_them(
+    home: dict[str, str], tmp_path: Path, transport: list[str]
+) -> None:
+    """The database fails while the servers boot: the one line says what failed, and the servers, given up
+    while still starting, are stopped without a warning that they "did not stop" (nothing was wrong with them)."""
+    folder, script, pid = tmp_path / "a-folder", tmp_path / "booting.py", tmp_path / "booting.pid"
+    folder.mkdir()
+    script.write_text(BOOTING)
+    path = config(tmp_path, {"slow": {"command": sys.executable, "args": [str(script), str(pid)]}})
+    result = cli(home, "serve", *transport, "-c", str(path), "--database-url", f"sqlite+aiosqlite:///{folder}")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == f"toolwise: unusable database: {folder}: {READ_FAILED}"
+    assert "did not stop" not in result.stderr and "WARNING" not in result.stderr, result.stderr
+    with pytest.raises(ProcessLookupError):  # the server is gone with it
+        os.kill(int(pid.read_text()), 0)
+
+
 def install_two_clients_and_undo_one(home: dict[str, str]) -> tuple[Path, Path]:
     root = Path(home["HOME"])
     desktop = root / ".config" / "Claude" / "claude_desktop_config.json"

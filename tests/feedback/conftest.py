@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -48,15 +47,6 @@ def db_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def pg_url() -> str:
-    """The PostgreSQL server .ci/run starts; a test that asks for it is skipped, saying why, without one."""
-    url = os.environ.get("TOOLWISE_TEST_PG_URL")
-    if not url:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    return url
-
-
-@pytest.fixture
 async def service(db_url: str) -> AsyncIterator[FeedbackService]:
     async with FeedbackService(db_url) as svc:
         yield svc
@@ -75,3 +65,8 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
     monkeypatch.setattr(SQLiteWriteThread, "_execute", execute)
     return full
+
+
+def rerated(reward: float, rating: int, previous: int | None) -> float:
+    """A reward moved by a rating's points, 2 a star from 3 (the default weights)."""
+    return reward + 2 * (rating - 3) - (0 if previous is None else 2 * (previous - 3))

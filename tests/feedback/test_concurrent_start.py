@@ -5,7 +5,6 @@ already exists"). Real processes, released at the same moment, on an SQLite file
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +22,6 @@ from toolwise.feedback import FeedbackService
 from toolwise.feedback.migrate import HEAD
 
 INSTANCES = 4
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
 # One instance: imports everything, waits for the starting gun, then opens the database.
 INSTANCE = """
@@ -73,16 +71,14 @@ async def test_instances_started_together_on_a_fresh_sqlite_file_all_come_up(tmp
 
 
 @pytest.fixture
-async def fresh_pg_database() -> AsyncIterator[str]:
+async def fresh_pg_database(pg_url: str) -> AsyncIterator[str]:
     """A database of its own on the PostgreSQL server (dropped after)."""
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
     name = f"toolwise_fresh_{uuid.uuid4().hex[:8]}"
-    admin = create_async_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    admin = create_async_engine(pg_url, isolation_level="AUTOCOMMIT")
     async with admin.connect() as conn:
         await conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+        yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     finally:
         async with admin.connect() as conn:
             await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

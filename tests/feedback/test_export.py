@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,8 +17,6 @@ from tests.feedback.conftest import make_execution
 from toolwise.feedback import Execution, FeedbackService, utcnow
 from toolwise.feedback.export import execution_chunks, rating_chunks
 from toolwise.feedback.export_workers import ExportWorkerError
-
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
 
 async def exported(
@@ -97,10 +94,8 @@ async def test_export_chunks_hold_every_execution_in_order_on_sqlite(service: Fe
     await check_export(service, "default")
 
 
-async def test_export_chunks_hold_every_execution_in_order_on_postgresql() -> None:
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    async with FeedbackService(PG_URL) as service:
+async def test_export_chunks_hold_every_execution_in_order_on_postgresql(pg_url: str) -> None:
+    async with FeedbackService(pg_url) as service:
         await check_export(service, f"test-{uuid.uuid4().hex[:8]}")
 
 
@@ -165,10 +160,8 @@ async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_sqlite
     await check_non_finite_arguments(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}", "default")
 
 
-async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgresql() -> None:
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    await check_non_finite_arguments(PG_URL, f"test-{uuid.uuid4().hex[:8]}")
+async def test_non_finite_numbers_in_arguments_are_stored_and_exported_on_postgresql(pg_url: str) -> None:
+    await check_non_finite_arguments(pg_url, f"test-{uuid.uuid4().hex[:8]}")
 
 
 async def test_arguments_stored_with_bare_nan_before_they_became_strings_do_not_stop_an_sqlite_export(
@@ -238,19 +231,17 @@ async def test_line_separators_in_a_text_do_not_split_its_line_from_iter_executi
     assert [json.loads(line)["query"] for batch in batches for line in batch] == [query, "plain"]
 
 
-async def test_an_export_from_postgresql_gives_times_in_utc_whatever_the_servers_time_zone() -> None:
+async def test_an_export_from_postgresql_gives_times_in_utc_whatever_the_servers_time_zone(pg_url: str) -> None:
     """PostgreSQL writes a timestamptz in its session's time zone, which is the server's (Debian's initdb
     takes the host's): the export's times must be UTC, as documented and as an SQLite file's are."""
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
     name = f"toolwise_tz_{uuid.uuid4().hex[:8]}"
-    admin = create_async_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    admin = create_async_engine(pg_url, isolation_level="AUTOCOMMIT")
     try:
         async with admin.connect() as conn:
             await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
             await conn.exec_driver_sql(f"ALTER DATABASE \"{name}\" SET timezone TO 'Asia/Kolkata'")
         async with FeedbackService(
-            make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+            make_url(pg_url).set(database=name).render_as_string(hide_password=False)
         ) as service:
             finished = datetime(2026, 11, 1, 12, 0, 0, 250000, tzinfo=UTC)
             execution = make_execution()

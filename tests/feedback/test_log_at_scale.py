@@ -5,7 +5,6 @@ SQLite and PostgreSQL), episodes are read in pages."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -18,15 +17,13 @@ import pytest
 from alembic import command
 from sqlalchemy import event, text
 
-from tests.feedback.conftest import make_execution
+from tests.feedback.conftest import make_execution, rerated
 from tests.feedback.exact_metrics import recompute_action_summary, recompute_tool_metrics
 from toolwise.feedback import Episode, FeedbackService, ToolMetrics, utcnow
 from toolwise.feedback.export_workers import Workers
 from toolwise.feedback.migrate import alembic_config
 from toolwise.feedback.records import ActionSummary
 from toolwise.feedback.toolstats import RELATIVE_ACCURACY
-
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
 
 def assert_same(maintained: list[ToolMetrics], recomputed: list[ToolMetrics]) -> None:
@@ -84,9 +81,8 @@ async def fill(service: FeedbackService, n: int, *, namespace: str = "default", 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def backend(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[tuple[FeedbackService, str]]:
     """A service on a real SQLite file or the real PostgreSQL server, and a namespace of its own."""
-    if request.param == "postgresql" and not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    async with FeedbackService(db_url if request.param == "sqlite" else str(PG_URL)) as svc:
+    url = db_url if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    async with FeedbackService(url) as svc:
         yield svc, f"test-{uuid.uuid4().hex[:8]}"
 
 
@@ -100,8 +96,8 @@ async def test_maintained_summaries_equal_the_sql_recomputation(backend: tuple[F
         await service.reports.get_tool_metrics("s__t3", namespace=namespace),
         await recompute_tool_metrics(service, "s__t3", namespace=namespace),
     )
-    await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
-    await service.log.set_reward(ids[1], -9.0)  # ... and one it had
+    await service.log.add_rating(ids[0], 5, rerate=rerated, unrated=lambda _: 11.0)  # a call not rewarded yet
+    await service.log.add_rating(ids[1], 1, rerate=rerated)  # ... and one that had a reward
     await assert_summaries_equal_the_log(service, namespace)
     seq, _ = await service.reads.high_water(namespace)
     pruned = await service.log.prune(utcnow() - timedelta(days=30), namespace=namespace, max_seq=seq)
@@ -166,8 +162,8 @@ async def test_the_mean_reward_from_the_summaries_equals_the_logs_average(servic
     ids = await fill(service, 300)
     await fill(service, 40, namespace="elsewhere", seed=1)
     assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
-    await service.log.set_reward(ids[0], 15.0)  # a rating revises a reward the call had not had
-    await service.log.set_reward(ids[1], -9.0)  # ... and one it had
+    await service.log.add_rating(ids[0], 5, rerate=rerated, unrated=lambda _: 11.0)  # a call not rewarded yet
+    await service.log.add_rating(ids[1], 1, rerate=rerated)  # ... and one that had a reward
     assert await service.reports.mean_reward() == pytest.approx(await logged_mean_reward(service))
     seq, _ = await service.reads.high_water()
     await service.log.prune(utcnow() - timedelta(days=30), max_seq=seq)
@@ -250,10 +246,8 @@ async def test_log_reads_walk_the_seq_index_on_sqlite(service: FeedbackService) 
 
 
 @pytest.fixture
-async def pg_service() -> AsyncIterator[tuple[FeedbackService, str]]:
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    async with FeedbackService(PG_URL) as svc:
+async def pg_service(pg_url: str) -> AsyncIterator[tuple[FeedbackService, str]]:
+    async with FeedbackService(pg_url) as svc:
         yield svc, f"test-{uuid.uuid4().hex[:8]}"
 
 

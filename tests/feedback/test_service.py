@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.feedback.conftest import make_execution, ratings_of
+from tests.feedback.conftest import make_execution, ratings_of, rerated
 from toolwise.feedback import (
     Episode,
     Execution,
@@ -101,13 +101,16 @@ async def test_rating_is_committed_for_a_just_recorded_execution(service: Feedba
     assert again.previous == 5 and again.rating.id > rated.rating.id  # type: ignore[operator]
 
 
-async def test_reward_update_is_persisted(service: FeedbackService) -> None:
+async def test_a_rating_moves_the_stored_reward_in_its_commit(service: FeedbackService) -> None:
     execution_id = await service.log.record_execution(make_execution(reward=9.9))
-    await service.log.set_reward(execution_id, 13.9)
+    await service.log.add_rating(execution_id, 5, rerate=rerated, unrated=lambda _: 0.0)
     got = await service.reads.get_execution(execution_id)
-    assert got is not None and got.reward == pytest.approx(13.9)
-    with pytest.raises(UnknownExecutionError):
-        await service.log.set_reward("missing", 1.0)
+    assert got is not None and got.reward == pytest.approx(13.9)  # its reward moved, not replaced
+    cancelled = await service.log.record_execution(make_execution(success=False, error_type="CallCancelledError"))
+    rated = await service.log.add_rating(cancelled, 1, rerate=rerated, unrated=lambda _: -5.0)
+    assert rated.execution.reward == -5.0 and rated.rewarded is None
+    got = await service.reads.get_execution(cancelled)
+    assert got is not None and got.reward == pytest.approx(-9.0)  # a call never rewarded: its first, rated
 
 
 async def test_tool_metrics_match_hand_computed_figures(service: FeedbackService) -> None:

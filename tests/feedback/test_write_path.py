@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import event
 
-from tests.feedback.conftest import make_execution
+from tests.feedback.conftest import make_execution, rerated
 from toolwise.feedback import Episode, FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus, SnapshotRecord
 
@@ -26,8 +26,7 @@ async def test_on_sqlite_every_write_goes_through_the_one_writing_thread(service
     event.listen(service.engine.sync_engine, "before_cursor_execute", note)
     now = utcnow()
     execution_id = await service.log.record_execution(make_execution())
-    await service.log.add_rating(execution_id, 4)
-    await service.log.set_reward(execution_id, 1.5)
+    await service.log.add_rating(execution_id, 4, rerate=rerated, unrated=lambda _: 1.5)  # its reward moved with it
     await service.log.record_episode(Episode("s1", ["time__get_current_time"], 1.5, "success", now, now))
     snapshot = SnapshotRecord("default", "1.0.0", "linucb", "manual", now, 1, {}, "0" * 64, b"state")
     await service.snapshots.save(snapshot, keep=1)

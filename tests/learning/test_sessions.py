@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import service
+from tests.server.test_persistence import proxied, service
 from toolwise.learning import sessions
 
 

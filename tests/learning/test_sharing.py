@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from sqlalchemy import event
 
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import QUERIES, service
+from tests.server.test_persistence import QUERIES, proxied, service
 from toolwise.downstream.outcome import CallOutcome
 from toolwise.feedback import utcnow
 from toolwise.learning import replaying

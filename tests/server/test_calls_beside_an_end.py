@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import service
+from tests.server.test_persistence import proxied, service
 from toolwise.rl import Step
 from toolwise.server.services import Services
 

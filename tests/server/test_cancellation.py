@@ -12,12 +12,13 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.server.surface import ok, rows, serving, text
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import service
+from tests.server.test_persistence import proxied, service
 from toolwise.downstream.outcome import CallOutcome
-from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback import FeedbackService
 from toolwise.feedback.records import RatingEvent
 from toolwise.server.services import Services
+
+CANCELLED = CallOutcome("CallCancelledError", "call to git__git_log cancelled")
 
 
 async def test_a_rating_cancelled_once_committed_is_still_learned_and_its_reward_stored(tmp_path: Path) -> None:
@@ -82,32 +83,46 @@ async def test_a_proxied_call_cut_off_by_its_connection_closing_is_recorded_as_c
     ]
 
 
-async def rated_at_once(tmp_path: Path) -> tuple[FeedbackService, Services, str, float, float]:
-    """A cancelled call rated 5, then 1 while the 5's rater is slow to write its reward: (its id, the 1's
-    reward, the 5's reward), once both raters are done."""
+async def test_a_cancelled_calls_first_rating_commits_its_reward_with_it(tmp_path: Path) -> None:
+    """A cancelled call has no reward until rated: its first rating's commit stores one, so a process that
+    dies just after that commit leaves the rating and its reward (not a rating over a null reward)."""
     feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
     session = services.learning.sessions.get("s")
-    execution_id = services.learning.note(
-        session,
-        tool="git__git_log",
-        server="git",
-        arguments=None,
-        outcome=CallOutcome("CallCancelledError", "call to git__git_log cancelled"),
-        started_at=utcnow(),
-        latency_ms=20.0,
-    )
+    execution_id = proxied(services, "s", "git__git_log", CANCELLED)
+    await services.learning.drain()
+    original, at_commit = feedback.log.add_rating, []
+
+    async def add_rating(*args: object, **kwargs: object) -> RatingEvent:
+        event = await original(*args, **kwargs)  # type: ignore[arg-type]  # forwarded as the caller gave them
+        at_commit.extend(rows(tmp_path, "SELECT reward FROM executions"))  # what a crash now would leave
+        return event
+
+    feedback.log.add_rating = add_rating  # type: ignore[method-assign]  # a spy in its place
+    _, reward = await services.agent.rate(session, 4, execution_id, None, None)
+    assert at_commit == [(reward,)]
+    assert rows(tmp_path, "SELECT reward FROM executions") == [(reward,)]
+    await feedback.aclose()
+
+
+async def rated_at_once(tmp_path: Path) -> tuple[FeedbackService, Services, str, float, float]:
+    """A cancelled call rated 5, then 1 while the 5's rater, its rating committed, is slow to finish: (its
+    id, the 1's reward, the 5's reward), once both raters are done."""
+    feedback, services = await service(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    session = services.learning.sessions.get("s")
+    execution_id = proxied(services, "s", "git__git_log", CANCELLED)
     await services.learning.drain()
     recorded = await feedback.reads.get_execution(execution_id)
     assert recorded is not None and recorded.reward is None
-    original, entered, go = feedback.log.set_reward, asyncio.Event(), asyncio.Event()
+    original, entered, go = feedback.log.add_rating, asyncio.Event(), asyncio.Event()
 
-    async def set_reward(*args: object, **kwargs: object) -> None:
-        if not entered.is_set():  # the first rater is slow to write its reward
+    async def add_rating(*args: object, **kwargs: object) -> RatingEvent:
+        event = await original(*args, **kwargs)  # type: ignore[arg-type]  # forwarded as the caller gave them
+        if not entered.is_set():  # the first rater is slow once its rating is committed
             entered.set()
             await go.wait()
-        await original(*args, **kwargs)  # type: ignore[arg-type]  # forwarded as the caller gave them
+        return event
 
-    feedback.log.set_reward = set_reward  # type: ignore[method-assign]  # a spy in its place
+    feedback.log.add_rating = add_rating  # type: ignore[method-assign]  # a spy in its place
     first = asyncio.create_task(services.agent.rate(session, 5, execution_id, None, None))
     await entered.wait()
     _, latest = await services.agent.rate(session, 1, execution_id, None, None)
@@ -117,9 +132,9 @@ async def rated_at_once(tmp_path: Path) -> tuple[FeedbackService, Services, str,
 
 
 async def test_two_ratings_at_once_of_a_cancelled_call_store_the_latest_ratings_reward(tmp_path: Path) -> None:
-    """A cancelled call has no reward until a rating gives it one (the rater's write after the rating's commit).
-    Two ratings at once: the stored reward is the one the latest rating answered, whichever rater writes
-    last, so an instance reading the log later learns the latest rating from the reward that includes it."""
+    """A cancelled call has no reward until a rating gives it one (in the rating's commit). Two ratings at once:
+    the stored reward is the one the latest rating answered, whichever rater finishes last, so an instance
+    reading the log later learns the latest rating from the reward that includes it."""
     feedback, _, execution_id, latest, earlier = await rated_at_once(tmp_path)
     rated = await feedback.reads.get_execution(execution_id)
     assert rated is not None and rated.reward == latest != earlier

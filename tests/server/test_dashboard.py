@@ -3,7 +3,6 @@ cookie), the tools called by name, sorting by a column, the learning curve, heal
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -24,9 +23,6 @@ from toolwise.server.dashboard_http import dashboard_app
 
 TOKEN = "dashboard-token-for-tests-0123"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
-
-
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
 
 @asynccontextmanager
@@ -125,10 +121,8 @@ async def test_a_window_with_more_calls_than_the_trend_reads_says_which_it_shows
     assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", capped))) == 5
 
 
-async def test_the_dashboard_reads_a_shared_postgresql() -> None:
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    async with dashboard_on(PG_URL, f"test-{uuid.uuid4().hex[:8]}") as client:
+async def test_the_dashboard_reads_a_shared_postgresql(pg_url: str) -> None:
+    async with dashboard_on(pg_url, f"test-{uuid.uuid4().hex[:8]}") as client:
         page = (await client.get("/dashboard?sort=latency&order=desc", headers=BEARER)).text
     assert tool_order(page) == sorted(TOOLS, key=lambda t: -TOOLS[t][2])
     assert sum(map(int, re.findall(r"(\d+) calls</title></rect>", page))) == 21

@@ -10,23 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.server.test_persistence import QUERIES, service
-from toolwise.downstream.outcome import CallOutcome
-from toolwise.feedback import Execution, FeedbackService, utcnow
+from tests.server.test_persistence import QUERIES, proxied, service
+from toolwise.feedback import Execution, FeedbackService
 from toolwise.rl import Step, StepColumns
-from toolwise.server.services import Services
-
-
-def proxied(services: Services, session_id: str, tool: str) -> str:
-    return services.learning.note(
-        services.learning.sessions.get(session_id),
-        tool=tool,
-        server=tool.split("__", maxsplit=1)[0],
-        arguments=None,
-        outcome=CallOutcome(result_size=10),
-        started_at=utcnow(),
-        latency_ms=20.0,
-    )
 
 
 @pytest.fixture

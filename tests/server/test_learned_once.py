@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import PG_URL, service
+from tests.server.test_persistence import proxied, service
 from toolwise.errors import UserError
 from toolwise.feedback import Episode, Execution, FeedbackService, StoreUnavailableError
 from toolwise.feedback.records import RatingEvent
@@ -140,9 +139,7 @@ def store(request: pytest.FixtureRequest, url: str) -> tuple[str, str]:
     """A database and a namespace of its own in it: the SQLite file, or the test PostgreSQL server."""
     if request.param == "sqlite":
         return url, "default"
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    return PG_URL, f"test-{uuid.uuid4().hex[:8]}"
+    return request.getfixturevalue("pg_url"), f"test-{uuid.uuid4().hex[:8]}"
 
 
 async def test_an_end_recorded_though_the_database_reported_an_error_is_ended_by_its_retry(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.server.surface import held_elsewhere, ok, rows, running
-from tests.server.test_growth import proxied
+from tests.server.test_persistence import proxied
 from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK

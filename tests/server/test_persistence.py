@@ -6,7 +6,6 @@ set): the services as the server runs them, without the MCP surface."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import threading
 import uuid
@@ -42,7 +41,6 @@ TOOLS = [
     ),
 ]
 QUERIES = ["what changed in my repo", "show the history of commits", "what time is it in Tokyo"]
-PG_URL = os.environ.get("TOOLWISE_TEST_PG_URL")
 
 
 def settings(url: str, **overrides: Any) -> Settings:
@@ -62,18 +60,23 @@ def url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
 
 
-async def call(services: Services, session_id: str, query: str, tool: str, ok: bool = True) -> str:
-    session = services.learning.sessions.get(session_id)
-    await services.agent.recommend(session, query, 3, None)
-    execution_id = services.learning.note(
-        session,
+def proxied(services: Services, session_id: str, tool: str, outcome: CallOutcome | None = None) -> str:
+    """Note a proxied call of `tool` (20 ms; by default a success) in session `session_id`; its execution id."""
+    return services.learning.note(
+        services.learning.sessions.get(session_id),
         tool=tool,
         server=tool.split("__", maxsplit=1)[0],
         arguments=None,
-        outcome=CallOutcome(result_size=10) if ok else CallOutcome("ToolError", "boom", 10),
+        outcome=CallOutcome(result_size=10) if outcome is None else outcome,
         started_at=utcnow(),
         latency_ms=20.0,
     )
+
+
+async def call(services: Services, session_id: str, query: str, tool: str, ok: bool = True) -> str:
+    """A recommendation for `query` in the session, then a call of `tool` that works or not, recorded."""
+    await services.agent.recommend(services.learning.sessions.get(session_id), query, 3, None)
+    execution_id = proxied(services, session_id, tool, None if ok else CallOutcome("ToolError", "boom", 10))
     await services.learning.drain()
     return execution_id
 
@@ -451,17 +454,10 @@ async def test_a_database_made_before_migrations_is_stamped_and_upgraded(tmp_pat
     await feedback.aclose()
 
 
-@pytest.fixture
-async def pg_namespace() -> AsyncIterator[str]:
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    yield f"test-{uuid.uuid4().hex[:8]}"
-
-
-async def test_two_instances_on_postgresql_learn_together(pg_namespace: str) -> None:
-    assert PG_URL
-    feedback_a, a = await service(PG_URL, namespace=pg_namespace)
-    feedback_b, b = await service(PG_URL, namespace=pg_namespace)
+async def test_two_instances_on_postgresql_learn_together(pg_url: str) -> None:
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    feedback_a, a = await service(pg_url, namespace=namespace)
+    feedback_b, b = await service(pg_url, namespace=namespace)
     await a.snapshots.restore_latest()
     await b.snapshots.restore_latest()
     await teach(a, rounds=8)

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from alembic import command
 
-from tests.server.test_growth import proxied
-from tests.server.test_persistence import PG_URL, service
+from tests.server.test_persistence import proxied, service
 from toolwise.downstream.errors import CallCancelledError
 from toolwise.downstream.outcome import outcome_of
 from toolwise.feedback import FeedbackService, utcnow
@@ -56,9 +55,7 @@ def log(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """Where the shared log is: a real SQLite file, or a namespace of its own on the real PostgreSQL."""
     if request.param == "sqlite":
         return {"database_url": f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"}
-    if not PG_URL:
-        pytest.skip("TOOLWISE_TEST_PG_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    return {"database_url": PG_URL, "namespace": f"test-{uuid.uuid4().hex[:8]}"}
+    return {"database_url": request.getfixturevalue("pg_url"), "namespace": f"test-{uuid.uuid4().hex[:8]}"}
 
 
 async def ucb(log: dict[str, str]) -> tuple[FeedbackService, Services]:

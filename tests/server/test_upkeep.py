@@ -6,6 +6,7 @@ against a real SQLite file, the services as the server runs them."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,38 @@ async def test_with_sync_off_the_calls_learned_live_are_still_marked_once_many(
     assert services.learning.covered.executions.floor == 6  # marked, not learned again
     assert services.learning.learner.updates == 6
     await feedback.aclose()
+
+
+async def test_a_failing_database_is_said_once_in_a_line_and_its_recovery_too_not_a_traceback_every_tick(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A PostgreSQL server gone (or a full disk) fails every tick of the upkeep: the log says so in one line
+    naming the driver's error, not three chained tracebacks every tick, and says when the database answers again."""
+    feedback = FeedbackService(url, flush_interval_ms=1)
+    await feedback.start()
+    settings = Settings(database_url=url, seed=5, sync_interval_s=0.001, snapshot_interval_s=0)
+    services = Services.open(settings, feedback)
+    await services.learning.set_tools(TOOLS)
+    answered = asyncio.Event()
+    ticks = 0
+
+    async def follow_restores() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks <= TICKS:
+            raise OSError(111, "Connect call failed ('127.0.0.1', 5432)")
+        if ticks > TICKS + 1:  # the tick after the first that worked: that one's end has been logged
+            answered.set()
+
+    services.snapshots.follow_restores = follow_restores  # type: ignore[method-assign]  # the database is gone
+    with caplog.at_level(logging.INFO, logger=upkeep_module.__name__):
+        upkeep = asyncio.create_task(Upkeep(services).run())
+        await asyncio.wait_for(answered.wait(), 60)
+        upkeep.cancel()
+        await asyncio.wait([upkeep])
+    await feedback.aclose()
+    said = [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records if r.name == upkeep_module.__name__]
+    failing = [s for s in said if s[0] == "ERROR"]
+    assert len(failing) == 1 and failing[0][2] is None, said  # once, without a traceback
+    assert "ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 5432)" in failing[0][1]
+    assert [s for s in said if "answers again" in s[1]], said

@@ -182,7 +182,8 @@ class Request:
 async def play(client: Client, console: Console, rng: np.random.Generator, repo: Path, calls: int) -> Played:
     played = Played()
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=console) as progress:
+    # None where it cannot redraw (a pipe, a dumb terminal): rich would print its last frame there, and an empty line.
+    with Progress(*columns, console=console, disable=not console.is_interactive) as progress:
         task = progress.add_task("tool calls", total=calls)
         episode = 0
         while played.calls < calls:

@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_command, toolwise_config_path
-from toolwise.cli.installs import BOM, InstallError, exact_text, load_state, recorded_as, state_path, written
+from toolwise.cli.installs import InstallError, exact_text, load_state, recorded_as, state_path, written
+from toolwise.cli.json_text import BOM, dumped
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
@@ -60,19 +61,6 @@ def parse(path: Path, text: str) -> dict[str, Any]:
     if not isinstance(doc.get("mcpServers", {}), dict):
         raise InstallError(f"{path}: 'mcpServers' must be an object. Nothing was changed.")
     return doc
-
-
-def dump(doc: dict[str, Any], like: str | None = None) -> str:
-    """JSON in the indentation of the file it replaces (2 spaces for a new one)."""
-    indent: int | str = 2
-    for line in (like or "").splitlines()[1:]:
-        stripped = line.lstrip(" \t")
-        if stripped and stripped != line:
-            lead = line[: len(line) - len(stripped)]
-            indent = "\t" if lead.startswith("\t") else len(lead)
-            break
-    text = json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
-    return text.replace("\n", "\r\n") if "\r\n" in (like or "") else text  # a file saved on Windows
 
 
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # where a desktop app's bare PATH looks
@@ -138,7 +126,7 @@ def plan_install(
     if not any(scope.serves for scope in plan.scopes):
         raise InstallError(f"{client_path} has no MCP server toolwise can serve; nothing to install.")
     if new_doc != doc:
-        plan.client_after = dump(new_doc, before)
+        plan.client_after = dumped(new_doc, before)
     return plan
 
 
@@ -189,7 +177,7 @@ def _plan_scope(
     new_servers = {entry_name: own, **{name: servers[name] for name in scope.kept}}
     new_toolwise = {**toolwise_doc, "mcpServers": downstream}
     unchanged = new_toolwise == toolwise_doc
-    scope.toolwise_after = scope.toolwise_before if unchanged else dump(new_toolwise, scope.toolwise_before)
+    scope.toolwise_after = scope.toolwise_before if unchanged else dumped(new_toolwise, scope.toolwise_before)
     _check_nothing_lost(servers, new_servers, downstream, ours)
     return scope, new_servers
 
@@ -242,5 +230,5 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
                     restored.setdefault(name, entry)
             restored_doc = with_servers(restored_doc, where, restored)
         if restored_doc != doc:
-            text, used = dump(restored_doc, text), len(history)
+            text, used = dumped(restored_doc, text), len(history)
     return Plan(client_path, current, text), used

@@ -68,9 +68,6 @@ def recorded_as(state: dict[str, list[dict[str, Any]]], path: Path) -> str:
     return next((key for key in state if Path(key).resolve() == real), str(real))
 
 
-BOM = "\ufeff"  # Notepad saves one; kept in the text, skipped when parsing
-
-
 def exact_text(path: Path) -> str:
     """A client config's text as it is on disk: its byte order mark and CRLF line ends kept (`read_text`
     would drop them), so that a backup written from it, and --undo, put back the same bytes."""

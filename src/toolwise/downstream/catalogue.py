@@ -118,8 +118,9 @@ class Catalogue:
                 task.cancel()
         return True
 
-    async def aclose(self) -> None:
-        await asyncio.gather(*(d.aclose() for d in self.downstreams.values()))
+    async def aclose(self, *, abandoned: bool = False) -> None:
+        """Stop every downstream; `abandoned`: toolwise's start failed, each is killed at once (`Downstream.aclose`)."""
+        await asyncio.gather(*(d.aclose(abandoned=abandoned) for d in self.downstreams.values()))
 
     def health(self) -> list[Health]:
         return [d.health() for d in self.downstreams.values()]

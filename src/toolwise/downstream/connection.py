@@ -99,9 +99,14 @@ class Downstream:
     async def wait_launched(self) -> None:
         await self._launched.wait()
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, abandoned: bool = False) -> None:
+        """Stop it: its connection closed, its process given STOP_S to end, then killed. `abandoned`: toolwise's
+        own start failed (its database): its process, likely still booting, is killed at once (nothing of
+        it to save), not waited for and then blamed for not stopping."""
         if self._task is not None:
             self._task.cancel()
+            if abandoned:
+                kill_spawned(self.name, self._spawns, late=False)
             if not (await asyncio.wait([self._task], timeout=STOP_S))[0]:
                 # The SDK stops a stdio server under a shield (close stdin, 2 s, then kill) that a cancel can
                 # break into: a process hung in its start is then never killed and its stdout never ends.

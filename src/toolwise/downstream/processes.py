@@ -16,12 +16,17 @@ log = logging.getLogger(__name__)
 STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SIGTERM) before its process is killed
 
 
-def kill_spawned(server: str, spawns: list[Any]) -> None:
+def kill_spawned(server: str, spawns: list[Any], *, late: bool = True) -> None:
     """SIGKILL the process group of each process of its latest start still running (the SDK starts
-    each in a session of its own, so a wrapper's children go with it)."""
+    each in a session of its own, so a wrapper's children go with it). `late`: it was given STOP_S to stop
+    (warned about); otherwise it is killed unasked, as toolwise's own start was given up."""
     for process in spawns:
         if process.returncode is None:
-            log.warning("downstream %s did not stop within %gs: killing its process %d", server, STOP_S, process.pid)
+            pid = process.pid
+            if late:
+                log.warning("downstream %s did not stop within %gs: killing its process %d", server, STOP_S, pid)
+            else:
+                log.debug("downstream %s: killing its process %d, toolwise's start given up", server, pid)
             if os.name == "posix":
                 with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
                     os.killpg(process.pid, signal.SIGKILL)

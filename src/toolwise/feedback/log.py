@@ -65,19 +65,24 @@ class ExecutionLog:
         created_at: datetime | None = None,
         retried: bool = False,
         rerate: Callable[[float, int, int | None], float] | None = None,
+        unrated: Callable[[Execution], float] | None = None,
     ) -> RatingEvent:
         """Commit a 1..5 rating of a recorded execution; returns it with the execution and the rating
         it replaces (the execution's latest earlier rating, if any). `retried`: a retry of this rating
         (the same `instance` and `created_at`) whose try may have committed though it reported an error
         (a connection lost after the commit): a row of that try is the rating, not stored or counted again.
         `rerate(reward, rating, previous)`: the execution's stored reward as the rating leaves it, moved in
-        the same commit, so that a reader of the log never finds a rating its reward does not include."""
+        the same commit, so that a reader of the log never finds a rating its reward does not include.
+        `unrated(execution)`: the reward, before any rating, of an execution never rewarded (not learned
+        from: a cancelled call), which `rerate` then moves: its first rating commits it a reward, never
+        leaving a rated call without one (a crash before a later write would have)."""
         if isinstance(rating, bool) or not isinstance(rating, int) or not 1 <= rating <= 5:
             raise InvalidRatingError(rating)
         execution = await self._reads.get_execution(execution_id)
         if execution is None:
             raise UnknownExecutionError(execution_id)
         created_at, comment = created_at or utcnow(), self._rows.free_text(comment)
+        base = unrated(execution) if unrated is not None and execution.reward is None else None  # a stored reward stays
 
         def write(conn: Connection) -> tuple[int | None, int, float | None, int | None]:
             """The rating replaced, the rating's id, the execution's reward and the rating that reward includes.
@@ -100,6 +105,9 @@ class ExecutionLog:
                     previous = conn.scalar(_latest(execution_id).where(RatingRow.id < rating_id))
                     return previous, rating_id, reward, conn.scalar(_latest(execution_id))
             previous = conn.scalar(_latest(execution_id))
+            was, rewarded = reward, previous
+            if was is None and base is not None:  # never rewarded: the rating gives it its first reward
+                reward, rewarded = base, None
             rating_id = conn.execute(
                 insert(RatingRow)
                 .values(
@@ -109,10 +117,10 @@ class ExecutionLog:
             ).scalar_one()
             toolstats.add_ratings(conn, [(execution.namespace, execution.tool, rating)])
             if rerate is not None and reward is not None:
-                moved = rerate(reward, rating, previous)
+                moved = rerate(reward, rating, rewarded)
                 conn.execute(update(ExecutionRow).where(ExecutionRow.id == execution_id).values(reward=moved))
-                toolstats.change_reward(conn, execution.namespace, execution.tool, reward, moved)
-            return previous, rating_id, reward, previous
+                toolstats.change_reward(conn, execution.namespace, execution.tool, was, moved)
+            return previous, rating_id, reward, rewarded
 
         try:
             previous, rating_id, reward, rewarded = await self._database.write(write)
@@ -120,33 +128,6 @@ class ExecutionLog:
             self.summaries_changed()
         stored = Rating(execution_id, rating, comment, created_at, rating_id, instance)
         return RatingEvent(stored, replace(execution, reward=reward), previous, rewarded)
-
-    async def set_reward(self, execution_id: str, reward: float, *, rating_id: int | None = None) -> None:
-        """Commit the reward of an execution (recomputed after a rating). `rating_id`: the rating the reward
-        includes; it is written only while that rating is the execution's latest, as a later rating's rater
-        writes its own (two ratings at once of a call never rewarded: the one written last is the latest's)."""
-        await self._database.flush()
-
-        def write(conn: Connection) -> bool:
-            e = ExecutionRow
-            conn.execute(update(e).where(e.id == execution_id).values(reward=e.reward))  # claimed, as add_rating's
-            row = conn.execute(select(e.namespace, e.tool, e.reward).where(e.id == execution_id)).first()
-            if row is None:
-                return False
-            if rating_id is not None:
-                later = select(RatingRow.id).where(RatingRow.execution_id == execution_id, RatingRow.id > rating_id)
-                if conn.scalar(later.limit(1)) is not None:  # its rater writes the reward that includes it
-                    return True
-            conn.execute(update(e).where(e.id == execution_id).values(reward=reward))
-            toolstats.change_reward(conn, row.namespace, row.tool, row.reward, reward)
-            return True
-
-        try:
-            found = await self._database.write(write)
-        finally:
-            self.summaries_changed()
-        if not found:
-            raise UnknownExecutionError(execution_id)
 
     async def record_episode(self, episode: Episode) -> Episode:
         """Commit a finished episode (a session's ordered tool sequence and its outcome) after every

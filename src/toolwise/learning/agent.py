@@ -177,6 +177,7 @@ class Agent:
             created_at=created_at,
             retried=retried,
             rerate=learning.learner.rerated,  # the reward moves with the rating, in its commit
+            unrated=lambda e: learning.learner.reward_of(step_of(e, (), n)),  # a cancelled call's, to move
         )
         rating_id = event.rating.id
         assert rating_id is not None  # committed
@@ -201,12 +202,10 @@ class Agent:
             return reward
 
         reward = await learning.read_learned(learn_rating)
-        if execution.reward is None:  # never rewarded (not learned from): the rating's commit left it unset
-            await writes.set_reward(execution.id, reward, rating_id=rating_id)
         call = session.find(execution.id) if execution.session_id == session.id else None
-        # Not over a later rating's: two ratings at once of a call never rewarded finish in either order (the
-        # earlier one's reward is written after the later one's commit, `set_reward`); the session's total and
-        # the end of its episode take the latest's reward, as the log does.
+        # Not over a later rating's: two ratings at once of a call finish in either order (the earlier one's
+        # rater may be done after the later one's); the session's total and the end of its episode take the
+        # latest's reward, as the log does.
         if call is not None and rating_id > (self._rated.get(execution.id) or 0):
             self._rated.put(execution.id, rating_id)
             session.rewarded(reward - (call.reward or 0.0))

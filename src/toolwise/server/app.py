@@ -15,7 +15,6 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ToolsListChanged
-from sqlalchemy.exc import SQLAlchemyError
 
 from toolwise.config import AppConfig, InProcessServer
 from toolwise.downstream.callers import connection_of, modern, progress_relay, wire_meta
@@ -25,8 +24,8 @@ from toolwise.downstream.forwarding import InputRound
 from toolwise.downstream.passthrough import Passthrough
 from toolwise.downstream.routes import Route
 from toolwise.downstream.tracing import Tracing
-from toolwise.feedback import FeedbackError, FeedbackService
-from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback import FeedbackService
+from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
 from toolwise.learning.metrics import Metrics
 from toolwise.rl import Decision
 from toolwise.server.discovery import (
@@ -114,8 +113,8 @@ class Toolwise:
             await self.feedback.start()
             if warming is not None:
                 await warming
-        except BaseException:
-            await self.catalogue.aclose()
+        except BaseException:  # its start given up: the downstreams, maybe still booting, killed at once
+            await self.catalogue.aclose(abandoned=True)
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
@@ -144,7 +143,7 @@ class Toolwise:
             try:
                 async with bounded:
                     await self._store_at_shutdown(cut_short, waited)
-            except (FeedbackError, SQLAlchemyError, OSError) as failure:
+            except DATABASE_FAILURES as failure:
                 if bounded.expired():  # a store that never answers (a lock, a partition) must not hold up SIGTERM
                     log.error(  # noqa: TRY400 - nothing to trace: the database did not answer
                         "no shutdown snapshot or heartbeat: the database did not answer within %g s"

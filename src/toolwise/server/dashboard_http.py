@@ -9,12 +9,11 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from toolwise.feedback import FeedbackError
-from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
 from toolwise.server.auth import DASHBOARD, redact_access_log
 from toolwise.server.dashboard import Query, gather
 from toolwise.server.dashboard_page import main_part, page
@@ -46,7 +45,7 @@ def endpoint(
             return PlainTextResponse(f"toolwise dashboard: {exc}\n", status_code=400)
         try:
             view = await gather(feedback, namespace, database_url, query)
-        except (FeedbackError, SQLAlchemyError, OSError) as exc:  # the user's situation, not a bug: said, no traceback
+        except DATABASE_FAILURES as exc:  # the user's situation, not a bug: said, no traceback
             said = str(exc) if isinstance(exc, FeedbackError) else describe_database_error(exc)
             log.warning("dashboard: the database is failing: %s", said)
             return PlainTextResponse(f"toolwise dashboard: the database is failing: {said}\n", status_code=503)

@@ -86,7 +86,7 @@ async def launched(config: AppConfig) -> Toolwise:
 
         return Toolwise(config, passthrough)
     except BaseException:
-        await catalogue.aclose()
+        await catalogue.aclose(abandoned=True)
         raise
 
 

@@ -9,22 +9,47 @@ import logging
 import os
 import socket
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
 from toolwise.feedback import utcnow
+from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
 from toolwise.feedback.instances import HEARTBEAT_S
 from toolwise.feedback.records import InstanceStatus
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 
 log = logging.getLogger(__name__)
+OUTAGE_REPEAT_S = 60.0  # a database still failing the upkeep is said again this often, not at every tick
 SNAPSHOT_RETRY_S = 60.0  # a periodic snapshot the database refused is tried again this much later, not every tick
 IDLE_TICK_S = 5.0  # the upkeep's tick with sync off (`sync_interval_s` 0)
 # Own calls learned live whose place in the log no sync has seen yet (`Covered.live`, kept in every snapshot) that
 # make a sync with sync off: it marks them, so they cost bounded memory, not one id per call served for ever.
 UNMARKED_SYNC = 10_000
+
+
+@dataclass
+class _Outage:
+    """The database failing under the upkeep: what it said, since when and when it was last said (monotonic s)."""
+
+    what: str
+    since: float
+    said_at: float
+
+
+def _failing(failure: BaseException, outage: _Outage | None, tick: float) -> _Outage:
+    """Say a database failure when it starts (or changes), then once every OUTAGE_REPEAT_S while it lasts."""
+    what, now = describe_database_error(failure), time.monotonic()
+    if outage is not None and outage.what == what and now - outage.said_at < OUTAGE_REPEAT_S:
+        return outage
+    log.error(  # one line: the driver's message is the news; the stack, the same at every tick, is not
+        "the database is failing (%s): snapshots, sharing and the heartbeat wait for it, calls are still served"
+        " and learned; retried every %gs",
+        what,
+        tick,
+    )
+    return _Outage(what, now if outage is None else outage.since, now)
 
 
 class Upkeep:
@@ -56,6 +81,7 @@ class Upkeep:
             log.exception("catching up with the log failed (the next sync resumes it)")
         last_snapshot = last_heartbeat = time.monotonic()
         retry_at = 0.0  # no periodic snapshot before then: the last one failed (monotonic s)
+        outage: _Outage | None = None  # the database failing the ticks, since when
         while True:
             await asyncio.sleep(tick)
             try:
@@ -74,8 +100,17 @@ class Upkeep:
                 if time.monotonic() - last_heartbeat >= HEARTBEAT_S:
                     last_heartbeat = time.monotonic()
                     await self.heartbeat()
+            except DATABASE_FAILURES as failure:  # the user's situation, not a bug: a line, not a traceback a tick
+                outage = _failing(failure, outage, tick)
+                continue
             except Exception:
                 log.exception("upkeep failed (learning goes on; retried in %.1fs)", tick)
+                continue
+            if outage is not None:
+                log.info(
+                    "the database answers again after %.0fs failing: upkeep goes on", time.monotonic() - outage.since
+                )
+                outage = None
 
     async def prune(self) -> int:
         """Retention: delete executions older than the TTL whose effect the newest snapshot holds."""
