@@ -16,7 +16,6 @@ import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,7 +31,7 @@ from toolwise.config import AppConfig, HttpServer, StdioServer, closest
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
-from toolwise.downstream.selection import lets_through, unmatched
+from toolwise.downstream.selection import lets_through, matching_none, unmatched
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.integrity import check_file, recovery
@@ -166,7 +165,7 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
 
 
 async def _check_http(name: str, spec: HttpServer, config: AppConfig, path: Path) -> Check:
-    timeout = config.toolwise.start_timeout_s
+    what, timeout = f"server {name!r}", config.toolwise.start_timeout_s
     try:
         async with asyncio.timeout(timeout):
             return started(name, spec, path, await start(spec, config, None))
@@ -178,14 +177,10 @@ async def _check_http(name: str, spec: HttpServer, config: AppConfig, path: Path
                 why, fix = "it refused the token in its headers", f'check that token, in its "headers" in {path}'
             else:
                 why, fix = "it wants a token", _token_fix(path)
-            return Check(f"server {name!r}", False, f"{spec.url} answered {status}: {why}", fix)
+            return Check(what, False, f"{spec.url} answered {status}: {why}", fix)
         detail = f"cannot connect to {spec.url}: {_describe(exc)}"
-    return Check(
-        f"server {name!r}",
-        False,
-        detail,
-        f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}',
-    )
+    fix = f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}'
+    return Check(what, False, detail, fix)
 
 
 async def refused_with(spec: HttpServer) -> str | None:
@@ -339,7 +334,7 @@ def check_pinned(config: AppConfig, path: Path, servers: list[Check]) -> list[Ch
         return []
     own = [*own_tools(admin=settings.admin_tools, snapshots=settings.snapshot_tools), SEARCH_TOOLS, CALL_TOOL]
     names = [*own, *(name for check in servers for name in check.tools)]
-    unknown = [p for p in settings.pinned_tools if not any(fnmatchcase(name, p) for name in names)]
+    unknown = matching_none(settings.pinned_tools, names)
     if not unknown:
         return []
     fix = correct(f"pinned_tools in {path}", unknown, names)

@@ -19,10 +19,15 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
+def matching_none(patterns: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The names or globs of `patterns` that match none of `names`: a typo, which selects nothing."""
+    return [pattern for pattern in patterns if not any(fnmatchcase(name, pattern) for name in names)]
+
+
 def unmatched(spec: ServerSpec, names: list[str]) -> dict[str, list[str]]:
     """The patterns of `includeTools` / `excludeTools` that match none of `names`, by key: a typo."""
     lists = {"includeTools": spec.include_tools or [], "excludeTools": list(spec.exclude_tools)}
-    found = {key: [p for p in patterns if not any(fnmatchcase(n, p) for n in names)] for key, patterns in lists.items()}
+    found = {key: matching_none(patterns, names) for key, patterns in lists.items()}
     return {key: patterns for key, patterns in found.items() if patterns}
 
 
