@@ -19,6 +19,7 @@ from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.server import toy_server
 from tests.server.surface import HeldEmbedder, ok, rows, running, serving, text
+from toolwise.feedback.errors import DatabaseUnusableError
 from toolwise.learning import core
 from toolwise.learning.watermark import Covered
 
@@ -176,6 +177,62 @@ def test_a_shutdown_while_the_first_catalogue_embeds_does_not_wait_for_it(
     embedder.release.set()  # the abandoned embedding ends now
     assert stopped == ["shut down"]  # the shutdown did not wait for the embedding
     assert rows(tmp_path, "SELECT tool, success FROM executions ORDER BY seq") == [("toy__echo", 1)] * 2
+
+
+class HeldLoad(HeldEmbedder):
+    """An embedder whose model takes until `release` (5 s at most) to load, as MiniLM's or WordLlama's load
+    takes seconds on a loaded machine."""
+
+    def load(self) -> object:
+        self.release.wait(timeout=5)
+        self.events.append("model loaded")
+        return super().load()
+
+
+def test_a_start_whose_database_fails_ends_with_its_error_without_waiting_for_the_model_to_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database fails while the embedder's model loads: the start ends with the database's error at
+    once, as the CLI runs it (`asyncio.run` returns once the event loop and its worker threads are done
+    with), not once the model has loaded for nobody."""
+    events: list[str] = []
+    embedder = HeldLoad("unchanged", events)
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+
+    async def start() -> None:
+        async with serving(tmp_path, database_url=f"sqlite+aiosqlite:///{folder}"):
+            pytest.fail("served on a database that cannot be opened")
+
+    with pytest.raises(DatabaseUnusableError, match="unable to open database file"):
+        asyncio.run(start())
+    events.append("start failed")
+    stopped = list(events)
+    embedder.release.set()  # the abandoned load ends now
+    assert stopped == ["start failed"]  # the failing start did not wait for the load
+
+
+async def test_a_start_whose_database_fails_leaves_nothing_running_in_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started in a loop that goes on (an agent that embeds toolwise), a start whose database fails leaves
+    none of its work behind: neither the model's load nor the embedding of the tools listed meanwhile."""
+    embedder = HeldLoad("unchanged", [])
+    monkeypatch.setattr(core, "load_embedder", lambda kind: embedder)
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    before = asyncio.all_tasks()
+    try:
+        with pytest.raises(DatabaseUnusableError):
+            async with serving(tmp_path, database_url=f"sqlite+aiosqlite:///{folder}"):
+                pytest.fail("served on a database that cannot be opened")
+        for _ in range(10):  # the tasks cancelled end within a few turns of the loop
+            await asyncio.sleep(0)
+        left = [task.get_name() for task in asyncio.all_tasks() - before if not task.done()]
+    finally:
+        embedder.release.set()
+    assert left == []
 
 
 async def test_calls_answered_while_a_first_run_embeds_are_learned_once_at_the_next_start_embedded(

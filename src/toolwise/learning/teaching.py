@@ -20,6 +20,7 @@ from toolwise.rl import Learner, ToolDoc
 from toolwise.rl.embedding import Embedder
 
 EMBEDDING_THREAD = "toolwise-embedding"  # the thread a catalogue's new documents are embedded on (abandonable)
+MODEL_LOAD_THREAD = "toolwise-model-load"  # the thread the embedder's model loads on at start (abandonable)
 
 T = TypeVar("T")
 

@@ -27,6 +27,8 @@ from toolwise.downstream.tracing import Tracing
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
 from toolwise.learning.metrics import Metrics
+from toolwise.learning.teaching import MODEL_LOAD_THREAD
+from toolwise.learning.worker import abandonable
 from toolwise.rl import Decision
 from toolwise.server.discovery import (
     CALL_TOOL,
@@ -107,13 +109,21 @@ class Toolwise:
         # wait to be learned into it.
         self.learning.begin_loading()
         await self.catalogue.launch()
-        embedder = self.learning.embedder  # loaded in a worker thread while they boot and the database opens
-        warming = asyncio.ensure_future(asyncio.to_thread(embedder.load)) if embedder is not None else None
+        embedder = self.learning.embedder  # loaded in a thread of its own while they boot and the database opens
+        warming = None
+        if embedder is not None:
+            warming = asyncio.ensure_future(abandonable(lambda _: embedder.load(), name=MODEL_LOAD_THREAD))
         try:
             await self.feedback.start()
             if warming is not None:
                 await warming
-        except BaseException:  # its start given up: the downstreams, maybe still booting, killed at once
+        except BaseException:
+            # Its start given up: the downstreams, maybe still booting, killed at once; the model's load and
+            # the embedding of the tools they listed meanwhile abandoned, so that the error ends the process
+            # at once rather than once the model has loaded for nobody.
+            if warming is not None:
+                warming.cancel()
+            await self.learning.stop_teaching()
             await self.catalogue.aclose(abandoned=True)
             raise
         await self.catalogue.start()
