@@ -183,6 +183,89 @@ def test_an_install_rewrites_only_the_moved_servers_and_keeps_the_rest_as_writte
     assert moved not in installed and list(json.loads(installed)["mcpServers"]) == ["toolwise", "legacy"]
 
 
+def test_each_moved_server_is_written_in_the_toolwise_config_as_the_client_had_it(home: Path) -> None:
+    """An entry moves with the keys and values it had (Claude Code's `type` too, no default added) and its
+    layout: on one line it stays on one line; over several, its compact parts stay compact, re-indented to
+    the toolwise config's 2 spaces from the client file's 4."""
+    path = clients.client_config_path(Client.claude_code, "linux")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "{",
+        '    "mcpServers": {',
+        '        "time": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]},',
+        '        "git": {',
+        '            "command": "uvx",',
+        '            "args": ["mcp-server-git", "--repository", "/home/me/src"],',
+        '            "env": {',
+        '                "GIT_AUTHOR_NAME": "me"',
+        "            }",
+        "        }",
+        "    }",
+        "}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    assert (home / ".config" / "toolwise" / "claude-code.json").read_text() == "\n".join(
+        [
+            "{",
+            '  "mcpServers": {',
+            '    "time": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]},',
+            '    "git": {',
+            '      "command": "uvx",',
+            '      "args": ["mcp-server-git", "--repository", "/home/me/src"],',
+            '      "env": {',
+            '        "GIT_AUTHOR_NAME": "me"',
+            "      }",
+            "    }",
+            "  }",
+            "}",
+            "",
+        ]
+    )
+
+
+def test_a_server_moved_into_an_existing_toolwise_config_is_written_as_the_client_had_it(home: Path) -> None:
+    path, _ = write_sample(Client.cursor)
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    config = home / ".config" / "toolwise" / "cursor.json"
+    before = config.read_text()
+    added = '"fetch": {"command": "uvx", "args": ["mcp-server-fetch"], "env": {"FETCH_UA": "me"}}'
+    path.write_text(path.read_text().replace('  "mcpServers": {\n', '  "mcpServers": {\n    ' + added + ",\n", 1))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    assert config.read_text() == before.replace("\n    }\n  }\n}", "\n    },\n    " + added + "\n  }\n}")
+
+
+def test_undo_after_an_edit_puts_each_server_back_as_it_was_written(home: Path) -> None:
+    path = clients.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    moved = '    "time": {"command": "uvx", "args": ["mcp-server-time"]}'
+    path.write_text("\n".join(["{", '  "mcpServers": {', moved, "  }", "}", ""]))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    path.write_text(path.read_text().replace("{\n", '{\n  "theme": "dark",\n', 1))  # no backup to restore now
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    assert path.read_text() == "\n".join(["{", '  "theme": "dark",', '  "mcpServers": {', moved, "  }", "}", ""])
+
+
+def test_reinstalling_after_undo_keeps_an_entry_an_earlier_install_moved_without_its_type(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Installs before moved an entry without its `type` (a key that names nothing the others do not):
+    the client's entry with it is the same server, not one to update in the toolwise config."""
+    write_sample(Client.claude_code)
+    config = home / ".config" / "toolwise" / "claude-code.json"
+    config.parent.mkdir(parents=True)
+    untyped = {
+        name: {k: v for k, v in e.items() if k != "type"}
+        for name, e in SAMPLES[Client.claude_code]["mcpServers"].items()
+    }
+    del untyped["legacy"]
+    config.write_text(json.dumps({"mcpServers": untyped}, indent=2) + "\n")
+    before = config.read_text()
+    install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+    assert "updates" not in capsys.readouterr().out
+    assert config.read_text() == before
+
+
 def test_a_missing_client_config_is_refused_with_where_it_was_looked_for(home: Path) -> None:
     with pytest.raises(InstallError, match=r"no config at .*\.cursor/mcp\.json"):
         install.run(Client.cursor, None, dry_run=True, undo_it=False)
@@ -430,8 +513,8 @@ def test_the_diffs_mask_every_secret_of_a_compact_line_and_a_secret_flags_value_
     assert '"DB_PASSWORD": "***", "SLACK_SECRET": "***"' in printed  # the client file's old line
     assert '"--api-key", "***"' in printed
     new_lines = printed.split(f"+++ {home / '.config' / 'toolwise' / 'cursor.json'}\n", 1)[1].splitlines()
-    assert '+        "DB_PASSWORD": "***",' in new_lines and '+        "SLACK_SECRET": "***"' in new_lines
-    assert '+        "--api-key",' in new_lines and '+        "***"' in new_lines
+    masked = '"args": ["--api-key", "***"], "env": {"DB_PASSWORD": "***", "SLACK_SECRET": "***"}}'
+    assert f'+    "db": {{"command": "mcp-server-db", {masked}' in new_lines  # moved on its one line, masked
 
 
 def test_a_projects_mcp_json_is_named_for_what_it_is_its_undo_works_as_printed_and_no_backup_stays_in_it(

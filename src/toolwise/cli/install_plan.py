@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_command, toolwise_config_path
 from toolwise.cli.installs import InstallError, exact_text, load_state, recorded_as, state_path, written
-from toolwise.cli.json_text import BOM, dumped
+from toolwise.cli.json_text import BOM, Written, dumped, written_values
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import ConfigError, Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
@@ -28,7 +28,8 @@ _DOWNSTREAM: TypeAdapter[Any] = TypeAdapter(Downstream)
 
 
 def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """The entry as a toolwise config holds it, or why it stays with the client."""
+    """The entry as a toolwise config holds it (as the client has it: its keys, `type` included, nothing
+    added), or why it stays with the client."""
     if not isinstance(entry, dict):
         return None, "it is not an object"
     kind = entry.get("type")
@@ -36,7 +37,7 @@ def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]
         return None, f"toolwise proxies stdio and streamable HTTP, not transport {kind!r}"
     if "__" in name:
         return None, "its name contains '__', toolwise's separator between server and tool"
-    spec = {k: v for k, v in entry.items() if k != "type"}
+    spec = dict(entry)
     try:  # as toolwise will load it: `${VAR}` expanded (kept as written in the file)
         expanded = expand_variables({name: spec}, os.environ)[name]
     except ConfigError:
@@ -116,10 +117,12 @@ def plan_install(
     before = read(client_path, named)
     doc = parse(client_path, before)
     plan, new_doc = Plan(client_path, before, before), doc
-    for where in [USER_SCOPE, *(project_scopes(doc) if projects else [])]:
+    scopes = [USER_SCOPE, *(project_scopes(doc) if projects else [])]
+    written = written_values(before, [_servers_path(where) for where in scopes])  # moved as the client has them
+    for where in scopes:
         target = toolwise_path if where == USER_SCOPE else toolwise_config_path(client, Path(where))
         name = entry if where == USER_SCOPE else LOCAL_ENTRY
-        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where), name)
+        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where), name, written)
         plan.scopes.append(scope)  # one that serves nothing still says which servers stay and why
         if servers is not None:
             new_doc = with_servers(new_doc, where, servers)
@@ -130,12 +133,17 @@ def plan_install(
     return plan
 
 
+def _servers_path(where: str) -> tuple[str, ...]:
+    """Where a scope's `mcpServers` is in the client's file (`servers_of`)."""
+    return ("mcpServers",) if where == USER_SCOPE else ("projects", where, "mcpServers")
+
+
 def _plan_scope(
-    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any], named: str
+    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any], named: str, written: dict[str, Written]
 ) -> tuple[Scope, dict[str, Any] | None]:
-    """One scope's servers into its toolwise config: the scope and its new `mcpServers` (None when it
-    has nothing toolwise can serve). An entry of an earlier install named ENTRY where `named` is another
-    name takes that name (it hid the user scope's)."""
+    """One scope's servers into its toolwise config, each written there as `written` has it (the client's
+    text): the scope and its new `mcpServers` (None when it has nothing toolwise can serve). An entry of an
+    earlier install named ENTRY where `named` is another name takes that name (it hid the user scope's)."""
     ours = [name for name, entry in servers.items() if is_toolwise(entry)]
     # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
     scope.toolwise_path = next((p for name in ours if (p := served_config(servers[name]))), scope.toolwise_path)
@@ -150,15 +158,17 @@ def _plan_scope(
         if spec is None:
             scope.kept[name] = why or "?"
             continue
-        if name in downstream and downstream[name] != spec and not ours:
+        scope.moved[name] = entry
+        if name in downstream and _same_server(downstream[name], spec):
+            continue  # as toolwise has it (one an earlier install moved without its `type`)
+        if name in downstream and not ours:
             scope.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
-        elif name in downstream and downstream[name] != spec:
+        elif name in downstream:
             raise InstallError(
                 f"server {name!r} is in {client_path}{scope.of} and, differently, in {toolwise_path}; rename one "
                 "of them (or remove the stale one from the toolwise config) and run again. Nothing was changed."
             )
         downstream[name] = spec
-        scope.moved[name] = entry
     if not downstream:
         return scope, None
     if not ours:  # a toolwise config left by an --undo: what it still serves, the client no longer names
@@ -177,9 +187,18 @@ def _plan_scope(
     new_servers = {entry_name: own, **{name: servers[name] for name in scope.kept}}
     new_toolwise = {**toolwise_doc, "mcpServers": downstream}
     unchanged = new_toolwise == toolwise_doc
-    scope.toolwise_after = scope.toolwise_before if unchanged else dumped(new_toolwise, scope.toolwise_before)
+    scope.toolwise_after = scope.toolwise_before if unchanged else dumped(new_toolwise, scope.toolwise_before, written)
     _check_nothing_lost(servers, new_servers, downstream, ours)
     return scope, new_servers
+
+
+def _same_server(toolwise: Any, client: dict[str, Any]) -> bool:
+    """Whether a toolwise config's entry serves the client's: the same keys and values but `type`, which
+    names nothing the other keys do not (a `url`: streamable HTTP; a `command`: stdio), and which installs
+    before this one did not move."""
+    return isinstance(toolwise, dict) and {k: v for k, v in toolwise.items() if k != "type"} == {
+        k: v for k, v in client.items() if k != "type"
+    }
 
 
 def _free_name(servers: dict[str, Any], named: str) -> str:
@@ -219,10 +238,12 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
     doc = parse(client_path, text)
     if used < len(history):
         pending, restored_doc = history[: len(history) - used], doc
+        as_written: dict[str, Written] = {}
         for where in [USER_SCOPE, *project_scopes(doc)]:
             servers = servers_of(doc, where)
             if not any(is_toolwise(e) for e in servers.values()):
                 continue
+            as_written |= _written_in([e for e in servers.values() if is_toolwise(e)])
             restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
             for record in pending:
                 moved = record["moved"] if where == USER_SCOPE else record.get("projects", {}).get(where, {})
@@ -230,5 +251,18 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
                     restored.setdefault(name, entry)
             restored_doc = with_servers(restored_doc, where, restored)
         if restored_doc != doc:
-            text, used = dumped(restored_doc, text), len(history)
+            text, used = dumped(restored_doc, text, as_written), len(history)
     return Plan(client_path, current, text), used
+
+
+def _written_in(entries: list[dict[str, Any]]) -> dict[str, Written]:
+    """The servers of the toolwise configs these toolwise entries serve, as those files have them: a server
+    put back into the client's file goes back as it was written there (as the client had it)."""
+    written: dict[str, Written] = {}
+    for entry in entries:
+        path = served_config(entry)
+        try:
+            written |= written_values(exact_text(path), [("mcpServers",)]) if path is not None else {}
+        except (OSError, ValueError):  # gone, unreadable or broken: the servers go back in the file's layout
+            continue
+    return written

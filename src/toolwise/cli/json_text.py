@@ -1,7 +1,9 @@
 """A JSON file's text rewritten to hold a new document with the fewest changes: what the document keeps
 keeps its text (a user's compact entries, spacing, key order), what is new or changed is written in the
 file's indentation (compactly inside a compact object). A client's config is the user's file: `toolwise
-install` and `--undo` show, and make, a diff of the servers they move and nothing else."""
+install` and `--undo` show, and make, a diff of the servers they move and nothing else. A value another
+file holds (a server moved out of the client's config into toolwise's) is written as that file has it: its
+line breaks kept (an entry on one line stays on one line), re-indented to where it lands."""
 
 from __future__ import annotations
 
@@ -25,15 +27,76 @@ class _Member:
     end: int  # just past the value
 
 
-def dumped(doc: Any, like: str | None = None) -> str:
+@dataclass(frozen=True)
+class Written:
+    """A value as a file's text has it, to be written in another file as it was (`dumped`'s `written`)."""
+
+    text: str  # from its first character to its last
+    indent: str  # the indentation of the line it starts on
+    unit: int | str  # its file's indentation
+
+    def at(self, indent: str, unit: int | str, newline: str) -> str:
+        """The text on a line indented `indent` of a file indented by `unit`: each line after the first as
+        deep, in levels, below the first as it was."""
+        lines = self.text.replace("\r\n", "\n").split("\n")
+        out = [lines[0]]
+        for line in lines[1:]:
+            body = line.lstrip(" \t")
+            lead = line[: len(line) - len(body)]
+            extra = lead.removeprefix(self.indent) if lead.startswith(self.indent) else ""
+            if self.unit == "\t":
+                levels, rest = extra.count("\t"), extra.replace("\t", "")
+            else:
+                levels, spaces = divmod(len(extra), int(self.unit))
+                rest = " " * spaces
+            out.append(indent + _unit_text(unit) * levels + rest + body)
+        return newline.join(out)
+
+
+def written_values(text: str, paths: list[tuple[str, ...]]) -> dict[str, Written]:
+    """The members' values of the objects at `paths` (keys from the top) in the JSON `text`, as written,
+    by what they hold (`_canonical`); a path the document lacks, or that is not an object, gives none."""
+    body = text.removeprefix(BOM)
+    unit, found = _indent_unit(body), {}
+    members: dict[int, list[_Member]] = {}  # by the object's start: one found on several paths is read once
+    for path in paths:
+        at = _skip(body, 0)
+        for key in path:
+            if body[at : at + 1] != "{" or (m := _member(body, at, key, members)) is None:
+                break
+            at = m.value
+        else:
+            if body[at : at + 1] != "{":
+                continue
+            for m in _members_at(body, at, members):
+                value = json.loads(body[m.value : m.end])
+                line = body[body.rfind("\n", 0, m.value) + 1 : m.value]
+                indent = line[: len(line) - len(line.lstrip(" \t"))]
+                found[_canonical(value)] = Written(body[m.value : m.end], indent, unit)
+    return found
+
+
+def _member(text: str, start: int, key: str, cache: dict[int, list[_Member]]) -> _Member | None:
+    """The member `key` of the object at `start` (the last of a repeated key, as the parser keeps)."""
+    return next((m for m in reversed(_members_at(text, start, cache)) if m.key == key), None)
+
+
+def _members_at(text: str, start: int, cache: dict[int, list[_Member]]) -> list[_Member]:
+    if start not in cache:
+        cache[start] = [] if text[_skip(text, start + 1)] == "}" else _members(text, start)[0]
+    return cache[start]
+
+
+def dumped(doc: Any, like: str | None = None, written: dict[str, Written] | None = None) -> str:
     """`doc` as JSON text: `like` (the file's text now) edited as little as holds it (its byte order mark
-    dropped, as the JSON parsers of Node-based clients refuse one), or with 2 spaces for a new file."""
+    dropped, as the JSON parsers of Node-based clients refuse one), or with 2 spaces for a new file. A value
+    of `doc` (new or changed) that is one of `written` is written as that text has it."""
     if like is None:
-        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        return _Edit("", 2, "\n", written or {})._fresh(doc, "", compact=False) + "\n"
     body = like.removeprefix(BOM)
     start = _skip(body, 0)
     old, end = _DECODER.raw_decode(body, start)
-    edit = _Edit(body, _indent_unit(body), "\r\n" if "\r\n" in body else "\n")
+    edit = _Edit(body, _indent_unit(body), "\r\n" if "\r\n" in body else "\n", written or {})
     return body[:start] + edit.value(start, end, old, doc, compact="\n" not in body[start:end]) + body[end:]
 
 
@@ -42,6 +105,7 @@ class _Edit:
     text: str
     unit: int | str  # one level of indentation: a number of spaces, or "\t"
     newline: str
+    written: dict[str, Written]  # values to write as another file has them, by `_canonical`
 
     def value(self, start: int, end: int, old: Any, new: Any, *, compact: bool) -> str:
         """The text of `new` in place of `old`, the value at text[start:end]."""
@@ -73,8 +137,20 @@ class _Edit:
         return "{" + lead + between.join(parts) + text[members[-1].end : close] + "}"
 
     def _fresh(self, value: Any, indent: str, *, compact: bool) -> str:
+        """`value` written anew on a line indented `indent`: as `written` has it, if it does (on one line,
+        inside a compact object), else in the file's indentation (on one line inside a compact object)."""
+        known = self.written.get(_canonical(value)) if self.written else None
+        if known is not None and not (compact and "\n" in known.text):
+            return known.at(indent, self.unit, self.newline)
         if compact:
             return json.dumps(value, ensure_ascii=False)
+        if self.written and isinstance(value, dict) and value:  # a member may be one of `written`
+            inner = indent + _unit_text(self.unit)
+            members = [
+                json.dumps(k, ensure_ascii=False) + ": " + self._fresh(v, inner, compact=False)
+                for k, v in value.items()
+            ]
+            return "{" + self.newline + inner + ("," + self.newline + inner).join(members) + self.newline + indent + "}"
         lines = json.dumps(value, indent=self.unit, ensure_ascii=False).split("\n")
         return (self.newline + indent).join(lines)
 
@@ -85,7 +161,15 @@ class _Edit:
 
 def _same(old: Any, new: Any) -> bool:
     """Equal as JSON (1 is not true, 1 is not 1.0), whatever the order of keys."""
-    return json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+    return _canonical(old) == _canonical(new)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _unit_text(unit: int | str) -> str:
+    return unit if isinstance(unit, str) else " " * unit
 
 
 def _members(text: str, start: int) -> tuple[list[_Member], int]:
