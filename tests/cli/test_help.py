@@ -130,3 +130,113 @@ def test_the_readmes_debug_flag_runs_as_written_and_shows_the_traceback(tmp_path
     assert written is not None, "the README writes --debug where it goes"
     result = CliRunner().invoke(app, ["--debug", written.group(1), "--config", str(tmp_path / "missing.json")])
     assert result.exit_code == 2 and "Traceback" in result.output and "no such file" in result.output, result.output
+
+
+def shown(args: list[str], columns: int = 80) -> list[str]:
+    """What `toolwise ARGS --help` prints in a terminal `columns` wide, each line without its trailing blanks."""
+    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return [line.rstrip() for line in result.output.rstrip("\n").splitlines()]
+
+
+TOP = """
+ Usage: toolwise [OPTIONS] COMMAND [ARGS]...
+
+ An MCP proxy that records every tool execution and learns which tool to call
+ next.
+
+╭─ Options ────────────────────────────────────────────────────────────────────╮
+│ --debug            Show the traceback of a start-up failure, not only its    │
+│                    one line.                                                 │
+│ --version          Print toolwise's version and exit.                        │
+│ --help             Show this message and exit.                               │
+╰──────────────────────────────────────────────────────────────────────────────╯
+╭─ Commands ───────────────────────────────────────────────────────────────────╮
+│ dashboard            Serve the dashboard of CONFIG's database (or            │
+│                      --database-url) at http://HOST:PORT/dashboard.          │
+│ serve                Run the toolwise MCP server over the downstream servers │
+│                      of CONFIG (default: the installed one).                 │
+│ demo                 Run toolwise on CONFIG, drive a scripted agent through  │
+│                      a real MCP client, and show what it learned.            │
+│ install              Put toolwise in front of the MCP servers of Claude      │
+│                      Desktop, Claude Code or Cursor.                         │
+│ doctor               Check that every downstream starts and the database     │
+│                      opens, and say what to fix.                             │
+│ import-dead-letters  Put the executions of dead-letter files back into the   │
+│                      database (those already there are skipped).             │
+│ snapshot             Dump, restore and list snapshots of the learned state.  │
+│ inspect              What toolwise learned, from its database.               │
+╰──────────────────────────────────────────────────────────────────────────────╯
+"""
+
+INSTALL = """
+ Usage: toolwise install [OPTIONS]
+
+ Put toolwise in front of the MCP servers of Claude Desktop, Claude Code or
+ Cursor.
+
+ The client's servers move into a toolwise config and the client gets one
+ toolwise entry instead; a timestamped backup is kept and --undo restores it.
+
+╭─ Options ────────────────────────────────────────────────────────────────────╮
+│ --client         <claude-desktop|claude-code|  The MCP client whose servers  │
+│                  cursor>                       toolwise goes in front of; by │
+│                                                default the one --path's file │
+│                                                belongs to (.mcp.json:        │
+│                                                claude-code;                  │
+│                                                .cursor/mcp.json: cursor),    │
+│                                                else claude-desktop.          │
+│ --path           <path>                        The client's config file, if  │
+│                                                not where it keeps it (e.g. a │
+│                                                .mcp.json).                   │
+│ --dry-run                                      Print the diff, write         │
+│                                                nothing.                      │
+│ --undo                                         Put the client's config back  │
+│                                                as it was.                    │
+│ --help                                         Show this message and exit.   │
+╰──────────────────────────────────────────────────────────────────────────────╯
+"""
+
+DEAD_LETTERS = """
+ Usage: toolwise import-dead-letters [OPTIONS] FILES...
+
+ Put the executions of dead-letter files back into the database (those already there are skipped).
+
+ toolwise writes a call the database refused (a full disk, a deleted file) to a dead-letter file,
+ and names that file in an error; once the database takes records again, this returns them to the
+ log.
+
+╭─ Arguments ──────────────────────────────────────────────────────────────────────────────────────╮
+│ *    FILES...      <path>  Dead-letter files (JSON Lines) to put back. [required]                │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+"""
+
+
+def test_the_help_a_user_reads_is_pinned_line_for_line() -> None:
+    """toolwise's --help, a command's with flags (no type shown) and one with an argument taking several files
+    (FILES... and one file's type, in the usage line and the table), as a terminal shows them: the output
+    help_text.py shapes, pinned whatever typer's internals become (pyproject pins the typer it was made for)."""
+    assert shown([]) == TOP.splitlines()
+    assert shown(["install"]) == INSTALL.splitlines()
+    dead_letters = shown(["import-dead-letters"], columns=100)
+    options = next(n for n, line in enumerate(dead_letters) if line.startswith("╭─ Options "))
+    assert dead_letters[:options] == DEAD_LETTERS.splitlines()  # the options name the config's folder, the user's
+    compare = shown(["inspect", "compare"])
+    assert compare[:9] == [
+        "",
+        " Usage: toolwise inspect compare [OPTIONS] NS1 NS2",
+        "",
+        " Two namespaces side by side: calls and mean reward per tool.",
+        "",
+        "╭─ Arguments " + "─" * 66 + "╮",
+        "│ *    NS1      <str>  [required]" + " " * 46 + "│",
+        "│ *    NS2      <str>  [required]" + " " * 46 + "│",
+        "╰" + "─" * 78 + "╯",
+    ]
+
+
+def test_a_missing_argument_is_named_as_the_usage_line_names_it() -> None:
+    result = CliRunner().invoke(app, ["import-dead-letters"], env={"COLUMNS": "80"})
+    assert result.exit_code == 2
+    assert result.output.startswith("Usage: toolwise import-dead-letters [OPTIONS] FILES...\n"), result.output
+    assert "Missing argument 'FILES...'." in result.output, result.output
