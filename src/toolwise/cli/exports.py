@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,8 +25,10 @@ from toolwise.cli.database import run
 from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.export import execution_chunks, rating_chunks
+from toolwise.feedback.records import utcnow
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 
 def inspect_export(
@@ -41,6 +43,8 @@ def inspect_export(
     Each record has its "type": an "export" header, then every "execution", "rating", "episode", "action"
     (per-tool summary) and "snapshot". Written in chunks the database encodes: memory stays flat however
     long the log."""
+    from toolwise.feedback.export import execution_chunks, rating_chunks  # the store: when the command runs
+
     output_or_exit(output)
     start, end = _utc(since), _utc(until)
     report = console_beside(output)

@@ -3,7 +3,7 @@ learned values; another policy replayed over the log), which they import only wh
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -16,8 +16,10 @@ from toolwise.cli.views import Column
 from toolwise.config import Settings, describe
 from toolwise.downstream.naming import meant
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService
-from toolwise.rl import POLICIES
+from toolwise.rl.policy_names import POLICY_NAMES
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 
 def inspect_qvalues(
@@ -72,7 +74,7 @@ def inspect_qvalues(
 
 
 def inspect_evaluate(
-    policy: Annotated[str, typer.Argument(help=f"The candidate policy ({', '.join(sorted(POLICIES))}).")],
+    policy: Annotated[str, typer.Argument(help=f"The candidate policy ({', '.join(POLICY_NAMES)}).")],
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     epsilon: Annotated[float | None, typer.Option(help="Another ε (default: the policy's).")] = None,

@@ -4,7 +4,7 @@ aggregated by the database."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,8 +14,10 @@ from toolwise.cli.console import WideOption, console, print_fitted, span, waitin
 from toolwise.cli.database import run
 from toolwise.cli.views import Column
 from toolwise.config import Settings
-from toolwise.feedback import FeedbackService, shown_url, utcnow
-from toolwise.feedback.instances import liveness
+from toolwise.feedback.records import utcnow
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 
 def inspect_progress(
@@ -85,6 +87,8 @@ def inspect_compare(
     """Two namespaces side by side: calls and mean reward per tool."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.feedback import shown_url
+
         left = {a.tool: a for a in await feedback.reports.action_summary(ns1)}
         right = {a.tool: a for a in await feedback.reports.action_summary(ns2)}
         for name, found in ((ns1, left), (ns2, right)):
@@ -119,6 +123,9 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
     """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot."""
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.feedback import shown_url
+        from toolwise.feedback.instances import liveness
+
         now = utcnow()
         table = Table(title="instances")
         # Headers of at most 8 characters: squeezed into 80 columns, rich narrows the widest columns to about

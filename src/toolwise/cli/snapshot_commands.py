@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -20,8 +20,9 @@ from toolwise.cli.common import (
 from toolwise.cli.console import console, console_beside
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
-from toolwise.feedback import FeedbackService
-from toolwise.learning import snapshots
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
 
@@ -37,6 +38,8 @@ def snapshot_dump(
     sign_key: Annotated[Path | None, typer.Option(help="Ed25519 private key (PEM): write OUTPUT.sig.")] = None,
 ) -> None:
     """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
+    from toolwise.learning import snapshots  # the learned state's files: when the command runs
+
     output_or_exit(output, makes_folder=True)  # `write_file` makes the folder it goes in
     report = console_beside(output)
 
@@ -106,6 +109,8 @@ def _check_file(path: Path, verify_key: Path | None) -> None:
     that may seed a new database must be one, or nothing is created. Missing, unreadable or no snapshot:
     one line, exit 2 (as a config that cannot be read); a snapshot refused (checksum, signature, major
     version): exit 1, as a refused restore always was. The restore reads it again from the file."""
+    from toolwise.learning import snapshots  # the learned state's files: when the command runs
+
     try:
         record = snapshots.read_file(path)
         key = snapshots.load_public_key(verify_key) if verify_key is not None else None
@@ -149,6 +154,8 @@ def snapshot_keygen(
     force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
 ) -> None:
     """A new Ed25519 key pair for signing snapshots (existing key files are kept unless --force)."""
+    from toolwise.learning import snapshots  # the learned state's files: when the command runs
+
     for path in (private, public):  # both writable, or neither is written
         output_or_exit(path)
     if private.resolve() == public.resolve():  # the public key would be written over the private one
