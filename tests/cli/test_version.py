@@ -24,13 +24,14 @@ def test_version_prints_the_package_version_and_exits_0() -> None:
 def test_version_and_help_start_without_the_store_the_learner_or_the_sdk() -> None:
     """`toolwise --version` and `--help` answer at once: every command's start imports neither the feedback
     store (SQLAlchemy, alembic), nor numpy and the learner, nor the MCP SDK (~2 s of CPU together, paid before,
-    by every command and by `serve` before it spawned its downstreams). Checked in a fresh interpreter."""
+    by every command and by `serve` before it spawned its downstreams); `--version` not even rich (typer
+    imports it to print help). Checked in a fresh interpreter."""
     heavy = ["sqlalchemy", "alembic", "numpy", "mcp", "mcp_types", "toolwise.feedback.service", "toolwise.rl.learner"]
-    for args in (["--version"], ["--help"]):
+    for args, unwanted in ((["--version"], [*heavy, "rich"]), (["--help"], heavy)):
         code = (
             "import sys\nfrom toolwise.cli.main import app\n"
             f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"
-            f"print(' '.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"
+            f"print(' '.join(m for m in {unwanted!r} if m in sys.modules), file=sys.stderr)"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
         assert done.stderr.strip() == "", f"toolwise {args[0]} imported: {done.stderr}"

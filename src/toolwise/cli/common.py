@@ -165,6 +165,7 @@ DatabaseUrlOption = Annotated[
         help="Use this database (an SQLAlchemy async URL) instead of the config's; TOOLWISE_DATABASE_URL also does.",
     ),
 ]
+WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
 
 
 class LogLevel(enum.StrEnum):

@@ -20,9 +20,7 @@ from toolwise.cli.common import (
     output_or_exit,
     writing,
 )
-from toolwise.cli.console import console_beside, span, waiting
 from toolwise.cli.database import run
-from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
 from toolwise.errors import UserError
 from toolwise.feedback.records import utcnow
@@ -43,6 +41,7 @@ def inspect_export(
     Each record has its "type": an "export" header, then every "execution", "rating", "episode", "action"
     (per-tool summary) and "snapshot". Written in chunks the database encodes: memory stays flat however
     long the log."""
+    from toolwise.cli.console import console_beside, waiting
     from toolwise.feedback.export import execution_chunks, rating_chunks  # the store: when the command runs
 
     output_or_exit(output)
@@ -109,6 +108,9 @@ def inspect_plot(
     """Learning curves as a picture: mean reward, success and exploration rate per slice of time.
 
     Aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
+    from toolwise.cli.console import console_beside, span, waiting
+    from toolwise.cli.views import plot_slices
+
     output_or_exit(output)
     try:
         import matplotlib

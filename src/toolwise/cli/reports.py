@@ -7,12 +7,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption
-from toolwise.cli.console import WideOption, console, print_fitted, span, waiting
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption, WideOption
 from toolwise.cli.database import run
-from toolwise.cli.views import Column
 from toolwise.config import Settings
 from toolwise.feedback.records import utcnow
 
@@ -27,6 +24,9 @@ def inspect_progress(
     buckets: Annotated[int, typer.Option(min=1, help="Slices of time.")] = 12,
 ) -> None:
     """Reward trend: calls, mean reward, success and exploration rate per slice of the last HOURS."""
+    from rich.table import Table
+
+    from toolwise.cli.console import console, span, waiting
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         with waiting() as progress:  # one grouped query: a spinner, no count
@@ -68,6 +68,8 @@ def inspect_top_actions(
     wide: WideOption = False,
 ) -> None:
     """Tools by use, with mean reward, success rate and how often they were tried by exploration."""
+    from toolwise.cli.console import print_fitted
+    from toolwise.cli.views import Column
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         rows = [
@@ -85,6 +87,8 @@ def inspect_compare(
     ns1: str, ns2: str, config: ConfigOption = None, database_url: DatabaseUrlOption = None, wide: WideOption = False
 ) -> None:
     """Two namespaces side by side: calls and mean reward per tool."""
+    from toolwise.cli.console import console, print_fitted
+    from toolwise.cli.views import Column
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.feedback import shown_url
@@ -121,6 +125,9 @@ def inspect_compare(
 
 def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
     """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot."""
+    from rich.table import Table
+
+    from toolwise.cli.console import console
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.feedback import shown_url
