@@ -11,14 +11,27 @@ a snapshot (a `bench/scale.py --keep` run leaves one). Load average is printed b
 machine is shared. `--before DIR` adds an older toolwise to each round, its folders shadowing the
 installed ones (DIR made with `mkdir -p DIR/toolwise && git archive COMMIT server rl feedback | tar -x
 -C DIR/toolwise`).
+
+    python bench/startup.py --cli [--runs 7] [--before DIR]
+
+The command line's own start, on the README's example config (no database needed): the CPU seconds
+(user + system, the process and the children it waited for) of `toolwise --version`, `toolwise --help`
+and `toolwise doctor`, and for `toolwise serve` the time from its spawn to its answer to `initialize`,
+toolwise's own CPU at that answer, and the CPU of the whole serve (its downstreams and the shutdown
+snapshot included) once the client closes stdin. With `--before DIR` (here a whole `src` folder, e.g.
+`git archive main | tar -x -C DIR/..`) each round also runs that code, alternating which goes first.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,17 +65,126 @@ async def first_answers(server: StdioServerParameters, toolwise: bool) -> dict[s
     return times
 
 
+EXAMPLE = HERE.parent / "toolwise.example.json"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "bench-startup", "version": "0"},
+    },
+}
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children that were waited for, so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def command_cpu(args: list[str], env: dict[str, str]) -> float:
+    """CPU seconds of one `toolwise ARGS` run (it must succeed), its waited-for children included."""
+    before = children_cpu()
+    done = subprocess.run([str(BIN / "toolwise"), *args], env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"toolwise {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return children_cpu() - before
+
+
+def own_cpu(pid: int) -> float:
+    """CPU seconds one live process has used (Linux: /proc/PID/stat's utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve_figures(env: dict[str, str], database: Path) -> dict[str, float]:
+    """`toolwise serve` on the example config over raw stdio: seconds to the `initialize` answer,
+    toolwise's own CPU at that moment, and the CPU of the whole run (downstreams, shutdown) after stdin closes."""
+    before = children_cpu()
+    args = [
+        "serve",
+        "--config",
+        str(EXAMPLE),
+        "--log-level",
+        "warning",
+        "--database-url",
+        f"sqlite+aiosqlite:///{database}",
+    ]
+    begin = time.perf_counter()
+    with subprocess.Popen(
+        [str(BIN / "toolwise"), *args], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(INITIALIZE) + "\n")
+        process.stdin.flush()
+        answer = json.loads(process.stdout.readline())
+        seconds = time.perf_counter() - begin
+        cpu_at_answer = own_cpu(process.pid)
+        if "result" not in answer:
+            raise RuntimeError(f"initialize failed: {answer}")
+        process.stdin.close()
+        if process.wait(timeout=60) != 0:
+            raise RuntimeError(f"toolwise serve exited {process.returncode}")
+    return {
+        "serve: initialize answered (s)": seconds,
+        "serve: its CPU then": cpu_at_answer,
+        "serve: CPU in all": children_cpu() - before,
+    }
+
+
+def cli_figures(runs: int, before: Path | None) -> None:
+    """`--cli`: the command line's start-up figures, this code and (with `before`) older code by turns."""
+    codes = {"this code": str(HERE.parent / "src")}
+    if before is not None:
+        codes["before"] = str(before.resolve())
+    for code in codes.values():  # neither compiles its modules at each start (PYTHONDONTWRITEBYTECODE writes none)
+        compileall.compile_dir(code, quiet=1)
+    results: dict[str, dict[str, list[float]]] = {name: {} for name in codes}
+    print(f"load average before: {os.getloadavg()}", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(runs):
+            names = list(codes)
+            names = names[run % len(names) :] + names[: run % len(names)]  # each first in turn
+            for name in names:
+                env = {**os.environ, "PYTHONPATH": codes[name], "XDG_DATA_HOME": tmp, "HOME": tmp}
+                database = Path(tmp) / f"{name}-{run}.db"
+                figures = {
+                    "--version: CPU": command_cpu(["--version"], env),
+                    "--help: CPU": command_cpu(["--help"], env),
+                    "doctor: CPU": command_cpu(
+                        ["doctor", "--config", str(EXAMPLE), "--database-url", f"sqlite+aiosqlite:///{database}"], env
+                    ),
+                    **serve_figures(env, database),
+                }
+                for figure, value in figures.items():
+                    results[name].setdefault(figure, []).append(value)
+                shown = ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
+                print(f"  run {run + 1} {name}: {shown}", file=sys.stderr, flush=True)
+    print(f"load average after: {os.getloadavg()}", file=sys.stderr, flush=True)
+    for figure in results["this code"]:
+        shown = "; ".join(f"{name} {summary(values[figure])}" for name, values in results.items())
+        print(f"{figure}: {shown} (median, min–max of {runs})")
+
+
 def summary(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, required=True, help="an SQLite toolwise database holding a snapshot")
+    parser.add_argument("--db", type=Path, help="an SQLite toolwise database holding a snapshot")
+    parser.add_argument("--cli", action="store_true", help="the command line's start instead (no --db)")
     parser.add_argument("--tools", type=int, default=500, help="tools of the downstream")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--before", type=Path, help="an older checkout's toolwise/ folders, run in each round too")
     args = parser.parse_args()
+    if args.cli:
+        cli_figures(args.runs, args.before)
+        return
+    if args.db is None:
+        parser.error("--db is required (or --cli)")
     if not snapshots(args.db):
         raise SystemExit(f"{args.db} holds no snapshot: start toolwise on it once (its shutdown stores one)")
     downstream = [str(HERE / "many_tools_server.py"), str(args.tools)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import toolwise
 
 SRC = Path(toolwise.__file__).parent
-LAYERS = ["errors", "rl", "feedback", "sdk", "background", "config", "downstream", "learning", "server", "cli"]
+LAYERS = ["lazy", "errors", "rl", "feedback", "sdk", "background", "config", "downstream", "learning", "server", "cli"]
 SHIMS = {SRC / "server" / "__main__.py", SRC / "__main__.py"}  # launchers of the CLI, nothing imports them
 
 

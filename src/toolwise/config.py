@@ -13,17 +13,18 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from mcp.server import Server
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SecretStr, Tag, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from toolwise.feedback import default_database_url
-from toolwise.feedback.engine import data_dir
-from toolwise.feedback.schema import MAX_SERVER_NAME
-from toolwise.rl import POLICIES
+from toolwise.feedback.files import data_dir, default_database_url
+from toolwise.feedback.records import MAX_SERVER_NAME
+from toolwise.rl.policy_names import POLICY_NAMES
+
+if TYPE_CHECKING:  # the SDK is imported by what serves, not by every command's config
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
 
 
 class ConfigError(Exception):
@@ -200,8 +201,8 @@ class Settings(BaseSettings):
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, value: str) -> str:
-        if value not in POLICIES:
-            raise ValueError(f"must be one of {sorted(POLICIES)}, got {value!r}")
+        if value not in POLICY_NAMES:
+            raise ValueError(f"must be one of {list(POLICY_NAMES)}, got {value!r}")
         return value
 
     @classmethod

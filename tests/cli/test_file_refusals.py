@@ -187,7 +187,7 @@ def test_an_export_cut_short_by_a_full_disk_leaves_no_part_behind(
                 return file.write(data)
 
     monkeypatch.setattr("toolwise.cli.common.open_private", lambda path: FullAfterTheHeader())
-    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", lambda *a, **k: one_chunk())
+    monkeypatch.setattr("toolwise.feedback.export.execution_chunks", lambda *a, **k: one_chunk())
     code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
     assert code == 2 and said == f"toolwise: cannot write {out}: No space left on device", said
     assert not out.exists()
@@ -224,7 +224,7 @@ def test_an_export_whose_database_fails_midway_names_the_database_not_the_output
         yield 1, b'{"type": "execution"}\n'
         raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)")
 
-    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", lost_after_one_chunk)
+    monkeypatch.setattr("toolwise.feedback.export.execution_chunks", lost_after_one_chunk)
     code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
     assert code == 2 and "cannot write" not in said, said
     assert said.startswith("toolwise: database failed: ") and "Connect call failed" in said, said
@@ -255,7 +255,7 @@ def test_an_export_cut_short_by_its_database_leaves_no_part_behind(
         yield 1, b'{"type": "execution"}\n'
         raise failure
 
-    monkeypatch.setattr("toolwise.cli.exports.execution_chunks", failing_after_one_chunk)
+    monkeypatch.setattr("toolwise.feedback.export.execution_chunks", failing_after_one_chunk)
     code, said = ended(["inspect", "export", "-o", str(out), "--database-url", url])
     assert code == 2 and said.startswith("toolwise: database failed: "), said
     assert not out.exists()

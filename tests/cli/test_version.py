@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -18,3 +19,19 @@ def test_version_prints_the_package_version_and_exits_0() -> None:
     where = Path(toolwise.__file__).parent
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert result.output.strip() == f"toolwise {version('toolwise')} from {where} (python {python})"
+
+
+def test_version_and_help_start_without_the_store_the_learner_or_the_sdk() -> None:
+    """`toolwise --version` and `--help` answer at once: every command's start imports neither the feedback
+    store (SQLAlchemy, alembic), nor numpy and the learner, nor the MCP SDK (~2 s of CPU together, paid before,
+    by every command and by `serve` before it spawned its downstreams); `--version` not even rich (typer
+    imports it to print help). Checked in a fresh interpreter."""
+    heavy = ["sqlalchemy", "alembic", "numpy", "mcp", "mcp_types", "toolwise.feedback.service", "toolwise.rl.learner"]
+    for args, unwanted in ((["--version"], [*heavy, "rich"]), (["--help"], heavy)):
+        code = (
+            "import sys\nfrom toolwise.cli.main import app\n"
+            f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"
+            f"print(' '.join(m for m in {unwanted!r} if m in sys.modules), file=sys.stderr)"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        assert done.stderr.strip() == "", f"toolwise {args[0]} imported: {done.stderr}"

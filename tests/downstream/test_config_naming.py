@@ -9,7 +9,8 @@ from sqlalchemy import String
 from tests.server import toy_server
 from toolwise.config import AppConfig, ConfigError, HttpServer, InProcessServer, StdioServer, load_config
 from toolwise.downstream.naming import MAX_LENGTH, assign, namespaced
-from toolwise.feedback.schema import MAX_SERVER_NAME, ExecutionRow, ToolStatsRow
+from toolwise.feedback.records import MAX_SERVER_NAME
+from toolwise.feedback.schema import ExecutionRow, ToolStatsRow
 
 
 def write(tmp_path: Path, data: object) -> Path:

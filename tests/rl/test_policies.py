@@ -5,8 +5,9 @@ import pytest
 
 from toolwise.rl import ContextEncoder
 from toolwise.rl.context import Context
-from toolwise.rl.policies import LinUCB, TabularUCB, UCBConfig, make_policy
+from toolwise.rl.policies import POLICIES, LinUCB, TabularUCB, UCBConfig, make_policy
 from toolwise.rl.policies.base import Lesson, Policy, Update
+from toolwise.rl.policy_names import POLICY_NAMES
 from toolwise.rl.replay import Batch
 
 ENC = ContextEncoder()
@@ -104,3 +105,8 @@ def test_linucb_learns_which_tool_a_query_needs() -> None:
             teach(p, c, 0, 0.2, None, 0.0)
     unseen = ENC.encode("convert berlin time", None, 0)
     assert p.select(unseen, ARMS, NO_PRIOR, rng).ranked[0] == 2, "generalises to an unseen query"
+
+
+def test_the_policy_names_the_config_checks_are_the_policies_there_are() -> None:
+    """`rl/policy_names.py` lists them without importing them (the config's check, the CLI's help)."""
+    assert tuple(sorted(POLICIES)) == POLICY_NAMES

@@ -24,7 +24,7 @@ from toolwise.cli.clients import installed_configs, is_toolwise, served_config, 
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config, settings_of
 from toolwise.feedback import DatabaseUnusableError
-from toolwise.feedback.engine import open_private
+from toolwise.feedback.files import open_private
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
 # problems, install's refusals, the demo); 2 toolwise could not start because of something the user
@@ -165,6 +165,7 @@ DatabaseUrlOption = Annotated[
         help="Use this database (an SQLAlchemy async URL) instead of the config's; TOOLWISE_DATABASE_URL also does.",
     ),
 ]
+WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
 
 
 class LogLevel(enum.StrEnum):

@@ -6,9 +6,7 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.progress import Progress
 
@@ -16,7 +14,6 @@ from toolwise.cli.views import Column, fitted_table, natural_width
 
 # a message is one line however long (a path cut by a newline cannot be pasted); tables still fit the width
 console = Console(soft_wrap=True)
-WideOption = Annotated[bool, typer.Option("--wide", help="Full tool names, however wide the table gets.")]
 
 
 def console_beside(output: Path) -> Console:

@@ -10,18 +10,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from toolwise.cli.common import database_or_exit, fail, settings_or_exit
 from toolwise.config import Settings
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService, StoreUnavailableError, shown_url
-from toolwise.feedback.deadletter import DeadLetters, dead_letter_file
-from toolwise.feedback.engine import sqlite_path
-from toolwise.feedback.errors import DatabaseFailedError, DeadLetterError
-from toolwise.feedback.failures import database_failure
+from toolwise.feedback.errors import DatabaseFailedError, DeadLetterError, StoreUnavailableError
 
 if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
     from toolwise.server.services import Services
 
 
@@ -38,6 +33,12 @@ def run(
     is answered in one line, exit 1; a database that cannot be opened or fails under the command (damaged,
     a full disk, locked, a lost server) in one line saying what to do, exit 2; anything else is a bug and
     keeps its traceback (typer prints it)."""
+    # The store, imported when a command runs: the CLI's start (its help, `--version`) does without.
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from toolwise.feedback import FeedbackService, shown_url
+    from toolwise.feedback.failures import database_failure
+
     settings = settings_or_exit(config, database_url)
     path = sqlite_file_or_exit(settings.database_url, must_exist=not create)
     if output is not None and any(_same(output, kept) for kept in _kept_files(path)):
@@ -73,6 +74,8 @@ def run(
 
 def _kept_files(database: Path | None) -> list[Path]:
     """The files toolwise keeps for a database: an SQLite file and its journals, and its dead letters."""
+    from toolwise.feedback.deadletter import DeadLetters, dead_letter_file
+
     letters = DeadLetters(dead_letter_file(database))
     journals = [database.with_name(database.name + end) for end in ("-wal", "-shm", "-journal")] if database else []
     return [*([database] if database else []), *journals, letters.path, letters.reserve_path, *letters.fallbacks]
@@ -88,6 +91,8 @@ def _same(a: Path, b: Path) -> bool:
 def sqlite_file_or_exit(database_url: str, *, must_exist: bool) -> Path | None:
     """The SQLite file of `database_url` (None: another database); with `must_exist`, exit 1 saying so when
     there is none: a command that only reads would leave an empty database behind, on a path maybe mistyped."""
+    from toolwise.feedback.engine import sqlite_path
+
     with database_or_exit():
         path = sqlite_path(database_url)
     if must_exist and path is not None and not path.exists():

@@ -34,7 +34,7 @@ from toolwise.cli.demo_agent import INTENTS, Played, play, recommend, scratch_re
 from toolwise.cli.doctor import command_found, near_commands
 from toolwise.config import AppConfig, StdioServer
 from toolwise.feedback import FeedbackService
-from toolwise.feedback.engine import data_dir
+from toolwise.feedback.files import data_dir
 from toolwise.rl.policies.outcome import OutcomeModelConfig
 
 # Settings the demo lays over the config's so that a seed replays exactly (see the module docstring).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,13 +20,13 @@ from toolwise.cli.common import (
     output_or_exit,
     writing,
 )
-from toolwise.cli.console import console_beside, span, waiting
 from toolwise.cli.database import run
-from toolwise.cli.views import plot_slices
 from toolwise.config import Settings
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService, utcnow
-from toolwise.feedback.export import execution_chunks, rating_chunks
+from toolwise.feedback.records import utcnow
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 
 def inspect_export(
@@ -41,6 +41,9 @@ def inspect_export(
     Each record has its "type": an "export" header, then every "execution", "rating", "episode", "action"
     (per-tool summary) and "snapshot". Written in chunks the database encodes: memory stays flat however
     long the log."""
+    from toolwise.cli.console import console_beside, waiting
+    from toolwise.feedback.export import execution_chunks, rating_chunks  # the store: when the command runs
+
     output_or_exit(output)
     start, end = _utc(since), _utc(until)
     report = console_beside(output)
@@ -105,6 +108,9 @@ def inspect_plot(
     """Learning curves as a picture: mean reward, success and exploration rate per slice of time.
 
     Aggregated by the database (as `inspect progress`): memory stays flat however long the log."""
+    from toolwise.cli.console import console_beside, span, waiting
+    from toolwise.cli.views import plot_slices
+
     output_or_exit(output)
     try:
         import matplotlib

@@ -24,7 +24,7 @@ import platformdirs
 
 from toolwise.cli.scopes import USER_SCOPE, Plan
 from toolwise.feedback import utcnow
-from toolwise.feedback.engine import data_dir
+from toolwise.feedback.files import data_dir
 
 KEEP_BACKUPS = 5  # backups kept per client config, besides those a recorded install needs for --undo
 PRIVATE = 0o600  # files that may hold a server's secrets: owner read/write only

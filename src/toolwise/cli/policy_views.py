@@ -3,21 +3,20 @@ learned values; another policy replayed over the log), which they import only wh
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption
-from toolwise.cli.console import WideOption, console, print_fitted, waiting
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption, WideOption
 from toolwise.cli.database import current, run
-from toolwise.cli.views import Column
 from toolwise.config import Settings, describe
 from toolwise.downstream.naming import meant
 from toolwise.errors import UserError
-from toolwise.feedback import FeedbackService
-from toolwise.rl import POLICIES
+from toolwise.rl.policy_names import POLICY_NAMES
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 
 def inspect_qvalues(
@@ -31,6 +30,8 @@ def inspect_qvalues(
 
     Q is the expected reward rescaled to 0..1 by the reward's bounds, an estimate that can stray a little
     past them."""
+    from toolwise.cli.console import console, print_fitted
+    from toolwise.cli.views import Column
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.learning.service import with_session_query
@@ -72,7 +73,7 @@ def inspect_qvalues(
 
 
 def inspect_evaluate(
-    policy: Annotated[str, typer.Argument(help=f"The candidate policy ({', '.join(sorted(POLICIES))}).")],
+    policy: Annotated[str, typer.Argument(help=f"The candidate policy ({', '.join(POLICY_NAMES)}).")],
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     epsilon: Annotated[float | None, typer.Option(help="Another ε (default: the policy's).")] = None,
@@ -93,6 +94,9 @@ def inspect_evaluate(
 
     Its estimated mean reward (IPS, SNIPS, doubly robust) next to the logged policy's own, replayed in
     log order."""
+    from rich.table import Table
+
+    from toolwise.cli.console import console, waiting
     from toolwise.server.evaluation import EvaluateInput, evaluate_policy
 
     given = {"min_matches": min_matches, "min_ess": min_ess, "max_unsupported": max_unsupported}

@@ -4,18 +4,17 @@ aggregated by the database."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from toolwise.cli.common import ConfigOption, DatabaseUrlOption
-from toolwise.cli.console import WideOption, console, print_fitted, span, waiting
+from toolwise.cli.common import ConfigOption, DatabaseUrlOption, WideOption
 from toolwise.cli.database import run
-from toolwise.cli.views import Column
 from toolwise.config import Settings
-from toolwise.feedback import FeedbackService, shown_url, utcnow
-from toolwise.feedback.instances import liveness
+from toolwise.feedback.records import utcnow
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 
 def inspect_progress(
@@ -25,6 +24,9 @@ def inspect_progress(
     buckets: Annotated[int, typer.Option(min=1, help="Slices of time.")] = 12,
 ) -> None:
     """Reward trend: calls, mean reward, success and exploration rate per slice of the last HOURS."""
+    from rich.table import Table
+
+    from toolwise.cli.console import console, span, waiting
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         with waiting() as progress:  # one grouped query: a spinner, no count
@@ -66,6 +68,8 @@ def inspect_top_actions(
     wide: WideOption = False,
 ) -> None:
     """Tools by use, with mean reward, success rate and how often they were tried by exploration."""
+    from toolwise.cli.console import print_fitted
+    from toolwise.cli.views import Column
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         rows = [
@@ -83,8 +87,12 @@ def inspect_compare(
     ns1: str, ns2: str, config: ConfigOption = None, database_url: DatabaseUrlOption = None, wide: WideOption = False
 ) -> None:
     """Two namespaces side by side: calls and mean reward per tool."""
+    from toolwise.cli.console import console, print_fitted
+    from toolwise.cli.views import Column
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.feedback import shown_url
+
         left = {a.tool: a for a in await feedback.reports.action_summary(ns1)}
         right = {a.tool: a for a in await feedback.reports.action_summary(ns2)}
         for name, found in ((ns1, left), (ns2, right)):
@@ -117,8 +125,14 @@ def inspect_compare(
 
 def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
     """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot."""
+    from rich.table import Table
+
+    from toolwise.cli.console import console
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
+        from toolwise.feedback import shown_url
+        from toolwise.feedback.instances import liveness
+
         now = utcnow()
         table = Table(title="instances")
         # Headers of at most 8 characters: squeezed into 80 columns, rich narrows the widest columns to about

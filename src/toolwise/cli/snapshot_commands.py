@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from toolwise.cli.common import (
     EXIT_FOUND,
@@ -17,11 +16,11 @@ from toolwise.cli.common import (
     settings_or_exit,
     writing,
 )
-from toolwise.cli.console import console, console_beside
 from toolwise.cli.database import current, run
 from toolwise.config import Settings
-from toolwise.feedback import FeedbackService
-from toolwise.learning import snapshots
+
+if TYPE_CHECKING:
+    from toolwise.feedback import FeedbackService
 
 snapshot_app = typer.Typer(help="Dump, restore and list snapshots of the learned state.", no_args_is_help=True)
 
@@ -37,6 +36,9 @@ def snapshot_dump(
     sign_key: Annotated[Path | None, typer.Option(help="Ed25519 private key (PEM): write OUTPUT.sig.")] = None,
 ) -> None:
     """Write a snapshot file: the state as of now (newest snapshot + the log after it), or a stored one."""
+    from toolwise.cli.console import console_beside
+    from toolwise.learning import snapshots  # the learned state's files: when the command runs
+
     output_or_exit(output, makes_folder=True)  # `write_file` makes the folder it goes in
     report = console_beside(output)
 
@@ -77,6 +79,8 @@ def snapshot_restore(
     """Make a snapshot the learned state (running instances adopt it at their next sync).
 
     A wrong checksum, a bad signature or another major version is refused and nothing changes."""
+    from toolwise.cli.console import console
+
     if sum((snapshot_id is not None, input_path is not None, previous)) != 1:  # before a database is opened
         fail(
             "name the one snapshot to restore: --id N (`toolwise snapshot list` shows them), --input FILE or --previous"
@@ -106,6 +110,8 @@ def _check_file(path: Path, verify_key: Path | None) -> None:
     that may seed a new database must be one, or nothing is created. Missing, unreadable or no snapshot:
     one line, exit 2 (as a config that cannot be read); a snapshot refused (checksum, signature, major
     version): exit 1, as a refused restore always was. The restore reads it again from the file."""
+    from toolwise.learning import snapshots  # the learned state's files: when the command runs
+
     try:
         record = snapshots.read_file(path)
         key = snapshots.load_public_key(verify_key) if verify_key is not None else None
@@ -120,6 +126,9 @@ def _check_file(path: Path, verify_key: Path | None) -> None:
 @snapshot_app.command("list")
 def snapshot_list(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
     """The stored snapshots, newest first."""
+    from rich.table import Table
+
+    from toolwise.cli.console import console
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         table = Table("id")
@@ -149,6 +158,9 @@ def snapshot_keygen(
     force: Annotated[bool, typer.Option("--force", help="Replace existing key files.")] = False,
 ) -> None:
     """A new Ed25519 key pair for signing snapshots (existing key files are kept unless --force)."""
+    from toolwise.cli.console import console
+    from toolwise.learning import snapshots  # the learned state's files: when the command runs
+
     for path in (private, public):  # both writable, or neither is written
         output_or_exit(path)
     if private.resolve() == public.resolve():  # the public key would be written over the private one

@@ -27,8 +27,8 @@ from sqlalchemy import Connection, insert, select
 
 from toolwise.errors import UserError
 from toolwise.feedback import toolstats
-from toolwise.feedback.engine import PRIVATE_FILE, data_dir
 from toolwise.feedback.errors import DeadLetterError
+from toolwise.feedback.files import PRIVATE_FILE, data_dir
 from toolwise.feedback.schema import ExecutionRow
 
 log = logging.getLogger(__name__)

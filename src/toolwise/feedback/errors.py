@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from toolwise.errors import UserError
 
 
@@ -55,8 +53,3 @@ def describe_database_error(exc: BaseException) -> str:
     """A database error as a person reads it: the driver's own message, not the SQL around it."""
     orig = getattr(exc, "orig", None) or exc
     return f"{type(orig).__name__}: {orig}".removesuffix(": ")
-
-
-# What a database that fails raises (the store's own errors, the driver's, SQLAlchemy's; asyncpg's lost connection
-# is an OSError SQLAlchemy does not wrap): the user's situation, said in a line, not a bug's traceback.
-DATABASE_FAILURES = (FeedbackError, SQLAlchemyError, OSError)

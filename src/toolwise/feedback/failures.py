@@ -7,10 +7,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from toolwise.feedback.errors import DatabaseFailedError, describe_database_error
+from toolwise.feedback.errors import DatabaseFailedError, FeedbackError, describe_database_error
 from toolwise.feedback.integrity import recovery
+
+# What a database that fails raises (the store's own errors, the driver's, SQLAlchemy's; asyncpg's lost connection
+# is an OSError SQLAlchemy does not wrap): the user's situation, said in a line, not a bug's traceback.
+DATABASE_FAILURES = (FeedbackError, SQLAlchemyError, OSError)
 
 _PERMISSION = "toolwise may not read or write it: check the permissions of the file and of its folder"
 _CANT_OPEN = "toolwise cannot open it: check that it is a file (not a folder) that toolwise may read and write"

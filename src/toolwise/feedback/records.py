@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 Outcome = Literal["success", "partial", "failure"]
 OUTCOMES: frozenset[str] = frozenset({"success", "partial", "failure"})
+# The log's server column (schema.py): the longest mcpServers key a config may have (config.py).
+MAX_SERVER_NAME = 128
 
 
 class _Ids:

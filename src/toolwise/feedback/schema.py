@@ -12,6 +12,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from toolwise.feedback.records import MAX_SERVER_NAME
+
 
 class SQLiteUTCText(sqlite.DATETIME):
     """A UTC time as SQLite keeps it: Python's `isoformat(" ")`, "YYYY-MM-DD HH:MM:SS[.ffffff]+00:00" (the
@@ -48,7 +50,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-MAX_SERVER_NAME = 128  # the log's server column: the longest mcpServers key a config may have (config.py)
 MAX_SESSION_ID = 128  # the log's session_id columns: a longer id is kept as head and digest (learning/sessions.py)
 
 

@@ -34,7 +34,6 @@ from toolwise.feedback.engine import (
     check_database_url,
     check_sqlite,
     create_engine,
-    default_database_url,
     sqlite_path,
 )
 from toolwise.feedback.errors import (
@@ -44,6 +43,7 @@ from toolwise.feedback.errors import (
     describe_database_error,
 )
 from toolwise.feedback.failures import advice
+from toolwise.feedback.files import default_database_url
 from toolwise.feedback.instances import InstanceRegistry
 from toolwise.feedback.integrity import CHECK_AFTER_S, IntegrityCheck
 from toolwise.feedback.log import ExecutionLog

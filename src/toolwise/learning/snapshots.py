@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from toolwise.errors import UserError
-from toolwise.feedback.engine import open_private
+from toolwise.feedback.files import open_private
 from toolwise.feedback.records import SnapshotRecord
 from toolwise.rl.learner import STATE_SCHEMA
 

@@ -25,7 +25,8 @@ from toolwise.downstream.passthrough import Passthrough
 from toolwise.downstream.routes import Route
 from toolwise.downstream.tracing import Tracing
 from toolwise.feedback import FeedbackService
-from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
+from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback.failures import DATABASE_FAILURES
 from toolwise.learning.metrics import Metrics
 from toolwise.learning.teaching import MODEL_LOAD_THREAD
 from toolwise.learning.worker import abandonable

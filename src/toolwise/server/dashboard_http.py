@@ -13,7 +13,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from toolwise.feedback import FeedbackError
-from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
+from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback.failures import DATABASE_FAILURES
 from toolwise.server.auth import DASHBOARD, redact_access_log
 from toolwise.server.dashboard import Query, gather
 from toolwise.server.dashboard_page import main_part, page

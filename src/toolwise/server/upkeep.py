@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from toolwise.feedback import utcnow
-from toolwise.feedback.errors import DATABASE_FAILURES, describe_database_error
+from toolwise.feedback.errors import describe_database_error
+from toolwise.feedback.failures import DATABASE_FAILURES
 from toolwise.feedback.instances import HEARTBEAT_S
 from toolwise.feedback.records import InstanceStatus
 from toolwise.server.services import Services
