@@ -28,6 +28,14 @@ class Background:
         if not task.cancelled() and task.exception() is not None:
             log.error(failure, exc_info=task.exception())
 
+    async def cancel(self) -> None:
+        """Cancel every task started so far and return once each has ended (work nobody wants any more)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
     async def wait(self) -> None:
         """Return once every task started so far has finished (their failures are already logged)."""
         if self._tasks:

@@ -119,8 +119,11 @@ class Catalogue:
         return True
 
     async def aclose(self, *, abandoned: bool = False) -> None:
-        """Stop every downstream; `abandoned`: toolwise's start failed, each is killed at once (`Downstream.aclose`)."""
+        """Stop every downstream; `abandoned`: toolwise's start failed, each is killed at once (`Downstream.aclose`)
+        and the announcements of tool lists they sent meanwhile are cancelled (nobody is served to hear them)."""
         await asyncio.gather(*(d.aclose(abandoned=abandoned) for d in self.downstreams.values()))
+        if abandoned:
+            await self._announcing.cancel()
 
     def health(self) -> list[Health]:
         return [d.health() for d in self.downstreams.values()]

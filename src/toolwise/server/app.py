@@ -122,10 +122,11 @@ class Toolwise:
             # Its start given up: the downstreams, maybe still booting, killed at once; the model's load and
             # the embedding of the tools they listed meanwhile abandoned, so that the error ends the process
             # at once rather than once the model has loaded for nobody.
+            # The downstreams go first: one that lists its tools meanwhile would start a teaching after it stopped.
             if warming is not None:
                 warming.cancel()
-            await self.learning.stop_teaching()
             await self.catalogue.aclose(abandoned=True)
+            await self.learning.stop_teaching()
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
