@@ -171,7 +171,9 @@ class Features:
         if len(unigrams) > 1:  # the unigrams changed between the histories (they do not within a run): one by one
             out = np.stack([self._backed_off(*part) for part in parts]) if parts else np.zeros((0, len(tools) + 1))
         else:
-            out = np.tile(self._unigram_array(parts[0][0]), (len(parts), 1)) if parts else np.zeros((0, len(tools) + 1))
+            unigram = self._unigram_array(parts[0][0]) if parts else np.zeros(len(tools) + 1)
+            out = np.tile(unigram, (len(parts), 1))
+            live = unigram != 0  # the tools whose column can be other than 0: P > 0 somewhere
             for level in range(max((len(levels) for _, levels in parts), default=0)):
                 rows = [row for row, (_, levels) in enumerate(parts) if len(levels) > level]
                 out[rows] *= np.array([parts[row][1][level][0] for row in rows])[:, None]
@@ -180,9 +182,28 @@ class Features:
                 ids = tools.ids([tool for share in shares for tool in share], missing=len(tools))
                 values = np.fromiter((v for share in shares for v in share.values()), dtype=np.float64, count=len(ids))
                 out[owners, ids] += values
+                live[ids] = True
+            return self._log_columns(out, arms, live)
+        return self._log_columns(out, arms, None)
+
+    def _log_columns(
+        self, out: NDArray[np.float64], arms: NDArray[np.int64], live: NDArray[np.bool_] | None
+    ) -> NDArray[np.float64]:
+        """log(1 + N·P) of `arms`' columns of `out` (P by tool id, a row a history), in place where it can be.
+        `live`: the ids whose P may be other than 0 (None: any); the others' columns are 0 and stay so (log 1 = 0),
+        so the logarithm (most of the work: a run's histories × the catalogue) is taken of the live ones alone."""
+        tools = self.index.tools
         # every tool in id order (a run over the catalogue): their columns in place, the unknown one's left out
         every = len(arms) == len(tools) and in_order(arms)
-        columns = out[:, : len(tools)] if every else out.take(np.minimum(arms, len(tools)), 1)
+        ids = None if every else np.minimum(arms, len(tools))
+        columns = out[:, : len(tools)] if ids is None else out.take(ids, 1)
+        if live is not None:
+            at = np.flatnonzero(live[: len(tools)] if ids is None else live.take(ids))
+            if 2 * len(at) < columns.shape[1]:
+                part = columns.take(at, 1)
+                part *= len(self.index.active)
+                columns[:, at] = np.log1p(part, out=part)
+                return columns
         columns *= len(self.index.active)
         return np.log1p(columns, out=columns)
 

@@ -219,23 +219,24 @@ class OutcomeMemory:
         if not x.any():
             return
         self._ensure(arm)
-        slot = self._slot(arm, x.astype(np.float32), {}, 0)
+        slot = self._slot(arm, x.astype(np.float32))
         self.worked[arm, slot] += worked
         self.failed[arm, slot] += failed
 
     def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
         """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
         run's distinct requests, float32), `worked[i]` of it worked and the rest failed. The arrays grow
-        once, to the shape call by call gives, and a request is made unit length once, when it first makes
-        a prototype."""
+        once, to the shape call by call gives, and the requests are made unit length at once (`_unit`'s
+        numbers: a stacked matmul takes one dot a row, as `v @ v` does)."""
         self._mixture = None
         said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
         self._ensure(grown_rows(len(self.used), [arm for arm, row in zip(arms, rows, strict=True) if said[row]]) - 1)
-        units: dict[int, NDArray[np.float32]] = {}
+        norms = np.sqrt(np.matmul(vectors[:, None, :], vectors[:, :, None])[:, 0, 0].astype(np.float64))
+        units = vectors / np.maximum(norms, 1e-12).astype(np.float32)[:, None]
         counts_worked, counts_failed = self.worked, self.failed
         for arm, row, w in zip(arms, rows, worked, strict=True):
             if said[row]:
-                slot = self._slot(arm, vectors[row], units, row)
+                slot = self._slot(arm, vectors[row], units[row])
                 counts_worked[arm, slot] += w
                 counts_failed[arm, slot] += 1.0 - w
 
@@ -253,10 +254,10 @@ class OutcomeMemory:
         self.worked[arm, slot] = max(0.0, self.worked[arm, slot] + worked)
         self.failed[arm, slot] = max(0.0, self.failed[arm, slot] + failed)
 
-    def _slot(self, arm: int, v: NDArray[np.float32], units: dict[int, NDArray[np.float32]], key: int) -> int:
+    def _slot(self, arm: int, v: NDArray[np.float32], unit: NDArray[np.float32] | None = None) -> int:
         """The prototype the request v (x(q) as float32) adds to: the nearest within `merge`, else a new one
-        (the two closest merged first when the slots are full), v at unit length (kept in `units` under
-        `key`: a run's request makes it once); its vector moves to the weighted mean."""
+        (the two closest merged first when the slots are full), v at unit length (`unit`, where the caller
+        has it); its vector moves to the weighted mean."""
         n = int(self.used[arm])
         if n:
             cosine = self.vectors[arm, :n] @ v
@@ -266,10 +267,7 @@ class OutcomeMemory:
                 return near
         if n == self.config.slots:
             n = self._merge_closest(arm)
-        unit = units.get(key)
-        if unit is None:
-            unit = units[key] = _unit(v)
-        self.vectors[arm, n] = unit
+        self.vectors[arm, n] = _unit(v) if unit is None else unit
         self.used[arm] = n + 1
         return n
 

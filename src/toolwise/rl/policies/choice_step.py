@@ -162,7 +162,8 @@ def minibatch_step(
     flat = safe.ravel()
     shrunk = shrink(chosen, flat, shrinkage).reshape(safe.shape)
     scores = np.einsum("bkd,bd->bk", run.theta.take(safe, 0), x) * shrunk
-    scores += np.einsum("bkf,f->bk", rows, weights)
+    wide = rows.astype(np.float64)  # what einsum casts them to (once here: twice, in buffers, there)
+    scores += np.einsum("bkf,f->bk", wide, weights)
     if padded:
         scores[~valid] = -np.inf
     scores -= scores.max(axis=1, keepdims=True)
@@ -182,7 +183,7 @@ def minibatch_step(
     _move_theta(
         theta, steps, run, x, flat[pairs], (moved * shrunk.ravel())[pairs], call_of[pairs], tools[mine], learning_rate
     )
-    gradient = np.einsum("bk,bkf->f", direction, rows) / batch
+    gradient = np.einsum("bk,bkf->f", direction, wide) / batch
     weight_steps += gradient * gradient
     weights += weight_rate * gradient / np.sqrt(1.0 + weight_steps)
     return before
