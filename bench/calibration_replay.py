@@ -7,13 +7,14 @@ P(works), the prior mean m it was read with, its cosine). A map tried instead is
 the top-1's confidence is the same posterior read with its mean m': p + s₀(m' − m)/(s₀ + evidence) (a top-1 put
 first by `replacement`, whose mean is its fit across requests, as recorded). The verdicts, the ranking and the
 confusions are the recorded ones: only the confidence reported, so its ECE, changes; the gains move through
-the live arm's ≥ 0.5 rule, which this does not run (`--gain` prints a proxy, see `gain_proxy`). Replaying the
-map the code ran gives outcomes_direct's ECE to the digit (checked at each run).
+the live arm's ≥ 0.5 rule, which this does not run (`--gain` prints a proxy, see `gain_proxy`). The run
+reports the verdicts' posterior (the held map's), whose replay is checked against it at each run; the confidence
+the code reports is the `cosine0.5` map's with `--held-under 0.5` (rl/policies/outcome.py, `reported_of`;
+outcomes_direct measures it live).
 
     python bench/calibration_replay.py --seeds 8                           # BFCL live, 60% and 80%
     python bench/calibration_replay.py --data bench/data/nestful --seeds 8 --maps held,free
     python bench/calibration_replay.py --seeds 8 --held-under 0.5   # no confidence lifted across the ≥ 0.5 rule
-    python bench/calibration_replay.py --live cosine0.5 --held-under 0.5 --accuracy 0.8 --seed 7 --seeds 1
 """
 
 from __future__ import annotations
@@ -21,14 +22,12 @@ from __future__ import annotations
 import argparse
 import math
 import pickle
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import outcomes_direct
 from imperfect_agent import simulate
 from numpy.typing import NDArray
 from outcome_report import ECE_TARGET, LAST, reliability
@@ -68,16 +67,16 @@ def record(policy: OutcomeModel, rec: Recording) -> Callable[[Any, int], None]:
     select, replacement = policy.select, policy.replacement
     cosines: dict[int, float] = {}  # each candidate's cosine at the last select
 
-    def on_learn_many(p_agents: list[float], fits: list[float]) -> None:
+    def on_learn_many(p_agents: list[float], fits: list[float], cosines: list[float] | None = None) -> None:
         rec.calls += [(p, y, cosine[0]) for p, y in zip(p_agents, fits, strict=True)]
         rec.revised += [False] * len(p_agents)
         cosine[0] = math.nan  # a run learned at once (`learn_many`) has none
-        learn_many(p_agents, fits)
+        learn_many(p_agents, fits, cosines)
 
-    def on_revise(p_agent: float, change: float) -> None:
+    def on_revise(p_agent: float, change: float, cosine_of: float = 0.0) -> None:
         rec.calls.append((p_agent, change, cosine[0]))
         rec.revised.append(True)
-        revise(p_agent, change)
+        revise(p_agent, change, cosine_of)
 
     def on_learn_one(lesson: Any, rng: Any) -> Any:
         at = np.flatnonzero(lesson.candidates == lesson.arm) if lesson.candidates is not None else np.zeros(0, int)
@@ -98,7 +97,7 @@ def record(policy: OutcomeModel, rec: Recording) -> Callable[[Any, int], None]:
 
     # listeners that call through: the same signatures, typed loosely (as bench/outcome_why.py's)
     calibration.learn_many = on_learn_many  # type: ignore[method-assign,assignment]
-    calibration.revise = on_revise  # type: ignore[method-assign]
+    calibration.revise = on_revise  # type: ignore[method-assign,assignment]
     policy.learn_one = on_learn_one  # type: ignore[method-assign]
     policy.select = on_select  # type: ignore[method-assign]
     policy.replacement = on_replacement  # type: ignore[method-assign,assignment]
@@ -123,6 +122,8 @@ def run(
     learn = learner(w, embedder, "outcome")
     if not isinstance(learn.policy, OutcomeModel):
         raise TypeError(f"the replay reads the outcome policy, not {learn.policy.name!r}")
+    # the confidence reported is the verdicts' posterior, as the maps replayed read it (not the cosine map's)
+    learn.policy.config = replace(learn.policy.config, held_under=math.inf)
     rec = Recording()
     on_top, recommend = record(learn.policy, rec), learn.recommend
 
@@ -236,44 +237,6 @@ def gain_proxy(rec: Recording, confidence: NDArray[np.float64]) -> float:
     return float(100 * np.mean(np.where(follow, rec.top_hit[-LAST:], rec.agent_hit[-LAST:]) - rec.agent_hit[-LAST:]))
 
 
-def reported_through(make: Callable[[], Map | Blend], held_under: float) -> None:
-    """outcomes_direct's learners, each with the confidence its outcome policy reports read through the map
-    `make` builds (learned on its calls as `replay` learns it; not where the policy's own is under
-    `held_under`, nor for a `replacement`): what the change would do to the live arm's gains, before it is
-    written in src. The verdicts and the ranking are the policy's own."""
-    plain = outcomes_direct.learner
-
-    def listened(w: Any, embedder: WordLlamaEmbedder, policy: str) -> Any:
-        learn = plain(w, embedder, policy)
-        if not isinstance(learn.policy, OutcomeModel):
-            raise TypeError(f"--live reads the outcome policy, not {learn.policy.name!r}")
-        pol, alt, rec = learn.policy, make(), Recording()
-        record(pol, rec)  # the listeners: the calls reach `alt` from `rec.calls` as they come
-        select, learned = pol.select, [0]
-
-        def on_select(context: Any, arms: Any, inputs: Any, rng: Any) -> Any:
-            selection = select(context, arms, inputs, rng)
-            agent, evidence = selection.agent, selection.evidence
-            if agent is None or evidence is None:
-                raise ValueError("the outcome policy reported no p_agent or evidence")
-            for (q, fit, c), revised in zip(rec.calls[learned[0] :], rec.revised[learned[0] :], strict=True):
-                alt.learn(q, fit, c, revised)
-            learned[0] = len(rec.calls)
-            cosine = dict(zip(arms.tolist(), inputs[:, 0].tolist(), strict=True))
-            held = pol.calibration.mean(agent)
-            for i, arm in enumerate(selection.ranked.tolist()):
-                p = float(selection.expected[i])
-                if p >= held_under and rec.replaced_arm != arm:
-                    m = alt.mean(float(agent[i]), cosine.get(arm, math.nan))
-                    selection.expected[i] = p + S0 * (m - held[i]) / (S0 + evidence[i])
-            return selection
-
-        pol.select = on_select  # type: ignore[method-assign]
-        return learn
-
-    outcomes_direct.learner = listened
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "bfcl_live")
@@ -286,14 +249,7 @@ def main() -> None:
     parser.add_argument(
         "--held-under", type=float, default=0.0, help="keep the recorded confidence where it is under this (0: nowhere)"
     )
-    parser.add_argument("--live", help="run outcomes_direct instead, the confidence read through this map")
     args = parser.parse_args()
-    if args.live:
-        reported_through(MAPS[args.live], args.held_under)
-        flags = ["--data", str(args.data), "--accuracy", args.accuracy, "--seed", str(args.seed)]
-        sys.argv = [sys.argv[0], *flags, "--seeds", str(args.seeds)]
-        outcomes_direct.main()
-        return
     args.cache.mkdir(parents=True, exist_ok=True)
     embedder: WordLlamaEmbedder | None = None
     reference: ReferenceEmbedding | None = None

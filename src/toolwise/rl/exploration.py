@@ -195,11 +195,12 @@ class Exploration:
         pick = int(pool[int(rng.integers(len(pool)))]) if explored else selection.chosen
         propensity = (1 - epsilon) * (selection.propensity if pick == selection.chosen else 0.0) + epsilon / len(pool)
         ranked, scores, expected = selection.ranked, selection.scores, selection.expected
-        agent, evidence = selection.agent, selection.evidence
+        agent, evidence, posterior = selection.agent, selection.evidence, selection.posterior
         if pick not in ranked.tolist():  # a re-opened tool below the shortlist joins the ranking
             ranked, scores, expected = np.append(ranked, pick), np.append(scores, scores[-1]), np.append(expected, 0.0)
             agent = None if agent is None else np.append(agent, 0.0)
             evidence = None if evidence is None else np.append(evidence, 0.0)
+            posterior = None if posterior is None else np.append(posterior, 0.0)
         order = np.argsort(ranked != pick, kind="stable")  # the pick first, the rest as ranked
         return Selection(
             ranked.take(order),
@@ -211,6 +212,7 @@ class Exploration:
             agent=None if agent is None else agent.take(order),
             evidence=None if evidence is None else evidence.take(order),
             failing=None if selection.failing is None else np.append(selection.failing, False)[: len(order)][order],
+            posterior=None if posterior is None else posterior.take(order),
         )
 
     def state_dict(self) -> dict[str, Any]:

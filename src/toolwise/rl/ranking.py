@@ -125,7 +125,8 @@ class Ranking:
             return True
         said = nothing_fits(self.index, query, arms, fit, served, coherence, agent)
         crowd = partial(self.policy.failed_near, context, fit.failed.crowd_within)
-        return failed_unfit(self.index, query, arms, served, float(selection.expected[0]), fit.failed, crowd, said)
+        p_works = selection.expected if selection.posterior is None else selection.posterior  # FailedFit's fit read it
+        return failed_unfit(self.index, query, arms, served, float(p_works[0]), fit.failed, crowd, said)
 
     def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
         """See `Learner.estimates`."""

@@ -30,6 +30,8 @@ class Selection:
     agent: NDArray[np.float64] | None = None  # each ranked arm's probability that the agent calls it (outcome)
     evidence: NDArray[np.float64] | None = None  # the calls (kernel-weighted) `expected` rests on (outcome)
     failing: NDArray[np.bool_] | None = None  # each ranked arm predicted to fail here, with enough evidence
+    posterior: NDArray[np.float64] | None = None  # P(works) as the verdicts read it, where `expected` is the
+    # confidence reported through another map (outcome); None: `expected` itself
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -77,6 +78,14 @@ from toolwise.rl.policies.choice_step import (
 )
 
 BATCH = 32  # calls a minibatch step takes together in `learn_many` (a replay of the log)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What a run of calls learned (`ChoiceModel.learn_run`) hands back, a row a call."""
+
+    p_before: NDArray[np.float64]  # the called tool's probability before its minibatch
+    cosine: NDArray[np.float64]  # the called tool's query–tool cosine (its row's first feature)
 
 
 class ChoiceModel(PolicyBase):
@@ -203,17 +212,15 @@ class ChoiceModel(PolicyBase):
     def learn_many(self, lessons: Lessons, rng: np.random.Generator) -> None:
         self.learn_run(lessons, rng)
 
-    def learn_run(
-        self, lessons: Lessons, rng: np.random.Generator, x: NDArray[np.float64] | None = None
-    ) -> NDArray[np.float64]:
+    def learn_run(self, lessons: Lessons, rng: np.random.Generator, x: NDArray[np.float64] | None = None) -> Run:
         """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once (`x`:
         one row per context, computed by the caller); returns each call's probability of the called tool
-        before its minibatch (what `learn_call` returns of one)."""
+        before its minibatch (what `learn_call` returns of one) and its cosine (`Run`)."""
         if lessons.rows is None:
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
         if not n:
-            return np.zeros(0)
+            return Run(np.zeros(0), np.zeros(0))
         if x is None:
             x = self.features_of(lessons.contexts)
         position = np.full(max(int(candidates.max()), int(lessons.arms.max(initial=0))) + 1, -1, dtype=np.int64)
@@ -223,22 +230,24 @@ class ChoiceModel(PolicyBase):
             raise ValueError(f"the called arm {int(lessons.arms[called < 0][0])} is not among the candidates")
         self._ensure(int(candidates.max()))
         run = Minibatch(self.theta.astype(np.float32), x.astype(np.float32), in_order(candidates))
-        before = np.zeros(n)
+        before, cosine = np.zeros(n), np.zeros(n)
         with one_blas_thread():
             for start in range(0, n, BATCH):
                 part = range(start, min(start + BATCH, n))
                 window = slice(part.start, part.stop)
+                rows = lessons.rows(part)
+                cosine[window] = rows[np.arange(len(part)), called[window], 0]
                 before[window] = self.learn_calls(
                     run,
                     lessons.context_of[window],
                     candidates,
-                    lessons.rows(part),
+                    rows,
                     called[window],
                     lessons.worked[window],
                     lessons.weights[window],
                     rng,
                 )
-        return before
+        return Run(before, cosine)
 
     def learn_call(
         self,

@@ -10,14 +10,14 @@ tool predicted to work comes first, else the next not yet seen to fail, or on a 
 that fits clearly better across requests (`replacement`; `OutcomeModelConfig`). Where the
 request's own outcomes say nothing either way, on a session's first call, what the tools' calls did across
 requests (rl/across.py) may put another first: see `lead`. Its estimate (`expected`, the confidence a
-client acts on) is P(works), the posterior the verdicts read (they count a blend of other requests' calls
-as what it says of this one: rl/mixture.py); the choice model's probability is reported beside it
-(`Selection.agent`). The posterior is not recalibrated on the recommendations a client followed: a
-consulting agent calls the recommended tool mostly where it
-would have called it anyway, right far more often than where it passes it over (BFCL live, an agent right
-80%: 0.95 against 0.54), so a map learned on those made the confidence too high (expected calibration
-error 0.095, against 0.05 for the posterior itself); nor on calls of another tool, which say nothing of
-the recommended one where requests have several right tools.
+client acts on) is P(works): the posterior the verdicts read (`Selection.posterior`; they count a blend of
+other requests' calls as what it says of this one: rl/mixture.py), where it is ≥ ½ read with a second map's
+prior mean (`reported_of`); the choice model's probability is reported beside it (`Selection.agent`).
+The posterior is not recalibrated on the recommendations a client followed: a consulting agent calls the
+recommended tool mostly where it would have called it anyway, right far more often than where it passes it
+over (BFCL live, an agent right 80%: 0.95 against 0.54), so a map learned on those made the confidence
+too high (expected calibration error 0.095, against 0.05 for the posterior itself); nor on calls of another
+tool, which say nothing of the recommended one where requests have several right tools.
 
 A failed call teaches only what it says: the learner reads it in hindsight (rl/hindsight.py) and hands
 each lesson its `fit` (1 worked, 0 did not fit the request, None: says nothing of the fit, e.g. a retry
@@ -61,6 +61,8 @@ class OutcomeModelConfig:
     across: AcrossConfig = field(default_factory=AcrossConfig)
     clearly: float = 0.2  # predicted fit across requests by which another tool must beat the first to lead
     among: int = 5  # the choice model's first tools the fit across requests chooses among
+    reported_slope: float = 0.5  # the least slope on logit p_agent of the reported confidence's map
+    held_under: float = 0.5  # P(works) under which the confidence reported is the posterior itself (> 1: always)
 
     def __post_init__(self) -> None:
         if self.enough <= 0 or not 0 < self.fails_below <= self.works_above < 1:
@@ -70,6 +72,10 @@ class OutcomeModelConfig:
             )
         if self.clearly <= 0 or self.among < 2:
             raise ValueError(f"need clearly > 0 and among ≥ 2, got {self.clearly}, {self.among}")
+        if self.reported_slope < 0 or self.held_under < 0:
+            raise ValueError(
+                f"need reported_slope ≥ 0 and held_under ≥ 0, got {self.reported_slope}, {self.held_under}"
+            )
 
 
 class OutcomeModel(PolicyBase):
@@ -87,6 +93,8 @@ class OutcomeModel(PolicyBase):
         self.trials = Trials()
         # p_agent → the prior mean, "not known" (0.5) until outcomes say more
         self.calibration = Calibration(c.outcomes.calibration_rate, min_slope=1.0, start=c.outcomes.start)
+        # (p_agent, the query–tool cosine) → the prior mean the reported confidence is read with (`reported`)
+        self.reported = reported_map(c)
 
     # -- deciding ----------------------------------------------------------------------------------
 
@@ -107,17 +115,19 @@ class OutcomeModel(PolicyBase):
             if chosen.explored or context.previous_tool is not None
             else self.lead(context, chosen.ranked, x, failing, working)
         )
+        shift = self.shift(chosen.ranked, arms, inputs, p_agent, prior, estimate)
         if not failing.any() and not lead:  # nothing to override (the usual case): the choice model's order, as it is
             return Selection(
                 chosen.ranked,
                 chosen.scores,
-                estimate.p_works,
+                self.reported_of(estimate.p_works, shift),
                 int(chosen.ranked[0]),
                 chosen.explored,
                 chosen.propensity,
                 agent=p_agent,
                 evidence=estimate.evidence,
                 failing=failing,
+                posterior=estimate.p_works,
             )
         order = self.order(failing, working)
         if chosen.explored:  # the choice model's exploration keeps its pick first
@@ -125,19 +135,54 @@ class OutcomeModel(PolicyBase):
         elif lead:
             order = np.concatenate(([lead], order[order != lead]))
         elif failing[0] and context.previous_tool is None:
+            first = int(order[0])
             order = self.replacement(chosen.ranked, x, failing, working, order, estimate, prior)
+            if order[0] != first:  # put first for its fit across requests, and read with it
+                shift[order[0]] = 0.0
         ranked = chosen.ranked.take(order)
         return Selection(
             ranked,
             chosen.scores.take(order),
-            estimate.p_works.take(order),
+            self.reported_of(estimate.p_works, shift).take(order),
             int(ranked[0]),
             chosen.explored,
             chosen.propensity,
             agent=p_agent.take(order),
             evidence=estimate.evidence.take(order),
             failing=failing.take(order),
+            posterior=estimate.p_works.take(order),
         )
+
+    def shift(
+        self,
+        ranked: NDArray[np.int64],
+        arms: NDArray[np.int64],
+        inputs: NDArray[np.float64],
+        p_agent: NDArray[np.float64],
+        prior: NDArray[np.float64],
+        estimate: Estimate,
+    ) -> NDArray[np.float64]:
+        """What reading each ranked arm's P(works) with the reported map's prior mean (p_agent and the
+        query–tool cosine, `inputs`' first column) instead of the verdicts' adds to it: s₀(m′ − m)/(s₀ + E),
+        times a broken tool's recent success rate as its P(works) is."""
+        at = np.empty(int(arms.max()) + 1, dtype=np.int64)
+        at[arms] = np.arange(len(arms))
+        cosine = inputs[at.take(ranked), 0]
+        s0 = self.memory.config.prior_strength
+        shift = s0 * (self.reported.mean(p_agent, cosine) - prior) / (s0 + estimate.evidence)
+        self._broken(ranked, shift)
+        return shift
+
+    def reported_of(self, p_works: NDArray[np.float64], shift: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The confidence reported (`Selection.expected`): the P(works) the verdicts read where it is under
+        `held_under`, else read with the reported map's prior mean (`shift`). The map of p_agent alone is held
+        at slope ≥ 1 for the verdicts (the calls it learns on say little of the tools the agent passes over);
+        reported through it, the top-1s read high on BFCL live and low on NESTFUL (expected calibration error
+        up to 0.054). The cosine separates them, its slope ≥ 0.5 pulls BFCL live's high p_agent down; held under
+        ½ it lifts no confidence across the ≥ ½ an agent follows at (lifted, the low ones lost 1.5–3.9 points of
+        the following agent's gain at 80%): docs/benchmarks.md."""
+        reported: NDArray[np.float64] = np.where(p_works >= self.config.held_under, p_works + shift, p_works)
+        return reported
 
     def lead(
         self,
@@ -250,22 +295,25 @@ class OutcomeModel(PolicyBase):
         update = self.choice.learn_one(lesson, rng)
         if lesson.fit is None:
             return update
-        x = self.choice.features(lesson.context)
+        x, cosine = self.choice.features(lesson.context), called_cosine(lesson)
         if lesson.fit_before is not None:
             change = lesson.fit - lesson.fit_before
-            self.calibration.revise((1.0 if lesson.worked else 0.0) - update.td_error, change)
+            p_agent = (1.0 if lesson.worked else 0.0) - update.td_error
+            self.calibration.revise(p_agent, change)
+            self.reported.revise(p_agent, change, cosine)
             self.memory.revise(lesson.arm, x, change, -change)
             self.across.revise(lesson.arm, x, change)
             self.trials.count(lesson.context.hash, lesson.arm, change, -change)
             return update
         p_before = (1.0 if lesson.worked else 0.0) - update.td_error  # the called tool's choice probability
-        self._learn_fit(lesson.arm, x, p_before, lesson.fit)
+        self._learn_fit(lesson.arm, x, p_before, lesson.fit, cosine)
         self.trials.count(lesson.context.hash, lesson.arm, lesson.fit, 1.0 - lesson.fit)
         return update
 
-    def _learn_fit(self, arm: int, x: NDArray[np.float64], p_agent: float, fit: float) -> None:
-        """The prior's calibration learns from what it said of the call, then the memory counts it."""
+    def _learn_fit(self, arm: int, x: NDArray[np.float64], p_agent: float, fit: float, cosine: float) -> None:
+        """The prior's calibrations learn from what they said of the call, then the memory counts it."""
         self.calibration.learn(p_agent, fit)
+        self.reported.learn(p_agent, fit, cosine)
         self.memory.add(arm, x, fit, 1.0 - fit)
         self.across.add(arm, x, fit)
 
@@ -274,11 +322,12 @@ class OutcomeModel(PolicyBase):
         the outcome memory and the fit across requests call by call (each state apart: the same as
         interleaved), x(q) a context's once."""
         x = self.choice.features_of(lessons.contexts)
-        p_before = self.choice.learn_run(lessons, rng, x)
+        run = self.choice.learn_run(lessons, rng, x)
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
         learned = np.flatnonzero(~np.isnan(fit))
-        fits = fit.take(learned).tolist()
-        self.calibration.learn_many(p_before.take(learned).tolist(), fits)
+        fits, p_before = fit.take(learned).tolist(), run.p_before.take(learned).tolist()
+        self.calibration.learn_many(p_before, fits)
+        self.reported.learn_many(p_before, fits, run.cosine.take(learned).tolist())
         arms, rows = lessons.arms.take(learned).tolist(), lessons.context_of.take(learned).tolist()
         self.memory.add_many(arms, x.astype(np.float32), rows, fits)
         self.across.add_many(arms, x, rows, fits)
@@ -306,6 +355,7 @@ class OutcomeModel(PolicyBase):
             "across": self.across.state_dict(),
             "trials": self.trials.state_dict(),
             "calibration": self.calibration.state_dict(),
+            "reported": self.reported.state_dict(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -318,6 +368,27 @@ class OutcomeModel(PolicyBase):
             self.across.load_state(state["across"])
             self.trials.load_state(state["trials"])
         self.calibration.load_state(state["calibration"])
+        self.reported = reported_map(self.config)
+        if "reported" in state:
+            self.reported.load_state(state["reported"])
+        else:  # a state saved before it: it starts where the verdicts' map is, the cosine's weight at 0
+            self.reported.started_from(self.calibration)
 
     def nbytes(self) -> int:
         return int(self.choice.nbytes() + self.memory.nbytes() + self.across.nbytes())
+
+
+def called_cosine(lesson: Lesson) -> float:
+    """The query–tool cosine of the tool called (its row's first feature among the candidates)."""
+    if lesson.candidates is None or lesson.rows is None:
+        raise ValueError("the outcome policy learns a call among its candidates: the lesson has none")
+    at = np.flatnonzero(lesson.candidates == lesson.arm)
+    if not len(at):
+        raise ValueError(f"the called arm {lesson.arm} is not among the candidates")
+    return float(lesson.rows[at[0], 0])
+
+
+def reported_map(config: OutcomeModelConfig) -> Calibration:
+    """The reported confidence's map, as nothing has been learned (`OutcomeModel.reported_of`)."""
+    c = config.outcomes
+    return Calibration(c.calibration_rate, min_slope=config.reported_slope, start=c.start, cosine=True)
