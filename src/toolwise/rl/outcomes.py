@@ -226,13 +226,11 @@ class OutcomeMemory:
     def add_many(self, arms: list[int], vectors: NDArray[np.float32], rows: list[int], worked: list[float]) -> None:
         """`add` of each call in order: call i of `arms[i]` at the request `vectors[rows[i]]` (x(q) of a
         run's distinct requests, float32), `worked[i]` of it worked and the rest failed. The arrays grow
-        once, to the shape call by call gives, and the requests are made unit length at once (`_unit`'s
-        numbers: a stacked matmul takes one dot a row, as `v @ v` does)."""
+        once, to the shape call by call gives, and the requests are made unit length at once (`_units`)."""
         self._mixture = None
         said: list[bool] = (np.count_nonzero(vectors, axis=1) > 0).tolist()
         self._ensure(grown_rows(len(self.used), [arm for arm, row in zip(arms, rows, strict=True) if said[row]]) - 1)
-        norms = np.sqrt(np.matmul(vectors[:, None, :], vectors[:, :, None])[:, 0, 0].astype(np.float64))
-        units = vectors / np.maximum(norms, 1e-12).astype(np.float32)[:, None]
+        units = _units(vectors)
         counts_worked, counts_failed = self.worked, self.failed
         for arm, row, w in zip(arms, rows, worked, strict=True):
             if said[row]:
@@ -275,8 +273,7 @@ class OutcomeMemory:
         held = self.worked[arm, slot] + self.failed[arm, slot]
         mean = self.vectors[arm, slot] * np.float32(held)
         mean += v if weight == 1.0 else v * np.float32(weight)  # v·1 is v: the same float32s, a product fewer
-        # sqrt in float64 of the float32 dot: the same float32 as np.sqrt's (a float64 root rounds exactly)
-        self.vectors[arm, slot] = mean / max(math.sqrt(float(mean @ mean)), 1e-12)
+        self.vectors[arm, slot] = _unit(mean)
 
     def _merge_closest(self, arm: int) -> int:
         """Merge the two closest prototypes of a full tool into one; returns the freed slot (the last)."""
@@ -326,6 +323,14 @@ class OutcomeMemory:
 
 
 def _unit(v: NDArray[np.float32]) -> NDArray[np.float32]:
-    """v at unit length (`np.linalg.norm`, without its checks); 0 stays 0."""
+    """v at unit length (`np.linalg.norm`, without its checks; sqrt in float64 of the float32 dot: the same
+    float32 as np.sqrt's, a float64 root rounds exactly); 0 stays 0."""
     unit: NDArray[np.float32] = v / max(math.sqrt(float(v @ v)), 1e-12)
     return unit
+
+
+def _units(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
+    """`_unit` of each row at once, the same numbers: a stacked matmul takes one dot a row, as `v @ v` does."""
+    norms = np.sqrt(np.matmul(vectors[:, None, :], vectors[:, :, None])[:, 0, 0].astype(np.float64))
+    units: NDArray[np.float32] = vectors / np.maximum(norms, 1e-12).astype(np.float32)[:, None]
+    return units
