@@ -10,3 +10,5 @@ The packages, each importing only those listed before it:
 - `toolwise.learning`: learning from the calls (the learned state, sessions, sharing, snapshots);
 - `toolwise.server`: the MCP surface (handlers, toolwise's own tools, the transports);
 - `toolwise.cli`: the `toolwise` command (serve, install, doctor, demo, inspect, snapshot)."""
+
+__version__ = "0.1.0"  # the one place (pyproject reads it): a checkout on PYTHONPATH, not installed, knows it too

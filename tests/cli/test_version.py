@@ -35,3 +35,25 @@ def test_version_and_help_start_without_the_store_the_learner_or_the_sdk() -> No
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
         assert done.stderr.strip() == "", f"toolwise {args[0]} imported: {done.stderr}"
+
+
+def test_version_answers_from_a_checkout_that_is_not_installed() -> None:
+    """A clone run through PYTHONPATH (no distribution metadata, as on a machine the wheels were carried to)
+    still answers `--version` and builds its health endpoint's module: the version lives in the package
+    (`toolwise.__version__`, which pyproject reads), not in what pip installed. Before, both raised
+    PackageNotFoundError with a traceback."""
+    code = (
+        "import importlib.metadata as m\n"
+        "def hiding(real):\n"
+        "    def read(name):\n"
+        "        if name == 'toolwise':\n            raise m.PackageNotFoundError(name)\n"
+        "        return real(name)\n"
+        "    return read\n"
+        "m.version, m.distribution = hiding(m.version), hiding(m.distribution)\n"
+        "import toolwise.server.health\n"
+        "from toolwise.cli.main import app\n"
+        "app(['--version'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"toolwise {toolwise.__version__} from "), done.stdout

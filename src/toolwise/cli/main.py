@@ -59,12 +59,11 @@ def _print_version(asked: bool) -> None:
     apart), then exit (before any command runs)."""
     if asked:
         import sys
-        from importlib.metadata import version
 
         import toolwise
 
         where = Path(toolwise.__file__).parent
-        typer.echo(f"toolwise {version('toolwise')} from {where} (python {sys.version_info[0]}.{sys.version_info[1]})")
+        typer.echo(f"toolwise {toolwise.__version__} from {where} (python {sys.version_info[0]}.{sys.version_info[1]})")
         raise typer.Exit()
 
 

@@ -13,12 +13,12 @@ from mcp.server import InitializationOptions, NotificationOptions, Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolwise import __version__
 from toolwise.downstream.passthrough import PASSED_THROUGH
 from toolwise.server.app import Toolwise
 from toolwise.server.handlers import on_call_tool, on_list_tools
 from toolwise.server.tracing import middleware
 
-VERSION = "0.1.0"
 INSTRUCTIONS = (
     "toolwise proxies the tools of several MCP servers (named server__tool) and learns which tool fits "
     "a task. Call recommend_tool with what you want to do before choosing a tool, then rate results "
@@ -38,7 +38,7 @@ def build_server(app: Toolwise) -> Server[Toolwise]:
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = _Server(  # the overload with on_set_logging_level is deprecated (handshake era)
             "toolwise",
-            version=VERSION,
+            version=__version__,
             instructions=INSTRUCTIONS if app.exposure.mode == "all" else INSTRUCTIONS + SEARCH_INSTRUCTIONS,
             lifespan=lambda _server: contextlib.nullcontext(app),
             on_list_tools=on_list_tools,

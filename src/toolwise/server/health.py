@@ -13,16 +13,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from importlib.metadata import version
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from toolwise import __version__
 from toolwise.downstream.connection import Health
 from toolwise.feedback.records import WriterStats
 
 HEALTH_PATH = "/healthz"
-_VERSION = version("toolwise")
 
 
 def readiness(downstreams: Sequence[Health], store: WriterStats) -> tuple[int, dict[str, object]]:
@@ -36,7 +35,7 @@ def readiness(downstreams: Sequence[Health], store: WriterStats) -> tuple[int, d
         status, code = ("ok" if ready == len(downstreams) and kept == "ok" else "degraded"), 200
     counts = {state: states[state] for state in ("ready", "starting", "restarting", "failed", "stopped")}
     downstream_counts = {"total": len(downstreams), **counts}
-    return code, {"status": status, "version": _VERSION, "downstreams": downstream_counts, "store": kept}
+    return code, {"status": status, "version": __version__, "downstreams": downstream_counts, "store": kept}
 
 
 def health_route(
