@@ -130,3 +130,14 @@ def test_a_state_saved_before_the_reported_map_loads_and_reports_as_it_did(embed
     again = restored.recommend(NEW, np.random.default_rng(3), top_k=3).ranked
     same = learner.recommend(NEW, np.random.default_rng(3), top_k=3).ranked
     assert [(r.tool, r.expected) for r in again] == [(r.tool, r.expected) for r in same]
+
+
+def test_the_estimates_an_admin_inspects_are_the_confidences_recommend_tool_reports(embedder: Embedder) -> None:
+    """`toolwise inspect qvalues` shows `Learner.estimates`: it showed the posterior the verdicts read, where
+    recommend_tool reports it read through the map with the cosine, two figures for one tool and request."""
+    learner = habitual(embedder, held_under=0.5)
+    shown = {tool: value for tool, value, _ in learner.estimates(NEW, None, 0)}
+    ranked = learner.recommend(NEW, np.random.default_rng(2), top_k=3).ranked
+    assert ranked[0].p_agent is not None and ranked[0].p_agent > 0.9  # read through the map: ≥ ½
+    for r in ranked:
+        assert shown[r.tool] == pytest.approx(r.expected, abs=1e-12), r.tool
