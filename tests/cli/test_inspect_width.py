@@ -61,7 +61,7 @@ def test_a_view_at_80_columns_keeps_tools_with_one_long_prefix_apart(tmp_path: P
 def test_the_learned_values_layout_fits_80_columns_with_distinct_tools() -> None:
     """`inspect qvalues`' seven columns: the query is cut at its end, the tool names in their middle."""
     columns = [Column("context"), Column("query", "text"), Column("previous tool", "name"), Column("tool", "name")]
-    columns += [Column("Q"), Column("prior"), Column("calls")]
+    columns += [Column("confidence"), Column("prior"), Column("calls")]
     rows = [
         ["3f9a0c1d2e", "review the comments on my pull request", GITHUB[3], tool, "0.912", "0.80", "3"]
         for tool in GITHUB

@@ -231,6 +231,39 @@ def test_undo_after_an_edit_puts_each_server_back_as_it_was_written(home: Path) 
     assert path.read_text() == "\n".join(["{", '  "theme": "dark",', '  "mcpServers": {', moved, "  }", "}", ""])
 
 
+@pytest.mark.parametrize(
+    ("broken", "why"),
+    [
+        ('{"mcpServers": {"time": ', "not valid JSON at line 1, column 25 (Expecting value)"),
+        ("a note, not JSON", "not valid JSON at line 1, column 1 (Expecting value)"),
+        ('{"mcpServers": ["time"]}', "'mcpServers' is not an object"),
+        (None, "it is gone"),
+    ],
+)
+def test_undo_after_an_edit_with_the_toolwise_config_broken_says_so_and_puts_the_servers_back(
+    home: Path, capsys: pytest.CaptureFixture[str], broken: str | None, why: str
+) -> None:
+    """The toolwise config only gives the layout the servers go back in (they come from the install's record):
+    unreadable, the undo goes on in the client file's layout and says which file and what was wrong."""
+    path = clients.client_config_path(Client.cursor, "linux")
+    path.parent.mkdir(parents=True)
+    moved = '    "time": {"command": "uvx", "args": ["mcp-server-time"]}'
+    path.write_text("\n".join(["{", '  "mcpServers": {', moved, "  }", "}", ""]))
+    install.run(Client.cursor, None, dry_run=False, undo_it=False)
+    path.write_text(path.read_text().replace("{\n", '{\n  "theme": "dark",\n', 1))  # no backup to restore now
+    config = home / ".config" / "toolwise" / "cursor.json"
+    if broken is None:
+        config.unlink()
+    else:
+        config.write_text(broken)
+    capsys.readouterr()
+    install.run(Client.cursor, None, dry_run=False, undo_it=True)
+    restored = json.loads(path.read_text())
+    assert restored == {"theme": "dark", "mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}
+    out = capsys.readouterr().out
+    assert f"warning: {config}: {why}; its servers go back in the layout of {path.name}" in out
+
+
 def test_reinstalling_after_undo_keeps_an_entry_an_earlier_install_moved_without_its_type(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -143,7 +143,9 @@ async def test_admin_commands_report_a_populated_database(write_config: Callable
     assert "stopped" in status and "time: ready" in status and "7 executions" in status and "shutdown" in status
     top = toolwise_cli("inspect", "top-actions", *c)
     assert top.index("time__convert_time") < top.index("time__get_current_time") and "│ 6 " in top
-    assert "convert a time to Tokyo" in toolwise_cli("inspect", "qvalues", *c, "--tool", "time__convert_time")
+    learned = toolwise_cli("inspect", "qvalues", *c, "--tool", "time__convert_time")
+    assert "convert a time to Tokyo" in learned  # the default policy's figure named as recommend_tool names it:
+    assert "┃ confidence ┃" in learned and "works for the request, as recommend_tool reports it" in learned
     bare = run_cli("inspect", "qvalues", *c, "--tool", "convert_time")  # the downstream's own name: an empty table
     meant = "no tool 'convert_time' in the log; did you mean 'time__convert_time'?"
     assert bare.returncode == 1 and meant in bare.stderr

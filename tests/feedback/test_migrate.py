@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +22,31 @@ from toolwise.feedback.migrate import HEAD, alembic_config, head
 
 def test_the_revision_opened_without_alembic_is_the_newest_migration() -> None:
     assert head() == HEAD
+
+
+OPEN = (
+    "import asyncio, sys\nfrom toolwise.feedback import FeedbackService\n"
+    "async def main() -> None:\n    async with FeedbackService(sys.argv[1]):\n        pass\n"
+    "asyncio.run(main())\nprint('alembic' in sys.modules)"
+)
+
+
+def alembic_imported(url: str) -> bool:
+    """Whether a fresh interpreter (this one has imported Alembic) that opened the database imported it."""
+    done = subprocess.run([sys.executable, "-c", OPEN, url], capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout.strip() == "True"
+
+
+def test_a_database_at_the_newest_schema_opens_without_importing_alembic(tmp_path: Path) -> None:
+    """Alembic (its import, environment and script scan) is paid only to migrate, not on every start and CLI
+    command: made by the first opening, the database opens after it on one query of `alembic_version`."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    assert [alembic_imported(url), alembic_imported(url)] == [True, False]
+
+
+def test_a_postgresql_database_at_the_newest_schema_opens_without_importing_alembic(pg_url: str) -> None:
+    alembic_imported(pg_url)  # brought to the newest schema, if it was not
+    assert not alembic_imported(pg_url)
 
 
 async def test_a_database_from_a_newer_toolwise_is_refused_naming_its_revision(tmp_path: Path) -> None:

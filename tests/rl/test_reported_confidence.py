@@ -5,16 +5,18 @@ Exact values of that map; what a user sees of it; a state saved before it still 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from tests.rl.test_outcome import CATALOGUE
 from toolwise.learning.embedding import load_embedder
-from toolwise.rl import Learner, LearnerConfig, Step
+from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
 from toolwise.rl.calibration import Calibration
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.policies import OutcomeModel
+from toolwise.rl.policies.choice_config import ChoiceConfig
 from toolwise.rl.policies.outcome import OutcomeModelConfig
 
 REQUESTS = {
@@ -77,11 +79,11 @@ def test_a_map_of_p_agent_alone_does_not_load_a_map_with_the_cosine() -> None:
         Calibration(0.05).load_state(with_cosine.state_dict())
 
 
-def habitual(embedder: Embedder, held_under: float) -> Learner:
+def habitual(embedder: Embedder, held_under: float, catalogue: Sequence[ToolDoc] = CATALOGUE) -> Learner:
     """An agent that calls the right tool 80% of the time and any tool else 20%: its calls work `WORKS` of the
     time whichever it called. The choice model learns its habit (p_agent 0.9 and more for the right tool)."""
-    tools = [t.name for t in CATALOGUE]
-    learner = Learner(LearnerConfig(policy_config=OutcomeModelConfig(held_under=held_under)), CATALOGUE, embedder)
+    tools = [t.name for t in catalogue]
+    learner = Learner(LearnerConfig(policy_config=OutcomeModelConfig(held_under=held_under)), catalogue, embedder)
     rng, world = np.random.default_rng(0), np.random.default_rng(1)
     for i in range(300):
         right = list(REQUESTS)[i % 4]
@@ -130,3 +132,44 @@ def test_a_state_saved_before_the_reported_map_loads_and_reports_as_it_did(embed
     again = restored.recommend(NEW, np.random.default_rng(3), top_k=3).ranked
     same = learner.recommend(NEW, np.random.default_rng(3), top_k=3).ranked
     assert [(r.tool, r.expected) for r in again] == [(r.tool, r.expected) for r in same]
+
+
+# more tools than the choice model's shortlist (20): its softmax, and so p_agent, is over the best 20
+MANY = [
+    *CATALOGUE,
+    *(
+        ToolDoc(f"misc_{i}", f"Does task {i} with widgets and {w}.")
+        for i, w in enumerate(["files", "maps", "notes", "photos"] * 10)
+    ),
+]
+
+
+@pytest.mark.parametrize("catalogue", [CATALOGUE, MANY], ids=["few tools", "more than the shortlist"])
+def test_the_estimates_an_admin_inspects_are_the_confidences_recommend_tool_reports(
+    embedder: Embedder, catalogue: Sequence[ToolDoc]
+) -> None:
+    """`toolwise inspect qvalues` shows `Learner.estimates`: it showed the posterior the verdicts read, where
+    recommend_tool reports it read through the map with the cosine, two figures for one tool and request; and
+    p_agent over every tool, where recommend_tool's is over the shortlist."""
+    learner = habitual(embedder, held_under=0.5, catalogue=catalogue)
+    shown = {tool: value for tool, value, _ in learner.estimates(NEW, None, 0)}
+    ranked = learner.recommend(NEW, np.random.default_rng(2), top_k=3).ranked
+    assert ranked[0].expected > 0.5  # read through the map (under ½ it is the posterior)
+    for r in ranked:
+        assert shown[r.tool] == pytest.approx(r.expected, abs=1e-12), r.tool
+
+
+def test_the_choice_models_estimates_over_more_tools_than_its_shortlist_are_the_probabilities_it_ranks_with(
+    embedder: Embedder,
+) -> None:
+    """Policy `choice`: its `select` reports the softmax over its shortlist, its `expected` was over every tool."""
+    learner = Learner(LearnerConfig(policy="choice", policy_config=ChoiceConfig()), MANY, embedder)
+    rng = np.random.default_rng(0)
+    for i in range(100):
+        right = list(REQUESTS)[i % 4]
+        step = Step(right, True, 80.0, query=REQUESTS[right][(i // 4) % len(REQUESTS[right])], session=f"s{i}")
+        learner.learn(step, rng)
+        learner.end_episode(step, 0.0, rng)
+    shown = {tool: value for tool, value, _ in learner.estimates(NEW, None, 0)}
+    for r in learner.recommend(NEW, np.random.default_rng(2), top_k=3).ranked:
+        assert shown[r.tool] == pytest.approx(r.expected, rel=1e-12), r.tool

@@ -29,7 +29,7 @@ def test_a_probability_is_as_sure_as_the_calls_learned_behind_it() -> None:
     the tools and reaches the model's own figure as calls are learned."""
     top = Ranked("t__a", score=12.0, expected=0.9, prior=0.4)
     decision = Decision("d", "choice", "h" * 64, "t__a", [top], explored=False, propensity=1.0)
-    shown = [confidence_of(decision, top, Evidence(n, 10)) for n in (0, 4, 100, 10_000)]
+    shown = [confidence_of(decision.policy, top.expected, Evidence(n, 10)) for n in (0, 4, 100, 10_000)]
     assert shown[0] == 0.1 and shown[1] < 0.3 and shown[2] > 0.7 and round(shown[3], 2) == 0.9
     assert reason_of(decision, top, Evidence(4, 10)) == f"relevance 0.40, probability {shown[1]:.2f} it is the one"
 
@@ -67,5 +67,5 @@ async def test_a_probability_rests_on_the_calls_of_the_state_that_decided_though
     [decision] = decided
     assert learned > 0 and services.learning.learner.updates == 0  # the restore landed
     choices = len(services.learning.learner.index.active)
-    shown = confidence_of(decision, decision.ranked[0], Evidence(learned, choices))
+    shown = confidence_of(decision.policy, decision.ranked[0].expected, Evidence(learned, choices))
     assert answer.recommendations[0].confidence == pytest.approx(shown)  # before: uniform, the restored state's 0 calls

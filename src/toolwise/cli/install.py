@@ -96,6 +96,8 @@ def _run(
         )
     for scope in plan.scopes:
         _say_scope(scope, owner)
+    for warning in plan.warnings:
+        echo(f"warning: {warning}")
     if not plan.changed:
         echo("nothing to change: " + ("toolwise is already installed" if not undo_it else "already undone"))
         return plan

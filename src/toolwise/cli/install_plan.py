@@ -239,11 +239,12 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
     if used < len(history):
         pending, restored_doc = history[: len(history) - used], doc
         as_written: dict[str, Written] = {}
+        warnings: list[str] = []
         for where in [USER_SCOPE, *project_scopes(doc)]:
             servers = servers_of(doc, where)
             if not any(is_toolwise(e) for e in servers.values()):
                 continue
-            as_written |= _written_in([e for e in servers.values() if is_toolwise(e)])
+            as_written |= _written_in([e for e in servers.values() if is_toolwise(e)], client_path, warnings)
             restored = {n: e for n, e in servers.items() if not is_toolwise(e)}
             for record in pending:
                 moved = record["moved"] if where == USER_SCOPE else record.get("projects", {}).get(where, {})
@@ -252,17 +253,35 @@ def plan_undo(client_path: Path) -> tuple[Plan, int]:
             restored_doc = with_servers(restored_doc, where, restored)
         if restored_doc != doc:
             text, used = dumped(restored_doc, text, as_written), len(history)
+            return Plan(client_path, current, text, warnings=warnings), used
     return Plan(client_path, current, text), used
 
 
-def _written_in(entries: list[dict[str, Any]]) -> dict[str, Written]:
+def _written_in(entries: list[dict[str, Any]], client_path: Path, warnings: list[str]) -> dict[str, Written]:
     """The servers of the toolwise configs these toolwise entries serve, as those files have them: a server
-    put back into the client's file goes back as it was written there (as the client had it)."""
+    put back into the client's file goes back as it was written there (as the client had it). A config that
+    cannot be read costs only that layout (the servers come from the install's record): the undo goes on,
+    and `warnings` names the file and what was wrong with it."""
     written: dict[str, Written] = {}
     for entry in entries:
         path = served_config(entry)
-        try:
-            written |= written_values(exact_text(path), [("mcpServers",)]) if path is not None else {}
-        except (OSError, ValueError):  # gone, unreadable or broken: the servers go back in the file's layout
+        if path is None:
             continue
+        try:
+            text = exact_text(path)
+            doc = json.loads(text.removeprefix(BOM))
+        except FileNotFoundError:
+            why = "it is gone"
+        except OSError as exc:
+            why = f"cannot read it ({exc.strerror or exc})"
+        except UnicodeDecodeError as exc:
+            why = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        except json.JSONDecodeError as exc:
+            why = f"not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"
+        else:
+            if isinstance(doc, dict) and isinstance(doc.get("mcpServers", {}), dict):
+                written |= written_values(text, [("mcpServers",)])
+                continue
+            why = "'mcpServers' is not an object" if isinstance(doc, dict) else "the top level is not an object"
+        warnings.append(f"{path}: {why}; its servers go back in the layout of {client_path.name}")
     return written

@@ -18,6 +18,12 @@ from toolwise.rl.policy_names import POLICY_NAMES
 if TYPE_CHECKING:
     from toolwise.feedback import FeedbackService
 
+# The policies whose estimate recommend_tool reports as a probability (its `confidence`): what inspect calls it
+CONFIDENCE = {
+    "outcome": "the probability that a call of the tool works for the request",
+    "choice": "the probability that the agent wants the tool, shrunk toward uniform by the calls learned",
+}
+
 
 def inspect_qvalues(
     config: ConfigOption = None,
@@ -28,16 +34,18 @@ def inspect_qvalues(
 ) -> None:
     """Learned values per context seen in the log, best first.
 
-    Q is the expected reward rescaled to 0..1 by the reward's bounds, an estimate that can stray a little
-    past them."""
+    With the outcome and choice policies, the confidence recommend_tool reports; with the others Q, the
+    expected reward rescaled to 0..1 by the reward's bounds, an estimate that can stray a little past them."""
     from toolwise.cli.console import console, print_fitted
     from toolwise.cli.views import Column
+    from toolwise.server.recommend import Evidence, confidence_of
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
         from toolwise.learning.service import with_session_query
 
-        learning = (await current(settings, feedback)).learning
-        if len(learning.learner.index.active) == 0:  # the catalogue comes from a snapshot alone
+        learner = (await current(settings, feedback)).learning.learner
+        policy = learner.policy.name
+        if len(learner.index.active) == 0:  # the catalogue comes from a snapshot alone
             raise UserError(
                 "no snapshot of the learned state holds the tools yet: `toolwise serve` saves one when it stops "
                 f"and every snapshot_interval_s ({settings.snapshot_interval_s:g} s)"
@@ -46,12 +54,14 @@ def inspect_qvalues(
         contexts: dict[str, tuple[str | None, str | None, int, dict[str, int]]] = {}
         for e in recent:
             e = await with_session_query(feedback, e, settings.namespace)  # noqa: PLW2901 - a query is stored once per session decision
-            key = learning.learner.encode(e.query, e.previous_tool, e.position).hash
+            key = learner.encode(e.query, e.previous_tool, e.position).hash
             entry = contexts.setdefault(key, (e.query, e.previous_tool, e.position, {}))
             entry[3][e.tool] = entry[3].get(e.tool, 0) + 1
         rows, names = [], {e.tool for e in recent}
+        evidence = Evidence(learner.updates, len(learner.index.active))  # as recommend_tool's, over every tool
         for key, (query, previous, position, counts) in contexts.items():
-            for name, value, prior in learning.learner.estimates(query, previous, position):
+            for name, estimate, prior in learner.estimates(query, previous, position):
+                value = confidence_of(policy, estimate, evidence) if policy in CONFIDENCE else estimate
                 names.add(name)
                 if (tool is None or name == tool) and (tool is not None or name in counts):
                     rows.append((value, key, query, previous, name, prior, counts.get(name, 0)))
@@ -63,11 +73,14 @@ def inspect_qvalues(
             [key[:8], (query or "")[:40], previous or "-", name, f"{value:.3f}", f"{prior:.2f}", str(n)]
             for value, key, query, previous, name, prior, n in rows[:limit]
         ]
-        print_fitted([*columns, Column("Q"), Column("prior"), Column("calls")], shown, wide, "learned values")
-        console.print(
-            f"{learning.learner.policy.name}: {learning.learner.updates} updates, {len(contexts)} contexts; "
-            "Q: expected reward on 0..1 (an estimate: it can stray past 1)"
+        figure = "confidence" if policy in CONFIDENCE else "Q"
+        print_fitted([*columns, Column(figure), Column("prior"), Column("calls")], shown, wide, "learned values")
+        meaning = (
+            f"confidence: {CONFIDENCE[policy]}, as recommend_tool reports it"
+            if policy in CONFIDENCE
+            else "Q: expected reward on 0..1 (an estimate: it can stray past 1)"
         )
+        console.print(f"{policy}: {learner.updates} updates, {len(contexts)} contexts; {meaning}")
 
     run(config, work, database_url)
 

@@ -71,12 +71,13 @@ class Scope:
 @dataclass
 class Plan:
     """What install or undo would write: the client's file before and after, and per scope its toolwise
-    config's text before (None: no file) and after."""
+    config's text before (None: no file) and after; what the user should know of it (`warnings`)."""
 
     client_path: Path
     client_before: str
     client_after: str
     scopes: list[Scope] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:

@@ -156,8 +156,8 @@ class Learner:
         return self.sequences.recommend_next(recent_tools, candidates, top_k, after_failure=after_failure)
 
     def estimates(self, query: str | None, previous_tool: str | None, position: int) -> list[tuple[str, float, float]]:
-        """(tool, expected normalised reward, prior) for every active tool, best first: what the
-        policy has learned for a context, without exploration (for inspection)."""
+        """(tool, the policy's estimate, prior) for every active tool, best first: what the policy reports of
+        each for a context (`Policy.expected`), without exploration (for inspection)."""
         return self.ranking.estimates(query, previous_tool, position)
 
     # -- learning ----------------------------------------------------------------------------------

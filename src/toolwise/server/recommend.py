@@ -100,12 +100,13 @@ def evidence_of(services: Services, decision: Decision, candidates: list[str] | 
     return Evidence(decision.learned, choices)
 
 
-def confidence_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> float:
-    """The confidence reported for a ranked tool, in 0..1. The choice model's softmax over the prior's text
-    scores says 0.9 before a call was learned (its weights set the scale, not the data), so its probability
-    is shrunk toward uniform over the choices by the evidence: n/(n + PRIOR_CALLS) of it after n learned calls."""
-    expected = min(1.0, max(0.0, ranked.expected))
-    if decision.policy != "choice":  # outcome: P(works), already shrunk to its prior by its evidence
+def confidence_of(policy: str, expected: float, evidence: Evidence) -> float:
+    """The confidence reported of a tool whose estimate under `policy` is `expected`, in 0..1 (recommend_tool's,
+    and `toolwise inspect qvalues`'). The choice model's softmax over the prior's text scores says 0.9 before a
+    call was learned (its weights set the scale, not the data), so its probability is shrunk toward uniform over
+    the choices by the evidence: n/(n + PRIOR_CALLS) of it after n learned calls."""
+    expected = min(1.0, max(0.0, expected))
+    if policy != "choice":  # outcome: P(works), already shrunk to its prior by its evidence
         return expected
     n, uniform = evidence.calls, 1.0 / max(evidence.choices, 1)
     return (n * expected + PRIOR_CALLS * uniform) / (n + PRIOR_CALLS)
@@ -125,7 +126,7 @@ def reason_of(decision: Decision, ranked: Ranked, evidence: Evidence) -> str:
         basis = f"on {ranked.evidence:.1f} similar calls" if ranked.evidence >= 0.05 else "before any similar call"
         return f"relevance {ranked.prior:.2f}, {works} ({basis}), {ranked.p_agent:.2f} the agent picks it{exploring}"
     if decision.policy == "choice":  # its estimate is the probability that this is the tool wanted
-        confidence = confidence_of(decision, ranked, evidence)
+        confidence = confidence_of(decision.policy, ranked.expected, evidence)
         return f"relevance {ranked.prior:.2f}, probability {confidence:.2f} it is the one{exploring}"
     # The estimate is a regression's: it can overshoot the scale it estimates, shown clipped to it.
     expected = min(1.0, max(0.0, ranked.expected))
@@ -187,7 +188,7 @@ async def recommend_tool(services: Services, args: RecommendToolInput, session: 
         Recommendation(
             tool=r.tool,
             score=reported_score(r.score),
-            confidence=confidence_of(d, r, evidence),
+            confidence=confidence_of(d.policy, r.expected, evidence),
             p_agent=r.p_agent,
             evidence=r.evidence,
             relevance=r.prior,

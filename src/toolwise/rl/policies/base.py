@@ -125,7 +125,8 @@ class Policy(Protocol):
         ...
 
     def expected(self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64]) -> NDArray[np.float64]:
-        """The exploitation estimate (no exploration) of each arm, normalised reward units."""
+        """What `select` reports of each arm (`Selection.expected`) without exploring: normalised reward units,
+        or the probability the policy reports."""
         ...
 
     def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:

@@ -71,6 +71,7 @@ from toolwise.rl.policies.choice_step import (
     minibatch_shortlist,
     minibatch_step,
     shortlist,
+    shortlisted_softmax,
     shrink,
     softmax,
     step,
@@ -170,8 +171,8 @@ class ChoiceModel(PolicyBase):
         return shrink(self.chosen, arms, self.config.shrinkage)
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Each arm's choice probability among `arms` (the softmax of the scores)."""
-        return softmax(self.scores(self.features(context), arms, prior))
+        """Each arm's choice probability among `arms` as `select` reports it (over the shortlist)."""
+        return shortlisted_softmax(self.scores(self.features(context), arms, prior), self.config.shortlist)
 
     def select(
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator

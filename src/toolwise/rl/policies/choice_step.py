@@ -25,6 +25,19 @@ def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     return p
 
 
+def shortlisted_softmax(scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+    """Each score's probability as the choice model reports it: the softmax over the `k` best (its shortlist,
+    picked as `ChoiceModel.select` picks it); one outside it, over the shortlist and itself."""
+    if len(scores) <= k:
+        return softmax(scores)
+    short = np.argpartition(-scores, k - 1)[:k]
+    e = np.exp(scores - scores.max())
+    total = np.add.reduce(e.take(short))
+    p: NDArray[np.float64] = e / (total + e)
+    p[short] = e.take(short) / total
+    return p
+
+
 @dataclass(slots=True)
 class Minibatch:
     """What a run's minibatches share: θ's float32 copy, kept in step with θ (its products with x(q), the

@@ -266,11 +266,13 @@ class OutcomeModel(PolicyBase):
         return order
 
     def expected(self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64]) -> NDArray[np.float64]:
-        """P(works) of each arm for the request."""
-        prior = self.calibration.mean(self.choice.expected(context, arms, inputs))
-        p_works = self.memory.estimate(arms, self.choice.features(context), prior).p_works
-        self._broken(arms, p_works)
-        return p_works
+        """The confidence `select` reports of each arm for the request (`reported_of`), not the posterior the
+        verdicts read: what an admin inspects is what recommend_tool told the agent."""
+        p_agent = self.choice.expected(context, arms, inputs)
+        prior = self.calibration.mean(p_agent)
+        estimate = self.memory.estimate(arms, self.choice.features(context), prior)
+        self._broken(arms, estimate.p_works)
+        return self.reported_of(estimate.p_works, self.shift(arms, arms, inputs, p_agent, prior, estimate))
 
     def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served:
         """How near the request comes to those each of `arms` worked for (the outcome memory's prototypes)."""
