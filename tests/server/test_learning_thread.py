@@ -476,3 +476,29 @@ async def test_a_recommendation_whose_session_ended_while_it_waited_for_the_lock
     after, opened = learning.attribute("git__git_log", None, "s", "s")
     assert opened is None and learning.sessions.find("s") is after  # a new session of that name, no decision
     await feedback.aclose()
+
+
+async def test_a_snapshot_copies_the_learned_state_beside_the_event_loop_with_the_lock_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot copies the whole learned state (a year's state takes long) beside the event loop even when
+    the lock is free: the loop runs its other callbacks (calls, recommendations) while the copy is taken."""
+    feedback, services = await open_services(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning = services.learning
+    proxied(services, "s", "git__git_log")
+    await learning.drain()
+    loop, learner = asyncio.get_running_loop(), learning.learner
+    copy, ran = learner.state_dict, threading.Event()
+    meanwhile: list[bool] = []
+
+    def waiting_copy() -> Any:
+        """The copy waits (2 s at most) for the loop to run a callback: on the loop it never could."""
+        loop.call_soon_threadsafe(ran.set)
+        meanwhile.append(ran.wait(2.0))
+        return copy()
+
+    monkeypatch.setattr(learner, "state_dict", waiting_copy)
+    saved = await services.snapshots.save("periodic")
+    assert meanwhile == [True], "the event loop ran nothing while the snapshot copied the learned state"
+    assert saved.sample_count == 1
+    await feedback.aclose()
