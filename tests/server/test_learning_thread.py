@@ -416,30 +416,35 @@ async def test_a_drain_returns_once_the_calls_noted_before_it_are_learned_though
         assert app.learning.pending == 4 and app.learning.learner.updates == 4
 
 
-async def test_a_recommendation_past_the_staleness_bound_waits_for_the_hand_over_that_learns_the_older_calls(
+async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run_being_learned_not_the_backlog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A drain is learning a backlog hand-over by hand-over: a recommendation that finds more than STALE_CALLS
-    calls pending waits until all but the newest STALE_CALLS are learned, not for the rest of that drain."""
+    """A drain is learning a backlog run by run: a recommendation that finds more than STALE_CALLS calls pending
+    waits for the run being learned (it holds the lock), not for the runs after it, so its wait is one run's
+    learning whatever the backlog; the drain learns the rest while it answers."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
         learner = app.learning.learner
         learn_many = learner.learn_many
+        runs = threading.Semaphore(0)  # each run waits for a token (10 s at most)
 
-        def slow_run(steps: Any, *args: Any) -> Any:
-            time.sleep(0.1)  # a run that takes a while (the GIL let go: the loop serves meanwhile)
+        def held_run(steps: Any, *args: Any) -> Any:
+            runs.acquire(timeout=10)
             return learn_many(steps, *args)
 
-        monkeypatch.setattr(learner, "learn_many", slow_run)
+        monkeypatch.setattr(learner, "learn_many", held_run)
         backlog = 2 * service.LEARN_RUN + STALE_CALLS + 8  # learned as runs of LEARN_RUN
         for i in range(backlog):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         draining = asyncio.create_task(app.learning.drain())
-        ok(await client.call_tool("recommend_next_tools", {}))
-        left = app.learning.pending
+        recommending = asyncio.create_task(client.call_tool("recommend_next_tools", {}))
+        runs.release()  # the first run only
+        ok(await recommending)
+        assert learner.updates <= service.LEARN_RUN, f"{learner.updates} calls learned once it answered"
+        for _ in range(backlog):
+            runs.release()
         await draining
-        assert 0 < left <= STALE_CALLS, f"{left} calls pending once the recommendation answered"
         assert app.learning.pending == 0 and learner.updates == backlog
 
 

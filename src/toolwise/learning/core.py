@@ -126,7 +126,6 @@ class LearningCore:
         self._noted = 0  # calls noted so far: the first `_taken` of them have left `_pending`, learned and queued
         self._taken = 0
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
-        self._progress = asyncio.Event()  # set (and replaced) once a drainer took calls off or let go of `_order`
         self._idle: asyncio.TimerHandle | None = None
         self._draining = Background()
         self._unawaited: dict[asyncio.Future[Any], str] = {}  # work gone on without its caller (what): awaited at close
