@@ -507,3 +507,22 @@ async def test_a_snapshot_copies_the_learned_state_beside_the_event_loop_with_th
     assert meanwhile == [True], "the event loop ran nothing while the snapshot copied the learned state"
     assert saved.sample_count == 1
     await feedback.aclose()
+
+
+async def test_with_learning_off_a_drain_waits_for_the_lock_beside_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With learning off a drain computes its calls' rewards on the event loop, holding the lock; when another
+    thread holds it (a snapshot's copy, a batch of the shared log) the drain waits for it beside the loop, and
+    the loop serves meanwhile."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, learning=False) as (app, client):
+        await caught_up(app)
+        assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
+        with held_elsewhere(app.learning.lock) as let_go:
+            draining = asyncio.create_task(app.learning.drain())
+            await asyncio.sleep(0.05)
+            assert not let_go.is_set(), "the event loop was blocked on the lock"
+            assert not draining.done()
+        await draining
+        assert app.learning.pending == 0

@@ -10,27 +10,26 @@ Every proxied call becomes an execution record (queued for group commit) and a l
 learner learns on its own thread (learning/worker.py), never on the event loop; the database never
 sits on the path of a call.
 
-What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
-only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the
-learning thread at once and learned there while the event loop serves calls, a reader of the learned
-state let in between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and
-context hashes, computed on the loop), then queued for the store; and always before anything reads
-what was recorded (every own tool drains first, a recommendation one hand-over at most of the calls before
-the newest `STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
-before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer
-at a time, so learning is the same as if each call had been learned from on the spot; unless
-learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
-recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
-replay of the log learns, a run's fixed work shared by its calls), and of up to `CATCH_UP_RUN` once that many
-wait (`_run_size`). What the event loop reads or changes of the learned state beside the calls (a
-recommendation, a rating, a session's end, the statistics, a snapshot's copy) goes through
-`LearningCore.read_learned`, which takes the learning thread's `lock` at once when it is free and else
-waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned;
-so does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The
-shared log (learning/sharing.py: another instance's entries, a start-up's replay) is learned on the
-learning thread too, each batch learned and marked in one piece there (`LearningThread.hand_over`), and
-a snapshot's state is swapped in there (`LearningCore.adopt`): the loop never runs a learning step and
-never blocks on the lock.
+What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note` only
+notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the learning
+thread at once and learned there while the event loop serves calls, a reader of the learned state let in
+between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and context hashes,
+computed on the loop while the lock is free), then queued for the store; and always before anything reads what
+was recorded (every own tool drains first, a recommendation one hand-over at most of the calls before the
+newest `STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
+before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer at a
+time, so learning is the same as if each call had been learned from on the spot; unless learning falls behind
+(`BEHIND` calls wait, no seed): then stretches of calls that follow no recommendation are learned as runs of
+up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a replay of the log learns, a run's fixed work shared
+by its calls), and of up to `CATCH_UP_RUN` once that many wait (`_run_size`). What the event loop reads or
+changes of the learned state beside the calls (a recommendation, a rating, a session's end, the statistics, a
+snapshot's copy) goes through `LearningCore.read_learned`, which takes the learning thread's `lock` at once
+when it is free (not for a snapshot's copy, as long as the state) and else waits for it on a reader thread
+beside the loop (learning/worker.py), for the chunk or run being learned; so does a catalogue the learner
+takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log (learning/sharing.py: another
+instance's entries, a start-up's replay) is learned on the learning thread too, each batch learned and marked
+in one piece there (`LearningThread.hand_over`), and a snapshot's state is swapped in there
+(`LearningCore.adopt`): the loop never runs a learning step and never blocks on the lock.
 """
 
 from __future__ import annotations
@@ -180,11 +179,13 @@ class LearningService(LearningCore):
     async def _drain_pending(self, end: int) -> None:
         """`drain`'s work, holding `_order`: the calls pending before the `end`-th noted."""
         while self._pending and self._taken < end:
-            if self._learns_nothing():  # learning off: on the loop, a chunk at a time
+            if self._learns_nothing() and self.lock.take():  # learning off: on the loop, a chunk at a time
                 chunk = list(itertools.islice(self._pending, min(LEARN_CHUNK, end - self._taken)))
-                with self.lock:
+                try:
                     self._learn_chunk(chunk)
-            else:
+                finally:
+                    self.lock.__exit__(None, None, None)
+            else:  # learning, or the lock held elsewhere (a snapshot's copy): the thread waits for it, not the loop
                 behind = self._behind()
                 chunk = list(itertools.islice(self._pending, min(self._run_size(behind), end - self._taken)))
                 await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
