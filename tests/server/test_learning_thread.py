@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.server.surface import held_elsewhere, ok, rows, running
-from tests.server.test_persistence import proxied
+from tests.server.test_persistence import TOOLS, proxied
 from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK
@@ -526,3 +526,27 @@ async def test_with_learning_off_a_drain_waits_for_the_lock_beside_the_event_loo
             assert not draining.done()
         await draining
         assert app.learning.pending == 0
+
+
+async def test_a_catalogue_change_is_taken_beside_the_event_loop_with_the_lock_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learner takes a changed catalogue (its index, the name index, the vectors stacked: as long as the
+    catalogue) beside the event loop even when the lock is free: the loop serves calls meanwhile."""
+    feedback, services = await open_services(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning = services.learning
+    loop, learner = asyncio.get_running_loop(), learning.learner
+    take, ran = learner.set_tools, threading.Event()
+    meanwhile: list[bool] = []
+
+    def waiting_take(*args: Any, **kwargs: Any) -> Any:
+        """The catalogue is taken once the loop ran a callback (2 s at most): on the loop it never could."""
+        loop.call_soon_threadsafe(ran.set)
+        meanwhile.append(ran.wait(2.0))
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(learner, "set_tools", waiting_take)
+    await learning.set_tools(TOOLS[:2])
+    assert meanwhile == [True], "the event loop ran nothing while the learner took the catalogue"
+    assert [doc.name for doc in learning.tool_docs] == [t.name for t in TOOLS[:2]]
+    await feedback.aclose()
