@@ -427,9 +427,10 @@ async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run
         await caught_up(app)
         learner = app.learning.learner
         learn_many = learner.learn_many
-        runs = threading.Semaphore(0)  # each run waits for a token (10 s at most)
+        runs, learning = threading.Semaphore(0), threading.Event()  # each run waits for a token (10 s at most)
 
         def held_run(steps: Any, *args: Any) -> Any:
+            learning.set()
             runs.acquire(timeout=10)
             return learn_many(steps, *args)
 
@@ -438,7 +439,10 @@ async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run
         for i in range(backlog):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(learning.wait, 10)  # the first run is being learned, holding the lock
         recommending = asyncio.create_task(client.call_tool("recommend_next_tools", {}))
+        while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+            await asyncio.sleep(0.001)
         runs.release()  # the first run only
         ok(await recommending)
         assert learner.updates <= service.LEARN_RUN, f"{learner.updates} calls learned once it answered"
