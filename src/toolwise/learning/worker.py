@@ -188,10 +188,10 @@ class LearningThread:
         the event loop, never blocking the loop on the lock: on the loop at once when the lock is free and no
         read of the loop waits for it; else on the reader thread (`Readers`) after the chunk being learned, not
         after the work handed over. `beside`: on the reader thread even with the lock free, for a read too long
-        to run on the loop (a snapshot's copy of the whole state, a catalogue taken). A caller cancelled before the work starts
-        skips it; one cancelled while it runs leaves it to end, its result dropped (so what is done on the loop
-        with the result, such as opening a decision, is not). Once the thread is closed (a shutdown's last
-        heartbeat) nothing learns any more: on the loop."""
+        to run on the loop (a snapshot's copy of the whole state, a catalogue taken). A caller cancelled before
+        the work starts skips it; one cancelled while it runs leaves it to end, its result dropped (so what is
+        done on the loop with the result, such as opening a decision, is not). Once the thread is closed (a
+        shutdown's last heartbeat) nothing learns any more: on the loop."""
         if self._closed:
             with self.lock:
                 return work()
