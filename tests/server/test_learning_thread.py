@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.server.surface import held_elsewhere, ok, rows, running
-from tests.server.test_persistence import proxied
+from tests.server.test_persistence import TOOLS, proxied
 from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK
@@ -416,30 +416,39 @@ async def test_a_drain_returns_once_the_calls_noted_before_it_are_learned_though
         assert app.learning.pending == 4 and app.learning.learner.updates == 4
 
 
-async def test_a_recommendation_past_the_staleness_bound_waits_for_the_hand_over_that_learns_the_older_calls(
+async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run_being_learned_not_the_backlog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A drain is learning a backlog hand-over by hand-over: a recommendation that finds more than STALE_CALLS
-    calls pending waits until all but the newest STALE_CALLS are learned, not for the rest of that drain."""
+    """A drain is learning a backlog run by run: a recommendation that finds more than STALE_CALLS calls pending
+    waits for the run being learned (it holds the lock), not for the runs after it, so its wait is one run's
+    learning whatever the backlog; the drain learns the rest while it answers."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
         learner = app.learning.learner
         learn_many = learner.learn_many
+        runs, learning = threading.Semaphore(0), threading.Event()  # each run waits for a token (10 s at most)
 
-        def slow_run(steps: Any, *args: Any) -> Any:
-            time.sleep(0.1)  # a run that takes a while (the GIL let go: the loop serves meanwhile)
+        def held_run(steps: Any, *args: Any) -> Any:
+            learning.set()
+            runs.acquire(timeout=10)
             return learn_many(steps, *args)
 
-        monkeypatch.setattr(learner, "learn_many", slow_run)
+        monkeypatch.setattr(learner, "learn_many", held_run)
         backlog = 2 * service.LEARN_RUN + STALE_CALLS + 8  # learned as runs of LEARN_RUN
         for i in range(backlog):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         draining = asyncio.create_task(app.learning.drain())
-        ok(await client.call_tool("recommend_next_tools", {}))
-        left = app.learning.pending
+        await asyncio.to_thread(learning.wait, 10)  # the first run is being learned, holding the lock
+        recommending = asyncio.create_task(client.call_tool("recommend_next_tools", {}))
+        while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+            await asyncio.sleep(0.001)
+        runs.release()  # the first run only
+        ok(await recommending)
+        assert learner.updates <= service.LEARN_RUN, f"{learner.updates} calls learned once it answered"
+        for _ in range(backlog):
+            runs.release()
         await draining
-        assert 0 < left <= STALE_CALLS, f"{left} calls pending once the recommendation answered"
         assert app.learning.pending == 0 and learner.updates == backlog
 
 
@@ -475,4 +484,73 @@ async def test_a_recommendation_whose_session_ended_while_it_waited_for_the_lock
     assert learning.sessions.find("s") is None
     after, opened = learning.attribute("git__git_log", None, "s", "s")
     assert opened is None and learning.sessions.find("s") is after  # a new session of that name, no decision
+    await feedback.aclose()
+
+
+async def test_a_snapshot_copies_the_learned_state_beside_the_event_loop_with_the_lock_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot copies the whole learned state (a year's state takes long) beside the event loop even when
+    the lock is free: the loop runs its other callbacks (calls, recommendations) while the copy is taken."""
+    feedback, services = await open_services(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning = services.learning
+    proxied(services, "s", "git__git_log")
+    await learning.drain()
+    loop, learner = asyncio.get_running_loop(), learning.learner
+    copy, ran = learner.state_dict, threading.Event()
+    meanwhile: list[bool] = []
+
+    def waiting_copy() -> Any:
+        """The copy waits (2 s at most) for the loop to run a callback: on the loop it never could."""
+        loop.call_soon_threadsafe(ran.set)
+        meanwhile.append(ran.wait(2.0))
+        return copy()
+
+    monkeypatch.setattr(learner, "state_dict", waiting_copy)
+    saved = await services.snapshots.save("periodic")
+    assert meanwhile == [True], "the event loop ran nothing while the snapshot copied the learned state"
+    assert saved.sample_count == 1
+    await feedback.aclose()
+
+
+async def test_with_learning_off_a_drain_waits_for_the_lock_beside_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With learning off a drain computes its calls' rewards on the event loop, holding the lock; when another
+    thread holds it (a snapshot's copy, a batch of the shared log) the drain waits for it beside the loop, and
+    the loop serves meanwhile."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, learning=False) as (app, client):
+        await caught_up(app)
+        assert not (await client.call_tool("toy__echo", {"text": "hello"})).is_error
+        with held_elsewhere(app.learning.lock) as let_go:
+            draining = asyncio.create_task(app.learning.drain())
+            await asyncio.sleep(0.05)
+            assert not let_go.is_set(), "the event loop was blocked on the lock"
+            assert not draining.done()
+        await draining
+        assert app.learning.pending == 0
+
+
+async def test_a_catalogue_change_is_taken_beside_the_event_loop_with_the_lock_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learner takes a changed catalogue (its index, the name index, the vectors stacked: as long as the
+    catalogue) beside the event loop even when the lock is free: the loop serves calls meanwhile."""
+    feedback, services = await open_services(f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}")
+    learning = services.learning
+    loop, learner = asyncio.get_running_loop(), learning.learner
+    take, ran = learner.set_tools, threading.Event()
+    meanwhile: list[bool] = []
+
+    def waiting_take(*args: Any, **kwargs: Any) -> Any:
+        """The catalogue is taken once the loop ran a callback (2 s at most): on the loop it never could."""
+        loop.call_soon_threadsafe(ran.set)
+        meanwhile.append(ran.wait(2.0))
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(learner, "set_tools", waiting_take)
+    await learning.set_tools(TOOLS[:2])
+    assert meanwhile == [True], "the event loop ran nothing while the learner took the catalogue"
+    assert [doc.name for doc in learning.tool_docs] == [t.name for t in TOOLS[:2]]
     await feedback.aclose()

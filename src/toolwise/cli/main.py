@@ -6,7 +6,7 @@ import gc
 
 # Start-up builds hundreds of thousands of objects that live as long as the process (modules, classes,
 # validators); the cyclic collector would walk them again and again while they are built.
-# Off while this module imports, and for `serve` until it serves (`transports.settle_heap`).
+# Off while this module imports, and for `serve` until it serves (server/heap.py's `settle`).
 gc.disable()
 
 import asyncio  # noqa: E402
@@ -39,7 +39,7 @@ from toolwise.cli.installs import InstallError  # noqa: E402
 from toolwise.cli.snapshot_commands import snapshot_app  # noqa: E402
 from toolwise.config import ConfigError  # noqa: E402
 
-gc.freeze()  # what they built lives on: kept out of the collections from here on (`settle_heap`)
+gc.freeze()  # what they built lives on: kept out of the collections from here on (server/heap.py)
 gc.enable()
 
 app = typer.Typer(
@@ -113,7 +113,7 @@ def serve(
         # already cancelled the server and run its shutdown, which flushed every queued record.
         logging.getLogger(__name__).info("toolwise stopped")
     finally:
-        gc.enable()  # serving turned it on already (`settle_heap`); not if it stopped before
+        gc.enable()  # serving turned it on already (server/heap.py's `settle`); not if it stopped before
 
 
 def _say_stdio_if_typed() -> None:

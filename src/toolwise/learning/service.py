@@ -10,27 +10,26 @@ Every proxied call becomes an execution record (queued for group commit) and a l
 learner learns on its own thread (learning/worker.py), never on the event loop; the database never
 sits on the path of a call.
 
-What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
-only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the
-learning thread at once and learned there while the event loop serves calls, a reader of the learned
-state let in between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and
-context hashes, computed on the loop), then queued for the store; and always before anything reads
-what was recorded (every own tool drains first, a recommendation only the calls before the newest
-`STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
-before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer
-at a time, so learning is the same as if each call had been learned from on the spot; unless
-learning falls behind (`BEHIND` calls wait, no seed): then stretches of calls that follow no
-recommendation are learned as runs of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
-replay of the log learns, a run's fixed work shared by its calls), and of up to `CATCH_UP_RUN` once that many
-wait (`_run_size`). What the event loop reads or changes of the learned state beside the calls (a
-recommendation, a rating, a session's end, the statistics, a snapshot's copy) goes through
-`LearningCore.read_learned`, which takes the learning thread's `lock` at once when it is free and else
-waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned;
-so does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The
-shared log (learning/sharing.py: another instance's entries, a start-up's replay) is learned on the
-learning thread too, each batch learned and marked in one piece there (`LearningThread.hand_over`), and
-a snapshot's state is swapped in there (`LearningCore.adopt`): the loop never runs a learning step and
-never blocks on the lock.
+What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note` only
+notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the learning
+thread at once and learned there while the event loop serves calls, a reader of the learned state let in
+between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and context hashes,
+computed on the loop while the lock is free), then queued for the store; and always before anything reads what
+was recorded (every own tool drains first, a recommendation one hand-over at most of the calls before the
+newest `STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
+before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer at a
+time, so learning is the same as if each call had been learned from on the spot; unless learning falls behind
+(`BEHIND` calls wait, no seed): then stretches of calls that follow no recommendation are learned as runs of
+up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a replay of the log learns, a run's fixed work shared
+by its calls), and of up to `CATCH_UP_RUN` once that many wait (`_run_size`). What the event loop reads or
+changes of the learned state beside the calls (a recommendation, a rating, a session's end, the statistics, a
+snapshot's copy) goes through `LearningCore.read_learned`, which takes the learning thread's `lock` at once
+when it is free (not for a snapshot's copy, as long as the state) and else waits for it on a reader thread
+beside the loop (learning/worker.py), for the chunk or run being learned; so does a catalogue the learner
+takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log (learning/sharing.py: another
+instance's entries, a start-up's replay) is learned on the learning thread too, each batch learned and marked
+in one piece there (`LearningThread.hand_over`), and a snapshot's state is swapped in there
+(`LearningCore.adopt`): the loop never runs a learning step and never blocks on the lock.
 """
 
 from __future__ import annotations
@@ -149,35 +148,22 @@ class LearningService(LearningCore):
         await self._drain_until(self._noted)
 
     async def caught_up(self, stale: int) -> None:
-        """Return once at most the newest `stale` calls noted so far wait to be learned: a recommendation's
-        staleness bound (server/handlers.py), which waits for the calls before those, not for every one:
-        while a drain is on, for the hand-over of it that learns them, not for the rest of it."""
+        """A recommendation's staleness bound (server/handlers.py), waiting for one run's learning at most:
+        with more than the newest `stale` calls noted so far waiting to be learned and no drain on, one
+        hand-over of the oldest of them is learned first; with a drain on, nothing is waited for here (the
+        read after it waits for the lock the run being learned holds). A backlog beyond that is the drain's,
+        learned while the recommendation answers from the state as it is: waiting for it made a
+        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md)."""
         end = self._noted - stale
-        while self._taken < end:
-            if self._order.locked():
-                await self._progress.wait()
-            else:
-                await self._drain_until(end)
+        if self._taken < end and not self._order.locked():
+            await self._drain_until(min(end, self._taken + self._run_size(self._behind())))
 
     async def _drain_until(self, end: int) -> None:
         """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
         if self._pending:
             await self.until_loaded()
-        async with self._ordered():
+        async with self._order:
             await self._drain_pending(end)
-
-    @asynccontextmanager
-    async def _ordered(self) -> AsyncIterator[None]:
-        """`_order` held; those waiting for calls to be learned (`caught_up`) are woken once it is let go."""
-        try:
-            async with self._order:
-                yield
-        finally:
-            self._progressed()
-
-    def _progressed(self) -> None:
-        self._progress.set()
-        self._progress = asyncio.Event()
 
     @asynccontextmanager
     async def holding_calls(self) -> AsyncIterator[None]:
@@ -186,18 +172,20 @@ class LearningService(LearningCore):
         end = self._noted
         if self._pending:
             await self.until_loaded()
-        async with self._ordered():
+        async with self._order:
             await self._drain_pending(end)
             yield
 
     async def _drain_pending(self, end: int) -> None:
         """`drain`'s work, holding `_order`: the calls pending before the `end`-th noted."""
         while self._pending and self._taken < end:
-            if self._learns_nothing():  # learning off: on the loop, a chunk at a time
+            if self._learns_nothing() and self.lock.take():  # learning off: on the loop, a chunk at a time
                 chunk = list(itertools.islice(self._pending, min(LEARN_CHUNK, end - self._taken)))
-                with self.lock:
+                try:
                     self._learn_chunk(chunk)
-            else:
+                finally:
+                    self.lock.__exit__(None, None, None)
+            else:  # learning, or the lock held elsewhere (a snapshot's copy): the thread waits for it, not the loop
                 behind = self._behind()
                 chunk = list(itertools.islice(self._pending, min(self._run_size(behind), end - self._taken)))
                 await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
@@ -209,7 +197,6 @@ class LearningService(LearningCore):
                 await self._complete(call)
                 self._pending.popleft()
                 self._taken += 1
-            self._progressed()
 
     def _learns_nothing(self) -> bool:
         """With learning off (and no argument values kept, which embeds their requests) a chunk is only its

@@ -117,14 +117,14 @@ class Snapshotting:
 
     async def save(self, source: str) -> SnapshotRecord:
         """Take a snapshot and store it (keeping the newest `snapshot_keep`). The state is copied holding the
-        lock, never blocking the event loop on it, and packed in a worker thread (a year's state is large:
-        proxied calls must not wait on its packing); one save (or restore) at a time, so the newest stored
-        is the newest taken."""
+        lock beside the event loop, never on it (a year's state is large: proxied calls must not wait on its
+        copy), and packed in a worker thread; one save (or restore) at a time, so the newest stored is the
+        newest taken."""
         async with self._saving:
             await self.learning.until_loaded()  # the empty state a start-up replaces is no snapshot
             await self.learning.drain()
             learned = self.learning.state.unsnapshotted  # before the capture: a call completed meanwhile is not in it
-            captured = await self.learning.thread.read(lambda: self._captured(source))
+            captured = await self.learning.thread.read(lambda: self._captured(source), beside=True)
             record = await asyncio.to_thread(self._record, captured)
             self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
             self.learning.state.snapshotted(learned)  # what was learned since it was taken is not in it

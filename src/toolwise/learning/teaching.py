@@ -28,7 +28,7 @@ T = TypeVar("T")
 class Reads(Protocol):
     """`LearningCore.read_learned`: `read(learner)` under the lock, the event loop never blocked on it."""
 
-    def __call__(self, read: Callable[[Learner], T], /) -> Awaitable[T]: ...
+    def __call__(self, read: Callable[[Learner], T], /, *, beside: bool = False) -> Awaitable[T]: ...
 
 
 def vectors_of(learner: Learner) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
@@ -87,7 +87,8 @@ class Teaching:
         while self._wanted is not self.docs or self._learner().index.unembedded:
             docs = self._wanted
             vectors = await self._embed_ahead(docs)
-            await self._read(partial(self._take, docs, vectors))  # the event loop never blocked on the lock
+            # beside the event loop: as long as the catalogue (its index, the name index, the vectors stacked)
+            await self._read(partial(self._take, docs, vectors), beside=True)
 
     def _take(self, docs: list[ToolDoc], vectors: dict[str, NDArray[np.float32]], learner: Learner) -> None:
         """The learner takes the catalogue `docs`, embedded (under the lock, with `docs`: read together)."""

@@ -183,18 +183,19 @@ class LearningThread:
         if not handed.cancelled() and handed.exception() is None:
             after(handed.result())
 
-    async def read(self, work: Callable[[], T]) -> T:
+    async def read(self, work: Callable[[], T], *, beside: bool = False) -> T:
         """`work()` holding the lock (a read of the learned state, or a small change such as a rating), from
         the event loop, never blocking the loop on the lock: on the loop at once when the lock is free and no
         read of the loop waits for it; else on the reader thread (`Readers`) after the chunk being learned, not
-        after the work handed over. A caller cancelled before the work starts skips it; one cancelled while it
-        runs leaves it to end, its result dropped (so what is done on the loop with the result, such as
-        opening a decision, is not). Once the thread is closed (a shutdown's last heartbeat) nothing learns
-        any more: on the loop."""
+        after the work handed over. `beside`: on the reader thread even with the lock free, for a read too long
+        to run on the loop (a snapshot's copy of the whole state, a catalogue taken). A caller cancelled before
+        the work starts skips it; one cancelled while it runs leaves it to end, its result dropped (so what is
+        done on the loop with the result, such as opening a decision, is not). Once the thread is closed (a
+        shutdown's last heartbeat) nothing learns any more: on the loop."""
         if self._closed:
             with self.lock:
                 return work()
-        if not self._reading and self.lock.take():  # not before a read asked earlier: reads answer in order
+        if not beside and not self._reading and self.lock.take():  # not before a read asked earlier: in order
             try:
                 return work()
             finally:

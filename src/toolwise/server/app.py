@@ -31,6 +31,7 @@ from toolwise.learning.metrics import Metrics
 from toolwise.learning.teaching import MODEL_LOAD_THREAD
 from toolwise.learning.worker import abandonable
 from toolwise.rl import Decision
+from toolwise.server import heap
 from toolwise.server.discovery import (
     CALL_TOOL,
     SEARCH_TOOLS,
@@ -133,6 +134,7 @@ class Toolwise:
         # Embedded while it serves; with a seed before, so that decisions replay exactly.
         await self.learning.set_tools(self.catalogue.tools(), first=self.config.toolwise.seed is None)
         await self.upkeep.heartbeat()
+        heap.settle()  # what start-up built, out of the collections' walks: the upkeep settles the loaded state
         self._upkeep = asyncio.create_task(self.upkeep.run(), name="toolwise-upkeep")
         return self
 
@@ -168,6 +170,7 @@ class Toolwise:
                         describe_database_error(failure),
                     )
         finally:
+            heap.release()
             self.passthrough.listeners.close()
             await self.catalogue.aclose()
             await self.feedback.aclose()

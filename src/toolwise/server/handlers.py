@@ -33,7 +33,7 @@ from toolwise.server.own import OwnTool
 from toolwise.server.tracing import noted, recommended
 
 log = logging.getLogger(__name__)
-STALE_CALLS = 64  # calls a recommendation may read the learned state without (staleness bound: older ones it waits for)
+STALE_CALLS = 64  # calls a recommendation may read the learned state without (beyond: it waits for one run of them)
 DECIDING = ("recommend_tool", SEARCH_TOOLS)  # own tools whose answer is a decision (learned exposure)
 
 
@@ -116,7 +116,7 @@ async def call_own(
             await app.learning.drain()
         elif not app.learning.loading:  # none is learned before the load: meanwhile it answers from the prior
             # a recommendation reads the learned state as it is (a call is learned within IDLE_DRAIN_S), unless
-            # more than STALE_CALLS calls wait: then it waits for all but the newest STALE_CALLS to be learned
+            # more than STALE_CALLS calls wait: then it waits for one run of the older ones (`caught_up`)
             await app.learning.caught_up(STALE_CALLS)
     except StoreUnavailableError as exc:
         if tool.uses_store:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import gc
 import logging
 import os
 import signal
@@ -60,14 +59,12 @@ async def serve_stdio(config: AppConfig) -> None:
 @contextlib.asynccontextmanager
 async def ready_to_serve(config: AppConfig) -> AsyncIterator[tuple[Toolwise, Server[Toolwise]]]:
     """The app entered and its MCP server built, ready to serve on any transport: its downstreams
-    spawned first (`launched`), what start-up built settled out of the collector's way (`settle_heap`)."""
+    spawned first (`launched`), what start-up built settled out of the collector's way (server/heap.py)."""
     app = await launched(config)
     from toolwise.server.build import build_server
 
     async with app:
-        server = build_server(app)
-        settle_heap()
-        yield app, server
+        yield app, build_server(app)
 
 
 async def launched(config: AppConfig) -> Toolwise:
@@ -88,17 +85,6 @@ async def launched(config: AppConfig) -> Toolwise:
     except BaseException:
         await catalogue.aclose(abandoned=True)
         raise
-
-
-def settle_heap() -> None:
-    """Take what start-up built (modules, classes, pydantic validators, the catalogue) out of the cyclic
-    garbage collector's walks before serving, and collect again from here on (the CLI turns collection
-    off while it imports: `cli.py`). A full collection visits every tracked object, hundreds of
-    thousands after start-up, and serving a large tools/list allocates enough to set one off every
-    few lists. Frozen objects are still freed by reference counting; only a reference cycle among them
-    would outlive its use (start-up leaves few)."""
-    gc.freeze()
-    gc.enable()
 
 
 @contextlib.contextmanager

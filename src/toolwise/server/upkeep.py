@@ -18,6 +18,7 @@ from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.failures import DATABASE_FAILURES
 from toolwise.feedback.instances import HEARTBEAT_S
 from toolwise.feedback.records import InstanceStatus
+from toolwise.server import heap
 from toolwise.server.services import Services
 from toolwise.server.stats import learning_stats
 
@@ -80,6 +81,7 @@ class Upkeep:
             await self.snapshots.catch_up(settings.snapshot_rows)
         except Exception:
             log.exception("catching up with the log failed (the next sync resumes it)")
+        heap.settle()  # the state loaded and learned, the catalogue embedded: out of the collections' walks
         last_snapshot = last_heartbeat = time.monotonic()
         retry_at = 0.0  # no periodic snapshot before then: the last one failed (monotonic s)
         outage: _Outage | None = None  # the database failing the ticks, since when
