@@ -95,50 +95,18 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
 
         monkeypatch.setattr(learner, "learn_many", run_spy)
         monkeypatch.setattr(learner, "learn", one_spy)
-        for i in range(service.RUNS_FROM * 3):
+        for i in range(service.BEHIND * 3):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
         assert not (await client.call_tool("toy__echo", {"text": "followed"})).is_error  # learned on its own
         await app.learning.drain()
-        assert sum(runs) == service.RUNS_FROM * 3 and max(runs) <= service.LEARN_RUN
+        assert sum(runs) == service.BEHIND * 3 and max(runs) <= service.LEARN_RUN
         assert ones == ["toy__echo"], "a call that follows a recommendation is learned one at a time"
         stats = ok(await client.call_tool("get_learning_stats", {}))
-        assert stats["updates"] == service.RUNS_FROM * 3 + 1
+        assert stats["updates"] == service.BEHIND * 3 + 1
     learned = rows(tmp_path, "SELECT reward, context_hash FROM executions")
-    assert len(learned) == service.RUNS_FROM * 3 + 1
+    assert len(learned) == service.BEHIND * 3 + 1
     assert all(reward is not None and reward > 0 and len(context) == 64 for reward, context in learned)
-
-
-@pytest.mark.parametrize("seed", [None, 0], ids=["as-a-run", "one-at-a-time"])
-async def test_two_plain_calls_waiting_without_a_seed_are_learned_as_one_run_and_under_a_seed_each_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int | None
-) -> None:
-    """A drain that finds more than one call waiting learns them as a run (`Learner.learn_many`: a few
-    times less of the learning thread's Python and GIL per call than one step each, so less of it lands
-    in the calls waiting on the event loop); under a seed each is learned alone, as decisions replay exactly."""
-    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
-    async with running(tmp_path, seed=seed) as (app, client):
-        await caught_up(app)
-        learner = app.learning.learner
-        runs: list[int] = []
-        ones: list[str] = []
-        learn_many, learn = learner.learn_many, learner.learn
-
-        def run_spy(steps: Any, *args: Any) -> Any:
-            runs.append(len(steps))
-            return learn_many(steps, *args)
-
-        def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
-            ones.append(step.tool)
-            return learn(step, *args, **kwargs)
-
-        monkeypatch.setattr(learner, "learn_many", run_spy)
-        monkeypatch.setattr(learner, "learn", one_spy)
-        for i in range(2):
-            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
-        await app.learning.drain()
-        assert (runs, len(ones)) == (([2], 0) if seed is None else ([], 2))
-        assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == 2
 
 
 async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_in_short_ones(
@@ -147,8 +115,8 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
     """Once `CATCH_UP_RUN` calls wait, a run takes that many (its fixed work shared by more calls); fewer
     waiting, runs of `LEARN_RUN` as before (sizes made small here: the rule, not the constants)."""
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
-    monkeypatch.setattr(service, "LEARN_RUN", service.RUNS_FROM)
-    monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.RUNS_FROM)
+    monkeypatch.setattr(service, "LEARN_RUN", service.BEHIND)
+    monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.BEHIND)
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
         learner = app.learning.learner
@@ -160,12 +128,12 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
             return learn_many(steps, *args)
 
         monkeypatch.setattr(learner, "learn_many", run_spy)
-        for i in range(service.RUNS_FROM * 3):
+        for i in range(service.BEHIND * 3):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         await app.learning.drain()
         # 3 short runs' worth waiting: one long run, then the rest (still behind: not a call at a time) as a short one
-        assert runs == [2 * service.RUNS_FROM, service.RUNS_FROM]
-        assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == service.RUNS_FROM * 3
+        assert runs == [2 * service.BEHIND, service.BEHIND]
+        assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == service.BEHIND * 3
 
 
 async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(

@@ -22,7 +22,7 @@ async def test_a_call_whose_learning_and_reward_both_fail_is_recorded_and_the_ca
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, seed: int | None
 ) -> None:
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
-    calls = service.RUNS_FROM * 2  # enough to be learned as runs without a seed
+    calls = service.BEHIND * 2  # enough to be learned as runs without a seed
     async with running(tmp_path, seed=seed) as (app, client):
         await caught_up(app)
         learner = app.learning.learner
