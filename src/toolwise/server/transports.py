@@ -189,7 +189,7 @@ async def _stdout_on_loop() -> AsyncIterator[_Out | None]:
         yield None
         return
     wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)  # above the standard three, not inherited by children
-    os.dup2(sys.stderr.fileno(), fd)
+    os.dup2(2, fd)  # stderr's descriptor, as the SDK's diversion takes it
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(wire, "wb", buffering=0)
