@@ -16,7 +16,7 @@ import pytest
 from mcp.types import LATEST_PROTOCOL_VERSION
 
 from toolwise.config import AppConfig
-from toolwise.server.transports import serve_stdio
+from toolwise.server.transports import _stdout_on_loop, serve_stdio
 
 
 async def answer(wire: int, seen: bytearray) -> dict[str, Any]:
@@ -65,3 +65,27 @@ async def test_answers_over_stdio_are_written_by_the_event_loop_and_stray_output
     os.write(stdout, b"after\n")  # stdout is the wire again once serving ended
     assert await asyncio.to_thread(os.read, from_stdout, 1 << 16) == b"after\n"
     os.close(from_stdout)
+
+
+async def test_an_answer_larger_than_the_pipe_holds_arrives_whole_once_the_client_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from_stdout, stdout = os.pipe()
+    monkeypatch.setattr(sys, "stdout", os.fdopen(stdout, "w"))
+    big = "x" * (4 << 20) + "\n"  # far more than a pipe's buffer: the write waits for the reader (`flush`)
+    received = asyncio.ensure_future(asyncio.to_thread(read_line, from_stdout))
+    async with _stdout_on_loop() as out:
+        assert out is not None
+        await out.write(big)
+        await asyncio.wait_for(out.flush(), timeout=30)
+    assert await asyncio.wait_for(received, timeout=30) == big.encode()
+    os.close(from_stdout)
+
+
+def read_line(fd: int) -> bytes:
+    seen = b""
+    while not seen.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        assert chunk, "the pipe closed before the line ended"
+        seen += chunk
+    return seen
