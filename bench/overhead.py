@@ -367,7 +367,8 @@ async def main() -> None:
     pending = np.array(seen["pending"])
     print(
         f"toolwise in-process, {args.tools:,} tools, no seed, 4 callers, recommend_tool asked beside them in every"
-        f" other block: calls pending p50 {np.median(pending):.0f}, p99 {p99(pending):.0f} (learned as runs from 16)"
+        f" other block: calls pending p50 {np.median(pending):.0f}, p99 {p99(pending):.0f}"
+        " (learned as runs: in minibatches of 2 below 16 waiting)"
     )
     for block in ("alone", "beside"):
         calls, lag = np.array(seen[block]), np.array(seen[f"lag {block}"])
