@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import gc
 import logging
 import os
@@ -177,7 +176,7 @@ class _Out:
 @contextlib.asynccontextmanager
 async def _stdout_on_loop() -> AsyncIterator[_Out | None]:
     """stdout as a pipe the event loop writes, when it is a pipe or socket (what a client gives); None otherwise
-    (a terminal, a file: the SDK's own writer serves it). As the SDK's claim of stdout does, fd 1 points at
+    (a terminal, a file, Windows: the SDK's own writer serves it). As the SDK's claim of stdout does, fd 1 points at
     stderr meanwhile, so that stray output of handlers and children misses the wire; it is the wire again after."""
     try:
         fd = sys.stdout.fileno()
@@ -185,9 +184,11 @@ async def _stdout_on_loop() -> AsyncIterator[_Out | None]:
     except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor
         yield None
         return
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+    if sys.platform == "win32" or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
         yield None
         return
+    import fcntl  # POSIX only
+
     wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)  # above the standard three, not inherited by children
     os.dup2(2, fd)  # stderr's descriptor, as the SDK's diversion takes it
     loop = asyncio.get_running_loop()
