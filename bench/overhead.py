@@ -4,29 +4,30 @@ the event loop.
     python bench/overhead.py [--calls 1000] [--rounds 3] [--concurrency 1,4,16] [--settings '{...}'] [--tracing]
     python bench/overhead.py --in-process [--calls 1000] [--tools 1000]    # the in-process figures alone
 
-Over stdio, four paths to the same echo tool: (a) direct, (b) a bare pass-through proxy on the same SDK,
-(c) toolwise at default settings (recording and learning), (d) toolwise with `learning: false` (it still
-records), and with `--tracing` (e) toolwise with OpenTelemetry tracing on (OTLP/HTTP to a stand-in
-collector that accepts everything; (c) is tracing off). The clients stay open and are called in
-alternating blocks, so machine drift during the run weighs on each path alike; at concurrency N each
-block runs N callers at once on the client's one connection. Prints median and p99 per call, (c − a) /
-(b − a) (how toolwise's added latency compares with the bare proxy's; target ≤ 1.1 at the median, ≤ 1.5
-at p99) and p99(c) / p99(d) (what learning adds to the tail; target ≤ 1.3 with 4 callers), per round and
-the median over rounds.
+Over stdio, four paths to the same echo tool: (a) direct, (b) a bare pass-through proxy on the same SDK, (c)
+toolwise at default settings (recording and learning; no seed, so the calls a drain finds waiting are learned
+as runs; `--settings '{"seed": 0}'` learns each alone with its replays, as this script's toolwise did until
+2026-11-28), (d) toolwise with `learning: false` (it still records), and with `--tracing` (e) toolwise with
+OpenTelemetry tracing on (OTLP/HTTP to a stand-in collector that accepts everything; (c) is tracing off). The
+clients stay open and are called in alternating blocks, so machine drift during the run weighs on each path
+alike; at concurrency N each block runs N callers at once on the client's one connection. Prints median and
+p99 per call, (c − a) / (b − a) (how toolwise's added latency compares with the bare proxy's; target ≤ 1.1 at
+the median, ≤ 1.5 at p99) and p99(c) / p99(d) (what learning adds to the tail; target ≤ 1.3 with 4 callers),
+per round and the median over rounds.
 
-Then toolwise in-process (the echo server in-process too) with 4 callers, learning on and off: the event
-loop's lag, measured by a task that asks to wake every millisecond (how late it woke: what every call
-waiting on the loop waits too). One round on a shared 2-core machine moves by ±0.3 from run to run.
-Last, the same lag while the learning thread learns a backlog of `--calls` calls (held back, then drained
-with no caller), and that lag less the loop thread's wait on the CPU's run queue over the same sleep
-(Linux's schedstat: what the machine's other work, not the GIL or the loop's own work, cost it; on a
-shared machine the raw lag is mostly that), with the drain's calls/s of wall-clock and of CPU time.
-Then what recommendations cost the other clients while learning is behind: toolwise in-process before
-`--tools` tools, no seed (calls pending learned as runs), 4 callers making `--calls` proxied calls in blocks,
-every other block with a fifth caller asking recommend_tool over and over beside them: the proxied calls'
-p50/p99 and the loop's lag in the blocks without and with it (the reference, same run), and recommend_tool's
-own latency. A read of the learned state waits for the lock beside the loop (learning/worker.py); to see
-the code before, run this file with `PYTHONPATH=<its src>`.
+Then toolwise in-process (the echo server in-process too, the same `--settings`) with 4 callers, learning on
+and off: the event loop's lag, measured by a task that asks to wake every millisecond (how late it woke: what
+every call waiting on the loop waits too). One round on a shared 2-core machine moves by ±0.3 from run to run.
+Last, the same lag while the learning thread learns a backlog of `--calls` calls (held back, then drained with
+no caller; seed 0: each learned alone, the thread's turns between them), and that lag less the loop thread's
+wait on the CPU's run queue over the same sleep (Linux's schedstat: what the machine's other work, not the GIL
+or the loop's own work, cost it; on a shared machine the raw lag is mostly that), with the drain's calls/s of
+wall-clock and of CPU time. Then what recommendations cost the other clients while learning is behind:
+toolwise in-process before `--tools` tools, no seed (calls pending learned as runs), 4 callers making
+`--calls` proxied calls in blocks, every other block with a fifth caller asking recommend_tool over and over
+beside them: the proxied calls' p50/p99 and the loop's lag in the blocks without and with it (the reference,
+same run), and recommend_tool's own latency. A read of the learned state waits for the lock beside the loop
+(learning/worker.py); to see the code before, run this file with `PYTHONPATH=<its src>`.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def toolwise_config(tmp: Path, name: str, settings: dict[str, object]) -> Path:
         json.dumps(
             {
                 "mcpServers": {"echo": {"command": python, "args": ECHO}},
-                "toolwise": {"database_url": f"sqlite+aiosqlite:///{database}", "seed": 0, **settings},
+                "toolwise": {"database_url": f"sqlite+aiosqlite:///{database}", **settings},
             }
         )
     )
@@ -191,7 +192,9 @@ def collector() -> Iterator[str]:
         thread.join()
 
 
-async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray, np.ndarray]:
+async def loop_lag(
+    calls: int, callers: int, learning: bool, settings: dict[str, object]
+) -> tuple[np.ndarray, np.ndarray]:
     """toolwise in-process with `callers` concurrent callers: the lag of a task that asks to wake every
     millisecond (ms late) and the calls' latencies (ms)."""
     import echo_server  # bench/, on the path as a script's folder
@@ -205,7 +208,7 @@ async def loop_lag(calls: int, callers: int, learning: bool) -> tuple[np.ndarray
         config = AppConfig.model_validate(
             {
                 "mcpServers": {},
-                "toolwise": {"database_url": f"sqlite+aiosqlite:///{folder}/lag.db", "seed": 0, "learning": learning},
+                "toolwise": {"database_url": f"sqlite+aiosqlite:///{folder}/lag.db", **settings, "learning": learning},
             }
         )
         async with (
@@ -348,7 +351,7 @@ async def main() -> None:
             print(f"{callers} caller(s): {stat} ratio over {args.rounds} rounds: {np.median(values):.2f} ({shown})")
     print("toolwise in-process, 4 callers: event-loop lag (ms late for a 1 ms sleep) and call latency (ms)")
     for learning in (True, False):
-        lag, latency = await loop_lag(args.calls, 4, learning)
+        lag, latency = await loop_lag(args.calls, 4, learning, settings)
         print(
             f"   learning {'on ' if learning else 'off'}  lag p50 {np.median(lag):6.3f}  p99 {p99(lag):6.3f}"
             f"  max {lag.max():6.3f}   calls p50 {np.median(latency):6.3f}  p99 {p99(latency):6.3f}"
@@ -364,7 +367,8 @@ async def main() -> None:
     pending = np.array(seen["pending"])
     print(
         f"toolwise in-process, {args.tools:,} tools, no seed, 4 callers, recommend_tool asked beside them in every"
-        f" other block: calls pending p50 {np.median(pending):.0f}, p99 {p99(pending):.0f} (learned as runs from 16)"
+        f" other block: calls pending p50 {np.median(pending):.0f}, p99 {p99(pending):.0f}"
+        " (learned as runs: in minibatches of 2 below 16 waiting)"
     )
     for block in ("alone", "beside"):
         calls, lag = np.array(seen[block]), np.array(seen[f"lag {block}"])

@@ -5,8 +5,10 @@ where the batch solves exactly what the step-by-step update approximates (the pr
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -284,3 +286,26 @@ def test_runs_of_the_default_policy_learn_the_pinned_values(catalogue, embedder)
         assert [r.tool for r in ranked] == [tool for tool, _, _ in pinned]
         pinned_scores = [p[1:] for p in pinned]
         np.testing.assert_allclose([(r.score, r.expected) for r in ranked], pinned_scores, rtol=PINNED_RTOL, atol=1e-9)
+
+
+def test_a_run_takes_the_minibatch_it_is_given_and_else_the_replays(catalogue, embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The learning thread keeping up learns short runs in minibatches of a few calls (a step moves the model by
+    its calls' mean gradient: in the replay's minibatches a run learns less per call than a step each)."""
+    steps, _ = a_log(catalogue, 5, seed=1)
+    for minibatch, sizes in ((2, [2, 2, 1]), (None, [5])):
+        learner = Learner(LearnerConfig(), catalogue, embedder)
+        choice = learner.policy.choice  # type: ignore[attr-defined]
+        seen: list[int] = []
+        monkeypatch.setattr(choice, "learn_calls", counting(choice.learn_calls, seen))
+        learner.learn_many(StepColumns.of(steps), np.random.default_rng(0), minibatch=minibatch)
+        assert seen == sizes
+
+
+def counting(learn_calls: Callable[..., Any], seen: list[int]) -> Callable[..., Any]:
+    """`learn_calls`, noting each minibatch's size in `seen`."""
+
+    def spy(run: Any, queries: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(len(queries))
+        return learn_calls(run, queries, *args, **kwargs)
+
+    return spy

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,9 +80,9 @@ async def test_a_query_is_stored_once_and_a_restart_still_learns_in_its_context(
 
     learn_many = second.learning.learner.learn_many
 
-    def spy_columns(steps: StepColumns, rng: np.random.Generator) -> np.ndarray:  # a replay's batches
+    def spy_columns(steps: StepColumns, rng: np.random.Generator, **kwargs: Any) -> np.ndarray:  # a replay's batches
         learned.extend((step.query, step.rating) for step in steps.steps())
-        return learn_many(steps, rng)
+        return learn_many(steps, rng, **kwargs)
 
     monkeypatch.setattr(second.learning.learner, "learn_many", spy_columns)
     await second.snapshots.restore_latest()  # no snapshot: the whole log is replayed, each call in its context

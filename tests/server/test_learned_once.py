@@ -261,7 +261,7 @@ async def test_calls_being_learned_when_a_snapshot_is_copied_are_learned_once_af
         return learn(step, rng, **kwargs)
 
     monkeypatch.setattr(learner, "learn", slow_step)
-    calls = 3 * LEARN_CHUNK  # under BEHIND: learned one at a time, a reader let in every LEARN_CHUNK
+    calls = 3 * LEARN_CHUNK  # under a seed: learned one at a time, a reader let in every LEARN_CHUNK
     for _ in range(calls):
         proxied(live, "s", "git__git_log")
     draining = asyncio.create_task(learning.drain())

@@ -85,9 +85,9 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
         ones: list[str] = []
         learn_many, learn = learner.learn_many, learner.learn
 
-        def run_spy(steps: Any, *args: Any) -> Any:
+        def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
             runs.append(len(steps))
-            return learn_many(steps, *args)
+            return learn_many(steps, *args, **kwargs)
 
         def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
             ones.append(step.tool)
@@ -109,6 +109,39 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
     assert all(reward is not None and reward > 0 and len(context) == 64 for reward, context in learned)
 
 
+@pytest.mark.parametrize("seed", [None, 0], ids=["as-a-run", "one-at-a-time"])
+async def test_two_plain_calls_waiting_without_a_seed_are_learned_as_one_run_and_under_a_seed_each_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int | None
+) -> None:
+    """A drain that finds more than one call waiting learns them as a run (`Learner.learn_many`: less of the
+    learning thread's Python and GIL per call than one step each, so less of it lands in the calls waiting on
+    the event loop); under a seed each is learned alone, as decisions replay exactly."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=seed) as (app, client):
+        await caught_up(app)
+        learner = app.learning.learner
+        runs: list[tuple[int, int | None]] = []
+        ones: list[str] = []
+        learn_many, learn = learner.learn_many, learner.learn
+
+        def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
+            runs.append((len(steps), kwargs.get("minibatch")))
+            return learn_many(steps, *args, **kwargs)
+
+        def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
+            ones.append(step.tool)
+            return learn(step, *args, **kwargs)
+
+        monkeypatch.setattr(learner, "learn_many", run_spy)
+        monkeypatch.setattr(learner, "learn", one_spy)
+        for i in range(2):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        await app.learning.drain()
+        # in minibatches of KEEP_UP_BATCH: a run learns about as much per call as a step each (not the replay's 32)
+        assert (runs, len(ones)) == (([(2, service.KEEP_UP_BATCH)], 0) if seed is None else ([], 2))
+        assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == 2
+
+
 async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_in_short_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,9 +156,9 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
         runs: list[int] = []
         learn_many = learner.learn_many
 
-        def run_spy(steps: Any, *args: Any) -> Any:
+        def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
             runs.append(len(steps))
-            return learn_many(steps, *args)
+            return learn_many(steps, *args, **kwargs)
 
         monkeypatch.setattr(learner, "learn_many", run_spy)
         for i in range(service.BEHIND * 3):
@@ -429,10 +462,10 @@ async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run
         learn_many = learner.learn_many
         runs, learning = threading.Semaphore(0), threading.Event()  # each run waits for a token (10 s at most)
 
-        def held_run(steps: Any, *args: Any) -> Any:
+        def held_run(steps: Any, *args: Any, **kwargs: Any) -> Any:
             learning.set()
             runs.acquire(timeout=10)
-            return learn_many(steps, *args)
+            return learn_many(steps, *args, **kwargs)
 
         monkeypatch.setattr(learner, "learn_many", held_run)
         backlog = 2 * service.LEARN_RUN + STALE_CALLS + 8  # learned as runs of LEARN_RUN

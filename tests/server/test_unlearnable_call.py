@@ -22,7 +22,7 @@ async def test_a_call_whose_learning_and_reward_both_fail_is_recorded_and_the_ca
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, seed: int | None
 ) -> None:
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
-    calls = service.BEHIND * 2  # enough to be learned as runs without a seed
+    calls = service.RUNS_FROM * 2  # enough to be learned as runs without a seed
     async with running(tmp_path, seed=seed) as (app, client):
         await caught_up(app)
         learner = app.learning.learner
@@ -36,10 +36,10 @@ async def test_a_call_whose_learning_and_reward_both_fail_is_recorded_and_the_ca
             poisoned(step)
             return learn(step, *args, **kwargs)
 
-        def bad_learn_many(steps: Any, *args: Any) -> Any:
+        def bad_learn_many(steps: Any, *args: Any, **kwargs: Any) -> Any:
             if POISON in list(steps.position):
                 raise ValueError("malformed run")
-            return learn_many(steps, *args)
+            return learn_many(steps, *args, **kwargs)
 
         def bad_reward_of(step: Step) -> float:
             poisoned(step)

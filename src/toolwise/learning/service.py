@@ -18,18 +18,22 @@ computed on the loop while the lock is free), then queued for the store; and alw
 was recorded (every own tool drains first, a recommendation one hand-over at most of the calls before the
 newest `STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
 before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer at a
-time, so learning is the same as if each call had been learned from on the spot; unless learning falls behind
-(`BEHIND` calls wait, no seed): then stretches of calls that follow no recommendation are learned as runs of
-up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a replay of the log learns, a run's fixed work shared
-by its calls), and of up to `CATCH_UP_RUN` once that many wait (`_run_size`). What the event loop reads or
-changes of the learned state beside the calls (a recommendation, a rating, a session's end, the statistics, a
-snapshot's copy) goes through `LearningCore.read_learned`, which takes the learning thread's `lock` at once
-when it is free (not for a snapshot's copy, as long as the state) and else waits for it on a reader thread
-beside the loop (learning/worker.py), for the chunk or run being learned; so does a catalogue the learner
-takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log (learning/sharing.py: another
-instance's entries, a start-up's replay) is learned on the learning thread too, each batch learned and marked
-in one piece there (`LearningThread.hand_over`), and a snapshot's state is swapped in there
-(`LearningCore.adopt`): the loop never runs a learning step and never blocks on the lock.
+time, so under a seed learning is the same as if each call had been learned from on the spot.
+Without a seed (the default), a drain that finds `RUNS_FROM` calls or more waiting learns each stretch of
+them that follows no recommendation as one run of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
+replay of the log learns, a run's fixed work shared by its calls), and of up to `CATCH_UP_RUN` once that many
+wait (`_run_size`): less of the learning thread's Python, and so of its hold of the GIL, per call than a step
+each, which is what the calls waiting on the event loop meanwhile wait for; in minibatches of `KEEP_UP_BATCH`
+calls while fewer than `BEHIND` wait, so that a run learns about as much per call as a step each
+(docs/benchmarks.md has both).
+What the event loop reads or changes of the learned state beside the calls (a recommendation, a rating, a
+session's end, the statistics, a snapshot's copy) goes through `LearningCore.read_learned`, which takes the
+learning thread's `lock` at once when it is free (not for a snapshot's copy, as long as the state) and else
+waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned; so
+does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log
+(learning/sharing.py: another instance's entries, a start-up's replay) is learned on the learning thread too,
+each batch learned and marked in one piece there (`LearningThread.hand_over`), and a snapshot's state is
+swapped in there (`LearningCore.adopt`): the loop never runs a learning step and never blocks on the lock.
 """
 
 from __future__ import annotations
@@ -67,7 +71,9 @@ log = logging.getLogger(__name__)
 IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
 RECORDS_PER_TURN = 16  # records queued from a hand-over before the event loop's calls get a turn
 HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
-BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
+RUNS_FROM = 2  # calls pending from which the thread learns them as runs (`_learn_runs`), without a seed
+KEEP_UP_BATCH = 2  # calls a minibatch step takes in those runs while fewer than BEHIND wait (`_minibatch`)
+BEHIND = 16  # calls pending from which learning is behind: runs in the policy's own minibatches (a log replay's)
 LEARN_RUN = 64  # calls a run learns at most while fewer than CATCH_UP_RUN wait: what a reader waits for then
 CATCH_UP_RUN = 256  # from this many calls pending, a run learns up to this many (`_run_size`)
 STORE_RETRY_S = 1.0  # a drain the database refused is tried again this much later
@@ -156,7 +162,7 @@ class LearningService(LearningCore):
         recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md)."""
         end = self._noted - stale
         if self._taken < end and not self._order.locked():
-            await self._drain_until(min(end, self._taken + self._run_size(self._behind())))
+            await self._drain_until(min(end, self._taken + self._run_size(self._as_runs())))
 
     async def _drain_until(self, end: int) -> None:
         """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
@@ -186,9 +192,9 @@ class LearningService(LearningCore):
                 finally:
                     self.lock.__exit__(None, None, None)
             else:  # learning, or the lock held elsewhere (a snapshot's copy): the thread waits for it, not the loop
-                behind = self._behind()
-                chunk = list(itertools.islice(self._pending, min(self._run_size(behind), end - self._taken)))
-                await self.thread.run(partial(self._learn_chunk, chunk, runs=behind))
+                runs, minibatch = self._as_runs(), self._minibatch()
+                chunk = list(itertools.islice(self._pending, min(self._run_size(runs), end - self._taken)))
+                await self.thread.run(partial(self._learn_chunk, chunk, runs=runs, minibatch=minibatch))
             for i, call in enumerate(chunk):
                 if i and i % RECORDS_PER_TURN == 0:  # queueing a record never waits on a free queue: the loop's
                     await asyncio.sleep(0)  # calls get a turn within a hand-over's records, not only after them
@@ -203,30 +209,36 @@ class LearningService(LearningCore):
         rewards and context hashes, too little work to hand over: done on the event loop."""
         return not self.settings.learning and not self.settings.store_arguments
 
-    def _run_size(self, behind: bool) -> int:
-        """How many pending calls the next hand-over takes: up to `HAND_OVER` while learning keeps up (learned
-        one at a time, a blocked reader let in every `LEARN_CHUNK`), runs of up to `LEARN_RUN` once it is
-        behind, and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work (the n-gram counts, a run's
+    def _run_size(self, runs: bool) -> int:
+        """How many pending calls the next hand-over takes: up to `HAND_OVER` learned one at a time (a blocked
+        reader let in every `LEARN_CHUNK`), runs of up to `LEARN_RUN` when they are learned as runs (`_as_runs`),
+        and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work (the n-gram counts, a run's
         arrays, its Python) is shared by more calls then (docs/benchmarks.md has the figures). The newest
         pending call waits for the backlog whatever the run's size; a reader waits for one run, and a run's
         n-grams count from the next run on (minibatch semantics, as a replay of the log learns in runs of 512)."""
-        if not behind:
+        if not runs:
             return HAND_OVER
         return CATCH_UP_RUN if len(self._pending) >= CATCH_UP_RUN else LEARN_RUN
 
-    def _behind(self) -> bool:
-        """Whether the calls pending are many enough to learn as runs: not under a seed, whose decisions
+    def _as_runs(self) -> bool:
+        """Whether the calls pending are learned as runs: more than one, and not under a seed, whose decisions
         replay exactly (how many calls wait at a drain depends on timing, and a run learns as a minibatch)."""
-        return len(self._pending) >= BEHIND and self.settings.seed is None and self.settings.learning
+        return len(self._pending) >= RUNS_FROM and self.settings.seed is None and self.settings.learning
 
-    def _learn_chunk(self, calls: list[Call], runs: bool = False) -> None:
+    def _minibatch(self) -> int | None:
+        """Calls a minibatch step of a run takes: `KEEP_UP_BATCH` while learning keeps up (a step moves the choice
+        model by its calls' mean gradient, so a run in the replay's minibatches of 32 learns less per call than a
+        step each: top-1 in docs/benchmarks.md); once it is behind, the policy's own (its fixed work shared more)."""
+        return None if len(self._pending) >= BEHIND else KEEP_UP_BATCH
+
+    def _learn_chunk(self, calls: list[Call], runs: bool = False, minibatch: int | None = None) -> None:
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
         the store refuses its record and it is retried, or a cancelled drain hands it over again); with
-        `runs` (learning is behind), as runs. Learned one at a time, a reader blocked on the lock gets in every
+        `runs` (`_as_runs`), as runs. Learned one at a time, a reader blocked on the lock gets in every
         `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned, as before)."""
         todo = [call for call in calls if call.execution.context_hash is None and not call.unlearnable]
-        if runs and len(todo) >= BEHIND:
-            self._learn_runs(todo)
+        if runs and len(todo) >= RUNS_FROM:
+            self._learn_runs(todo, minibatch)
         else:
             for i, call in enumerate(todo):
                 self.thread.between_steps(i)
@@ -234,8 +246,8 @@ class LearningService(LearningCore):
         for call in todo:
             self._remember_arguments(call)
 
-    def _learn_runs(self, calls: list[Call]) -> None:
-        """Learning is behind: each stretch of plain calls is learned as one run (`Learner.learn_many`, the
+    def _learn_runs(self, calls: list[Call], minibatch: int | None) -> None:
+        """Each stretch of plain calls is learned as one run (`Learner.learn_many`, the
         replay's vectorised minibatches: rl/batch.py), the others one at a time in their place. A plain call
         follows no recommendation (the run does not learn a passed-over or followed one) and is learned from."""
         start = 0
@@ -244,7 +256,7 @@ class LearningService(LearningCore):
                 continue
             if end - start > 1:
                 self.thread.let_loop_run()
-                self._learn_run(calls[start:end])
+                self._learn_run(calls[start:end], minibatch)
             elif end > start:
                 self.thread.let_loop_run()
                 self._learn(calls[start])
@@ -256,12 +268,12 @@ class LearningService(LearningCore):
     def _plain(self, call: Call) -> bool:
         return call.decision is None and learned_from(call.execution.error_type)
 
-    def _learn_run(self, calls: list[Call]) -> None:
+    def _learn_run(self, calls: list[Call], minibatch: int | None) -> None:
         """`_learn` of each of `calls`, as one run; a run that fails is recorded unlearned, as a call is."""
         learner = self.learner
         try:
             steps = [call.step(self.history_n) for call in calls]
-            rewards = learner.learn_many(StepColumns.of(steps), self.state.rng).tolist()
+            rewards = learner.learn_many(StepColumns.of(steps), self.state.rng, minibatch=minibatch).tolist()
         except Exception:
             log.exception("learning a run of %d calls failed; the executions are recorded", len(calls))
             for call in calls:  # not learned: each record keeps what its step says, if it says anything

@@ -22,8 +22,11 @@ from toolwise.rl.reward import check_latency, check_rating
 from toolwise.rl.steps import StepColumns, worked
 
 
-def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
-    """Learn `steps` in order, as `learner.learn` would one by one; returns each step's reward.
+def learn_run(
+    learner: Learner, steps: StepColumns, rng: np.random.Generator, minibatch: int | None = None
+) -> NDArray[np.float64]:
+    """Learn `steps` in order, as `learner.learn` would one by one; returns each step's reward. A policy that
+    learns calls among candidates takes `minibatch` calls a step (None: its own, for a log's replay).
     A policy that learns from the query's embedding alone (not a choice among candidates, whose rows
     carry the text) needs the embedding: with a lexical prior it learns step by step."""
     capabilities = learner.policy.capabilities
@@ -32,7 +35,7 @@ def learn_run(learner: Learner, steps: StepColumns, rng: np.random.Generator) ->
     if not len(steps):
         return np.zeros(0)
     if capabilities.candidates:
-        return _learn_choices(learner, steps, rng)
+        return _learn_choices(learner, steps, rng, minibatch)
     return _learn_columns(learner, steps, rng)
 
 
@@ -72,7 +75,9 @@ def _scaled(learner: Learner, rewards: NDArray[np.float64]) -> NDArray[np.float6
     return scaled
 
 
-def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
+def _learn_choices(
+    learner: Learner, steps: StepColumns, rng: np.random.Generator, minibatch: int | None
+) -> NDArray[np.float64]:
     """A policy that learns calls as choices among candidates learns a run in order (minibatches),
     with each distinct query embedded once and each distinct history's sequence column computed once,
     from the n-grams as they stood before the run (the run's own n-grams count from the next run on:
@@ -131,6 +136,7 @@ def _learn_choices(learner: Learner, steps: StepColumns, rng: np.random.Generato
         arms,
         rows,
         fit[kept],
+        minibatch,
     )
     learner.policy.learn_many(lessons, rng)
     learner.count(rewards)

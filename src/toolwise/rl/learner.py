@@ -206,10 +206,13 @@ class Learner:
             self.sequences.observe_step(step.history, step.tool, reward, ok, after_failure=step.after_failure)
         return observation
 
-    def learn_many(self, steps: StepColumns, rng: np.random.Generator) -> NDArray[np.float64]:
+    def learn_many(
+        self, steps: StepColumns, rng: np.random.Generator, *, minibatch: int | None = None
+    ) -> NDArray[np.float64]:
         """Learn a run of steps in order, as `learn` would one by one (a replay of the log, a burst of
-        calls: see rl/batch.py); returns each step's reward."""
-        return learn_run(self, steps, rng)
+        calls: see rl/batch.py), `minibatch` calls a step where the policy learns in minibatches (None: the
+        policy's own); returns each step's reward."""
+        return learn_run(self, steps, rng, minibatch)
 
     def hold(self, step: Step, reward: float) -> None:
         """A failure waits for its session's next call (counted already; `age` reads it as the session's end

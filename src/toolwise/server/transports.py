@@ -1,10 +1,11 @@
 """Running the same server over stdio or streamable HTTP; the CLI picks one, handlers never know.
 
-On either, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clean shutdown as the
-client closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read
-on the event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once
-even while the client keeps stdin open. Over HTTP the calls in flight get `DRAIN_S` to be answered,
-then open streams end (`draining.py`): connected clients never hold a shutdown up.
+On either, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clean shutdown as the client
+closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read on the
+event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once even while
+the client keeps stdin open; stdout is written by the event loop too (`_Out`). Over HTTP the calls in
+flight get `DRAIN_S` to be answered, then open streams end (`draining.py`): connected clients never hold
+a shutdown up.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ async def serve_stdio(config: AppConfig) -> None:
         app.callers.serve_alone()  # one client: it owns everything recorded, across restarts too
         stdin = await _stdin_lines()
         with anyio.CancelScope() as serving, _stop_on(STOP_SIGNALS, serving.cancel):
-            async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]  # _Lines offers the async line iteration the SDK reads, not all of AsyncFile
+            async with (
+                _stdout_on_loop() as stdout,
+                stdio_server(stdin=stdin, stdout=stdout) as (read, write),  # type: ignore[arg-type]  # _Lines and _Out offer what the SDK reads and writes, not all of AsyncFile
+            ):
                 log.info("toolwise serving %d tools on stdio", len(app.list_tools()))
                 await server.run(read, write, server.create_initialization_options())
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
@@ -138,6 +142,50 @@ async def _stdin_lines() -> _Lines | None:
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
     await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     return _Lines(reader)
+
+
+class _Out:
+    """stdout written by the event loop. The SDK's own writer hands each answer's write, then its flush, to a
+    worker thread: two round trips between threads per answer, each waiting for the GIL at both ends (and so
+    for the learning thread while it holds it)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))  # written at once while the pipe takes it, else queued
+
+    async def flush(self) -> None:
+        await self._writer.drain()  # waits only while the client reads slower than we answer
+
+
+@contextlib.asynccontextmanager
+async def _stdout_on_loop() -> AsyncIterator[_Out | None]:
+    """stdout as a pipe the event loop writes, when it is a pipe or socket (what a client gives); None otherwise
+    (a terminal, a file, Windows: the SDK's own writer serves it). As the SDK's claim of stdout does, fd 1 points at
+    stderr meanwhile, so that stray output of handlers and children misses the wire; it is the wire again after."""
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor
+        yield None
+        return
+    if sys.platform == "win32" or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        yield None
+        return
+    import fcntl  # POSIX only
+
+    wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)  # above the standard three, not inherited by children
+    os.dup2(2, fd)  # stderr's descriptor, as the SDK's diversion takes it
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(wire, "wb", buffering=0)
+    )
+    try:
+        yield _Out(asyncio.StreamWriter(transport, protocol, None, loop))
+    finally:
+        os.dup2(wire, fd)
+        transport.close()
 
 
 class BindError(Exception):

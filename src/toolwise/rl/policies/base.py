@@ -103,6 +103,7 @@ class Lessons:
     candidates: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     rows: Callable[[range], NDArray[np.floating[Any]]] | None = None
     fit: NDArray[np.float64] | None = None
+    minibatch: int | None = None  # calls a minibatch step takes together; None: the policy's own (a log's replay)
 
     def __len__(self) -> int:
         return len(self.arms)

@@ -214,9 +214,9 @@ class ChoiceModel(PolicyBase):
         self.learn_run(lessons, rng)
 
     def learn_run(self, lessons: Lessons, rng: np.random.Generator, x: NDArray[np.float64] | None = None) -> Run:
-        """A run of calls in minibatches of `BATCH` (`learn_calls`), each distinct query's x(q) once (`x`:
-        one row per context, computed by the caller); returns each call's probability of the called tool
-        before its minibatch (what `learn_call` returns of one) and its cosine (`Run`)."""
+        """A run of calls in minibatches of `lessons.minibatch` or else `BATCH` (`learn_calls`), each distinct
+        query's x(q) once (`x`: one row per context, computed by the caller); returns each call's probability of
+        the called tool before its minibatch (what `learn_call` returns of one) and its cosine (`Run`)."""
         if lessons.rows is None:
             raise ValueError(f"{self.name} learns calls among their candidates: the run has no feature rows")
         n, candidates = len(lessons), lessons.candidates
@@ -232,9 +232,10 @@ class ChoiceModel(PolicyBase):
         self._ensure(int(candidates.max()))
         run = Minibatch(self.theta.astype(np.float32), x.astype(np.float32), in_order(candidates))
         before, cosine = np.zeros(n), np.zeros(n)
+        size = lessons.minibatch or BATCH
         with one_blas_thread():
-            for start in range(0, n, BATCH):
-                part = range(start, min(start + BATCH, n))
+            for start in range(0, n, size):
+                part = range(start, min(start + size, n))
                 window = slice(part.start, part.stop)
                 rows = lessons.rows(part)
                 cosine[window] = rows[np.arange(len(part)), called[window], 0]
