@@ -220,13 +220,20 @@ def test_a_server_moved_into_an_existing_toolwise_config_is_written_as_the_clien
     assert config.read_text() == before.replace("\n    }\n  }\n}", "\n    },\n    " + added + "\n  }\n}")
 
 
-def test_undo_after_an_edit_puts_each_server_back_as_it_was_written(home: Path) -> None:
+def _installed_then_edited() -> tuple[Path, str]:
+    """Cursor's file with one server, toolwise installed over it, then the file edited by hand (so an undo has
+    no backup to restore and puts the server back itself): the file and the server's line as it was written."""
     path = clients.client_config_path(Client.cursor, "linux")
     path.parent.mkdir(parents=True)
     moved = '    "time": {"command": "uvx", "args": ["mcp-server-time"]}'
     path.write_text("\n".join(["{", '  "mcpServers": {', moved, "  }", "}", ""]))
     install.run(Client.cursor, None, dry_run=False, undo_it=False)
-    path.write_text(path.read_text().replace("{\n", '{\n  "theme": "dark",\n', 1))  # no backup to restore now
+    path.write_text(path.read_text().replace("{\n", '{\n  "theme": "dark",\n', 1))
+    return path, moved
+
+
+def test_undo_after_an_edit_puts_each_server_back_as_it_was_written(home: Path) -> None:
+    path, moved = _installed_then_edited()
     install.run(Client.cursor, None, dry_run=False, undo_it=True)
     assert path.read_text() == "\n".join(["{", '  "theme": "dark",', '  "mcpServers": {', moved, "  }", "}", ""])
 
@@ -245,12 +252,7 @@ def test_undo_after_an_edit_with_the_toolwise_config_broken_says_so_and_puts_the
 ) -> None:
     """The toolwise config only gives the layout the servers go back in (they come from the install's record):
     unreadable, the undo goes on in the client file's layout and says which file and what was wrong."""
-    path = clients.client_config_path(Client.cursor, "linux")
-    path.parent.mkdir(parents=True)
-    moved = '    "time": {"command": "uvx", "args": ["mcp-server-time"]}'
-    path.write_text("\n".join(["{", '  "mcpServers": {', moved, "  }", "}", ""]))
-    install.run(Client.cursor, None, dry_run=False, undo_it=False)
-    path.write_text(path.read_text().replace("{\n", '{\n  "theme": "dark",\n', 1))  # no backup to restore now
+    path, _ = _installed_then_edited()
     config = home / ".config" / "toolwise" / "cursor.json"
     if broken is None:
         config.unlink()

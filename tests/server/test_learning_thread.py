@@ -7,6 +7,7 @@ import asyncio
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,36 @@ from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.rl import Step
 from toolwise.server.app import Toolwise
 from toolwise.server.handlers import STALE_CALLS
+
+
+@dataclass
+class Learned:
+    """What a learner was asked to learn, in order: each run's size and minibatch, each call learned alone."""
+
+    runs: list[tuple[int, int | None]] = field(default_factory=list)
+    ones: list[str] = field(default_factory=list)
+
+    @property
+    def run_sizes(self) -> list[int]:
+        return [size for size, _ in self.runs]
+
+
+def spy_on(learner: Any, monkeypatch: pytest.MonkeyPatch) -> Learned:
+    """The learner's `learn_many` and `learn`, noted (`Learned`) and then done as before."""
+    seen = Learned()
+    learn_many, learn = learner.learn_many, learner.learn
+
+    def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.runs.append((len(steps), kwargs.get("minibatch")))
+        return learn_many(steps, *args, **kwargs)
+
+    def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
+        seen.ones.append(step.tool)
+        return learn(step, *args, **kwargs)
+
+    monkeypatch.setattr(learner, "learn_many", run_spy)
+    monkeypatch.setattr(learner, "learn", one_spy)
+    return seen
 
 
 async def caught_up(app: Toolwise) -> None:
@@ -80,28 +111,14 @@ async def test_calls_queued_behind_learning_are_learned_as_runs_each_record_keep
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
-        learner = app.learning.learner
-        runs: list[int] = []
-        ones: list[str] = []
-        learn_many, learn = learner.learn_many, learner.learn
-
-        def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
-            runs.append(len(steps))
-            return learn_many(steps, *args, **kwargs)
-
-        def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
-            ones.append(step.tool)
-            return learn(step, *args, **kwargs)
-
-        monkeypatch.setattr(learner, "learn_many", run_spy)
-        monkeypatch.setattr(learner, "learn", one_spy)
+        seen = spy_on(app.learning.learner, monkeypatch)
         for i in range(service.BEHIND * 3):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
         assert not (await client.call_tool("toy__echo", {"text": "followed"})).is_error  # learned on its own
         await app.learning.drain()
-        assert sum(runs) == service.BEHIND * 3 and max(runs) <= service.LEARN_RUN
-        assert ones == ["toy__echo"], "a call that follows a recommendation is learned one at a time"
+        assert sum(seen.run_sizes) == service.BEHIND * 3 and max(seen.run_sizes) <= service.LEARN_RUN
+        assert seen.ones == ["toy__echo"], "a call that follows a recommendation is learned one at a time"
         stats = ok(await client.call_tool("get_learning_stats", {}))
         assert stats["updates"] == service.BEHIND * 3 + 1
     learned = rows(tmp_path, "SELECT reward, context_hash FROM executions")
@@ -119,26 +136,12 @@ async def test_two_plain_calls_waiting_without_a_seed_are_learned_as_one_run_and
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=seed) as (app, client):
         await caught_up(app)
-        learner = app.learning.learner
-        runs: list[tuple[int, int | None]] = []
-        ones: list[str] = []
-        learn_many, learn = learner.learn_many, learner.learn
-
-        def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
-            runs.append((len(steps), kwargs.get("minibatch")))
-            return learn_many(steps, *args, **kwargs)
-
-        def one_spy(step: Step, *args: Any, **kwargs: Any) -> Any:
-            ones.append(step.tool)
-            return learn(step, *args, **kwargs)
-
-        monkeypatch.setattr(learner, "learn_many", run_spy)
-        monkeypatch.setattr(learner, "learn", one_spy)
+        seen = spy_on(app.learning.learner, monkeypatch)
         for i in range(2):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         await app.learning.drain()
         # in minibatches of KEEP_UP_BATCH: a run learns about as much per call as a step each (not the replay's 32)
-        assert (runs, len(ones)) == (([(2, service.KEEP_UP_BATCH)], 0) if seed is None else ([], 2))
+        assert (seen.runs, len(seen.ones)) == (([(2, service.KEEP_UP_BATCH)], 0) if seed is None else ([], 2))
         assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == 2
 
 
@@ -152,20 +155,12 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
     monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.BEHIND)
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
-        learner = app.learning.learner
-        runs: list[int] = []
-        learn_many = learner.learn_many
-
-        def run_spy(steps: Any, *args: Any, **kwargs: Any) -> Any:
-            runs.append(len(steps))
-            return learn_many(steps, *args, **kwargs)
-
-        monkeypatch.setattr(learner, "learn_many", run_spy)
+        seen = spy_on(app.learning.learner, monkeypatch)
         for i in range(service.BEHIND * 3):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         await app.learning.drain()
         # 3 short runs' worth waiting: one long run, then the rest (still behind: not a call at a time) as a short one
-        assert runs == [2 * service.BEHIND, service.BEHIND]
+        assert seen.run_sizes == [2 * service.BEHIND, service.BEHIND]
         assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == service.BEHIND * 3
 
 
