@@ -13,14 +13,19 @@ LAYERS = ["lazy", "errors", "rl", "feedback", "sdk", "background", "config", "do
 SHIMS = {SRC / "server" / "__main__.py", SRC / "__main__.py"}  # launchers of the CLI, nothing imports them
 
 
+def is_module(name: str) -> bool:
+    return (SRC / f"{name}.py").exists()
+
+
 def imports(path: Path) -> list[tuple[int, str]]:
-    """The toolwise packages a module imports from (at any depth: lazy imports count too)."""
+    """The toolwise packages a module imports from (at any depth: lazy imports count too); a name of the root
+    package itself (`__version__`: its `__init__` imports nothing) is below every layer."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("toolwise."):
             found.append((node.lineno, node.module.split(".")[1]))
-        elif isinstance(node, ast.ImportFrom) and node.module == "toolwise":
-            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module == "toolwise":  # a package, or the root's own name
+            found.extend((node.lineno, a.name) for a in node.names if (SRC / a.name).is_dir() or is_module(a.name))
     return found
 
 
