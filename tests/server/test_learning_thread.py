@@ -476,3 +476,42 @@ async def test_a_recommendation_whose_session_ended_while_it_waited_for_the_lock
     after, opened = learning.attribute("git__git_log", None, "s", "s")
     assert opened is None and learning.sessions.find("s") is after  # a new session of that name, no decision
     await feedback.aclose()
+
+
+async def test_a_burst_of_calls_is_learned_once_it_pauses_not_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learning thread shares the GIL with the event loop: calls coming back to back are served with
+    nothing learned beside them, and every one is learned and recorded once they pause."""
+    monkeypatch.setattr(service, "QUIET_S", 1.0)  # calls within a second of each other are a burst
+    monkeypatch.setattr(service, "LATEST_S", 3600.0)
+    monkeypatch.setattr(service, "HAND_OVER", 10_000)
+    async with running(tmp_path) as (app, client):
+        await caught_up(app)
+        end = time.monotonic() + 4 * service.IDLE_DRAIN_S  # a lone call would have been learned meanwhile
+        made = 0
+        while time.monotonic() < end:
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
+            made += 1
+        assert app.learning.pending == made, "calls of the burst were learned beside it"
+        async with asyncio.timeout(20):
+            while app.learning.pending:
+                await asyncio.sleep(0.01)
+        await app.feedback.flush()
+        assert rows(tmp_path, "SELECT count(*), count(reward) FROM executions") == [(made, made)]
+
+
+async def test_a_burst_is_learned_beside_it_once_it_lasts_longer_than_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a recommendation may read stale is bounded in time too: a burst that goes on is learned as it goes."""
+    monkeypatch.setattr(service, "QUIET_S", 1.0)
+    monkeypatch.setattr(service, "HAND_OVER", 10_000)
+    async with running(tmp_path) as (app, client):
+        await caught_up(app)
+        made = 0
+        async with asyncio.timeout(20):
+            while not made or app.learning.pending == made:
+                assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
+                made += 1
+        assert made > 1

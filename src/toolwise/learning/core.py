@@ -128,6 +128,8 @@ class LearningCore:
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._progress = asyncio.Event()  # set (and replaced) once a drainer took calls off or let go of `_order`
         self._idle: asyncio.TimerHandle | None = None
+        self._seen = 0  # `_noted` at the idle drain's last look: more since then, and calls are still coming
+        self._latest = 0.0  # the loop's time by which the idle drain runs, calls coming or not
         self._draining = Background()
         self._unawaited: dict[asyncio.Future[Any], str] = {}  # work gone on without its caller (what): awaited at close
         self._closing = False

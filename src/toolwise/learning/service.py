@@ -11,7 +11,9 @@ learner learns on its own thread (learning/worker.py), never on the event loop; 
 sits on the path of a call.
 
 What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note`
-only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the
+only notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`; while calls keep coming back to back, once they
+pause, `QUIET_S`, within `LATEST_S` or `HAND_OVER` calls: a call served while the learning thread learns waits for
+the GIL at each turn of the loop): up to `HAND_OVER` calls handed to the
 learning thread at once and learned there while the event loop serves calls, a reader of the learned
 state let in between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and
 context hashes, computed on the loop), then queued for the store; and always before anything reads
@@ -65,7 +67,9 @@ from toolwise.rl import Decision, StepColumns
 log = logging.getLogger(__name__)
 
 
-IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
+IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some, unless calls keep coming:
+QUIET_S = 0.01  # then once none came for this long (a burst's calls are not slowed by its learning beside them),
+LATEST_S = 0.25  # or this long after that first call, or once `HAND_OVER` calls wait, whichever comes first
 RECORDS_PER_TURN = 16  # records queued from a hand-over before the event loop's calls get a turn
 HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
 BEHIND = 16  # calls pending from which learning is behind: the thread learns them as runs (`_learn_runs`)
@@ -126,7 +130,9 @@ class LearningService(LearningCore):
         self._noted += 1
         session.add(execution)
         if self._idle is None:
-            self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
+            loop = asyncio.get_running_loop()
+            self._idle = loop.call_later(IDLE_DRAIN_S, self._drain_when_idle)
+            self._seen, self._latest = self._noted, loop.time() + LATEST_S
         return execution.id
 
     @property
@@ -379,7 +385,15 @@ class LearningService(LearningCore):
         self._unawaited.pop(work, None)
 
     def _drain_when_idle(self) -> None:
+        """The deferred work, once the calls pause (`QUIET_S`): the learning thread shares the GIL with the
+        event loop, and a call served while it learns waits for it at every turn of the loop; the calls of a
+        burst, back to back, are learned once it ends, within `LATEST_S` or `HAND_OVER` calls."""
         self._idle = None
+        loop = asyncio.get_running_loop()
+        if self._noted != self._seen and len(self._pending) < HAND_OVER and loop.time() < self._latest:
+            self._seen = self._noted
+            self._idle = loop.call_at(min(loop.time() + QUIET_S, self._latest), self._drain_when_idle)
+            return
         if self._pending:
             self._draining.spawn(
                 self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
