@@ -515,3 +515,23 @@ async def test_a_burst_is_learned_beside_it_once_it_lasts_longer_than_the_bound(
                 assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
                 made += 1
         assert made > 1
+
+
+async def test_a_recommendation_asked_during_a_burst_starts_its_learning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader beside calls that never pause reads a state as fresh as if the burst's calls had not waited:
+    asking starts their learning (it waits for none of them, the newest STALE_CALLS being allowed)."""
+    monkeypatch.setattr(service, "QUIET_S", 60.0)  # the burst goes on as far as the idle drain can tell
+    monkeypatch.setattr(service, "LATEST_S", 3600.0)
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 0.01)
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        for i in range(5):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        await asyncio.sleep(0.05)  # the idle drain looked once and waits for the burst to pause
+        assert app.learning.pending == 5
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        async with asyncio.timeout(10):
+            while app.learning.pending:
+                await asyncio.sleep(0.01)

@@ -130,6 +130,7 @@ class LearningCore:
         self._idle: asyncio.TimerHandle | None = None
         self._seen = 0  # `_noted` at the idle drain's last look: more since then, and calls are still coming
         self._latest = 0.0  # the loop's time by which the idle drain runs, calls coming or not
+        self._burst = False  # the idle drain waits for a burst of calls to pause (a read starts it: `caught_up`)
         self._draining = Background()
         self._unawaited: dict[asyncio.Future[Any], str] = {}  # work gone on without its caller (what): awaited at close
         self._closing = False

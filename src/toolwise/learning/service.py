@@ -157,7 +157,9 @@ class LearningService(LearningCore):
     async def caught_up(self, stale: int) -> None:
         """Return once at most the newest `stale` calls noted so far wait to be learned: a recommendation's
         staleness bound (server/handlers.py), which waits for the calls before those, not for every one:
-        while a drain is on, for the hand-over of it that learns them, not for the rest of it."""
+        while a drain is on, for the hand-over of it that learns them, not for the rest of it. The calls of a burst
+        waiting for it to pause are learned from now on (`_learn_burst_now`), as without the wait."""
+        self._learn_burst_now()
         end = self._noted - stale
         while self._taken < end:
             if self._order.locked():
@@ -384,14 +386,24 @@ class LearningService(LearningCore):
     def _finished_unawaited(self, work: asyncio.Future[Any]) -> None:
         self._unawaited.pop(work, None)
 
+    def _learn_burst_now(self) -> None:
+        """A read of the learned state while a burst's calls wait (`_drain_when_idle`): their learning starts now,
+        so that a reader beside calls that never pause reads as fresh a state as without the wait."""
+        if self._burst and self._idle is not None:
+            self._idle.cancel()
+            self._idle, self._burst = None, False
+            self._draining.spawn(
+                self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
+            )
+
     def _drain_when_idle(self) -> None:
         """The deferred work, once the calls pause (`QUIET_S`): the learning thread shares the GIL with the
         event loop, and a call served while it learns waits for it at every turn of the loop; the calls of a
         burst, back to back, are learned once it ends, within `LATEST_S` or `HAND_OVER` calls."""
-        self._idle = None
+        self._idle, self._burst = None, False
         loop = asyncio.get_running_loop()
         if self._noted != self._seen and len(self._pending) < HAND_OVER and loop.time() < self._latest:
-            self._seen = self._noted
+            self._seen, self._burst = self._noted, True
             self._idle = loop.call_at(min(loop.time() + QUIET_S, self._latest), self._drain_when_idle)
             return
         if self._pending:
