@@ -15,6 +15,8 @@ import pytest
 from tests.server.surface import held_elsewhere, ok, rows, running
 from tests.server.test_persistence import proxied
 from tests.server.test_persistence import service as open_services
+from toolwise.downstream.outcome import CallOutcome
+from toolwise.feedback import utcnow
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.rl import Step
@@ -535,3 +537,49 @@ async def test_a_recommendation_asked_during_a_burst_starts_its_learning(
         async with asyncio.timeout(10):
             while app.learning.pending:
                 await asyncio.sleep(0.01)
+
+
+async def test_calls_that_go_on_past_the_bound_are_learned_as_they_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Traffic that does not pause is learned beside it, as before the wait for a pause: once a burst has run
+    past its bound, the idle drain no longer waits, and the calls after it are learned while they keep coming.
+    The idle drain's looks are made here by hand (`_drain_when_idle`: its timers are an hour away)."""
+    for name in ("IDLE_DRAIN_S", "QUIET_S", "HAND_OVER"):
+        monkeypatch.setattr(service, name, 3600)
+    monkeypatch.setattr(service, "LATEST_S", 0.0)  # the first burst is past its bound at the first look
+    async with running(tmp_path) as (app, _):
+        await caught_up(app)
+        learning = app.learning
+        session = learning.sessions.get("traffic")
+
+        def calls(n: int) -> None:
+            for _ in range(n):
+                learning.note(
+                    session,
+                    tool="toy__echo",
+                    server="toy",
+                    arguments=None,
+                    outcome=CallOutcome(result_size=10),
+                    started_at=utcnow(),
+                    latency_ms=2.0,
+                )
+
+        async def learned() -> None:
+            async with asyncio.timeout(10):
+                while learning.pending:
+                    await asyncio.sleep(0.01)
+
+        calls(3)
+        learning._drain_when_idle()  # calls still coming, and past the bound: learned now
+        await learned()
+        monkeypatch.setattr(service, "LATEST_S", 3600.0)  # a bound far off: a burst would wait for a pause
+        calls(2)
+        learning._drain_when_idle()  # calls still coming: the traffic went on, so they are learned as they come
+        await learned()
+        calls(1)
+        learning._drain_when_idle()  # none came since the last look: a pause, the traffic ended
+        await learned()
+        calls(2)
+        learning._drain_when_idle()  # a new burst waits for its pause again
+        assert learning.pending == 2

@@ -399,13 +399,18 @@ class LearningService(LearningCore):
     def _drain_when_idle(self) -> None:
         """The deferred work, once the calls pause (`QUIET_S`): the learning thread shares the GIL with the
         event loop, and a call served while it learns waits for it at every turn of the loop; the calls of a
-        burst, back to back, are learned once it ends, within `LATEST_S` or `HAND_OVER` calls."""
+        burst, back to back, are learned once it ends, within `LATEST_S` or `HAND_OVER` calls; calls that go on
+        past that are learned beside them, as they come, until they pause (waiting again would only gather
+        the same learning into larger lumps)."""
         self._idle, self._burst = None, False
         loop = asyncio.get_running_loop()
-        if self._noted != self._seen and len(self._pending) < HAND_OVER and loop.time() < self._latest:
+        coming = self._noted != self._seen
+        if coming and not self._sustained and len(self._pending) < HAND_OVER and loop.time() < self._latest:
             self._seen, self._burst = self._noted, True
             self._idle = loop.call_at(min(loop.time() + QUIET_S, self._latest), self._drain_when_idle)
             return
+        # calls that went on past the bound are learned beside them, every IDLE_DRAIN_S, until they pause
+        self._sustained = coming
         if self._pending:
             self._draining.spawn(
                 self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
