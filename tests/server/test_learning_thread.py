@@ -16,6 +16,8 @@ import pytest
 from tests.server.surface import held_elsewhere, ok, rows, running
 from tests.server.test_persistence import TOOLS, proxied
 from tests.server.test_persistence import service as open_services
+from toolwise.downstream.outcome import CallOutcome
+from toolwise.feedback import utcnow
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.rl import Step
@@ -582,3 +584,108 @@ async def test_a_catalogue_change_is_taken_beside_the_event_loop_with_the_lock_f
     assert meanwhile == [True], "the event loop ran nothing while the learner took the catalogue"
     assert [doc.name for doc in learning.tool_docs] == [t.name for t in TOOLS[:2]]
     await feedback.aclose()
+
+
+async def test_a_burst_of_calls_is_learned_once_it_pauses_not_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learning thread shares the GIL with the event loop: calls coming back to back are served with
+    nothing learned beside them, and every one is learned and recorded once they pause."""
+    monkeypatch.setattr(service, "QUIET_S", 1.0)  # calls within a second of each other are a burst
+    monkeypatch.setattr(service, "LATEST_S", 3600.0)
+    monkeypatch.setattr(service, "HAND_OVER", 10_000)
+    async with running(tmp_path) as (app, client):
+        await caught_up(app)
+        end = time.monotonic() + 4 * service.IDLE_DRAIN_S  # a lone call would have been learned meanwhile
+        made = 0
+        while time.monotonic() < end:
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
+            made += 1
+        assert app.learning.pending == made, "calls of the burst were learned beside it"
+        async with asyncio.timeout(20):
+            while app.learning.pending:
+                await asyncio.sleep(0.01)
+        await app.feedback.flush()
+        assert rows(tmp_path, "SELECT count(*), count(reward) FROM executions") == [(made, made)]
+
+
+async def test_a_burst_is_learned_beside_it_once_it_lasts_longer_than_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a recommendation may read stale is bounded in time too: a burst that goes on is learned as it goes."""
+    monkeypatch.setattr(service, "QUIET_S", 1.0)
+    monkeypatch.setattr(service, "HAND_OVER", 10_000)
+    async with running(tmp_path) as (app, client):
+        await caught_up(app)
+        made = 0
+        async with asyncio.timeout(20):
+            while not made or app.learning.pending == made:
+                assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
+                made += 1
+        assert made > 1
+
+
+async def test_a_recommendation_asked_during_a_burst_starts_its_learning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader beside calls that never pause reads a state as fresh as if the burst's calls had not waited:
+    asking starts their learning (it waits for none of them, the newest STALE_CALLS being allowed)."""
+    monkeypatch.setattr(service, "QUIET_S", 60.0)  # the burst goes on as far as the idle drain can tell
+    monkeypatch.setattr(service, "LATEST_S", 3600.0)
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 0.01)
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        for i in range(5):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        await asyncio.sleep(0.05)  # the idle drain looked once and waits for the burst to pause
+        assert app.learning.pending == 5
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        async with asyncio.timeout(10):
+            while app.learning.pending:
+                await asyncio.sleep(0.01)
+
+
+async def test_calls_that_go_on_past_the_bound_are_learned_as_they_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Traffic that does not pause is learned beside it, as before the wait for a pause: once a burst has run
+    past its bound, the idle drain no longer waits, and the calls after it are learned while they keep coming.
+    The idle drain's looks are made here by hand (`_drain_when_idle`: its timers are an hour away)."""
+    for name in ("IDLE_DRAIN_S", "QUIET_S", "HAND_OVER"):
+        monkeypatch.setattr(service, name, 3600)
+    monkeypatch.setattr(service, "LATEST_S", 0.0)  # the first burst is past its bound at the first look
+    async with running(tmp_path) as (app, _):
+        await caught_up(app)
+        learning = app.learning
+        session = learning.sessions.get("traffic")
+
+        def calls(n: int) -> None:
+            for _ in range(n):
+                learning.note(
+                    session,
+                    tool="toy__echo",
+                    server="toy",
+                    arguments=None,
+                    outcome=CallOutcome(result_size=10),
+                    started_at=utcnow(),
+                    latency_ms=2.0,
+                )
+
+        async def learned() -> None:
+            async with asyncio.timeout(10):
+                while learning.pending:
+                    await asyncio.sleep(0.01)
+
+        calls(3)
+        learning._drain_when_idle()  # calls still coming, and past the bound: learned now
+        await learned()
+        monkeypatch.setattr(service, "LATEST_S", 3600.0)  # a bound far off: a burst would wait for a pause
+        calls(2)
+        learning._drain_when_idle()  # calls still coming: the traffic went on, so they are learned as they come
+        await learned()
+        calls(1)
+        learning._drain_when_idle()  # none came since the last look: a pause, the traffic ended
+        await learned()
+        calls(2)
+        learning._drain_when_idle()  # a new burst waits for its pause again
+        assert learning.pending == 2

@@ -127,6 +127,10 @@ class LearningCore:
         self._taken = 0
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
         self._idle: asyncio.TimerHandle | None = None
+        self._seen = 0  # `_noted` at the idle drain's last look: more since then, and calls are still coming
+        self._latest = 0.0  # the loop's time by which the idle drain runs, calls coming or not
+        self._burst = False  # the idle drain waits for a burst of calls to pause (a read starts it: `caught_up`)
+        self._sustained = False  # calls went on past that wait's bound: learned as they come until they pause
         self._draining = Background()
         self._unawaited: dict[asyncio.Future[Any], str] = {}  # work gone on without its caller (what): awaited at close
         self._closing = False

@@ -11,14 +11,16 @@ learner learns on its own thread (learning/worker.py), never on the event loop; 
 sits on the path of a call.
 
 What a call leaves to do (compute the reward, update the policy, queue the record) is deferred: `note` only
-notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`): up to `HAND_OVER` calls handed to the learning
-thread at once and learned there while the event loop serves calls, a reader of the learned state let in
-between chunks of `LEARN_CHUNK` calls (with learning off a chunk is only its rewards and context hashes,
-computed on the loop while the lock is free), then queued for the store; and always before anything reads what
-was recorded (every own tool drains first, a recommendation one hand-over at most of the calls before the
-newest `STALE_CALLS` of server/handlers.py, `caught_up`; so does shutdown). A drain takes the calls noted
-before it was asked, those noted meanwhile are the next drain's. Drained in call order, by one drainer at a
-time, so under a seed learning is the same as if each call had been learned from on the spot.
+notes it, and `drain` does it shortly after (`IDLE_DRAIN_S`; while calls keep coming back to back, once they
+pause, `QUIET_S`, within `LATEST_S` or `HAND_OVER` calls: a call served while the learning thread learns waits for
+the GIL at each turn of the loop): up to `HAND_OVER` calls handed to the learning thread at once and learned there
+while the event loop serves calls, a reader of the learned state let in between chunks of `LEARN_CHUNK` calls
+(with learning off a chunk is only its rewards and context hashes, computed on the loop while the lock is free),
+then queued for the store; and always before anything reads what was recorded (every own tool drains first, a
+recommendation one hand-over at most of the calls before the newest `STALE_CALLS` of server/handlers.py,
+`caught_up`; so does shutdown). A drain takes the calls noted before it was asked, those noted meanwhile are the
+next drain's. Drained in call order, by one drainer at a time, so under a seed learning is the same as if each
+call had been learned from on the spot.
 Without a seed (the default), a drain that finds `RUNS_FROM` calls or more waiting learns each stretch of
 them that follows no recommendation as one run of up to `LEARN_RUN` (`Learner.learn_many`: minibatches, as a
 replay of the log learns, a run's fixed work shared by its calls), and of up to `CATCH_UP_RUN` once that many
@@ -68,7 +70,9 @@ from toolwise.rl import Decision, StepColumns
 log = logging.getLogger(__name__)
 
 
-IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some
+IDLE_DRAIN_S = 0.05  # deferred work is done this long after the first call that left some, unless calls keep coming:
+QUIET_S = 0.01  # then once none came for this long (a burst's calls are not slowed by its learning beside them),
+LATEST_S = 0.25  # or this long after that first call, or once `HAND_OVER` calls wait, whichever comes first
 RECORDS_PER_TURN = 16  # records queued from a hand-over before the event loop's calls get a turn
 HAND_OVER = 64  # calls handed to the learning thread at once: a round trip between the threads for each
 RUNS_FROM = 2  # calls pending from which the thread learns them as runs (`_learn_runs`), without a seed
@@ -131,7 +135,9 @@ class LearningService(LearningCore):
         self._noted += 1
         session.add(execution)
         if self._idle is None:
-            self._idle = asyncio.get_running_loop().call_later(IDLE_DRAIN_S, self._drain_when_idle)
+            loop = asyncio.get_running_loop()
+            self._idle = loop.call_later(IDLE_DRAIN_S, self._drain_when_idle)
+            self._seen, self._latest = self._noted, loop.time() + LATEST_S
         return execution.id
 
     @property
@@ -159,7 +165,9 @@ class LearningService(LearningCore):
         hand-over of the oldest of them is learned first; with a drain on, nothing is waited for here (the
         read after it waits for the lock the run being learned holds). A backlog beyond that is the drain's,
         learned while the recommendation answers from the state as it is: waiting for it made a
-        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md)."""
+        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md). The calls of a
+        burst waiting for it to pause are learned from now on (`_learn_burst_now`), as without the wait."""
+        self._learn_burst_now()
         end = self._noted - stale
         if self._taken < end and not self._order.locked():
             await self._drain_until(min(end, self._taken + self._run_size(self._as_runs())))
@@ -377,8 +385,31 @@ class LearningService(LearningCore):
     def _finished_unawaited(self, work: asyncio.Future[Any]) -> None:
         self._unawaited.pop(work, None)
 
+    def _learn_burst_now(self) -> None:
+        """A read of the learned state while a burst's calls wait (`_drain_when_idle`): their learning starts now,
+        so that a reader beside calls that never pause reads as fresh a state as without the wait."""
+        if self._burst and self._idle is not None:
+            self._idle.cancel()
+            self._idle, self._burst = None, False
+            self._draining.spawn(
+                self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
+            )
+
     def _drain_when_idle(self) -> None:
-        self._idle = None
+        """The deferred work, once the calls pause (`QUIET_S`): the learning thread shares the GIL with the
+        event loop, and a call served while it learns waits for it at every turn of the loop; the calls of a
+        burst, back to back, are learned once it ends, within `LATEST_S` or `HAND_OVER` calls; calls that go on
+        past that are learned beside them, as they come, until they pause (waiting again would only gather
+        the same learning into larger lumps)."""
+        self._idle, self._burst = None, False
+        loop = asyncio.get_running_loop()
+        coming = self._noted != self._seen
+        if coming and not self._sustained and len(self._pending) < HAND_OVER and loop.time() < self._latest:
+            self._seen, self._burst = self._noted, True
+            self._idle = loop.call_at(min(loop.time() + QUIET_S, self._latest), self._drain_when_idle)
+            return
+        # calls that went on past the bound are learned beside them, every IDLE_DRAIN_S, until they pause
+        self._sustained = coming
         if self._pending:
             self._draining.spawn(
                 self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"

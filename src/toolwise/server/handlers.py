@@ -115,7 +115,7 @@ async def call_own(
             # seed (decisions that replay exactly)
             await app.learning.drain()
         elif not app.learning.loading:  # none is learned before the load: meanwhile it answers from the prior
-            # a recommendation reads the learned state as it is (a call is learned within IDLE_DRAIN_S), unless
+            # a recommendation reads the learned state as it is (a call is learned within LATEST_S), unless
             # more than STALE_CALLS calls wait: then it waits for one run of the older ones (`caught_up`)
             await app.learning.caught_up(STALE_CALLS)
     except StoreUnavailableError as exc:
