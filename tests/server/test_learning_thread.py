@@ -16,8 +16,6 @@ import pytest
 from tests.server.surface import held_elsewhere, ok, rows, running
 from tests.server.test_persistence import TOOLS, proxied
 from tests.server.test_persistence import service as open_services
-from toolwise.downstream.outcome import CallOutcome
-from toolwise.feedback import utcnow
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK
 from toolwise.rl import Step
@@ -657,19 +655,10 @@ async def test_calls_that_go_on_past_the_bound_are_learned_as_they_come(
     async with running(tmp_path) as (app, _):
         await caught_up(app)
         learning = app.learning
-        session = learning.sessions.get("traffic")
 
         def calls(n: int) -> None:
             for _ in range(n):
-                learning.note(
-                    session,
-                    tool="toy__echo",
-                    server="toy",
-                    arguments=None,
-                    outcome=CallOutcome(result_size=10),
-                    started_at=utcnow(),
-                    latency_ms=2.0,
-                )
+                proxied(app.services, "traffic", "toy__echo")
 
         async def learned() -> None:
             async with asyncio.timeout(10):

@@ -266,16 +266,7 @@ async def test_a_restore_loads_off_the_event_loop_and_learns_the_calls_noted_mea
     async with asyncio.timeout(10):
         while not gate.entered.is_set():
             await asyncio.sleep(0.01)
-    session = services.learning.sessions.get("meanwhile")
-    noted = services.learning.note(
-        session,
-        tool="git__git_log",
-        server="git",
-        arguments=None,
-        outcome=CallOutcome(result_size=10),
-        started_at=utcnow(),
-        latency_ms=20.0,
-    )
+    noted = proxied(services, "meanwhile", "git__git_log")
     events.append("call noted")
     draining = asyncio.create_task(services.learning.drain())
     await asyncio.sleep(0.2)

@@ -391,9 +391,7 @@ class LearningService(LearningCore):
         if self._burst and self._idle is not None:
             self._idle.cancel()
             self._idle, self._burst = None, False
-            self._draining.spawn(
-                self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
-            )
+            self._spawn_drain()
 
     def _drain_when_idle(self) -> None:
         """The deferred work, once the calls pause (`QUIET_S`): the learning thread shares the GIL with the
@@ -411,9 +409,10 @@ class LearningService(LearningCore):
         # calls that went on past the bound are learned beside them, every IDLE_DRAIN_S, until they pause
         self._sustained = coming
         if self._pending:
-            self._draining.spawn(
-                self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed"
-            )
+            self._spawn_drain()
+
+    def _spawn_drain(self) -> None:
+        self._draining.spawn(self._drain_or_retry(), name="toolwise-drain", failure="recording deferred calls failed")
 
     async def _drain_or_retry(self) -> None:
         """The idle drain; while the database refuses records the calls stay noted (not lost) and

@@ -68,6 +68,7 @@ from toolwise.rl.policies.choice_features import query_features, stacked_feature
 from toolwise.rl.policies.choice_step import (
     Calls,
     Minibatch,
+    best_k,
     minibatch_shortlist,
     minibatch_step,
     shortlist,
@@ -180,7 +181,7 @@ class ChoiceModel(PolicyBase):
         c = self.config
         scores = self.scores(self.features(context), arms, prior)
         if len(scores) > c.shortlist:
-            short = np.argpartition(-scores, c.shortlist - 1)[: c.shortlist]
+            short = best_k(scores, c.shortlist)
             arms, scores = arms.take(short), scores.take(short)
         order, best, ties = rank(scores, rng)
         explored = bool(c.epsilon and rng.random() < c.epsilon)

@@ -25,12 +25,17 @@ def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     return p
 
 
+def best_k(scores: NDArray[np.float64], k: int) -> NDArray[np.intp]:
+    """Where the `k` best `scores` are, in no order: the choice model's shortlist (`ChoiceModel.select`)."""
+    return np.argpartition(-scores, k - 1)[:k]
+
+
 def shortlisted_softmax(scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     """Each score's probability as the choice model reports it: the softmax over the `k` best (its shortlist,
     picked as `ChoiceModel.select` picks it); one outside it, over the shortlist and itself."""
     if len(scores) <= k:
         return softmax(scores)
-    short = np.argpartition(-scores, k - 1)[:k]
+    short = best_k(scores, k)
     e = np.exp(scores - scores.max())
     total = np.add.reduce(e.take(short))
     p: NDArray[np.float64] = e / (total + e)
@@ -72,7 +77,7 @@ def shortlist(
     scores: NDArray[np.float64], arms: NDArray[np.int64], called: int, passed_over: int | None, k: int
 ) -> NDArray[np.intp]:
     """Where in `arms` a call's softmax looks: the `k` best `scores`, the called arm and the one passed over."""
-    keep = np.argpartition(-scores, k - 1)[:k]
+    keep = best_k(scores, k)
     inside = np.flatnonzero(arms == called)
     keep = np.union1d(keep, inside)
     if passed_over is not None:
