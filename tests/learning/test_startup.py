@@ -6,6 +6,7 @@ real SQLite file; the snapshot's decoding is held until the test lets it go."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ async def test_a_start_with_a_snapshot_answers_from_the_prior_while_the_state_lo
 ) -> None:
     await first_run(tmp_path, calls=3)
     held = hold_decoding(monkeypatch)
-    async with running(tmp_path) as (app, client):
+    async with running(tmp_path, seed=None) as (app, client):  # a seed waits, so that decisions replay (below)
         await asyncio.to_thread(held.started.wait, HOLD_S)
         listed = {t.name for t in (await client.list_tools()).tools}
         held.events.append("tools/list answered")
@@ -97,6 +98,33 @@ async def test_a_start_with_a_snapshot_answers_from_the_prior_while_the_state_lo
     assert learned["policy"] == policy != "baseline"
     assert updates == 4  # the snapshot's 3 calls and the one made while it loaded, learned into it
     assert rows(tmp_path, "SELECT count(*) FROM executions") == [(4,)]  # recorded, none lost
+
+
+async def test_under_a_seed_a_recommendation_waits_for_the_start_to_catch_up_and_decides_as_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A seed makes decisions replay exactly: a recommendation asked while the start loads its learned state (and
+    learns the log after it) waits for that, as it waits for the calls made before it, and decides as once the start
+    is done, not from the prior. Else a seeded run's first decisions fell before or after the start's catch-up as the
+    machine's timing had it, and its learned state (the decisions counted) differed (docs/benchmarks.md)."""
+    await first_run(tmp_path / "settled", calls=2)
+    shutil.copytree(tmp_path / "settled", tmp_path / "raced")
+    async with running(tmp_path / "settled") as (_, client):
+        await serving_policy(client)
+        settled = ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+    held = hold_decoding(monkeypatch)
+    async with running(tmp_path / "raced") as (_, client):
+        await asyncio.to_thread(held.started.wait, HOLD_S)
+        asked = asyncio.create_task(client.call_tool("recommend_tool", {"query": "say hello back"}))
+        await asyncio.sleep(0.2)
+        held.events.append("recommend_tool answered" if asked.done() else "recommend_tool waits")
+        held.release.set()
+        raced = ok(await asked)
+    assert held.events == ["decode started", "recommend_tool waits", "decode done"]
+    assert raced["policy"] == settled["policy"] != "baseline"
+    for answer in (raced, settled):  # drawn per run (the decision) and per connection (the session)
+        del answer["decision_id"], answer["session_id"]
+    assert raced == settled
 
 
 async def test_a_server_stopped_before_its_state_loaded_keeps_the_snapshot_it_had(

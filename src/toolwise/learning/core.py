@@ -234,6 +234,11 @@ class LearningCore:
         """Return once the learned state is loaded (at once outside a server's start-up)."""
         await self.progress.until_loaded()
 
+    async def until_caught_up(self) -> None:
+        """Return once the learned state is loaded and has learned the log after it (at once outside a server's
+        start-up): a decision under a seed waits for it, so that it replays exactly (server/handlers.py)."""
+        await self.progress.until_caught_up()
+
     async def set_tools(self, tools: list[types.Tool], *, first: bool = False) -> None:
         """Teach the learner the running catalogue (`Teaching.set_tools`); returns once it knows this one (or
         a newer), or with `first` (a server's start) once it lists it, BM25 alone scoring it meanwhile."""

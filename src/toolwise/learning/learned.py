@@ -63,20 +63,25 @@ class LearnedState:
 
 class CatchUp:
     """Whether the learned state lags the log (loading a snapshot, replaying the log after it), and how
-    far the replay is: meanwhile recommendations come from the prior."""
+    far the replay is: meanwhile recommendations come from the prior (under a seed they wait: `until_caught_up`)."""
 
     def __init__(self) -> None:
-        self.active = False
         self.done = 0
         self.total = 0
         self._loaded = asyncio.Event()  # cleared while a server loads its learned state
         self._loaded.set()
+        self._caught_up = asyncio.Event()  # cleared while the state lags the log
+        self._caught_up.set()
+
+    @property
+    def active(self) -> bool:
+        return not self._caught_up.is_set()
 
     def begin(self) -> None:
-        self.active = True
+        self._caught_up.clear()
 
     def begin_loading(self) -> None:
-        self.active = True
+        self._caught_up.clear()
         self._loaded.clear()
 
     def end_loading(self) -> None:
@@ -89,8 +94,11 @@ class CatchUp:
     async def until_loaded(self) -> None:
         await self._loaded.wait()
 
+    async def until_caught_up(self) -> None:
+        await self._caught_up.wait()
+
     def begin_replay(self) -> None:
-        self.active = True
+        self._caught_up.clear()
         self.done = self.total = 0
 
     def to_replay(self, total: int) -> None:
@@ -100,4 +108,4 @@ class CatchUp:
         self.done += entries
 
     def finish(self) -> None:
-        self.active = False
+        self._caught_up.set()

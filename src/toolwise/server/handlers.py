@@ -112,7 +112,9 @@ async def call_own(
     try:
         if tool.waits or app.learning.settings.seed is not None:
             # what our tools report or change includes every call made so far; so does a decision under a
-            # seed (decisions that replay exactly)
+            # seed (decisions that replay exactly), which is not the prior's while a start catches up either
+            if not tool.waits:
+                await app.learning.until_caught_up()
             await app.learning.drain()
         elif not app.learning.loading:  # none is learned before the load: meanwhile it answers from the prior
             # a recommendation reads the learned state as it is (a call is learned within LATEST_S), unless
