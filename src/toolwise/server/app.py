@@ -131,7 +131,8 @@ class Toolwise:
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
-        # Embedded while it serves; with a seed before, so that decisions replay exactly.
+        # Listed and embedded while it serves (own tools wait for the listing); with a seed before, so that
+        # decisions replay exactly.
         await self.learning.set_tools(self.catalogue.tools(), first=self.config.toolwise.seed is None)
         await self.upkeep.heartbeat()
         heap.settle()  # what start-up built, out of the collections' walks: the upkeep settles the loaded state
