@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema.validators import Draft202012Validator
 
 from tests.learning.test_startup import HOLD_S, first_run, hold_decoding, serving_policy
-from tests.server.surface import ok, rows, running
+from tests.server.surface import ok, rows, running, text
 from toolwise.rl import Learner
 from toolwise.server.handlers import STALE_CALLS
 
@@ -81,3 +82,25 @@ async def test_a_start_serves_while_its_first_catalogue_is_listed_and_recommends
     assert held.events == ["listing started", "served", "listed", "recommend_tool answered"]
     downstream = [name for name in names if name.startswith("toy__")]
     assert sorted(r["tool"] for r in recommended["recommendations"]) == sorted(downstream) == sorted(listed)
+
+
+async def test_a_start_checks_no_input_schema_before_a_call_of_its_tool_needs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking every tool's input schema against the metaschema held the event loop at a start, before any
+    answer (docs/benchmarks.md): a tool's schema is checked at its first call, whose arguments are checked
+    against it all the same."""
+    checked: list[Any] = []
+    check_schema = Draft202012Validator.check_schema
+
+    def counted(cls: type[Draft202012Validator], schema: Any, *args: Any, **kwargs: Any) -> None:
+        checked.append(schema)
+        check_schema.__func__(cls, schema, *args, **kwargs)  # type: ignore[attr-defined]  # a classmethod's function
+
+    monkeypatch.setattr(Draft202012Validator, "check_schema", classmethod(counted))
+    async with running(tmp_path) as (app, client):
+        assert checked == [], f"{len(checked)} schemas checked at the start"
+        refused = await client.call_tool("toy__echo", {"text": 5})
+        ok(await client.call_tool("toy__echo", {"text": "hello"}))
+    assert refused.is_error and "not of type 'string'" in text(refused)
+    assert checked == [app.catalogue.routes["toy__echo"].public.input_schema], "one check, at the first call"
