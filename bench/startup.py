@@ -20,6 +20,14 @@ and `toolwise doctor`, and for `toolwise serve` the time from its spawn to its a
 toolwise's own CPU at that answer, and the CPU of the whole serve (its downstreams and the shutdown
 snapshot included) once the client closes stdin. With `--before DIR` (here a whole `src` folder, e.g.
 `git archive main | tar -x -C DIR/..`) each round also runs that code, alternating which goes first.
+
+    python bench/startup.py --in-process [--tools 1000] [--runs 3]
+
+An in-process start without a seed over a fresh database (bench/many_tools_server.py's `--tools` in-process):
+the event loop's longest stall (a 1 ms timer's lateness, bench/loop_ticks.py) while the app starts (until it
+serves: the downstream's routes, the catalogue) and from then until its catalogue is embedded, and the seconds
+until the app serves (entered) and until the first recommend_tool answers. To see the code before, run it
+with `PYTHONPATH=<its src>`.
 """
 
 from __future__ import annotations
@@ -168,6 +176,39 @@ def cli_figures(runs: int, before: Path | None) -> None:
         print(f"{figure}: {shown} (median, min–max of {runs})")
 
 
+async def in_process_start(tools: int, database: Path) -> dict[str, float]:
+    """`--in-process`: one start's longest loop stall (ms) and seconds to serving and to recommend_tool."""
+    import many_tools_server
+    from loop_ticks import lateness
+
+    from toolwise.config import AppConfig, InProcessServer
+    from toolwise.server.app import Toolwise
+    from toolwise.server.build import build_server
+
+    url = f"sqlite+aiosqlite:///{database}"
+    config = AppConfig.model_validate({"mcpServers": {}, "toolwise": {"database_url": url, "sync_interval_s": 0}})
+    downstream = InProcessServer(many_tools_server.build(tools))
+    async with lateness() as late:
+        await asyncio.sleep(0.02)
+        begin = time.perf_counter()
+        async with Toolwise(config, in_process={"many": downstream}) as app:
+            entered, starting = time.perf_counter() - begin, len(late)
+            async with Client(build_server(app)) as client:
+                result = await client.call_tool("recommend_tool", {"query": "read the file items"})
+                if result.is_error:
+                    raise RuntimeError(f"recommend_tool failed: {result.content}")
+                recommended = time.perf_counter() - begin
+            await app.learning.catalogue_taken()
+            await asyncio.sleep(0.01)  # the tick that was late when it was taken
+            start, serving = max(late[: starting + 1], default=0.0), max(late[starting + 1 :], default=0.0)
+    return {
+        "longest stall starting (ms)": start,
+        "then until embedded (ms)": serving,
+        "serving (s)": entered,
+        "recommend_tool answered (s)": recommended,
+    }
+
+
 def summary(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
@@ -179,9 +220,18 @@ async def main() -> None:
     parser.add_argument("--tools", type=int, default=500, help="tools of the downstream")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--before", type=Path, help="an older checkout's toolwise/ folders, run in each round too")
+    parser.add_argument("--in-process", action="store_true", help="an in-process start's loop stall instead")
     args = parser.parse_args()
     if args.cli:
         cli_figures(args.runs, args.before)
+        return
+    if args.in_process:
+        print(f"load average before: {os.getloadavg()}", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in range(args.runs):
+                start = await in_process_start(args.tools, Path(tmp) / f"start-{run}.db")
+                print(f"  run {run + 1}: " + ", ".join(f"{k} {v:,.2f}" for k, v in start.items()), flush=True)
+        print(f"load average after: {os.getloadavg()}", flush=True)
         return
     if args.db is None:
         parser.error("--db is required (or --cli)")

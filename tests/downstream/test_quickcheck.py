@@ -8,7 +8,7 @@ import mcp_types as types
 import pytest
 
 from toolwise.downstream.quickcheck import quick_check
-from toolwise.downstream.routes import Route, compile_validator, problem
+from toolwise.downstream.routes import Route, SchemaCheck, compile_validator, problem
 
 SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -60,8 +60,8 @@ VALUES: list[Any] = [
 def test_plain_schemas_are_checked_fast_with_jsonschemas_verdicts(schema: dict[str, Any]) -> None:
     validator = compile_validator("t", schema)
     assert validator is not None
-    route = Route("s", "t", types.Tool(name="t", input_schema=schema), validator, quick_check(schema))
-    assert route.quick is not None
+    route = Route("s", "t", types.Tool(name="t", input_schema=schema), SchemaCheck("t", schema))
+    assert route.check is not None and route.check.compiled()[1] is not None
     for value in VALUES:
         assert route.problem(value) == problem(validator, value), value
 

@@ -188,3 +188,22 @@ def test_where_another_of_the_agents_tools_failed_here_a_lead_across_requests_ne
             policy.trials.count(f"earlier{i}", 1, 1.0, 0.0)
         first = learner.recommend(REQUEST, rng).ranked[0].tool
         assert (first == order[3]) == (earned and failed is not None), f"{failed}, earned {earned}: {first} first"
+
+
+def test_the_confidence_inspected_of_a_tool_put_first_for_its_fit_across_requests_is_the_one_recommended(
+    embedder: Embedder,
+) -> None:
+    """`toolwise inspect qvalues` shows `Learner.estimates` read through recommend_tool's `confidence_of`: of
+    the tool that replaced the agent's first (predicted to fail) for its fit across requests, it showed the
+    P(works) read with the agent's choice of it, where recommend_tool reports it read with that fit."""
+    learner, order = shown_to_fail(embedder, 0)
+    fits_here(learner, order[3])
+    ranked = learner.recommend(REQUEST, np.random.default_rng(3)).ranked
+    assert ranked[0].tool == order[3]
+    shown = {tool: value for tool, value, _ in learner.estimates(REQUEST, None, 0)}
+    for r in ranked:
+        assert shown[r.tool] == pytest.approx(r.expected, abs=1e-12), r.tool
+    later = learner.recommend(REQUEST, np.random.default_rng(3), previous_tool="get_weather", position=1).ranked
+    shown_later = {tool: value for tool, value, _ in learner.estimates(REQUEST, "get_weather", 1)}
+    for r in later:  # after a tool nothing is put first for its fit across requests: the posterior as it is
+        assert shown_later[r.tool] == pytest.approx(r.expected, abs=1e-12), r.tool

@@ -25,3 +25,19 @@ async def test_a_full_collection_while_serving_walks_nothing_start_up_built(tmp_
         assert not walked(tool), "a full collection walks the catalogue"
     # stopped: its objects are collected again, so that a process that runs servers in turn frees their cycles
     assert walked(learner) and walked(tool)
+
+
+async def test_an_app_stopping_leaves_the_heap_of_another_app_still_running_out_of_the_collections(
+    tmp_path: Path,
+) -> None:
+    """Two apps in one process (an embedding program, the tests): the first to stop leaves what the other's
+    start built frozen; what they built is walked again once the last of them stops."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with running(tmp_path / "a") as (app, _):
+        await caught_up(app)
+        learner = app.learning.learner
+        async with running(tmp_path / "b") as (other, _):
+            await caught_up(other)
+        assert not walked(learner), "another app's stop had a full collection walk this app's learner"
+    assert walked(learner)

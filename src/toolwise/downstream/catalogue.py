@@ -24,9 +24,8 @@ from toolwise.config import ServerSpec, Settings, prefix_of
 from toolwise.downstream.connection import Downstream, Health
 from toolwise.downstream.forwarding import InputRound, forward
 from toolwise.downstream.naming import assign
-from toolwise.downstream.quickcheck import quick_check
 from toolwise.downstream.relaying import Relay
-from toolwise.downstream.routes import Route, compile_validator
+from toolwise.downstream.routes import Route, SchemaCheck
 from toolwise.downstream.tracing import Tracing
 
 log = logging.getLogger(__name__)
@@ -198,14 +197,14 @@ class Catalogue:
             downstream.relay = relay
 
     def _route(self, public: str, server: str, tool: types.Tool) -> Route:
-        """A route with its argument validator, compiled anew only when the tool's schema changed."""
+        """A route with its argument check (compiled at the tool's first call), kept while the tool's schema
+        stays the same."""
         old = self.routes.get(public)
         if old is not None and old.server == server and old.public.input_schema == tool.input_schema:
-            validator, quick = old.validator, old.quick
+            check = old.check
         else:
-            validator = compile_validator(public, tool.input_schema)
-            quick = quick_check(tool.input_schema) if validator is not None else None
-        return Route(server, tool.name, tool.model_copy(update={"name": public}), validator, quick)
+            check = SchemaCheck(public, tool.input_schema)
+        return Route(server, tool.name, tool.model_copy(update={"name": public}), check)
 
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""

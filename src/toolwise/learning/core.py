@@ -241,8 +241,13 @@ class LearningCore:
 
     async def set_tools(self, tools: list[types.Tool], *, first: bool = False) -> None:
         """Teach the learner the running catalogue (`Teaching.set_tools`); returns once it knows this one (or
-        a newer), or with `first` (a server's start) once it lists it, BM25 alone scoring it meanwhile."""
+        a newer), or with `first` (a server's start) at once, the learner listing it beside the event loop
+        (`catalogue_listed`), BM25 alone scoring it until it is embedded."""
         await self.teaching.set_tools([tool_doc(t) for t in tools], first=first)
+
+    async def catalogue_listed(self) -> None:
+        """Return once the learner lists the catalogue a server's start gave it (`Teaching.listed`)."""
+        await self.teaching.listed()
 
     async def catalogue_taken(self) -> None:
         """Return once the learner has the last catalogue given, every document embedded."""

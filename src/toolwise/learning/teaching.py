@@ -1,13 +1,15 @@
 """Teaching the learner the running catalogue: a catalogue's new tool documents are embedded in a thread
 of their own while the event loop serves, and the learner takes the catalogue whole under the learning
-thread's lock. One task takes the changes in the order they came, so the last catalogue wins; a shutdown
-does not wait for an embedding (`Teaching.stop`).
+thread's lock, beside the loop too (a catalogue's index, its names, its vectors stacked). One task takes
+the changes in the order they came, so the last catalogue wins; a shutdown does not wait for an embedding
+(`Teaching.stop`). A server's first catalogue is listed (BM25 alone scoring it until it is embedded) while
+the server already answers; toolwise's own tools wait for it (`listed`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -53,6 +55,7 @@ class Teaching:
         self.docs: list[ToolDoc] = []
         self._wanted = self.docs  # the catalogue last given to `set_tools`, taken by `_teach`
         self._teaching: asyncio.Future[None] | None = None
+        self._listing: asyncio.Future[None] | None = None  # the first catalogue listed beside the loop (`listed`)
 
     def running_vectors(self) -> tuple[dict[str, NDArray[np.float32]], frozenset[str]]:
         """The running learner's document vectors and the documents still waiting to be embedded, read
@@ -65,18 +68,24 @@ class Teaching:
     async def set_tools(self, docs: list[ToolDoc], *, first: bool = False) -> None:
         """Teach the learner the catalogue `docs`; returns once it knows this one (or a newer). Its new
         documents are embedded in a thread of their own while the event loop serves (a shutdown does not
-        wait for it: `stop`); the learner then takes it whole under the lock. `first` (a server's start,
-        nothing listed yet): the learner lists the catalogue at once, BM25 alone scoring its documents
-        until they are embedded (`taken`), and this returns then."""
+        wait for it: `stop`); the learner then takes it whole under the lock, beside the loop. `first` (a
+        server's start, nothing listed yet): returns at once; the learner lists the catalogue beside the loop
+        first (`listed`), BM25 alone scoring its documents until they are embedded (`taken`)."""
         self._wanted = docs
         if first:
-            with self.lock:
-                self._learner().set_tools(docs, later={doc.document for doc in docs})
-                self.docs = docs
+            later = {doc.document for doc in docs}
+            self._listing = asyncio.ensure_future(self._read(partial(self._take, docs, {}, later=later), beside=True))
         if self._teaching is None or self._teaching.done():
             self._teaching = asyncio.ensure_future(self._teach())
         if not first:
             await self.taken()
+
+    async def listed(self) -> None:
+        """Return once the learner lists the first catalogue (`set_tools`'s `first`), at once after: what reads
+        the catalogue (toolwise's own tools) waits for it, as for a catalogue taken later (its lock). A listing
+        that failed does not hold them up: the teaching says why (`_teach`, `taken`)."""
+        if self._listing is not None and not self._listing.done():
+            await asyncio.wait([self._listing])
 
     async def taken(self) -> None:
         """Return once the learner has the last catalogue given, every document embedded."""
@@ -84,15 +93,28 @@ class Teaching:
             await asyncio.shield(self._teaching)  # a caller cancelled does not stop the catalogue being taken
 
     async def _teach(self) -> None:
+        if self._listing is not None:
+            try:
+                await self._listing  # a failure ends this teaching (`taken` raises it), not the next one's
+            finally:
+                self._listing = None
         while self._wanted is not self.docs or self._learner().index.unembedded:
             docs = self._wanted
             vectors = await self._embed_ahead(docs)
             # beside the event loop: as long as the catalogue (its index, the name index, the vectors stacked)
             await self._read(partial(self._take, docs, vectors), beside=True)
 
-    def _take(self, docs: list[ToolDoc], vectors: dict[str, NDArray[np.float32]], learner: Learner) -> None:
-        """The learner takes the catalogue `docs`, embedded (under the lock, with `docs`: read together)."""
-        learner.set_tools(docs, vectors)
+    def _take(
+        self,
+        docs: list[ToolDoc],
+        vectors: dict[str, NDArray[np.float32]],
+        learner: Learner,
+        *,
+        later: Collection[str] = (),
+    ) -> None:
+        """The learner takes the catalogue `docs`, embedded but for the documents `later` (under the lock, with
+        `docs`: read together)."""
+        learner.set_tools(docs, vectors, later)
         self.docs = docs
 
     async def stop(self) -> None:

@@ -102,6 +102,7 @@ class Toolwise:
         self._listed = self.exposure.tools(self._own_definitions, None)  # `all`'s, rebuilt when a catalogue changes
         self.upkeep = Upkeep(self.services)
         self._upkeep: asyncio.Task[None] | None = None
+        self._holds_heap = False  # held from the end of its start until it stops (server/heap.py)
         self.metrics.watch(self.upkeep.gauges)
 
     async def __aenter__(self) -> Toolwise:
@@ -131,10 +132,12 @@ class Toolwise:
             raise
         await self.catalogue.start()
         self._listed = self.exposure.tools(self._own_definitions, None)
-        # Embedded while it serves; with a seed before, so that decisions replay exactly.
+        # Listed and embedded while it serves (own tools wait for the listing); with a seed before, so that
+        # decisions replay exactly.
         await self.learning.set_tools(self.catalogue.tools(), first=self.config.toolwise.seed is None)
         await self.upkeep.heartbeat()
-        heap.settle()  # what start-up built, out of the collections' walks: the upkeep settles the loaded state
+        heap.hold()  # what start-up built, out of the collections' walks: the upkeep settles the loaded state
+        self._holds_heap = True
         self._upkeep = asyncio.create_task(self.upkeep.run(), name="toolwise-upkeep")
         return self
 
@@ -170,7 +173,9 @@ class Toolwise:
                         describe_database_error(failure),
                     )
         finally:
-            heap.release()
+            if self._holds_heap:
+                heap.release()
+                self._holds_heap = False
             self.passthrough.listeners.close()
             await self.catalogue.aclose()
             await self.feedback.aclose()

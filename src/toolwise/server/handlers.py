@@ -109,6 +109,7 @@ async def call_own(
     """One of toolwise's own tools, in the caller's session. `client`: the request's `client_key`, read
     once per call (as `forward` does)."""
     args = tool.input.model_validate(arguments)
+    await app.learning.catalogue_listed()  # a start lists its first catalogue beside the loop: every tool
     try:
         if tool.waits or app.learning.settings.seed is not None:
             # what our tools report or change includes every call made so far; so does a decision under a

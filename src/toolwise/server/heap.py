@@ -6,12 +6,17 @@ after start-up, a full collection took about 110 ms of a quiet Xeon (docs/benchm
 thread set it off, the event loop waited for it whole: no call was answered meanwhile. What start-up
 built lives as long as the server, so it is frozen (`gc.freeze`, gunicorn's and Instagram's trick):
 reference counting still frees a frozen object, the collections from then on walk only what was made
-since. Only a reference cycle among frozen objects would outlive its use until `release`.
+since. Only a reference cycle among frozen objects would outlive its use until the last `release`.
+
+Freezing is process-wide, and a process may run more than one app (an embedding program, the tests): each
+running app holds the heap frozen (`hold`), and it is walked again once the last of them lets go.
 """
 
 from __future__ import annotations
 
 import gc
+
+_holders = 0  # apps running in this process that hold the heap frozen (`hold`, `release`)
 
 
 def settle() -> None:
@@ -21,8 +26,21 @@ def settle() -> None:
     gc.enable()
 
 
+def hold() -> None:
+    """An app has started: `settle`, and the heap stays frozen until it and every other app holding it
+    `release` it."""
+    global _holders  # noqa: PLW0603 - the process's one heap, held by each app in it
+    _holders += 1
+    settle()
+
+
 def release() -> None:
-    """The server stops: what it froze is walked again, so that a process that runs more than one in turn
-    (the tests, a benchmark) collects the cycles each left behind. Process-wide, as `settle` is: a server
-    beside it in the same process has its own heap walked again until it settles once more."""
-    gc.unfreeze()
+    """An app that held the heap stops: once no app holds it, what was frozen is walked again, so that a
+    process that runs servers in turn (the tests, a benchmark) collects the cycles each left behind. An
+    app still running keeps it frozen: its start-up's heap stays out of the collections' walks."""
+    global _holders  # noqa: PLW0603 - see `hold`
+    if _holders <= 0:
+        raise RuntimeError("heap.release() without a hold(): an app released the heap it never held")
+    _holders -= 1
+    if _holders == 0:
+        gc.unfreeze()

@@ -78,6 +78,18 @@ class OutcomeModelConfig:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """`OutcomeModel.judge`'s reading of the choice model's ranked arms, each array in that order but `order`."""
+
+    x: NDArray[np.float64]  # the request's features
+    estimate: Estimate  # P(works) and its evidence; a tool put first for its fit across requests read with it
+    failing: NDArray[np.bool_]  # predicted to fail, on enough evidence (the verdicts)
+    working: NDArray[np.bool_]  # predicted to work, likewise
+    order: NDArray[np.int64]  # the override's order (positions), a tool put first for its fit first
+    reported: NDArray[np.float64]  # the confidence reported (`Selection.expected`)
+
+
 class OutcomeModel(PolicyBase):
     name: ClassVar[str] = "outcome"
     SCHEMA: ClassVar[int] = 1
@@ -103,24 +115,15 @@ class OutcomeModel(PolicyBase):
     ) -> Selection:
         chosen = self.choice.select(context, arms, inputs, rng)
         p_agent = chosen.expected
-        x, prior = self.choice.features(context), self.calibration.mean(p_agent)
-        estimate = self.memory.estimate(chosen.ranked, x, prior, self.memory.mixture())
-        gate = estimate.gate  # each prototype read as one request's evidence (rl/mixture.py)
-        assert gate is not None  # a mixture was given
-        self._broken(chosen.ranked, estimate.p_works)
-        self._broken(chosen.ranked, gate.p_works)
-        failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
-        lead = (
-            0
-            if chosen.explored or context.previous_tool is not None
-            else self.lead(context, chosen.ranked, x, failing, working)
-        )
-        shift = self.shift(chosen.ranked, arms, inputs, p_agent, prior, estimate)
+        first_call = not chosen.explored and context.previous_tool is None
+        judged = self.judge(context, chosen.ranked, p_agent, arms, inputs, promote=first_call)
+        failing, estimate = judged.failing, judged.estimate
+        lead = self.lead(context, chosen.ranked, judged.x, failing, judged.working) if first_call else 0
         if not failing.any() and not lead:  # nothing to override (the usual case): the choice model's order, as it is
             return Selection(
                 chosen.ranked,
                 chosen.scores,
-                self.reported_of(estimate.p_works, shift),
+                judged.reported,
                 int(chosen.ranked[0]),
                 chosen.explored,
                 chosen.propensity,
@@ -129,21 +132,16 @@ class OutcomeModel(PolicyBase):
                 failing=failing,
                 posterior=estimate.p_works,
             )
-        order = self.order(failing, working)
+        order = judged.order
         if chosen.explored:  # the choice model's exploration keeps its pick first
             order = np.concatenate(([0], order[order != 0]))
         elif lead:
             order = np.concatenate(([lead], order[order != lead]))
-        elif failing[0] and context.previous_tool is None:
-            first = int(order[0])
-            order = self.replacement(chosen.ranked, x, failing, working, order, estimate, prior)
-            if order[0] != first:  # put first for its fit across requests, and read with it
-                shift[order[0]] = 0.0
         ranked = chosen.ranked.take(order)
         return Selection(
             ranked,
             chosen.scores.take(order),
-            self.reported_of(estimate.p_works, shift).take(order),
+            judged.reported.take(order),
             int(ranked[0]),
             chosen.explored,
             chosen.propensity,
@@ -152,6 +150,37 @@ class OutcomeModel(PolicyBase):
             failing=failing.take(order),
             posterior=estimate.p_works.take(order),
         )
+
+    def judge(
+        self,
+        context: Context,
+        ranked: NDArray[np.int64],
+        p_agent: NDArray[np.float64],
+        arms: NDArray[np.int64],
+        inputs: NDArray[np.float64],
+        *,
+        promote: bool,
+    ) -> Judged:
+        """What the outcome evidence makes of the choice model's `ranked` arms (best first; `p_agent`, their
+        probabilities): the verdicts, the override's order and the confidence reported of each, the one place
+        that decides it, for `select` and for what an admin inspects (`expected`). `promote`: a session's first
+        call, the choice model not exploring: a first predicted to fail may give way to a tool that fits
+        clearly better across requests (`replacement`), its confidence read with that fit."""
+        x, prior = self.choice.features(context), self.calibration.mean(p_agent)
+        estimate = self.memory.estimate(ranked, x, prior, self.memory.mixture())
+        gate = estimate.gate  # each prototype read as one request's evidence (rl/mixture.py)
+        assert gate is not None  # a mixture was given
+        self._broken(ranked, estimate.p_works)
+        self._broken(ranked, gate.p_works)
+        failing, working = self.verdicts(gate.p_works, gate.evidence)  # on the evidence's own posterior
+        shift = self.shift(ranked, arms, inputs, p_agent, prior, estimate)
+        order = self.order(failing, working)
+        if promote and failing[0]:
+            first = int(order[0])
+            order = self.replacement(ranked, x, failing, working, order, estimate, prior)
+            if order[0] != first:  # put first for its fit across requests, and read with it
+                shift[order[0]] = 0.0
+        return Judged(x, estimate, failing, working, order, self.reported_of(estimate.p_works, shift))
 
     def shift(
         self,
@@ -266,13 +295,22 @@ class OutcomeModel(PolicyBase):
         return order
 
     def expected(self, context: Context, arms: NDArray[np.int64], inputs: NDArray[np.float64]) -> NDArray[np.float64]:
-        """The confidence `select` reports of each arm for the request (`reported_of`), not the posterior the
-        verdicts read: what an admin inspects is what recommend_tool told the agent."""
+        """The confidence `select` reports of each arm for the request, as it decides it (`judge`), not the
+        posterior the verdicts read: what an admin inspects is what recommend_tool told the agent. The choice
+        model's shortlist is judged as `select` ranks it without exploring; an arm outside it (never ranked)
+        as it would be reported without the override."""
         p_agent = self.choice.expected(context, arms, inputs)
-        prior = self.calibration.mean(p_agent)
-        estimate = self.memory.estimate(arms, self.choice.features(context), prior)
-        self._broken(arms, estimate.p_works)
-        return self.reported_of(estimate.p_works, self.shift(arms, arms, inputs, p_agent, prior, estimate))
+        order = np.argsort(-p_agent, kind="stable")  # the choice model's order (ties aside, as `select` ranks)
+        reported = np.empty(len(arms))
+        first_call = context.previous_tool is None
+        for part, promote in (
+            (order[: self.config.choice.shortlist], first_call),
+            (order[self.config.choice.shortlist :], False),
+        ):
+            if len(part):
+                judged = self.judge(context, arms.take(part), p_agent.take(part), arms, inputs, promote=promote)
+                reported[part] = judged.reported
+        return reported
 
     def served(self, context: Context, arms: NDArray[np.int64], *, coherence: bool = True) -> Served:
         """How near the request comes to those each of `arms` worked for (the outcome memory's prototypes)."""
