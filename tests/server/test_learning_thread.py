@@ -630,13 +630,16 @@ async def test_a_recommendation_asked_during_a_burst_starts_its_learning(
     asking starts their learning (it waits for none of them, the newest STALE_CALLS being allowed)."""
     monkeypatch.setattr(service, "QUIET_S", 60.0)  # the burst goes on as far as the idle drain can tell
     monkeypatch.setattr(service, "LATEST_S", 3600.0)
-    monkeypatch.setattr(service, "IDLE_DRAIN_S", 0.01)
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # its first look is made by hand, once the calls are in
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
         for i in range(5):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
-        await asyncio.sleep(0.05)  # the idle drain looked once and waits for the burst to pause
-        assert app.learning.pending == 5
+        first_look = app.learning._idle
+        assert first_look is not None
+        first_look.cancel()
+        app.learning._drain_when_idle()  # calls came since the first: it waits for the burst to pause
+        assert app.learning.pending == 5 and app.learning._idle is not None
         ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
         async with asyncio.timeout(10):
             while app.learning.pending:
