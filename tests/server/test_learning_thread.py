@@ -331,9 +331,9 @@ async def _recommended_after_one_call(
     asked: list[object] = []
     read = app.learning.read_learned
 
-    async def counted(work: Any) -> Any:
+    async def counted(work: Any, **how: Any) -> Any:
         asked.append(work)
-        return await read(work)
+        return await read(work, **how)
 
     app.learning.read_learned = counted
     with held_elsewhere(app.learning.lock) as let_go:
@@ -478,6 +478,96 @@ async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run
             runs.release()
         await draining
         assert app.learning.pending == 0 and learner.updates == backlog
+
+
+@dataclass
+class HeldRun:
+    """A run of the choice model held after its first minibatch step (`held_after_first_minibatch`): `midway` is
+    set once that step is learned, and the run goes on once `go` is set (10 s at most); `order` notes the
+    events of the test and of the run (its second step) as they come."""
+
+    midway: threading.Event = field(default_factory=threading.Event)
+    go: threading.Event = field(default_factory=threading.Event)
+    order: list[str] = field(default_factory=list)
+
+
+def held_after_first_minibatch(app: Toolwise, monkeypatch: pytest.MonkeyPatch, *, until: str) -> HeldRun:
+    """The choice model's minibatch steps, the first held (`HeldRun`); the second waits for `until` to be noted
+    in `order` (5 s at most), then notes itself: the run's end comes after it."""
+    held = HeldRun()
+    choice = app.learning.learner.policy.choice  # type: ignore[attr-defined]
+    learn_calls = choice.learn_calls
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        done = learn_calls(*args, **kwargs)
+        if not held.midway.is_set():
+            held.midway.set()
+            held.go.wait(10)
+        else:
+            deadline = time.monotonic() + 5
+            while until not in held.order and time.monotonic() < deadline:
+                time.sleep(0.001)
+            held.order.append("the run's next step")
+        return done
+
+    monkeypatch.setattr(choice, "learn_calls", step)
+    return held
+
+
+async def test_a_recommendation_asked_while_a_long_run_is_learned_answers_before_the_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Learning behind learns a run of calls in minibatch steps: a recommendation asked meanwhile is answered
+    by the learning thread between two steps (it reads the model part-learned, as fresh as it is), not once
+    the whole run is learned; the run then goes on and every call is learned once."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        held = held_after_first_minibatch(app, monkeypatch, until="answered")
+        calls = service.BEHIND + 24  # one run, in the policy's own minibatches (32 calls): two steps
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(held.midway.wait, 10)
+        recommending = asyncio.create_task(client.call_tool("recommend_tool", {"query": "say hello back"}))
+        while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+            await asyncio.sleep(0.001)
+        held.go.set()
+        ok(await recommending)
+        held.order.append("answered")
+        await draining
+        assert held.order == ["answered", "the run's next step"], "the recommendation waited for the whole run"
+        assert app.learning.pending == 0 and app.learning.learner.updates == calls
+    assert len(rows(tmp_path, "SELECT reward FROM executions WHERE reward IS NOT NULL")) == calls
+
+
+async def test_a_copy_of_the_state_asked_while_a_run_is_learned_waits_for_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What copies the learned state (a snapshot's copy) never gets in between a run's steps: its calls are marked
+    learned only at its end, so a snapshot taken mid-run would learn them again on restore. The copy sees the run
+    whole: every call counted, learned by the choice model and marked learned."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        held = held_after_first_minibatch(app, monkeypatch, until="never")
+        calls = service.BEHIND + 24
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(held.midway.wait, 10)
+        learning, choice = app.learning, app.learning.learner.policy.choice  # type: ignore[attr-defined]
+        copying = asyncio.create_task(
+            learning.thread.read(
+                lambda: (learning.learner.updates, choice.observed, len(learning.covered.live)), beside=True
+            )
+        )
+        while not learning.lock.waiting:  # the copy waits for the lock
+            await asyncio.sleep(0.001)
+        held.go.set()
+        copied = await copying
+        await draining
+        assert held.order == ["the run's next step"] and copied == (calls, calls, calls)
 
 
 async def test_a_recommendation_whose_session_ended_while_it_waited_for_the_lock_opens_no_decision(

@@ -154,14 +154,15 @@ class LearningCore:
         through `read_learned`, which never blocks the loop on it; a `with` of it blocks its thread."""
         return self.thread.lock
 
-    async def read_learned(self, read: Callable[[Learner], T], *, beside: bool = False) -> T:
+    async def read_learned(self, read: Callable[[Learner], T], *, beside: bool = False, midway: bool = False) -> T:
         """`read(learner)` of the current learner holding the lock, from the event loop, never blocking the
         loop on it (`LearningThread.read`): at once when the lock is free, else beside the loop once the chunk
-        or run being learned is done; with `beside`, beside the loop always (a read as long as the state or
-        the catalogue). Every read of the loop (a recommendation, a rating, the statistics) goes through
-        here; `read` may change the state too (a rating, a decision's exploration and rng, a catalogue)."""
+        or run being learned is done, or with `midway` (a recommendation) at the run's next break, by the
+        learning thread; with `beside`, beside the loop always (a read as long as the state or the catalogue).
+        Every read of the loop (a recommendation, a rating, the statistics) goes through here; `read` may
+        change the state too (a rating, a decision's exploration and rng, a catalogue)."""
         # the learner looked up under the lock: a restore replaces it
-        return await self.thread.read(lambda: read(self.learner), beside=beside)
+        return await self.thread.read(lambda: read(self.learner), beside=beside, midway=midway)
 
     async def adopt(self, make: Callable[[], LearnedState], *, keep_counts: bool = False) -> None:
         """Make `make()` the learned state, whole (a snapshot loaded or restored), never blocking the event

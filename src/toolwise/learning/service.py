@@ -31,7 +31,8 @@ calls while fewer than `BEHIND` wait, so that a run learns about as much per cal
 What the event loop reads or changes of the learned state beside the calls (a recommendation, a rating, a
 session's end, the statistics, a snapshot's copy) goes through `LearningCore.read_learned`, which takes the
 learning thread's `lock` at once when it is free (not for a snapshot's copy, as long as the state) and else
-waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned; so
+waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned (a
+recommendation, for the run's next minibatch step only: the learning thread answers it between two); so
 does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log
 (learning/sharing.py: another instance's entries, a start-up's replay) is learned on the learning thread too,
 each batch learned and marked in one piece there (`LearningThread.hand_over`), and a snapshot's state is
@@ -222,7 +223,8 @@ class LearningService(LearningCore):
         reader let in every `LEARN_CHUNK`), runs of up to `LEARN_RUN` when they are learned as runs (`_as_runs`),
         and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work (the n-gram counts, a run's
         arrays, its Python) is shared by more calls then (docs/benchmarks.md has the figures). The newest
-        pending call waits for the backlog whatever the run's size; a reader waits for one run, and a run's
+        pending call waits for the backlog whatever the run's size; a rating or a snapshot's copy waits for one run
+        (a recommendation, for one of its minibatch steps: `LearningThread.answer_midway`), and a run's
         n-grams count from the next run on (minibatch semantics, as a replay of the log learns in runs of 512)."""
         if not runs:
             return HAND_OVER
@@ -243,7 +245,7 @@ class LearningService(LearningCore):
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
         the store refuses its record and it is retried, or a cancelled drain hands it over again); with
         `runs` (`_as_runs`), as runs. Learned one at a time, a reader blocked on the lock gets in every
-        `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned, as before)."""
+        `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned; a recommendation between a run's steps)."""
         todo = [call for call in calls if call.execution.context_hash is None and not call.unlearnable]
         if runs and len(todo) >= RUNS_FROM:
             self._learn_runs(todo, minibatch)
@@ -281,7 +283,8 @@ class LearningService(LearningCore):
         learner = self.learner
         try:
             steps = [call.step(self.history_n) for call in calls]
-            rewards = learner.learn_many(StepColumns.of(steps), self.state.rng, minibatch=minibatch).tolist()
+            columns, pause = StepColumns.of(steps), self.thread.answer_midway  # recommendations between steps
+            rewards = learner.learn_many(columns, self.state.rng, minibatch=minibatch, pause=pause).tolist()
         except Exception:
             log.exception("learning a run of %d calls failed; the executions are recorded", len(calls))
             for call in calls:  # not learned: each record keeps what its step says, if it says anything
