@@ -164,6 +164,25 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
         assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == service.BEHIND * 3
 
 
+async def test_a_recommendation_finding_a_deep_backlog_and_no_drain_waits_for_one_short_run_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more than STALE_CALLS calls pending and no drain under way, a recommendation has the oldest learned
+    first: a run of `LEARN_RUN` at most, however deep the backlog (a run of `CATCH_UP_RUN` is a drain's), and
+    the drain learns the rest (sizes made small here: the rule, not the constants)."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the recommendation
+    monkeypatch.setattr(service, "LEARN_RUN", service.BEHIND)
+    monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.BEHIND)
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        seen = spy_on(app.learning.learner, monkeypatch)
+        backlog = STALE_CALLS + 3 * service.BEHIND
+        for i in range(backlog):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        assert seen.run_sizes == [service.BEHIND] and app.learning.pending == backlog - service.BEHIND
+
+
 async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

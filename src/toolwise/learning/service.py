@@ -17,7 +17,7 @@ the GIL at each turn of the loop): up to `HAND_OVER` calls handed to the learnin
 while the event loop serves calls, a reader of the learned state let in between chunks of `LEARN_CHUNK` calls
 (with learning off a chunk is only its rewards and context hashes, computed on the loop while the lock is free),
 then queued for the store; and always before anything reads what was recorded (every own tool drains first, a
-recommendation one hand-over at most of the calls before the newest `STALE_CALLS` of server/handlers.py,
+recommendation one run of `LEARN_RUN` at most of the calls before the newest `STALE_CALLS` of server/handlers.py,
 `caught_up`; so does shutdown). A drain takes the calls noted before it was asked, those noted meanwhile are the
 next drain's. Drained in call order, by one drainer at a time, so under a seed learning is the same as if each
 call had been learned from on the spot.
@@ -161,17 +161,18 @@ class LearningService(LearningCore):
         await self._drain_until(self._noted)
 
     async def caught_up(self, stale: int) -> None:
-        """A recommendation's staleness bound (server/handlers.py), waiting for one run's learning at most:
-        with more than the newest `stale` calls noted so far waiting to be learned and no drain on, one
-        hand-over of the oldest of them is learned first; with a drain on, nothing is waited for here (the
-        read after it waits for the lock the run being learned holds). A backlog beyond that is the drain's,
+        """A recommendation's staleness bound (server/handlers.py), waiting for one short run's learning at
+        most: with more than the newest `stale` calls noted so far waiting to be learned and no drain on, up to
+        `LEARN_RUN` of the oldest are learned first (not a run of `CATCH_UP_RUN`: the wait is the same however
+        far behind); with a drain on, nothing is waited for here (the read after it is answered at the next
+        break of the run being learned, `LearningThread.answer_midway`). A backlog beyond that is the drain's,
         learned while the recommendation answers from the state as it is: waiting for it made a
         recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md). The calls of a
         burst waiting for it to pause are learned from now on (`_learn_burst_now`), as without the wait."""
         self._learn_burst_now()
         end = self._noted - stale
         if self._taken < end and not self._order.locked():
-            await self._drain_until(min(end, self._taken + self._run_size(self._as_runs())))
+            await self._drain_until(min(end, self._taken + LEARN_RUN))
 
     async def _drain_until(self, end: int) -> None:
         """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
