@@ -183,6 +183,41 @@ async def test_a_recommendation_finding_a_deep_backlog_and_no_drain_waits_for_on
         assert seen.run_sizes == [service.BEHIND] and app.learning.pending == backlog - service.BEHIND
 
 
+async def test_a_recommendation_finding_a_drain_queued_behind_another_does_not_wait_for_its_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drains queue for the order one behind another (the idle drain asks for one every IDLE_DRAIN_S), and between
+    one holder and the next the order reads free: a recommendation finding more than STALE_CALLS calls pending
+    then must not queue its own short run behind the drain asked before it, which learns every call noted before
+    it was asked: a drain waiting for the order is under way too, and nothing is waited for."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drains below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        learning, order = app.learning, []
+        learn_many = learning.learner.learn_many
+
+        def held_run(*args: Any, **kwargs: Any) -> Any:
+            deadline = time.monotonic() + 5  # until the recommendation's bound is through (5 s at most)
+            while "caught up" not in order and time.monotonic() < deadline:
+                time.sleep(0.001)
+            order.append("a run learned")
+            return learn_many(*args, **kwargs)
+
+        monkeypatch.setattr(learning.learner, "learn_many", held_run)
+        async with learning.holding_calls():  # the order held, as a restore or a drain holds it
+            for i in range(STALE_CALLS + 2 * service.LEARN_RUN):
+                assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+            draining = asyncio.create_task(learning.drain())  # asked meanwhile: it waits for the order
+            for _ in range(3):  # its task runs until it waits for the order (one turn of the loop)
+                await asyncio.sleep(0)
+            recommending = asyncio.create_task(learning.caught_up(STALE_CALLS))  # runs before the drain wakes
+        await recommending
+        order.append("caught up")
+        await draining
+        assert order[0] == "caught up", "the recommendation waited for the drain queued before it"
+        assert learning.pending == 0
+
+
 async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

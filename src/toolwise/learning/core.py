@@ -126,6 +126,7 @@ class LearningCore:
         self._noted = 0  # calls noted so far: the first `_taken` of them have left `_pending`, learned and queued
         self._taken = 0
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
+        self._drainers = 0  # drains and restores holding `_order` or waiting for it (`LearningService._in_order`)
         self._idle: asyncio.TimerHandle | None = None
         self._seen = 0  # `_noted` at the idle drain's last look: more since then, and calls are still coming
         self._latest = 0.0  # the loop's time by which the idle drain runs, calls coming or not

@@ -167,28 +167,39 @@ class LearningService(LearningCore):
         far behind); with a drain on, nothing is waited for here (the read after it is answered at the next
         break of the run being learned, `LearningThread.answer_midway`). A backlog beyond that is the drain's,
         learned while the recommendation answers from the state as it is: waiting for it made a
-        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md). The calls of a
-        burst waiting for it to pause are learned from now on (`_learn_burst_now`), as without the wait."""
+        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md). A drain waiting
+        for the order is on too: queued behind it, the short run would wait for every call noted before that
+        drain was asked (`_in_order`). The calls of a burst waiting for it to pause are learned from now on
+        (`_learn_burst_now`), as without the wait."""
         self._learn_burst_now()
         end = self._noted - stale
-        if self._taken < end and not self._order.locked():
+        if self._taken < end and not self._drainers:
             await self._drain_until(min(end, self._taken + LEARN_RUN))
 
     async def _drain_until(self, end: int) -> None:
         """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
-        if self._pending:
-            await self.until_loaded()
-        async with self._order:
+        async with self._in_order():
             await self._drain_pending(end)
+
+    @asynccontextmanager
+    async def _in_order(self) -> AsyncIterator[None]:
+        """`_order`, once the learned state is loaded (when calls wait), counted in `_drainers` from when it is
+        asked: between one holder and the next, asyncio's lock reads free while the next waits to be woken."""
+        self._drainers += 1
+        try:
+            if self._pending:
+                await self.until_loaded()
+            async with self._order:
+                yield
+        finally:
+            self._drainers -= 1
 
     @asynccontextmanager
     async def holding_calls(self) -> AsyncIterator[None]:
         """`drain`, then the calls noted until the block ends wait (noted, in order) for the drain after
         it: a restore loads a state off the event loop meanwhile, and they are learned into that state."""
         end = self._noted
-        if self._pending:
-            await self.until_loaded()
-        async with self._order:
+        async with self._in_order():
             await self._drain_pending(end)
             yield
 
