@@ -595,6 +595,47 @@ async def test_a_recommendation_asked_while_a_long_run_is_learned_answers_before
     assert len(rows(tmp_path, "SELECT reward FROM executions WHERE reward IS NOT NULL")) == calls
 
 
+async def test_a_recommendation_asked_while_calls_that_followed_decisions_are_learned_answers_between_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Learning behind, a call that followed a recommendation is learned alone in its place among the runs: a
+    recommendation asked meanwhile is answered between two such steps, not once the whole hand-over is learned."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        calls = 6
+        for i in range(calls):  # each call follows the recommendation before it: none is plain
+            ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        learner = app.learning.learner
+        learn, midway, go, order = learner.learn, threading.Event(), threading.Event(), list[str]()
+
+        def held_step(*args: Any, **kwargs: Any) -> Any:
+            done = learn(*args, **kwargs)
+            if not midway.is_set():
+                midway.set()
+                go.wait(10)
+            else:
+                deadline = time.monotonic() + 5
+                while "answered" not in order and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                order.append("a step")
+            return done
+
+        monkeypatch.setattr(learner, "learn", held_step)
+        draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(midway.wait, 10)
+        recommending = asyncio.create_task(client.call_tool("recommend_tool", {"query": "say hello again"}))
+        while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+            await asyncio.sleep(0.001)
+        go.set()
+        ok(await recommending)
+        order.append("answered")
+        await draining
+        assert order[0] == "answered", "the recommendation waited for the whole hand-over"
+        assert order.count("a step") == calls - 1 and app.learning.pending == 0 and learner.updates == calls
+
+
 async def test_a_copy_of_the_state_asked_while_a_run_is_learned_waits_for_its_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -277,15 +277,22 @@ class LearningService(LearningCore):
             if end < len(calls) and self._plain(calls[end]):
                 continue
             if end - start > 1:
-                self.thread.let_loop_run()
+                self._between_steps()
                 self._learn_run(calls[start:end], minibatch)
             elif end > start:
-                self.thread.let_loop_run()
+                self._between_steps()
                 self._learn(calls[start])
             if end < len(calls):
-                self.thread.let_loop_run()
+                self._between_steps()
                 self._learn(calls[end])
             start = end + 1
+
+    def _between_steps(self) -> None:
+        """Between two runs or steps of a hand-over learned as runs (each call learned so far marked learned): a
+        recommendation asked meanwhile is answered (`LearningThread.answer_midway`), as between a run's minibatch
+        steps, and the event loop gets its turn."""
+        self.thread.answer_midway()
+        self.thread.let_loop_run()
 
     def _plain(self, call: Call) -> bool:
         return call.decision is None and learned_from(call.execution.error_type)
