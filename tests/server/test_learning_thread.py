@@ -568,8 +568,11 @@ def held_after_first_minibatch(app: Toolwise, monkeypatch: pytest.MonkeyPatch, *
     return held
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"), [("recommend_tool", {"query": "say hello back"}), ("recommend_next_tools", {})]
+)
 async def test_a_recommendation_asked_while_a_long_run_is_learned_answers_before_the_run_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str, arguments: dict[str, Any]
 ) -> None:
     """Learning behind learns a run of calls in minibatch steps: a recommendation asked meanwhile is answered
     by the learning thread between two steps (it reads the model part-learned, as fresh as it is), not once
@@ -583,7 +586,7 @@ async def test_a_recommendation_asked_while_a_long_run_is_learned_answers_before
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
         draining = asyncio.create_task(app.learning.drain())
         await asyncio.to_thread(held.midway.wait, 10)
-        recommending = asyncio.create_task(client.call_tool("recommend_tool", {"query": "say hello back"}))
+        recommending = asyncio.create_task(client.call_tool(tool, arguments))
         while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
             await asyncio.sleep(0.001)
         held.go.set()
