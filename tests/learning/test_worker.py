@@ -331,3 +331,34 @@ async def test_the_worker_gives_no_turn_to_a_loop_blocked_closing_it(monkeypatch
     closing.set()
     worker.close()  # blocks the loop until `work` ends
     assert await handed == 0
+
+
+async def test_a_midway_read_is_done_once_by_the_holder_at_a_break_in_its_run_and_a_plain_one_after_the_run() -> None:
+    """While the lock is held for a run, a read asked `midway` (a recommendation) is done by the holder at the
+    run's next break (`answer_midway`), once: the reader thread, let in after the run, skips it. A plain read
+    (a rating, a snapshot's copy) asked meanwhile is not done at the break: after the run, by the reader thread."""
+    worker = LearningThread()
+    held, at_break, release = (threading.Event() for _ in range(3))
+    done: list[tuple[str, int]] = []
+
+    def run() -> None:
+        with worker.lock:
+            held.set()
+            at_break.wait(30)
+            worker.answer_midway()  # a break between two minibatch steps
+            release.wait(30)
+
+    holder = threading.Thread(target=run)
+    holder.start()
+    held.wait()
+    plain = asyncio.ensure_future(worker.read(lambda: done.append(("plain", threading.get_ident()))))
+    midway = asyncio.ensure_future(worker.read(lambda: done.append(("midway", threading.get_ident())), midway=True))
+    await asyncio.get_running_loop().run_in_executor(None, wait_until, lambda: worker.lock.waiting == 1)
+    at_break.set()
+    await midway
+    assert done == [("midway", holder.ident)] and not plain.done()
+    release.set()
+    await plain
+    holder.join(10)
+    assert [name for name, _ in done] == ["midway", "plain"] and done[1][1] != holder.ident
+    worker.close()

@@ -301,7 +301,7 @@ def test_a_run_takes_the_minibatch_it_is_given_and_else_the_replays(catalogue, e
         assert seen == sizes
 
 
-def counting(learn_calls: Callable[..., Any], seen: list[int]) -> Callable[..., Any]:
+def counting(learn_calls: Callable[..., Any], seen: list[Any]) -> Callable[..., Any]:
     """`learn_calls`, noting each minibatch's size in `seen`."""
 
     def spy(run: Any, queries: Any, *args: Any, **kwargs: Any) -> Any:
@@ -309,3 +309,32 @@ def counting(learn_calls: Callable[..., Any], seen: list[int]) -> Callable[..., 
         return learn_calls(run, queries, *args, **kwargs)
 
     return spy
+
+
+def test_a_run_pauses_between_its_minibatches_and_a_read_there_changes_nothing_it_learns(
+    catalogue: list[ToolDoc], embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pause` is called where the model is whole between the parts of a run (before the policy learns it, between
+    its minibatch steps, after the choice model's): the learning thread answers recommendations there. A
+    recommendation made at each pause (its own rng) leaves the run learning the same numbers."""
+    steps, queries = a_log(catalogue, 5, seed=1)
+    learned: list[tuple[Any, ...]] = []
+    for reading in (False, True):
+        learner = Learner(LearnerConfig(), catalogue, embedder)
+        choice = learner.policy.choice  # type: ignore[attr-defined]
+        seen: list[object] = []
+        monkeypatch.setattr(choice, "learn_calls", counting(choice.learn_calls, seen))
+
+        def pause(learner: Learner = learner, seen: list[object] = seen, reading: bool = reading) -> None:
+            seen.append("pause")
+            if reading:
+                learner.recommend(queries[0], np.random.default_rng(5), top_k=3)
+
+        learner.learn_many(StepColumns.of(steps), np.random.default_rng(0), minibatch=2, pause=pause)
+        assert seen == ["pause", 2, "pause", 2, "pause", 1, "pause"]
+        after = learner.recommend(queries[1], np.random.default_rng(6), top_k=3).ranked
+        theta = choice.theta[: len(learner.index.tools)].copy()  # each tool's row (a read may grow θ's spare rows)
+        learned.append((theta, choice.weights.copy(), [(r.tool, r.score, r.expected) for r in after]))
+    np.testing.assert_array_equal(learned[0][0], learned[1][0])
+    np.testing.assert_array_equal(learned[0][1], learned[1][1])
+    assert learned[0][2] == learned[1][2]

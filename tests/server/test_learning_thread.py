@@ -164,6 +164,60 @@ async def test_a_deep_backlog_is_learned_in_longer_runs_and_what_is_left_of_it_i
         assert ok(await client.call_tool("get_learning_stats", {}))["updates"] == service.BEHIND * 3
 
 
+async def test_a_recommendation_finding_a_deep_backlog_and_no_drain_waits_for_one_short_run_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more than STALE_CALLS calls pending and no drain under way, a recommendation has the oldest learned
+    first: a run of `LEARN_RUN` at most, however deep the backlog (a run of `CATCH_UP_RUN` is a drain's), and
+    the drain learns the rest (sizes made small here: the rule, not the constants)."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the recommendation
+    monkeypatch.setattr(service, "LEARN_RUN", service.BEHIND)
+    monkeypatch.setattr(service, "CATCH_UP_RUN", 2 * service.BEHIND)
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        seen = spy_on(app.learning.learner, monkeypatch)
+        backlog = STALE_CALLS + 3 * service.BEHIND
+        for i in range(backlog):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+        assert seen.run_sizes == [service.BEHIND] and app.learning.pending == backlog - service.BEHIND
+
+
+async def test_a_recommendation_finding_a_drain_queued_behind_another_does_not_wait_for_its_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drains queue for the order one behind another (the idle drain asks for one every IDLE_DRAIN_S), and between
+    one holder and the next the order reads free: a recommendation finding more than STALE_CALLS calls pending
+    then must not queue its own short run behind the drain asked before it, which learns every call noted before
+    it was asked: a drain waiting for the order is under way too, and nothing is waited for."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drains below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        learning, order = app.learning, []
+        learn_many = learning.learner.learn_many
+
+        def held_run(*args: Any, **kwargs: Any) -> Any:
+            deadline = time.monotonic() + 5  # until the recommendation's bound is through (5 s at most)
+            while "caught up" not in order and time.monotonic() < deadline:
+                time.sleep(0.001)
+            order.append("a run learned")
+            return learn_many(*args, **kwargs)
+
+        monkeypatch.setattr(learning.learner, "learn_many", held_run)
+        async with learning.holding_calls():  # the order held, as a restore or a drain holds it
+            for i in range(STALE_CALLS + 2 * service.LEARN_RUN):
+                assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+            draining = asyncio.create_task(learning.drain())  # asked meanwhile: it waits for the order
+            for _ in range(3):  # its task runs until it waits for the order (one turn of the loop)
+                await asyncio.sleep(0)
+            recommending = asyncio.create_task(learning.caught_up(STALE_CALLS))  # runs before the drain wakes
+        await recommending
+        order.append("caught up")
+        await draining
+        assert order[0] == "caught up", "the recommendation waited for the drain queued before it"
+        assert learning.pending == 0
+
+
 async def test_the_event_loop_runs_between_the_learning_steps_of_a_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,9 +385,9 @@ async def _recommended_after_one_call(
     asked: list[object] = []
     read = app.learning.read_learned
 
-    async def counted(work: Any) -> Any:
+    async def counted(work: Any, **how: Any) -> Any:
         asked.append(work)
-        return await read(work)
+        return await read(work, **how)
 
     app.learning.read_learned = counted
     with held_elsewhere(app.learning.lock) as let_go:
@@ -478,6 +532,140 @@ async def test_a_recommendation_while_a_drain_learns_a_backlog_waits_for_the_run
             runs.release()
         await draining
         assert app.learning.pending == 0 and learner.updates == backlog
+
+
+@dataclass
+class HeldRun:
+    """A run of the choice model held after its first minibatch step (`held_after_first_minibatch`): `midway` is
+    set once that step is learned, and the run goes on once `go` is set (10 s at most); `order` notes the
+    events of the test and of the run (its second step) as they come."""
+
+    midway: threading.Event = field(default_factory=threading.Event)
+    go: threading.Event = field(default_factory=threading.Event)
+    order: list[str] = field(default_factory=list)
+
+
+def held_after_first_minibatch(app: Toolwise, monkeypatch: pytest.MonkeyPatch, *, until: str) -> HeldRun:
+    """The choice model's minibatch steps, the first held (`HeldRun`); the second waits for `until` to be noted
+    in `order` (5 s at most), then notes itself: the run's end comes after it."""
+    held = HeldRun()
+    choice = app.learning.learner.policy.choice  # type: ignore[attr-defined]
+    learn_calls = choice.learn_calls
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        done = learn_calls(*args, **kwargs)
+        if not held.midway.is_set():
+            held.midway.set()
+            held.go.wait(10)
+        else:
+            deadline = time.monotonic() + 5
+            while until not in held.order and time.monotonic() < deadline:
+                time.sleep(0.001)
+            held.order.append("the run's next step")
+        return done
+
+    monkeypatch.setattr(choice, "learn_calls", step)
+    return held
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"), [("recommend_tool", {"query": "say hello back"}), ("recommend_next_tools", {})]
+)
+async def test_a_recommendation_asked_while_a_long_run_is_learned_answers_before_the_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str, arguments: dict[str, Any]
+) -> None:
+    """Learning behind learns a run of calls in minibatch steps: a recommendation asked meanwhile is answered
+    by the learning thread between two steps (it reads the model part-learned, as fresh as it is), not once
+    the whole run is learned; the run then goes on and every call is learned once."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        held = held_after_first_minibatch(app, monkeypatch, until="answered")
+        calls = service.BEHIND + 24  # one run, in the policy's own minibatches (32 calls): two steps
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(held.midway.wait, 10)
+        recommending = asyncio.create_task(client.call_tool(tool, arguments))
+        while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+            await asyncio.sleep(0.001)
+        held.go.set()
+        ok(await recommending)
+        held.order.append("answered")
+        await draining
+        assert held.order == ["answered", "the run's next step"], "the recommendation waited for the whole run"
+        assert app.learning.pending == 0 and app.learning.learner.updates == calls
+    assert len(rows(tmp_path, "SELECT reward FROM executions WHERE reward IS NOT NULL")) == calls
+
+
+async def test_a_recommendation_asked_while_calls_that_followed_decisions_are_learned_answers_between_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Learning behind, a call that followed a recommendation is learned alone in its place among the runs: a
+    recommendation asked meanwhile is answered between two such steps, not once the whole hand-over is learned."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        calls = 6
+        for i in range(calls):  # each call follows the recommendation before it: none is plain
+            ok(await client.call_tool("recommend_tool", {"query": "say hello back"}))
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        learner = app.learning.learner
+        learn, midway, go, order = learner.learn, threading.Event(), threading.Event(), list[str]()
+
+        def held_step(*args: Any, **kwargs: Any) -> Any:
+            done = learn(*args, **kwargs)
+            if not midway.is_set():
+                midway.set()
+                go.wait(10)
+            else:
+                deadline = time.monotonic() + 5
+                while "answered" not in order and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                order.append("a step")
+            return done
+
+        monkeypatch.setattr(learner, "learn", held_step)
+        draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(midway.wait, 10)
+        recommending = asyncio.create_task(client.call_tool("recommend_tool", {"query": "say hello again"}))
+        while not app.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+            await asyncio.sleep(0.001)
+        go.set()
+        ok(await recommending)
+        order.append("answered")
+        await draining
+        assert order[0] == "answered", "the recommendation waited for the whole hand-over"
+        assert order.count("a step") == calls - 1 and app.learning.pending == 0 and learner.updates == calls
+
+
+async def test_a_copy_of_the_state_asked_while_a_run_is_learned_waits_for_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What copies the learned state (a snapshot's copy) never gets in between a run's steps: its calls are marked
+    learned only at its end, so a snapshot taken mid-run would learn them again on restore. The copy sees the run
+    whole: every call counted, learned by the choice model and marked learned."""
+    monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
+    async with running(tmp_path, seed=None) as (app, client):
+        await caught_up(app)
+        held = held_after_first_minibatch(app, monkeypatch, until="never")
+        calls = service.BEHIND + 24
+        for i in range(calls):
+            assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
+        draining = asyncio.create_task(app.learning.drain())
+        await asyncio.to_thread(held.midway.wait, 10)
+        learning, choice = app.learning, app.learning.learner.policy.choice  # type: ignore[attr-defined]
+        copying = asyncio.create_task(
+            learning.thread.read(
+                lambda: (learning.learner.updates, choice.observed, len(learning.covered.live)), beside=True
+            )
+        )
+        while not learning.lock.waiting:  # the copy waits for the lock
+            await asyncio.sleep(0.001)
+        held.go.set()
+        copied = await copying
+        await draining
+        assert held.order == ["the run's next step"] and copied == (calls, calls, calls)
 
 
 async def test_a_recommendation_whose_session_ended_while_it_waited_for_the_lock_opens_no_decision(

@@ -94,7 +94,8 @@ class Agent:
             tools = [r.tool for r in decision.ranked[:suggest]]
             return decision, self._suggestions(learner, tools, query, session.owner)
 
-        decision, suggested = await learning.read_learned(decide)
+        # midway: it reads the model and draws from the rng, nothing a run holds apart (`LearningThread.answer_midway`)
+        decision, suggested = await learning.read_learned(decide, midway=True)
         session.recommended(query, decision)
         if learning.sessions.find(session.id) is session:  # not ended while it waited for the lock (`_close`)
             learning.open_decisions.add(session.connection or session.id, decision, session.id, query)

@@ -126,6 +126,7 @@ class LearningCore:
         self._noted = 0  # calls noted so far: the first `_taken` of them have left `_pending`, learned and queued
         self._taken = 0
         self._order = asyncio.Lock()  # one drainer at a time, so calls are learned in call order
+        self._drainers = 0  # drains and restores holding `_order` or waiting for it (`LearningService._in_order`)
         self._idle: asyncio.TimerHandle | None = None
         self._seen = 0  # `_noted` at the idle drain's last look: more since then, and calls are still coming
         self._latest = 0.0  # the loop's time by which the idle drain runs, calls coming or not
@@ -154,14 +155,15 @@ class LearningCore:
         through `read_learned`, which never blocks the loop on it; a `with` of it blocks its thread."""
         return self.thread.lock
 
-    async def read_learned(self, read: Callable[[Learner], T], *, beside: bool = False) -> T:
+    async def read_learned(self, read: Callable[[Learner], T], *, beside: bool = False, midway: bool = False) -> T:
         """`read(learner)` of the current learner holding the lock, from the event loop, never blocking the
         loop on it (`LearningThread.read`): at once when the lock is free, else beside the loop once the chunk
-        or run being learned is done; with `beside`, beside the loop always (a read as long as the state or
-        the catalogue). Every read of the loop (a recommendation, a rating, the statistics) goes through
-        here; `read` may change the state too (a rating, a decision's exploration and rng, a catalogue)."""
+        or run being learned is done, or with `midway` (a recommendation) at the run's next break, by the
+        learning thread; with `beside`, beside the loop always (a read as long as the state or the catalogue).
+        Every read of the loop (a recommendation, a rating, the statistics) goes through here; `read` may
+        change the state too (a rating, a decision's exploration and rng, a catalogue)."""
         # the learner looked up under the lock: a restore replaces it
-        return await self.thread.read(lambda: read(self.learner), beside=beside)
+        return await self.thread.read(lambda: read(self.learner), beside=beside, midway=midway)
 
     async def adopt(self, make: Callable[[], LearnedState], *, keep_counts: bool = False) -> None:
         """Make `make()` the learned state, whole (a snapshot loaded or restored), never blocking the event

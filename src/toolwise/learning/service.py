@@ -17,7 +17,7 @@ the GIL at each turn of the loop): up to `HAND_OVER` calls handed to the learnin
 while the event loop serves calls, a reader of the learned state let in between chunks of `LEARN_CHUNK` calls
 (with learning off a chunk is only its rewards and context hashes, computed on the loop while the lock is free),
 then queued for the store; and always before anything reads what was recorded (every own tool drains first, a
-recommendation one hand-over at most of the calls before the newest `STALE_CALLS` of server/handlers.py,
+recommendation one run of `LEARN_RUN` at most of the calls before the newest `STALE_CALLS` of server/handlers.py,
 `caught_up`; so does shutdown). A drain takes the calls noted before it was asked, those noted meanwhile are the
 next drain's. Drained in call order, by one drainer at a time, so under a seed learning is the same as if each
 call had been learned from on the spot.
@@ -31,7 +31,8 @@ calls while fewer than `BEHIND` wait, so that a run learns about as much per cal
 What the event loop reads or changes of the learned state beside the calls (a recommendation, a rating, a
 session's end, the statistics, a snapshot's copy) goes through `LearningCore.read_learned`, which takes the
 learning thread's `lock` at once when it is free (not for a snapshot's copy, as long as the state) and else
-waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned; so
+waits for it on a reader thread beside the loop (learning/worker.py), for the chunk or run being learned (a
+recommendation, for the run's next minibatch step only: the learning thread answers it between two); so
 does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log
 (learning/sharing.py: another instance's entries, a start-up's replay) is learned on the learning thread too,
 each batch learned and marked in one piece there (`LearningThread.hand_over`), and a snapshot's state is
@@ -160,33 +161,45 @@ class LearningService(LearningCore):
         await self._drain_until(self._noted)
 
     async def caught_up(self, stale: int) -> None:
-        """A recommendation's staleness bound (server/handlers.py), waiting for one run's learning at most:
-        with more than the newest `stale` calls noted so far waiting to be learned and no drain on, one
-        hand-over of the oldest of them is learned first; with a drain on, nothing is waited for here (the
-        read after it waits for the lock the run being learned holds). A backlog beyond that is the drain's,
+        """A recommendation's staleness bound (server/handlers.py), waiting for one short run's learning at
+        most: with more than the newest `stale` calls noted so far waiting to be learned and no drain on, up to
+        `LEARN_RUN` of the oldest are learned first (not a run of `CATCH_UP_RUN`: the wait is the same however
+        far behind); with a drain on, nothing is waited for here (the read after it is answered at the next
+        break of the run being learned, `LearningThread.answer_midway`). A backlog beyond that is the drain's,
         learned while the recommendation answers from the state as it is: waiting for it made a
-        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md). The calls of a
-        burst waiting for it to pause are learned from now on (`_learn_burst_now`), as without the wait."""
+        recommendation wait for every run of a backlog (hundreds of ms: docs/benchmarks.md). A drain waiting
+        for the order is on too: queued behind it, the short run would wait for every call noted before that
+        drain was asked (`_in_order`). The calls of a burst waiting for it to pause are learned from now on
+        (`_learn_burst_now`), as without the wait."""
         self._learn_burst_now()
         end = self._noted - stale
-        if self._taken < end and not self._order.locked():
-            await self._drain_until(min(end, self._taken + self._run_size(self._as_runs())))
+        if self._taken < end and not self._drainers:
+            await self._drain_until(min(end, self._taken + LEARN_RUN))
 
     async def _drain_until(self, end: int) -> None:
         """`drain` of the calls before the `end`-th noted, after the drains asked before it (one at a time)."""
-        if self._pending:
-            await self.until_loaded()
-        async with self._order:
+        async with self._in_order():
             await self._drain_pending(end)
+
+    @asynccontextmanager
+    async def _in_order(self) -> AsyncIterator[None]:
+        """`_order`, once the learned state is loaded (when calls wait), counted in `_drainers` from when it is
+        asked: between one holder and the next, asyncio's lock reads free while the next waits to be woken."""
+        self._drainers += 1
+        try:
+            if self._pending:
+                await self.until_loaded()
+            async with self._order:
+                yield
+        finally:
+            self._drainers -= 1
 
     @asynccontextmanager
     async def holding_calls(self) -> AsyncIterator[None]:
         """`drain`, then the calls noted until the block ends wait (noted, in order) for the drain after
         it: a restore loads a state off the event loop meanwhile, and they are learned into that state."""
         end = self._noted
-        if self._pending:
-            await self.until_loaded()
-        async with self._order:
+        async with self._in_order():
             await self._drain_pending(end)
             yield
 
@@ -222,7 +235,8 @@ class LearningService(LearningCore):
         reader let in every `LEARN_CHUNK`), runs of up to `LEARN_RUN` when they are learned as runs (`_as_runs`),
         and of up to `CATCH_UP_RUN` once that many wait. A run's fixed work (the n-gram counts, a run's
         arrays, its Python) is shared by more calls then (docs/benchmarks.md has the figures). The newest
-        pending call waits for the backlog whatever the run's size; a reader waits for one run, and a run's
+        pending call waits for the backlog whatever the run's size; a rating or a snapshot's copy waits for one run
+        (a recommendation, for one of its minibatch steps: `LearningThread.answer_midway`), and a run's
         n-grams count from the next run on (minibatch semantics, as a replay of the log learns in runs of 512)."""
         if not runs:
             return HAND_OVER
@@ -243,7 +257,7 @@ class LearningService(LearningCore):
         """On the learning thread: learn the calls not learned yet (a call is learned once, even when
         the store refuses its record and it is retried, or a cancelled drain hands it over again); with
         `runs` (`_as_runs`), as runs. Learned one at a time, a reader blocked on the lock gets in every
-        `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned, as before)."""
+        `LEARN_CHUNK` calls (learned as runs, once the hand-over is learned; a recommendation between a run's steps)."""
         todo = [call for call in calls if call.execution.context_hash is None and not call.unlearnable]
         if runs and len(todo) >= RUNS_FROM:
             self._learn_runs(todo, minibatch)
@@ -263,15 +277,22 @@ class LearningService(LearningCore):
             if end < len(calls) and self._plain(calls[end]):
                 continue
             if end - start > 1:
-                self.thread.let_loop_run()
+                self._between_steps()
                 self._learn_run(calls[start:end], minibatch)
             elif end > start:
-                self.thread.let_loop_run()
+                self._between_steps()
                 self._learn(calls[start])
             if end < len(calls):
-                self.thread.let_loop_run()
+                self._between_steps()
                 self._learn(calls[end])
             start = end + 1
+
+    def _between_steps(self) -> None:
+        """Between two runs or steps of a hand-over learned as runs (each call learned so far marked learned): a
+        recommendation asked meanwhile is answered (`LearningThread.answer_midway`), as between a run's minibatch
+        steps, and the event loop gets its turn."""
+        self.thread.answer_midway()
+        self.thread.let_loop_run()
 
     def _plain(self, call: Call) -> bool:
         return call.decision is None and learned_from(call.execution.error_type)
@@ -281,7 +302,8 @@ class LearningService(LearningCore):
         learner = self.learner
         try:
             steps = [call.step(self.history_n) for call in calls]
-            rewards = learner.learn_many(StepColumns.of(steps), self.state.rng, minibatch=minibatch).tolist()
+            columns, pause = StepColumns.of(steps), self.thread.answer_midway  # recommendations between steps
+            rewards = learner.learn_many(columns, self.state.rng, minibatch=minibatch, pause=pause).tolist()
         except Exception:
             log.exception("learning a run of %d calls failed; the executions are recorded", len(calls))
             for call in calls:  # not learned: each record keeps what its step says, if it says anything

@@ -10,9 +10,12 @@ one read (a recommendation, a rating, the statistics, a snapshot's state: `read`
 event loop on the lock: when it is free the loop takes it and reads at once; when the worker holds it, the
 read goes to the reader thread (`Readers`), which blocks on the lock there, counted among the waiting, and
 every read asked meanwhile is done under one hold of it. A reader waits for a few calls' learning at most
-while learning keeps up, never for every call pending; while it catches up, for one run of up to
-`CATCH_UP_RUN` calls (learning/service.py: tens of milliseconds at 1,000 tools). The loop serves calls
-meanwhile. A proxied call never takes it (a trace's reward reads a tool's mean latency without it,
+while learning keeps up, never for every call pending; while it catches up, runs of up to `CATCH_UP_RUN` calls
+(learning/service.py: tens of milliseconds at 1,000 tools) hold the lock, and a recommendation does not wait for
+the run: it is asked `midway`, and the worker does it itself at the run's next break, between two minibatch
+steps (`answer_midway`: the model whole, the run part-learned). What copies the state or changes the model (a
+snapshot's copy, a rating) waits for the run's end: its calls are marked learned only then. The loop serves
+calls meanwhile. A proxied call never takes it (a trace's reward reads a tool's mean latency without it,
 `Learner.reward_of`).
 
 The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
@@ -32,6 +35,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -129,8 +133,18 @@ class Readers:
             self._thread = None
 
 
+_claims = threading.Lock()  # a midway read may be done by the reader thread or the worker: by the first to claim it
+
+
+def _claim(future: Future[object]) -> bool:
+    """Whether this thread does the read: not if its caller went away before it started (cancelled), nor once the
+    other thread that may do it (a midway read: `LearningThread.answer_midway`) has taken it."""
+    with _claims:
+        return not (future.running() or future.done()) and future.set_running_or_notify_cancel()
+
+
 def _answer(future: Future[object], work: Callable[[], object]) -> None:
-    if not future.set_running_or_notify_cancel():  # its caller went away before it started: nothing is done
+    if not _claim(future):  # its caller went away before it started, or it was done midway: nothing to do
         return
     try:
         future.set_result(work())
@@ -151,6 +165,7 @@ class LearningThread:
         self._turned = threading.Event()
         self._closed = False
         self._handed: set[asyncio.Future[Any]] = set()  # `hand_over`'s work, held until it is back (weak in a loop)
+        self._midway: deque[Ask] = deque()  # reads the worker may do between the parts of a run (`answer_midway`)
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work()` on the learning thread, holding the lock, after the work handed over before it
@@ -183,15 +198,18 @@ class LearningThread:
         if not handed.cancelled() and handed.exception() is None:
             after(handed.result())
 
-    async def read(self, work: Callable[[], T], *, beside: bool = False) -> T:
+    async def read(self, work: Callable[[], T], *, beside: bool = False, midway: bool = False) -> T:
         """`work()` holding the lock (a read of the learned state, or a small change such as a rating), from
         the event loop, never blocking the loop on the lock: on the loop at once when the lock is free and no
         read of the loop waits for it; else on the reader thread (`Readers`) after the chunk being learned, not
-        after the work handed over. `beside`: on the reader thread even with the lock free, for a read too long
-        to run on the loop (a snapshot's copy of the whole state, a catalogue taken). A caller cancelled before
-        the work starts skips it; one cancelled while it runs leaves it to end, its result dropped (so what is
-        done on the loop with the result, such as opening a decision, is not). Once the thread is closed (a
-        shutdown's last heartbeat) nothing learns any more: on the loop."""
+        after the work handed over. `midway`: a read that may see a run part-learned (a recommendation; nothing
+        that persists the state or changes the model) is done by the worker itself at the next break in the run
+        being learned (`answer_midway`), if that comes before the reader thread has the lock; it may then overtake
+        a read asked before it that waits for the run's end. `beside`: on the reader thread even with the lock
+        free, for a read too long to run on the loop (a snapshot's copy of the whole state, a catalogue taken).
+        A caller cancelled before the work starts skips it; one cancelled while it runs leaves it to end, its
+        result dropped (so what is done on the loop with the result, such as opening a decision, is not). Once
+        the thread is closed (a shutdown's last heartbeat) nothing learns any more: on the loop."""
         if self._closed:
             with self.lock:
                 return work()
@@ -202,9 +220,21 @@ class LearningThread:
                 self.lock.__exit__(None, None, None)
         self._reading += 1
         try:
-            return await asyncio.wrap_future(self._readers.ask(work))
+            asked = self._readers.ask(work)
+            if midway:
+                self._midway.append((cast(Future[object], asked), work))
+            return await asyncio.wrap_future(asked)
         finally:
             self._reading -= 1
+
+    def answer_midway(self) -> None:
+        """At a break in a run (`Lessons.pause`: the model whole, the run part-learned), holding the lock: the
+        reads asked `midway` are done here, so that a recommendation waits for a part of a run (a minibatch
+        step), not the run. The run's calls are marked learned only once it ends, so nothing that copies or
+        persists the state gets in here, nor anything that changes the model (a rating): a snapshot taken
+        mid-run would learn the run again on restore, and the run's minibatches keep a copy of the weights."""
+        while self._midway:
+            _answer(*self._midway.popleft())
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self.lock:

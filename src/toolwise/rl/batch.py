@@ -10,6 +10,8 @@ does not declare `learn_many` learns step by step, as `Learner.learn` does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -17,16 +19,22 @@ from toolwise.rl.batch_columns import already_called, query_contexts, query_part
 from toolwise.rl.batch_view import Learner
 from toolwise.rl.context import query_only
 from toolwise.rl.hindsight import readings
-from toolwise.rl.policies.base import Lessons
+from toolwise.rl.policies.base import Lessons, no_pause
 from toolwise.rl.reward import check_latency, check_rating
 from toolwise.rl.steps import StepColumns, worked
 
 
 def learn_run(
-    learner: Learner, steps: StepColumns, rng: np.random.Generator, minibatch: int | None = None
+    learner: Learner,
+    steps: StepColumns,
+    rng: np.random.Generator,
+    minibatch: int | None = None,
+    pause: Callable[[], None] = no_pause,
 ) -> NDArray[np.float64]:
     """Learn `steps` in order, as `learner.learn` would one by one; returns each step's reward. A policy that
-    learns calls among candidates takes `minibatch` calls a step (None: its own, for a log's replay).
+    learns calls among candidates takes `minibatch` calls a step (None: its own, for a log's replay), and
+    `pause()` is called between the parts of the run (`Lessons.pause`): the model's state is whole there, the
+    run part-learned (its rewards, latencies and n-grams counted; the policy's minibatches in order).
     A policy that learns from the query's embedding alone (not a choice among candidates, whose rows
     carry the text) needs the embedding: with a lexical prior it learns step by step."""
     capabilities = learner.policy.capabilities
@@ -35,7 +43,7 @@ def learn_run(
     if not len(steps):
         return np.zeros(0)
     if capabilities.candidates:
-        return _learn_choices(learner, steps, rng, minibatch)
+        return _learn_choices(learner, steps, rng, minibatch, pause)
     return _learn_columns(learner, steps, rng)
 
 
@@ -76,7 +84,11 @@ def _scaled(learner: Learner, rewards: NDArray[np.float64]) -> NDArray[np.float6
 
 
 def _learn_choices(
-    learner: Learner, steps: StepColumns, rng: np.random.Generator, minibatch: int | None
+    learner: Learner,
+    steps: StepColumns,
+    rng: np.random.Generator,
+    minibatch: int | None,
+    pause: Callable[[], None],
 ) -> NDArray[np.float64]:
     """A policy that learns calls as choices among candidates learns a run in order (minibatches),
     with each distinct query embedded once and each distinct history's sequence column computed once,
@@ -137,7 +149,9 @@ def _learn_choices(
         rows,
         fit[kept],
         minibatch,
+        pause,
     )
+    pause()
     learner.policy.learn_many(lessons, rng)
     learner.count(rewards)
     for i in np.flatnonzero(pending).tolist():

@@ -9,7 +9,7 @@ state as plain data (`learner_state.py`); its settings are `learner_config.py`'s
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from toolwise.rl.learner_config import LearnerConfig
 from toolwise.rl.learner_state import STATE_SCHEMA, StateParts
 from toolwise.rl.lessons import Lessons
 from toolwise.rl.policies import make_policy
-from toolwise.rl.policies.base import Selection
+from toolwise.rl.policies.base import Selection, no_pause
 from toolwise.rl.ranking import Ranking
 from toolwise.rl.replay import PrioritizedReplay
 from toolwise.rl.reward import Latencies, compute_reward, normalise, rating_points
@@ -207,12 +207,17 @@ class Learner:
         return observation
 
     def learn_many(
-        self, steps: StepColumns, rng: np.random.Generator, *, minibatch: int | None = None
+        self,
+        steps: StepColumns,
+        rng: np.random.Generator,
+        *,
+        minibatch: int | None = None,
+        pause: Callable[[], None] = no_pause,
     ) -> NDArray[np.float64]:
         """Learn a run of steps in order, as `learn` would one by one (a replay of the log, a burst of
         calls: see rl/batch.py), `minibatch` calls a step where the policy learns in minibatches (None: the
-        policy's own); returns each step's reward."""
-        return learn_run(self, steps, rng, minibatch)
+        policy's own), `pause()` called between the run's parts (`learn_run`); returns each step's reward."""
+        return learn_run(self, steps, rng, minibatch, pause)
 
     def hold(self, step: Step, reward: float) -> None:
         """A failure waits for its session's next call (counted already; `age` reads it as the session's end

@@ -220,7 +220,8 @@ async def recommend_next_tools(services: Services, args: RecommendNextInput, ses
     found = await services.learning.read_learned(
         lambda learner: learner.recommend_next(
             recent, [n for n in learner.index.active_names if n not in blocked], args.top_k, after_failure=last_failed
-        )
+        ),
+        midway=True,  # a read of the n-grams alone: it may see a run part-learned (`LearningThread.answer_midway`)
     )
     return RecommendNextOutput(
         session_id=session.name,

@@ -83,6 +83,10 @@ class Lesson:
     followed: bool = False  # `arm` is the tool recommended just before the call (else `passed_over` was)
 
 
+def no_pause() -> None:
+    """A run learned without a break (`Lessons.pause`): nobody reads the model between its parts."""
+
+
 @dataclass(slots=True)
 class Lessons:
     """A run of calls in order (row i is call i), as `learn_many` takes it. Call i's query is
@@ -90,7 +94,8 @@ class Lessons:
     long and its queries repeat). With `capabilities.candidates` every call chose among `candidates`,
     and `rows(part)` gives the feature rows of the calls in `part` (calls × candidates × FEATURES):
     computed per minibatch, since a run's rows at once would not fit in memory. `fit` is each call's fit
-    as `Lesson.fit` (NaN: none); None: as `worked`."""
+    as `Lesson.fit` (NaN: none); None: as `worked`. `pause` is called where a long run's state is whole between
+    two of its parts (between minibatch steps): a caller may read the model there (rl knows no threads)."""
 
     contexts: Sequence[Context]
     context_of: NDArray[np.int64]
@@ -104,6 +109,7 @@ class Lessons:
     rows: Callable[[range], NDArray[np.floating[Any]]] | None = None
     fit: NDArray[np.float64] | None = None
     minibatch: int | None = None  # calls a minibatch step takes together; None: the policy's own (a log's replay)
+    pause: Callable[[], None] = no_pause
 
     def __len__(self) -> int:
         return len(self.arms)

@@ -236,6 +236,8 @@ class ChoiceModel(PolicyBase):
         size = lessons.minibatch or BATCH
         with one_blas_thread():
             for start in range(0, n, size):
+                if start:
+                    lessons.pause()
                 part = range(start, min(start + size, n))
                 window = slice(part.start, part.stop)
                 rows = lessons.rows(part)

@@ -363,6 +363,7 @@ class OutcomeModel(PolicyBase):
         interleaved), x(q) a context's once."""
         x = self.choice.features_of(lessons.contexts)
         run = self.choice.learn_run(lessons, rng, x)
+        lessons.pause()
         fit = lessons.fit if lessons.fit is not None else lessons.worked.astype(np.float64)
         learned = np.flatnonzero(~np.isnan(fit))
         fits, p_before = fit.take(learned).tolist(), run.p_before.take(learned).tolist()
