@@ -119,9 +119,9 @@ class Readers:
         while (first := self._asks.get()) is not None:
             with self._lock:
                 asks = [first, *(self._asks.get_nowait() for _ in range(self._asks.qsize()))]  # one consumer
-                for ask in asks:
-                    if ask is not None:
-                        _answer(*ask)
+                answers = [answer for ask in asks if ask is not None and (answer := _done(*ask)) is not None]
+            for answer in answers:  # once the lock is let go: the loop a result wakes finds it free (a drain takes it)
+                answer()
             if None in asks:
                 return
 
@@ -143,13 +143,14 @@ def _claim(future: Future[object]) -> bool:
         return not (future.running() or future.done()) and future.set_running_or_notify_cancel()
 
 
-def _answer(future: Future[object], work: Callable[[], object]) -> None:
+def _done(future: Future[object], work: Callable[[], object]) -> Callable[[], None] | None:
+    """`work()` if this thread claims it (`_claim`), and what hands its result or error to the awaiting task."""
     if not _claim(future):  # its caller went away before it started, or it was done midway: nothing to do
-        return
+        return None
     try:
-        future.set_result(work())
+        return partial(future.set_result, work())
     except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
-        future.set_exception(exc)
+        return partial(future.set_exception, exc)
 
 
 class LearningThread:
@@ -234,7 +235,8 @@ class LearningThread:
         persists the state gets in here, nor anything that changes the model (a rating): a snapshot taken
         mid-run would learn the run again on restore, and the run's minibatches keep a copy of the weights."""
         while self._midway:
-            _answer(*self._midway.popleft())
+            if (answer := _done(*self._midway.popleft())) is not None:
+                answer()
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self.lock:
