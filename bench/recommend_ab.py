@@ -128,6 +128,7 @@ def decisions(args: argparse.Namespace, learn: int) -> tuple[list[list[float]], 
             learner.index.semantic._scores.clear()
             learner.index.lexical._memo.clear()
             learner.config.encoder._contexts.clear()
+            getattr(learner.index.semantic.embedder, "_words", {}).clear()  # the words' token ids too
         for i, q in enumerate(queries):
             got: dict[int, str] = {}
             for k in (0, 1) if i % 2 == 0 else (1, 0):

@@ -51,6 +51,7 @@ class WordLlamaEmbedder:
         # thread while a decision embeds its query.
         self._words: dict[str, list[int]] = {}
         self._by_words = False
+        self._starts: frozenset[int] = frozenset()  # the tokens that open a word ("▁…"): where words' ids part
 
     def load(self) -> Any:
         """The model, loaded once (thread-safe)."""
@@ -69,7 +70,10 @@ class WordLlamaEmbedder:
                 # (a run's batch of queries with one page-long request among them). The same ids.
                 tokenizer = type(model.tokenizer).from_str(model.tokenizer.to_str())
                 tokenizer.no_padding()
-                self._by_words = by_words(json.loads(tokenizer.to_str()))
+                spec = json.loads(tokenizer.to_str())
+                self._by_words = by_words(spec)
+                vocab = spec["model"].get("vocab") or {}
+                self._starts = frozenset(i for token, i in vocab.items() if token.startswith("\u2581"))
                 self._tokenizer, self._model = tokenizer, model
         return self._model
 
@@ -110,7 +114,7 @@ class WordLlamaEmbedder:
         known, split = self._words, [_words_of(text) for text in texts]
         ids_of: dict[str, list[int] | None] = {w: known.get(w) for words in split if words is not None for w in words}
         missing = [w for w, ids in ids_of.items() if ids is None]
-        found = dict(zip(missing, self._tokenised(missing), strict=True))
+        found = dict(zip(missing, self._each_word(missing), strict=True))
         ids_of.update(found)
         if len(known) + len(found) > WORDS:
             known.clear()
@@ -123,6 +127,20 @@ class WordLlamaEmbedder:
             else:
                 out.append([i for w in words for i in ids_of[w] or ()])
         return out
+
+    def _each_word(self, words: list[str]) -> list[list[int]]:
+        """Each word's ids, tokenised as one text (a batch of several would be split over the tokenizer's
+        threads for a few µs of work each), parted where a token opens a word."""
+        if not words:
+            return []
+        parts: list[list[int]] = []
+        for i in self._tokenised([" ".join(words)])[0]:
+            if i in self._starts or not parts:
+                parts.append([])
+            parts[-1].append(i)
+        if len(parts) != len(words):
+            raise RuntimeError(f"{len(words)} words gave {len(parts)} parts: the tokenizer merges across words")
+        return parts
 
     def _tokenised(self, texts: list[str]) -> list[list[int]]:
         """The tokenizer's ids of each text, whole."""
