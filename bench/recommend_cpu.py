@@ -143,6 +143,7 @@ def learner_alone(args: argparse.Namespace, data: DataSet, tools: list[dict[str,
             learner.index.semantic._scores.clear()
             learner.index.lexical._memo.clear()
             learner.config.encoder._contexts.clear()
+            getattr(learner.index.semantic.embedder, "_words", {}).clear()  # the words' token ids too
             rng, cpu = np.random.default_rng(7), []
             for i, query in enumerate(queries):
                 previous = names[i % 7] if i % 3 == 0 else None

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from toolwise.learning.embedding import WordLlamaEmbedder, tool_document, tool_effect
+from toolwise.learning.embedding import WordLlamaEmbedder, by_words, tool_document, tool_effect
 
 
 class NetworkUsed(AssertionError):
@@ -63,3 +63,51 @@ def test_a_text_embeds_to_the_same_vector_alone_and_beside_a_far_longer_one() ->
     assert not together[2].any()
     reference = np.asarray(embedder.model.embed([short, long], norm=True))
     np.testing.assert_allclose(together[:2], reference, rtol=0, atol=1e-6)
+
+
+TEXTS = [
+    "What is the weather like in Boston today?",
+    "convert 250 dollars into euros",
+    "hello  world",  # a run of spaces: tokenised whole
+    " leading space",
+    "trailing space ",
+    "a <s> b",  # an added token: matched before any split
+    "x</s>y z",
+    "emoji 😀 and ünïcödé wörds 中文",
+    "tab\tand\nnew line",
+    "▁odd ▁case",
+    "it's 3.14 + 2 = 5?",
+    "",
+    "a",
+]
+
+
+def test_a_text_has_the_same_token_ids_word_by_word_as_whole() -> None:
+    """A decision tokenises only the words of its request not seen before (the tokenizer merges over a whole
+    text, never across a word): the same ids as the whole text gives, first and again with its words kept,
+    alone and in a batch, for texts split by words and those tokenised whole."""
+    embedder = WordLlamaEmbedder()
+    embedder.load()
+    assert embedder._by_words
+    whole = embedder._tokenised(TEXTS)
+    assert [embedder.token_ids([t])[0] for t in TEXTS] == whole
+    assert embedder.token_ids(TEXTS) == whole
+    vectors = embedder.embed(TEXTS)
+    embedder._words.clear()
+    assert vectors.tobytes() == embedder.embed(TEXTS).tobytes()
+
+
+def test_a_tokenizer_that_merges_across_words_is_not_read_word_by_word() -> None:
+    normalizer = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+        ],
+    }
+    model: dict[str, Any] = {"type": "BPE", "dropout": None, "vocab": {"▁a": 0, "▁▁": 1}}
+    spaced: dict[str, Any] = {"model": model, "normalizer": normalizer}
+    assert by_words({**spaced, "pre_tokenizer": None})
+    assert not by_words({**spaced, "model": {**model, "vocab": {"a▁b": 0}}})  # a merge across words
+    assert not by_words({**spaced, "pre_tokenizer": {"type": "Metaspace"}})
+    assert not by_words({**spaced, "normalizer": None})

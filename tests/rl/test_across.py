@@ -66,6 +66,19 @@ def test_a_tool_that_failed_for_one_kind_of_request_is_predicted_to_fail_for_a_n
     assert np.array_equal(copy.predict(arms, new_a), fits.predict(arms, new_a))
 
 
+def test_tools_none_of_which_was_called_predict_one_half_as_the_regression_does() -> None:
+    """A decision's first tools, none called yet (the usual case in a large catalogue), are not gathered: ½
+    each, what A⁻¹·0 gives; beside a called tool they go through the regression and give the same ½."""
+    rng = np.random.default_rng(1)
+    fits = FitAcross(128, AcrossConfig(dim=32))
+    fits.add(3, unit(rng.normal(size=128)), 1.0)
+    x = unit(rng.normal(size=128))
+    uncalled = fits.predict(np.array([0, 1, 2, 40]), x)  # 40: beyond the arrays
+    assert uncalled.dtype == np.float64 and uncalled.tolist() == [0.5] * 4
+    beside = fits.predict(np.array([0, 3, 1, 2, 40]), x)
+    assert beside[[0, 2, 3, 4]].tolist() == [0.5] * 4 and beside[1] != 0.5
+
+
 def test_leads_across_requests_are_earned_only_by_the_other_tool_seen_to_work() -> None:
     trials = Trials()
     for i in range(50):  # an agent that always calls toolwise's first: it works there half the time, the other

@@ -12,6 +12,7 @@ from toolwise.learning.embedding import load_embedder
 from toolwise.rl import Learner, LearnerConfig, Step, StepColumns, ToolDoc
 from toolwise.rl.embedding import Embedder
 from toolwise.rl.learner import WAIT_CALLS
+from toolwise.rl.outcomes import OutcomeMemory
 from toolwise.rl.policies import OutcomeModel
 from toolwise.rl.policies.outcome import OutcomeModelConfig
 from toolwise.rl.steps import ARGUMENTS, HEALTH
@@ -380,3 +381,22 @@ def test_a_requests_own_wrong_picks_rated_1_are_not_outvoted_by_the_tools_succes
             policy.memory.add(tool_arm, -x, w, f)  # far from the request: they only show q_r and q_w
         chosen = learner.recommend(REQUEST, np.random.default_rng(16), top_k=1).chosen
         assert (chosen != first) == overridden, f"{near_w}/{near_f}, own {own_w}/{own_f}: {chosen} (first: {first})"
+
+
+def test_tools_with_no_prototype_read_their_prior_as_the_evidence_sums_give_it() -> None:
+    """Candidates none of which has a prototype (a fresh state) are not gathered: each reads its prior mean,
+    the number the sums give it with no evidence, in arrays of its own for the verdicts and the reported
+    estimate (each is changed in place later); beside a tool with prototypes they read the same."""
+    memory = OutcomeMemory(8)
+    x = np.ones(8) / np.sqrt(8.0)
+    prior = np.array([0.1, 0.37, 0.5, 0.93])
+    arms = np.array([0, 1, 2, 30])  # 30: beyond the arrays
+    s0, zero = memory.config.prior_strength, np.zeros(len(arms))
+    alone = memory.estimate(arms, x, prior, memory.mixture())
+    assert alone.gate is not None and alone.gate.p_works is not alone.p_works
+    for estimate in (alone, alone.gate):
+        assert estimate.p_works.tobytes() == ((s0 * prior + zero) / (s0 + zero + zero)).tobytes()
+        assert estimate.evidence.tobytes() == zero.tobytes()
+    memory.add(3, x, 1.0, 0.0)
+    beside = memory.estimate(np.array([0, 1, 2, 30, 3]), x, np.append(prior, 0.5), memory.mixture())
+    assert beside.p_works[:4].tobytes() == alone.p_works.tobytes() and beside.evidence[4] > 0

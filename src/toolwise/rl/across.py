@@ -61,10 +61,13 @@ class FitAcross:
 
     def predict(self, arms: NDArray[np.int64], x: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each arm's predicted fit (about 0..1; ½ for a tool never called) for the request x(q)."""
-        v = self.head(x)
         known = arms < len(self.b)
         safe = np.where(known, arms, 0)
-        theta = np.einsum("aij,aj->ai", self.a_inv.take(safe, 0), self.b.take(safe, 0))
+        b = self.b.take(safe, 0)
+        if not b.any():  # none of them called (θ = A⁻¹·0): ½ each, without gathering their A⁻¹ (8 KB a tool)
+            return np.full(len(arms), 0.5)
+        v = self.head(x)
+        theta = np.einsum("aij,aj->ai", self.a_inv.take(safe, 0), b)
         out: NDArray[np.float64] = 0.5 + np.where(known, theta @ v, 0.0)
         return out
 

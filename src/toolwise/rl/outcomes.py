@@ -120,19 +120,22 @@ class OutcomeMemory:
         """P(works) for each of `arms` for the request x(q) (unit length), shrunk to `prior` (each arm's
         prior mean) by s₀ calls; with `mixture`, its `gate` too."""
         known = arms < len(self.used)
+        seen = np.flatnonzero(self.used.take(np.where(known, arms, 0)) * known)  # the arms with a prototype
+        s0 = self.config.prior_strength
+        if not len(seen):  # no evidence (W = F = 0): the prior, as the sums below give it, each array its own
+            alone = (s0 * prior + 0.0) / s0
+            gate = None if mixture is None else Estimate(alone.copy(), np.zeros(len(arms)))
+            return Estimate(alone, np.zeros(len(arms)), gate)
         w, f = np.zeros(len(arms)), np.zeros(len(arms))
         gw, gf = np.zeros(len(arms)), np.zeros(len(arms))
-        seen = np.flatnonzero(self.used.take(np.where(known, arms, 0)) * known)  # the arms with a prototype
-        if len(seen):  # the others read no evidence: nothing to gather
-            safe = arms.take(seen)
-            cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
-            k = self.kernel(cosine.astype(np.float64))
-            worked, failed = self.worked.take(safe, 0), self.failed.take(safe, 0)
-            w[seen] = (k * worked).sum(axis=1)
-            f[seen] = (k * failed).sum(axis=1)
-            if mixture is not None:
-                gw[seen], gf[seen] = self._gate(k, cosine, worked, failed, mixture)
-        s0 = self.config.prior_strength
+        safe = arms.take(seen)  # the others read no evidence: nothing to gather
+        cosine = self.vectors.take(safe, 0) @ x.astype(np.float32)  # (arms, slots); unused slots are 0
+        k = self.kernel(cosine.astype(np.float64))
+        worked, failed = self.worked.take(safe, 0), self.failed.take(safe, 0)
+        w[seen] = (k * worked).sum(axis=1)
+        f[seen] = (k * failed).sum(axis=1)
+        if mixture is not None:
+            gw[seen], gf[seen] = self._gate(k, cosine, worked, failed, mixture)
         gate = None if mixture is None else Estimate((s0 * prior + gw) / (s0 + gw + gf), gw + gf)
         return Estimate((s0 * prior + w) / (s0 + w + f), w + f, gate)
 
