@@ -18,7 +18,7 @@ from tests.server.test_persistence import TOOLS, proxied
 from tests.server.test_persistence import service as open_services
 from toolwise.learning import service
 from toolwise.learning.worker import LEARN_CHUNK
-from toolwise.rl import Step
+from toolwise.rl import Learner, Step
 from toolwise.server.app import Toolwise
 from toolwise.server.handlers import STALE_CALLS
 
@@ -545,11 +545,11 @@ class HeldRun:
     order: list[str] = field(default_factory=list)
 
 
-def held_after_first_minibatch(app: Toolwise, monkeypatch: pytest.MonkeyPatch, *, until: str) -> HeldRun:
-    """The choice model's minibatch steps, the first held (`HeldRun`); the second waits for `until` to be noted
-    in `order` (5 s at most), then notes itself: the run's end comes after it."""
+def held_after_first_minibatch(learner: Learner, monkeypatch: pytest.MonkeyPatch, *, until: str) -> HeldRun:
+    """`learner`'s choice model's minibatch steps, the first held (`HeldRun`); the second waits for `until` to be
+    noted in `order` (5 s at most), then notes itself: the run's end comes after it."""
     held = HeldRun()
-    choice = app.learning.learner.policy.choice  # type: ignore[attr-defined]
+    choice = learner.policy.choice  # type: ignore[attr-defined]
     learn_calls = choice.learn_calls
 
     def step(*args: Any, **kwargs: Any) -> Any:
@@ -580,7 +580,7 @@ async def test_a_recommendation_asked_while_a_long_run_is_learned_answers_before
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
-        held = held_after_first_minibatch(app, monkeypatch, until="answered")
+        held = held_after_first_minibatch(app.learning.learner, monkeypatch, until="answered")
         calls = service.BEHIND + 24  # one run, in the policy's own minibatches (32 calls): two steps
         for i in range(calls):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error
@@ -648,7 +648,7 @@ async def test_a_copy_of_the_state_asked_while_a_run_is_learned_waits_for_its_en
     monkeypatch.setattr(service, "IDLE_DRAIN_S", 3600.0)  # the calls queue until the drain below
     async with running(tmp_path, seed=None) as (app, client):
         await caught_up(app)
-        held = held_after_first_minibatch(app, monkeypatch, until="never")
+        held = held_after_first_minibatch(app.learning.learner, monkeypatch, until="never")
         calls = service.BEHIND + 24
         for i in range(calls):
             assert not (await client.call_tool("toy__echo", {"text": f"hello {i}"})).is_error

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.server.surface import held_elsewhere
-from tests.server.test_persistence import service, teach
+from tests.server.test_learning_thread import held_after_first_minibatch
+from tests.server.test_persistence import QUERIES, service, teach
 from toolwise.feedback import FeedbackService
 from toolwise.server.services import Services
 
@@ -117,6 +118,36 @@ async def test_a_start_up_replay_of_the_log_waits_for_the_lock_beside_the_event_
     assert b.learning.learner.updates == a.learning.learner.updates and _all_marked(b, log_end)
     assert b.learning.state.unsnapshotted == log_end  # counted on the loop once each batch came back
     assert await b.sharing.sync() == 0 and b.learning.learner.updates == a.learning.learner.updates
+    await feedback_b.aclose()
+
+
+async def test_a_recommendation_asked_while_a_replay_batch_is_learned_answers_before_the_batch_ends(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start-up's replay learns a batch of the log at once, in the choice model's minibatch steps, holding the
+    lock: a recommendation asked meanwhile (from the prior, the replay not done) is answered by the learning
+    thread between two steps, not once the whole batch is learned; the batch then goes on, learned once."""
+    feedback_a, a = await service(url)
+    await a.snapshots.restore_latest()
+    await teach(a, rounds=16)  # 48 calls, one batch of the replay: two minibatch steps of 32 calls at most
+    await feedback_a.aclose()
+    feedback_b, b = await service(url)
+    await b.snapshots.load_latest()
+    log_end = (await feedback_b.reads.heads(b.learning.namespace))[0]
+    held = held_after_first_minibatch(b.learning.learner, monkeypatch, until="answered")
+    replaying = asyncio.create_task(b.sharing.catch_up())
+    await asyncio.to_thread(held.midway.wait, 10)
+    assert b.learning.catching_up
+    asker = b.learning.sessions.get("asker")
+    recommending = asyncio.create_task(b.agent.recommend(asker, QUERIES[0], 3, None))
+    while not b.learning.lock.waiting and not recommending.done():  # until its read waits for the lock
+        await asyncio.sleep(0.001)
+    held.go.set()
+    await asyncio.wait_for(recommending, 30)
+    held.order.append("answered")
+    assert await asyncio.wait_for(replaying, 30) == a.learning.learner.updates
+    assert held.order == ["answered", "the run's next step"], "the recommendation waited for the whole batch"
+    assert b.learning.learner.updates == a.learning.learner.updates and _all_marked(b, log_end)
     await feedback_b.aclose()
 
 

@@ -4,8 +4,9 @@ earlier run's, replayed into the learned state. `learning/sharing.py` decides wh
 live path (`LearningService`) learns a call, a rating or an end. Its methods run on the learning thread
 holding the lock (`LearningThread.hand_over`, by `Sharing`), never on the event loop: a batch of entries is
 learned and marked there in one piece (`learn_executions`, `learn_columns`, `learn_ratings`, `learn_ends`),
-its marks checked again first; the shields and counters a call also updates are the loop's
-(`shield_columns`, `shield_executions`, once the batch is back)."""
+its marks checked again first (a reader let in between its entries, or, for a batch learned at once, a
+recommendation answered between its minibatch steps: `LearningThread.answer_midway`); the shields and counters
+a call also updates are the loop's (`shield_columns`, `shield_executions`, once the batch is back)."""
 
 from __future__ import annotations
 
@@ -80,8 +81,9 @@ class LogLearning:
         flags = None if after_failure is None else [after_failure[k] for k in kept]
         if self.learning.settings.learning:
             steps = step_columns(batch, rows, histories, queries, self.learning.history_n, flags)
+            pause = self.learning.thread.answer_midway  # recommendations between its minibatch steps
             try:
-                self.learning.learner.learn_many(steps, self.learning.state.rng)
+                self.learning.learner.learn_many(steps, self.learning.state.rng, pause=pause)
             except Exception:
                 log.exception("learning from %d logged executions failed; they are recorded", len(rows))
 

@@ -35,7 +35,8 @@ waits for it on a reader thread beside the loop (learning/worker.py), for the ch
 recommendation, for the run's next minibatch step only: the learning thread answers it between two); so
 does a catalogue the learner takes; a trace's reward is lock-free (`LearningCore.reward_of`). The shared log
 (learning/sharing.py: another instance's entries, a start-up's replay) is learned on the learning thread too,
-each batch learned and marked in one piece there (`LearningThread.hand_over`), and a snapshot's state is
+each batch learned and marked in one piece there (`LearningThread.hand_over`; a recommendation waits for a
+chunk of a sync's batch, and for a minibatch step of a replay's, learned at once), and a snapshot's state is
 swapped in there (`LearningCore.adopt`): the loop never runs a learning step and never blocks on the lock.
 """
 

@@ -9,7 +9,10 @@ What to learn is chosen on the event loop (the log read, each entry's context); 
 the learning thread, a batch at a time, holding the lock (`LearningThread.hand_over`), and so is every
 change of the marks (`Covered`): a batch is learned and marked in one piece there, its marks checked
 again first, so a sync cancelled while its batch waits leaves it learned once and marked, and a restore
-swapped in before it (`LearningCore.adopt`, on the same thread) stops it. The shields, the counters and
+swapped in before it (`LearningCore.adopt`, on the same thread) stops it. A reader waits for a chunk of a
+sync's batch (`LearningThread.between_steps`), a recommendation for a minibatch step of a replay's (learned
+at once: `LearningThread.answer_midway` between its steps, as for a run of live calls); what copies the state
+waits for the batch's end, when it is marked. The shields, the counters and
 the catch-up's progress are the loop's, updated once a batch is back. The loop touches the marks only
 to read them (a first choice of what is fresh); its own calls are added to `live` as the learning thread
 learns them (`LearningService._learn`).

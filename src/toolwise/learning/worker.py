@@ -13,10 +13,11 @@ every read asked meanwhile is done under one hold of it. A reader waits for a fe
 while learning keeps up, never for every call pending; while it catches up, runs of up to `CATCH_UP_RUN` calls
 (learning/service.py: tens of milliseconds at 1,000 tools) hold the lock, and a recommendation does not wait for
 the run: it is asked `midway`, and the worker does it itself at the run's next break, between two minibatch
-steps (`answer_midway`: the model whole, the run part-learned). What copies the state or changes the model (a
-snapshot's copy, a rating) waits for the run's end: its calls are marked learned only then. The loop serves
-calls meanwhile. A proxied call never takes it (a trace's reward reads a tool's mean latency without it,
-`Learner.reward_of`).
+steps (`answer_midway`: the model whole, the run part-learned); so it does between the minibatch steps of a
+batch of a start-up's replay of the log (learning/sharing.py's `REPLAY_BATCH` entries learned at once). What copies
+the state or changes the model (a snapshot's copy, a rating) waits for the run's or batch's end: its calls are
+marked learned only then. The loop serves calls meanwhile. A proxied call never takes it (a trace's reward reads
+a tool's mean latency without it, `Learner.reward_of`).
 
 The two threads still share the GIL. A thread that wants it is woken when the holder drops it (numpy does
 around its C loops, and the loop often gets in then); otherwise the holder is made to drop it only once the
@@ -229,9 +230,10 @@ class LearningThread:
             self._reading -= 1
 
     def answer_midway(self) -> None:
-        """At a break in a run (`Lessons.pause`: the model whole, the run part-learned), holding the lock: the
-        reads asked `midway` are done here, so that a recommendation waits for a part of a run (a minibatch
-        step), not the run. The run's calls are marked learned only once it ends, so nothing that copies or
+        """At a break in a run (`Lessons.pause`: the model whole, the run part-learned; a run of live calls, or a
+        batch of a replay of the log), holding the lock: the reads asked `midway` are done here, so that a
+        recommendation waits for a part of a run (a minibatch step), not the run. The run's calls are marked
+        learned only once it ends, so nothing that copies or
         persists the state gets in here, nor anything that changes the model (a rating): a snapshot taken
         mid-run would learn the run again on restore, and the run's minibatches keep a copy of the weights."""
         while self._midway:
