@@ -776,18 +776,20 @@ async def test_a_burst_of_calls_is_learned_once_it_pauses_not_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The learning thread shares the GIL with the event loop: calls coming back to back are served with
-    nothing learned beside them, and every one is learned and recorded once they pause."""
-    monkeypatch.setattr(service, "QUIET_S", 1.0)  # calls within a second of each other are a burst
-    monkeypatch.setattr(service, "LATEST_S", 3600.0)
-    monkeypatch.setattr(service, "HAND_OVER", 10_000)
+    nothing learned beside them, and every one is learned and recorded once they pause. The idle drain's
+    looks are made here by hand (`_drain_when_idle`: its timers are an hour away)."""
+    for name in ("IDLE_DRAIN_S", "QUIET_S", "LATEST_S", "HAND_OVER"):
+        monkeypatch.setattr(service, name, 3600)
     async with running(tmp_path) as (app, client):
         await caught_up(app)
-        end = time.monotonic() + 4 * service.IDLE_DRAIN_S  # a lone call would have been learned meanwhile
         made = 0
-        while time.monotonic() < end:
-            assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
-            made += 1
-        assert app.learning.pending == made, "calls of the burst were learned beside it"
+        for _ in range(4):  # a look between calls of the burst: calls came since the last, it waits for a pause
+            for _ in range(4):
+                assert not (await client.call_tool("toy__echo", {"text": f"hello {made}"})).is_error
+                made += 1
+            app.learning._drain_when_idle()
+            assert app.learning.pending == made, "calls of the burst were learned beside it"
+        app.learning._drain_when_idle()  # none came since the last look: the burst paused
         async with asyncio.timeout(20):
             while app.learning.pending:
                 await asyncio.sleep(0.01)
