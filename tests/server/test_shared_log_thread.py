@@ -239,15 +239,19 @@ async def test_a_reader_waits_for_a_few_of_a_syncs_ratings_not_the_whole_batch(
     observe = learner.observe_rating
     rated: list[int] = []
 
-    def slow_rating(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.005)  # a rating that takes a while (the GIL let go: the loop runs meanwhile)
+    def held_rating(*args: Any, **kwargs: Any) -> Any:
         rated.append(1)
+        if len(rated) == 1:  # the batch's first rating is held until the reader below waits for the lock (10 s at most)
+            deadline = time.monotonic() + 10
+            while not b.learning.lock.waiting and time.monotonic() < deadline:
+                time.sleep(0.001)
         return observe(*args, **kwargs)
 
-    monkeypatch.setattr(learner, "observe_rating", slow_rating)
+    monkeypatch.setattr(learner, "observe_rating", held_rating)
     syncing = asyncio.create_task(b.sharing.sync())
-    while not rated:
-        await asyncio.sleep(0.001)
+    async with asyncio.timeout(10):
+        while not rated:
+            await asyncio.sleep(0.001)
     read_at = await b.learning.read_learned(lambda _: len(rated))
     await syncing
     assert len(rated) == 2 * 3  # _taught_by_another: two ratings a round, three rounds
