@@ -233,9 +233,9 @@ class LearningThread:
         """At a break in a run (`Lessons.pause`: the model whole, the run part-learned; a run of live calls, or a
         batch of a replay of the log), holding the lock: the reads asked `midway` are done here, so that a
         recommendation waits for a part of a run (a minibatch step), not the run. The run's calls are marked
-        learned only once it ends, so nothing that copies or
-        persists the state gets in here, nor anything that changes the model (a rating): a snapshot taken
-        mid-run would learn the run again on restore, and the run's minibatches keep a copy of the weights."""
+        learned only once it ends, so nothing that copies or persists the state gets in here, nor anything that
+        changes the model (a rating): a snapshot taken mid-run would learn the run again on restore, and the
+        run's minibatches keep a copy of the weights."""
         while self._midway:
             if (answer := _done(*self._midway.popleft())) is not None:
                 answer()

@@ -99,16 +99,11 @@ class LexicalIndex:
     def _score_row(self, query: str) -> tuple[NDArray[np.float64], float]:
         """`_score_rows([query])`'s row and coverage, bit for bit (the same postings added in the same order),
         without the steps that place several queries' rows: a decision scores one query."""
-        part = self._terms.get(query)
-        if part is None:
-            part = self._terms.put(query, self._query_terms(query))
+        part = self._terms_of(query)
         size = self._size
         if not size or len(part) < 2:
             return np.zeros(size), 0.0
-        terms = part[1:].astype(np.int64)
-        begin = self._start[terms]
-        lengths = self._start[terms + 1] - begin
-        postings = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        postings, _ = self._postings(part[1:].astype(np.int64))
         row = np.bincount(self._docs[postings], self._weights[postings], size).astype(np.float64, copy=False)
         top, most = float(row.max()), float(part[0])
         if top > 0:  # a row that matched nothing is all 0: left as it is
@@ -119,20 +114,14 @@ class LexicalIndex:
         """Each query's BM25 against every document, divided by its best one, and its coverage. Each
         document's score sums its postings in the query's token order, whatever the number of queries:
         one query's numbers are bit for bit those it gets among many."""
-        found: list[NDArray[np.float64]] = []
-        for query in queries:
-            part = self._terms.get(query)
-            found.append(self._terms.put(query, self._query_terms(query)) if part is None else part)
+        found = [self._terms_of(query) for query in queries]
         most = [float(part[0]) for part in found]
         per_query = [len(part) - 1 for part in found]  # each query's terms
         terms = np.concatenate([part[1:] for part in found]).astype(np.int64) if found else np.zeros(0, np.int64)
         size = self._size
         if not size or not len(terms):
             return np.zeros((len(queries), size)), [0.0] * len(queries)
-        begin = self._start[terms]
-        lengths = self._start[terms + 1] - begin  # postings of each (query, term)
-        # every posting of every (query, term), in order: term t's are [start[t], start[t+1]) (CSR)
-        postings = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        postings, lengths = self._postings(terms)  # lengths: the postings of each (query, term)
         owners = np.repeat(np.arange(len(queries), dtype=np.int64), per_query)
         cells = np.repeat(owners * size, lengths) + self._docs[postings]
         sums = np.bincount(cells, self._weights[postings], len(queries) * size)  # in input order: token order
@@ -142,6 +131,19 @@ class LexicalIndex:
         raw /= np.where(matched, top, 1.0)[:, None]  # a row that matched nothing is all 0: left as it is
         coverage = [t / m if m > 0 else 0.0 for t, m in zip(top.tolist(), most, strict=True)]
         return raw, coverage
+
+    def _terms_of(self, query: str) -> NDArray[np.float64]:
+        """`_query_terms(query)`, memoised."""
+        part = self._terms.get(query)
+        return self._terms.put(query, self._query_terms(query)) if part is None else part
+
+    def _postings(self, terms: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Every posting of each of `terms` in order (term t's are [start[t], start[t+1]): CSR), and how many
+        each term has."""
+        begin = self._start[terms]
+        lengths = self._start[terms + 1] - begin
+        postings = np.repeat(begin - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        return postings, lengths
 
     def _query_terms(self, query: str) -> NDArray[np.float64]:
         """The most any document could score for `query` (every token at its largest weight, summed in
