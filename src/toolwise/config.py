@@ -132,7 +132,10 @@ class RewardSettings(BaseModel):
 class Settings(BaseSettings):
     """toolwise's own settings (`"toolwise": {…}` in the config file, or `TOOLWISE_<NAME>`)."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLWISE_", extra="forbid", env_nested_delimiter="__")
+    # hide_input_in_errors: a wrong value (a token written as a number) is not quoted whole in the traceback
+    model_config = SettingsConfigDict(
+        env_prefix="TOOLWISE_", extra="forbid", env_nested_delimiter="__", hide_input_in_errors=True
+    )
 
     database_url: str = Field(default_factory=default_database_url)
     namespace: str = Field(default="default", min_length=1, max_length=64)
@@ -233,7 +236,7 @@ def settings_of(section: Mapping[str, Any]) -> Settings:
 
 
 class AppConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, hide_input_in_errors=True)  # as Settings'
     servers: dict[str, Downstream] = Field(alias="mcpServers")
     toolwise: Settings = Field(default_factory=Settings)
 
