@@ -24,6 +24,7 @@ from toolwise.cli.clients import installed_configs, is_toolwise, served_config, 
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config, settings_of
 from toolwise.feedback import DatabaseUnusableError
+from toolwise.feedback.arguments import redact_text
 from toolwise.feedback.files import open_private
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
@@ -182,14 +183,26 @@ def setup_logging(level: str) -> None:
     per revision a first start runs) only under `--debug` or a debug level: toolwise says in one line of
     its own when it made or upgraded the schema. The HTTP clients' INFO (a line per request to an HTTP
     downstream, its URL whole: a hosted server's often holds its key) likewise."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    stderr.addFilter(SecretsMasked())
+    logging.basicConfig(level=level.upper(), handlers=[stderr])
     debugging = options.debug or logging.getLevelName(level.upper()) == logging.DEBUG
     for chatty in ("alembic", "httpx", "httpx2"):
         logging.getLogger(chatty).setLevel(logging.NOTSET if debugging else logging.WARNING)
+
+
+class SecretsMasked(logging.Filter):
+    """Each line logged with its secret-shaped parts masked (a key in a URL's query, a password in it, a bearer
+    token, a provider's token shape): at a debug level the SDK and the HTTP clients log a downstream's URL whole,
+    and a client keeps stderr in a file (Claude Desktop's `mcp-server-toolwise.log`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact_text(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
 
 
 @contextlib.contextmanager
