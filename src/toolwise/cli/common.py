@@ -276,7 +276,7 @@ def shared_settings(paths: list[Path]) -> Settings | None:
     """The settings all of `paths` have, when they are the same (the configs `install` writes for a client's
     scopes differ only in their servers): a command that reads only the database then needs no choice."""
     try:
-        each = [load_config(path).toolwise for path in paths]
+        each = [load_config(path, unset_kept=True).toolwise for path in paths]
     except ConfigError:
         return None
     return each[0] if all(settings == each[0] for settings in each) else None
@@ -292,10 +292,11 @@ def config_path_or_exit(path: Path | None) -> Path:
         fail(str(exc), exc)
 
 
-def config_or_exit(path: Path | None, database_url: str | None = None) -> AppConfig:
-    """The config at PATH (default: the installed one), with --database-url over its database."""
+def config_or_exit(path: Path | None, database_url: str | None = None, *, unset_kept: bool = False) -> AppConfig:
+    """The config at PATH (default: the installed one), with --database-url over its database (`unset_kept`:
+    load_config's, for a command that starts no server)."""
     try:
-        loaded = load_config(config_path_or_exit(path))
+        loaded = load_config(config_path_or_exit(path), unset_kept=unset_kept)
     except ConfigError as exc:
         fail(f"invalid config: {exc}", exc)
     if database_url is None:
@@ -388,4 +389,4 @@ def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
         except ConfigError as exc:
             fail(f"invalid TOOLWISE_* environment: {exc}", exc)
         return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
-    return config_or_exit(path, database_url).toolwise
+    return config_or_exit(path, database_url, unset_kept=True).toolwise
