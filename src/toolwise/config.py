@@ -132,7 +132,10 @@ class RewardSettings(BaseModel):
 class Settings(BaseSettings):
     """toolwise's own settings (`"toolwise": {…}` in the config file, or `TOOLWISE_<NAME>`)."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLWISE_", extra="forbid", env_nested_delimiter="__")
+    # hide_input_in_errors: a wrong value (a token written as a number) is not quoted whole in the traceback
+    model_config = SettingsConfigDict(
+        env_prefix="TOOLWISE_", extra="forbid", env_nested_delimiter="__", hide_input_in_errors=True
+    )
 
     database_url: str = Field(default_factory=default_database_url)
     namespace: str = Field(default="default", min_length=1, max_length=64)
@@ -233,7 +236,7 @@ def settings_of(section: Mapping[str, Any]) -> Settings:
 
 
 class AppConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, hide_input_in_errors=True)  # as Settings'
     servers: dict[str, Downstream] = Field(alias="mcpServers")
     toolwise: Settings = Field(default_factory=Settings)
 
@@ -291,8 +294,10 @@ def prefix_of(name: str, spec: ServerSpec) -> str:
     return name if spec.prefix is None else spec.prefix
 
 
-def load_config(path: Path) -> AppConfig:
-    """Read and validate a config file; any problem becomes one ConfigError naming the field."""
+def load_config(path: Path, *, unset_kept: bool = False) -> AppConfig:
+    """Read and validate a config file; any problem becomes one ConfigError naming the field. `unset_kept`:
+    for a command that starts no server (it reads the database), a `${VAR}` the environment lacks stays as
+    written: the secret is set where toolwise serves (the client entry's env), not in every shell."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except ConfigError as exc:
@@ -315,7 +320,7 @@ def load_config(path: Path) -> AppConfig:
     if "mcpServers" not in raw:
         raise ConfigError(f"{path}: no 'mcpServers' object (the servers toolwise stands in front of)")
     try:
-        servers = expand_variables(raw["mcpServers"], os.environ)
+        servers = expand_variables(raw["mcpServers"], os.environ, unset_kept=unset_kept)
         settings = settings_of(raw.get("toolwise", {}))
         return AppConfig.model_validate({"mcpServers": servers, "toolwise": settings})
     except ConfigError as exc:  # an unset ${VAR}, a TOOLWISE_* variable that is not JSON
@@ -331,11 +336,11 @@ EXPANDED = ("command", "args", "env", "cwd", "url", "headers")  # the server fie
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_variables(servers: Any, environ: Mapping[str, str]) -> Any:
+def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bool = False) -> Any:
     """The servers with `${VAR}` and `${VAR:-default}` in their command, args, env, cwd, url and headers
     replaced from the environment when the file is loaded (as Claude Code reads a `.mcp.json`), so a
     config can name a secret instead of holding it. A variable that is unset and has no default is a
-    ConfigError naming it and where it is used."""
+    ConfigError naming it and where it is used (`unset_kept`: left as written)."""
     if not isinstance(servers, dict):
         return servers  # validation says what is wrong with it
 
@@ -353,6 +358,8 @@ def expand_variables(servers: Any, environ: Mapping[str, str]) -> Any:
             if default is not None:
                 return found or default  # as the shell's `:-`: unset or empty
             if found is None:
+                if unset_kept:
+                    return match.group()
                 raise ConfigError(
                     f"{where}: environment variable {name!r} is not set (referenced as ${{{name}}}); "
                     f"set it, or give a default as ${{{name}:-value}}"

@@ -4,6 +4,7 @@ printed with its line breaks as they are (typer's rich mode), so that paragraph 
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from itertools import pairwise
 from pathlib import Path
@@ -130,6 +131,22 @@ def test_the_readmes_debug_flag_runs_as_written_and_shows_the_traceback(tmp_path
     assert written is not None, "the README writes --debug where it goes"
     result = CliRunner().invoke(app, ["--debug", written.group(1), "--config", str(tmp_path / "missing.json")])
     assert result.exit_code == 2 and "Traceback" in result.output and "no such file" in result.output, result.output
+
+
+def test_the_debug_traceback_of_a_broken_config_shows_no_secret_of_the_file(home: Path) -> None:
+    """`--debug` prints pydantic's error, which quoted each wrong value whole (`input_value=…`): a token
+    written as a number or a list was printed in full, in the output a user pastes into a bug report."""
+    token, key = "12345678901234567890123", "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    path = home / "broken.json"
+    for servers, settings in (
+        ({"gh": {"command": "x", "env": {"GITHUB_TOKEN": [key]}}}, {}),
+        ({"r": {"url": "https://h.example/mcp", "headers": {"Authorization": int(token)}}}, {}),
+        ({"t": {"command": "x"}}, {"http_token": int(token)}),
+    ):
+        path.write_text(json.dumps({"mcpServers": servers, "toolwise": settings}))
+        result = CliRunner().invoke(app, ["--debug", "serve", "--config", str(path)])
+        assert result.exit_code == 2 and "Traceback" in result.output and "invalid config" in result.output
+        assert key not in result.output and token not in result.output, result.output
 
 
 def shown(args: list[str], columns: int = 80) -> list[str]:

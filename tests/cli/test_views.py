@@ -66,6 +66,24 @@ def test_a_command_that_reads_refuses_a_database_that_does_not_exist_and_makes_n
     assert not missing.exists()
 
 
+def test_a_command_that_reads_the_database_needs_no_secret_a_server_of_the_config_references(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README says to write a secret as `${VAR}`, set where toolwise serves (the client entry's env): in a
+    shell without it, `inspect`, `snapshot` and the dashboard refused the whole config ("environment variable
+    'GITHUB_TOKEN' is not set"), though they read only the database the config names."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    url, config = cli_config(tmp_path)
+    fill(url, utcnow())
+    servers = {"gh": {"command": "gh-server", "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}}
+    Path(config[1]).write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": url}}))
+    for command in (["inspect", "status"], ["inspect", "top-actions"], ["snapshot", "list"]):
+        result = CliRunner().invoke(cli, [*command, *config])
+        assert result.exit_code == 0, result.output
+    serve = CliRunner().invoke(cli, ["serve", *config])  # the servers' start still needs it
+    assert serve.exit_code == 2 and "'GITHUB_TOKEN' is not set" in serve.output, serve.output
+
+
 def test_export_writes_the_episodes_and_summaries_of_its_window(tmp_path: Path) -> None:
     url, config = cli_config(tmp_path)
     now = utcnow().replace(microsecond=0)

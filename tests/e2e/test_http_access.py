@@ -103,6 +103,24 @@ def test_a_key_in_an_http_downstreams_url_is_not_logged(write_config: Callable[.
     assert "POST /mcp?api_key=***&region=eu" in downstream_logs[0], downstream_logs[0][-2000:]
 
 
+def test_a_debug_log_level_shows_an_http_downstreams_url_without_its_key(write_config: Callable[..., Path]) -> None:
+    """`--log-level debug` (what a user turns on to see why a server does not connect) logged the SDK's
+    `Connecting to StreamableHTTP endpoint: http://…/mcp?api_key=<key>` whole, each retry again."""
+    key, password = "sk-live-" + "k" * 24, "hunter2-" + "p" * 12
+    url = f"http://admin:{password}@127.0.0.1:{free_port()}/mcp?api_key={key}&region=eu"
+    config = write_config({"up": {"url": url, "headers": {"Authorization": "Bearer " + key}}})
+    done = subprocess.run(
+        [str(BIN / "toolwise"), "serve", "-c", str(config), "--log-level", "debug"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Connecting to StreamableHTTP endpoint" in done.stderr, done.stderr[-2000:]
+    assert key not in done.stderr and password not in done.stderr
+    assert "/mcp?api_key=***&region=eu" in done.stderr, done.stderr[-2000:]
+
+
 async def test_http_needs_the_right_bearer_token_on_mcp_metrics_and_dashboard(
     write_config: Callable[..., Path],
 ) -> None:

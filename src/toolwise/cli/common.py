@@ -24,6 +24,7 @@ from toolwise.cli.clients import installed_configs, is_toolwise, served_config, 
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config, settings_of
 from toolwise.feedback import DatabaseUnusableError
+from toolwise.feedback.arguments import redact_text
 from toolwise.feedback.files import open_private
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
@@ -182,14 +183,26 @@ def setup_logging(level: str) -> None:
     per revision a first start runs) only under `--debug` or a debug level: toolwise says in one line of
     its own when it made or upgraded the schema. The HTTP clients' INFO (a line per request to an HTTP
     downstream, its URL whole: a hosted server's often holds its key) likewise."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    stderr.addFilter(SecretsMasked())
+    logging.basicConfig(level=level.upper(), handlers=[stderr])
     debugging = options.debug or logging.getLevelName(level.upper()) == logging.DEBUG
     for chatty in ("alembic", "httpx", "httpx2"):
         logging.getLogger(chatty).setLevel(logging.NOTSET if debugging else logging.WARNING)
+
+
+class SecretsMasked(logging.Filter):
+    """Each line logged with its secret-shaped parts masked (a key in a URL's query, a password in it, a bearer
+    token, a provider's token shape): at a debug level the SDK and the HTTP clients log a downstream's URL whole,
+    and a client keeps stderr in a file (Claude Desktop's `mcp-server-toolwise.log`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact_text(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
 
 
 @contextlib.contextmanager
@@ -263,7 +276,7 @@ def shared_settings(paths: list[Path]) -> Settings | None:
     """The settings all of `paths` have, when they are the same (the configs `install` writes for a client's
     scopes differ only in their servers): a command that reads only the database then needs no choice."""
     try:
-        each = [load_config(path).toolwise for path in paths]
+        each = [load_config(path, unset_kept=True).toolwise for path in paths]
     except ConfigError:
         return None
     return each[0] if all(settings == each[0] for settings in each) else None
@@ -279,10 +292,11 @@ def config_path_or_exit(path: Path | None) -> Path:
         fail(str(exc), exc)
 
 
-def config_or_exit(path: Path | None, database_url: str | None = None) -> AppConfig:
-    """The config at PATH (default: the installed one), with --database-url over its database."""
+def config_or_exit(path: Path | None, database_url: str | None = None, *, unset_kept: bool = False) -> AppConfig:
+    """The config at PATH (default: the installed one), with --database-url over its database (`unset_kept`:
+    load_config's, for a command that starts no server)."""
     try:
-        loaded = load_config(config_path_or_exit(path))
+        loaded = load_config(config_path_or_exit(path), unset_kept=unset_kept)
     except ConfigError as exc:
         fail(f"invalid config: {exc}", exc)
     if database_url is None:
@@ -375,4 +389,4 @@ def settings_or_exit(path: Path | None, database_url: str | None) -> Settings:
         except ConfigError as exc:
             fail(f"invalid TOOLWISE_* environment: {exc}", exc)
         return settings if database_url is None else settings.model_copy(update={"database_url": database_url})
-    return config_or_exit(path, database_url).toolwise
+    return config_or_exit(path, database_url, unset_kept=True).toolwise

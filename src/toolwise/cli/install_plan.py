@@ -16,7 +16,7 @@ from toolwise.cli.clients import Client, is_toolwise, served_config, toolwise_co
 from toolwise.cli.installs import InstallError, exact_text, load_state, recorded_as, state_path, written
 from toolwise.cli.json_text import BOM, Written, dumped, written_values
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
-from toolwise.config import ConfigError, Downstream, describe, expand_variables
+from toolwise.config import Downstream, describe, expand_variables
 from toolwise.downstream.environment import network_variables, provider_of, resolve_command
 
 ENTRY = "toolwise"
@@ -38,10 +38,9 @@ def translate(name: str, entry: Any) -> tuple[dict[str, Any] | None, str | None]
     if "__" in name:
         return None, "its name contains '__', toolwise's separator between server and tool"
     spec = dict(entry)
-    try:  # as toolwise will load it: `${VAR}` expanded (kept as written in the file)
-        expanded = expand_variables({name: spec}, os.environ)[name]
-    except ConfigError:
-        expanded = spec  # unset here: toolwise names it when it loads the config, if still unset then
+    # as toolwise will load it: `${VAR}` expanded (kept as written in the file); one unset here is left as it is:
+    # toolwise names it when it loads the config, if still unset then
+    expanded = expand_variables({name: spec}, os.environ, unset_kept=True)[name]
     try:
         _DOWNSTREAM.validate_python(expanded)
     except ValidationError as exc:
