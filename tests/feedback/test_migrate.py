@@ -3,6 +3,7 @@ refused with its reason."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -100,3 +101,17 @@ async def test_times_stored_in_the_older_sqlite_text_form_are_bounded_by_the_clo
         since = [chunk async for chunk in execution_chunks(service.engine, since=finished)]
     assert [json.loads(line)["tool"] for _, text_ in since for line in text_.splitlines()] == ["t__0"]
     assert stored == ["2026-11-01 12:00:00.250000+00:00", "2026-11-01 12:00:00+00:00"]
+
+
+async def test_a_postgresql_server_that_never_answers_is_refused_naming_it_and_the_wait() -> None:
+    """A port that takes the connection and says nothing (a stopped server behind a proxy, a firewall's tarpit):
+    asyncpg's own wait is 60 s and its error a bare `TimeoutError`, so a start hung a minute and said nothing."""
+    silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    url = f"postgresql+asyncpg://toolwise:secret@127.0.0.1:{port}/toolwise"
+    async with silent:
+        with pytest.raises(DatabaseUnusableError) as raised:
+            async with FeedbackService(url, connect_timeout_s=0.5):
+                pass
+    said = str(raised.value)
+    assert f"127.0.0.1:{port}" in said and "did not answer within 0.5 s" in said and "secret" not in said

@@ -112,15 +112,19 @@ def check_sqlite(path: Path, wait_s: float) -> None:
         conn.close()
 
 
-def create_engine(url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL") -> AsyncEngine:
+def create_engine(
+    url: str, *, busy_timeout_s: float = 5.0, synchronous: str = "FULL", connect_timeout_s: float = 10.0
+) -> AsyncEngine:
     """An async engine for `url`. On SQLite: WAL journal (readers never block the writer) and
     `synchronous` FULL by default, so a committed batch survives power loss; group commit pays
-    one fsync per batch rather than per record."""
+    one fsync per batch rather than per record. On PostgreSQL through asyncpg a new connection waits
+    `connect_timeout_s` for the server (asyncpg's own wait is 60 s)."""
     path = sqlite_path(url)
     if path is None:
         # times come back in the session's zone (the server's by default): UTC, as the log's are meant
-        utc = {"server_settings": {"timezone": "UTC"}} if make_url(url).get_driver_name() == "asyncpg" else {}
-        return create_async_engine(url, pool_pre_ping=True, connect_args=utc)
+        asyncpg = make_url(url).get_driver_name() == "asyncpg"
+        args = {"server_settings": {"timezone": "UTC"}, "timeout": connect_timeout_s} if asyncpg else {}
+        return create_async_engine(url, pool_pre_ping=True, connect_args=args)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     create_private(path)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})

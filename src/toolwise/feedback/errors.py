@@ -49,7 +49,10 @@ class DatabaseFailedError(FeedbackError):
     held elsewhere, a lost server. The user's situation, not a bug: the message says what to do."""
 
 
-def describe_database_error(exc: BaseException) -> str:
-    """A database error as a person reads it: the driver's own message, not the SQL around it."""
+def describe_database_error(exc: BaseException, *, waited_s: float | None = None) -> str:
+    """A database error as a person reads it: the driver's own message, not the SQL around it. A
+    driver's wait that ran out says only `TimeoutError`: `waited_s` names the wait it was."""
     orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, TimeoutError) and not str(orig):
+        return "the server did not answer" + (f" within {waited_s:g} s" if waited_s is not None else " in time")
     return f"{type(orig).__name__}: {orig}".removesuffix(": ")

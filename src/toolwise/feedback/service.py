@@ -73,6 +73,7 @@ class FeedbackService:
         flush_interval_ms: float = 20.0,
         max_queue: int = 10_000,
         busy_timeout_s: float = 5.0,
+        connect_timeout_s: float = 10.0,
         synchronous: str = "FULL",
         dead_letter_path: Path | None = None,
         store_timeout_s: float = 10.0,
@@ -84,6 +85,7 @@ class FeedbackService:
             salt=b"", store_arguments=store_arguments, store_queries=store_queries, redact_pattern=redact_pattern
         )
         self._busy_timeout_s = busy_timeout_s
+        self._connect_timeout_s = connect_timeout_s  # a PostgreSQL server's wait to answer a new connection
         self._synchronous = synchronous
         self._batch_size = batch_size
         self._flush_interval_s = flush_interval_ms / 1000
@@ -117,7 +119,12 @@ class FeedbackService:
                 await asyncio.to_thread(check_sqlite, path, SCHEMA_WAIT_S)
                 # the database's disk can fill up: dead letters keep room on it
                 await asyncio.to_thread(self.dead_letters.reserve)
-            engine = create_engine(self.url, busy_timeout_s=self._busy_timeout_s, synchronous=self._synchronous)
+            engine = create_engine(
+                self.url,
+                busy_timeout_s=self._busy_timeout_s,
+                synchronous=self._synchronous,
+                connect_timeout_s=self._connect_timeout_s,
+            )
             await upgrade(engine)
             async with engine.connect() as conn:
                 salt = await conn.scalar(select(SecretRow.value).where(SecretRow.name == "argument_salt"))
@@ -126,7 +133,7 @@ class FeedbackService:
                 await engine.dispose()
             path = sqlite_path(self.url)
             what = advice(exc, path)  # a damaged file, a lock, a permission: what to do about it
-            said = f"{path or shown_url(self.url)}: {describe_database_error(exc)}"
+            said = f"{path or shown_url(self.url)}: {describe_database_error(exc, waited_s=self._connect_timeout_s)}"
             raise DatabaseUnusableError(said if what is None else f"{said}; {what}") from exc
         if salt is None:
             await engine.dispose()
