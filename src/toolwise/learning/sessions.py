@@ -192,6 +192,22 @@ class Session:
         at = position - 1 - self.dropped
         return 0 <= at < len(self.calls) and not self.calls[at].success
 
+    def tried_for(self, query: str) -> tuple[str, ...]:
+        """The different tools its recent calls for `query` (the request they were made for, the same text
+        but for case and spacing) tried and failed with, in order; none when one of them worked. A failure
+        that is the downstream's health or refused arguments says nothing of the tool's fit (rl/hindsight.py);
+        a tool called again counts once (rl/fit.py's `tried_unfit` reads them)."""
+        wanted = " ".join(query.lower().split())
+        tried: dict[str, None] = {}
+        for call in self.calls:
+            if call.query is None or " ".join(call.query.lower().split()) != wanted:
+                continue
+            if call.success:
+                return ()
+            if fault_of(call.error_type) == FIT:
+                tried[call.tool] = None
+        return tuple(tried)
+
     def find(self, execution_id: str) -> Execution | None:
         """The recent call with this execution id."""
         for call in reversed(self.calls):
