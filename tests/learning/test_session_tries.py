@@ -26,8 +26,14 @@ def session(*calls: Execution) -> Session:
 
 
 def test_the_different_tools_that_failed_for_the_request_are_its_tries() -> None:
-    tried = session(call("a", False), call("a", False), call("b", False), call("c", False, query="something else"))
+    tried = session(call("c", False, query="something else"), call("a", False), call("a", False), call("b", False))
     assert tried.tried_for("  set an ALARM for 7am ") == ("a", "b")
+
+
+def test_a_call_for_another_request_ends_the_run_of_tries() -> None:
+    assert session(call("a", False), call("c", True, query="something else"), call("b", False)).tried_for(QUERY) == (
+        "b",
+    )
 
 
 def test_a_call_that_worked_for_the_request_leaves_no_tries() -> None:
