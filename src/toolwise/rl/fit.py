@@ -30,10 +30,10 @@ weighs how near it comes against the nearest request a best candidate worked for
 P(works) (bench/unanswerable_missing.py: tools removed from the catalogue, their requests tried).
 
 Last, the session's own evidence: once the agent has called `FitConfig.tried` different tools (or every
-candidate) for this very request in this session, each failing (a fit failure: not a retry of the same
-tool, not the downstream's health, not refused arguments) and none working, nothing fits whatever the
-models say (bench/unanswerable_session.py). A failure waits for
-the session's next call before it is learned (rl/hindsight.py), so the models see the last try only later.
+candidate) in a row for this very request in this session, each failing (a fit failure: not a retry of the
+same tool, not the downstream's health, not refused arguments) and none working, nothing fits whatever the
+models say (bench/unanswerable_session.py). A failure waits for the session's next call before it is
+learned (rl/hindsight.py), so the models see the last try only later.
 """
 
 from __future__ import annotations
