@@ -49,6 +49,21 @@ def test_a_related_request_fits(embedder: Embedder, query: str) -> None:
 def test_switched_off_it_never_says_nothing_fits(embedder: Embedder) -> None:
     learner = Learner(LearnerConfig(fit=FitConfig(enabled=False)), CATALOGUE, embedder)
     assert not learner.recommend(UNRELATED[0], np.random.default_rng(0)).nothing_fits
+    tried = ("weather__forecast", "news__headlines", "flights__search")
+    assert not learner.recommend(RELATED[0], np.random.default_rng(0), tried=tried).nothing_fits
+
+
+def test_three_different_tools_tried_and_failing_for_the_request_fit_nothing_whatever_its_words(
+    embedder: Embedder,
+) -> None:
+    learner, query, rng = Learner(tools=CATALOGUE, embedder=embedder), RELATED[0], np.random.default_rng(0)
+    three = ("weather__forecast", "news__headlines", "flights__search")
+    assert learner.recommend(query, rng, tried=three).nothing_fits
+    assert not learner.recommend(query, rng, tried=three[:2]).nothing_fits
+    assert not learner.recommend(query, rng, tried=three[:1] * 3).nothing_fits  # one tool, retried
+    assert learner.recommend(query, rng, candidates=three[:2], tried=three[:2]).nothing_fits  # every candidate tried
+    off = Learner(LearnerConfig(fit=FitConfig(tried=0)), CATALOGUE, embedder)
+    assert not off.recommend(query, rng, tried=three).nothing_fits
 
 
 def test_the_lexical_prior_alone_says_nothing(embedder: Embedder) -> None:
@@ -74,6 +89,8 @@ def test_a_bad_config_is_refused_by_name() -> None:
         LearnedFit(near=1.0)
     with pytest.raises(ValueError, match=r"LearnedFit\.threshold"):
         LearnedFit(threshold=0.0)
+    with pytest.raises(ValueError, match=r"FitConfig\.tried"):
+        FitConfig(tried=-1)
 
 
 def test_coverage_says_how_much_of_the_query_the_best_document_holds() -> None:

@@ -46,3 +46,46 @@ async def test_switched_off_nothing_is_said(tmp_path: Path) -> None:
     async with serving(tmp_path, **servers(), nothing_fits=False) as client:
         result = await client.call_tool("recommend_tool", {"query": UNRELATED})
     assert not ok(result)["nothing_fits"] and not text(result).startswith("No tool")
+
+
+UNSERVED = "set an alarm for 7am tomorrow in Tokyo time"  # near the time tools, served by neither
+NOW, CONVERT = "time__get_current_time", "time__convert_time"
+
+
+async def tries(client: Any, query: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """recommend_tool for `query`, then `calls` made for it in turn; recommend_tool asked again."""
+    ok(await client.call_tool("recommend_tool", {"query": query}))
+    for tool, arguments in calls:
+        await client.call_tool(tool, arguments)
+    return ok(await client.call_tool("recommend_tool", {"query": query}))
+
+
+async def test_after_each_listed_tool_failed_for_a_request_nothing_fits_it(tmp_path: Path) -> None:
+    failing = [
+        (NOW, {"timezone": "Tokyo/Alarm"}),
+        (CONVERT, {"source_timezone": "Tokyo/Alarm", "time": "07:00", "target_timezone": "UTC"}),
+    ]
+    async with serving(tmp_path, **servers()) as client:
+        first = ok(await client.call_tool("recommend_tool", {"query": UNSERVED}))
+        again = await tries(client, UNSERVED, failing)
+    assert not first["nothing_fits"]  # its words are the time tools'
+    assert again["nothing_fits"] and again["recommendations"]
+
+
+async def test_a_request_that_worked_once_is_still_answered_and_one_tool_failing_twice_is_a_retry(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, **servers()) as client:
+        worked = await tries(
+            client,
+            RELATED,
+            [
+                (CONVERT, {"source_timezone": "Nowhere/Land", "time": "07:00", "target_timezone": "UTC"}),
+                (NOW, {"timezone": "Nowhere/Land"}),
+                (NOW, {"timezone": "Asia/Tokyo"}),
+            ],
+        )
+    async with serving(tmp_path / "retry", **servers()) as client:
+        retried = await tries(client, UNSERVED, [(NOW, {"timezone": "Tokyo/Alarm"}), (NOW, {"timezone": "Tokyo/A"})])
+    assert not worked["nothing_fits"]
+    assert not retried["nothing_fits"]

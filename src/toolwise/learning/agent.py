@@ -76,6 +76,7 @@ class Agent:
         blocked = self.shielded(candidates)
         previous, position = session.previous_tool, session.length  # as the session is now, not once read
         history = session.recent(session.length, learning.history_n)
+        tried = session.tried_for(query)
         baseline = learning.settings.shadow or learning.catching_up
 
         def decide(learner: Learner) -> tuple[Decision, dict[str, list[Suggestion]]]:
@@ -90,6 +91,7 @@ class Agent:
                 baseline=baseline,
                 named_first=named_first,
                 history=history,
+                tried=tried,
             )
             tools = [r.tool for r in decision.ranked[:suggest]]
             return decision, self._suggestions(learner, tools, query, session.owner)

@@ -192,6 +192,23 @@ class Session:
         at = position - 1 - self.dropped
         return 0 <= at < len(self.calls) and not self.calls[at].success
 
+    def tried_for(self, query: str) -> tuple[str, ...]:
+        """The different tools its latest calls, made in a row for `query` (the request they were made for, the
+        same text but for case and spacing), tried and failed with, the first first; none when one of them
+        worked. A failure that is the downstream's health or refused arguments says nothing of the tool's fit
+        (rl/hindsight.py); a tool called again counts once (rl/fit.py's `tried_unfit` reads them). Reads back
+        only that run of calls, not the session's window."""
+        wanted = folded(query)
+        tried: dict[str, None] = {}
+        for call in reversed(self.calls):
+            if call.query is None or (call.query != query and folded(call.query) != wanted):
+                break
+            if call.success:
+                return ()
+            if fault_of(call.error_type) == FIT:
+                tried[call.tool] = None
+        return tuple(reversed(tried))
+
     def find(self, execution_id: str) -> Execution | None:
         """The recent call with this execution id."""
         for call in reversed(self.calls):
@@ -281,6 +298,11 @@ FAULTS = {
     InvalidArgumentsError.__name__: ARGUMENTS,
     RefusedCallerError.__name__: ARGUMENTS,
 }
+
+
+def folded(text: str) -> str:
+    """`text` as `Session.tried_for` compares requests: lower case, runs of white space as one space."""
+    return " ".join(text.lower().split())
 
 
 def one_request(session_id: str) -> bool:

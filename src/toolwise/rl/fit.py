@@ -28,12 +28,18 @@ and the next user asks something alike. The outcome memory keeps those requests 
 (worked for nothing, failed). Where a best candidate has such a failed request near this one, `FailedFit`
 weighs how near it comes against the nearest request a best candidate worked for, with the first's
 P(works) (bench/unanswerable_missing.py: tools removed from the catalogue, their requests tried).
+
+Last, the session's own evidence: once the agent has called `FitConfig.tried` different tools (or every
+candidate) in a row for this very request in this session, each failing (a fit failure: not a retry of the
+same tool, not the downstream's health, not refused arguments) and none working, nothing fits whatever the
+models say (bench/unanswerable_session.py). A failure waits for the session's next call before it is
+learned (rl/hindsight.py), so the models see the last try only later.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -178,9 +184,12 @@ class FitConfig:
     domain: DomainFit = field(default_factory=DomainFit)  # a request of the catalogue's domain, its tool missing
     learned: LearnedFit = field(default_factory=LearnedFit)  # once the first candidate is known by its outcomes
     failed: FailedFit = field(default_factory=FailedFit)  # once near requests were seen failing on the best
+    tried: int = 3  # different tools this session tried for the request, each failing: nothing fits (0: never)
 
     def __post_init__(self) -> None:
         _check_finite(self, "FitConfig")
+        if self.tried < 0:
+            raise ValueError(f"FitConfig.tried must be ≥ 0 (0: the session's tries are not read), got {self.tried}")
         if not 0 < self.threshold < 1:
             raise ValueError(f"FitConfig.threshold must be a probability in (0, 1), got {self.threshold}")
         if self.cosine > 0 or self.coverage > 0:
@@ -328,6 +337,13 @@ def failed_unfit(
     if probability is not None and probability > failed.threshold:
         return True
     return said and near_failed >= failed.overrule_below
+
+
+def tried_unfit(tried: Collection[str], config: FitConfig, listed: int) -> bool:
+    """Whether the session's own tries say nothing fits: `tried` are the different tools it called for this
+    very request, each failing, none working (`Session.tried_for`); `config.tried` of them are enough, or
+    all `listed` candidates."""
+    return config.enabled and config.tried > 0 and len(set(tried)) >= min(config.tried, listed)
 
 
 def all_fail(selection: Selection) -> bool:

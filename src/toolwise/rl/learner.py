@@ -116,11 +116,14 @@ class Learner:
         baseline: bool = False,
         named_first: bool = False,
         history: Sequence[str] = (),
+        tried: Collection[str] = (),
     ) -> Decision:
         """Rank tools for a query. `exclude` drops tools (shields); `baseline` ranks by the
         deterministic prior alone (shadow mode: the policy is neither asked nor advanced);
         `named_first` gives a tool the query names (`uber.ride`, see rl/names.py) full relevance, so it
-        ranks first unless learning says otherwise (a search; learning is unchanged: it keeps the prior)."""
+        ranks first unless learning says otherwise (a search; learning is unchanged: it keeps the prior);
+        `tried`: the tools the session already called for this very request, each failing (rl/fit.py's
+        `tried_unfit`: enough of them, nothing fits)."""
         decision = self.ranking.recommend(
             query,
             rng,
@@ -132,6 +135,7 @@ class Learner:
             baseline=baseline,
             named_first=named_first,
             history=history,
+            tried=tried,
         )
         decision.learned = self.updates  # a decision of its own, made just now: no copy
         return decision

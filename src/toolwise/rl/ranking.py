@@ -13,7 +13,7 @@ from toolwise.rl.context import Context
 from toolwise.rl.decisions import Decision, Ranked, decision_id
 from toolwise.rl.exploration import Exploration
 from toolwise.rl.features import Features
-from toolwise.rl.fit import TRIED, FitConfig, all_fail, failed_unfit, nothing_fits
+from toolwise.rl.fit import TRIED, FitConfig, all_fail, failed_unfit, nothing_fits, tried_unfit
 from toolwise.rl.policies.base import Policy, Selection, baseline_selection
 from toolwise.rl.toolindex import ToolIndex
 
@@ -52,6 +52,7 @@ class Ranking:
         baseline: bool,
         named_first: bool,
         history: Sequence[str],
+        tried: Collection[str],
     ) -> Decision:
         """See `Learner.recommend`."""
         if top_k < 1:
@@ -104,7 +105,8 @@ class Ranking:
             ranked=ranked,
             explored=selection.explored,
             propensity=selection.propensity,
-            nothing_fits=not named and self.nothing_fits(query, arms, selection, context),
+            nothing_fits=not named
+            and (tried_unfit(tried, self.fit, len(arms)) or self.nothing_fits(query, arms, selection, context)),
         )
 
     def nothing_fits(self, query: str | None, arms: NDArray[np.int64], selection: Selection, context: Context) -> bool:
