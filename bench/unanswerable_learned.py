@@ -28,7 +28,7 @@ from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.fit import FitConfig, LearnedFit, Relevance, agent_logit, relevance_of, zero_shot_unfit
 from toolwise.rl.learner import Learner, LearnerConfig
 from toolwise.rl.policies.outcome import OutcomeModel
-from toolwise.rl.steps import Step
+from toolwise.rl.steps import FIT, Step
 from toolwise.rl.toolindex import ToolDoc
 
 
@@ -66,21 +66,30 @@ def learn(learner: Learner, requests: Sequence[dict[str, Any]], seed: int = 0) -
         answer(learner, requests[i]["query"], list(requests[i]["tools"]), f"stream-{n}", rng)
 
 
-def answer(learner: Learner, query: str, tools: list[str], session: str, rng: np.random.Generator) -> None:
-    """One answerable request: recommended for, then its right tools called in turn, each working."""
+def answer(
+    learner: Learner, query: str, tools: list[str], session: str, rng: np.random.Generator, *, errs: bool = False
+) -> None:
+    """One answerable request: recommended for, then its right tools called in turn, each working. `errs`:
+    the agent calls the recommendation first, and where it is not a right tool that call fails (FIT) before
+    the right tools are called (bench/unanswerable_stream.py's `errs` agent)."""
     chosen = learner.recommend(query, rng, top_k=1).chosen
-    for position, tool in enumerate(tools):
+    before = [chosen] if errs and chosen not in tools else []
+    if before:
+        learner.learn(Step(chosen, False, 100.0, query=query, session=session, fault=FIT, followed=True), rng)
+    calls = before + tools
+    for position, tool in enumerate(calls[len(before) :], start=len(before)):
         step = Step(
             tool,
             True,
             100.0,
             query=query,
-            previous_tool=tools[position - 1] if position else None,
+            previous_tool=calls[position - 1] if position else None,
             position=position,
-            history=tuple(tools[:position]),
+            history=tuple(calls[:position]),
             session=session,
             followed=position == 0 and tool == chosen,
-            terminal=position == len(tools) - 1,
+            after_failure=position == len(before) and bool(before),
+            terminal=position == len(calls) - 1,
         )
         learner.learn(step, rng)
 

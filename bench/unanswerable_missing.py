@@ -14,7 +14,10 @@ meet it (the assumption), by one of two agents:
 - `fails`: it calls toolwise's first 1–3 recommendations (seeded) in turn, each fails (fault FIT), and
   it gives up (the session ends);
 - `rated`: it calls toolwise's first recommendation, which "succeeds" but the user rates it 1–2, and it
-  gives up.
+  gives up;
+- `errs`: as `fails`, and it calls toolwise's first recommendation for an answerable request too: where that
+  is not a right tool, the call fails (FIT) before the right tools are called and work. The other two agents
+  answer every answerable request right at once, so no request a tool serves is ever seen failing there.
 
 Then the test split is judged (no judged text was learned): unanswerable requests (right: "nothing fits")
 and answerable ones (hit@1, a "nothing fits" counting as a miss). References in the same run, their
@@ -31,6 +34,7 @@ docs/benchmarks.md come from
     python bench/unanswerable_missing.py --seed 1           # another fifth of the tools removed
     python bench/unanswerable_missing.py --loco             # and FailedFit fitted without each catalogue
     python bench/unanswerable_missing.py --agents fails --sets nestful   # iterating
+    python bench/unanswerable_missing.py --fit --fit-agents fails,rated,errs   # fitted on errs' rows too
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from dataclasses import replace
 import numpy as np
 from unanswerable import SETS
 from unanswerable_fitting import TARGET_DROP, logistic, probability_at
-from unanswerable_stream import AGENTS, UNANSWERABLE, MissingRow, rows_of
+from unanswerable_stream import AGENTS, ERRS, UNANSWERABLE, MissingRow, rows_of
 
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.rl.calibration import logit_of
@@ -120,33 +124,41 @@ def table(rows: Sequence[MissingRow], methods: dict[str, Callable[[MissingRow], 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(SETS))
-    parser.add_argument("--agents", default=",".join(AGENTS))
+    parser.add_argument("--agents", default=",".join((*AGENTS, ERRS)))
+    parser.add_argument(
+        "--fit-agents", default=",".join(AGENTS), help="whose calibration rows --fit pools (the defaults': fails,rated)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="which tools are removed (the figures: 0)")
     parser.add_argument("--fit", action="store_true", help="fit FailedFit on the calibration splits (prints it)")
     parser.add_argument(
         "--loco", action="store_true", help="and each catalogue judged by FailedFit fitted on the others"
     )
     args = parser.parse_args()
+    if (args.fit or args.loco) and not set(args.fit_agents.split(",")) <= set(args.agents.split(",")):
+        parser.error(f"--fit-agents {args.fit_agents} must be among --agents {args.agents}")
     embedder = WordLlamaEmbedder()
     names = args.sets.split(",")
     every: dict[str, dict[str, tuple[list[MissingRow], list[MissingRow]]]] = {}
     for agent in args.agents.split(","):
         every[agent] = {name: rows_of(name, embedder, agent, FitConfig(), args.seed) for name in names}
-    fitted = None
-    if args.fit:  # a catalogue's calibration rows of every agent, one list
-        fitted = fit_failed([[r for rows in every.values() for r in rows[name][0]] for name in names])
-        print(f"FailedFit fitted on the calibration splits of {', '.join(names)}, every agent: {fitted}")
+    fitted, fitting = None, args.fit_agents.split(",")
+    if args.fit:  # a catalogue's calibration rows of the fitting agents, one list
+        fitted = fit_failed([[r for a in fitting for r in every[a][name][0]] for name in names])
+        print(f"FailedFit fitted on the calibration splits of {', '.join(names)}, agents {args.fit_agents}: {fitted}")
     for agent, rows in every.items():
         show(agent, names, rows, fitted)
     if args.loco:
-        leave_one_out(every, names)
+        leave_one_out(every, names, fitting)
 
 
-def leave_one_out(every: dict[str, dict[str, tuple[list[MissingRow], list[MissingRow]]]], names: list[str]) -> None:
-    """Each catalogue's test split judged by FailedFit fitted on the other catalogues' calibration rows."""
+def leave_one_out(
+    every: dict[str, dict[str, tuple[list[MissingRow], list[MissingRow]]]], names: list[str], fitting: list[str]
+) -> None:
+    """Each catalogue's test split judged by FailedFit fitted on the other catalogues' calibration rows (of the
+    `fitting` agents)."""
     print("\n\nLEAVE ONE CATALOGUE OUT (FailedFit fitted on the others): unanswerable caught / hit@1 drop")
     for name in names:
-        fitted = fit_failed([[r for rows in every.values() for r in rows[n][0]] for n in names if n != name])
+        fitted = fit_failed([[r for a in fitting for r in every[a][n][0]] for n in names if n != name])
         cells = []
         for agent, rows in every.items():
             test = rows[name][1]

@@ -20,7 +20,8 @@ from toolwise.rl.steps import FIT, Step
 from toolwise.rl.toolindex import ToolDoc
 
 SHARE = 0.2  # of a catalogue's tools removed (before the sibling rule)
-AGENTS = ("fails", "rated")
+AGENTS = ("fails", "rated")  # FailedFit's defaults are fitted on these agents' streams
+ERRS = "errs"  # as `fails`, and an answerable request's wrong first pick fails before the right tools work
 UNANSWERABLE = "missing"  # the row kind of a request whose first right tool was removed
 
 
@@ -67,7 +68,7 @@ class Stream:
             kind, request = requests[i]
             session = f"stream-{n}"
             if kind == "answerable":
-                answer(self.learner, request["query"], list(request["tools"]), session, rng)
+                answer(self.learner, request["query"], list(request["tools"]), session, rng, errs=self.agent == ERRS)
             else:
                 self.fail(request["query"], session, rng)
             self.texts[kind == "answerable"].append(request["query"])
