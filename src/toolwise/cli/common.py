@@ -24,7 +24,7 @@ from toolwise.cli.clients import installed_configs, is_toolwise, served_config, 
 from toolwise.cli.installs import InstallError, config_dir
 from toolwise.config import AppConfig, ConfigError, Settings, describe, load_config, settings_of
 from toolwise.feedback import DatabaseUnusableError
-from toolwise.feedback.arguments import redact_text
+from toolwise.feedback.arguments import masked_text
 from toolwise.feedback.files import open_private
 
 # Exit codes (docs/startup-errors.md): 1 a command ran and found or refused something (doctor's
@@ -199,7 +199,7 @@ class SecretsMasked(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        masked = redact_text(message)
+        masked = masked_text(message)  # not remembered: log lines would crowd the calls' texts out of the memo
         if masked != message:
             record.msg, record.args = masked, None
         return True

@@ -124,6 +124,17 @@ def redact_text(text: str) -> str:
     known = _MEMO.get(text)
     if known is not None:
         return known
+    masked = masked_text(text)
+    if len(text) <= MEMO_TEXT_CHARS:
+        if len(_MEMO) >= MEMO_ENTRIES:
+            _MEMO.clear()
+        _MEMO[text] = masked
+    return masked
+
+
+def masked_text(text: str) -> str:
+    """`redact_text`'s mask, not remembered: for text that seldom comes back (a log line, each HTTP request's
+    access line), which would only push the calls' repeated texts out of the memo."""
     low = text.lower()
     masked = text
     triggered = {t for t in _TRIGGERS if t in low}  # plain substring tests beat one regex alternation
@@ -133,10 +144,6 @@ def redact_text(text: str) -> str:
                 masked = shape.pattern.sub(_keep if shape.keep else REDACTED, masked)
     if _DIGITS.search(masked):
         masked = _CARD.sub(_card, masked)
-    if len(text) <= MEMO_TEXT_CHARS:
-        if len(_MEMO) >= MEMO_ENTRIES:
-            _MEMO.clear()
-        _MEMO[text] = masked
     return masked
 
 
