@@ -1,7 +1,8 @@
 """A real MCP server (stdio) that misbehaves on request, for the downstream edge-case tests.
 
 ODD_START: "exit:N" exits with status N before serving; "wait:PATH" does not read its stdin (so never
-answers initialize) while the file PATH exists. Tools: `ping` answers "pong"; `junk(n)` prints n lines
+answers initialize) while the file PATH exists. ODD_SAY: a line written to stderr first, `{VAR}` filled from
+the environment (a server that logs the key it was given). Tools: `ping` answers "pong"; `junk(n)` prints n lines
 that are not JSON-RPC on stdout, then answers. The SDK is imported only once it is to serve.
 """
 
@@ -54,6 +55,8 @@ async def main() -> None:
 
 if __name__ == "__main__":
     # Before the (slow) SDK imports, so that "exit" and "wait" happen at once.
+    if "ODD_SAY" in os.environ:
+        print(os.environ["ODD_SAY"].format(**os.environ), file=sys.stderr, flush=True)
     how, _, what = os.environ.get("ODD_START", "").partition(":")
     if how == "exit":
         sys.exit(int(what))

@@ -55,6 +55,33 @@ async def test_junk_on_stdout_neither_restarts_a_downstream_nor_floods_the_log(
     assert "2000 more lines" in junk_lines[-1] and "restart" not in logged
 
 
+async def test_what_a_downstream_says_on_stderr_is_named_for_it_with_its_secrets_masked(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Several downstreams write to one log (a client keeps it: Claude Desktop's mcp-server-toolwise.log): their
+    lines came through unnamed and whole, the key a server was given (from the config's env) and a token with it."""
+    key, token = "plain" + "K" * 20, "ghp_" + "a" * 36
+    servers = {
+        "weather": {
+            **odd(),
+            "env": {
+                "ODD_START": "",
+                "WEATHER_API_KEY": key,
+                "ODD_SAY": f"using key {{WEATHER_API_KEY}}, git token {token}",
+            },
+        },
+        "quiet": odd(),
+    }
+    log = tmp_path / "toolwise.log"
+    with log.open("w") as errlog:
+        async with toolwise_logging_to(write_config(servers), errlog) as client:
+            assert text(await client.call_tool("weather__ping", {})) == "pong"
+    logged = log.read_text()
+    assert key not in logged and token not in logged, logged
+    [said] = [line for line in logged.splitlines() if "using key" in line]
+    assert said == "[weather] using key ***, git token ***", said
+
+
 async def test_failure_reasons_say_what_happened(write_config: Callable[..., Path], tmp_path: Path) -> None:
     flag = tmp_path / "hang"
     flag.touch()

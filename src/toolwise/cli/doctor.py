@@ -26,13 +26,14 @@ from mcp.client.streamable_http import streamable_http_client
 from toolwise import sdk
 from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
-from toolwise.cli.masked import mask_args, names_secret
+from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer, closest
 from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
+from toolwise.feedback.arguments import names_secret
 from toolwise.feedback.engine import sqlite_path
 from toolwise.feedback.integrity import check_file, recovery
 from toolwise.server.discovery import CALL_TOOL, SEARCH_TOOLS

@@ -11,25 +11,7 @@ from __future__ import annotations
 import re
 
 from toolwise.config import SHORTEST_HIDDEN
-from toolwise.feedback.arguments import REDACTED, redact_text
-
-# A key names a secret by a word that says so anywhere in it (`PGPASSWORD`, `accessToken`, `DB_SECRET`,
-# `Proxy-Authorization`), or by a short word standing alone (`API_KEY`, `X-Auth-Token`, `BASIC_AUTH`, `DB_PASS`,
-# `MYSQL_PWD`): alone, since within a word it means something else (`GIT_AUTHOR_NAME`, `KEYBOARD`,
-# `PASSTHROUGH`, `OLDPWD`, the shell's `PWD`: a folder). Matched in lower case, camelCase words split by `_`.
-_SECRET_KEY = re.compile(
-    r"pass(?:word|wd|phrase)|secret|credential|bearer|authoriz|cookie|token(?!i[sz])|apikey|privatekey|accesskey"
-    r"|(?<![a-z])(?:keys?|[a-z]*auth|pass|creds|pat|otp|jwt|private|ssn|cvc|cvv|iban)(?![a-z])"
-    r"|(?<=[^a-z])pwd(?![a-z])|^pwd_|session_?id|card_?(?:number|num|no)(?![a-z])"
-)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def names_secret(key: str) -> bool:
-    """Whether a key, header or flag name says its value is a secret (a token, key, password, credential,
-    an authorization header), not merely a word that contains one (`GIT_AUTHOR_NAME`, `TOKENIZERS_…`)."""
-    return _SECRET_KEY.search(_CAMEL.sub("_", key).lower().replace("-", "_")) is not None
-
+from toolwise.feedback.arguments import REDACTED, names_secret, redact_text
 
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _PAIR = re.compile(rf'(?P<key>{_STRING})(?P<colon>\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')

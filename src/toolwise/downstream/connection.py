@@ -171,7 +171,7 @@ class Downstream:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
                             Client(
-                                client_target(self.spec, stack, partial(self._session_lost, serving)),
+                                client_target(self.name, self.spec, stack, partial(self._session_lost, serving)),
                                 mode=self.settings.mode,
                                 message_handler=self._on_message,
                                 **self._hooks(),
@@ -217,7 +217,7 @@ class Downstream:
             return None
         return Twin(
             self.name,
-            partial(client_target, self.spec),
+            partial(client_target, self.name, self.spec),
             self._hooks(),
             self._relayed,
             self.settings.start_timeout_s,

@@ -1,5 +1,6 @@
 """What the SDK's `Client` connects to for a downstream of each kind: the in-process server, the URL (with
-its configured headers on every request), or the stdio command with its environment.
+its configured headers on every request), or the stdio command with its environment (its stderr relayed
+into toolwise's, named and masked: `stderr.py`).
 
 An HTTP downstream that no longer knows the session of a handshake-era connection (it restarted, or ended
 the session) answers 404 to it: the spec's sign to start a new session. The SDK's client passes on the
@@ -12,21 +13,23 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 
 from toolwise import sdk
 from toolwise.config import HttpServer, InProcessServer, ServerSpec
 from toolwise.downstream.environment import downstream_environment, resolve_command
+from toolwise.downstream.stderr import StderrRelay, env_secrets
 
 if TYPE_CHECKING:
     import httpx2
 
 
 def client_target(
-    spec: ServerSpec, stack: contextlib.AsyncExitStack, session_lost: Callable[[], None] | None = None
+    name: str, spec: ServerSpec, stack: contextlib.AsyncExitStack, session_lost: Callable[[], None] | None = None
 ) -> Any:
-    """`session_lost`: called when an HTTP downstream answers 404 to the connection's session."""
+    """`name`: the server's, which its stderr lines carry; `session_lost`: called when an HTTP downstream
+    answers 404 to the connection's session. What the target holds is released by `stack`."""
     if isinstance(spec, InProcessServer):
         return spec.server
     if isinstance(spec, HttpServer):
@@ -38,7 +41,10 @@ def client_target(
             http.event_hooks["response"].append(_watch_session(session_lost))
         return streamable_http_client(spec.url, http_client=http)
     env = downstream_environment(spec.env)  # more than the SDK's minimum: downstream/environment.py
-    return StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
+    params = StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
+    relay = StderrRelay(name, env_secrets(spec.env))
+    stack.callback(relay.close)  # pushed before the client enters the stack: closed after the process stopped
+    return stdio_client(params, errlog=relay.errlog)
 
 
 def _watch_session(session_lost: Callable[[], None]) -> Callable[[httpx2.Response], Awaitable[None]]:

@@ -1,0 +1,40 @@
+"""A stdio downstream's stderr as toolwise relays it: each line named for the server, its secrets masked, and the
+pipe always drained (a process whose stderr nobody reads stops once the pipe is full)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from toolwise.downstream.stderr import StderrRelay, env_secrets
+
+
+def run(relay: StderrRelay, code: str) -> int:
+    process = subprocess.run([sys.executable, "-c", code], stderr=relay.errlog, timeout=60, check=False)
+    relay.close()
+    relay.join(10)
+    return process.returncode
+
+
+def test_each_line_is_named_for_its_server_with_the_keys_it_was_given_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    env = {"WEATHER_API_KEY": "k3y-" + "x" * 16, "REGION": "eu-west-1", "LOG_LEVEL": "debug"}
+    relay = StderrRelay("weather", env_secrets(env))
+    assert (
+        run(relay, "import sys; print('key k3y-' + 'x' * 16 + ' region eu-west-1', file=sys.stderr); print('ok')") == 0
+    )
+    assert out.getvalue() == "[weather] key *** region eu-west-1\n"
+
+
+def test_a_closed_stderr_does_not_stop_the_downstream_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = io.StringIO()
+    closed.close()  # writes raise ValueError, as toolwise's stderr does once the client closed it
+    monkeypatch.setattr(sys, "stderr", closed)
+    relay = StderrRelay("chatty")
+    lines = 20_000  # about 2 MB: many times a pipe's buffer
+    assert run(relay, f"import sys\nfor i in range({lines}): print('x' * 100, file=sys.stderr)") == 0
+    assert relay.unwritten == lines
