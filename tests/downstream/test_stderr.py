@@ -38,3 +38,13 @@ def test_a_closed_stderr_does_not_stop_the_downstream_writing(monkeypatch: pytes
     lines = 20_000  # about 2 MB: many times a pipe's buffer
     assert run(relay, f"import sys\nfor i in range({lines}): print('x' * 100, file=sys.stderr)") == 0
     assert relay.unwritten == lines
+
+
+def test_a_line_that_never_ends_is_relayed_in_pieces_not_held_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    relay = StderrRelay("progress")
+    assert run(relay, "import sys; sys.stderr.write('#' * 200_000)") == 0  # no newline: a progress bar's \r
+    pieces = out.getvalue().splitlines()
+    assert len(pieces) == 4 and all(p.startswith("[progress] #") for p in pieces)
+    assert sum(len(p) - len("[progress] ") for p in pieces) == 200_000

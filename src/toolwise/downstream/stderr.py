@@ -17,6 +17,8 @@ from typing import BinaryIO, TextIO
 from toolwise.config import SHORTEST_HIDDEN
 from toolwise.feedback.arguments import REDACTED, masked_text, names_secret
 
+LINE_BYTES = 65536
+
 
 def env_secrets(env: Mapping[str, str] | None) -> list[str]:
     """The values of a server's `env` whose names say they are secrets (`GITHUB_TOKEN`, `WEATHER_API_KEY`)."""
@@ -54,7 +56,9 @@ class StderrRelay:
 
     def _relay(self, pipe: BinaryIO) -> None:
         with pipe:
-            for raw in pipe:
+            # a line at most LINE_BYTES long: a downstream that never ends its line (a progress bar's \r) is
+            # relayed in pieces rather than held whole
+            for raw in iter(lambda: pipe.readline(LINE_BYTES), b""):
                 line = f"[{self.name}] {self.mask(raw.decode('utf-8', 'replace').rstrip())}\n"
                 try:
                     sys.stderr.write(line)
