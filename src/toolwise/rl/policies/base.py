@@ -242,6 +242,27 @@ def ranked_selection(
     )
 
 
+def optimistic_selection(
+    arms: NDArray[np.int64],
+    means: NDArray[np.float64],
+    width: NDArray[np.float64],
+    alpha: float,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> Selection:
+    """UCB with ε: the arm maximising mean + α·width (ties broken by `rng`), or with probability ε one
+    drawn uniformly (a draw is made even at ε = 0: the same RNG stream whatever ε); explored when the
+    pick is not the best mean."""
+    ucb = width * alpha
+    ucb += means
+    order, best, ties = rank(ucb, rng)
+    explored = bool(rng.random() < epsilon)
+    pick = int(rng.integers(len(arms))) if explored else best
+    propensity = epsilon / len(arms) + ((1 - epsilon) / ties if pick == best or ucb[pick] == ucb[best] else 0.0)
+    explored = explored or pick != int(means.argmax())
+    return ranked_selection(arms, ucb, means, order, pick, explored, propensity)
+
+
 def sampled_propensity(
     means: NDArray[np.float64], stds: NDArray[np.float64], chosen: int, rng: np.random.Generator, draws: int = 256
 ) -> float:

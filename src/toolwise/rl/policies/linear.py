@@ -22,6 +22,7 @@ from toolwise.rl.policies.base import (
     Selection,
     Update,
     check_state,
+    optimistic_selection,
     rank,
     ranked_selection,
     sampled_propensity,
@@ -106,15 +107,7 @@ class LinUCB(_Linear):
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         short, means, width = self._shortlisted(context, arms, prior)
-        ucb = width * self.config.alpha
-        ucb += means
-        order, best, ties = rank(ucb, rng)
-        eps = self.config.epsilon
-        explored = bool(rng.random() < eps)
-        pick = int(rng.integers(len(short))) if explored else best
-        propensity = eps / len(short) + ((1 - eps) / ties if pick == best or ucb[pick] == ucb[best] else 0.0)
-        explored = explored or pick != int(means.argmax())
-        return ranked_selection(short, ucb, means, order, pick, explored, propensity)
+        return optimistic_selection(short, means, width, self.config.alpha, self.config.epsilon, rng)
 
 
 class LinTS(_Linear):

@@ -59,8 +59,7 @@ from toolwise.rl.policies.base import (
     Selection,
     Update,
     check_state,
-    rank,
-    ranked_selection,
+    optimistic_selection,
     state_head,
 )
 from toolwise.rl.policies.choice_features import query_features
@@ -164,15 +163,7 @@ class SemanticUCB(PolicyBase):
         variance = self.inv_diag.take(arms, 0) @ (x * x)
         if bucket is not None:
             variance += self.after_inv[bucket].take(arms)
-        width = np.sqrt(variance)
-        ucb = width * c.alpha
-        ucb += means
-        order, best, ties = rank(ucb, rng)
-        explored = bool(rng.random() < c.epsilon)
-        pick = int(rng.integers(len(arms))) if explored else best
-        propensity = c.epsilon / len(arms) + ((1 - c.epsilon) / ties if ucb[pick] == ucb[best] else 0.0)
-        explored = explored or pick != int(means.argmax())
-        return ranked_selection(arms, ucb, means, order, pick, explored, propensity)
+        return optimistic_selection(arms, means, np.sqrt(variance), c.alpha, c.epsilon, rng)
 
     # -- learning ----------------------------------------------------------------------------------
 
