@@ -263,6 +263,17 @@ def optimistic_selection(
     return ranked_selection(arms, ucb, means, order, pick, explored, propensity)
 
 
+def sampled_selection(
+    arms: NDArray[np.int64], means: NDArray[np.float64], stds: NDArray[np.float64], rng: np.random.Generator
+) -> Selection:
+    """Thompson sampling: each arm's reward drawn from N(mean, std²), the best draw picked (ties broken by
+    `rng`), its propensity estimated by sampling; explored when the pick is not the best mean."""
+    draws = rng.normal(means, stds)
+    order, pick, _ = rank(draws, rng)
+    propensity = sampled_propensity(means, stds, pick, rng)
+    return ranked_selection(arms, draws, means, order, pick, pick != int(means.argmax()), propensity)
+
+
 def sampled_propensity(
     means: NDArray[np.float64], stds: NDArray[np.float64], chosen: int, rng: np.random.Generator, draws: int = 256
 ) -> float:

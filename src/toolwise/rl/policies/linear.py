@@ -23,9 +23,7 @@ from toolwise.rl.policies.base import (
     Update,
     check_state,
     optimistic_selection,
-    rank,
-    ranked_selection,
-    sampled_propensity,
+    sampled_selection,
     state_head,
 )
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
@@ -123,8 +121,4 @@ class LinTS(_Linear):
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         short, means, width = self._shortlisted(context, arms, prior)
-        stds = self.config.scale * width
-        draws = rng.normal(means, stds)
-        order, pick, _ = rank(draws, rng)
-        propensity = sampled_propensity(means, stds, pick, rng)
-        return ranked_selection(short, draws, means, order, pick, pick != int(means.argmax()), propensity)
+        return sampled_selection(short, means, self.config.scale * width, rng)
