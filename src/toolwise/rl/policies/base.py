@@ -225,6 +225,11 @@ def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray
     return order, int(order[rng.integers(ties)]), ties
 
 
+def best_k(scores: NDArray[np.float64], k: int) -> NDArray[np.intp]:
+    """Where the `k` best `scores` are, in no order: the shortlist a policy ranks and explores among."""
+    return np.argpartition(-scores, k - 1)[:k]
+
+
 def ranked_selection(
     arms: NDArray[np.int64],
     scores: NDArray[np.float64],

@@ -57,6 +57,7 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    best_k,
     check_state,
     rank,
     ranked_selection,
@@ -68,7 +69,6 @@ from toolwise.rl.policies.choice_features import query_features, stacked_feature
 from toolwise.rl.policies.choice_step import (
     Calls,
     Minibatch,
-    best_k,
     minibatch_shortlist,
     minibatch_step,
     shortlist,

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.policies.base import best_k
+
 
 def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     # the ufuncs' reductions that `max` and `sum` wrap, in place: the same numbers, fewer steps (a call
@@ -23,11 +25,6 @@ def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     p: NDArray[np.float64] = np.exp(z, out=z)
     p /= np.add.reduce(p)
     return p
-
-
-def best_k(scores: NDArray[np.float64], k: int) -> NDArray[np.intp]:
-    """Where the `k` best `scores` are, in no order: the choice model's shortlist (`ChoiceModel.select`)."""
-    return np.argpartition(-scores, k - 1)[:k]
 
 
 def shortlisted_softmax(scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:

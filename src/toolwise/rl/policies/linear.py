@@ -21,6 +21,7 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    best_k,
     check_state,
     optimistic_selection,
     sampled_selection,
@@ -72,7 +73,7 @@ class _Linear(PolicyBase):
         k = self.config.ridge.shortlist
         if len(means) <= k:
             return arms, means, width
-        short = np.argpartition(-means, k - 1)[:k]
+        short = best_k(means, k)
         return arms.take(short), means.take(short), width.take(short)
 
     def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:

@@ -58,6 +58,7 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    best_k,
     check_state,
     optimistic_selection,
     state_head,
@@ -157,7 +158,7 @@ class SemanticUCB(PolicyBase):
         x, bucket = self.features(context), self.bucket(context)
         means = self._means(x, bucket, arms, prior)
         if len(means) > c.shortlist:
-            short = np.argpartition(-means, c.shortlist - 1)[: c.shortlist]
+            short = best_k(means, c.shortlist)
             arms, means = arms.take(short), means.take(short)
         # Width from diag(A⁻¹): cheap, and shrinking as a tool is tried on such queries (after such a tool).
         variance = self.inv_diag.take(arms, 0) @ (x * x)
