@@ -225,6 +225,15 @@ def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray
     return order, int(order[rng.integers(ties)]), ties
 
 
+def called_at(candidates: NDArray[np.int64], arm: int) -> int:
+    """Where the called `arm` stands among a call's `candidates` (its first place); a call of a tool it did not
+    choose among is refused, naming the arm."""
+    at = np.flatnonzero(candidates == arm)
+    if not len(at):
+        raise ValueError(f"the called arm {arm} is not among the candidates")
+    return int(at[0])
+
+
 def best_k(scores: NDArray[np.float64], k: int) -> NDArray[np.intp]:
     """Where the `k` best `scores` are, in no order: the shortlist a policy ranks and explores among."""
     return np.argpartition(-scores, k - 1)[:k]

@@ -44,6 +44,7 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    called_at,
     check_state,
     state_head,
 )
@@ -423,10 +424,7 @@ def called_cosine(lesson: Lesson) -> float:
     """The query–tool cosine of the tool called (its row's first feature among the candidates)."""
     if lesson.candidates is None or lesson.rows is None:
         raise ValueError("the outcome policy learns a call among its candidates: the lesson has none")
-    at = np.flatnonzero(lesson.candidates == lesson.arm)
-    if not len(at):
-        raise ValueError(f"the called arm {lesson.arm} is not among the candidates")
-    return float(lesson.rows[at[0], 0])
+    return float(lesson.rows[called_at(lesson.candidates, lesson.arm), 0])
 
 
 def reported_map(config: OutcomeModelConfig) -> Calibration:
