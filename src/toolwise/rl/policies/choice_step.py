@@ -133,7 +133,14 @@ def step(
     rate = learning_rate / np.sqrt(1.0 + arm_steps)
     moved = rate * direction * shrunk  # the chain rule through it
     theta[arms] += moved[:, None] * x
-    gradient = direction @ rows
+    ascend_weights(weights, weight_steps, direction @ rows, weight_rate)
+
+
+def ascend_weights(
+    weights: NDArray[np.float64], weight_steps: NDArray[np.float64], gradient: NDArray[np.float64], weight_rate: float
+) -> None:
+    """The feature weights' AdaGrad step along `gradient`, in place (`weight_steps`: their Σ g²), for one
+    call (`step`) or a minibatch's mean gradient (`minibatch_step`)."""
     weight_steps += gradient * gradient
     weights += weight_rate * gradient / np.sqrt(1.0 + weight_steps)
 
@@ -198,9 +205,7 @@ def minibatch_step(
     _move_theta(
         theta, steps, run, x, flat[pairs], (moved * shrunk.ravel())[pairs], call_of[pairs], tools[mine], learning_rate
     )
-    gradient = np.einsum("bk,bkf->f", direction, wide) / batch
-    weight_steps += gradient * gradient
-    weights += weight_rate * gradient / np.sqrt(1.0 + weight_steps)
+    ascend_weights(weights, weight_steps, np.einsum("bk,bkf->f", direction, wide) / batch, weight_rate)
     return before
 
 
