@@ -198,8 +198,7 @@ class OutcomeModel(PolicyBase):
         at = np.empty(int(arms.max()) + 1, dtype=np.int64)
         at[arms] = np.arange(len(arms))
         cosine = inputs[at.take(ranked), 0]
-        s0 = self.memory.config.prior_strength
-        shift = s0 * (self.reported.mean(p_agent, cosine) - prior) / (s0 + estimate.evidence)
+        shift = self.memory.reread(self.reported.mean(p_agent, cosine), prior, estimate.evidence)
         self._broken(ranked, shift)
         return shift
 
@@ -267,9 +266,8 @@ class OutcomeModel(PolicyBase):
         best = clearly_better(fit, first, ~failing[:top], c.clearly)
         if not best:
             return order
-        s0 = self.memory.config.prior_strength
         mean = min(max(float(fit[best]), 0.0), 1.0)
-        estimate.p_works[best] += s0 * (mean - prior[best]) / (s0 + estimate.evidence[best])
+        estimate.p_works[best] += self.memory.reread(mean, prior[best], estimate.evidence[best])
         return np.concatenate(([best], order[order != best]))
 
     def verdicts(
