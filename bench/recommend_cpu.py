@@ -24,6 +24,7 @@ after (docs/benchmarks.md has the figures):
     PYTHONPATH=/tmp/base/src python bench/recommend_cpu.py --dump before.json   # the code before
     python bench/recommend_cpu.py --compare before.json answers.json
     python bench/recommend_cpu.py --learner   # Learner.recommend alone, new queries (no MCP), and its decisions' digest
+    python bench/recommend_cpu.py --learner --policy all   # the same for every policy (a digest each)
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ import toolwise
 from toolwise.learning.embedding import WordLlamaEmbedder, tool_document
 from toolwise.learning.sessions import session_meta
 from toolwise.rl import Learner, LearnerConfig, Step, ToolDoc
+from toolwise.rl.policy_names import POLICY_NAMES
 from toolwise.server.app import Toolwise
 from toolwise.server.build import build_server
 
@@ -114,7 +116,7 @@ async def opened(client: Client, requests: list[Request], phase: str) -> list[st
     return names
 
 
-def learner_alone(args: argparse.Namespace, data: DataSet, tools: list[dict[str, Any]]) -> None:
+def learner_alone(args: argparse.Namespace, data: DataSet, tools: list[dict[str, Any]], policy: str) -> None:
     """`Learner.recommend` alone (no MCP), a new query each call (its memos emptied each round), on a fresh
     state and after `--learn` steps learned directly (the same stream, latency fixed): CPU p50 of the best
     of three rounds, and a digest of every decision of the first round (equal digests: the same decisions)."""
@@ -126,7 +128,7 @@ def learner_alone(args: argparse.Namespace, data: DataSet, tools: list[dict[str,
         )
         for t in tools
     ]
-    learner = Learner(LearnerConfig(), docs, WordLlamaEmbedder())
+    learner = Learner(LearnerConfig(policy=policy), docs, WordLlamaEmbedder())
     queries = [r.query for r in stream(data, 1, args.seed + 1)[: args.queries]]
     names = [d.name for d in docs[:7]]
     for phase in ("fresh", "learned"):
@@ -163,7 +165,8 @@ def learner_alone(args: argparse.Namespace, data: DataSet, tools: list[dict[str,
                     )
             best = min(best, float(np.percentile(cpu, 50)))
         print(
-            f"  {phase}: Learner.recommend alone, CPU p50 {best:.3f} ms (best of 3 rounds); "
+            f"  {'' if args.policy == 'outcome' else policy + ' '}{phase}: Learner.recommend alone, "
+            f"CPU p50 {best:.3f} ms (best of 3 rounds); "
             f"decisions {digest.hexdigest()[:16]}"
         )
 
@@ -205,6 +208,7 @@ def main() -> None:
     parser.add_argument("--profile", choices=("fresh", "learned"), help="cProfile that phase's recommend_tool calls")
     parser.add_argument("--profile-out", type=Path, default=Path("recommend.prof"))
     parser.add_argument("--learner", action="store_true", help="Learner.recommend alone, new queries, no MCP")
+    parser.add_argument("--policy", default="outcome", help="with --learner: the policies (a,b,…; all: every one)")
     args = parser.parse_args()
     if args.compare:
         compare(*args.compare)
@@ -215,7 +219,9 @@ def main() -> None:
         padded_catalogue(data, args.tools, tools_file)
         if args.learner:
             print(f"toolwise from {Path(toolwise.__file__).parent}")
-            learner_alone(args, data, [json.loads(line) for line in tools_file.read_text().splitlines()])
+            tools = [json.loads(line) for line in tools_file.read_text().splitlines()]
+            for policy in POLICY_NAMES if args.policy == "all" else args.policy.split(","):
+                learner_alone(args, data, tools, policy)
             return
         out = asyncio.run(run(args, data, tools_file))
     report(out, str(Path(toolwise.__file__).parent))

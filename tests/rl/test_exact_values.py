@@ -128,3 +128,11 @@ def test_what_a_policy_does_not_declare_it_refuses_or_leaves_alone(name: str) ->
         policy.set_health(0, 0.1)
         after = policy.expected(ENC.encode(QUERIES[0], None, 0), ARMS, inputs(policy, 0))
         assert after[0] < before[0] and (after[1:] >= before[1:]).all(), "a tool that broke lately is ranked down"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in POLICIES if make_policy(n).capabilities.candidates))
+def test_a_call_of_a_tool_outside_its_candidates_is_refused_naming_it(name: str) -> None:
+    policy = make_policy(name)
+    lesson = Lesson(ENC.encode(QUERIES[0], None, 0), 7, 0.9, True, candidates=ARMS, rows=inputs(policy, 0), fit=1.0)
+    with pytest.raises(ValueError, match="the called arm 7 is not among the candidates"):
+        policy.learn_one(lesson, np.random.default_rng(0))

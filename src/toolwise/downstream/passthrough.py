@@ -138,14 +138,13 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         server, uri = await self.route_uri(params.uri)
-        meta = forwarded_meta(wire_meta(ctx))
-
-        async def read(client: Client) -> types.ReadResourceResult | types.InputRequiredResult:
-            if in_rounds(ctx, client):
-                return await _read_round(client, uri, params, meta)
-            return await client.read_resource(uri, meta=meta)
-
-        result = await self._bounded(ctx, server, f"resources/read of {uri!r}", read)
+        result = await self._forward(
+            ctx,
+            server,
+            f"resources/read of {uri!r}",
+            lambda client, meta: client.read_resource(uri, meta=meta),
+            lambda client, meta: _read_round(client, uri, params, meta),
+        )
         if isinstance(result, types.InputRequiredResult):
             return result
         for content in result.contents:
@@ -184,14 +183,13 @@ class Passthrough:
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         server, name = await self._route_prompt(params.name)
-        meta = forwarded_meta(wire_meta(ctx))
-
-        async def get(client: Client) -> types.GetPromptResult | types.InputRequiredResult:
-            if in_rounds(ctx, client):
-                return await _prompt_round(client, name, params, meta)
-            return await client.get_prompt(name, params.arguments, meta=meta)
-
-        return await self._bounded(ctx, server, f"prompts/get of {name!r}", get)
+        return await self._forward(
+            ctx,
+            server,
+            f"prompts/get of {name!r}",
+            lambda client, meta: client.get_prompt(name, params.arguments, meta=meta),
+            lambda client, meta: _prompt_round(client, name, params, meta),
+        )
 
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
@@ -216,6 +214,23 @@ class Passthrough:
             return await client.complete(asked, argument, context)
 
         return await self._bounded(ctx, server, "completion/complete", complete)
+
+    async def _forward(
+        self,
+        ctx: ServerRequestContext[Any],
+        server: str,
+        what: str,
+        plain: Callable[[Client, types.RequestParamsMeta | None], Awaitable[R]],
+        rounds: Callable[[Client, types.RequestParamsMeta | None], Awaitable[R]],
+    ) -> R:
+        """A request that may ask the caller for input, `_bounded`, with the caller's `_meta`: `rounds` where
+        caller and downstream both answer input_required as it is (`in_rounds`), else `plain`."""
+        meta = forwarded_meta(wire_meta(ctx))
+
+        async def request(client: Client) -> R:
+            return await (rounds if in_rounds(ctx, client) else plain)(client, meta)
+
+        return await self._bounded(ctx, server, what, request)
 
     async def _bounded(
         self, ctx: ServerRequestContext[Any], server: str, what: str, request: Callable[[Client], Awaitable[R]]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,6 +83,9 @@ class Served:
     failed: NDArray[np.float64] | None = None  # None: as all −1
 
 
+Mean = TypeVar("Mean", float, NDArray[np.float64])  # one arm's, or each arm's
+
+
 class OutcomeMemory:
     def __init__(self, dim: int, config: OutcomeConfig | None = None) -> None:
         self.config = c = config or OutcomeConfig()
@@ -138,6 +141,12 @@ class OutcomeMemory:
             gw[seen], gf[seen] = self._gate(k, cosine, worked, failed, mixture)
         gate = None if mixture is None else Estimate((s0 * prior + gw) / (s0 + gw + gf), gw + gf)
         return Estimate((s0 * prior + w) / (s0 + w + f), w + f, gate)
+
+    def reread(self, mean: Mean, prior: Mean, evidence: Mean) -> Mean:
+        """What reading `estimate`'s P(works) with the prior mean `mean` instead of `prior` adds to it, on
+        `evidence` calls: s₀(mean − prior)/(s₀ + evidence)."""
+        s0 = self.config.prior_strength
+        return s0 * (mean - prior) / (s0 + evidence)
 
     def _gate(
         self,

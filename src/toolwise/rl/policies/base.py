@@ -225,6 +225,20 @@ def rank(scores: NDArray[np.float64], rng: np.random.Generator) -> tuple[NDArray
     return order, int(order[rng.integers(ties)]), ties
 
 
+def called_at(candidates: NDArray[np.int64], arm: int) -> int:
+    """Where the called `arm` stands among a call's `candidates` (its first place); a call of a tool it did not
+    choose among is refused, naming the arm."""
+    at = np.flatnonzero(candidates == arm)
+    if not len(at):
+        raise ValueError(f"the called arm {arm} is not among the candidates")
+    return int(at[0])
+
+
+def best_k(scores: NDArray[np.float64], k: int) -> NDArray[np.intp]:
+    """Where the `k` best `scores` are, in no order: the shortlist a policy ranks and explores among."""
+    return np.argpartition(-scores, k - 1)[:k]
+
+
 def ranked_selection(
     arms: NDArray[np.int64],
     scores: NDArray[np.float64],
@@ -240,6 +254,38 @@ def ranked_selection(
     return Selection(
         arms.take(order), scores.take(order), expected.take(order), int(arms[chosen_index]), explored, propensity
     )
+
+
+def optimistic_selection(
+    arms: NDArray[np.int64],
+    means: NDArray[np.float64],
+    width: NDArray[np.float64],
+    alpha: float,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> Selection:
+    """UCB with ε: the arm maximising mean + α·width (ties broken by `rng`), or with probability ε one
+    drawn uniformly (a draw is made even at ε = 0: the same RNG stream whatever ε); explored when the
+    pick is not the best mean."""
+    ucb = width * alpha
+    ucb += means
+    order, best, ties = rank(ucb, rng)
+    explored = bool(rng.random() < epsilon)
+    pick = int(rng.integers(len(arms))) if explored else best
+    propensity = epsilon / len(arms) + ((1 - epsilon) / ties if pick == best or ucb[pick] == ucb[best] else 0.0)
+    explored = explored or pick != int(means.argmax())
+    return ranked_selection(arms, ucb, means, order, pick, explored, propensity)
+
+
+def sampled_selection(
+    arms: NDArray[np.int64], means: NDArray[np.float64], stds: NDArray[np.float64], rng: np.random.Generator
+) -> Selection:
+    """Thompson sampling: each arm's reward drawn from N(mean, std²), the best draw picked (ties broken by
+    `rng`), its propensity estimated by sampling; explored when the pick is not the best mean."""
+    draws = rng.normal(means, stds)
+    order, pick, _ = rank(draws, rng)
+    propensity = sampled_propensity(means, stds, pick, rng)
+    return ranked_selection(arms, draws, means, order, pick, pick != int(means.argmax()), propensity)
 
 
 def sampled_propensity(

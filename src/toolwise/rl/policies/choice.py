@@ -57,6 +57,8 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    best_k,
+    called_at,
     check_state,
     rank,
     ranked_selection,
@@ -68,7 +70,6 @@ from toolwise.rl.policies.choice_features import query_features, stacked_feature
 from toolwise.rl.policies.choice_step import (
     Calls,
     Minibatch,
-    best_k,
     minibatch_shortlist,
     minibatch_step,
     shortlist,
@@ -275,10 +276,8 @@ class ChoiceModel(PolicyBase):
             keep = shortlist(scores, arms, called, passed_over, c.shortlist)
             arms, rows, scores = arms.take(keep), rows.take(keep, 0), scores.take(keep)
         p = softmax(scores)
-        at = np.flatnonzero(arms == called)
-        if not len(at):
-            raise ValueError(f"the called arm {called} is not among the candidates")
-        direction = towards(p, int(at[0]), weight, worked)
+        at = called_at(arms, called)
+        direction = towards(p, at, weight, worked)
         if passed_over is not None and passed_over != called:
             over = np.flatnonzero(arms == passed_over)
             if len(over):
@@ -287,10 +286,10 @@ class ChoiceModel(PolicyBase):
         self.observed += 1
         self.chosen[called] += 1
         if c.replays and rng is not None:
-            self.memory.add(x, arms, rows, int(at[0]), worked, weight)
+            self.memory.add(x, arms, rows, at, worked, weight)
             for slot in rng.integers(len(self.memory), size=c.replays).tolist():
                 self._again(slot)
-        return float(p[at[0]])
+        return float(p[at])
 
     def learn_calls(
         self,

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from toolwise.rl.policies.base import best_k
+
 
 def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     # the ufuncs' reductions that `max` and `sum` wrap, in place: the same numbers, fewer steps (a call
@@ -23,11 +25,6 @@ def softmax(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     p: NDArray[np.float64] = np.exp(z, out=z)
     p /= np.add.reduce(p)
     return p
-
-
-def best_k(scores: NDArray[np.float64], k: int) -> NDArray[np.intp]:
-    """Where the `k` best `scores` are, in no order: the choice model's shortlist (`ChoiceModel.select`)."""
-    return np.argpartition(-scores, k - 1)[:k]
 
 
 def shortlisted_softmax(scores: NDArray[np.float64], k: int) -> NDArray[np.float64]:
@@ -136,7 +133,14 @@ def step(
     rate = learning_rate / np.sqrt(1.0 + arm_steps)
     moved = rate * direction * shrunk  # the chain rule through it
     theta[arms] += moved[:, None] * x
-    gradient = direction @ rows
+    ascend_weights(weights, weight_steps, direction @ rows, weight_rate)
+
+
+def ascend_weights(
+    weights: NDArray[np.float64], weight_steps: NDArray[np.float64], gradient: NDArray[np.float64], weight_rate: float
+) -> None:
+    """The feature weights' AdaGrad step along `gradient`, in place (`weight_steps`: their Σ g²), for one
+    call (`step`) or a minibatch's mean gradient (`minibatch_step`)."""
     weight_steps += gradient * gradient
     weights += weight_rate * gradient / np.sqrt(1.0 + weight_steps)
 
@@ -201,9 +205,7 @@ def minibatch_step(
     _move_theta(
         theta, steps, run, x, flat[pairs], (moved * shrunk.ravel())[pairs], call_of[pairs], tools[mine], learning_rate
     )
-    gradient = np.einsum("bk,bkf->f", direction, wide) / batch
-    weight_steps += gradient * gradient
-    weights += weight_rate * gradient / np.sqrt(1.0 + weight_steps)
+    ascend_weights(weights, weight_steps, np.einsum("bk,bkf->f", direction, wide) / batch, weight_rate)
     return before
 
 

@@ -21,10 +21,10 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    best_k,
     check_state,
-    rank,
-    ranked_selection,
-    sampled_propensity,
+    optimistic_selection,
+    sampled_selection,
     state_head,
 )
 from toolwise.rl.policies.ridge import DiagonalRidge, RidgeConfig
@@ -73,7 +73,7 @@ class _Linear(PolicyBase):
         k = self.config.ridge.shortlist
         if len(means) <= k:
             return arms, means, width
-        short = np.argpartition(-means, k - 1)[:k]
+        short = best_k(means, k)
         return arms.take(short), means.take(short), width.take(short)
 
     def learn_one(self, lesson: Lesson, rng: np.random.Generator) -> Update:
@@ -106,15 +106,7 @@ class LinUCB(_Linear):
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         short, means, width = self._shortlisted(context, arms, prior)
-        ucb = width * self.config.alpha
-        ucb += means
-        order, best, ties = rank(ucb, rng)
-        eps = self.config.epsilon
-        explored = bool(rng.random() < eps)
-        pick = int(rng.integers(len(short))) if explored else best
-        propensity = eps / len(short) + ((1 - eps) / ties if pick == best or ucb[pick] == ucb[best] else 0.0)
-        explored = explored or pick != int(means.argmax())
-        return ranked_selection(short, ucb, means, order, pick, explored, propensity)
+        return optimistic_selection(short, means, width, self.config.alpha, self.config.epsilon, rng)
 
 
 class LinTS(_Linear):
@@ -130,8 +122,4 @@ class LinTS(_Linear):
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         short, means, width = self._shortlisted(context, arms, prior)
-        stds = self.config.scale * width
-        draws = rng.normal(means, stds)
-        order, pick, _ = rank(draws, rng)
-        propensity = sampled_propensity(means, stds, pick, rng)
-        return ranked_selection(short, draws, means, order, pick, pick != int(means.argmax()), propensity)
+        return sampled_selection(short, means, self.config.scale * width, rng)

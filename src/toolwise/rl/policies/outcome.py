@@ -44,6 +44,7 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    called_at,
     check_state,
     state_head,
 )
@@ -197,8 +198,7 @@ class OutcomeModel(PolicyBase):
         at = np.empty(int(arms.max()) + 1, dtype=np.int64)
         at[arms] = np.arange(len(arms))
         cosine = inputs[at.take(ranked), 0]
-        s0 = self.memory.config.prior_strength
-        shift = s0 * (self.reported.mean(p_agent, cosine) - prior) / (s0 + estimate.evidence)
+        shift = self.memory.reread(self.reported.mean(p_agent, cosine), prior, estimate.evidence)
         self._broken(ranked, shift)
         return shift
 
@@ -266,9 +266,8 @@ class OutcomeModel(PolicyBase):
         best = clearly_better(fit, first, ~failing[:top], c.clearly)
         if not best:
             return order
-        s0 = self.memory.config.prior_strength
         mean = min(max(float(fit[best]), 0.0), 1.0)
-        estimate.p_works[best] += s0 * (mean - prior[best]) / (s0 + estimate.evidence[best])
+        estimate.p_works[best] += self.memory.reread(mean, prior[best], estimate.evidence[best])
         return np.concatenate(([best], order[order != best]))
 
     def verdicts(
@@ -423,10 +422,7 @@ def called_cosine(lesson: Lesson) -> float:
     """The query–tool cosine of the tool called (its row's first feature among the candidates)."""
     if lesson.candidates is None or lesson.rows is None:
         raise ValueError("the outcome policy learns a call among its candidates: the lesson has none")
-    at = np.flatnonzero(lesson.candidates == lesson.arm)
-    if not len(at):
-        raise ValueError(f"the called arm {lesson.arm} is not among the candidates")
-    return float(lesson.rows[at[0], 0])
+    return float(lesson.rows[called_at(lesson.candidates, lesson.arm), 0])
 
 
 def reported_map(config: OutcomeModelConfig) -> Calibration:

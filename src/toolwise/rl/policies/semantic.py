@@ -58,9 +58,9 @@ from toolwise.rl.policies.base import (
     PolicyBase,
     Selection,
     Update,
+    best_k,
     check_state,
-    rank,
-    ranked_selection,
+    optimistic_selection,
     state_head,
 )
 from toolwise.rl.policies.choice_features import query_features
@@ -158,21 +158,13 @@ class SemanticUCB(PolicyBase):
         x, bucket = self.features(context), self.bucket(context)
         means = self._means(x, bucket, arms, prior)
         if len(means) > c.shortlist:
-            short = np.argpartition(-means, c.shortlist - 1)[: c.shortlist]
+            short = best_k(means, c.shortlist)
             arms, means = arms.take(short), means.take(short)
         # Width from diag(A⁻¹): cheap, and shrinking as a tool is tried on such queries (after such a tool).
         variance = self.inv_diag.take(arms, 0) @ (x * x)
         if bucket is not None:
             variance += self.after_inv[bucket].take(arms)
-        width = np.sqrt(variance)
-        ucb = width * c.alpha
-        ucb += means
-        order, best, ties = rank(ucb, rng)
-        explored = bool(rng.random() < c.epsilon)
-        pick = int(rng.integers(len(arms))) if explored else best
-        propensity = c.epsilon / len(arms) + ((1 - c.epsilon) / ties if ucb[pick] == ucb[best] else 0.0)
-        explored = explored or pick != int(means.argmax())
-        return ranked_selection(arms, ucb, means, order, pick, explored, propensity)
+        return optimistic_selection(arms, means, np.sqrt(variance), c.alpha, c.epsilon, rng)
 
     # -- learning ----------------------------------------------------------------------------------
 

@@ -17,9 +17,7 @@ from toolwise.rl.policies.base import (
     Selection,
     Update,
     check_state,
-    rank,
-    ranked_selection,
-    sampled_propensity,
+    sampled_selection,
     state_head,
 )
 from toolwise.rl.policies.tabular import Table
@@ -63,10 +61,7 @@ class TabularThompson(PolicyBase):
         self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64], rng: np.random.Generator
     ) -> Selection:
         means, stds = self._posterior(context, arms, prior)
-        samples = rng.normal(means, stds)
-        order, index, _ = rank(samples, rng)
-        propensity = sampled_propensity(means, stds, index, rng)
-        return ranked_selection(arms, samples, means, order, index, index != int(means.argmax()), propensity)
+        return sampled_selection(arms, means, stds, rng)
 
     def expected(self, context: Context, arms: NDArray[np.int64], prior: NDArray[np.float64]) -> NDArray[np.float64]:
         return self._posterior(context, arms, prior)[0]
