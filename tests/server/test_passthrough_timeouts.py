@@ -6,6 +6,7 @@ requests wait until cancelled."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server import Server, ServerRequestContext
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from tests.server.surface import running
@@ -140,3 +141,36 @@ async def test_one_downstream_whose_lists_fail_or_hang_leaves_the_others_listed_
     assert [p.name for p in prompts.prompts] == ["good__p"]
     said = caplog.text
     assert "broken" in said and "the resource index is locked" in said and "0.5s (call_timeout_s)" in said
+
+
+def logging_server(name: str, levels: list[str], *, fails: bool) -> Server[Any]:
+    """A downstream that logs: `levels` gets each level it is set to; `fails`: its logging/setLevel fails."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
+
+    async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        if fails:
+            raise MCPError(INTERNAL_ERROR, "the log sink is read-only")
+        levels.append(params.level)
+        return types.EmptyResult()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(name, on_list_tools=list_tools, on_set_logging_level=set_level)
+
+
+async def test_one_downstream_refusing_a_log_level_leaves_the_others_set_and_the_client_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    levels: list[str] = []
+    downstreams = {
+        "a": InProcessServer(logging_server("a", [], fails=True)),
+        "b": InProcessServer(logging_server("b", levels, fails=False)),
+    }
+    async with running(tmp_path, {}, in_process=downstreams, mode="legacy", call_timeout_s=0.5) as (_, client):
+        with anyio.fail_after(WAIT_S), warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.set_logging_level("warning")
+    assert levels == ["warning"]
+    assert "'a'" in caplog.text and "the log sink is read-only" in caplog.text
