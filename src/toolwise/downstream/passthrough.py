@@ -77,12 +77,17 @@ class Passthrough:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed = await self._each("resources", "resources/list", all_resources)
-        public = _public_uris([(server, r.uri) for server, r in listed])
-        self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        listed, public = await self._refresh_resources()
         return types.ListResourcesResult(
             resources=[r.model_copy(update={"uri": public[(server, r.uri)]}) for server, r in listed]
         )
+
+    async def _refresh_resources(self) -> tuple[list[tuple[str, types.Resource]], dict[tuple[str, str], str]]:
+        """Every downstream's resources (server, resource) and their public URIs, kept for routing reads."""
+        listed = await self._each("resources", "resources/list", all_resources)
+        public = _public_uris([(server, r.uri) for server, r in listed])
+        self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        return listed, public
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -142,6 +147,9 @@ class Passthrough:
             with contextlib.suppress(InvalidUriTemplate):
                 if UriTemplate.parse(template.uri_template).match(uri) is not None:
                     return server, uri
+        await self._refresh_resources()  # nothing listed yet (a client reading a URI it knows), or since changed
+        if uri in self.resources:
+            return self.resources[uri]
         raise MCPError(
             RESOURCE_NOT_FOUND,
             f"Resource not found: {uri!r} is neither listed nor matched by a template of "
