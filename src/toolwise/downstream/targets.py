@@ -41,7 +41,9 @@ def client_target(
             http.event_hooks["response"].append(_watch_session(session_lost))
         return streamable_http_client(spec.url, http_client=http)
     env = downstream_environment(spec.env)  # more than the SDK's minimum: downstream/environment.py
-    params = StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
+    params = StdioServerParameters(
+        command=resolve_command(spec.command, env.get("PATH")), args=spec.args, env=env, cwd=spec.cwd
+    )
     relay = StderrRelay(name, env_secrets(spec.env))
     stack.callback(relay.close)  # pushed before the client enters the stack: closed after the process stopped
     return stdio_client(params, errlog=relay.errlog)
