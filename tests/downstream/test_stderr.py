@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from toolwise.downstream.stderr import StderrRelay, env_secrets
+from toolwise.downstream.stderr import StderrRelay, given_secrets
 
 
 def run(relay: StderrRelay, code: str) -> int:
@@ -23,7 +23,7 @@ def test_each_line_is_named_for_its_server_with_the_keys_it_was_given_masked(mon
     out = io.StringIO()
     monkeypatch.setattr(sys, "stderr", out)
     env = {"WEATHER_API_KEY": "k3y-" + "x" * 16, "REGION": "eu-west-1", "LOG_LEVEL": "debug"}
-    relay = StderrRelay("weather", env_secrets(env))
+    relay = StderrRelay("weather", given_secrets(env))
     assert (
         run(relay, "import sys; print('key k3y-' + 'x' * 16 + ' region eu-west-1', file=sys.stderr); print('ok')") == 0
     )
