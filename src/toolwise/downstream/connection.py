@@ -198,7 +198,7 @@ class Downstream:
             if self.relay is not None:
                 self.relay.reconnected(self.name)
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            listening = listener(self.name, client, self._refresh, self.relay, partial(self.broke, client))
+            listening = listener(self.name, client, self._tools_changed, self.relay, partial(self.broke, client))
             helpers = [t for t in (listening, watch_exit(self.name, self._process, self._broken.set)) if t is not None]
             try:
                 await self._broken.wait()
@@ -279,7 +279,7 @@ class Downstream:
         """Handshake-era notifications: a tool-list change triggers a refresh; a transport error marks
         the connection broken so the owner task reconnects."""
         if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
-            await self._refresh(self._client)
+            await self._tools_changed(self._client)
         elif isinstance(message, ValueError):  # a line that is not JSON-RPC: the connection itself is fine
             self.junk.add(message)
         elif isinstance(message, Exception):
@@ -291,6 +291,16 @@ class Downstream:
     async def _refresh(self, client: Client) -> None:
         self.tools = offered(self.name, self.spec, await all_tools(client))
         self.on_tools()
+
+    async def _tools_changed(self, client: Client) -> None:
+        """The downstream said its tools changed: listed anew. A list that fails (it is reloading) keeps the
+        tools it had, said naming it; the changes it announces next are listened for all the same."""
+        try:
+            await self._refresh(client)
+        except Exception as exc:  # noqa: BLE001 - one failed listing must not end the stream of its changes
+            log.warning(
+                "downstream %s: listing its tools after a change failed (%s); its tools as before", self.name, exc
+            )
 
     async def ready_session(self, deadline: float, tool: str, rounds: InputRound | None) -> Client:
         """The connection a call of `tool` goes over, waiting (until `deadline`, the loop's time) while the
