@@ -28,9 +28,14 @@ def given_secrets(env: Mapping[str, str] | None, args: Sequence[str] = ()) -> li
         flag, joined, value = arg.partition("=")
         if joined and flag.startswith("-") and names_secret(flag):
             given.append(value)
-        elif i and args[i - 1].startswith("-") and "=" not in args[i - 1] and names_secret(args[i - 1]):
+        elif after_secret_flag(args, i) and not arg.startswith("-"):  # `--no-auth --port`: a switch, no value
             given.append(arg)
     return [value for value in given if len(value) >= SHORTEST_HIDDEN]
+
+
+def after_secret_flag(args: Sequence[str], i: int) -> bool:
+    """Whether `args[i]` follows a flag whose name says it takes a secret (`--api-key KEY`)."""
+    return i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] and names_secret(args[i - 1])
 
 
 class StderrRelay:
