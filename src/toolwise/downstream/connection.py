@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
@@ -39,6 +40,13 @@ from toolwise.downstream.twin import Twin
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+def on_listen_stream(message: Any) -> bool:
+    """Whether a notification is an event of a `subscriptions/listen` stream (stamped with its id)."""
+    params = getattr(message, "params", None)
+    meta = getattr(params, "meta", None)
+    return isinstance(meta, Mapping) and SUBSCRIPTION_ID_META_KEY in meta
 
 
 @dataclass(slots=True)
@@ -277,7 +285,11 @@ class Downstream:
 
     async def _on_message(self, message: Any) -> None:
         """Handshake-era notifications: a tool-list change triggers a refresh; a transport error marks
-        the connection broken so the owner task reconnects."""
+        the connection broken so the owner task reconnects. An event of a 2026-07-28 listen stream, which the
+        SDK hands here too, is its listener's (`relaying.py`, `subscriptions.py`): relayed here as well, each
+        change reached the clients twice."""
+        if on_listen_stream(message):
+            return
         if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
             await self._tools_changed(self._client)
         elif isinstance(message, ValueError):  # a line that is not JSON-RPC: the connection itself is fine
