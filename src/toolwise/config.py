@@ -340,15 +340,16 @@ def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bo
     """The servers with `${VAR}` and `${VAR:-default}` in their command, args, env, cwd, url and headers
     replaced from the environment when the file is loaded (as Claude Code reads a `.mcp.json`), so a
     config can name a secret instead of holding it. A variable that is unset and has no default is a
-    ConfigError naming it and where it is used (`unset_kept`: left as written)."""
+    ConfigError naming it and where it is used (`unset_kept`, or a server marked `"disabled": true`, which is
+    not started and is often disabled for want of its secret: left as written)."""
     if not isinstance(servers, dict):
         return servers  # validation says what is wrong with it
 
-    def expand(value: Any, where: str) -> Any:
+    def expand(value: Any, where: str, kept: bool) -> Any:
         if isinstance(value, list):
-            return [expand(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return [expand(v, f"{where}[{i}]", kept) for i, v in enumerate(value)]
         if isinstance(value, dict):
-            return {k: expand(v, f"{where}.{k}") for k, v in value.items()}
+            return {k: expand(v, f"{where}.{k}", kept) for k, v in value.items()}
         if not isinstance(value, str):
             return value
 
@@ -358,7 +359,7 @@ def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bo
             if default is not None:
                 return found or default  # as the shell's `:-`: unset or empty
             if found is None:
-                if unset_kept:
+                if kept:
                     return match.group()
                 raise ConfigError(
                     f"{where}: environment variable {name!r} is not set (referenced as ${{{name}}}); "
@@ -368,14 +369,14 @@ def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bo
 
         return _REFERENCE.sub(substitute, value)
 
-    return {
-        name: {
-            key: expand(value, f"mcpServers.{name}.{key}") if key in EXPANDED else value for key, value in spec.items()
+    def expanded(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        kept = unset_kept or spec.get("disabled") is True
+        return {
+            key: expand(value, f"mcpServers.{name}.{key}", kept) if key in EXPANDED else value
+            for key, value in spec.items()
         }
-        if isinstance(spec, dict)
-        else spec
-        for name, spec in servers.items()
-    }
+
+    return {name: expanded(name, spec) if isinstance(spec, dict) else spec for name, spec in servers.items()}
 
 
 SHORTEST_HIDDEN = 4  # a referenced value shorter than this (a port, a flag) is not taken for a secret

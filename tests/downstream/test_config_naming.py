@@ -195,6 +195,19 @@ def test_a_missing_variable_is_an_error_naming_it_and_where(tmp_path: Path, monk
         load_config(path)
 
 
+def test_a_disabled_server_s_missing_variable_does_not_stop_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server is often disabled because its secret is not set here: it is not started, so its ${VAR} is not
+    needed (the others served), and a disabled server with a missing variable is still named once enabled."""
+    monkeypatch.delenv("TOOLWISE_TEST_UNSET", raising=False)
+    gh = {"command": "x", "env": {"TOKEN": "${TOOLWISE_TEST_UNSET}"}, "disabled": True}
+    config = load_config(write(tmp_path, {"mcpServers": {"gh": gh, "time": {"command": "mcp-server-time"}}}))
+    assert list(config.enabled_servers) == ["time"]
+    with pytest.raises(ConfigError, match=r"mcpServers\.gh\.env\.TOKEN: environment variable"):
+        load_config(write(tmp_path, {"mcpServers": {"gh": {**gh, "disabled": False}}}))
+
+
 def test_a_misspelt_key_of_a_server_is_named_against_that_server_s_shape_alone(tmp_path: Path) -> None:
     path = write(
         tmp_path, {"mcpServers": {"time": {"command": "x", "arg": []}, "r": {"url": "http://h", "header": {}}}}

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from toolwise.downstream.stderr import StderrRelay, env_secrets
+from toolwise.downstream.stderr import StderrRelay, given_secrets
 
 
 def run(relay: StderrRelay, code: str) -> int:
@@ -23,7 +23,7 @@ def test_each_line_is_named_for_its_server_with_the_keys_it_was_given_masked(mon
     out = io.StringIO()
     monkeypatch.setattr(sys, "stderr", out)
     env = {"WEATHER_API_KEY": "k3y-" + "x" * 16, "REGION": "eu-west-1", "LOG_LEVEL": "debug"}
-    relay = StderrRelay("weather", env_secrets(env))
+    relay = StderrRelay("weather", given_secrets(env))
     assert (
         run(relay, "import sys; print('key k3y-' + 'x' * 16 + ' region eu-west-1', file=sys.stderr); print('ok')") == 0
     )
@@ -48,3 +48,9 @@ def test_a_line_that_never_ends_is_relayed_in_pieces_not_held_whole(monkeypatch:
     pieces = out.getvalue().splitlines()
     assert len(pieces) == 4 and all(p.startswith("[progress] #") for p in pieces)
     assert sum(len(p) - len("[progress] ") for p in pieces) == 200_000
+
+
+def test_the_secrets_given_are_the_values_of_secret_names_in_env_and_args_not_the_flags_after_a_switch() -> None:
+    env = {"WEATHER_API_KEY": "k3y-" + "x" * 16, "REGION": "eu-west-1"}
+    args = ["--no-auth", "--port", "8080", "--api-key", "a" * 20, "--token=" + "t" * 20, "--verbose"]
+    assert given_secrets(env, args) == ["k3y-" + "x" * 16, "a" * 20, "t" * 20]

@@ -82,6 +82,28 @@ async def test_what_a_downstream_says_on_stderr_is_named_for_it_with_its_secrets
     assert said == "[weather] using key ***, git token ***", said
 
 
+async def test_a_key_a_downstream_was_given_in_its_args_is_masked_in_what_it_says(
+    write_config: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A key passed on the command line (`--api-key KEY`, `--token=KEY`: many servers' READMEs do so) is the
+    server's secret as much as one in its env: a server that echoes its arguments on stderr had it logged whole."""
+    key, token = "plain" + "K" * 20, "plain" + "T" * 20
+    servers = {
+        "weather": {
+            "command": sys.executable,
+            "args": [ODD, "--api-key", key, f"--token={token}"],
+            "env": {"ODD_START": "", "ODD_SAY": f"started with --api-key {key} --token={token}"},
+        }
+    }
+    log = tmp_path / "toolwise.log"
+    with log.open("w") as errlog:
+        async with toolwise_logging_to(write_config(servers), errlog) as client:
+            assert text(await client.call_tool("weather__ping", {})) == "pong"
+    logged = log.read_text()
+    [said] = [line for line in logged.splitlines() if "started with" in line]
+    assert said == "[weather] started with --api-key *** --token=***", said
+
+
 async def test_failure_reasons_say_what_happened(write_config: Callable[..., Path], tmp_path: Path) -> None:
     flag = tmp_path / "hang"
     flag.touch()

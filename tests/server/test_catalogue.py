@@ -15,10 +15,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp.shared.subscriptions import ToolsListChanged
+from mcp.server import Server, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
+from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from tests.server import toy_server
 from tests.server.surface import HeldEmbedder, ok, rows, running, serving, text
+from toolwise.config import InProcessServer
 from toolwise.feedback.errors import DatabaseUnusableError
 from toolwise.learning import core
 from toolwise.learning.watermark import Covered
@@ -318,3 +323,67 @@ async def test_with_a_seed_the_start_waits_for_the_catalogue_so_that_decisions_r
         unembedded = app.learning.learner.index.unembedded
     assert events == ["new tool embedded", "answering"] and not unembedded
     assert recommended["recommendations"][0]["tool"] == "toy__echo"
+
+
+def unsteady(failing: list[bool]) -> tuple[Server[Any], InMemorySubscriptionBus, list[types.Tool]]:
+    """A 2026-era downstream whose tool list changes when the test says (its `tools`, then an event on `bus`),
+    and whose tools/list fails while `failing` holds True (it is reloading)."""
+    bus = InMemorySubscriptionBus()
+    tools = [types.Tool(name="first", input_schema={"type": "object"})]
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        if failing[0]:
+            raise MCPError(INTERNAL_ERROR, "reloading its plugins")
+        return types.ListToolsResult(tools=list(tools))
+
+    server = Server("unsteady", on_list_tools=list_tools, on_subscriptions_listen=ListenHandler(bus))
+    return server, bus, tools
+
+
+async def test_a_tool_list_that_fails_once_after_a_change_does_not_stop_later_changes_being_heard(
+    tmp_path: Path,
+) -> None:
+    failing = [False]
+    server, bus, tools = unsteady(failing)
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        failing[0] = True
+        tools.append(types.Tool(name="second", input_schema={"type": "object"}))
+        await bus.publish(ToolsListChanged())  # its tools/list fails: toolwise keeps what it had
+        await anyio.sleep(0.5)
+        failing[0] = False
+        tools.append(types.Tool(name="third", input_schema={"type": "object"}))
+        await bus.publish(ToolsListChanged())
+        with anyio.fail_after(10):
+            while "u__third" not in {t.name for t in (await client.list_tools()).tools}:
+                await anyio.sleep(0.05)
+
+
+async def test_a_2026_era_downstream_s_prompt_change_is_told_to_a_handshake_era_client_once(tmp_path: Path) -> None:
+    """A 2026-07-28 downstream's list changes come on its listen stream, which the SDK also hands to the
+    connection's message handler: relayed from both, each change reached a client twice (and was listed twice)."""
+    bus = InMemorySubscriptionBus()
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="t", input_schema={"type": "object"})])
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name="p")])
+
+    server = Server(
+        "u", on_list_tools=list_tools, on_list_prompts=list_prompts, on_subscriptions_listen=ListenHandler(bus)
+    )
+    heard: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            heard.append(message)
+
+    downstream = {"u": InProcessServer(server)}
+    async with serving(tmp_path, mode="legacy", heard=on_message, in_process=downstream) as client:
+        await client.list_tools()  # the client is known: it hears of changes
+        await bus.publish(PromptsListChanged())
+        with anyio.fail_after(10):
+            while not heard:
+                await anyio.sleep(0.05)
+        await anyio.sleep(1.0)  # a second copy would have come by now
+    assert len(heard) == 1

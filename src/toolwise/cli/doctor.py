@@ -208,7 +208,9 @@ def _token_fix(path: Path) -> str:
 
 
 def stdio_parameters(spec: StdioServer, env: dict[str, str]) -> StdioServerParameters:
-    return StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
+    return StdioServerParameters(
+        command=resolve_command(spec.command, env.get("PATH")), args=spec.args, env=env, cwd=spec.cwd
+    )
 
 
 _NOT_FOUND = re.compile(r"'?([\w.+-]+)'?: (?:No such file or directory|command not found|not found)\s*$")

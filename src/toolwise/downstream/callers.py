@@ -27,6 +27,7 @@ loopback server has. A stdio server has one client, which owns everything (`serv
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import uuid
@@ -55,6 +56,7 @@ from starlette.requests import HTTPConnection
 
 from toolwise import sdk
 from toolwise.downstream.catalogue import Catalogue
+from toolwise.downstream.connection import Downstream
 
 log = logging.getLogger(__name__)
 
@@ -231,15 +233,26 @@ class Callers:
         self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         """Fanned out: every handshake-era connection to a downstream that logs gets the level (it is
-        shared by all clients, so the last level set holds); 2026-era connections get it per call."""
+        shared by all clients, so the last level set holds); 2026-era connections get it per call. Each within
+        `call_timeout_s`: one that refuses it or does not answer is logged, naming it, and the others are set."""
         self.log_level = params.level
-        for downstream, _ in self.catalogue.offering("logging"):
-            client = await downstream.session(handshake=True)  # the handshake-era twin, if it has one
-            if client is not None and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await client.set_logging_level(params.level)
-                log.debug("log level %s sent to %s", params.level, downstream.name)
+        timeout_s = self.catalogue.settings.call_timeout_s
+
+        async def send(downstream: Downstream) -> None:
+            bounded = asyncio.timeout(timeout_s)
+            try:
+                async with bounded:
+                    client = await downstream.session(handshake=True)  # the handshake-era twin, if it has one
+                    if client is not None and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", MCPDeprecationWarning)
+                            await client.set_logging_level(params.level)
+                        log.debug("log level %s sent to %s", params.level, downstream.name)
+            except Exception as exc:  # noqa: BLE001 - its refusal is its own: said, and the others are set
+                why = f"no answer within {timeout_s:g}s (call_timeout_s)" if bounded.expired() else str(exc)
+                log.warning("downstream %r did not take log level %s: %s", downstream.name, params.level, why)
+
+        await asyncio.gather(*(send(downstream) for downstream, _ in self.catalogue.offering("logging")))
         return types.EmptyResult()
 
     def call_meta(

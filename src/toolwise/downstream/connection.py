@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
@@ -39,6 +40,13 @@ from toolwise.downstream.twin import Twin
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+def on_listen_stream(message: Any) -> bool:
+    """Whether a notification is an event of a `subscriptions/listen` stream (stamped with its id)."""
+    params = getattr(message, "params", None)
+    meta = getattr(params, "meta", None)
+    return isinstance(meta, Mapping) and SUBSCRIPTION_ID_META_KEY in meta
 
 
 @dataclass(slots=True)
@@ -198,7 +206,7 @@ class Downstream:
             if self.relay is not None:
                 self.relay.reconnected(self.name)
             log.info("downstream %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
-            listening = listener(self.name, client, self._refresh, self.relay, partial(self.broke, client))
+            listening = listener(self.name, client, self._tools_changed, self.relay, partial(self.broke, client))
             helpers = [t for t in (listening, watch_exit(self.name, self._process, self._broken.set)) if t is not None]
             try:
                 await self._broken.wait()
@@ -277,9 +285,13 @@ class Downstream:
 
     async def _on_message(self, message: Any) -> None:
         """Handshake-era notifications: a tool-list change triggers a refresh; a transport error marks
-        the connection broken so the owner task reconnects."""
+        the connection broken so the owner task reconnects. An event of a 2026-07-28 listen stream, which the
+        SDK hands here too, is its listener's (`relaying.py`, `subscriptions.py`): relayed here as well, each
+        change reached the clients twice."""
+        if on_listen_stream(message):
+            return
         if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
-            await self._refresh(self._client)
+            await self._tools_changed(self._client)
         elif isinstance(message, ValueError):  # a line that is not JSON-RPC: the connection itself is fine
             self.junk.add(message)
         elif isinstance(message, Exception):
@@ -291,6 +303,16 @@ class Downstream:
     async def _refresh(self, client: Client) -> None:
         self.tools = offered(self.name, self.spec, await all_tools(client))
         self.on_tools()
+
+    async def _tools_changed(self, client: Client) -> None:
+        """The downstream said its tools changed: listed anew. A list that fails (it is reloading) keeps the
+        tools it had, said naming it; the changes it announces next are listened for all the same."""
+        try:
+            await self._refresh(client)
+        except Exception as exc:  # noqa: BLE001 - one failed listing must not end the stream of its changes
+            log.warning(
+                "downstream %s: listing its tools after a change failed (%s); its tools as before", self.name, exc
+            )
 
     async def ready_session(self, deadline: float, tool: str, rounds: InputRound | None) -> Client:
         """The connection a call of `tool` goes over, waiting (until `deadline`, the loop's time) while the

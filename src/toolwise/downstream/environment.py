@@ -78,10 +78,11 @@ def downstream_environment(own: dict[str, str] | None) -> dict[str, str]:
     return get_default_environment() | inherited | (own or {})
 
 
-def resolve_command(command: str) -> str:
-    """The executable for `command`: on PATH, else beside this interpreter (a venv's bin/ that is not
-    on PATH still finds the servers installed into it)."""
-    found = shutil.which(command)
+def resolve_command(command: str, path: str | None = None) -> str:
+    """The executable for `command`: on `path` (the PATH the server is started with, which its `env` may set:
+    a client looks there too), else beside this interpreter (a venv's bin/ that is not on PATH still finds
+    the servers installed into it)."""
+    found = shutil.which(command, path=path)
     if found:
         return found
     local = Path(sys.executable).parent / command

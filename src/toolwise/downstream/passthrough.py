@@ -77,16 +77,17 @@ class Passthrough:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed = [
-            (downstream.name, r)
-            for downstream, client in self.catalogue.offering("resources")
-            for r in await all_resources(client)
-        ]
-        public = _public_uris([(server, r.uri) for server, r in listed])
-        self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        listed, public = await self._refresh_resources()
         return types.ListResourcesResult(
             resources=[r.model_copy(update={"uri": public[(server, r.uri)]}) for server, r in listed]
         )
+
+    async def _refresh_resources(self) -> tuple[list[tuple[str, types.Resource]], dict[tuple[str, str], str]]:
+        """Every downstream's resources (server, resource) and their public URIs, kept for routing reads."""
+        listed = await self._each("resources", "resources/list", all_resources)
+        public = _public_uris([(server, r.uri) for server, r in listed])
+        self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        return listed, public
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -101,11 +102,36 @@ class Passthrough:
         )
 
     async def _templates(self) -> list[tuple[str, types.ResourceTemplate]]:
-        return [
-            (downstream.name, t)
-            for downstream, client in self.catalogue.offering("resources")
-            for t in await all_templates(client)
-        ]
+        return await self._each("resources", "resources/templates/list", all_templates)
+
+    async def _each(
+        self, capability: str, what: str, fetch: Callable[[Client], Awaitable[list[R]]]
+    ) -> list[tuple[str, R]]:
+        """What each ready downstream offering `capability` lists, as (server, item), asked side by side, each
+        within `call_timeout_s`: one that fails or does not answer is left out, logged naming it and why, and
+        the others are listed (as tools/list goes on without a downstream that is down)."""
+        timeout_s = self.catalogue.settings.call_timeout_s
+
+        async def one(server: str, client: Client) -> list[tuple[str, R]]:
+            bounded = asyncio.timeout(timeout_s)
+            try:
+                async with bounded:
+                    return [(server, item) for item in await fetch(client)]
+            except TimeoutError:
+                if not bounded.expired():
+                    raise
+                log.warning(
+                    "%s of downstream %s did not answer within %gs (call_timeout_s): listed without it",
+                    what,
+                    server,
+                    timeout_s,
+                )
+            except Exception as exc:  # noqa: BLE001 - its failure is its own: said, and the others listed
+                log.warning("%s of downstream %s failed: %s: listed without it", what, server, exc)
+            return []
+
+        lists = await asyncio.gather(*(one(d.name, client) for d, client in self.catalogue.offering(capability)))
+        return [pair for listed in lists for pair in listed]
 
     async def route_uri(self, uri: str) -> tuple[str, str]:
         """(server, the URI there) for a public URI."""
@@ -121,6 +147,9 @@ class Passthrough:
             with contextlib.suppress(InvalidUriTemplate):
                 if UriTemplate.parse(template.uri_template).match(uri) is not None:
                     return server, uri
+        await self._refresh_resources()  # nothing listed yet (a client reading a URI it knows), or since changed
+        if uri in self.resources:
+            return self.resources[uri]
         raise MCPError(
             RESOURCE_NOT_FOUND,
             f"Resource not found: {uri!r} is neither listed nor matched by a template of "
@@ -163,11 +192,7 @@ class Passthrough:
         )
 
     async def _refresh_prompts(self) -> dict[tuple[str, str], types.Prompt]:
-        listed = {
-            (downstream.name, p.name): p
-            for downstream, client in self.catalogue.offering("prompts")
-            for p in await all_prompts(client)
-        }
+        listed = {(server, p.name): p for server, p in await self._each("prompts", "prompts/list", all_prompts)}
         self.public_prompt = assign(listed, self.catalogue.prefixes)
         self.prompts = {public: pair for pair, public in self.public_prompt.items()}
         return listed

@@ -1,7 +1,7 @@
 """A stdio downstream's stderr, relayed into toolwise's own a line at a time: named for its server (several
 write to the one log a client keeps, Claude Desktop's mcp-server-toolwise.log) and with its secrets masked as
-toolwise's own lines are: the secret shapes, and the values of the server's `env` whose names say they are
-secrets (a server that logs the key it was given, in a shape no pattern knows).
+toolwise's own lines are: the secret shapes, and the values of the server's `env` and `args` whose names say
+they are secrets (a server that logs the key it was given, in a shape no pattern knows).
 
 The reads block, so they run on a thread of their own, never on the event loop; the thread always drains the
 pipe (a downstream whose stderr fills a pipe nobody reads stops mid-write), and ends at the pipe's end."""
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import BinaryIO, TextIO
 
 from toolwise.config import SHORTEST_HIDDEN
@@ -20,9 +20,22 @@ from toolwise.feedback.arguments import REDACTED, masked_text, names_secret
 LINE_BYTES = 65536
 
 
-def env_secrets(env: Mapping[str, str] | None) -> list[str]:
-    """The values of a server's `env` whose names say they are secrets (`GITHUB_TOKEN`, `WEATHER_API_KEY`)."""
-    return [value for name, value in (env or {}).items() if names_secret(name) and len(value) >= SHORTEST_HIDDEN]
+def given_secrets(env: Mapping[str, str] | None, args: Sequence[str] = ()) -> list[str]:
+    """The values of a server's `env` whose names say they are secrets (`GITHUB_TOKEN`, `WEATHER_API_KEY`), and
+    of its `args` given after a flag whose name says so (`--api-key KEY`, `--token=KEY`)."""
+    given = [value for name, value in (env or {}).items() if names_secret(name)]
+    for i, arg in enumerate(args):
+        flag, joined, value = arg.partition("=")
+        if joined and flag.startswith("-") and names_secret(flag):
+            given.append(value)
+        elif after_secret_flag(args, i) and not arg.startswith("-"):  # `--no-auth --port`: a switch, no value
+            given.append(arg)
+    return [value for value in given if len(value) >= SHORTEST_HIDDEN]
+
+
+def after_secret_flag(args: Sequence[str], i: int) -> bool:
+    """Whether `args[i]` follows a flag whose name says it takes a secret (`--api-key KEY`)."""
+    return i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] and names_secret(args[i - 1])
 
 
 class StderrRelay:

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from toolwise import sdk
 from toolwise.config import HttpServer, InProcessServer, ServerSpec
 from toolwise.downstream.environment import downstream_environment, resolve_command
-from toolwise.downstream.stderr import StderrRelay, env_secrets
+from toolwise.downstream.stderr import StderrRelay, given_secrets
 
 if TYPE_CHECKING:
     import httpx2
@@ -41,8 +41,10 @@ def client_target(
             http.event_hooks["response"].append(_watch_session(session_lost))
         return streamable_http_client(spec.url, http_client=http)
     env = downstream_environment(spec.env)  # more than the SDK's minimum: downstream/environment.py
-    params = StdioServerParameters(command=resolve_command(spec.command), args=spec.args, env=env, cwd=spec.cwd)
-    relay = StderrRelay(name, env_secrets(spec.env))
+    params = StdioServerParameters(
+        command=resolve_command(spec.command, env.get("PATH")), args=spec.args, env=env, cwd=spec.cwd
+    )
+    relay = StderrRelay(name, given_secrets(spec.env, spec.args))
     stack.callback(relay.close)  # pushed before the client enters the stack: closed after the process stopped
     return stdio_client(params, errlog=relay.errlog)
 
