@@ -3,13 +3,21 @@ pipe always drained (a process whose stderr nobody reads stops once the pipe is 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import subprocess
 import sys
+import time
 
 import pytest
 
 from toolwise.downstream.stderr import StderrRelay, given_secrets
+
+
+class Slow(io.StringIO):
+    def write(self, text: str) -> int:
+        time.sleep(0.0002)
+        return super().write(text)
 
 
 def run(relay: StderrRelay, code: str) -> int:
@@ -54,3 +62,17 @@ def test_the_secrets_given_are_the_values_of_secret_names_in_env_and_args_not_th
     env = {"WEATHER_API_KEY": "k3y-" + "x" * 16, "REGION": "eu-west-1"}
     args = ["--no-auth", "--port", "8080", "--api-key", "a" * 20, "--token=" + "t" * 20, "--verbose"]
     assert given_secrets(env, args) == ["k3y-" + "x" * 16, "a" * 20, "t" * 20]
+
+
+async def test_a_closed_relay_has_relayed_every_line_the_process_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection's end waits for the relay: lines still in the pipe when the process exits were relayed
+    after the connection was gone, or lost when toolwise exited (its relay thread is a daemon)."""
+    out = Slow()  # a log slower than the process writes: lines are still in the pipe when it exits
+    monkeypatch.setattr(sys, "stderr", out)
+    relay = StderrRelay("last-words")
+    code = "import sys\nfor i in range(3000): print(f'line {i} ' + 'x' * 100, file=sys.stderr)"
+    command = [sys.executable, "-c", code]
+    process = await asyncio.to_thread(subprocess.run, command, stderr=relay.errlog, timeout=60, check=False)
+    await relay.aclose()
+    assert process.returncode == 0
+    assert out.getvalue().count("\n") == 3000 and out.getvalue().endswith("[last-words] line 2999 " + "x" * 100 + "\n")

@@ -8,6 +8,7 @@ pipe (a downstream whose stderr fills a pipe nobody reads stops mid-write), and 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
@@ -66,6 +67,13 @@ class StderrRelay:
 
     def join(self, timeout_s: float) -> None:
         self._thread.join(timeout_s)
+
+    async def aclose(self, timeout_s: float = 1.0) -> None:
+        """`close`, then wait (off the event loop, `timeout_s` at most) for the relay to reach the pipe's end: the
+        lines the process left in the pipe are relayed before its connection is gone, not lost when toolwise exits
+        (the thread is a daemon, so that a child holding the pipe open never keeps toolwise from exiting)."""
+        self.close()
+        await asyncio.to_thread(self._thread.join, timeout_s)
 
     def _relay(self, pipe: BinaryIO) -> None:
         with pipe:

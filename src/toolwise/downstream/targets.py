@@ -45,7 +45,7 @@ def client_target(
         command=resolve_command(spec.command, env.get("PATH")), args=spec.args, env=env, cwd=spec.cwd
     )
     relay = StderrRelay(name, given_secrets(spec.env, spec.args))
-    stack.callback(relay.close)  # pushed before the client enters the stack: closed after the process stopped
+    stack.push_async_callback(relay.aclose)  # pushed before the client enters the stack: after the process stopped
     return stdio_client(params, errlog=relay.errlog)
 
 
