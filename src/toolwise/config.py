@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, SecretStr, Tag, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from toolwise.feedback.files import data_dir, default_database_url
@@ -370,7 +380,7 @@ def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bo
         return _REFERENCE.sub(substitute, value)
 
     def expanded(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        kept = unset_kept or spec.get("disabled") is True
+        kept = unset_kept or marked_disabled(spec)
         return {
             key: expand(value, f"mcpServers.{name}.{key}", kept) if key in EXPANDED else value
             for key, value in spec.items()
@@ -379,6 +389,16 @@ def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bo
     return {name: expanded(name, spec) if isinstance(spec, dict) else spec for name, spec in servers.items()}
 
 
+def marked_disabled(spec: dict[str, Any]) -> bool:
+    """Whether a server entry says `"disabled": true` as its validation will read it (`"true"`, `1`: pydantic's
+    lax booleans); a value that is no boolean is validation's to name, so it is not disabled here."""
+    try:
+        return _BOOL.validate_python(spec.get("disabled", False))
+    except ValidationError:
+        return False
+
+
+_BOOL = TypeAdapter(bool)
 SHORTEST_HIDDEN = 4  # a referenced value shorter than this (a port, a flag) is not taken for a secret
 
 

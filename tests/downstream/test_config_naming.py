@@ -206,6 +206,11 @@ def test_a_disabled_server_s_missing_variable_does_not_stop_the_others(
     assert list(config.enabled_servers) == ["time"]
     with pytest.raises(ConfigError, match=r"mcpServers\.gh\.env\.TOKEN: environment variable"):
         load_config(write(tmp_path, {"mcpServers": {"gh": {**gh, "disabled": False}}}))
+    # "true" as text is disabled too (the config reads it so), and "false" is not
+    config = load_config(write(tmp_path, {"mcpServers": {"gh": {**gh, "disabled": "true"}, "time": {"command": "t"}}}))
+    assert list(config.enabled_servers) == ["time"]
+    with pytest.raises(ConfigError, match=r"mcpServers\.gh\.env\.TOKEN: environment variable"):
+        load_config(write(tmp_path, {"mcpServers": {"gh": {**gh, "disabled": "false"}}}))
 
 
 def test_a_misspelt_key_of_a_server_is_named_against_that_server_s_shape_alone(tmp_path: Path) -> None:
