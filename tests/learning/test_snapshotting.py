@@ -210,3 +210,21 @@ async def test_a_restore_another_process_made_is_followed_at_the_next_tick_after
     assert other.learning.learner.updates == saved.sample_count
     await other_feedback.aclose()
     await feedback.aclose()
+
+
+async def test_a_snapshot_restored_into_another_namespace_is_stored_in_the_namespace_restored(url: str) -> None:
+    """A snapshot file carries the namespace it was dumped from; restored by an instance of another namespace
+    (seeding a new one), it becomes that namespace's state, stored there: before, it was stored under the file's
+    namespace, so `snapshot list` of the namespace restored showed nothing and the file's namespace's servers
+    followed it as a restore of their own, replacing what they had learned."""
+    feedback, default = await service(url)
+    await teach(default, rounds=2)
+    dumped = default.snapshots.snapshot("manual")
+    assert dumped.namespace == "default"
+    team_feedback, team = await service(url, namespace="team")
+    restored = await team.snapshots.adopt(dumped, "restore")
+    assert restored.namespace == "team"
+    assert [r.id for r in await team_feedback.snapshots.list("team")] == [restored.id]
+    assert [r.source for r in await feedback.snapshots.list("default")] == []  # the file's namespace: untouched
+    await team_feedback.aclose()
+    await feedback.aclose()

@@ -260,7 +260,8 @@ class Snapshotting:
         if record.id is not None:
             covered["origin"] = record.covered.get("origin") or record.id  # a stored one: where it comes from
         await self.load(record, covered=covered)
-        stored = replace(record, source=source, covered=covered, id=None, created_at=utcnow())
+        # this namespace's state now, whichever namespace a file was dumped from: stored there, not in the file's
+        stored = replace(record, namespace=self.namespace, source=source, covered=covered, id=None, created_at=utcnow())
         if self.sign_key is not None:
             stored = snapshots.sign(stored, self.sign_key)
         elif stored.signature is not None:
