@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from tests.cli.test_views import cli_config
 from toolwise.cli.main import app as cli
+from toolwise.cli.reports import STOPPED_SHOWN
 from toolwise.feedback import FeedbackService, utcnow
 from toolwise.feedback.records import InstanceStatus
 
@@ -57,3 +58,29 @@ def test_inspect_status_at_80_columns_shows_every_header_and_cell_whole(tmp_path
         "1234",
     ]
     assert columns == whole, result.output
+
+
+def test_inspect_status_shows_the_running_instances_not_every_instance_that_ever_ran(tmp_path: Path) -> None:
+    """Every start of toolwise leaves its row (a stdio client starts one per session: hundreds a month); the
+    table showed them all, the running ones lost among the stopped. It shows every running instance and the
+    newest stopped (or stale) ones, and says how many older ones it leaves out."""
+    url, config = cli_config(tmp_path)
+    heartbeat(url)  # the one running
+
+    async def stopped() -> None:
+        now = utcnow()
+        async with FeedbackService(url) as feedback:
+            for n in range(40):
+                ended = now - timedelta(hours=2, minutes=n)
+                began = ended - timedelta(minutes=5)
+                instance = InstanceStatus(f"dead{n:04d}beef", "default", "laptop", 1000 + n, began, ended, {}, ended)
+                await feedback.instances.heartbeat(instance)
+
+    asyncio.run(stopped())
+    result = CliRunner().invoke(cli, ["inspect", "status", *config], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = [line.strip("│").split("│") for line in result.output.splitlines() if line.startswith("│")]
+    ids = [row[0].strip() for row in rows if row[0].strip()]  # a wrapped cell's lines below have none
+    assert ids[0] == "3f9a0c1d" and len(ids) == 1 + STOPPED_SHOWN, result.output
+    assert ids[1:] == [f"dead{n:04d}" for n in range(STOPPED_SHOWN)], result.output  # the newest stopped
+    assert f"{40 - STOPPED_SHOWN} older stopped or stale instances not shown" in result.output, result.output

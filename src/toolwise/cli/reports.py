@@ -16,6 +16,10 @@ from toolwise.feedback.records import utcnow
 if TYPE_CHECKING:
     from toolwise.feedback import FeedbackService
 
+# Every start of toolwise leaves a row in `instances` (a stdio client starts one per session): `inspect status`
+# shows the alive ones and this many of the newest stopped or stale, not every one that ever ran.
+STOPPED_SHOWN = 5
+
 
 def inspect_progress(
     config: ConfigOption = None,
@@ -124,7 +128,9 @@ def inspect_compare(
 
 
 def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption = None) -> None:
-    """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot."""
+    """Instances (heartbeat, downstreams, health, circuits, policy), counts and the newest snapshot.
+
+    Every alive instance, and the newest few stopped or stale ones (each start of toolwise leaves one)."""
     from rich.table import Table
 
     from toolwise.cli.console import console
@@ -139,7 +145,11 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
         # that, and cuts a longer header ("downstrea…"); a cell too long wraps (a word too long folds), never cut.
         for header in ("instance", "host/pid", "state", "serving", "servers", "circuits", "calls"):
             table.add_column(header, overflow="fold")
-        for i in await feedback.instances.list(settings.namespace):
+        instances = await feedback.instances.list(settings.namespace)  # the most recently heard from first
+        gone = [i.id for i in instances if liveness(i, now)[0] != "alive"]  # stopped, or stale (killed, hung)
+        left_out = set(gone[STOPPED_SHOWN:])
+        shown = [i for i in instances if i.id not in left_out]
+        for i in shown:
             s = i.status
             state = liveness(i, now)[1]
             if s.get("store", "ok") != "ok":
@@ -156,7 +166,9 @@ def inspect_status(config: ConfigOption = None, database_url: DatabaseUrlOption 
                 str(s.get("calls", 0)),
             )
         console.print(table)
-        for i in await feedback.instances.list(settings.namespace):
+        if left_out:
+            console.print(f"{len(left_out)} older stopped or stale instances not shown")
+        for i in shown:
             if not i.stopped_at and i.status.get("epsilon_reason"):
                 console.print(f"{i.id[:8]} exploration: {i.status['epsilon_reason']}")
                 for drift in i.status.get("drifts", []):
