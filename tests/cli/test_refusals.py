@@ -103,3 +103,11 @@ def test_install_path_naming_the_project_folder_is_a_refusal_naming_the_file_to_
     refused(["install", "--path", str(tmp_path), "--undo"], f"{tmp_path} is a folder")
     result = CliRunner().invoke(cli, ["install", "--path", str(tmp_path / ".mcp.json")])
     assert result.exit_code == 1 and "pass --path" not in result.output, result.output
+
+
+def test_an_export_whose_since_is_not_before_its_until_is_refused_not_written_empty(tmp_path: Path) -> None:
+    """Swapped dates wrote an export with no record and exited 0, as if nothing had happened in between."""
+    out = tmp_path / "out.jsonl"
+    args = ["inspect", "export", "-o", str(out), "--database-url", database(tmp_path)]
+    refused([*args, "--since", "2026-11-28", "--until", "2026-11-01"], "--since 2026-11-28 00:00 is not before")
+    assert not out.exists()

@@ -44,8 +44,11 @@ def inspect_export(
     from toolwise.cli.console import console_beside, waiting
     from toolwise.feedback.export import execution_chunks, rating_chunks  # the store: when the command runs
 
-    output_or_exit(output)
     start, end = _utc(since), _utc(until)
+    if start is not None and end is not None and start >= end:
+        shown = f"--since {start:%Y-%m-%d %H:%M} is not before --until {end:%Y-%m-%d %H:%M} (UTC)"
+        fail(f"{shown}: nothing would be exported; swap them", code=EXIT_FOUND)
+    output_or_exit(output)
     report = console_beside(output)
 
     async def work(settings: Settings, feedback: FeedbackService) -> None:
