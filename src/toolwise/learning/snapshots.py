@@ -91,8 +91,8 @@ def write_file(snapshot: SnapshotRecord, path: Path, *, overwrite: bool = True) 
         archive.writestr(zipfile.ZipInfo("manifest.json", _EPOCH), manifest_bytes(snapshot))
         archive.writestr(zipfile.ZipInfo("state.bin", _EPOCH), snapshot.payload)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not overwrite and signature_path(path).exists():
-        raise SnapshotError(f"{path.name}.sig already exists; pass overwrite to replace it")
+    if not overwrite:
+        refuse_existing(path)
     try:
         with open_private(path, exclusive=not overwrite) as f:  # the learned state tells what users asked
             f.write(buffer.getvalue())
@@ -104,6 +104,14 @@ def write_file(snapshot: SnapshotRecord, path: Path, *, overwrite: bool = True) 
             f.write(snapshot.signature)
     elif signature.exists():
         signature.unlink()  # a stale signature of an earlier file would not verify this one
+
+
+def refuse_existing(path: Path) -> None:
+    """SnapshotError if a dump to `path` without overwrite would be refused: it, or its `.sig`, exists
+    (checked before a snapshot is taken, so that a refused dump stores none)."""
+    for existing in (path, signature_path(path)):
+        if existing.exists():
+            raise SnapshotError(f"{existing.name} already exists; pass overwrite to replace it")
 
 
 def signature_path(path: Path) -> Path:
