@@ -58,13 +58,14 @@ class EndSessionOutput(Output):
 
 
 async def submit_feedback(services: Services, args: SubmitFeedbackInput, session: Session) -> SubmitFeedbackOutput:
-    execution_id = args.execution_id
-    if args.tool is not None:
-        known(services, [args.tool])
+    execution_id, tool = args.execution_id, args.tool
+    if tool is not None:
+        known(services, [tool])
         if execution_id is None:
             named = args.session_id is not None
-            execution_id, session = await call_to_rate(services, session, args.tool, named=named)
-    execution, reward = await services.agent.rate(session, args.rating, execution_id, None, args.comment)
+            execution_id, session = await call_to_rate(services, session, tool, named=named)
+            tool = None  # the call found is one of it
+    execution, reward = await services.agent.rate(session, args.rating, execution_id, tool, args.comment)
     return SubmitFeedbackOutput(execution_id=execution.id, tool=execution.tool, rating=args.rating, reward=reward)
 
 
