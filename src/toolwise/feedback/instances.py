@@ -34,9 +34,9 @@ class InstanceRegistry:
 
         await self._database.write(write)
 
-    async def list(self, namespace: str | None = None) -> builtins.list[InstanceStatus]:
-        """Instances, the most recently heard from first (of one namespace, or all)."""
-        query = select(InstanceRow.__table__).order_by(InstanceRow.heartbeat_at.desc())
+    async def list(self, namespace: str | None = None, limit: int | None = None) -> builtins.list[InstanceStatus]:
+        """Instances, the most recently heard from first (of one namespace, or all; the first `limit`)."""
+        query = select(InstanceRow.__table__).order_by(InstanceRow.heartbeat_at.desc()).limit(limit)
         if namespace is not None:
             query = query.where(InstanceRow.namespace == namespace)
         return await self._read(query)
