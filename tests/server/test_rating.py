@@ -72,3 +72,15 @@ async def test_a_rating_by_tool_name_reads_only_the_instance_that_made_the_call(
             event.remove(engine, "before_cursor_execute", note)
     assert not rated.is_error and rated.structured_content["execution_id"] == called  # its instance has stopped
     assert read and all("WHERE instances.id = " in s for s in read), read
+
+
+async def test_an_empty_session_id_rates_by_tool_name_as_none_does(tmp_path: Path) -> None:
+    """Every tool reads `session_id: ""` (what a framework sends for "no conversation") as no session named;
+    submit_feedback alone took it as a session named, so its rating by tool name looked only in the request's
+    own session and never in the log, where a 2026-07-28 request's earlier call is."""
+    async with running(tmp_path, mode="auto") as (_, client):
+        called = execution_of(await client.call_tool(ECHO, {"text": "mine"}))
+        await client.call_tool("get_tool_metrics", {})  # recorded: the log holds it
+        rated = await client.call_tool("submit_feedback", {"rating": 4, "tool": ECHO, "session_id": ""})
+    assert not rated.is_error, text(rated)
+    assert rated.structured_content["execution_id"] == called

@@ -62,7 +62,7 @@ async def submit_feedback(services: Services, args: SubmitFeedbackInput, session
     if tool is not None:
         known(services, [tool])
         if execution_id is None:
-            named = args.session_id is not None
+            named = bool(args.session_id)  # "" names none, as for every tool (`Sessions.resolve`)
             execution_id, session = await call_to_rate(services, session, tool, named=named)
             tool = None  # the call found is one of it
     execution, reward = await services.agent.rate(session, args.rating, execution_id, tool, args.comment)
