@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from toolwise.feedback.arguments import storable
 from toolwise.learning.sessions import Session
 from toolwise.server.own import SESSION_FIELD, Input, Output
 from toolwise.server.rating import call_to_rate
@@ -24,6 +25,12 @@ class SubmitFeedbackInput(Input):
     tool: str | None = None
     comment: str | None = Field(default=None, max_length=4000)
     session_id: str | None = SESSION_FIELD
+
+    @field_validator("execution_id")
+    @classmethod
+    def _storable(cls, value: str | None) -> str | None:
+        """An id cut mid-character (half a surrogate pair) is looked up as the database can take it: unknown."""
+        return None if value is None else storable(value)
 
 
 class SubmitFeedbackOutput(Output):
