@@ -143,3 +143,13 @@ async def test_a_refused_dump_stores_no_snapshot(services: Services, tmp_path: P
             await dump.handler(services, SnapshotDumpInput(output=refused), session)
     after = await services.feedback.snapshots.list(services.learning.namespace)
     assert [s.id for s in after] == [s.id for s in before]
+
+
+async def test_a_snapshot_file_name_cut_mid_character_is_refused_naming_it(services: Services) -> None:
+    """Half a surrogate pair is no file name the system takes: both tools raised UnicodeEncodeError (answered
+    'Error executing tool …' with a traceback in the log)."""
+    tools, session = own_tools(admin=True, snapshots=True), Session("admin")
+    with pytest.raises(snapshots.SnapshotError, match="not a file name"):
+        await tools["snapshot_dump"].handler(services, SnapshotDumpInput(output="state\ud83d"), session)
+    with pytest.raises(snapshots.SnapshotError, match="not a file name"):
+        await tools["snapshot_restore"].handler(services, SnapshotRestoreInput(input="state\ud83d"), session)

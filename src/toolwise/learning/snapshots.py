@@ -121,6 +121,10 @@ def signature_path(path: Path) -> Path:
 def confined(folder: Path, name: str) -> Path:
     """`name` inside `folder`, for paths that come from an MCP client: an absolute path, a `..` step or
     a symlink leading out is refused with a message that says nothing about what lies outside."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:  # half a surrogate pair (a client that cut the string): no file system's name
+        raise SnapshotError(f"{name!r} is not a file name: it holds half a surrogate pair") from None
     relative = Path(name)
     if not name or relative.is_absolute() or relative.anchor or ".." in relative.parts:
         raise SnapshotError(
