@@ -302,3 +302,25 @@ async def test_rating_reads_look_executions_up_by_key_on_sqlite(service: Feedbac
             if "JOIN executions" in statement:  # a batch: a range of rating ids, each execution by its key
                 assert "SEARCH ratings USING INTEGER PRIMARY KEY (rowid>?)" in plan, plan
                 assert "SEARCH executions USING INDEX sqlite_autoindex_executions_1 (id=?)" in plan, plan
+
+
+async def test_the_newest_call_of_a_tool_reads_the_window_not_the_tools_history_on_sqlite(
+    service: FeedbackService,
+) -> None:
+    """submit_feedback by tool name looks for the newest call of the tool in the last 10 minutes: it walked
+    every call the tool ever had (220 ms at 300k calls of one tool when none was recent, which is when the
+    rating is refused), as toolwise runs no ANALYZE to tell SQLite that the window is the small side."""
+    ids = await fill(service, 300)
+    async with service.engine.begin() as conn:  # all but the newest 20 calls long finished
+        await conn.execute(text("UPDATE executions SET finished_at = '2026-01-01 00:00:00+00:00' WHERE seq <= 280"))
+    newest = await service.reads.get_execution(ids[-1])
+    assert newest is not None
+    since = utcnow() - timedelta(minutes=10)
+    with Statements(service) as heard:
+        found = await service.reads.latest_of(newest.tool, since=since, owner="s1")
+    assert found is not None and found.id == ids[-1]
+    async with service.engine.connect() as conn:
+        for statement, parameters in heard.seen:
+            plan = [row[-1] for row in await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)]
+            walks = [step for step in plan if step.startswith(("SEARCH executions", "SCAN executions"))]
+            assert walks and all("rowid>?" in step or "finished_at>?" in step for step in walks), plan

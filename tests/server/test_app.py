@@ -108,6 +108,30 @@ async def test_bad_arguments_to_our_own_tools_are_an_is_error_result_naming_the_
     assert extra.is_error and "colour" in text(extra)
 
 
+async def test_an_execution_id_cut_mid_character_is_an_unknown_id_not_a_bug(tmp_path: Path) -> None:
+    """Half a surrogate pair (a JavaScript client that cut a string) is no text a database takes: the look-up
+    of the id raised UnicodeEncodeError, answered 'Error executing tool submit_feedback' with a traceback."""
+    async with serving(tmp_path) as client:
+        await client.call_tool("toy__echo", {"text": "rated"})
+        cut = await client.call_tool("submit_feedback", {"rating": 3, "execution_id": "4f1c\ud83d"})
+    assert cut.is_error and text(cut).startswith("submit_feedback: no call with execution_id '4f1c\ufffd'"), text(cut)
+
+
+async def test_bad_arguments_through_call_tool_name_the_tool_called(tmp_path: Path) -> None:
+    """As a downstream tool's do ('invalid arguments for toy__echo: …'): an own tool's bad arguments given
+    through call_tool were said of call_tool ('invalid arguments for call_tool: query: Field required'),
+    which takes no `query`: a model would add one to call_tool's own arguments."""
+    async with serving(tmp_path, exposure="search") as client:
+        missing = await client.call_tool("call_tool", {"name": "recommend_tool", "arguments": {}})
+        unknown = await client.call_tool(
+            "call_tool", {"name": "recommend_tool", "arguments": {"query": "x", "candidates": ["toy__nope"]}}
+        )
+        unnamed = await client.call_tool("call_tool", {"arguments": {}})
+    assert missing.is_error and text(missing) == "invalid arguments for recommend_tool: query: Field required"
+    assert unknown.is_error and text(unknown) == "recommend_tool: unknown tool(s): toy__nope"
+    assert unnamed.is_error and text(unnamed) == "invalid arguments for call_tool: name: Field required"
+
+
 async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path: Path) -> None:
     async with serving(tmp_path) as client:
         nothing = await client.call_tool("recommend_tool", {"query": "echo", "candidates": []})

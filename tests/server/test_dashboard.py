@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx2 as httpx  # the SDK's HTTP client (an mcp dependency), with its ASGI transport
 import pytest
 from pydantic import SecretStr
+from sqlalchemy import event
 
 from tests.feedback.conftest import make_execution
 from tests.server.dashboard_log import DRIFT, TOOLS, fill
@@ -151,3 +152,24 @@ async def test_a_database_that_fails_is_said_on_the_page_not_a_traceback(
         failed = await http.get("/dashboard?part=main", headers=BEARER)
     assert failed.status_code == 503 and "the database is failing" in failed.text, failed.text
     assert not [r for r in caplog.records if r.exc_info]
+
+
+async def test_the_page_reads_a_bounded_number_of_instance_rows(tmp_path: Path) -> None:
+    """Every start leaves its row in `instances` and nothing removes them: the page shows the newest
+    `INSTANCES` and reads no more (it read every row of the namespace at each refresh of an open page)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'toolwise.db'}"
+    await fill(url, "default")
+    read: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if "FROM instances" in statement:
+            read.append(" ".join(statement.split()))
+
+    access = http_access("127.0.0.1", Settings(http_token=SecretStr(TOKEN)))
+    async with FeedbackService(url) as feedback:
+        event.listen(feedback.database.engine.sync_engine, "before_cursor_execute", note)
+        transport = httpx.ASGITransport(app=dashboard_app(feedback, "default", url, access))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            page = await http.get("/dashboard?part=main", headers=BEARER)
+    assert page.status_code == 200 and "testhost" in page.text
+    assert read and all(s.endswith("LIMIT ? OFFSET ?") for s in read), read

@@ -102,3 +102,12 @@ async def test_one_clients_timeouts_leave_the_circuit_closed_for_the_others(tmp_
     assert fast.is_error and text(fast).startswith("this client's calls to 'toy' timed out 5 times in a row")
     assert not served.is_error and text(served) == "mine"
     assert stats["open_circuits"] == []
+
+
+async def test_search_tools_answers_the_session_id_its_client_named(tmp_path: Path) -> None:
+    """As recommend_tool and end_session do: the scope toolwise adds (`http-…/s1`, `conn-…/s1`) is the log's,
+    not a name the client gave or should see."""
+    async with running(tmp_path, exposure="search") as (_, client):
+        found = ok(await client.call_tool("search_tools", {"query": "repeat a text", "session_id": "s1"}))
+        recommended = ok(await client.call_tool("recommend_tool", {"query": "repeat a text", "session_id": "s1"}))
+    assert (found["session_id"], recommended["session_id"]) == ("s1", "s1")

@@ -130,3 +130,26 @@ async def test_a_restore_from_a_file_says_it_read_the_file_not_that_it_wrote_it(
     restored = await tools["snapshot_restore"].handler(services, SnapshotRestoreInput(input="state.snapshot"), session)
     assert dumped.text().endswith("written to state.snapshot")
     assert restored.text().endswith("read from state.snapshot")
+
+
+async def test_a_refused_dump_stores_no_snapshot(services: Services, tmp_path: Path) -> None:
+    """A dump refused for its file (outside the directory, already there) leaves the stored snapshots as
+    they were: stored first, each refusal added one, and the rotation (keep_snapshots) dropped an older one."""
+    dump, session = own_tools(admin=True, snapshots=True)["snapshot_dump"], Session("admin")
+    await dump.handler(services, SnapshotDumpInput(output="state.snapshot"), session)
+    before = await services.feedback.snapshots.list(services.learning.namespace)
+    for refused in ("state.snapshot", "../outside.snapshot"):
+        with pytest.raises(snapshots.SnapshotError):
+            await dump.handler(services, SnapshotDumpInput(output=refused), session)
+    after = await services.feedback.snapshots.list(services.learning.namespace)
+    assert [s.id for s in after] == [s.id for s in before]
+
+
+async def test_a_snapshot_file_name_cut_mid_character_is_refused_naming_it(services: Services) -> None:
+    """Half a surrogate pair is no file name the system takes: both tools raised UnicodeEncodeError (answered
+    'Error executing tool …' with a traceback in the log)."""
+    tools, session = own_tools(admin=True, snapshots=True), Session("admin")
+    with pytest.raises(snapshots.SnapshotError, match="not a file name"):
+        await tools["snapshot_dump"].handler(services, SnapshotDumpInput(output="state\ud83d"), session)
+    with pytest.raises(snapshots.SnapshotError, match="not a file name"):
+        await tools["snapshot_restore"].handler(services, SnapshotRestoreInput(input="state\ud83d"), session)

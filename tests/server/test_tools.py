@@ -107,6 +107,21 @@ async def test_submit_feedback_rates_the_sessions_latest_call_of_a_tool_and_chan
     assert dict(rows(tmp_path, "SELECT id, reward FROM executions"))[latest] == pytest.approx(14)
 
 
+async def test_submit_feedback_given_a_tool_and_another_tool_s_execution_id_rates_neither(tmp_path: Path) -> None:
+    """The agent that names the tool it rates means that tool: a rating of `toy__fail` was stored on the echo
+    call whose id came with it (the answer's `tool` the only sign), learned as a verdict on echo."""
+    async with serving(tmp_path) as client:
+        echoed = execution_of(await client.call_tool(ECHO, {"text": "kept"}))
+        refused = await client.call_tool("submit_feedback", {"rating": 1, "tool": FAIL, "execution_id": echoed})
+        same = ok(await client.call_tool("submit_feedback", {"rating": 4, "tool": ECHO, "execution_id": echoed}))
+    assert refused.is_error
+    assert text(refused) == (
+        f"submit_feedback: execution_id {echoed!r} is a call of {ECHO!r}, not of {FAIL!r}: "
+        "pass the execution_id of a call of that tool, or the tool alone to rate its newest call"
+    )
+    assert same["tool"] == ECHO and rows(tmp_path, "SELECT execution_id, rating FROM ratings") == [(echoed, 4)]
+
+
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [

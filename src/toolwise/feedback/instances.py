@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Select, insert, select, update
 
 from toolwise.feedback.database import Database
 from toolwise.feedback.records import InstanceStatus
@@ -34,11 +34,20 @@ class InstanceRegistry:
 
         await self._database.write(write)
 
-    async def list(self, namespace: str | None = None) -> builtins.list[InstanceStatus]:
-        """Instances, the most recently heard from first (of one namespace, or all)."""
-        query = select(InstanceRow.__table__).order_by(InstanceRow.heartbeat_at.desc())
+    async def list(self, namespace: str | None = None, limit: int | None = None) -> builtins.list[InstanceStatus]:
+        """Instances, the most recently heard from first (of one namespace, or all; the first `limit`)."""
+        query = select(InstanceRow.__table__).order_by(InstanceRow.heartbeat_at.desc()).limit(limit)
         if namespace is not None:
             query = query.where(InstanceRow.namespace == namespace)
+        return await self._read(query)
+
+    async def get(self, instance_id: str, namespace: str) -> InstanceStatus | None:
+        """One instance's row, or None: its one row, where `list` reads one per start ever made."""
+        query = select(InstanceRow.__table__).where(InstanceRow.id == instance_id, InstanceRow.namespace == namespace)
+        found = await self._read(query)
+        return found[0] if found else None
+
+    async def _read(self, query: Select[Any]) -> builtins.list[InstanceStatus]:
         async with self._database.engine.connect() as conn:
             result = await conn.execute(query)
             return [InstanceStatus(**{**row._mapping, "status": dict(row.status)}) for row in result]

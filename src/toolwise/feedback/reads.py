@@ -70,7 +70,11 @@ class LogReads:
         name when the caller's session holds none); with `owner`, only among that client's calls (its
         session ids: learning/sessions.py's `owns`)."""
         e = ExecutionRow
-        query = select(e).where(e.namespace == namespace, e.tool == tool, e.finished_at >= since)
+        # The log's first seq among the window's calls bounds the walk of the tool's calls to the window
+        # (the same rows): unbounded, it read every call the tool ever had. `seq + 0`: SQLite's min()
+        # otherwise walks the seq key from the log's start to the window instead of the finished_at range.
+        first = select(func.min(e.seq + 0)).where(e.finished_at >= since).scalar_subquery()
+        query = select(e).where(e.namespace == namespace, e.tool == tool, e.finished_at >= since, e.seq >= first)
         if owner is not None:
             query = query.where(or_(e.session_id == owner, e.session_id.startswith(f"{owner}/", autoescape=True)))
         rows = await executions(self._database, query.order_by(e.seq.desc()).limit(1))

@@ -127,10 +127,11 @@ class Agent:
     async def rate(
         self, session: Session, rating: int, execution_id: str | None, tool: str | None, comment: str | None
     ) -> tuple[Execution, float]:
-        """Store a 1..5 rating and learn from it; returns the execution and its new reward."""
+        """Store a 1..5 rating and learn from it; returns the execution and its new reward. `tool` with an
+        `execution_id`: the tool the caller means, refused when the call is another's."""
         await self.learning.drain()
-        if execution_id is not None and session.owner is not None:
-            await self._own_call(session.owner, execution_id)
+        if execution_id is not None and (session.owner is not None or tool is not None):
+            await self._own_call(session.owner, execution_id, tool)
         if execution_id is None:
             call = session.latest(tool)
             if call is None:
@@ -151,14 +152,19 @@ class Agent:
             work.add_done_callback(_log_failure)
             raise
 
-    async def _own_call(self, owner: str, execution_id: str) -> None:
+    async def _own_call(self, owner: str | None, execution_id: str, tool: str | None) -> None:
         """Refuse a rating of a call another client made (unknown and foreign ids alike: which calls
-        exist is not another client's business)."""
+        exist is not another client's business), or of a call of another tool than the `tool` named."""
         found = await self.learning.feedback.reads.get_execution(execution_id)
         if found is None or not owns(owner, found.session_id):
             raise NothingToRateError(
                 f"no call with execution_id {execution_id!r} made by this client to rate: a client rates only "
                 "its own calls (the _meta['toolwise/execution_id'] its call returned)"
+            )
+        if tool is not None and found.tool != tool:
+            raise NothingToRateError(
+                f"execution_id {execution_id!r} is a call of {found.tool!r}, not of {tool!r}: pass the "
+                "execution_id of a call of that tool, or the tool alone to rate its newest call"
             )
 
     async def _rate(

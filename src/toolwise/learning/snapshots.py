@@ -91,8 +91,8 @@ def write_file(snapshot: SnapshotRecord, path: Path, *, overwrite: bool = True) 
         archive.writestr(zipfile.ZipInfo("manifest.json", _EPOCH), manifest_bytes(snapshot))
         archive.writestr(zipfile.ZipInfo("state.bin", _EPOCH), snapshot.payload)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not overwrite and signature_path(path).exists():
-        raise SnapshotError(f"{path.name}.sig already exists; pass overwrite to replace it")
+    if not overwrite:
+        refuse_existing(path)
     try:
         with open_private(path, exclusive=not overwrite) as f:  # the learned state tells what users asked
             f.write(buffer.getvalue())
@@ -106,6 +106,14 @@ def write_file(snapshot: SnapshotRecord, path: Path, *, overwrite: bool = True) 
         signature.unlink()  # a stale signature of an earlier file would not verify this one
 
 
+def refuse_existing(path: Path) -> None:
+    """SnapshotError if a dump to `path` without overwrite would be refused: it, or its `.sig`, exists
+    (checked before a snapshot is taken, so that a refused dump stores none)."""
+    for existing in (path, signature_path(path)):
+        if existing.exists():
+            raise SnapshotError(f"{existing.name} already exists; pass overwrite to replace it")
+
+
 def signature_path(path: Path) -> Path:
     return path.with_name(path.name + ".sig")
 
@@ -113,6 +121,10 @@ def signature_path(path: Path) -> Path:
 def confined(folder: Path, name: str) -> Path:
     """`name` inside `folder`, for paths that come from an MCP client: an absolute path, a `..` step or
     a symlink leading out is refused with a message that says nothing about what lies outside."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:  # half a surrogate pair (a client that cut the string): no file system's name
+        raise SnapshotError(f"{name!r} is not a file name: it holds half a surrogate pair") from None
     relative = Path(name)
     if not name or relative.is_absolute() or relative.anchor or ".." in relative.parts:
         raise SnapshotError(

@@ -143,7 +143,7 @@ async def gather(feedback: FeedbackService, namespace: str, database_url: str, q
         now=now,
         executions=await feedback.reads.count_executions(namespace),
         snapshot=snapshot,
-        instances=(await feedback.instances.list(namespace))[:INSTANCES],
+        instances=await feedback.instances.list(namespace, limit=INSTANCES),
         tools=await _tools(feedback, namespace, query),
         trend=trend,
         trend_capped=capped,

@@ -178,7 +178,7 @@ async def search_tools(services: Services, args: SearchToolsInput, session: Sess
         )
     return SearchToolsOutput(
         decision_id=d.decision_id,
-        session_id=session.id,
+        session_id=session.name,
         policy=d.policy,
         format=args.format,
         nothing_fits=d.nothing_fits and not own,  # a query naming toolwise's own tool found it

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from toolwise.feedback.arguments import storable
 from toolwise.learning.sessions import Session
 from toolwise.server.own import SESSION_FIELD, Input, Output
 from toolwise.server.rating import call_to_rate
@@ -24,6 +25,12 @@ class SubmitFeedbackInput(Input):
     tool: str | None = None
     comment: str | None = Field(default=None, max_length=4000)
     session_id: str | None = SESSION_FIELD
+
+    @field_validator("execution_id")
+    @classmethod
+    def _storable(cls, value: str | None) -> str | None:
+        """An id cut mid-character (half a surrogate pair) is looked up as the database can take it: unknown."""
+        return None if value is None else storable(value)
 
 
 class SubmitFeedbackOutput(Output):
@@ -58,13 +65,14 @@ class EndSessionOutput(Output):
 
 
 async def submit_feedback(services: Services, args: SubmitFeedbackInput, session: Session) -> SubmitFeedbackOutput:
-    execution_id = args.execution_id
-    if args.tool is not None:
-        known(services, [args.tool])
+    execution_id, tool = args.execution_id, args.tool
+    if tool is not None:
+        known(services, [tool])
         if execution_id is None:
-            named = args.session_id is not None
-            execution_id, session = await call_to_rate(services, session, args.tool, named=named)
-    execution, reward = await services.agent.rate(session, args.rating, execution_id, None, args.comment)
+            named = bool(args.session_id)  # "" names none, as for every tool (`Sessions.resolve`)
+            execution_id, session = await call_to_rate(services, session, tool, named=named)
+            tool = None  # the call found is one of it
+    execution, reward = await services.agent.rate(session, args.rating, execution_id, tool, args.comment)
     return SubmitFeedbackOutput(execution_id=execution.id, tool=execution.tool, rating=args.rating, reward=reward)
 
 

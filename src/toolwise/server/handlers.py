@@ -74,28 +74,29 @@ async def on_call_tool(
     meta = _meta_dict(params.meta)
     client = client_key(ctx)
     app.watch_connection(ctx, client)
+    name = params.name  # the tool called: call_tool's until its own arguments name another
     try:
-        name, arguments = app.target(params.name, params.arguments)
+        name, arguments = app.target(name, params.arguments)
         own = app.own.get(name)
         if own is not None:
             return await call_own(app, own, arguments or {}, meta, ctx, client)
         rounds = InputRound(params.input_responses, params.request_state) if modern(ctx) else None
         return await forward(app, name, arguments, meta, ctx, rounds, client)
     except ValidationError as exc:
-        return error_result(f"invalid arguments for {params.name}: {describe(exc)}")
+        return error_result(f"invalid arguments for {name}: {describe(exc)}")
     except UserError as exc:  # what the caller got wrong, named
-        return error_result(f"{params.name}: {exc}")
+        return error_result(f"{name}: {exc}")
     except FeedbackError as exc:  # the store refused in time (unavailable, unusable): said as it is
-        log.warning("%s: %s", params.name, exc)
-        return error_result(f"{params.name}: {exc}")
+        log.warning("%s: %s", name, exc)
+        return error_result(f"{name}: {exc}")
     except (SQLAlchemyError, OSError) as exc:
-        log.exception("%s: the database failed", params.name)
-        return error_result(f"{params.name}: the database is failing: {describe_database_error(exc)}")
+        log.exception("%s: the database failed", name)
+        return error_result(f"{name}: the database is failing: {describe_database_error(exc)}")
     except MCPError:
         raise  # a protocol error (an unknown tool, a refusal the downstream gave): the client's JSON-RPC error
     except Exception:  # a bug: its text stays in the log, as the SDK's tool runner does
-        log.exception("%s raised an unexpected exception", params.name)
-        return error_result(f"Error executing tool {params.name}")
+        log.exception("%s raised an unexpected exception", name)
+        return error_result(f"Error executing tool {name}")
 
 
 async def call_own(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from toolwise.feedback import Execution, utcnow
-from toolwise.feedback.instances import STALE_AFTER_S
+from toolwise.feedback.instances import liveness
 from toolwise.learning.agent import NothingToRateError
 from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
@@ -68,7 +68,5 @@ async def _running(services: Services, instance: str | None) -> bool:
     """Whether another instance is still serving (heartbeat recent, not stopped)."""
     if instance is None:
         return False
-    for i in await services.feedback.instances.list(services.learning.namespace):
-        if i.id == instance:
-            return i.stopped_at is None and (utcnow() - i.heartbeat_at).total_seconds() <= STALE_AFTER_S
-    return False
+    found = await services.feedback.instances.get(instance, services.learning.namespace)
+    return found is not None and liveness(found, utcnow())[0] == "alive"

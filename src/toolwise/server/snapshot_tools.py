@@ -87,9 +87,11 @@ async def snapshot_list(services: Services, args: NoInput, session: Session) -> 
 
 
 async def snapshot_dump(services: Services, args: SnapshotDumpInput, session: Session) -> SnapshotOutput:
+    path = snapshot_files.confined(services.settings.snapshot_dir, args.output) if args.output else None
+    if path is not None and not args.overwrite:
+        snapshot_files.refuse_existing(path)  # a refused file takes no snapshot (each rotates an older one out)
     record = await services.snapshots.save("manual")
-    if args.output:
-        path = snapshot_files.confined(services.settings.snapshot_dir, args.output)
+    if path is not None:
         snapshot_files.write_file(record, path, overwrite=args.overwrite)
     return SnapshotOutput(snapshot=snapshot_info(record), path=args.output)
 
