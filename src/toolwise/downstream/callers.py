@@ -27,7 +27,6 @@ loopback server has. A stdio server has one client, which owns everything (`serv
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import uuid
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import mcp_types as types
+from mcp import Client
 from mcp.server import ServerRequestContext
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
@@ -236,23 +236,16 @@ class Callers:
         shared by all clients, so the last level set holds); 2026-era connections get it per call. Each within
         `call_timeout_s`: one that refuses it or does not answer is logged, naming it, and the others are set."""
         self.log_level = params.level
-        timeout_s = self.catalogue.settings.call_timeout_s
 
-        async def send(downstream: Downstream) -> None:
-            bounded = asyncio.timeout(timeout_s)
-            try:
-                async with bounded:
-                    client = await downstream.session(handshake=True)  # the handshake-era twin, if it has one
-                    if client is not None and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore", MCPDeprecationWarning)
-                            await client.set_logging_level(params.level)
-                        log.debug("log level %s sent to %s", params.level, downstream.name)
-            except Exception as exc:  # noqa: BLE001 - its refusal is its own: said, and the others are set
-                why = f"no answer within {timeout_s:g}s (call_timeout_s)" if bounded.expired() else str(exc)
-                log.warning("downstream %r did not take log level %s: %s", downstream.name, params.level, why)
+        async def send(downstream: Downstream, _: Client) -> None:
+            client = await downstream.session(handshake=True)  # the handshake-era twin, if it has one
+            if client is not None and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.set_logging_level(params.level)
+                log.debug("log level %s sent to %s", params.level, downstream.name)
 
-        await asyncio.gather(*(send(downstream) for downstream, _ in self.catalogue.offering("logging")))
+        await self.catalogue.each_offering("logging", f"logging/setLevel {params.level}", send)
         return types.EmptyResult()
 
     def call_meta(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import Client
@@ -29,6 +29,7 @@ from toolwise.downstream.routes import Route, SchemaCheck
 from toolwise.downstream.tracing import Tracing
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 class Catalogue:
@@ -154,6 +155,27 @@ class Catalogue:
             if client is not None and getattr(client.server_capabilities, capability, None) is not None:
                 ready.append((downstream, client))
         return ready
+
+    async def each_offering(
+        self, capability: str, what: str, request: Callable[[Downstream, Client], Awaitable[R]]
+    ) -> list[tuple[str, R]]:
+        """`request` of every ready downstream offering `capability`, side by side, each within `call_timeout_s`:
+        one that fails or does not answer is logged naming it and why, and left out (a fan-out fails no client
+        for one downstream's sake); the others' answers as (server, answer)."""
+        timeout_s = self.settings.call_timeout_s
+
+        async def one(downstream: Downstream, client: Client) -> list[tuple[str, R]]:
+            bounded = asyncio.timeout(timeout_s)
+            try:
+                async with bounded:
+                    return [(downstream.name, await request(downstream, client))]
+            except Exception as exc:  # noqa: BLE001 - its failure is its own: said, and the others answered
+                why = f"no answer within {timeout_s:g}s (call_timeout_s)" if bounded.expired() else str(exc)
+                log.warning("%s of downstream %r failed: %s; the others went on", what, downstream.name, why)
+                return []
+
+        answers = await asyncio.gather(*(one(d, client) for d, client in self.offering(capability)))
+        return [pair for answered in answers for pair in answered]
 
     def capabilities(self, *, handshake: bool) -> dict[str, Any]:
         """The union of what the downstreams offer (besides tools) to a caller of that era, as

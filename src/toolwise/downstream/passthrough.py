@@ -107,31 +107,10 @@ class Passthrough:
     async def _each(
         self, capability: str, what: str, fetch: Callable[[Client], Awaitable[list[R]]]
     ) -> list[tuple[str, R]]:
-        """What each ready downstream offering `capability` lists, as (server, item), asked side by side, each
-        within `call_timeout_s`: one that fails or does not answer is left out, logged naming it and why, and
-        the others are listed (as tools/list goes on without a downstream that is down)."""
-        timeout_s = self.catalogue.settings.call_timeout_s
-
-        async def one(server: str, client: Client) -> list[tuple[str, R]]:
-            bounded = asyncio.timeout(timeout_s)
-            try:
-                async with bounded:
-                    return [(server, item) for item in await fetch(client)]
-            except TimeoutError:
-                if not bounded.expired():
-                    raise
-                log.warning(
-                    "%s of downstream %s did not answer within %gs (call_timeout_s): listed without it",
-                    what,
-                    server,
-                    timeout_s,
-                )
-            except Exception as exc:  # noqa: BLE001 - its failure is its own: said, and the others listed
-                log.warning("%s of downstream %s failed: %s: listed without it", what, server, exc)
-            return []
-
-        lists = await asyncio.gather(*(one(d.name, client) for d, client in self.catalogue.offering(capability)))
-        return [pair for listed in lists for pair in listed]
+        """What each ready downstream offering `capability` lists, as (server, item); one that fails or does not
+        answer is left out, named in the log (`Catalogue.each_offering`)."""
+        listed = await self.catalogue.each_offering(capability, what, lambda _, client: fetch(client))
+        return [(server, item) for server, items in listed for item in items]
 
     async def route_uri(self, uri: str) -> tuple[str, str]:
         """(server, the URI there) for a public URI."""
