@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from toolwise.config import SHORTEST_HIDDEN
-from toolwise.feedback.arguments import REDACTED, names_secret, redact_text
+from toolwise.feedback.arguments import REDACTED, after_secret_flag, joined_secret, names_secret, redact_text
 
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _PAIR = re.compile(rf'(?P<key>{_STRING})(?P<colon>\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
@@ -68,12 +68,11 @@ def mask_args(args: list[str]) -> list[str]:
     or joined to it (`--api-key=VALUE`) masked, and any other by its shape."""
     masked: list[str] = []
     for i, arg in enumerate(args):
-        flag, joined, value = arg.partition("=")
         shown = arg
-        if i and args[i - 1].startswith("-") and names_secret(args[i - 1]) and "=" not in args[i - 1]:
+        if after_secret_flag(args, i):
             shown = mask_value(arg)
-        elif joined and flag.startswith("-") and names_secret(flag):
-            shown = f"{flag}={mask_value(value)}"
+        elif joined := joined_secret(arg):
+            shown = f"{joined[0]}={mask_value(joined[1])}"
         masked.append(redact_text(shown))
     return masked
 

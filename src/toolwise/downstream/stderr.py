@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import BinaryIO, TextIO
 
 from toolwise.config import SHORTEST_HIDDEN
-from toolwise.feedback.arguments import REDACTED, masked_text, names_secret
+from toolwise.feedback.arguments import REDACTED, after_secret_flag, joined_secret, masked_text, names_secret
 
 LINE_BYTES = 65536
 
@@ -26,17 +26,11 @@ def given_secrets(env: Mapping[str, str] | None, args: Sequence[str] = ()) -> li
     of its `args` given after a flag whose name says so (`--api-key KEY`, `--token=KEY`)."""
     given = [value for name, value in (env or {}).items() if names_secret(name)]
     for i, arg in enumerate(args):
-        flag, joined, value = arg.partition("=")
-        if joined and flag.startswith("-") and names_secret(flag):
-            given.append(value)
+        if joined := joined_secret(arg):
+            given.append(joined[1])
         elif after_secret_flag(args, i) and not arg.startswith("-"):  # `--no-auth --port`: a switch, no value
             given.append(arg)
     return [value for value in given if len(value) >= SHORTEST_HIDDEN]
-
-
-def after_secret_flag(args: Sequence[str], i: int) -> bool:
-    """Whether `args[i]` follows a flag whose name says it takes a secret (`--api-key KEY`)."""
-    return i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] and names_secret(args[i - 1])
 
 
 class StderrRelay:

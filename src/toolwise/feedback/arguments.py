@@ -16,7 +16,7 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,6 +117,17 @@ def names_secret(key: str) -> bool:
     """Whether a key, header or flag name says its value is a secret (a token, key, password, credential,
     an authorization header), not merely a word that contains one (`GIT_AUTHOR_NAME`, `TOKENIZERS_…`)."""
     return _SECRET_KEY.search(_CAMEL.sub("_", key).lower().replace("-", "_")) is not None
+
+
+def after_secret_flag(args: Sequence[str], i: int) -> bool:
+    """Whether `args[i]` follows a flag whose name says it takes a secret (`--api-key KEY`)."""
+    return i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] and names_secret(args[i - 1])
+
+
+def joined_secret(arg: str) -> tuple[str, str] | None:
+    """(flag, value) of an argument that joins a secret to a flag naming it (`--api-key=KEY`), else None."""
+    flag, joined, value = arg.partition("=")
+    return (flag, value) if joined and flag.startswith("-") and names_secret(flag) else None
 
 
 def _luhn(digits: str) -> bool:
