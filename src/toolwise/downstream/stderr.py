@@ -67,7 +67,7 @@ class StderrRelay:
         lines the process left in the pipe are relayed before its connection is gone, not lost when toolwise exits
         (the thread is a daemon, so that a child holding the pipe open never keeps toolwise from exiting)."""
         self.close()
-        await asyncio.to_thread(self._thread.join, timeout_s)
+        await asyncio.to_thread(self.join, timeout_s)
 
     def _relay(self, pipe: BinaryIO) -> None:
         with pipe:
