@@ -4,12 +4,15 @@ listing first reaches the downstream that lists it, as a prompt asked for by nam
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
 
 from tests.server.surface import running
 from toolwise.config import InProcessServer
@@ -43,3 +46,53 @@ async def test_a_listed_resource_read_before_any_list_reaches_its_downstream(tmp
         with anyio.fail_after(WAIT_S):
             read = await client.read_resource("notes://b/today")
     assert [c.text for c in read.contents] == ["from b"]  # type: ignore[union-attr]
+
+
+def prompter(name: str) -> Server[Any]:
+    """A downstream with one prompt, `p`, whose text names the server."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name="p")])
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        text = types.TextContent(type="text", text=f"from {name}")
+        return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=text)])
+
+    return Server(name, on_list_tools=list_tools, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+
+
+@pytest.mark.parametrize("listed_first", [True, False], ids=["listed before", "never listed"])
+async def test_a_prompt_of_a_restarting_downstream_waits_for_it_rather_than_being_unknown(
+    tmp_path: Path, listed_first: bool
+) -> None:
+    """A prompt asked for while its downstream restarts (prompts/list meanwhile leaves it out) is answered once
+    the downstream is back, within call_timeout_s, as a tool call is; it is not 'Unknown prompt'."""
+    downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b"))}
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=1.0) as (app, client):
+        with anyio.fail_after(WAIT_S):
+            if listed_first:
+                assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p", "b__p"}
+            b = app.catalogue.downstreams["b"]
+            assert b.client is not None
+            b.broke(b.client)  # its connection found closed: reconnected after restart_backoff_s
+            while b.state == "ready":
+                await asyncio.sleep(0.01)
+            assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p"}  # b is down
+            got = await client.get_prompt("b__p")
+    assert [m.content.text for m in got.messages] == ["from b"]  # type: ignore[union-attr]
+
+
+async def test_a_prompt_of_a_downstream_that_stays_down_says_so(tmp_path: Path) -> None:
+    downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b"))}
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=30.0, call_timeout_s=0.5) as (
+        app,
+        client,
+    ):
+        b = app.catalogue.downstreams["b"]
+        assert b.client is not None
+        b.broke(b.client)
+        with anyio.fail_after(WAIT_S), pytest.raises(MCPError, match="'b' is not running"):
+            await client.get_prompt("b__p")

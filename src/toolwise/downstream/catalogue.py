@@ -202,11 +202,20 @@ class Catalogue:
                     union[name] = getattr(caps, name)
         return union
 
-    async def session(self, server: str, *, handshake: bool) -> Client:
+    async def session(self, server: str, *, handshake: bool, deadline: float | None = None) -> Client:
         """The connection to `server` for a request of a handshake-era (or 2026-era) caller
-        (`Downstream.session`), or the protocol error a client is answered with while it is down."""
+        (`Downstream.session`), or the protocol error a client is answered with while it is down. With a
+        `deadline` (the loop's time), one coming back (starting, restarting) is waited for until then, as a tool
+        call waits for it: a request made during a restart is answered, not refused."""
         downstream = self.downstreams[server]
         client = await downstream.session(handshake=handshake)
+        if client is None and deadline is not None and downstream.coming_back:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await downstream.wait_up()
+                    client = await downstream.session(handshake=handshake)
+            except TimeoutError:
+                client = None  # still down at the deadline: said below
         if client is None:
             raise MCPError(
                 INTERNAL_ERROR, f"downstream server {server!r} is not running ({downstream.state}); try again shortly"

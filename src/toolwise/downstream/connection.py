@@ -107,6 +107,16 @@ class Downstream:
     async def wait_launched(self) -> None:
         await self._launched.wait()
 
+    @property
+    def coming_back(self) -> bool:
+        """Down for now but on its way up (starting, or its connection lost and being restarted): a request
+        for it is worth waiting for, as a tool call waits (`ready_session`)."""
+        return self._client is None and self.state in ("starting", "ready", "restarting")
+
+    async def wait_up(self) -> None:
+        """Until its connection is up (the caller bounds the wait)."""
+        await self._ready.wait()
+
     async def aclose(self, *, abandoned: bool = False) -> None:
         """Stop it: its connection closed, its process given STOP_S to end, then killed. `abandoned`: toolwise's
         own start failed (its database): its process, likely still booting, is killed at once (nothing of

@@ -28,6 +28,11 @@ def namespaced(server: str, tool: str) -> str:
     return f"{name[: MAX_LENGTH - 9]}-{digest}"
 
 
+def carries_prefix(name: str, prefix: str) -> bool:
+    """`name` could be a public name under `prefix` (`namespaced(prefix, …)`); never for an empty prefix."""
+    return bool(prefix) and name.startswith(_clean(prefix) + SEPARATOR)
+
+
 def meant(tool: str, names: Iterable[str]) -> str:
     """`; did you mean 'server__tool'?` for a downstream's own tool name, or a near miss of one, or ""."""
     name = meant_name(tool, names)

@@ -36,7 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolwise.downstream.callers import Callers, forwarded_meta, modern, wire_meta
 from toolwise.downstream.catalogue import Catalogue
 from toolwise.downstream.listing import all_prompts, all_resources, all_templates
-from toolwise.downstream.naming import assign
+from toolwise.downstream.naming import assign, carries_prefix
 from toolwise.downstream.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
@@ -177,11 +177,25 @@ class Passthrough:
         return listed
 
     async def _route_prompt(self, name: str) -> tuple[str, str]:
+        """(server, its name) for a public prompt name. One not listed now, whose prefix names a downstream
+        coming back (restarting: prompts/list leaves it out meanwhile), is looked for again once that one is
+        up, within call_timeout_s."""
         if name not in self.prompts:
+            await self._refresh_prompts()
+        if name not in self.prompts and (server := self._coming_back_as(name)) is not None:
+            deadline = asyncio.get_running_loop().time() + self.catalogue.settings.call_timeout_s
+            await self.catalogue.session(server, handshake=False, deadline=deadline)  # not up by then: said
             await self._refresh_prompts()
         if name not in self.prompts:
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r} (see prompts/list)")
         return self.prompts[name]
+
+    def _coming_back_as(self, name: str) -> str | None:
+        """The downstream, down and coming back, whose prefix `name` carries (None: no such one)."""
+        for server, downstream in self.catalogue.downstreams.items():
+            if downstream.coming_back and carries_prefix(name, self.catalogue.prefixes.get(server, server)):
+                return server
+        return None
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
@@ -241,13 +255,14 @@ class Passthrough:
     ) -> R:
         """`request` on `server`'s session within `call_timeout_s`, as a tool call is: past it the
         downstream is told to stop (the SDK's courtesy cancel of a cancelled request) and the caller gets
-        an MCP error naming the downstream and the setting. What the downstream asks meanwhile goes to
-        this caller."""
+        an MCP error naming the downstream and the setting. A downstream restarting is waited for within the
+        same time. What the downstream asks meanwhile goes to this caller."""
         timeout_s = self.catalogue.settings.call_timeout_s
-        bounded = asyncio.timeout(timeout_s)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        client = await self.catalogue.session(server, handshake=not modern(ctx), deadline=deadline)
+        bounded = asyncio.timeout_at(deadline)
         try:
             async with bounded:
-                client = await self.catalogue.session(server, handshake=not modern(ctx))
                 with self.callers.calling(server, ctx):
                     return await request(client)
         except TimeoutError:
