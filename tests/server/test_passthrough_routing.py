@@ -96,3 +96,27 @@ async def test_a_prompt_of_a_downstream_that_stays_down_says_so(tmp_path: Path) 
         b.broke(b.client)
         with anyio.fail_after(WAIT_S), pytest.raises(MCPError, match="'b' is not running"):
             await client.get_prompt("b__p")
+
+
+async def test_a_prompt_request_that_finds_the_connection_closed_has_the_downstream_reconnected(
+    tmp_path: Path,
+) -> None:
+    """A pass-through request that finds its downstream's connection closed says so by name and has the
+    connection made anew, as a tool call does: the next request is answered (before, each went on failing over
+    the dead connection until something else noticed)."""
+    downstreams = {"b": InProcessServer(prompter("b"))}
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=0.05) as (app, client):
+        b = app.catalogue.downstreams["b"]
+        dead = b.connection(handshake=True)  # the one this (handshake-era) caller is served on
+        assert dead is not None
+
+        async def closed(*args: Any, **kwargs: Any) -> Any:
+            raise anyio.ClosedResourceError
+
+        dead.get_prompt = closed  # type: ignore[method-assign]  # a handshake-era caller's way
+        dead.session.get_prompt = closed  # type: ignore[method-assign]  # a 2026-era caller's
+        with anyio.fail_after(WAIT_S):
+            with pytest.raises(MCPError, match="'b' closed the connection"):
+                await client.get_prompt("b__p")
+            got = await client.get_prompt("b__p")
+    assert [m.content.text for m in got.messages] == ["from b"]  # type: ignore[union-attr]

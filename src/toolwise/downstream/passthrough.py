@@ -30,11 +30,12 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
-from mcp_types.jsonrpc import INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.downstream.callers import Callers, forwarded_meta, modern, wire_meta
 from toolwise.downstream.catalogue import Catalogue
+from toolwise.downstream.forwarding import is_connection_loss
 from toolwise.downstream.listing import all_prompts, all_resources, all_templates
 from toolwise.downstream.naming import assign, carries_prefix
 from toolwise.downstream.subscriptions import Subscriptions
@@ -256,7 +257,8 @@ class Passthrough:
         """`request` on `server`'s session within `call_timeout_s`, as a tool call is: past it the
         downstream is told to stop (the SDK's courtesy cancel of a cancelled request) and the caller gets
         an MCP error naming the downstream and the setting. A downstream restarting is waited for within the
-        same time. What the downstream asks meanwhile goes to this caller."""
+        same time; one whose connection is found closed is reconnected (`Downstream.broke`), as for a tool call.
+        What the downstream asks meanwhile goes to this caller."""
         timeout_s = self.catalogue.settings.call_timeout_s
         deadline = asyncio.get_running_loop().time() + timeout_s
         client = await self.catalogue.session(server, handshake=not modern(ctx), deadline=deadline)
@@ -272,6 +274,15 @@ class Passthrough:
                 REQUEST_TIMEOUT,
                 f"{what} on {server!r} did not answer within {timeout_s:g}s (call_timeout_s); it was told to stop",
             ) from None
+        except Exception as exc:
+            if not is_connection_loss(exc):
+                raise
+            self.catalogue.downstreams[server].broke(client)  # as a tool call does: the next request, anew
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"downstream server {server!r} closed the connection during {what}; it is being restarted, "
+                "ask again shortly",
+            ) from exc
 
     def client_callbacks(self, server: str) -> dict[str, Any]:
         """What the downstream connection of `server` declares and how its requests are relayed."""
