@@ -34,6 +34,8 @@ async def test_healthz_answers_without_the_token_with_counts_only(write_config: 
         assert body["status"] == "degraded" and body["downstreams"]["total"] == 2
         assert body["downstreams"]["ready"] == 1 and "broken" not in json.dumps(body)  # no names
         assert (await asyncio.to_thread(probe_status, base + "/metrics")) == 401  # the rest keeps its lock
+        slashed = await asyncio.to_thread(probe, base + "/healthz/")  # as a probe's config may well write it
+        assert slashed[0] == 200 and slashed[1]["downstreams"] == body["downstreams"], slashed
 
 
 async def test_healthz_is_503_when_no_downstream_can_serve(write_config: Callable[..., Path]) -> None:

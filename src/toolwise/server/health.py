@@ -22,6 +22,7 @@ from toolwise.downstream.connection import Health
 from toolwise.feedback.records import WriterStats
 
 HEALTH_PATH = "/healthz"
+HEALTH_PATHS = (HEALTH_PATH, HEALTH_PATH + "/")  # a probe configured with the slash gets its answer, not 307/401
 
 
 def readiness(downstreams: Sequence[Health], store: WriterStats) -> tuple[int, dict[str, object]]:

@@ -232,7 +232,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.draining import Draining
     from toolwise.server.events import RETRY_MS, MemoryEventStore
-    from toolwise.server.health import HEALTH_PATH, health_route
+    from toolwise.server.health import HEALTH_PATHS, health_route
 
     access = http_access(host, config.toolwise)
     redact_access_log()
@@ -249,10 +249,11 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         dashboard = endpoint(app.feedback, app.learning.namespace, config.toolwise.database_url, access)
         starlette.add_route(DASHBOARD, dashboard, methods=["GET"])
         healthz = health_route(app.catalogue.health, lambda: app.feedback.stats)
-        starlette.add_route(HEALTH_PATH, healthz, methods=["GET"])  # no token: health.py
+        for path in HEALTH_PATHS:
+            starlette.add_route(path, healthz, methods=["GET"])  # no token: health.py
         draining = Draining(starlette)
         asgi: ASGIApp = (
-            draining if access.token is None else BearerAuth(draining, access.token, open_paths=(HEALTH_PATH,))
+            draining if access.token is None else BearerAuth(draining, access.token, open_paths=HEALTH_PATHS)
         )
         port = listening.getsockname()[1]
         # DRAIN_S, then a second for the streams to end: uvicorn cancels what is left, then toolwise shuts down.
