@@ -137,7 +137,13 @@ async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path
         nothing = await client.call_tool("recommend_tool", {"query": "echo", "candidates": []})
         stranger = await client.call_tool("recommend_tool", {"query": "echo", "candidates": ["toy__nope"]})
         unended = await client.call_tool("end_session", {"session_id": "never-used", "outcome": "success"})
-    assert nothing.is_error and text(nothing) == "recommend_tool: there are no tools to choose from"
+        yes = await client.call_tool("recommend_tool", {"query": "echo", "top_k": True})  # not a count
+        nothing_next = await client.call_tool("recommend_next_tools", {"top_k": False})
+    assert nothing.is_error and text(nothing) == (
+        "recommend_tool: candidates is empty: name at least one tool, or leave it out for every listed tool"
+    )
+    assert yes.is_error and text(yes) == "invalid arguments for recommend_tool: top_k: a number, not true"
+    assert nothing_next.is_error and text(nothing_next).endswith("top_k: a number, not false")
     assert stranger.is_error and text(stranger) == "recommend_tool: unknown tool(s): toy__nope"
     assert unended.is_error and text(unended) == (
         "end_session: session 'never-used' has no calls to end (a client ends only its own sessions)"

@@ -68,8 +68,10 @@ class Agent:
         read together: one wait for the lock at most. The decision is opened once both are back, so a
         caller that goes away meanwhile, or a session ended meanwhile, leaves no decision open for calls to follow."""
         learning = self.learning
-        if len(learning.learner.index.active if candidates is None else candidates) == 0:
-            raise UserError("there are no tools to choose from")  # the caller's to fix, not a bug
+        if candidates is not None and not candidates:  # the caller's to fix, not a bug
+            raise UserError("candidates is empty: name at least one tool, or leave it out for every listed tool")
+        if candidates is None and len(learning.learner.index.active) == 0:
+            raise UserError("there are no tools to choose from: no downstream lists a tool (yet)")
         # An agent passes its user's message verbatim; a long one (pasted data) keeps its head, which
         # states the task, so that memory and the stored row stay bounded.
         query = query[: learning.settings.max_query_chars]

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from types import UnionType
+from typing import Any, Generic, TypeVar, Union, get_args, get_origin
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
 
 from toolwise.learning.sessions import Session
 from toolwise.server.services import Services
@@ -25,6 +27,20 @@ LISTING_DROPS = frozenset(
 
 class Input(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_truth_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`true` given for a number is a mistake (pydantic would read it as 1: `top_k: true`, one answer)."""
+        if isinstance(value, bool) and info.field_name is not None and _numeric(cls.model_fields[info.field_name]):
+            raise ValueError(f"a number, not {str(value).lower()}")
+        return value
+
+
+def _numeric(field: FieldInfo) -> bool:
+    """The field takes a number (int or float, maybe None) and never a bool."""
+    kinds = get_args(field.annotation) if get_origin(field.annotation) in (Union, UnionType) else (field.annotation,)
+    return bool(kinds) and all(k in (int, float, type(None)) for k in kinds) and not all(k is type(None) for k in kinds)
 
 
 class NoInput(Input):
