@@ -145,7 +145,10 @@ class HeldEmbedder:
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if not self.release.is_set() and any(self.held in t for t in texts):
             self.embedding.set()
-            self.release.wait(timeout=5)  # bounded: without the worker thread it holds the event loop this long
+            # Bounded (without the worker thread it holds the event loop this long), but far above what the
+            # calls made meanwhile take on a loaded machine: at 5 s they outlasted it under the e2e tests' load
+            # and "new tool embedded" came first.
+            self.release.wait(timeout=HOLD_S)
             self.events.append("new tool embedded")
         return self.inner.embed(texts)
 
