@@ -4,17 +4,19 @@ reports about itself (downstreams, circuits, policy)."""
 from __future__ import annotations
 
 import builtins
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Select, insert, select, update
+from sqlalchemy import Connection, Select, delete, insert, or_, select, update
 
 from toolwise.feedback.database import Database
-from toolwise.feedback.records import InstanceStatus
+from toolwise.feedback.records import InstanceStatus, utcnow
 from toolwise.feedback.schema import InstanceRow
 
 HEARTBEAT_S = 10.0  # how often a running instance refreshes its row in `instances` (`toolwise inspect status`)
 STALE_AFTER_S = 3 * HEARTBEAT_S  # an instance silent this long is reported stale (killed, hung or cut off)
+PRUNE_BATCH = 500  # ids per DELETE
+KEEP_GONE = 50  # stopped or stale instances kept per namespace, the newest: `inspect status` shows 5 and counts them
 
 
 class InstanceRegistry:
@@ -33,6 +35,27 @@ class InstanceRegistry:
                 conn.execute(insert(InstanceRow).values(id=status.id, **values))
 
         await self._database.write(write)
+
+    async def prune(self, namespace: str) -> int:
+        """Delete the rows of `namespace`'s stopped or stale instances beyond the newest `KEEP_GONE` (each start
+        leaves a row: one per session of a stdio client); every running instance's row stays. One cut off
+        that comes back writes its row anew (`heartbeat`). Returns how many rows went."""
+        alive_since = utcnow() - timedelta(seconds=STALE_AFTER_S)
+        gone = or_(InstanceRow.stopped_at.is_not(None), InstanceRow.heartbeat_at < alive_since)
+        older = (
+            select(InstanceRow.id)
+            .where(InstanceRow.namespace == namespace, gone)
+            .order_by(InstanceRow.heartbeat_at.desc())
+            .offset(KEEP_GONE)
+        )
+
+        def write(conn: Connection) -> int:
+            ids = list(conn.execute(older).scalars())
+            for start in range(0, len(ids), PRUNE_BATCH):  # bounded statements, whatever was left to grow
+                conn.execute(delete(InstanceRow).where(InstanceRow.id.in_(ids[start : start + PRUNE_BATCH])))
+            return len(ids)
+
+        return await self._database.write(write)
 
     async def list(self, namespace: str | None = None, limit: int | None = None) -> builtins.list[InstanceStatus]:
         """Instances, the most recently heard from first (of one namespace, or all; the first `limit`)."""

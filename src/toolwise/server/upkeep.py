@@ -81,6 +81,10 @@ class Upkeep:
             await self.snapshots.catch_up(settings.snapshot_rows)
         except Exception:
             log.exception("catching up with the log failed (the next sync resumes it)")
+        try:  # this start added a row: the oldest gone instances' rows go (one per start otherwise, for ever)
+            await self.feedback.instances.prune(self.learning.namespace)
+        except Exception:
+            log.exception("pruning the rows of stopped instances failed (the next start tries again)")
         heap.settle()  # the state loaded and learned, the catalogue embedded: out of the collections' walks
         last_snapshot = last_heartbeat = time.monotonic()
         retry_at = 0.0  # no periodic snapshot before then: the last one failed (monotonic s)
