@@ -65,27 +65,9 @@ class Upkeep:
         self.started_at = utcnow()
 
     async def run(self) -> None:
+        await self._start_up()
         settings = self.settings
         tick = settings.sync_interval_s or IDLE_TICK_S
-        try:  # start-up: load the newest snapshot, while tools/list and calls are served
-            loaded = await self.snapshots.load_latest()
-            log.info("learned state: %s; serving the policy once the log after it is learned", loaded)
-        except Exception:
-            log.exception("loading the newest snapshot failed: learning the whole log instead")
-        try:  # calls are learned once the tools' documents are embedded: never with their cosine missing
-            await self.learning.catalogue_taken()
-        except Exception:
-            log.exception("embedding the tools' documents failed: BM25 alone scores them until the next change")
-        self.learning.end_loading()
-        try:  # then learn the log after it, likewise
-            await self.snapshots.catch_up(settings.snapshot_rows)
-        except Exception:
-            log.exception("catching up with the log failed (the next sync resumes it)")
-        try:  # this start added a row: the oldest gone instances' rows go (one per start otherwise, for ever)
-            await self.feedback.instances.prune(self.learning.namespace)
-        except Exception:
-            log.exception("pruning the rows of stopped instances failed (the next start tries again)")
-        heap.settle()  # the state loaded and learned, the catalogue embedded: out of the collections' walks
         last_snapshot = last_heartbeat = time.monotonic()
         retry_at = 0.0  # no periodic snapshot before then: the last one failed (monotonic s)
         outage: _Outage | None = None  # the database failing the ticks, since when
@@ -118,6 +100,30 @@ class Upkeep:
                     "the database answers again after %.0fs failing: upkeep goes on", time.monotonic() - outage.since
                 )
                 outage = None
+
+    async def _start_up(self) -> None:
+        """Load the newest snapshot, embed the catalogue, learn the log after it, while calls are served; each
+        step's failure logged and the next taken."""
+        settings = self.settings
+        try:
+            loaded = await self.snapshots.load_latest()
+            log.info("learned state: %s; serving the policy once the log after it is learned", loaded)
+        except Exception:
+            log.exception("loading the newest snapshot failed: learning the whole log instead")
+        try:  # calls are learned once the tools' documents are embedded: never with their cosine missing
+            await self.learning.catalogue_taken()
+        except Exception:
+            log.exception("embedding the tools' documents failed: BM25 alone scores them until the next change")
+        self.learning.end_loading()
+        try:  # then learn the log after it, likewise
+            await self.snapshots.catch_up(settings.snapshot_rows)
+        except Exception:
+            log.exception("catching up with the log failed (the next sync resumes it)")
+        try:  # this start added a row: the oldest gone instances' rows go (one per start otherwise, for ever)
+            await self.feedback.instances.prune(self.learning.namespace)
+        except Exception:
+            log.exception("pruning the rows of stopped instances failed (the next start tries again)")
+        heap.settle()  # the state loaded and learned, the catalogue embedded: out of the collections' walks
 
     async def prune(self) -> int:
         """Retention: delete executions older than the TTL whose effect the newest snapshot holds."""
