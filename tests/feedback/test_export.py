@@ -231,18 +231,22 @@ async def test_line_separators_in_a_text_do_not_split_its_line_from_iter_executi
     assert [json.loads(line)["query"] for batch in batches for line in batch] == [query, "plain"]
 
 
-async def test_an_export_from_postgresql_gives_times_in_utc_whatever_the_servers_time_zone(pg_url: str) -> None:
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+async def test_an_export_from_postgresql_gives_times_in_utc_whatever_the_servers_time_zone(
+    pg_url: str, driver: str
+) -> None:
     """PostgreSQL writes a timestamptz in its session's time zone, which is the server's (Debian's initdb
-    takes the host's): the export's times must be UTC, as documented and as an SQLite file's are."""
+    takes the host's): the export's times must be UTC, as documented and as an SQLite file's are, through each
+    driver SQLAlchemy takes as async."""
+    pytest.importorskip(driver)
     name = f"toolwise_tz_{uuid.uuid4().hex[:8]}"
     admin = create_async_engine(pg_url, isolation_level="AUTOCOMMIT")
     try:
         async with admin.connect() as conn:
             await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
             await conn.exec_driver_sql(f"ALTER DATABASE \"{name}\" SET timezone TO 'Asia/Kolkata'")
-        async with FeedbackService(
-            make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-        ) as service:
+        url = make_url(pg_url).set(drivername=f"postgresql+{driver}", database=name)
+        async with FeedbackService(url.render_as_string(hide_password=False)) as service:
             finished = datetime(2026, 11, 1, 12, 0, 0, 250000, tzinfo=UTC)
             execution = make_execution()
             execution.started_at, execution.finished_at = finished - timedelta(seconds=1), finished

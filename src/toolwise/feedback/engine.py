@@ -11,6 +11,7 @@ natively async and keeps the async engine.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sqlite3
 import time
@@ -117,19 +118,27 @@ def create_engine(
 ) -> AsyncEngine:
     """An async engine for `url`. On SQLite: WAL journal (readers never block the writer) and
     `synchronous` FULL by default, so a committed batch survives power loss; group commit pays
-    one fsync per batch rather than per record. On PostgreSQL through asyncpg a new connection waits
-    `connect_timeout_s` for the server (asyncpg's own wait is 60 s)."""
+    one fsync per batch rather than per record. On PostgreSQL a new connection waits `connect_timeout_s`
+    for the server (asyncpg's own wait is 60 s, psycopg's for ever), and its session is in UTC."""
     path = sqlite_path(url)
     if path is None:
-        # times come back in the session's zone (the server's by default): UTC, as the log's are meant
-        asyncpg = make_url(url).get_driver_name() == "asyncpg"
-        args = {"server_settings": {"timezone": "UTC"}, "timeout": connect_timeout_s} if asyncpg else {}
-        return create_async_engine(url, pool_pre_ping=True, connect_args=args)
+        return create_async_engine(url, pool_pre_ping=True, connect_args=_postgresql_args(url, connect_timeout_s))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     create_private(path)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_s})
     _sqlite_pragmas(engine.sync_engine, synchronous)
     return engine
+
+
+def _postgresql_args(url: str, connect_timeout_s: float) -> dict[str, Any]:
+    """Each driver's words for the same two things: times come back in the session's zone (the server's by
+    default), so UTC, as the log's are meant; and a bounded wait for a server that does not answer."""
+    driver = make_url(url).get_driver_name()
+    if driver == "asyncpg":
+        return {"server_settings": {"timezone": "UTC"}, "timeout": connect_timeout_s}
+    if driver == "psycopg":  # libpq's parameters: whole seconds, 2 at least
+        return {"options": "-c TimeZone=UTC", "connect_timeout": max(2, math.ceil(connect_timeout_s))}
+    return {}
 
 
 def _sqlite_pragmas(engine: Engine, synchronous: str) -> None:

@@ -51,8 +51,11 @@ class DatabaseFailedError(FeedbackError):
 
 def describe_database_error(exc: BaseException, *, waited_s: float | None = None) -> str:
     """A database error as a person reads it: the driver's own message, not the SQL around it. A
-    driver's wait that ran out says only `TimeoutError`: `waited_s` names the wait it was."""
+    driver's wait that ran out says only `TimeoutError` (asyncpg): `waited_s` names the wait it was;
+    psycopg's says "connection timeout expired" after libpq's whole seconds (2 at least)."""
     orig = getattr(exc, "orig", None) or exc
     if isinstance(orig, TimeoutError) and not str(orig):
         return "the server did not answer" + (f" within {waited_s:g} s" if waited_s is not None else " in time")
+    if type(orig).__name__ == "ConnectionTimeout":  # psycopg.errors, not imported: not a dependency
+        return "the server did not answer in time (connect_timeout_s, in libpq's whole seconds)"
     return f"{type(orig).__name__}: {orig}".removesuffix(": ")
