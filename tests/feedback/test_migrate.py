@@ -120,5 +120,5 @@ async def test_a_postgresql_server_that_never_answers_is_refused_naming_it_and_t
                 async with FeedbackService(url, connect_timeout_s=0.5):
                     pass
     said = str(raised.value)
-    waited = "within 0.5 s" if driver == "asyncpg" else "in time (connect_timeout_s, in libpq's whole seconds)"
+    waited = "within 0.5 s" if driver == "asyncpg" else "within 2 s"  # libpq's whole seconds, 2 at least
     assert f"127.0.0.1:{port}" in said and f"did not answer {waited}" in said and "secret" not in said

@@ -11,7 +11,6 @@ natively async and keeps the async engine.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import sqlite3
 import time
@@ -25,7 +24,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from toolwise.feedback.errors import DatabaseUnusableError
+from toolwise.feedback.errors import DatabaseUnusableError, libpq_seconds
 from toolwise.feedback.files import create_private
 
 R = TypeVar("R")
@@ -136,8 +135,8 @@ def _postgresql_args(url: str, connect_timeout_s: float) -> dict[str, Any]:
     driver = make_url(url).get_driver_name()
     if driver == "asyncpg":
         return {"server_settings": {"timezone": "UTC"}, "timeout": connect_timeout_s}
-    if driver == "psycopg":  # libpq's parameters: whole seconds, 2 at least
-        return {"options": "-c TimeZone=UTC", "connect_timeout": max(2, math.ceil(connect_timeout_s))}
+    if driver == "psycopg":  # libpq's parameters
+        return {"options": "-c TimeZone=UTC", "connect_timeout": libpq_seconds(connect_timeout_s)}
     return {}
 
 

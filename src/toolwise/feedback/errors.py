@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from toolwise.errors import UserError
 
 
@@ -49,13 +51,20 @@ class DatabaseFailedError(FeedbackError):
     held elsewhere, a lost server. The user's situation, not a bug: the message says what to do."""
 
 
+def libpq_seconds(wait_s: float) -> int:
+    """A wait as libpq's `connect_timeout` takes it (psycopg): whole seconds, 2 at least."""
+    return max(2, math.ceil(wait_s))
+
+
 def describe_database_error(exc: BaseException, *, waited_s: float | None = None) -> str:
     """A database error as a person reads it: the driver's own message, not the SQL around it. A
     driver's wait that ran out says only `TimeoutError` (asyncpg): `waited_s` names the wait it was;
-    psycopg's says "connection timeout expired" after libpq's whole seconds (2 at least)."""
+    psycopg's says "connection timeout expired" after `libpq_seconds` of it."""
     orig = getattr(exc, "orig", None) or exc
     if isinstance(orig, TimeoutError) and not str(orig):
         return "the server did not answer" + (f" within {waited_s:g} s" if waited_s is not None else " in time")
     if type(orig).__name__ == "ConnectionTimeout":  # psycopg.errors, not imported: not a dependency
-        return "the server did not answer in time (connect_timeout_s, in libpq's whole seconds)"
+        return "the server did not answer" + (
+            f" within {libpq_seconds(waited_s)} s" if waited_s is not None else " in time"
+        )
     return f"{type(orig).__name__}: {orig}".removesuffix(": ")
