@@ -120,3 +120,23 @@ async def test_a_prompt_request_that_finds_the_connection_closed_has_the_downstr
                 await client.get_prompt("b__p")
             got = await client.get_prompt("b__p")
     assert [m.content.text for m in got.messages] == ["from b"]  # type: ignore[union-attr]
+
+
+async def test_a_resource_of_a_restarting_downstream_is_read_from_it_once_it_is_back(tmp_path: Path) -> None:
+    """resources/list made while a downstream restarts leaves its resources out; a read of one of them then
+    waits for that downstream (within call_timeout_s) rather than going to another or being 'not found'."""
+    downstreams = {
+        "a": InProcessServer(notes("a", "notes://a/today")),
+        "b": InProcessServer(notes("b", "notes://b/today")),
+    }
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=1.0) as (app, client):
+        with anyio.fail_after(WAIT_S):
+            assert {r.uri for r in (await client.list_resources()).resources} == {"notes://a/today", "notes://b/today"}
+            b = app.catalogue.downstreams["b"]
+            assert b.client is not None
+            b.broke(b.client)
+            while b.state == "ready":
+                await asyncio.sleep(0.01)
+            assert {r.uri for r in (await client.list_resources()).resources} == {"notes://a/today"}
+            read = await client.read_resource("notes://b/today")
+    assert [c.text for c in read.contents] == ["from b"]  # type: ignore[union-attr]

@@ -84,34 +84,48 @@ class Passthrough:
         )
 
     async def _refresh_resources(self) -> tuple[list[tuple[str, types.Resource]], dict[tuple[str, str], str]]:
-        """Every downstream's resources (server, resource) and their public URIs, kept for routing reads."""
-        listed = await self._each("resources", "resources/list", all_resources)
+        """Every downstream's resources (server, resource) and their public URIs, kept for routing reads (with
+        those of a downstream coming back, not listed now: a read of one waits for it, `_bounded`)."""
+        listed, heard = await self._each("resources", "resources/list", all_resources)
         public = _public_uris([(server, r.uri) for server, r in listed])
-        self.resources = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        fresh = {public[(server, r.uri)]: (server, r.uri) for server, r in listed}
+        self.resources = {**self._coming_back(self.resources, heard), **fresh}
         return listed, public
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        listed = await self._templates()
+        listed, heard = await self._templates()
         public = _public_uris([(server, t.uri_template) for server, t in listed])
-        self.templates = {public[(server, t.uri_template)]: (server, t.uri_template) for server, t in listed}
+        fresh = {public[(server, t.uri_template)]: (server, t.uri_template) for server, t in listed}
+        self.templates = {**self._coming_back(self.templates, heard), **fresh}
         return types.ListResourceTemplatesResult(
             resource_templates=[
                 t.model_copy(update={"uri_template": public[(server, t.uri_template)]}) for server, t in listed
             ]
         )
 
-    async def _templates(self) -> list[tuple[str, types.ResourceTemplate]]:
+    async def _templates(self) -> tuple[list[tuple[str, types.ResourceTemplate]], set[str]]:
         return await self._each("resources", "resources/templates/list", all_templates)
 
     async def _each(
         self, capability: str, what: str, fetch: Callable[[Client], Awaitable[list[R]]]
-    ) -> list[tuple[str, R]]:
-        """What each ready downstream offering `capability` lists, as (server, item); one that fails or does not
-        answer is left out, named in the log (`Catalogue.each_offering`)."""
+    ) -> tuple[list[tuple[str, R]], set[str]]:
+        """What each ready downstream offering `capability` lists, as (server, item), and the servers that
+        answered; one that fails or does not answer is left out, named in the log (`Catalogue.each_offering`)."""
         listed = await self.catalogue.each_offering(capability, what, lambda _, client: fetch(client))
-        return [(server, item) for server, items in listed for item in items]
+        return [(server, item) for server, items in listed for item in items], {server for server, _ in listed}
+
+    def _coming_back(self, routes: dict[str, tuple[str, str]], heard: set[str]) -> dict[str, tuple[str, str]]:
+        """The `routes` (public → (server, original)) of downstreams not `heard` from now because they are
+        coming back (restarting): kept, so that a request for one waits for its downstream rather than going
+        to another or being unknown."""
+        downstreams = self.catalogue.downstreams
+        return {
+            public: (server, original)
+            for public, (server, original) in routes.items()
+            if server not in heard and server in downstreams and downstreams[server].coming_back
+        }
 
     async def route_uri(self, uri: str) -> tuple[str, str]:
         """(server, the URI there) for a public URI."""
@@ -123,7 +137,7 @@ class Passthrough:
         offering = self.catalogue.offering("resources")
         if len(offering) == 1:
             return offering[0][0].name, uri
-        for server, template in await self._templates():
+        for server, template in (await self._templates())[0]:
             with contextlib.suppress(InvalidUriTemplate):
                 if UriTemplate.parse(template.uri_template).match(uri) is not None:
                     return server, uri
@@ -172,7 +186,7 @@ class Passthrough:
         )
 
     async def _refresh_prompts(self) -> dict[tuple[str, str], types.Prompt]:
-        listed = {(server, p.name): p for server, p in await self._each("prompts", "prompts/list", all_prompts)}
+        listed = {(server, p.name): p for server, p in (await self._each("prompts", "prompts/list", all_prompts))[0]}
         self.public_prompt = assign(listed, self.catalogue.prefixes)
         self.prompts = {public: pair for pair, public in self.public_prompt.items()}
         return listed
