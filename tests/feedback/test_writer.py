@@ -6,12 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import Connection
+from sqlalchemy.exc import InterfaceError
 
 from tests.feedback.conftest import make_execution
 from toolwise.feedback import FeedbackService, StoreUnavailableError
+from toolwise.feedback.database import Database
 
 
 async def test_a_cancelled_flush_leaves_the_writer_running(service: FeedbackService) -> None:
@@ -80,3 +87,48 @@ async def test_a_flush_cancelled_just_as_its_records_commit_ends_cancelled(servi
         else:
             dropped += 1
     assert (dropped, cancelled > 0) == (0, True)
+
+
+async def check_a_commit_whose_answer_was_lost(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The connection drops while COMMIT's answer is on its way: the batch is stored, the writer sees a
+    lost connection and tries again. Its retry met the ids it had just stored, and every record of the
+    batch was dead-lettered, each logged as not written, though all were in the log."""
+    original = Database.execute
+    lost = [True]
+
+    async def execute(self: Database, sql: str, params: Sequence[Any], then: Callable[[Connection], None]) -> None:
+        await original(self, sql, params, then)
+        if lost[0]:
+            lost[0] = False
+            cause = ConnectionResetError("connection was closed in the middle of operation")
+            raise InterfaceError("COMMIT", None, cause, connection_invalidated=True)
+
+    monkeypatch.setattr(Database, "execute", execute)
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    dead = tmp_path / "dead.jsonl"
+    with caplog.at_level(logging.WARNING):
+        async with FeedbackService(url, dead_letter_path=dead, batch_size=5) as svc:
+            ids = [await svc.log.record_execution(make_execution(namespace=namespace)) for _ in range(5)]
+            await svc.flush()
+            assert not lost[0], "the commit's answer was not lost: the test proves nothing"
+            assert (svc.stats.committed, svc.stats.dead_lettered) == (5, 0)
+            assert await svc.reads.count_executions(namespace) == 5
+            [metrics] = await svc.reports.get_tool_metrics(namespace=namespace)
+            assert metrics.calls == 5  # the tool's summary counted each call once
+            assert None not in [await svc.reads.get_execution(i) for i in ids]
+    assert not dead.exists() or not dead.read_text()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_commit_whose_answer_was_lost_is_stored_once_on_sqlite(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    await check_a_commit_whose_answer_was_lost(db_url, tmp_path, monkeypatch, caplog)
+
+
+async def test_a_commit_whose_answer_was_lost_is_stored_once_on_postgresql(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    await check_a_commit_whose_answer_was_lost(pg_url, tmp_path, monkeypatch, caplog)

@@ -297,7 +297,7 @@ async def test_a_learned_state_loaded_while_the_first_catalogue_embeds_ends_with
         listed = {index.documents[name] for name in index.active_names}
         adopted = app.learning.state is not empty
     assert events[0] == "answered" and recommended["recommendations"][0]["tool"] == "toy__echo"
-    assert adopted and stats["calls"] == 3 and "toy__echo" in index.active_names
+    assert adopted and stats["updates"] == 3 and "toy__echo" in index.active_names
     assert not index.unembedded and listed <= set(index.vectors)
 
 

@@ -31,6 +31,7 @@ from toolwise.learning import snapshots
 from toolwise.learning.embedding import WordLlamaEmbedder
 from toolwise.learning.watermark import Watermark
 from toolwise.server.services import Services
+from toolwise.server.stats import learning_stats
 
 TOOLS = [
     types.Tool(name="git__git_status", description="Shows the working tree status", input_schema={"type": "object"}),
@@ -296,6 +297,29 @@ async def test_an_instance_adopts_a_restore_another_process_made(url: str) -> No
     assert other.learning.learner.updates == saved.sample_count
     assert ranking(other, QUERIES[1]) == ranking(services, QUERIES[1])
     await other_feedback.aclose()
+    await feedback.aclose()
+
+
+async def test_an_instance_counts_the_calls_it_served_not_those_of_the_snapshot_it_loads(url: str) -> None:
+    """`calls` and `decisions` (get_learning_stats, an instance's row in `inspect status`) are this instance's:
+    a start that loaded a snapshot, or a restore of one (from another namespace, another instance), reported
+    the calls of the instance that saved it as its own (one that served 5 calls showed 25)."""
+    feedback, first = await service(url)
+    await first.snapshots.restore_latest()
+    await teach(first, rounds=3)
+    saved = await first.snapshots.save("shutdown")
+    served = await learning_stats(first)
+    assert (served.calls, served.decisions) == (9, 9)
+    await feedback.aclose()
+
+    feedback, second = await service(url)
+    await second.snapshots.restore_latest()
+    await call(second, "only", QUERIES[2], "time__get_current_time")
+    stats = await learning_stats(second)
+    assert (stats.calls, stats.decisions, stats.updates) == (1, 1, served.updates + 1)
+    await second.snapshots.adopt(saved, "restore")
+    stats = await learning_stats(second)
+    assert (stats.calls, stats.decisions, stats.updates) == (1, 1, served.updates)
     await feedback.aclose()
 
 

@@ -23,12 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, insert
 
 from toolwise.errors import UserError
 from toolwise.feedback import toolstats
 from toolwise.feedback.errors import DeadLetterError
 from toolwise.feedback.files import PRIVATE_FILE, data_dir
+from toolwise.feedback.rows import stored_ids
 from toolwise.feedback.schema import ExecutionRow
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def _complete(row: dict[str, Any]) -> dict[str, Any]:
 def import_rows(conn: Connection, rows: list[dict[str, Any]]) -> int:
     """Insert the executions of `rows` not in the log yet, with their tools' summaries; how many."""
     ids = [row["id"] for row in rows]
-    known = set(conn.scalars(select(ExecutionRow.id).where(ExecutionRow.id.in_(ids)))) if ids else set()
+    known = stored_ids(conn, ids)
     new = list({row["id"]: row for row in rows if row["id"] not in known}.values())
     if not new:
         return 0

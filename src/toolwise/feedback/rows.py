@@ -13,7 +13,7 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import Dialect, RowMapping
+from sqlalchemy import Connection, Dialect, RowMapping, select
 
 from toolwise.feedback.arguments import argument_digest, redact, redact_text, storable
 from toolwise.feedback.bulk import CompiledInsert
@@ -95,6 +95,11 @@ class ExecutionInsert:
         previous batch commits; the summaries are folded in on the database's side)."""
         summary = [(e.namespace, e.tool, e.success, e.latency_ms, e.finished_at, e.reward, e.explored) for e in batch]
         return self.compiled.params([self._row(e) for e in batch]), summary
+
+
+def stored_ids(conn: Connection, ids: list[str]) -> set[str]:
+    """Which of these execution ids the log holds."""
+    return set(conn.scalars(select(ExecutionRow.id).where(ExecutionRow.id.in_(ids)))) if ids else set()
 
 
 def execution_from_row(row: RowMapping | Mapping[str, Any]) -> Execution:

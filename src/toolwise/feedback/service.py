@@ -51,7 +51,7 @@ from toolwise.feedback.migrate import SCHEMA_WAIT_S, MigrationError, upgrade
 from toolwise.feedback.reads import Generation, LogReads
 from toolwise.feedback.records import Execution, WriterStats
 from toolwise.feedback.reports import LogReports
-from toolwise.feedback.rows import ExecutionInsert, ExecutionRows, Prepared
+from toolwise.feedback.rows import ExecutionInsert, ExecutionRows, Prepared, stored_ids
 from toolwise.feedback.schema import SecretRow
 from toolwise.feedback.snapshots import SnapshotStore
 from toolwise.feedback.writer import GroupCommitWriter
@@ -147,6 +147,7 @@ class FeedbackService:
             self._insert.prepare,
             self._write_batch,
             self._dead_letter,
+            self._unstored,
             batch_size=self._batch_size,
             flush_interval_s=self._flush_interval_s,
             max_queue=self._max_queue,
@@ -239,6 +240,13 @@ class FeedbackService:
             await self.database.execute(sql, params, summarise)
         finally:
             self.log.summaries_changed()
+
+    async def _unstored(self, batch: list[Execution]) -> list[Execution]:
+        """The executions of a batch the log does not hold (the writer asks after a commit whose answer was
+        lost, which may have stored them; no flush: the writer itself is waiting)."""
+        async with self.database.engine.connect() as conn:
+            stored = await conn.run_sync(stored_ids, [e.id for e in batch])
+        return [e for e in batch if e.id not in stored]
 
     def _dead_letter(self, execution: Execution, exc: BaseException) -> None:
         """Last resort for a record the database refuses: keep it on disk, loudly. When no file takes

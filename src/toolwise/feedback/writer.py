@@ -11,9 +11,11 @@ by the batch's first record, or the batch filling up), never per record, so the 
 calls does almost no work for each one.
 
 A failed batch is retried with capped exponential backoff while the failure looks transient (database
-locked, connection lost); a batch that fails for another reason is bisected so that one bad record
-cannot hold up the others, and a single record that still fails is handed to `dead_letter` and logged
-as an error. Nothing leaves the queue unaccounted for.
+locked, connection lost). A connection lost during COMMIT may have lost only the answer: before each such
+retry, the records `unstored` does not find in the database are all that is written again (the others
+count as committed), so a retry never meets ids it stored itself. A batch that fails for another reason
+is bisected so that one bad record cannot hold up the others, and a single record that still fails is
+handed to `dead_letter` and logged as an error. Nothing leaves the queue unaccounted for.
 
 A waiter that goes away (its request cancelled) never touches the writer: markers are awaited through
 a shield and resolved only if still pending. While the database fails, `stats.failing` says why, and
@@ -64,6 +66,7 @@ class GroupCommitWriter(Generic[T, P]):
         prepare: Callable[[list[T]], P],
         write: Callable[[P], Awaitable[None]],
         dead_letter: Callable[[T, BaseException], None],
+        unstored: Callable[[list[T]], Awaitable[list[T]]] | None = None,
         *,
         batch_size: int = 256,
         max_batch: int = 4096,
@@ -81,6 +84,7 @@ class GroupCommitWriter(Generic[T, P]):
         self._prepare = prepare
         self._write = write
         self._dead_letter = dead_letter
+        self._unstored = unstored
         self._batch_size = batch_size
         self._max_batch = max_batch
         self._interval = flush_interval_s
@@ -251,10 +255,13 @@ class GroupCommitWriter(Generic[T, P]):
             log.warning("feedback batch of %d could not be prepared, isolating: %s", len(batch), prepared)
             await self._isolate(batch, prepared)
             return
-        backoff, attempts = 0.01, 0
+        backoff, attempts, transient = 0.01, 0, False
         while True:
             try:
-                await self._write(prepared)
+                if transient and (unstored := self._unstored) is not None:  # the last try may have committed
+                    prepared = await self._left_to_write(unstored, batch, prepared)
+                if batch:
+                    await self._write(prepared)
             except Exception as exc:  # noqa: BLE001 - every failure is retried, bisected or dead-lettered
                 self._failed += 1
                 attempts += 1
@@ -281,6 +288,17 @@ class GroupCommitWriter(Generic[T, P]):
             self._committed += len(batch)
             self._batches += 1
             return
+
+    async def _left_to_write(self, unstored: Callable[[list[T]], Awaitable[list[T]]], batch: list[T], prepared: P) -> P:
+        """Take out of `batch` (in place: it is what a shutdown would dead-letter) the records the database
+        holds already, counted as committed; the prepared batch of the rest."""
+        left = await unstored(batch)
+        if len(left) == len(batch):
+            return prepared
+        log.warning("%d records of a batch whose commit failed were stored all the same", len(batch) - len(left))
+        self._committed += len(batch) - len(left)
+        batch[:] = left
+        return self._prepare(left) if left else prepared
 
     async def _isolate(self, batch: list[T], exc: BaseException) -> None:
         if len(batch) > 1:

@@ -165,12 +165,12 @@ class LearningCore:
         # the learner looked up under the lock: a restore replaces it
         return await self.thread.read(lambda: read(self.learner), beside=beside, midway=midway)
 
-    async def adopt(self, make: Callable[[], LearnedState], *, keep_counts: bool = False) -> None:
+    async def adopt(self, make: Callable[[], LearnedState]) -> None:
         """Make `make()` the learned state, whole (a snapshot loaded or restored), never blocking the event
         loop on the lock: made and swapped in on the learning thread holding it (`make` sees the catalogue the
         running learner knows then), after the work handed over before it: a batch of the shared log read for
         the state it replaces is learned into that one, or stops there (`Sharing`). The counters are the
-        loop's: with `keep_counts`, the decisions and calls counted meanwhile are added there, after it."""
+        loop's, this instance's: they carry over, with the decisions and calls counted meanwhile."""
 
         def swap() -> tuple[LearnedState, LearnedState]:
             state = make()
@@ -178,7 +178,7 @@ class LearningCore:
             return state, replaced
 
         def carry(states: tuple[LearnedState, LearnedState]) -> None:
-            states[0].carry_over(states[1], counts=keep_counts)
+            states[0].carry_over(states[1])
 
         await self.thread.hand_over(swap, carry)
 

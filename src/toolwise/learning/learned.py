@@ -3,9 +3,10 @@
 `LearnedState` is the learner with everything that must change together with it: the random stream
 its decisions draw from, what of the shared log it includes (`Covered`) and its counters. Restoring a
 snapshot replaces it whole (`LearningService.adopt`), so no reader ever sees a learner of one snapshot
-with the counters or the watermark of another. `CatchUp` is where a server is in learning the log
-after start-up (what `serving` reports). Only this module assigns their fields; the services call
-their methods.
+with the watermark of another; the counters are this instance's (an instance's row in `inspect status`),
+never a snapshot's, which another instance or namespace may have saved: they carry over. `CatchUp` is
+where a server is in learning the log after start-up (what `serving` reports). Only this module assigns
+their fields; the services call their methods.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ class LearnedState:
     learner: Learner
     rng: np.random.Generator
     covered: Covered = field(default_factory=Covered)  # what of the shared log it includes (sharing.py)
-    decisions: int = 0
-    calls: int = 0  # own proxied calls learned (and recorded)
+    decisions: int = 0  # recommendations this instance served
+    calls: int = 0  # this instance's own proxied calls learned (and recorded)
     explored: int = 0
     unsnapshotted: int = 0  # executions learned since the newest snapshot (snapshots by row count)
 
@@ -43,18 +44,13 @@ class LearnedState:
         """A snapshot holding that many of the executions learned since the previous one was stored."""
         self.unsnapshotted -= executions
 
-    def counters(self) -> dict[str, int]:
-        """The counters a snapshot keeps."""
-        return {"decisions": self.decisions, "calls": self.calls, "explored": self.explored}
-
-    def carry_over(self, replaced: LearnedState, *, counts: bool) -> None:
+    def carry_over(self, replaced: LearnedState) -> None:
         """Take over from the state this one replaces what is not in a snapshot: the executions learned
-        since the newest one and, with `counts`, the decisions and calls served while this one loaded."""
+        since the newest one, and this instance's counters."""
         self.unsnapshotted += replaced.unsnapshotted
-        if counts:
-            self.decisions += replaced.decisions
-            self.calls += replaced.calls
-            self.explored += replaced.explored
+        self.decisions += replaced.decisions
+        self.calls += replaced.calls
+        self.explored += replaced.explored
 
     def cover(self, covered: Covered) -> None:
         """Count the state as including `covered` of the log (a restore takes the log "as of now")."""

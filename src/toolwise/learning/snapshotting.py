@@ -37,7 +37,6 @@ class _Prepared:
 
     learner: Learner
     rng: np.random.Generator
-    counters: dict[str, Any]
     docs: list[ToolDoc]  # the catalogue it was prepared for
 
 
@@ -89,7 +88,6 @@ class Snapshotting:
             state={
                 "learner": learning.learner.state_dict(),
                 "rng": learning.state.rng.bit_generator.state,
-                "counters": learning.state.counters(),
             },
             policy=learning.learner.policy.name,
             sample_count=learning.learner.updates,
@@ -162,14 +160,12 @@ class Snapshotting:
         if docs:  # the catalogue is what is running now, its vectors those the running learner has
             vectors, later = learning.running_vectors()
             learner.set_tools(docs, vectors, later=later)
-        return _Prepared(learner, rng, state.get("counters", {}), docs)
+        return _Prepared(learner, rng, docs)
 
-    async def _install(
-        self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None, *, keep_counts: bool = False
-    ) -> None:
+    async def _install(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> None:
         """Make a prepared state the current one, whole (`LearningCore.adopt`: on the learning thread)."""
         learning = self.learning
-        await learning.adopt(partial(self._installed, prepared, record, covered), keep_counts=keep_counts)
+        await learning.adopt(partial(self._installed, prepared, record, covered))
         self.snapshot_id = record.id
 
     def _installed(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> LearnedState:
@@ -180,15 +176,7 @@ class Snapshotting:
         if learning.tool_docs is not prepared.docs or learner.index.unembedded != running.unembedded:
             # the catalogue changed while it was prepared, or its documents were embedded meanwhile
             learner.set_tools(learning.tool_docs, running.vectors, later=running.unembedded)
-        counters = prepared.counters
-        return LearnedState(
-            learner,
-            prepared.rng,
-            Covered.of(record.covered if covered is None else covered),
-            decisions=int(counters.get("decisions", 0)),
-            calls=int(counters.get("calls", 0)),
-            explored=int(counters.get("explored", 0)),
-        )
+        return LearnedState(learner, prepared.rng, Covered.of(record.covered if covered is None else covered))
 
     async def restore_latest(self) -> str:
         """Load the newest usable snapshot and learn the log recorded after it (admin commands; a
@@ -218,7 +206,7 @@ class Snapshotting:
             except snapshots.SnapshotError as exc:
                 log.warning("snapshot %s not used: %s", listed.id, exc)
                 continue
-            await self._install(prepared, record, None, keep_counts=True)  # with the calls served while it loaded
+            await self._install(prepared, record, None)
             return f"snapshot {record.id} ({record.sample_count} samples, {record.created_at:%Y-%m-%d %H:%M:%S})"
         return "no snapshot"
 
