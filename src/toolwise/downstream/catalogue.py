@@ -208,14 +208,18 @@ class Catalogue:
         `deadline` (the loop's time), one coming back (starting, restarting) is waited for until then, as a tool
         call waits for it: a request made during a restart is answered, not refused."""
         downstream = self.downstreams[server]
-        client = await downstream.session(handshake=handshake)
-        if client is None and deadline is not None and downstream.coming_back:
-            try:
-                async with asyncio.timeout_at(deadline):
+        try:
+            async with asyncio.timeout_at(deadline):  # None: unbounded (the caller bounds it)
+                client = await downstream.session(handshake=handshake)  # may open its handshake-era twin
+                if client is None and deadline is not None and downstream.coming_back:
                     await downstream.wait_up()
                     client = await downstream.session(handshake=handshake)
-            except TimeoutError:
-                client = None  # still down at the deadline: said below
+        except TimeoutError:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"downstream server {server!r} was not ready within {self.settings.call_timeout_s:g}s "
+                f"(call_timeout_s; {downstream.state}); try again shortly",
+            ) from None
         if client is None:
             raise MCPError(
                 INTERNAL_ERROR, f"downstream server {server!r} is not running ({downstream.state}); try again shortly"
