@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from toolwise.config import SHORTEST_HIDDEN
+from toolwise.config import REFERENCE, SHORTEST_HIDDEN
 from toolwise.feedback.arguments import REDACTED, after_secret_flag, joined_secret, names_secret, redact_text
 
 _STRING = r'"(?:[^"\\]|\\.)*"'
@@ -19,7 +19,6 @@ _FLAG_VALUE = re.compile(r'(?P<flag>"-{1,2}[A-Za-z][\w-]*")(?P<comma>\s*,\s*)"(?
 _LONE = re.compile(rf"^[-+ ]?\s*(?P<string>{_STRING})\s*,?\s*$")  # a line of a JSON array, in a diff or not
 _SCHEME = re.compile(r"^(?P<scheme>(?:bearer|basic|token)\s+)?(?P<secret>.*)$", re.IGNORECASE | re.DOTALL)
 _KIND = re.compile(r"^[A-Za-z]{2,6}[_-]")  # a token's kind: ghp_, sk-, xoxb-, glpat-, npm_ …
-_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$")
 
 
 def mask_value(value: str) -> str:
@@ -27,7 +26,7 @@ def mask_value(value: str) -> str:
     match = _SCHEME.match(value)
     assert match is not None  # the pattern matches any text
     scheme, secret = match.group("scheme") or "", match.group("secret")
-    if not secret or _REFERENCE.match(secret):
+    if not secret or REFERENCE.fullmatch(secret):
         return value
     kind = _KIND.match(secret)
     return f"{scheme}{kind.group() if kind else ''}{REDACTED}"
