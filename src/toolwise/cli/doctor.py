@@ -65,9 +65,24 @@ def near_commands(command: str) -> list[str]:
     return difflib.get_close_matches(Path(command).name, sorted(names), n=1, cutoff=0.8)
 
 
+def command_line(command: str) -> list[str] | None:
+    """The words of a whole command line written as "command" (a README's `npx -y @scope/server` pasted whole),
+    its first word a command found; None for anything else."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote: not a command line a shell would run either
+        return None
+    return words if len(words) > 1 and command_found(words[0]) else None
+
+
 def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
     """A command found nowhere: what provides a well-known launcher, else the near miss, if there is one;
     never a package to install by its name (a misspelt name installed from a registry is someone else's)."""
+    if words := command_line(spec.command):
+        args = json.dumps([*words[1:], *spec.args])
+        fix = f'"command" of {name!r} holds a whole command line: give "command": {json.dumps(words[0])} and '
+        fix += f'"args": {args} in {path}'
+        return Check(f"server {name!r}", False, f'command {words[0]!r} written with its arguments in "command"', fix)
     near = near_commands(spec.command)
     launcher = provider_of(spec.command)
     if launcher:
