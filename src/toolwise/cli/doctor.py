@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -28,7 +27,13 @@ from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer, closest
-from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
+from toolwise.downstream.environment import (
+    command_found,
+    command_line,
+    downstream_environment,
+    provider_of,
+    resolve_command,
+)
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
@@ -49,12 +54,6 @@ class Check:
     tools: tuple[str, ...] = ()  # a server that started: the names toolwise lists its offered tools under
 
 
-def command_found(command: str) -> bool:
-    """Whether toolwise would find `command`: on PATH, beside its interpreter, or a path to a file."""
-    resolved = resolve_command(command)
-    return resolved != command or shutil.which(command) is not None or Path(command).is_file()
-
-
 def near_commands(command: str) -> list[str]:
     """Commands on PATH (or beside this interpreter) whose names are close to a misspelt `command`."""
     folders = [*os.environ.get("PATH", "").split(os.pathsep), str(Path(sys.executable).parent)]
@@ -63,16 +62,6 @@ def near_commands(command: str) -> list[str]:
         with contextlib.suppress(OSError):  # a PATH entry that is missing or unreadable offers nothing
             names.update(entry.name for entry in os.scandir(folder) if os.access(entry.path, os.X_OK))
     return difflib.get_close_matches(Path(command).name, sorted(names), n=1, cutoff=0.8)
-
-
-def command_line(command: str) -> list[str] | None:
-    """The words of a whole command line written as "command" (a README's `npx -y @scope/server` pasted whole),
-    its first word a command found; None for anything else."""
-    try:
-        words = shlex.split(command)
-    except ValueError:  # an unbalanced quote: not a command line a shell would run either
-        return None
-    return words if len(words) > 1 and command_found(words[0]) else None
 
 
 def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
