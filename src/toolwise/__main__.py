@@ -1,5 +1,5 @@
 """`python -m toolwise`: the CLI without its installed script."""
 
-from toolwise.cli.main import main
+from toolwise.cli.entry import main
 
 main()

@@ -343,12 +343,15 @@ def load_config(path: Path, *, unset_kept: bool = False) -> AppConfig:
 
 TOP_LEVEL = ("mcpServers", "toolwise")
 EXPANDED = ("command", "args", "env", "cwd", "url", "headers")  # the server fields `${VAR}` may appear in
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# `${VAR}` and `${VAR:-default}` (the shell's, Claude Code's) and Cursor's `${env:VAR}`; Cursor's `${userHome}` is
+# the home folder: `toolwise install` moves a client's entries as written, so they are read as the client reads them.
+REFERENCE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+HOME_REFERENCE = "${userHome}"
 
 
 def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bool = False) -> Any:
-    """The servers with `${VAR}` and `${VAR:-default}` in their command, args, env, cwd, url and headers
-    replaced from the environment when the file is loaded (as Claude Code reads a `.mcp.json`), so a
+    """The servers with `${VAR}` and `${VAR:-default}` (`REFERENCE`) in their command, args, env, cwd, url and
+    headers replaced from the environment when the file is loaded (as Claude Code reads a `.mcp.json`), so a
     config can name a secret instead of holding it. A variable that is unset and has no default is a
     ConfigError naming it and where it is used (`unset_kept`, or a server marked `"disabled": true`, which is
     not started and is often disabled for want of its secret: left as written)."""
@@ -366,18 +369,20 @@ def expand_variables(servers: Any, environ: Mapping[str, str], *, unset_kept: bo
         def substitute(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             found = environ.get(name)
+            if found is None and match.group() == HOME_REFERENCE:
+                return str(Path.home())
             if default is not None:
                 return found or default  # as the shell's `:-`: unset or empty
             if found is None:
                 if kept:
                     return match.group()
                 raise ConfigError(
-                    f"{where}: environment variable {name!r} is not set (referenced as ${{{name}}}); "
+                    f"{where}: environment variable {name!r} is not set (referenced as {match.group()}); "
                     f"set it, or give a default as ${{{name}:-value}}"
                 )
             return found
 
-        return _REFERENCE.sub(substitute, value)
+        return REFERENCE.sub(substitute, value)
 
     def expanded(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         kept = unset_kept or marked_disabled(spec)
@@ -415,7 +420,7 @@ def referenced_values(servers: Any, environ: Mapping[str, str]) -> dict[str, str
             for v in value.values():
                 visit(v)
         elif isinstance(value, str):
-            for match in _REFERENCE.finditer(value):
+            for match in REFERENCE.finditer(value):
                 resolved = environ.get(match.group(1))
                 if resolved and len(resolved) >= SHORTEST_HIDDEN:
                     found.setdefault(resolved, f"${{{match.group(1)}}}")

@@ -12,7 +12,9 @@ one and fails naming it when an SDK release moves it.
 - `install_spawn_hook`: the exit status of a stdio downstream is not exposed by `stdio_client`, so the
   spawn function it calls (`mcp.client.stdio._create_platform_compatible_process`) is wrapped to hand
   each process to a callback. Installed explicitly by the catalogue before it starts a downstream;
-  without it only the exit status is missing from the reasons a start failed.
+  without it only the exit status is missing from the reasons a start failed. The wrapper also kills
+  a process whose spawn was cancelled before it returned (`kill_group`: the SDK starts each in a
+  session of its own), which `stdio_client` never sees and so never stops.
 - `tolerate_untagged_results`: a downstream that negotiates 2026-07-28 but answers without the era's
   `resultType` tag (as servers part-way through the upgrade do: the conformance suite's own reference
   server answers `tools/call` so) is refused by the client's validation; the session's raw requests
@@ -26,7 +28,11 @@ one and fails naming it when an SDK release moves it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +51,7 @@ __all__ = [
     "install_spawn_hook",
     "is_result_validation_error",
     "keep_declared_capabilities",
+    "kill_group",
     "session_connection",
     "tolerate_untagged_results",
 ]
@@ -86,13 +93,39 @@ def install_spawn_hook(on_spawn: Callable[[Any], None]) -> bool:
         return False
 
     async def spawn(*args: Any, **kwargs: Any) -> Any:
-        process = await original(*args, **kwargs)
+        # Shielded: a cancellation (Ctrl-C, a start given up) that lands while the process is being
+        # spawned would leave it running, its children too (asyncio kills the process alone, then waits
+        # for the pipes its children hold); the spawn ends anyway and what it started is killed.
+        spawning = asyncio.ensure_future(original(*args, **kwargs))
+        try:
+            process = await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            spawning.add_done_callback(_kill_abandoned)
+            raise
         on_spawn(process)
         return process
 
     setattr(sdk_stdio, SPAWN_FUNCTION, spawn)
     _installed.append(on_spawn)
     return True
+
+
+def kill_group(process: Any) -> None:
+    """SIGKILL a process the SDK spawned and, on POSIX, its process group: the SDK starts each in a
+    session of its own, so a wrapper's children (`npx`, `uvx`) go with it."""
+    if os.name == "posix":
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
+            os.killpg(process.pid, signal.SIGKILL)
+    else:
+        process.kill()
+
+
+def _kill_abandoned(spawning: asyncio.Future[Any]) -> None:
+    """The process of a spawn whose caller was cancelled before it returned: nobody else will stop it."""
+    if not spawning.cancelled() and spawning.exception() is None:
+        process = spawning.result()
+        log.debug("killing process %d: its spawn was cancelled", process.pid)
+        kill_group(process)
 
 
 def tolerate_untagged_results(client: Client, on_untagged: Callable[[str], None]) -> None:

@@ -137,6 +137,42 @@ def test_doctor_masks_a_literal_secret_of_the_config_that_a_failing_server_print
     assert key not in result.output and header not in result.output, result.output
 
 
+def test_doctor_masks_a_secret_argument_that_a_failing_server_repeats(tmp_path: Path) -> None:
+    """A server that dies repeating its command line (argparse's "unrecognized arguments: --api-key …"):
+    doctor masked the key in the command it says to run by hand, but quoted the server's last line whole."""
+    key, joined = "plain" + "A" * 20, "plain" + "J" * 20
+    code = "import sys; print('unrecognized arguments:', *sys.argv[1:], file=sys.stderr); sys.exit(2)"
+    args = ["-c", code, "--api-key", key, f"--token={joined}"]
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config.write_text(
+        json.dumps(
+            {"mcpServers": {"dies": {"command": sys.executable, "args": args}}, "toolwise": {"database_url": database}}
+        )
+    )
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1 and "it said: unrecognized arguments: --api-key *** --token=***" in result.output, (
+        result.output
+    )
+    assert key not in result.output and joined not in result.output, result.output
+
+
+def test_doctor_says_a_command_line_written_as_the_command_belongs_in_command_and_args(tmp_path: Path) -> None:
+    """ "command": "npx -y @modelcontextprotocol/server-memory", as a README's one-liner is pasted: no such
+    command exists, and doctor said to install a package named after the whole line."""
+    line = f"{sys.executable} -m mcp_server_time --api-key {'plain' + 'K' * 20}"
+    config = tmp_path / "toolwise.json"
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config.write_text(json.dumps({"mcpServers": {"time": {"command": line}}, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1, result.output
+    fix = (
+        f'fix: "command" of \'time\' holds a whole command line: give "command": {json.dumps(sys.executable)} '
+        f'and "args": ["-m", "mcp_server_time", "--api-key", "***"] in {config}'
+    )
+    assert fix in result.output and "K" * 20 not in result.output, result.output
+
+
 def test_doctor_names_an_include_or_exclude_list_that_matches_none_of_the_servers_tools(tmp_path: Path) -> None:
     """A misspelt name in `includeTools` offers none of the server's tools: doctor said `ok … 2 tools` and
     "everything starts" while the client got nothing of that server."""

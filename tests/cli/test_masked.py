@@ -74,3 +74,11 @@ def test_a_value_whose_name_merely_contains_a_secrets_word_is_shown_whole(name: 
 def test_a_command_shows_its_author_flag_and_masks_its_token_flag() -> None:
     args = ["--author", "Ada Lovelace", "--token", VALUE, f"--api-key={VALUE}", "--pwd", VALUE]
     assert mask_args(args) == ["--author", "Ada Lovelace", "--token", "***", "--api-key=***", "--pwd", "***"]
+
+
+@pytest.mark.parametrize("reference", ["${GH_TOKEN}", "${GH_TOKEN:-}", "${env:GH_TOKEN}"])
+def test_a_reference_to_a_variable_is_no_secret_and_is_shown_as_written(reference: str) -> None:
+    """`${GH_TOKEN}` (Claude Code's, the shell's) and `${env:GH_TOKEN}` (Cursor's) name a secret without
+    holding it: the diff shows which variable the moved entry reads."""
+    line = f'"headers": {{"Authorization": "Bearer {reference}"}}, "env": {{"GITHUB_TOKEN": "{reference}"}}'
+    assert mask_text(line) == line

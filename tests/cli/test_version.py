@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
@@ -57,3 +58,23 @@ def test_version_answers_from_a_checkout_that_is_not_installed() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"toolwise {toolwise.__version__} from "), done.stdout
+
+
+def test_ctrl_c_while_the_command_still_imports_ends_it_quietly_with_130() -> None:
+    """Ctrl-C within half a second of Enter lands while the `toolwise` script imports the CLI: it ends the
+    command as Ctrl-C does later (exit 130, nothing printed), not with a traceback of whichever module was
+    importing. Run as the installed script runs (pyproject's entry point), the import interrupted."""
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts["toolwise"].split(":")
+    code = (
+        "import importlib.abc, sys\n"
+        "class Interrupting(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'toolwise.cli.main':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupting())\n"
+        f"from {module} import {function}\n"
+        f"sys.exit({function}())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, "")

@@ -188,6 +188,26 @@ def test_variables_in_server_fields_expand_from_the_environment(
     assert (api.url, api.headers) == ("https://api.example/mcp", {"Authorization": "Bearer ghp_secret"})
 
 
+def test_cursor_s_references_expand_as_cursor_expands_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cursor's mcp.json names a variable `${env:NAME}` and the home folder `${userHome}`; `toolwise install`
+    moves its entries as written, so toolwise reads them as Cursor does, not as text sent to the server."""
+    monkeypatch.setenv("GH_TOKEN", "ghp_secret")
+    monkeypatch.delenv("TOOLWISE_TEST_UNSET", raising=False)
+    monkeypatch.delenv("userHome", raising=False)
+    servers = {
+        "notes": {"command": "notes-mcp", "args": ["--root", "${userHome}/notes"], "env": {"TOKEN": "${env:GH_TOKEN}"}},
+        "api": {"url": "https://api.example/mcp", "headers": {"Authorization": "Bearer ${env:GH_TOKEN}"}},
+    }
+    config = load_config(write(tmp_path, {"mcpServers": servers}))
+    notes, api = config.servers["notes"], config.servers["api"]
+    assert isinstance(notes, StdioServer) and isinstance(api, HttpServer)
+    assert notes.args == ["--root", f"{Path.home()}/notes"] and notes.env == {"TOKEN": "ghp_secret"}
+    assert api.headers == {"Authorization": "Bearer ghp_secret"}
+    unset = {"api": {"url": "https://api.example/mcp", "headers": {"Authorization": "${env:TOOLWISE_TEST_UNSET}"}}}
+    with pytest.raises(ConfigError, match=r"Authorization: environment variable 'TOOLWISE_TEST_UNSET' is not set"):
+        load_config(write(tmp_path, {"mcpServers": unset}))
+
+
 def test_a_missing_variable_is_an_error_naming_it_and_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOLWISE_TEST_UNSET", raising=False)
     path = write(tmp_path, {"mcpServers": {"gh": {"command": "x", "env": {"TOKEN": "${TOOLWISE_TEST_UNSET}"}}}})

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.server import Server, ServerRequestContext
@@ -16,7 +20,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_server_time.server import create_server
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from toolwise.config import InProcessServer, Settings
+from toolwise.config import InProcessServer, Settings, StdioServer
 from toolwise.downstream.connection import Downstream
 from toolwise.downstream.forwarding import InputRound
 
@@ -97,3 +101,49 @@ async def test_a_downstream_whose_streams_drop_as_soon_as_it_is_up_is_reconnecte
     ]
     assert len(delays) >= 4
     assert delays[:4] == [0.01, 0.02, 0.04, 0.08], delays
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the process group of a POSIX spawn")
+async def test_a_downstream_stopped_while_its_process_is_being_spawned_leaves_none_of_it_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or a start given up) that lands while a stdio downstream's process is being spawned: the
+    process exists but the spawn has not returned it yet. It and its children (a wrapper's: `npx`, `uvx`)
+    are killed all the same, not left running after toolwise has gone."""
+    pids = tmp_path / "pids"
+    script = f"sleep 60 & echo $$ $! > {pids}; wait"  # the server and a child of its own, both recorded
+    spawned = asyncio.Event()
+    real_open_process = anyio.open_process
+
+    async def slow_spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await real_open_process(*args, **kwargs)
+        spawned.set()
+        await asyncio.sleep(0.5)  # the spawn not yet returned (asyncio waits for its pipes to connect)
+        return process
+
+    monkeypatch.setattr(anyio, "open_process", slow_spawn)
+    spec = StdioServer.model_validate({"command": "sh", "args": ["-c", script]})
+    downstream = Downstream("spawning", spec, Settings(), on_tools=lambda: None)
+    downstream.start()
+    await asyncio.wait_for(spawned.wait(), WAIT_S)
+    await downstream.aclose()
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while not pids.exists() or pids.read_text().count(" ") < 1:
+        assert asyncio.get_running_loop().time() < deadline, "the server never wrote its pids"
+        await asyncio.sleep(0.05)
+    running = [int(pid) for pid in pids.read_text().split()]
+    while running and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+        running = [pid for pid in running if alive(pid)]
+    for pid in running:
+        os.kill(pid, signal.SIGKILL)
+    assert not running, "the downstream's process (or its child) still runs after the downstream stopped"
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

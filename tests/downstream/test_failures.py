@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -47,3 +48,13 @@ async def test_junk_lines_are_logged_once_then_summed_up(caplog: pytest.LogCaptu
     assert "line 0" in messages[0]
     assert "499 more lines" in messages[1] and "500 in all" in messages[1]
     assert "1 more lines" in messages[2] and "late" in messages[2]
+
+
+def test_a_command_line_written_as_the_command_is_said_so_without_its_arguments() -> None:
+    """ "command": "npx -y @scope/server --api-key KEY", a README's one-liner pasted whole: serve's log (which the
+    client keeps) named the whole line as the command not found, a secret argument with it."""
+    line = f"{sys.executable} -m mcp_server_time --api-key {'plain' + 'K' * 20}"
+    missing = FileNotFoundError(2, "No such file or directory", line)
+    assert describe(missing, starting=True, start_timeout_s=30, exit_status=None) == (
+        f'command not found: {sys.executable!r} is written with its arguments in "command" (they go in "args")'
+    )

@@ -31,8 +31,9 @@ from rich.table import Table
 
 from toolwise.cli.clients import toolwise_command
 from toolwise.cli.demo_agent import INTENTS, Played, play, recommend, scratch_repo, top_pick
-from toolwise.cli.doctor import command_found, near_commands
+from toolwise.cli.doctor import near_commands
 from toolwise.config import AppConfig, StdioServer
+from toolwise.downstream.environment import command_found
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.files import data_dir
 from toolwise.rl.policies.outcome import OutcomeModelConfig

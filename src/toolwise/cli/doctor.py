@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -28,7 +27,13 @@ from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
 from toolwise.cli.masked import mask_args
 from toolwise.config import AppConfig, HttpServer, StdioServer, closest
-from toolwise.downstream.environment import downstream_environment, provider_of, resolve_command
+from toolwise.downstream.environment import (
+    command_found,
+    command_line,
+    downstream_environment,
+    provider_of,
+    resolve_command,
+)
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
@@ -49,12 +54,6 @@ class Check:
     tools: tuple[str, ...] = ()  # a server that started: the names toolwise lists its offered tools under
 
 
-def command_found(command: str) -> bool:
-    """Whether toolwise would find `command`: on PATH, beside its interpreter, or a path to a file."""
-    resolved = resolve_command(command)
-    return resolved != command or shutil.which(command) is not None or Path(command).is_file()
-
-
 def near_commands(command: str) -> list[str]:
     """Commands on PATH (or beside this interpreter) whose names are close to a misspelt `command`."""
     folders = [*os.environ.get("PATH", "").split(os.pathsep), str(Path(sys.executable).parent)]
@@ -68,6 +67,11 @@ def near_commands(command: str) -> list[str]:
 def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
     """A command found nowhere: what provides a well-known launcher, else the near miss, if there is one;
     never a package to install by its name (a misspelt name installed from a registry is someone else's)."""
+    if words := command_line(spec.command):
+        args = json.dumps([*words[1:], *spec.args])
+        fix = f'"command" of {name!r} holds a whole command line: give "command": {json.dumps(words[0])} and '
+        fix += f'"args": {args} in {path}'
+        return Check(f"server {name!r}", False, f'command {words[0]!r} written with its arguments in "command"', fix)
     near = near_commands(spec.command)
     launcher = provider_of(spec.command)
     if launcher:

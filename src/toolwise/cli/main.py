@@ -241,7 +241,3 @@ def import_dead_letters(
 
 
 plain_help(app)  # once every command is registered
-
-
-def main() -> None:
-    app()

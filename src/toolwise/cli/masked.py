@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from toolwise.config import SHORTEST_HIDDEN
+from toolwise.config import REFERENCE
+from toolwise.downstream.stderr import given_secrets
 from toolwise.feedback.arguments import REDACTED, after_secret_flag, joined_secret, names_secret, redact_text
 
 _STRING = r'"(?:[^"\\]|\\.)*"'
@@ -19,7 +20,6 @@ _FLAG_VALUE = re.compile(r'(?P<flag>"-{1,2}[A-Za-z][\w-]*")(?P<comma>\s*,\s*)"(?
 _LONE = re.compile(rf"^[-+ ]?\s*(?P<string>{_STRING})\s*,?\s*$")  # a line of a JSON array, in a diff or not
 _SCHEME = re.compile(r"^(?P<scheme>(?:bearer|basic|token)\s+)?(?P<secret>.*)$", re.IGNORECASE | re.DOTALL)
 _KIND = re.compile(r"^[A-Za-z]{2,6}[_-]")  # a token's kind: ghp_, sk-, xoxb-, glpat-, npm_ …
-_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$")
 
 
 def mask_value(value: str) -> str:
@@ -27,7 +27,7 @@ def mask_value(value: str) -> str:
     match = _SCHEME.match(value)
     assert match is not None  # the pattern matches any text
     scheme, secret = match.group("scheme") or "", match.group("secret")
-    if not secret or _REFERENCE.match(secret):
+    if not secret or REFERENCE.fullmatch(secret):
         return value
     kind = _KIND.match(secret)
     return f"{scheme}{kind.group() if kind else ''}{REDACTED}"
@@ -78,18 +78,24 @@ def mask_args(args: list[str]) -> list[str]:
 
 
 def literal_secrets(servers: object) -> dict[str, str]:
-    """Each secret a config's servers hold as written (an `env` value or a header whose name says it is one),
-    as value → its masked form: what doctor quotes of a failing server (its last words, its url) may hold
-    it in a shape no pattern knows ("invalid API key: …"). For `unresolve`, beside `referenced_values`."""
+    """Each secret a config's servers hold as written (an `env` value or a header whose name says it is one, a
+    value of `args` after a flag that says so: `given_secrets`, what the stderr relay masks), as value → its
+    masked form: what doctor quotes of a failing server (its last words, its url) may hold it in a shape no
+    pattern knows ("invalid API key: …"). For `unresolve`, beside `referenced_values`."""
     found: dict[str, str] = {}
     for spec in servers.values() if isinstance(servers, dict) else ():
-        for key in ("env", "headers"):
-            values = spec.get(key) if isinstance(spec, dict) else None
-            for name, value in values.items() if isinstance(values, dict) else ():
-                secret = isinstance(value, str) and names_secret(name) and len(value) >= SHORTEST_HIDDEN
-                if secret and (masked := mask_value(value)) != value:  # a `${VAR}` is shown as written
-                    found[value] = masked
+        if not isinstance(spec, dict):
+            continue
+        named = {k: v for key in ("env", "headers") for k, v in _object(spec.get(key)).items() if isinstance(v, str)}
+        args = spec.get("args")
+        for value in given_secrets(named, [a for a in args if isinstance(a, str)] if isinstance(args, list) else []):
+            if (masked := mask_value(value)) != value:  # a `${VAR}` is shown as written
+                found[value] = masked
     return found
+
+
+def _object(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
 
 
 def unresolve(text: str, references: dict[str, str]) -> str:

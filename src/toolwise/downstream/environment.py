@@ -13,6 +13,7 @@ the NETWORK ones set in the shell it runs in into toolwise's entry, as it writes
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -87,6 +88,22 @@ def resolve_command(command: str, path: str | None = None) -> str:
         return found
     local = Path(sys.executable).parent / command
     return str(local) if local.exists() else command
+
+
+def command_found(command: str) -> bool:
+    """Whether toolwise would find `command`: on PATH, beside its interpreter, or a path to a file."""
+    resolved = resolve_command(command)
+    return resolved != command or shutil.which(command) is not None or Path(command).is_file()
+
+
+def command_line(command: str) -> list[str] | None:
+    """The words of a whole command line written as "command" (a README's `npx -y @scope/server` pasted whole),
+    its first word a command found; None for anything else."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote: not a command line a shell would run either
+        return None
+    return words if len(words) > 1 and command_found(words[0]) else None
 
 
 # The launchers MCP servers' READMEs start them with, and what provides each (a server's README names its

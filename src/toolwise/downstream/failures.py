@@ -25,6 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolwise import sdk
+from toolwise.downstream.environment import command_line
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def describe(exc: BaseException, *, starting: bool, start_timeout_s: float, exit
         if isinstance(e, ConnectionRefusedError):
             return "connection refused"
         if isinstance(e, FileNotFoundError) and e.filename:
-            return f"command not found: {e.filename}"
+            return _not_found(str(e.filename))
         if isinstance(e, PermissionError) and e.filename:
             return f"command not executable: {e.filename}"
     if gone:
@@ -108,6 +109,14 @@ def describe(exc: BaseException, *, starting: bool, start_timeout_s: float, exit
     meaningful = [e for e in found if str(e) and not _is_cancellation(e)]
     leaf = meaningful[0] if meaningful else found[0] if found else exc
     return f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__
+
+
+def _not_found(command: str) -> str:
+    """A command not found; a whole command line written as "command" is said so, its arguments (a secret
+    among them, perhaps) left out."""
+    if words := command_line(command):
+        return f'command not found: {words[0]!r} is written with its arguments in "command" (they go in "args")'
+    return f"command not found: {command}"
 
 
 def _is_cancellation(exc: BaseException) -> bool:

@@ -4,12 +4,11 @@ next call finds it dead), and those of a start that does not stop killed, with t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import signal
 from collections.abc import Callable
 from typing import Any
+
+from toolwise import sdk
 
 log = logging.getLogger(__name__)
 
@@ -17,9 +16,9 @@ STOP_S = 3.0  # seconds a downstream gets to stop (the SDK: close stdin, 2 s, SI
 
 
 def kill_spawned(server: str, spawns: list[Any], *, late: bool = True) -> None:
-    """SIGKILL the process group of each process of its latest start still running (the SDK starts
-    each in a session of its own, so a wrapper's children go with it). `late`: it was given STOP_S to stop
-    (warned about); otherwise it is killed unasked, as toolwise's own start was given up."""
+    """SIGKILL each process of its latest start still running, with its children (`sdk.kill_group`).
+    `late`: it was given STOP_S to stop (warned about); otherwise it is killed unasked, as toolwise's own
+    start was given up."""
     for process in spawns:
         if process.returncode is None:
             pid = process.pid
@@ -27,11 +26,7 @@ def kill_spawned(server: str, spawns: list[Any], *, late: bool = True) -> None:
                 log.warning("downstream %s did not stop within %gs: killing its process %d", server, STOP_S, pid)
             else:
                 log.debug("downstream %s: killing its process %d, toolwise's start given up", server, pid)
-            if os.name == "posix":
-                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: nothing left to kill
-                    os.killpg(process.pid, signal.SIGKILL)
-            else:
-                process.kill()
+            sdk.kill_group(process)
 
 
 def watch_exit(server: str, process: Any, exited: Callable[[], None]) -> asyncio.Task[None] | None:
