@@ -246,3 +246,26 @@ def test_doctor_says_a_server_that_answers_401_wants_a_token_not_that_it_cannot_
     assert result.exit_code == 1 and f"FAIL server 'notion': {url} answered 401 Unauthorized" in said, said
     assert "cannot connect" not in said and 'an "Authorization" header in its "headers"' in said
     assert "answered 401 Unauthorized: it refused the token in its headers" in " ".join(stale.output.split())
+
+
+def test_doctor_fails_only_the_server_whose_variable_is_unset_and_checks_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `${VAR}` this shell lacks is that one server's problem: doctor said so in one line and checked
+    nothing else (exit 2), where serve starts every server whose variables are set... or refuses, so the user
+    wants to know what else is wrong before fixing it."""
+    monkeypatch.delenv("TOOLWISE_TEST_NEVER_SET", raising=False)
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    servers = {
+        "keyed": {"command": sys.executable, "args": ["-c", "pass"], "env": {"KEY": "${TOOLWISE_TEST_NEVER_SET}"}},
+        "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
+    }
+    config = tmp_path / "toolwise.json"
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    keyed = next(line for line in lines if line.startswith("FAIL server 'keyed'"))
+    assert "environment variable 'TOOLWISE_TEST_NEVER_SET' is not set" in keyed, result.output
+    assert any(line.startswith("FAIL server 'dies'") for line in lines), result.output  # the other still checked
+    assert "2 problem(s) found" in result.output

@@ -320,10 +320,10 @@ def checkable_or_exit(path: Path, database_url: str | None = None) -> AppConfig:
     (an SSE entry beside toolwise's) is said to be the client's, naming the config to check instead, exit 2
     (one it can load, doctor reports its toolwise entry as a FAIL, not started)."""
     try:
-        load_config(path)
+        load_config(path, unset_kept=True)
     except ConfigError as exc:  # what is wrong with it said too: a toolwise config may serve toolwise on purpose
         refuse_client_config(path, "doctor", f"toolwise cannot check it ({exc})", verb="check")
-    return config_or_exit(path, database_url)
+    return config_or_exit(path, database_url, unset_kept=True)  # an unset ${VAR}: its server's FAIL (doctor.py)
 
 
 def refuse_client_config(path: Path, command: str, why: str, verb: str | None = None) -> None:

@@ -26,7 +26,7 @@ from toolwise import sdk
 from toolwise.cli.clients import is_toolwise
 from toolwise.cli.common import config_instead
 from toolwise.cli.masked import mask_args
-from toolwise.config import AppConfig, HttpServer, StdioServer, closest
+from toolwise.config import EXPANDED, AppConfig, ConfigError, HttpServer, StdioServer, closest, expand_variables
 from toolwise.downstream.environment import (
     command_found,
     command_line,
@@ -142,6 +142,10 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
     """Start the server as toolwise would (the same command, arguments and environment), complete the
     handshake, count its tools; when it does not start, say what it lacks."""
     what = f"server {name!r}"
+    try:  # loaded with its unset ${VAR}s kept as written (`checkable_or_exit`): this server's problem alone
+        expand_variables({name: spec.model_dump(include=set(EXPANDED))}, os.environ)
+    except ConfigError as exc:
+        return Check(what, False, f"not started: {exc}")
     if isinstance(spec, HttpServer):
         return await _check_http(name, spec, config, path)
     if is_toolwise(entry := {"command": spec.command, "args": spec.args}):  # not started: toolwise inside toolwise
