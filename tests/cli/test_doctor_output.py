@@ -269,3 +269,17 @@ def test_doctor_fails_only_the_server_whose_variable_is_unset_and_checks_the_oth
     assert "environment variable 'TOOLWISE_TEST_NEVER_SET' is not set" in keyed, result.output
     assert any(line.startswith("FAIL server 'dies'") for line in lines), result.output  # the other still checked
     assert "2 problem(s) found" in result.output
+
+
+def test_doctor_says_a_folder_given_as_the_command_is_a_folder(tmp_path: Path) -> None:
+    """An absolute path to a folder (the server's checkout, not its program) was 'not found on PATH… give its
+    absolute path', which it already is."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    config = tmp_path / "toolwise.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"dir": {"command": str(tmp_path)}}, "toolwise": {"database_url": database}})
+    )
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1, result.output
+    assert f"FAIL server 'dir': command {str(tmp_path)!r} is a folder, not a program" in result.output, result.output
+    assert "absolute path" not in result.output

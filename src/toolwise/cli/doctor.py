@@ -72,6 +72,9 @@ def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
         fix = f'"command" of {name!r} holds a whole command line: give "command": {json.dumps(words[0])} and '
         fix += f'"args": {args} in {path}'
         return Check(f"server {name!r}", False, f'command {words[0]!r} written with its arguments in "command"', fix)
+    if Path(spec.command).is_dir():
+        fix = f'give the program that starts the server as "command" of {name!r} in {path} (its README says which)'
+        return Check(f"server {name!r}", False, f"command {spec.command!r} is a folder, not a program", fix)
     near = near_commands(spec.command)
     launcher = provider_of(spec.command)
     if launcher:
