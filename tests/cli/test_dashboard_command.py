@@ -67,3 +67,12 @@ def test_a_database_that_does_not_exist_is_refused_and_none_is_made(tmp_path: Pa
     said = " ".join(result.output.split())
     assert result.exit_code == 1 and "no database at" in said and "toolwise demo" in said, said
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("transport", ["http", "sse", "streamable-http"])
+def test_serve_given_a_transport_option_says_which_option_it_has(transport: str) -> None:
+    """Other MCP servers take `--transport`; click said 'No such option: --transport (Possible options: --port)'."""
+    result = CliRunner().invoke(cli, ["serve", "--transport", transport])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "serve has no --transport" in said and "--http" in said, result.output
+    assert "--port" not in said and "Traceback" not in result.output

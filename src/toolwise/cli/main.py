@@ -92,8 +92,14 @@ def serve(
     port: Annotated[int, typer.Option(min=0, max=65535, help="HTTP port (0: any free one).")] = 8765,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level (to stderr).")] = LogLevel.info,
     database_url: DatabaseUrlOption = None,
+    transport: Annotated[str | None, typer.Option("--transport", hidden=True)] = None,
 ) -> None:
     """Run the toolwise MCP server over the downstream servers of CONFIG (default: the installed one)."""
+    if transport is not None:  # other MCP servers' option: said, rather than click's "did you mean --port"
+        fail(
+            f"serve has no --transport (given {transport!r}): it speaks stdio, as a client that starts it expects, "
+            "or streamable HTTP at http://HOST:PORT/mcp with --http (no SSE)"
+        )
     gc.disable()  # until it serves: the rest of toolwise imports after the downstreams are spawned
     try:
         from toolwise.server.transports import BindError, listening_socket, serve_http, serve_stdio
