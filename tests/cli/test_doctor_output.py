@@ -283,3 +283,15 @@ def test_doctor_says_a_folder_given_as_the_command_is_a_folder(tmp_path: Path) -
     assert result.exit_code == 1, result.output
     assert f"FAIL server 'dir': command {str(tmp_path)!r} is a folder, not a program" in result.output, result.output
     assert "absolute path" not in result.output
+
+
+def test_doctor_says_how_a_server_that_exits_at_once_exited(tmp_path: Path) -> None:
+    """As serve's log does ('command exited with status 3'), not the SDK's 'MCPError: Connection closed'."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
+    script = "import sys; print('bad flag --x', file=sys.stderr); raise SystemExit(3)"
+    config = tmp_path / "toolwise.json"
+    servers = {"dies": {"command": sys.executable, "args": ["-c", script]}}
+    config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
+    result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
+    assert result.exit_code == 1, result.output
+    assert "FAIL server 'dies': failed to start: command exited with status 3; it said: bad flag --x" in result.output

@@ -228,7 +228,7 @@ def test_doctor_passes_the_network_variables_and_names_one_a_server_lacks(home: 
     assert result.returncode == 1
     assert "ok   server 'npx-like': mcp-time" in result.stdout, result.stdout
     assert (
-        "FAIL server 'corp': failed to start: MCPError: Connection closed; it said: npm ERR! code "
+        "FAIL server 'corp': failed to start: command exited with status 1; it said: npm ERR! code "
         "UNABLE_TO_GET_ISSUER_CERT_LOCALLY (CORP_CA_BUNDLE is not set)"
     ) in result.stdout
     assert (

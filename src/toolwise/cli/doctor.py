@@ -34,6 +34,7 @@ from toolwise.downstream.environment import (
     provider_of,
     resolve_command,
 )
+from toolwise.downstream.failures import describe, recording_spawns
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
@@ -161,14 +162,15 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
         return missing_command(name, spec, path)
     timeout = config.toolwise.start_timeout_s
     params = stdio_parameters(spec, downstream_environment(spec.env))
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog, recording_spawns() as spawned:
         try:
             async with asyncio.timeout(timeout):
                 return started(name, spec, path, await start(params, config, errlog))
         except TimeoutError:
             detail = f"no handshake within {timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - any failure to start is what this check reports
-            detail = f"failed to start: {_describe(exc)}"
+            status = await _exit_status(spawned)  # said as serve's log says it
+            detail = f"failed to start: {describe(exc, starting=True, start_timeout_s=timeout, exit_status=status)}"
         errlog.seek(0)
         said = [line.strip() for line in errlog.read().splitlines() if line.strip()]
     if said:
@@ -254,6 +256,7 @@ async def _what_it_lacks(name: str, spec: StdioServer, config: AppConfig, path: 
 
 
 MAX_PROBES = 40  # starts of a failing server doctor allows itself to find the variables it needs
+EXIT_WAIT_S = 1.0  # how long a failed start's process is given to be reaped, for its exit status
 
 
 async def needed_variables(spec: StdioServer, config: AppConfig) -> list[str]:
@@ -303,6 +306,17 @@ async def _starts(spec: StdioServer, config: AppConfig, given: dict[str, str], e
         except Exception:  # noqa: BLE001 - a probe either starts or does not
             return False
     return True
+
+
+async def _exit_status(spawned: list[Any]) -> int | None:
+    """The exit status of the process a failed start spawned last: its pipes close as it exits, before its
+    exit is reaped, so it is waited for a moment; None if it runs on (or none was spawned)."""
+    if not spawned:
+        return None
+    try:
+        return int(await asyncio.wait_for(spawned[-1].wait(), EXIT_WAIT_S))
+    except TimeoutError:
+        return None
 
 
 def _describe(exc: BaseException) -> str:
