@@ -34,7 +34,7 @@ from toolwise.downstream.environment import (
     provider_of,
     resolve_command,
 )
-from toolwise.downstream.failures import describe, recording_spawns
+from toolwise.downstream.failures import REFUSING, describe, recording_spawns, refused_why
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
@@ -187,11 +187,9 @@ async def _check_http(name: str, spec: HttpServer, config: AppConfig, path: Path
         detail = f"no answer to initialize within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - any failure to connect is what this check reports
         if status := await refused_with(spec):
-            if any(names_secret(header) for header in spec.headers or {}):
-                why, fix = "it refused the token in its headers", f'check that token, in its "headers" in {path}'
-            else:
-                why, fix = "it wants a token", _token_fix(path)
-            return Check(what, False, f"{spec.url} answered {status}: {why}", fix)
+            given = any(names_secret(header) for header in spec.headers or {})
+            fix = f'check that token, in its "headers" in {path}' if given else _token_fix(path)
+            return Check(what, False, f"{spec.url} answered {status}: {refused_why(spec.headers)}", fix)
         detail = f"cannot connect to {spec.url}: {_describe(exc)}"
     fix = f'check that the server at {spec.url} is running, and its "url" and "headers" in {path}'
     return Check(what, False, detail, fix)
@@ -209,7 +207,7 @@ async def refused_with(spec: HttpServer) -> str | None:
             answer = await http.post(spec.url, json=hello, headers=accept)
     except httpx2.HTTPError:
         return None
-    return f"{answer.status_code} {answer.reason_phrase}".strip() if answer.status_code in (401, 403) else None
+    return f"{answer.status_code} {answer.reason_phrase}".strip() if answer.status_code in REFUSING else None
 
 
 def _token_fix(path: Path) -> str:

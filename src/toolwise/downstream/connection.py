@@ -24,9 +24,16 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise import sdk
-from toolwise.config import ServerSpec, Settings, StdioServer
+from toolwise.config import HttpServer, ServerSpec, Settings, StdioServer
 from toolwise.downstream.errors import DownstreamError
-from toolwise.downstream.failures import JunkReport, describe, exited, recording_spawns, untagged_reporter
+from toolwise.downstream.failures import (
+    JunkReport,
+    describe,
+    exited,
+    recording_spawns,
+    refused_why,
+    untagged_reporter,
+)
 from toolwise.downstream.forwarding import InputRound
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.processes import STOP_S, kill_spawned, watch_exit
@@ -80,6 +87,7 @@ class Downstream:
     _process: Any = None  # the stdio process of the current connection: its exit status, its death
     _serving: object = None  # the connection being served: a late word about an older one changes nothing
     _up_since: float = 0.0  # when the connection being served came up (monotonic)
+    _refusal: str | None = None  # an HTTP downstream's "401 Unauthorized" during the latest attempt
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
     tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
@@ -161,6 +169,9 @@ class Downstream:
                     start_timeout_s=self.settings.start_timeout_s,
                     exit_status=None if self._process is None else self._process.returncode,
                 )
+                if self._refusal is not None:  # the SDK says "Server returned an error response"
+                    headers = self.spec.headers if isinstance(self.spec, HttpServer) else None
+                    self.error = f"answered {self._refusal}: {refused_why(headers)} ({self.error})"
                 log.warning("downstream %s failed: %s", self.name, self.error)
             finally:
                 self._client = None
@@ -182,6 +193,7 @@ class Downstream:
         exited by then (None: still running, or not a process)."""
         self._process = None
         self._serving = serving = object()
+        self._refusal = None
         async with contextlib.AsyncExitStack() as stack:
             with recording_spawns(self._launched) as spawned:
                 self._spawns = spawned
@@ -189,7 +201,9 @@ class Downstream:
                     async with asyncio.timeout(self.settings.start_timeout_s):
                         client = await stack.enter_async_context(
                             Client(
-                                client_target(self.name, self.spec, stack, partial(self._session_lost, serving)),
+                                client_target(
+                                    self.name, self.spec, stack, partial(self._session_lost, serving), self._refused
+                                ),
                                 mode=self.settings.mode,
                                 message_handler=self._on_message,
                                 **self._hooks(),
@@ -280,6 +294,10 @@ class Downstream:
         """The connection a caller of that era is served on, as it is now (nothing is opened)."""
         twin = self.twin.current if handshake and self.twin is not None else None
         return twin or self._client
+
+    def _refused(self, status: str) -> None:
+        """The HTTP downstream refused a request for want of a token (`targets.py`): said when it fails."""
+        self._refusal = status
 
     def _session_lost(self, serving: object) -> None:
         """The HTTP downstream no longer knows this connection's session (`targets.py`): a new one is made."""

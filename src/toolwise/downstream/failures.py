@@ -14,7 +14,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from toolwise import sdk
 from toolwise.downstream.environment import command_line
+from toolwise.feedback.arguments import names_secret
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,16 @@ def describe(exc: BaseException, *, starting: bool, start_timeout_s: float, exit
     meaningful = [e for e in found if str(e) and not _is_cancellation(e)]
     leaf = meaningful[0] if meaningful else found[0] if found else exc
     return f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__
+
+
+REFUSING = (401, 403)  # an HTTP downstream's answer that says toolwise lacks (or gives a wrong) token
+
+
+def refused_why(headers: Mapping[str, str] | None) -> str:
+    """Why an HTTP downstream refuses toolwise (401, 403): the token its headers give, or none given."""
+    if any(names_secret(header) for header in headers or {}):
+        return "it refused the token in its headers"
+    return "it wants a token"
 
 
 def _not_found(command: str) -> str:

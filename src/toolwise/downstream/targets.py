@@ -19,6 +19,7 @@ from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from toolwise import sdk
 from toolwise.config import HttpServer, InProcessServer, ServerSpec
 from toolwise.downstream.environment import downstream_environment, resolve_command
+from toolwise.downstream.failures import REFUSING
 from toolwise.downstream.stderr import StderrRelay, given_secrets
 
 if TYPE_CHECKING:
@@ -26,10 +27,15 @@ if TYPE_CHECKING:
 
 
 def client_target(
-    name: str, spec: ServerSpec, stack: contextlib.AsyncExitStack, session_lost: Callable[[], None] | None = None
+    name: str,
+    spec: ServerSpec,
+    stack: contextlib.AsyncExitStack,
+    session_lost: Callable[[], None] | None = None,
+    refused: Callable[[str], None] | None = None,
 ) -> Any:
     """`name`: the server's, which its stderr lines carry; `session_lost`: called when an HTTP downstream
-    answers 404 to the connection's session. What the target holds is released by `stack`."""
+    answers 404 to the connection's session; `refused`: given the status ("401 Unauthorized") when it refuses
+    a request for want of a token (the SDK's error does not say). What the target holds is released by `stack`."""
     if isinstance(spec, InProcessServer):
         return spec.server
     if isinstance(spec, HttpServer):
@@ -39,6 +45,8 @@ def client_target(
         stack.push_async_callback(http.aclose)
         if session_lost is not None:
             http.event_hooks["response"].append(_watch_session(session_lost))
+        if refused is not None:
+            http.event_hooks["response"].append(_watch_refusal(refused))
         return streamable_http_client(spec.url, http_client=http)
     env = downstream_environment(spec.env)  # more than the SDK's minimum: downstream/environment.py
     params = StdioServerParameters(
@@ -47,6 +55,14 @@ def client_target(
     relay = StderrRelay(name, given_secrets(spec.env, spec.args))
     stack.push_async_callback(relay.aclose)  # pushed before the client enters the stack: after the process stopped
     return stdio_client(params, errlog=relay.errlog)
+
+
+def _watch_refusal(refused: Callable[[str], None]) -> Callable[[httpx2.Response], Awaitable[None]]:
+    async def on_response(response: httpx2.Response) -> None:
+        if response.status_code in REFUSING:
+            refused(f"{response.status_code} {response.reason_phrase}".strip())
+
+    return on_response
 
 
 def _watch_session(session_lost: Callable[[], None]) -> Callable[[httpx2.Response], Awaitable[None]]:
