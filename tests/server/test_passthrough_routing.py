@@ -85,6 +85,23 @@ async def test_a_prompt_of_a_restarting_downstream_waits_for_it_rather_than_bein
     assert [m.content.text for m in got.messages] == ["from b"]  # type: ignore[union-attr]
 
 
+async def test_a_listed_prompt_of_a_restarting_downstream_with_bare_names_waits_for_it(tmp_path: Path) -> None:
+    """A downstream configured with prefix "" (its prompts under their bare names): a prompt listed before its
+    restart and asked for during it is answered once it is back, as a prefixed one is; not 'Unknown prompt'."""
+    downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b"), prefix="")}
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=1.0) as (app, client):
+        with anyio.fail_after(WAIT_S):
+            assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p", "p"}
+            b = app.catalogue.downstreams["b"]
+            assert b.client is not None
+            b.broke(b.client)
+            while b.state == "ready":
+                await asyncio.sleep(0.01)
+            assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p"}  # b is down
+            got = await client.get_prompt("p")
+    assert [m.content.text for m in got.messages] == ["from b"]  # type: ignore[union-attr]
+
+
 async def test_a_prompt_of_a_downstream_that_stays_down_says_so(tmp_path: Path) -> None:
     downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b"))}
     async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=30.0, call_timeout_s=0.5) as (
