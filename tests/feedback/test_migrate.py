@@ -122,3 +122,26 @@ async def test_a_postgresql_server_that_never_answers_is_refused_naming_it_and_t
     said = str(raised.value)
     waited = "within 0.5 s" if driver == "asyncpg" else "within 2 s"  # libpq's whole seconds, 2 at least
     assert f"127.0.0.1:{port}" in said and f"did not answer {waited}" in said and "secret" not in said
+
+
+async def test_a_psycopg_urls_own_options_and_connect_timeout_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A psycopg URL that sets libpq's `options` (a schema: `-c search_path=toolwise`) or `connect_timeout` keeps
+    them: toolwise's UTC session is added to them, its wait only where the URL gives none. (Before, toolwise's
+    connect arguments replaced the URL's: the tables went to the default schema.)"""
+    psycopg = pytest.importorskip("psycopg")
+    asked: list[dict[str, object]] = []
+
+    async def connect(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs)
+        raise OSError("no server here")
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", connect)
+    url = "postgresql+psycopg://toolwise@127.0.0.1:1/toolwise?options=-c%20search_path%3Dtoolwise&connect_timeout=7"
+    with pytest.raises(DatabaseUnusableError):
+        async with asyncio.timeout(WAIT_S):
+            async with FeedbackService(url, connect_timeout_s=0.5):
+                pass
+    assert asked
+    options = str(asked[0]["options"])
+    assert "search_path=toolwise" in options and "TimeZone=UTC" in options
+    assert str(asked[0]["connect_timeout"]) == "7"
