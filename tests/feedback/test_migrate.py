@@ -145,3 +145,19 @@ async def test_a_psycopg_urls_own_options_and_connect_timeout_are_kept(monkeypat
     options = str(asked[0]["options"])
     assert "search_path=toolwise" in options and "TimeZone=UTC" in options
     assert str(asked[0]["connect_timeout"]) == "7"
+
+
+async def test_a_psycopg_urls_own_connect_timeout_is_not_said_as_toolwises_wait() -> None:
+    """A URL that sets libpq's connect_timeout itself waited that long, not toolwise's connect_timeout_s: the
+    refusal does not name toolwise's wait (before: 'did not answer within 2 s' after 3 s)."""
+    pytest.importorskip("psycopg")
+    silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    url = f"postgresql+psycopg://toolwise@127.0.0.1:{port}/toolwise?connect_timeout=3"
+    async with silent:
+        with pytest.raises(DatabaseUnusableError) as raised:
+            async with asyncio.timeout(WAIT_S):
+                async with FeedbackService(url, connect_timeout_s=0.5):
+                    pass
+    said = str(raised.value)
+    assert "did not answer in time" in said and "within 2 s" not in said, said

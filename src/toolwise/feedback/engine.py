@@ -140,10 +140,17 @@ def _postgresql_args(url: str, connect_timeout_s: float) -> dict[str, Any]:
         given = parsed.query.get("options") or os.environ.get("PGOPTIONS", "")
         options = " ".join([given] if isinstance(given, str) else given)
         args: dict[str, Any] = {"options": f"{options} -c TimeZone=UTC".strip()}
-        if "connect_timeout" not in parsed.query and not os.environ.get("PGCONNECT_TIMEOUT"):
+        if not own_connect_timeout(url):
             args["connect_timeout"] = libpq_seconds(connect_timeout_s)
         return args
     return {}
+
+
+def own_connect_timeout(url: str) -> bool:
+    """A psycopg URL whose own libpq connect_timeout (or PGCONNECT_TIMEOUT) sets the wait, not toolwise's."""
+    parsed = make_url(url)
+    given = "connect_timeout" in parsed.query or bool(os.environ.get("PGCONNECT_TIMEOUT"))
+    return parsed.get_driver_name() == "psycopg" and given
 
 
 def _sqlite_pragmas(engine: Engine, synchronous: str) -> None:
