@@ -315,8 +315,9 @@ def prefix_of(name: str, spec: ServerSpec) -> str:
 
 def load_config(path: Path, *, unset_kept: bool = False) -> AppConfig:
     """Read and validate a config file; any problem becomes one ConfigError naming the field. `unset_kept`:
-    for a command that starts no server (it reads the database), a `${VAR}` the environment lacks stays as
-    written: the secret is set where toolwise serves (the client entry's env), not in every shell."""
+    for a command that starts no server (it reads the database), or doctor (which fails that server alone), a
+    `${VAR}` the environment lacks stays as written: the secret is set where toolwise serves (the client
+    entry's env), not in every shell."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except ConfigError as exc:
