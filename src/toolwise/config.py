@@ -72,9 +72,18 @@ class HttpServer(BaseModel):
     include_tools: IncludeTools
     exclude_tools: ExcludeTools
     type: Literal["http", "streamable-http", "streamableHttp"] | None = None
-    url: str = Field(pattern=r"^https?://")
+    url: str
     headers: dict[str, str] | None = None
     disabled: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        """An http(s) URL, or one given whole by a `${VAR}` left as written while unset (a disabled server's, or
+        for doctor, which fails that server alone: `expand_variables`)."""
+        if value.startswith(("http://", "https://", "${")):
+            return value
+        raise ValueError(f"must start with http:// or https:// (got {value!r})")
 
     @field_validator("type", mode="before")
     @classmethod
@@ -306,8 +315,9 @@ def prefix_of(name: str, spec: ServerSpec) -> str:
 
 def load_config(path: Path, *, unset_kept: bool = False) -> AppConfig:
     """Read and validate a config file; any problem becomes one ConfigError naming the field. `unset_kept`:
-    for a command that starts no server (it reads the database), a `${VAR}` the environment lacks stays as
-    written: the secret is set where toolwise serves (the client entry's env), not in every shell."""
+    for a command that starts no server (it reads the database), or doctor (which fails that server alone), a
+    `${VAR}` the environment lacks stays as written: the secret is set where toolwise serves (the client
+    entry's env), not in every shell."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except ConfigError as exc:

@@ -259,16 +259,18 @@ def test_doctor_fails_only_the_server_whose_variable_is_unset_and_checks_the_oth
     servers = {
         "keyed": {"command": sys.executable, "args": ["-c", "pass"], "env": {"KEY": "${TOOLWISE_TEST_NEVER_SET}"}},
         "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
+        "remote": {"url": "${TOOLWISE_TEST_NEVER_SET}"},  # a url given whole by one: not "should match pattern"
     }
     config = tmp_path / "toolwise.json"
     config.write_text(json.dumps({"mcpServers": servers, "toolwise": {"database_url": database}}))
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
-    keyed = next(line for line in lines if line.startswith("FAIL server 'keyed'"))
-    assert "environment variable 'TOOLWISE_TEST_NEVER_SET' is not set" in keyed, result.output
+    for name in ("keyed", "remote"):
+        failed = next(line for line in lines if line.startswith(f"FAIL server {name!r}"))
+        assert "environment variable 'TOOLWISE_TEST_NEVER_SET' is not set" in failed, result.output
     assert any(line.startswith("FAIL server 'dies'") for line in lines), result.output  # the other still checked
-    assert "2 problem(s) found" in result.output
+    assert "3 problem(s) found" in result.output
 
 
 def test_doctor_says_a_folder_given_as_the_command_is_a_folder(tmp_path: Path) -> None:

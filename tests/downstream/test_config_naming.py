@@ -226,6 +226,9 @@ def test_a_disabled_server_s_missing_variable_does_not_stop_the_others(
     assert list(config.enabled_servers) == ["time"]
     with pytest.raises(ConfigError, match=r"mcpServers\.gh\.env\.TOKEN: environment variable"):
         load_config(write(tmp_path, {"mcpServers": {"gh": {**gh, "disabled": False}}}))
+    remote = {"url": "${TOOLWISE_TEST_UNSET}", "disabled": True}  # a url given whole by one, kept as written
+    config = load_config(write(tmp_path, {"mcpServers": {"remote": remote, "time": {"command": "mcp-server-time"}}}))
+    assert list(config.enabled_servers) == ["time"]
     # "true" as text is disabled too (the config reads it so), and "false" is not
     config = load_config(write(tmp_path, {"mcpServers": {"gh": {**gh, "disabled": "true"}, "time": {"command": "t"}}}))
     assert list(config.enabled_servers) == ["time"]

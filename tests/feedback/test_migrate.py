@@ -105,20 +105,53 @@ async def test_times_stored_in_the_older_sqlite_text_form_are_bounded_by_the_clo
     assert stored == ["2026-11-01 12:00:00.250000+00:00", "2026-11-01 12:00:00+00:00"]
 
 
-@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
-async def test_a_postgresql_server_that_never_answers_is_refused_naming_it_and_the_wait(driver: str) -> None:
+@pytest.mark.parametrize(
+    ("driver", "query", "waited"),
+    [
+        ("asyncpg", "", "within 0.5 s"),
+        ("psycopg", "", "within 2 s"),  # libpq's whole seconds, 2 at least
+        ("psycopg", "?connect_timeout=3", "in time"),  # the URL's own wait, not toolwise's
+    ],
+    ids=["asyncpg", "psycopg", "psycopg, the URL's wait"],
+)
+async def test_a_postgresql_server_that_never_answers_is_refused_naming_it_and_the_wait(
+    driver: str, query: str, waited: str
+) -> None:
     """A port that takes the connection and says nothing (a stopped server behind a proxy, a firewall's tarpit):
     asyncpg's own wait is 60 s and its error a bare `TimeoutError`, so a start hung a minute and said nothing;
-    psycopg's (libpq's) is for ever. Each driver SQLAlchemy takes as async is bounded alike."""
+    psycopg's (libpq's) is for ever. Each driver SQLAlchemy takes as async is bounded alike; a URL that sets
+    libpq's connect_timeout itself is not said to have waited toolwise's (before: 'within 2 s' after 3 s)."""
     pytest.importorskip(driver)
     silent = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
-    url = f"postgresql+{driver}://toolwise:secret@127.0.0.1:{port}/toolwise"
+    url = f"postgresql+{driver}://toolwise:secret@127.0.0.1:{port}/toolwise{query}"
     async with silent:
         with pytest.raises(DatabaseUnusableError) as raised:
             async with asyncio.timeout(WAIT_S):
                 async with FeedbackService(url, connect_timeout_s=0.5):
                     pass
     said = str(raised.value)
-    waited = "within 0.5 s" if driver == "asyncpg" else "within 2 s"  # libpq's whole seconds, 2 at least
     assert f"127.0.0.1:{port}" in said and f"did not answer {waited}" in said and "secret" not in said
+
+
+async def test_a_psycopg_urls_own_options_and_connect_timeout_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A psycopg URL that sets libpq's `options` (a schema: `-c search_path=toolwise`) or `connect_timeout` keeps
+    them: toolwise's UTC session is added to them, its wait only where the URL gives none. (Before, toolwise's
+    connect arguments replaced the URL's: the tables went to the default schema.)"""
+    psycopg = pytest.importorskip("psycopg")
+    asked: list[dict[str, object]] = []
+
+    async def connect(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs)
+        raise OSError("no server here")
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", connect)
+    url = "postgresql+psycopg://toolwise@127.0.0.1:1/toolwise?options=-c%20search_path%3Dtoolwise&connect_timeout=7"
+    with pytest.raises(DatabaseUnusableError):
+        async with asyncio.timeout(WAIT_S):
+            async with FeedbackService(url, connect_timeout_s=0.5):
+                pass
+    assert asked
+    options = str(asked[0]["options"])
+    assert "search_path=toolwise" in options and "TimeZone=UTC" in options
+    assert str(asked[0]["connect_timeout"]) == "7"

@@ -64,24 +64,29 @@ def prompter(name: str) -> Server[Any]:
     return Server(name, on_list_tools=list_tools, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
-@pytest.mark.parametrize("listed_first", [True, False], ids=["listed before", "never listed"])
+@pytest.mark.parametrize(
+    ("listed_first", "prefix", "name"),
+    [(True, None, "b__p"), (False, None, "b__p"), (True, "", "p")],
+    ids=["listed before", "never listed", "bare name listed before"],
+)
 async def test_a_prompt_of_a_restarting_downstream_waits_for_it_rather_than_being_unknown(
-    tmp_path: Path, listed_first: bool
+    tmp_path: Path, listed_first: bool, prefix: str | None, name: str
 ) -> None:
     """A prompt asked for while its downstream restarts (prompts/list meanwhile leaves it out) is answered once
-    the downstream is back, within call_timeout_s, as a tool call is; it is not 'Unknown prompt'."""
-    downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b"))}
+    the downstream is back, within call_timeout_s, as a tool call is; it is not 'Unknown prompt'. So is one
+    listed before under its bare name (prefix "")."""
+    downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b"), prefix=prefix)}
     async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=1.0) as (app, client):
         with anyio.fail_after(WAIT_S):
             if listed_first:
-                assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p", "b__p"}
+                assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p", name}
             b = app.catalogue.downstreams["b"]
             assert b.client is not None
             b.broke(b.client)  # its connection found closed: reconnected after restart_backoff_s
             while b.state == "ready":
                 await asyncio.sleep(0.01)
             assert {p.name for p in (await client.list_prompts()).prompts} == {"a__p"}  # b is down
-            got = await client.get_prompt("b__p")
+            got = await client.get_prompt(name)
     assert [m.content.text for m in got.messages] == ["from b"]  # type: ignore[union-attr]
 
 

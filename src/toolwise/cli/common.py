@@ -294,7 +294,7 @@ def config_path_or_exit(path: Path | None) -> Path:
 
 def config_or_exit(path: Path | None, database_url: str | None = None, *, unset_kept: bool = False) -> AppConfig:
     """The config at PATH (default: the installed one), with --database-url over its database (`unset_kept`:
-    load_config's, for a command that starts no server)."""
+    load_config's, for a command that starts no server, or doctor, which checks each server's variables itself)."""
     try:
         loaded = load_config(config_path_or_exit(path), unset_kept=unset_kept)
     except ConfigError as exc:
@@ -316,9 +316,10 @@ def servable_or_exit(
 
 
 def checkable_or_exit(path: Path, database_url: str | None = None) -> AppConfig:
-    """The config `doctor` checks: config_or_exit's, except that a client's own config toolwise cannot load
-    (an SSE entry beside toolwise's) is said to be the client's, naming the config to check instead, exit 2
-    (one it can load, doctor reports its toolwise entry as a FAIL, not started)."""
+    """The config `doctor` checks: config_or_exit's, its unset `${VAR}`s kept as written (each its server's FAIL:
+    `doctor.check_downstream`), except that a client's own config toolwise cannot load (an SSE entry beside
+    toolwise's) is said to be the client's, naming the config to check instead, exit 2 (one it can load, doctor
+    reports its toolwise entry as a FAIL, not started)."""
     try:
         load_config(path, unset_kept=True)
     except ConfigError as exc:  # what is wrong with it said too: a toolwise config may serve toolwise on purpose

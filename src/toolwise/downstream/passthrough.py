@@ -186,13 +186,18 @@ class Passthrough:
         )
 
     async def _refresh_prompts(self) -> dict[tuple[str, str], types.Prompt]:
-        listed = {(server, p.name): p for server, p in (await self._each("prompts", "prompts/list", all_prompts))[0]}
+        """Every downstream's prompts by (server, name), their public names kept for routing (with those of a
+        downstream coming back, not listed now: a request for one waits for it, `_bounded`)."""
+        each, heard = await self._each("prompts", "prompts/list", all_prompts)
+        listed = {(server, p.name): p for server, p in each}
         self.public_prompt = assign(listed, self.catalogue.prefixes)
-        self.prompts = {public: pair for pair, public in self.public_prompt.items()}
+        fresh = {public: pair for pair, public in self.public_prompt.items()}
+        self.prompts = {**self._coming_back(self.prompts, heard), **fresh}
         return listed
 
     async def _route_prompt(self, name: str) -> tuple[str, str]:
-        """(server, its name) for a public prompt name. One not listed now, whose prefix names a downstream
+        """(server, its name) for a public prompt name. One listed before but not now is still routed to its
+        downstream while it comes back (`_refresh_prompts`); one never listed, whose prefix names a downstream
         coming back (restarting: prompts/list leaves it out meanwhile), is looked for again once that one is
         up, within call_timeout_s."""
         if name not in self.prompts:

@@ -132,12 +132,25 @@ def create_engine(
 def _postgresql_args(url: str, connect_timeout_s: float) -> dict[str, Any]:
     """Each driver's words for the same two things: times come back in the session's zone (the server's by
     default), so UTC, as the log's are meant; and a bounded wait for a server that does not answer."""
-    driver = make_url(url).get_driver_name()
+    parsed = make_url(url)
+    driver = parsed.get_driver_name()
     if driver == "asyncpg":
         return {"server_settings": {"timezone": "UTC"}, "timeout": connect_timeout_s}
-    if driver == "psycopg":  # libpq's parameters
-        return {"options": "-c TimeZone=UTC", "connect_timeout": libpq_seconds(connect_timeout_s)}
+    if driver == "psycopg":  # libpq's parameters, which replace the URL's (and PGOPTIONS): added to them instead
+        given = parsed.query.get("options") or os.environ.get("PGOPTIONS", "")
+        options = " ".join([given] if isinstance(given, str) else given)
+        args: dict[str, Any] = {"options": f"{options} -c TimeZone=UTC".strip()}
+        if not own_connect_timeout(url):
+            args["connect_timeout"] = libpq_seconds(connect_timeout_s)
+        return args
     return {}
+
+
+def own_connect_timeout(url: str) -> bool:
+    """A psycopg URL whose own libpq connect_timeout (or PGCONNECT_TIMEOUT) sets the wait, not toolwise's."""
+    parsed = make_url(url)
+    given = "connect_timeout" in parsed.query or bool(os.environ.get("PGCONNECT_TIMEOUT"))
+    return parsed.get_driver_name() == "psycopg" and given
 
 
 def _sqlite_pragmas(engine: Engine, synchronous: str) -> None:

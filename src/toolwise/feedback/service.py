@@ -34,6 +34,7 @@ from toolwise.feedback.engine import (
     check_database_url,
     check_sqlite,
     create_engine,
+    own_connect_timeout,
     sqlite_path,
 )
 from toolwise.feedback.errors import (
@@ -133,7 +134,8 @@ class FeedbackService:
                 await engine.dispose()
             path = sqlite_path(self.url)
             what = advice(exc, path)  # a damaged file, a lock, a permission: what to do about it
-            said = f"{path or shown_url(self.url)}: {describe_database_error(exc, waited_s=self._connect_timeout_s)}"
+            waited_s = None if own_connect_timeout(self.url) else self._connect_timeout_s  # None: "in time"
+            said = f"{path or shown_url(self.url)}: {describe_database_error(exc, waited_s=waited_s)}"
             raise DatabaseUnusableError(said if what is None else f"{said}; {what}") from exc
         if salt is None:
             await engine.dispose()

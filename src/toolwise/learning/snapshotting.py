@@ -1,8 +1,8 @@
 """The learned state's lifecycle: snapshot it, store it, load the newest at start, restore or roll back
 to another (and follow a restore another process made), choose which one a restore asks for.
 
-A snapshot holds the learner, the RNG, the counters and what of the shared log the state covers
-(`watermark.Covered`); the file format, checksum and signatures are `learning/snapshots.py`'s.
+A snapshot holds the learner, the RNG and what of the shared log the state covers (`watermark.Covered`), not
+the counters (this instance's: `learned.py`); the file format, checksum and signatures are `learning/snapshots.py`'s.
 """
 
 from __future__ import annotations
