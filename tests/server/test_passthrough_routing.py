@@ -48,8 +48,8 @@ async def test_a_listed_resource_read_before_any_list_reaches_its_downstream(tmp
     assert [c.text for c in read.contents] == ["from b"]  # type: ignore[union-attr]
 
 
-def prompter(name: str) -> Server[Any]:
-    """A downstream with one prompt, `p`, whose text names the server."""
+def prompter(name: str, answer_after_s: float = 0.0) -> Server[Any]:
+    """A downstream with one prompt, `p`, whose text names the server (given after `answer_after_s`)."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
@@ -58,6 +58,7 @@ def prompter(name: str) -> Server[Any]:
         return types.ListPromptsResult(prompts=[types.Prompt(name="p")])
 
     async def get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        await asyncio.sleep(answer_after_s)
         text = types.TextContent(type="text", text=f"from {name}")
         return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=text)])
 
@@ -145,3 +146,19 @@ async def test_a_resource_of_a_restarting_downstream_is_read_from_it_once_it_is_
             assert {r.uri for r in (await client.list_resources()).resources} == {"notes://a/today"}
             read = await client.read_resource("notes://b/today")
     assert [c.text for c in read.contents] == ["from b"]  # type: ignore[union-attr]
+
+
+async def test_a_prompt_waited_for_through_a_restart_is_bounded_by_one_call_timeout(tmp_path: Path) -> None:
+    """The wait for a restarting downstream, the listing after it and the request itself share the request's one
+    call_timeout_s: a prompt whose downstream is back after 0.6 s and answers in 0.8 s is past a 1 s bound (before,
+    each step had a bound of its own and it was answered at about 1.4 s, up to three bounds in all)."""
+    downstreams = {"a": InProcessServer(prompter("a")), "b": InProcessServer(prompter("b", answer_after_s=0.8))}
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=0.6, call_timeout_s=1.0) as (
+        app,
+        client,
+    ):
+        b = app.catalogue.downstreams["b"]
+        assert b.client is not None
+        b.broke(b.client)  # never listed in this run: looked for once b is back
+        with anyio.fail_after(WAIT_S), pytest.raises(MCPError, match=r"1s \(call_timeout_s"):
+            await client.get_prompt("b__p")

@@ -195,17 +195,20 @@ class Passthrough:
         self.prompts = {**self._coming_back(self.prompts, heard), **fresh}
         return listed
 
-    async def _route_prompt(self, name: str) -> tuple[str, str]:
+    async def _route_prompt(self, name: str, deadline: float) -> tuple[str, str]:
         """(server, its name) for a public prompt name. One listed before but not now is still routed to its
         downstream while it comes back (`_refresh_prompts`); one never listed, whose prefix names a downstream
         coming back (restarting: prompts/list leaves it out meanwhile), is looked for again once that one is
-        up, within call_timeout_s."""
+        up, by `deadline` (the request's: the loop's time)."""
         if name not in self.prompts:
             await self._refresh_prompts()
         if name not in self.prompts and (server := self._coming_back_as(name)) is not None:
-            deadline = asyncio.get_running_loop().time() + self.catalogue.settings.call_timeout_s
             await self.catalogue.session(server, handshake=False, deadline=deadline)  # not up by then: said
-            await self._refresh_prompts()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._refresh_prompts()
+            except TimeoutError:
+                raise MCPError(REQUEST_TIMEOUT, f"prompts/list did not answer within {self._bound()}") from None
         if name not in self.prompts:
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r} (see prompts/list)")
         return self.prompts[name]
@@ -220,21 +223,23 @@ class Passthrough:
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
-        server, name = await self._route_prompt(params.name)
+        deadline = self._deadline()  # one bound for the routing and the request
+        server, name = await self._route_prompt(params.name, deadline)
         return await self._forward(
             ctx,
             server,
             f"prompts/get of {name!r}",
             lambda client, meta: client.get_prompt(name, params.arguments, meta=meta),
             lambda client, meta: _prompt_round(client, name, params, meta),
+            deadline,
         )
 
     async def complete(
         self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
-        ref = params.ref
+        ref, deadline = params.ref, self._deadline()
         if isinstance(ref, types.PromptReference):
-            server, name = await self._route_prompt(ref.name)
+            server, name = await self._route_prompt(ref.name, deadline)
             ref = ref.model_copy(update={"name": name})
         else:
             if ref.uri not in self.templates:
@@ -251,7 +256,7 @@ class Passthrough:
         async def complete(client: Client) -> types.CompleteResult:
             return await client.complete(asked, argument, context)
 
-        return await self._bounded(ctx, server, "completion/complete", complete)
+        return await self._bounded(ctx, server, "completion/complete", complete, deadline)
 
     async def _forward(
         self,
@@ -260,6 +265,7 @@ class Passthrough:
         what: str,
         plain: Callable[[Client, types.RequestParamsMeta | None], Awaitable[R]],
         rounds: Callable[[Client, types.RequestParamsMeta | None], Awaitable[R]],
+        deadline: float | None = None,
     ) -> R:
         """A request that may ask the caller for input, `_bounded`, with the caller's `_meta`: `rounds` where
         caller and downstream both answer input_required as it is (`in_rounds`), else `plain`."""
@@ -268,18 +274,23 @@ class Passthrough:
         async def request(client: Client) -> R:
             return await (rounds if in_rounds(ctx, client) else plain)(client, meta)
 
-        return await self._bounded(ctx, server, what, request)
+        return await self._bounded(ctx, server, what, request, deadline)
 
     async def _bounded(
-        self, ctx: ServerRequestContext[Any], server: str, what: str, request: Callable[[Client], Awaitable[R]]
+        self,
+        ctx: ServerRequestContext[Any],
+        server: str,
+        what: str,
+        request: Callable[[Client], Awaitable[R]],
+        deadline: float | None = None,
     ) -> R:
         """`request` on `server`'s session within `call_timeout_s`, as a tool call is: past it the
         downstream is told to stop (the SDK's courtesy cancel of a cancelled request) and the caller gets
         an MCP error naming the downstream and the setting. A downstream restarting is waited for within the
         same time; one whose connection is found closed is reconnected (`Downstream.broke`), as for a tool call.
-        What the downstream asks meanwhile goes to this caller."""
-        timeout_s = self.catalogue.settings.call_timeout_s
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        What the downstream asks meanwhile goes to this caller. `deadline`: the request's, when its routing
+        already counted against it (a prompt looked for); else call_timeout_s from now."""
+        deadline = self._deadline() if deadline is None else deadline
         client = await self.catalogue.session(server, handshake=not modern(ctx), deadline=deadline)
         bounded = asyncio.timeout_at(deadline)
         try:
@@ -291,7 +302,7 @@ class Passthrough:
                 raise
             raise MCPError(
                 REQUEST_TIMEOUT,
-                f"{what} on {server!r} did not answer within {timeout_s:g}s (call_timeout_s); it was told to stop",
+                f"{what} on {server!r} did not answer within {self._bound()}; it was told to stop",
             ) from None
         except Exception as exc:
             if not is_connection_loss(exc):
@@ -302,6 +313,13 @@ class Passthrough:
                 f"downstream server {server!r} closed the connection during {what}; it is being restarted, "
                 "ask again shortly",
             ) from exc
+
+    def _deadline(self) -> float:
+        """A request's deadline from now, the loop's time: call_timeout_s, as a tool call's."""
+        return asyncio.get_running_loop().time() + self.catalogue.settings.call_timeout_s
+
+    def _bound(self) -> str:
+        return f"{self.catalogue.settings.call_timeout_s:g}s (call_timeout_s)"
 
     def client_callbacks(self, server: str) -> dict[str, Any]:
         """What the downstream connection of `server` declares and how its requests are relayed."""
