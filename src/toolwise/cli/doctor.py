@@ -34,7 +34,7 @@ from toolwise.downstream.environment import (
     provider_of,
     resolve_command,
 )
-from toolwise.downstream.failures import REFUSING, describe, recording_spawns, refused_why
+from toolwise.downstream.failures import describe, recording_spawns, refusal, refused_why
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
@@ -207,7 +207,7 @@ async def refused_with(spec: HttpServer) -> str | None:
             answer = await http.post(spec.url, json=hello, headers=accept)
     except httpx2.HTTPError:
         return None
-    return f"{answer.status_code} {answer.reason_phrase}".strip() if answer.status_code in REFUSING else None
+    return refusal(answer.status_code, answer.reason_phrase)
 
 
 def _token_fix(path: Path) -> str:

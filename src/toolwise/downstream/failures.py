@@ -115,6 +115,11 @@ def describe(exc: BaseException, *, starting: bool, start_timeout_s: float, exit
 REFUSING = (401, 403)  # an HTTP downstream's answer that says toolwise lacks (or gives a wrong) token
 
 
+def refusal(status_code: int, reason_phrase: str) -> str | None:
+    """ "401 Unauthorized" for an HTTP answer that refuses toolwise (`REFUSING`); None for any other."""
+    return f"{status_code} {reason_phrase}".strip() if status_code in REFUSING else None
+
+
 def refused_why(headers: Mapping[str, str] | None) -> str:
     """Why an HTTP downstream refuses toolwise (401, 403): the token its headers give, or none given."""
     if any(names_secret(header) for header in headers or {}):

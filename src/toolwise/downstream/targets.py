@@ -19,7 +19,7 @@ from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from toolwise import sdk
 from toolwise.config import HttpServer, InProcessServer, ServerSpec
 from toolwise.downstream.environment import downstream_environment, resolve_command
-from toolwise.downstream.failures import REFUSING
+from toolwise.downstream.failures import refusal
 from toolwise.downstream.stderr import StderrRelay, given_secrets
 
 if TYPE_CHECKING:
@@ -59,8 +59,8 @@ def client_target(
 
 def _watch_refusal(refused: Callable[[str], None]) -> Callable[[httpx2.Response], Awaitable[None]]:
     async def on_response(response: httpx2.Response) -> None:
-        if response.status_code in REFUSING:
-            refused(f"{response.status_code} {response.reason_phrase}".strip())
+        if (status := refusal(response.status_code, response.reason_phrase)) is not None:
+            refused(status)
 
     return on_response
 
