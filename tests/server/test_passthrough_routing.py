@@ -162,3 +162,43 @@ async def test_a_prompt_waited_for_through_a_restart_is_bounded_by_one_call_time
         b.broke(b.client)  # never listed in this run: looked for once b is back
         with anyio.fail_after(WAIT_S), pytest.raises(MCPError, match=r"1s \(call_timeout_s"):
             await client.get_prompt("b__p")
+
+
+async def test_a_never_listed_resource_of_a_restarting_downstream_is_not_sent_to_the_other(tmp_path: Path) -> None:
+    """A URI no listing of this run named, read while its downstream restarts, with one other downstream offering
+    resources: it waits for the restarting one (which may hold it, as it offered resources) and is read there.
+    Before, the other one, then the only downstream with resources up, was sent every such URI."""
+    downstreams = {
+        "a": InProcessServer(notes("a", "notes://a/today")),
+        "b": InProcessServer(notes("b", "notes://b/today")),
+    }
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=0.5) as (app, client):
+        b = app.catalogue.downstreams["b"]
+        assert b.client is not None
+        b.broke(b.client)  # nothing listed in this run: its URI is known to no route
+        while b.state == "ready":
+            await asyncio.sleep(0.01)
+        with anyio.fail_after(WAIT_S):
+            read = await client.read_resource("notes://b/today")
+    assert [c.text for c in read.contents] == ["from b"]  # type: ignore[union-attr]
+
+
+async def test_a_resource_of_a_downstream_that_stays_down_names_it(tmp_path: Path) -> None:
+    """A URI the ready downstreams neither list nor match, while another that offered resources stays down: the
+    answer names that downstream and the bound, not 'not found' on the strength of the ready ones alone."""
+    downstreams = {
+        "a": InProcessServer(notes("a", "notes://a/today")),
+        "b": InProcessServer(notes("b", "notes://b/today")),
+    }
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=30.0, call_timeout_s=0.5) as (
+        app,
+        client,
+    ):
+        b = app.catalogue.downstreams["b"]
+        assert b.client is not None
+        b.broke(b.client)
+        with anyio.fail_after(WAIT_S), pytest.raises(MCPError, match=r"'b'.*not ready within 0\.5s"):
+            await client.read_resource("notes://b/today")
+        with anyio.fail_after(WAIT_S):  # a's own are read at once meanwhile
+            read = await client.read_resource("notes://a/today")
+    assert [c.text for c in read.contents] == ["from a"]  # type: ignore[union-attr]

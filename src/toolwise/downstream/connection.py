@@ -88,6 +88,7 @@ class Downstream:
     _serving: object = None  # the connection being served: a late word about an older one changes nothing
     _up_since: float = 0.0  # when the connection being served came up (monotonic)
     _refusal: str | None = None  # an HTTP downstream's "401 Unauthorized" during the latest attempt
+    offered: types.ServerCapabilities | None = None  # what its latest connection declared (None: never up yet)
     relay: Relay | None = None
     twin: Twin | None = None  # the handshake-era connection beside a 2026-07-28 one (`downstream/twin.py`)
     tracing: Tracing | None = None  # a CLIENT span per call when tracing is on (`downstream/tracing.py`)
@@ -120,6 +121,11 @@ class Downstream:
         """Down for now but on its way up (starting, or its connection lost and being restarted): a request
         for it is worth waiting for, as a tool call waits (`ready_session`)."""
         return self._client is None and self.state in ("starting", "ready", "restarting")
+
+    def may_offer(self, capability: str) -> bool:
+        """Down and coming back, and `capability` (resources, prompts, …) among what it offered when last up, or
+        never up yet (not known): what it holds may be asked for meanwhile, and is worth waiting for."""
+        return self.coming_back and (self.offered is None or getattr(self.offered, capability, None) is not None)
 
     async def wait_up(self) -> None:
         """Until its connection is up (the caller bounds the wait)."""
@@ -216,6 +222,7 @@ class Downstream:
                 finally:
                     self._process = spawned[-1] if spawned else None
             self._client, self.state, self.error, self._up_since = client, "ready", None, time.monotonic()
+            self.offered = client.server_capabilities
             self.twin = self._twin_of(client)
             if self.twin is not None:  # up with the first, so what callers of its era are offered is known
                 try:

@@ -5,7 +5,8 @@ Only tools/call is recorded and learned from (`server/handlers.py`); this module
 
 - Resources keep the URIs the downstreams gave, except where two downstreams list the same URI (or
   URI template): then each copy becomes `server+uri`. A read is routed by URI: a listed URI, a
-  `server+` URI, a URI one downstream's template matches, else the only downstream with resources.
+  `server+` URI, a URI one downstream's template matches, else the only downstream with resources; a
+  downstream coming back that may hold it (restarting, starting) is waited for first.
 - Prompts are named like tools (`prefix__name`, `downstream/naming.py`).
 - Completions go to the server owning the prompt or the resource template.
 - Resource updates go to the clients subscribed (`downstream/subscriptions.py`), list changes to every client.
@@ -127,29 +128,56 @@ class Passthrough:
             if server not in heard and server in downstreams and downstreams[server].coming_back
         }
 
-    async def route_uri(self, uri: str) -> tuple[str, str]:
-        """(server, the URI there) for a public URI."""
+    async def route_uri(self, uri: str, deadline: float | None = None) -> tuple[str, str]:
+        """(server, the URI there) for a public URI. One the ready downstreams neither list nor match, while a
+        downstream that may hold it is coming back (`Downstream.may_offer`), waits for that one by `deadline` (the
+        request's, the loop's time; else call_timeout_s from now) and is looked for again: "the only downstream
+        with resources" is the only one that may have it, not merely the only one up."""
         if uri in self.resources:
             return self.resources[uri]
         scheme, plus, rest = uri.partition("+")
         if plus and scheme in self.catalogue.downstreams:
             return scheme, rest
         offering = self.catalogue.offering("resources")
-        if len(offering) == 1:
+        awaited = [d for d in self.catalogue.downstreams.values() if d.may_offer("resources")]
+        if len(offering) == 1 and not awaited:
             return offering[0][0].name, uri
-        for server, template in (await self._templates())[0]:
-            with contextlib.suppress(InvalidUriTemplate):
-                if UriTemplate.parse(template.uri_template).match(uri) is not None:
-                    return server, uri
-        await self._refresh_resources()  # nothing listed yet (a client reading a URI it knows), or since changed
-        if uri in self.resources:
-            return self.resources[uri]
+        if (found := await self._look_up(uri)) is not None:
+            return found
+        if awaited:
+            deadline = self._deadline() if deadline is None else deadline
+            with contextlib.suppress(TimeoutError):  # those not back by then are named below
+                async with asyncio.timeout_at(deadline):
+                    await asyncio.gather(*(d.wait_up() for d in awaited))
+                    if (found := await self._look_up(uri)) is not None:
+                        return found
+            offering = self.catalogue.offering("resources")
+            if len(offering) == 1 and not (down := [d.name for d in awaited if d.client is None]):
+                return offering[0][0].name, uri
+            if down:
+                raise MCPError(
+                    INTERNAL_ERROR,
+                    f"Resource {uri!r} is neither listed nor matched by a template of the servers up, and "
+                    f"downstream server(s) {', '.join(map(repr, down))}, which may hold it, were not ready within "
+                    f"{self._bound()}; try again shortly",
+                    {"uri": uri},
+                )
         raise MCPError(
             RESOURCE_NOT_FOUND,
             f"Resource not found: {uri!r} is neither listed nor matched by a template of "
             f"{len(offering)} downstream servers with resources",
             {"uri": uri},
         )
+
+    async def _look_up(self, uri: str) -> tuple[str, str] | None:
+        """The route of `uri` from the ready downstreams' templates, else from their listing made anew (nothing
+        listed yet: a client reading a URI it knows; or changed since); None: neither has it."""
+        for server, template in (await self._templates())[0]:
+            with contextlib.suppress(InvalidUriTemplate):
+                if UriTemplate.parse(template.uri_template).match(uri) is not None:
+                    return server, uri
+        await self._refresh_resources()
+        return self.resources.get(uri)
 
     def public_uri(self, server: str, uri: str) -> str:
         for public, (owner, original) in self.resources.items():
@@ -160,13 +188,15 @@ class Passthrough:
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
-        server, uri = await self.route_uri(params.uri)
+        deadline = self._deadline()  # one bound for the routing and the request
+        server, uri = await self.route_uri(params.uri, deadline)
         result = await self._forward(
             ctx,
             server,
             f"resources/read of {uri!r}",
             lambda client, meta: client.read_resource(uri, meta=meta),
             lambda client, meta: _read_round(client, uri, params, meta),
+            deadline,
         )
         if isinstance(result, types.InputRequiredResult):
             return result
@@ -247,7 +277,7 @@ class Passthrough:
             if ref.uri in self.templates:
                 server, template = self.templates[ref.uri]
             else:
-                server, template = await self.route_uri(ref.uri)
+                server, template = await self.route_uri(ref.uri, deadline)
             ref = ref.model_copy(update={"uri": template})
         context = params.context.arguments if params.context is not None else None
         argument = {"name": params.argument.name, "value": params.argument.value}
