@@ -432,8 +432,8 @@ def referenced_values(servers: Any, environ: Mapping[str, str]) -> dict[str, str
         elif isinstance(value, str):
             for match in REFERENCE.finditer(value):
                 resolved = environ.get(match.group(1))
-                if resolved and len(resolved) >= SHORTEST_HIDDEN:
-                    found.setdefault(resolved, f"${{{match.group(1)}}}")
+                if resolved and len(resolved) >= SHORTEST_HIDDEN:  # as written, without a default's text
+                    found.setdefault(resolved, match.group().partition(":-")[0].removesuffix("}") + "}")
 
     for spec in servers.values() if isinstance(servers, dict) else ():
         if isinstance(spec, dict):

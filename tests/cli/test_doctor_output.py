@@ -56,19 +56,21 @@ def test_doctor_masks_a_secret_argument_of_the_command_it_says_to_run_by_hand(tm
     assert "--api-key '***' --verbose '--password=***'` by hand" in result.output  # the command's quote kept
 
 
+@pytest.mark.parametrize("reference", ["${DOCTOR_KEY}", "${env:DOCTOR_KEY}"])
 def test_doctor_shows_a_reference_not_the_secret_it_resolves_to(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reference: str
 ) -> None:
     """A `${VAR}` in a server's url path or in a positional argument is resolved when the config loads;
-    what doctor prints (the url it cannot reach, the command to run by hand) shows the reference."""
+    what doctor prints (the url it cannot reach, the command to run by hand) shows the reference as the
+    config writes it (Cursor's `${env:VAR}` was shown as `${VAR}`)."""
     secret = "resolved" + "Z" * 16
     monkeypatch.setenv("DOCTOR_KEY", secret)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     servers = {
-        "api": {"url": f"http://127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp"},
-        "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)", "${DOCTOR_KEY}"]},
+        "api": {"url": f"http://127.0.0.1:{port}/{reference}/mcp"},
+        "dies": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)", reference]},
     }
     database = f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
     config = tmp_path / "toolwise.json"
@@ -76,7 +78,7 @@ def test_doctor_shows_a_reference_not_the_secret_it_resolves_to(
     result = CliRunner().invoke(app, ["doctor", "--config", str(config)])
     assert result.exit_code == 1 and "FAIL server 'api'" in result.output and "FAIL server 'dies'" in result.output
     assert secret not in result.output, result.output
-    assert f"127.0.0.1:{port}/${{DOCTOR_KEY}}/mcp" in result.output and "SystemExit(3)' ${DOCTOR_KEY}`" in result.output
+    assert f"127.0.0.1:{port}/{reference}/mcp" in result.output and f"SystemExit(3)' {reference}`" in result.output
 
 
 @pytest.mark.parametrize(("command", "provider"), [("uvx", "uv (https://docs.astral.sh/uv/)"), ("npx", "Node.js")])
