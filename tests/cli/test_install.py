@@ -597,6 +597,38 @@ def test_claude_codes_project_scopes_are_installed_each_on_its_own_config_and_un
     assert path.read_bytes() == original
 
 
+@pytest.mark.parametrize("scope", ["projects", ".mcp.json"])
+def test_a_project_server_with_relative_paths_is_found_by_doctor_run_from_elsewhere(
+    home: Path, monkeypatch: pytest.MonkeyPatch, scope: str
+) -> None:
+    """A project's server written with paths relative to the project (`./bin/notes-mcp`, `--root .`), as Claude
+    Code starts it there, moves with the project as its `cwd`: before, `toolwise doctor` run from another folder
+    said `command './bin/notes-mcp' not found on PATH` (and toolwise started elsewhere could not start it)."""
+    project = home / "src" / "notes"
+    (project / "bin").mkdir(parents=True)
+    program = project / "bin" / "notes-mcp"
+    program.write_text("#!/bin/sh\nexit 3\n")
+    program.chmod(0o755)
+    server = {"type": "stdio", "command": "./bin/notes-mcp", "args": ["--root", "."]}
+    if scope == "projects":
+        path = clients.client_config_path(Client.claude_code, "linux")
+        path.write_text(json.dumps({"mcpServers": {}, "projects": {str(project): {"mcpServers": {"notes": server}}}}))
+        install.run(Client.claude_code, None, dry_run=False, undo_it=False)
+        [entry] = json.loads(path.read_text())["projects"][str(project)]["mcpServers"].values()
+    else:
+        path = project / ".mcp.json"
+        path.write_text(json.dumps({"mcpServers": {"notes": server}}))
+        install.run(Client.claude_code, path, dry_run=False, undo_it=False)
+        [entry] = json.loads(path.read_text())["mcpServers"].values()
+    config = Path(entry["args"][-1])
+    assert getattr(load_config(config).servers["notes"], "cwd", None) == str(project)
+    monkeypatch.chdir(home)  # not the project
+    doctor = subprocess.run(
+        [sys.executable, "-m", "toolwise", "doctor", "--config", str(config)], capture_output=True, text=True
+    )
+    assert "not found on PATH" not in doctor.stdout and "command exited with status 3" in doctor.stdout, doctor.stdout
+
+
 def test_undo_after_an_edit_puts_each_project_scopes_servers_back(home: Path) -> None:
     path = clients.client_config_path(Client.claude_code, "linux")
     path.write_text(json.dumps(CLAUDE_CODE_PROJECTS, indent=2))

@@ -73,7 +73,7 @@ def missing_command(name: str, spec: StdioServer, path: Path) -> Check:
         fix = f'"command" of {name!r} holds a whole command line: give "command": {json.dumps(words[0])} and '
         fix += f'"args": {args} in {path}'
         return Check(f"server {name!r}", False, f'command {words[0]!r} written with its arguments in "command"', fix)
-    if Path(spec.command).is_dir():
+    if (Path(spec.cwd or ".") / spec.command).is_dir():
         fix = f'give the program that starts the server as "command" of {name!r} in {path} (its README says which)'
         return Check(f"server {name!r}", False, f"command {spec.command!r} is a folder, not a program", fix)
     near = near_commands(spec.command)
@@ -158,7 +158,7 @@ async def check_downstream(name: str, spec: StdioServer | HttpServer, config: Ap
             f"check the config it serves: `toolwise doctor --config {instead}`" if instead else "run `toolwise install`"
         )
         return Check(what, False, f"starts toolwise itself: {path} is an MCP client's config, not toolwise's", fix)
-    if not command_found(spec.command):
+    if not command_found(spec.command, spec.cwd):
         return missing_command(name, spec, path)
     timeout = config.toolwise.start_timeout_s
     params = stdio_parameters(spec, downstream_environment(spec.env))

@@ -17,7 +17,7 @@ from toolwise.cli.installs import InstallError, exact_text, load_state, recorded
 from toolwise.cli.json_text import BOM, Written, dumped, written_values
 from toolwise.cli.scopes import USER_SCOPE, Plan, Scope, project_scopes, servers_of, with_servers
 from toolwise.config import Downstream, describe, expand_variables
-from toolwise.downstream.environment import network_variables, provider_of, resolve_command
+from toolwise.downstream.environment import command_found, network_variables, provider_of, resolve_command
 
 ENTRY = "toolwise"
 # Claude Code runs one server of a name, local scope over project over user: entries named alike would hide
@@ -78,11 +78,11 @@ def search_path(servers: dict[str, Any]) -> tuple[str, list[str]]:
         if command is None:
             continue
         found = resolve_command(command)
-        if found == command and not Path(command).is_absolute():
+        if found != command or Path(command).is_absolute():
+            folders.append(str(Path(found).parent))
+        elif not command_found(command, spec.get("cwd")):  # a relative path in its own folder: started from there
             provider = provider_of(command)
             missing.append(f"{command} (server {name!r}{f'; it comes with {provider}' if provider else ''})")
-        else:
-            folders.append(str(Path(found).parent))
     system = [] if sys.platform == "win32" else list(SYSTEM_PATH)
     return os.pathsep.join(dict.fromkeys(f for f in [*folders, *system] if f)), missing
 
@@ -118,10 +118,13 @@ def plan_install(
     plan, new_doc = Plan(client_path, before, before), doc
     scopes = [USER_SCOPE, *(project_scopes(doc) if projects else [])]
     written = written_values(before, [_servers_path(where) for where in scopes])  # moved as the client has them
+    mcp_json = client is Client.claude_code and client_path.name == ".mcp.json"  # a project's, at its root
     for where in scopes:
         target = toolwise_path if where == USER_SCOPE else toolwise_config_path(client, Path(where))
         name = entry if where == USER_SCOPE else LOCAL_ENTRY
-        scope, servers = _plan_scope(client, client_path, Scope(where, target), servers_of(doc, where), name, written)
+        folder = where if where != USER_SCOPE else str(client_path.resolve().parent) if mcp_json else None
+        scope = Scope(where, target)
+        scope, servers = _plan_scope(client, client_path, scope, servers_of(doc, where), name, written, folder)
         plan.scopes.append(scope)  # one that serves nothing still says which servers stay and why
         if servers is not None:
             new_doc = with_servers(new_doc, where, servers)
@@ -138,11 +141,18 @@ def _servers_path(where: str) -> tuple[str, ...]:
 
 
 def _plan_scope(
-    client: Client, client_path: Path, scope: Scope, servers: dict[str, Any], named: str, written: dict[str, Written]
+    client: Client,
+    client_path: Path,
+    scope: Scope,
+    servers: dict[str, Any],
+    named: str,
+    written: dict[str, Written],
+    folder: str | None = None,
 ) -> tuple[Scope, dict[str, Any] | None]:
     """One scope's servers into its toolwise config, each written there as `written` has it (the client's
     text): the scope and its new `mcpServers` (None when it has nothing toolwise can serve). An entry of an
-    earlier install named ENTRY where `named` is another name takes that name (it hid the user scope's)."""
+    earlier install named ENTRY where `named` is another name takes that name (it hid the user scope's).
+    `folder`: a project's, where Claude Code starts its servers (`started_in`)."""
     ours = [name for name, entry in servers.items() if is_toolwise(entry)]
     # A toolwise entry set up by hand keeps serving its own config: the servers are added to that file.
     scope.toolwise_path = next((p for name in ours if (p := served_config(servers[name]))), scope.toolwise_path)
@@ -158,8 +168,9 @@ def _plan_scope(
             scope.kept[name] = why or "?"
             continue
         scope.moved[name] = entry
-        if name in downstream and _same_server(downstream[name], spec):
-            continue  # as toolwise has it (one an earlier install moved without its `type`)
+        spec = started_in(spec, folder)
+        if name in downstream and (_same_server(downstream[name], spec) or _same_server(downstream[name], entry)):
+            continue  # as toolwise has it (one an earlier install moved without its `type`, or its `cwd`)
         if name in downstream and not ours:
             scope.replaced.append(name)  # the file is left from an --undo: the client's entry is the truth
         elif name in downstream:
@@ -189,6 +200,15 @@ def _plan_scope(
     scope.toolwise_after = scope.toolwise_before if unchanged else dumped(new_toolwise, scope.toolwise_before, written)
     _check_nothing_lost(servers, new_servers, downstream, ours)
     return scope, new_servers
+
+
+def started_in(spec: dict[str, Any], folder: str | None) -> dict[str, Any]:
+    """A project's stdio server with the project's `folder` as its `cwd`, where Claude Code starts it, unless it
+    names one: a relative path in its command or arguments (`--repository .`, `./node_modules/.bin/x`) then
+    means the same wherever toolwise, or `toolwise doctor`, runs."""
+    if folder is None or "command" not in spec or "cwd" in spec:
+        return spec
+    return {**spec, "cwd": folder}
 
 
 def _same_server(toolwise: Any, client: dict[str, Any]) -> bool:

@@ -90,10 +90,13 @@ def resolve_command(command: str, path: str | None = None) -> str:
     return str(local) if local.exists() else command
 
 
-def command_found(command: str) -> bool:
-    """Whether toolwise would find `command`: on PATH, beside its interpreter, or a path to a file."""
+def command_found(command: str, cwd: str | None = None) -> bool:
+    """Whether toolwise would find `command`: on PATH, beside its interpreter, or a path to a file (a relative
+    one from `cwd`, the server's own folder, where it is started: `./node_modules/.bin/x` of a project)."""
     resolved = resolve_command(command)
-    return resolved != command or shutil.which(command) is not None or Path(command).is_file()
+    named_path = "/" in command or os.sep in command  # a bare name is looked for on PATH only, never in a folder
+    within = named_path and (Path(cwd or ".") / command).is_file()
+    return resolved != command or shutil.which(command) is not None or within
 
 
 def command_line(command: str) -> list[str] | None:
