@@ -152,9 +152,7 @@ class Passthrough:
                     if (found := await self._look_up(uri)) is not None:
                         return found
             offering = self.catalogue.offering("resources")
-            if len(offering) == 1 and not (down := [d.name for d in awaited if d.client is None]):
-                return offering[0][0].name, uri
-            if down:
+            if down := [d.name for d in awaited if d.client is None]:
                 raise MCPError(
                     INTERNAL_ERROR,
                     f"Resource {uri!r} is neither listed nor matched by a template of the servers up, and "
@@ -162,6 +160,8 @@ class Passthrough:
                     f"{self._bound()}; try again shortly",
                     {"uri": uri},
                 )
+            if len(offering) == 1:
+                return offering[0][0].name, uri
         raise MCPError(
             RESOURCE_NOT_FOUND,
             f"Resource not found: {uri!r} is neither listed nor matched by a template of "
