@@ -135,3 +135,43 @@ async def test_a_signal_over_http_shuts_down_cleanly_with_a_client_connected(
     assert rows(db, "SELECT count(*) FROM executions WHERE tool = 'toy__sleep'") == [(1,)]
     assert rows(db, "SELECT source FROM snapshots") == [("shutdown",)]
     assert rows(db, "SELECT count(*) FROM instances WHERE stopped_at IS NULL") == [(0,)]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_still_running_when_the_drain_ends_is_answered_that_toolwise_is_shutting_down(
+    write_config: Callable[..., Path], tmp_path: Path, mode: str
+) -> None:
+    """A call longer than the drain (a downstream that takes a minute) is cut once DRAIN_S is over: its client
+    hears why, in either era, it is recorded once, and the log says it without the SDK's or uvicorn's
+    complaints of a response that could not be written."""
+    from toolwise.server.transports import DRAIN_S
+
+    config = write_config({"toy": toy_server.spec()}, snapshot_interval_s=0)
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(config)],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        await wait_for_port(port)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+            await served(client, "toy__echo", {"text": "up"})
+            call = asyncio.create_task(client.call_tool("toy__sleep", {"seconds": 60}))
+            await asyncio.sleep(1)  # the call is in flight
+            signalled = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            with pytest.raises(MCPError) as cut:
+                await asyncio.wait_for(call, 3 * GRACE_S)
+            _, stderr = await asyncio.to_thread(proc.communicate, timeout=3 * GRACE_S)
+            took = time.monotonic() - signalled
+    finally:
+        proc.kill()
+    log = stderr.decode()
+    assert proc.returncode == 0, log[-3000:]
+    assert "toolwise is shutting down" in cut.value.message, cut.value  # before: 'Server returned an error response'
+    assert took <= DRAIN_S + 2, f"{took:.1f}s to stop"
+    complaints = [line for line in log.splitlines() if " ERROR " in line or " WARNING mcp." in line]
+    assert complaints == [], complaints  # before: "ASGI callable returned without starting response", "… gave up"
+    assert rows(tmp_path / "toolwise.db", "SELECT tool, error_type FROM executions WHERE tool = 'toy__sleep'") == [
+        ("toy__sleep", "CallCancelledError")
+    ]

@@ -4,8 +4,8 @@ On either, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clea
 closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read on the
 event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once even while
 the client keeps stdin open; stdout is written by the event loop too (`_Out`). Over HTTP the calls in
-flight get `DRAIN_S` to be answered, then open streams end (`draining.py`): connected clients never hold
-a shutdown up.
+flight get `DRAIN_S` to be answered, then those still running are answered that toolwise is shutting down and
+open streams end (`draining.py`): connected clients never hold a shutdown up.
 """
 
 from __future__ import annotations
@@ -252,6 +252,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         for path in HEALTH_PATHS:
             starlette.add_route(path, healthz, methods=["GET"])  # no token: health.py
         draining = Draining(starlette)
+        server.middleware.append(draining.cut_on_close)  # innermost: a request cut is still traced
         asgi: ASGIApp = (
             draining if access.token is None else BearerAuth(draining, access.token, open_paths=HEALTH_PATHS)
         )
