@@ -228,6 +228,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
+    from toolwise.server.abandoned import Abandoned
     from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log, shown_host
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.draining import Draining
@@ -251,7 +252,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         healthz = health_route(app.catalogue.health, lambda: app.feedback.stats)
         for path in HEALTH_PATHS:
             starlette.add_route(path, healthz, methods=["GET"])  # no token: health.py
-        draining = Draining(starlette)
+        draining = Draining(Abandoned(starlette))
         server.middleware.append(draining.cut_on_close)  # innermost: a request cut is still traced
         asgi: ASGIApp = (
             draining if access.token is None else BearerAuth(draining, access.token, open_paths=HEALTH_PATHS)
