@@ -175,3 +175,47 @@ async def test_a_call_still_running_when_the_drain_ends_is_answered_that_toolwis
     assert rows(tmp_path / "toolwise.db", "SELECT tool, error_type FROM executions WHERE tool = 'toy__sleep'") == [
         ("toy__sleep", "CallCancelledError")
     ]
+
+
+def spawned(marker: str) -> bool:
+    """Whether a process whose environment carries the marker runs."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and f"TOOLWISE_TEST_MARKER={marker}".encode() in (proc / "environ").read_bytes():
+                return True
+    return False
+
+
+@pytest.mark.parametrize(("http", "sig"), [(True, signal.SIGTERM), (False, signal.SIGHUP)])
+async def test_a_signal_while_toolwise_starts_gives_the_start_up_and_leaves_no_downstream_behind(
+    write_config: Callable[..., Path], http: bool, sig: signal.Signals
+) -> None:
+    """A service manager's stop (or a client that gives up) while toolwise waits for a downstream's first start
+    ends it as Ctrl-C does: exit 0, the downstream's process killed. Before, the signal's default action killed
+    toolwise alone, and a downstream that ignores its stdin closing ran on, orphaned."""
+    marker = uuid.uuid4().hex
+    config = write_config({"hung": hung_server(marker)}, start_wait_s=60, start_timeout_s=60)
+    command = [str(BIN / "toolwise"), "serve", "--config", str(config)]
+    proc = subprocess.Popen(
+        command + (["--http", "--port", str(free_port())] if http else []),
+        stdin=None if http else subprocess.PIPE,  # a stdio client keeps stdin open
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(300):  # spawned: toolwise waits up to a minute for it to answer
+            if spawned(marker):
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
+        signalled = time.monotonic()
+        proc.send_signal(sig)
+        _, stderr = await asyncio.to_thread(proc.communicate, timeout=3 * GRACE_S)
+        took = time.monotonic() - signalled
+        await asyncio.sleep(1)  # a process killed is gone from /proc once reaped
+        left = spawned(marker)
+    finally:
+        proc.kill()
+        kill_marked(marker)
+    assert proc.returncode == 0, stderr.decode()[-3000:]  # before: -15 / -1, the signal's default action
+    assert took <= GRACE_S, f"{took:.1f}s to stop"
+    assert not left, "the downstream outlived toolwise"

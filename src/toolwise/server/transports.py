@@ -60,14 +60,38 @@ async def serve_stdio(config: AppConfig) -> None:
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
 
 
+class Stopped(Exception):
+    """A stop signal came while toolwise started: the start was given up, as Ctrl-C gives it up."""
+
+
 @contextlib.asynccontextmanager
 async def ready_to_serve(config: AppConfig) -> AsyncIterator[tuple[Toolwise, Server[Toolwise]]]:
     """The app entered and its MCP server built, ready to serve on any transport: its downstreams
-    spawned first (`launched`), what start-up built settled out of the collector's way (server/heap.py)."""
-    app = await launched(config)
-    from toolwise.server.build import build_server
+    spawned first (`launched`), what start-up built settled out of the collector's way (server/heap.py).
+    A stop signal while it starts (it may wait `start_wait_s` for a downstream) cancels the start and raises
+    Stopped once the downstreams are killed; without it the signal's default action ended toolwise alone,
+    and a downstream that does not stop when its stdin closes ran on."""
+    task = asyncio.current_task()
+    assert task is not None
+    stopped = False
 
-    async with app:
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()  # once, as asyncio.run does on Ctrl-C: the start's own cleanup still awaits what it must
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            with _stop_on(STOP_SIGNALS, stop):
+                app = await launched(config)
+                await stack.enter_async_context(app)
+        except BaseException:  # the cancellation, or what a start cut short raised instead
+            if not stopped:
+                raise
+            task.uncancel()
+            raise Stopped from None
+        from toolwise.server.build import build_server
+
         yield app, build_server(app)
 
 
