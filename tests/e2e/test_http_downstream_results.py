@@ -1,16 +1,18 @@
-"""A large result of an HTTP downstream reaches the client whole, as a stdio downstream's does: the SDK's HTTP
-client reads at most 1 MiB in one server-sent event unless told otherwise, and an answer over SSE (every
-handshake-era answer, a 2026-07-28 one that streams) is one event. The toy server over real streamable HTTP
-(uvicorn, in this process), toolwise in-process."""
+"""Large messages over HTTP, as large as over stdio: a result of an HTTP downstream reaches the client whole (the
+SDK's HTTP client reads at most 1 MiB in one server-sent event unless told otherwise, and an answer over SSE, every
+handshake-era answer and a 2026-07-28 one that streams, is one event: the toy server over real streamable HTTP,
+uvicorn in this process, toolwise in-process), and `toolwise serve --http` takes a large argument."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import free_port, toolwise_http
 from tests.e2e.test_http_downstream_restart import TimeOverHttp
 from tests.server import toy_server
 from tests.server.surface import text
@@ -41,3 +43,17 @@ async def test_a_result_of_megabytes_from_an_http_downstream_arrives_whole(tmp_p
             assert [(h.state, h.restarts) for h in app.catalogue.health()] == [("ready", 0)]  # never reconnected to
     finally:
         await downstream.stop()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_argument_of_megabytes_reaches_the_downstream_over_http(write_config: Any, mode: str) -> None:
+    """toolwise's own HTTP endpoint takes a request as large as its stdin takes a line: the SDK's default refused a
+    body over 4 MiB with 413, which its client reads as 'Server returned an error response' (and toolwise logged
+    only an access line)."""
+    large = 6_000_000  # characters: above the SDK's 4 MiB
+    async with toolwise_http(write_config({"toy": toy_server.spec()})) as url:
+        transport = streamable_http_client(url, max_sse_event_size=None)  # this client reads the echo whole
+        async with Client(transport, mode=mode) as client:
+            echoed = await client.call_tool("toy__echo", {"text": "y" * large})
+    assert not echoed.is_error, text(echoed)[:300]
+    assert len(text(echoed)) == large

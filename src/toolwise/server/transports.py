@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line)
+MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line) or a POST
 DRAIN_S = 3.0  # seconds the HTTP calls in flight get to be answered once a signal says stop
 
 
@@ -263,7 +263,11 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     redact_access_log()
     async with ready_to_serve(config) as (app, server):
         starlette = server.streamable_http_app(
-            host=host, transport_security=access.security, event_store=MemoryEventStore(), retry_interval=RETRY_MS
+            host=host,
+            transport_security=access.security,
+            event_store=MemoryEventStore(),
+            retry_interval=RETRY_MS,
+            max_request_body_size=MAX_LINE,  # a message as large as stdin takes (the SDK's default: 4 MiB)
         )
 
         async def metrics(request: Request) -> Response:
