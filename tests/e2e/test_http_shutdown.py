@@ -135,3 +135,87 @@ async def test_a_signal_over_http_shuts_down_cleanly_with_a_client_connected(
     assert rows(db, "SELECT count(*) FROM executions WHERE tool = 'toy__sleep'") == [(1,)]
     assert rows(db, "SELECT source FROM snapshots") == [("shutdown",)]
     assert rows(db, "SELECT count(*) FROM instances WHERE stopped_at IS NULL") == [(0,)]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_still_running_when_the_drain_ends_is_answered_that_toolwise_is_shutting_down(
+    write_config: Callable[..., Path], tmp_path: Path, mode: str
+) -> None:
+    """A call longer than the drain (a downstream that takes a minute) is cut once DRAIN_S is over: its client
+    hears why, in either era, it is recorded once, and the log says it without the SDK's or uvicorn's
+    complaints of a response that could not be written."""
+    from toolwise.server.transports import DRAIN_S
+
+    config = write_config({"toy": toy_server.spec()}, snapshot_interval_s=0)
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "toolwise"), "serve", "--http", "--port", str(port), "--config", str(config)],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        await wait_for_port(port)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+            await served(client, "toy__echo", {"text": "up"})
+            call = asyncio.create_task(client.call_tool("toy__sleep", {"seconds": 60}))
+            await asyncio.sleep(1)  # the call is in flight
+            signalled = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            with pytest.raises(MCPError) as cut:
+                await asyncio.wait_for(call, 3 * GRACE_S)
+            _, stderr = await asyncio.to_thread(proc.communicate, timeout=3 * GRACE_S)
+            took = time.monotonic() - signalled
+    finally:
+        proc.kill()
+    log = stderr.decode()
+    assert proc.returncode == 0, log[-3000:]
+    assert "toolwise is shutting down" in cut.value.message, cut.value  # before: 'Server returned an error response'
+    assert took <= DRAIN_S + 2, f"{took:.1f}s to stop"
+    complaints = [line for line in log.splitlines() if " ERROR " in line or " WARNING mcp." in line]
+    assert complaints == [], complaints  # before: "ASGI callable returned without starting response", "… gave up"
+    assert rows(tmp_path / "toolwise.db", "SELECT tool, error_type FROM executions WHERE tool = 'toy__sleep'") == [
+        ("toy__sleep", "CallCancelledError")
+    ]
+
+
+def spawned(marker: str) -> bool:
+    """Whether a process whose environment carries the marker runs."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and f"TOOLWISE_TEST_MARKER={marker}".encode() in (proc / "environ").read_bytes():
+                return True
+    return False
+
+
+@pytest.mark.parametrize(("http", "sig"), [(True, signal.SIGTERM), (False, signal.SIGHUP)])
+async def test_a_signal_while_toolwise_starts_gives_the_start_up_and_leaves_no_downstream_behind(
+    write_config: Callable[..., Path], http: bool, sig: signal.Signals
+) -> None:
+    """A service manager's stop (or a client that gives up) while toolwise waits for a downstream's first start
+    ends it as Ctrl-C does: exit 0, the downstream's process killed. Before, the signal's default action killed
+    toolwise alone, and a downstream that ignores its stdin closing ran on, orphaned."""
+    marker = uuid.uuid4().hex
+    config = write_config({"hung": hung_server(marker)}, start_wait_s=60, start_timeout_s=60)
+    command = [str(BIN / "toolwise"), "serve", "--config", str(config)]
+    proc = subprocess.Popen(
+        command + (["--http", "--port", str(free_port())] if http else []),
+        stdin=None if http else subprocess.PIPE,  # a stdio client keeps stdin open
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(300):  # spawned: toolwise waits up to a minute for it to answer
+            if spawned(marker):
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
+        signalled = time.monotonic()
+        proc.send_signal(sig)
+        _, stderr = await asyncio.to_thread(proc.communicate, timeout=3 * GRACE_S)
+        took = time.monotonic() - signalled
+        await asyncio.sleep(1)  # a process killed is gone from /proc once reaped
+        left = spawned(marker)
+    finally:
+        proc.kill()
+        kill_marked(marker)
+    assert proc.returncode == 0, stderr.decode()[-3000:]  # before: -15 / -1, the signal's default action
+    assert took <= GRACE_S, f"{took:.1f}s to stop"
+    assert not left, "the downstream outlived toolwise"

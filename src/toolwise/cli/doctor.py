@@ -38,6 +38,7 @@ from toolwise.downstream.failures import describe, recording_spawns, refusal, re
 from toolwise.downstream.listing import all_tools
 from toolwise.downstream.naming import namespaced
 from toolwise.downstream.selection import lets_through, matching_none, unmatched
+from toolwise.downstream.targets import MAX_EVENT
 from toolwise.feedback import DatabaseUnusableError, FeedbackService, shown_url
 from toolwise.feedback.arguments import names_secret
 from toolwise.feedback.engine import sqlite_path
@@ -100,11 +101,9 @@ async def start(
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(target, StdioServerParameters):
             transport: Any = stdio_client(target, errlog=errlog or sys.stderr)
-        elif target.headers:  # sent on every request, as the catalogue sends them
-            http = await stack.enter_async_context(sdk.http_client(headers=target.headers))
-            transport = streamable_http_client(target.url, http_client=http)
-        else:
-            transport = target.url
+        else:  # its headers on every request, and answers as large, as the catalogue sends and reads them
+            http = await stack.enter_async_context(sdk.http_client(headers=target.headers or None))
+            transport = streamable_http_client(target.url, http_client=http, max_sse_event_size=MAX_EVENT)
         client = await stack.enter_async_context(Client(transport, mode=config.toolwise.mode))
         names = [tool.name for tool in await all_tools(client)]
         info = client.server_info

@@ -102,7 +102,7 @@ def serve(
         )
     gc.disable()  # until it serves: the rest of toolwise imports after the downstreams are spawned
     try:
-        from toolwise.server.transports import BindError, listening_socket, serve_http, serve_stdio
+        from toolwise.server.transports import BindError, Stopped, listening_socket, serve_http, serve_stdio
 
         setup_logging(log_level.value)
         path, loaded = servable_or_exit(config, database_url)
@@ -114,9 +114,10 @@ def serve(
             asyncio.run(serve_stdio(loaded) if listening is None else serve_http(loaded, host, listening))
     except (ConfigError, BindError) as exc:  # found before serving (a non-loopback bind without a token, a busy port)
         fail(str(exc), exc)
-    except KeyboardInterrupt:
-        # Ctrl-C (or a SIGINT re-raised by uvicorn) is how a server is stopped: asyncio.run has
-        # already cancelled the server and run its shutdown, which flushed every queued record.
+    except (KeyboardInterrupt, Stopped):
+        # Ctrl-C (or a SIGINT re-raised by uvicorn), or a stop signal while it started, is how a server is
+        # stopped: asyncio.run has already cancelled the server and run its shutdown, which flushed every
+        # queued record, and killed the downstreams of a start given up.
         logging.getLogger(__name__).info("toolwise stopped")
     finally:
         gc.enable()  # serving turned it on already (server/heap.py's `settle`); not if it stopped before

@@ -5,6 +5,10 @@ into toolwise's, named and masked: `stderr.py`).
 An HTTP downstream that no longer knows the session of a handshake-era connection (it restarted, or ended
 the session) answers 404 to it: the spec's sign to start a new session. The SDK's client passes on the
 error body only ("Session not found": the status is lost by then), so the status is read on each response.
+
+An answer that comes as a server-sent event (every handshake-era one; a 2026-07-28 one that streams) is one
+event, which the SDK's client reads up to 1 MiB unless told otherwise: a larger result failed as a lost
+connection and the downstream was reconnected to, where a stdio downstream's line has no such bound.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from toolwise.downstream.stderr import StderrRelay, given_secrets
 
 if TYPE_CHECKING:
     import httpx2
+
+MAX_EVENT = 1 << 28  # bytes: the largest answer read from an HTTP downstream (toolwise's own stdin takes as much)
 
 
 def client_target(
@@ -47,7 +53,7 @@ def client_target(
             http.event_hooks["response"].append(_watch_session(session_lost))
         if refused is not None:
             http.event_hooks["response"].append(_watch_refusal(refused))
-        return streamable_http_client(spec.url, http_client=http)
+        return streamable_http_client(spec.url, http_client=http, max_sse_event_size=MAX_EVENT)
     env = downstream_environment(spec.env)  # more than the SDK's minimum: downstream/environment.py
     params = StdioServerParameters(
         command=resolve_command(spec.command, env.get("PATH")), args=spec.args, env=env, cwd=spec.cwd

@@ -199,7 +199,7 @@ async def forward(
     if stopped is not None:  # recorded as cancelled (nothing awaited on the way), then the cancellation goes on
         error = CallCancelledError(
             f"call to {name} cancelled after {latency_ms:.0f} ms, before {route.server!r} answered "
-            "(the client cancelled the request or its connection closed)"
+            "(the client cancelled the request, its connection closed or toolwise shut down)"
         )
     execution_id = app.learning.note(
         session,

@@ -4,8 +4,8 @@ On either, SIGTERM, SIGHUP and SIGINT (Ctrl-C) end serving and run the same clea
 closing stdin: every answered call recorded, a shutdown snapshot stored, exit 0. stdin is read on the
 event loop (not in a worker thread blocked in `readline`), so a signal ends serving at once even while
 the client keeps stdin open; stdout is written by the event loop too (`_Out`). Over HTTP the calls in
-flight get `DRAIN_S` to be answered, then open streams end (`draining.py`): connected clients never hold
-a shutdown up.
+flight get `DRAIN_S` to be answered, then those still running are answered that toolwise is shutting down and
+open streams end (`draining.py`): connected clients never hold a shutdown up.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line)
+MAX_LINE = 1 << 28  # bytes: the longest JSON-RPC message read from stdin (a message is one line) or a POST
 DRAIN_S = 3.0  # seconds the HTTP calls in flight get to be answered once a signal says stop
 
 
@@ -60,14 +60,38 @@ async def serve_stdio(config: AppConfig) -> None:
         log.info("toolwise shutting down: recording what is left and saving a snapshot")
 
 
+class Stopped(Exception):
+    """A stop signal came while toolwise started: the start was given up, as Ctrl-C gives it up."""
+
+
 @contextlib.asynccontextmanager
 async def ready_to_serve(config: AppConfig) -> AsyncIterator[tuple[Toolwise, Server[Toolwise]]]:
     """The app entered and its MCP server built, ready to serve on any transport: its downstreams
-    spawned first (`launched`), what start-up built settled out of the collector's way (server/heap.py)."""
-    app = await launched(config)
-    from toolwise.server.build import build_server
+    spawned first (`launched`), what start-up built settled out of the collector's way (server/heap.py).
+    A stop signal while it starts (it may wait `start_wait_s` for a downstream) cancels the start and raises
+    Stopped once the downstreams are killed; without it the signal's default action ended toolwise alone,
+    and a downstream that does not stop when its stdin closes ran on."""
+    task = asyncio.current_task()
+    assert task is not None
+    stopped = False
 
-    async with app:
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()  # once, as asyncio.run does on Ctrl-C: the start's own cleanup still awaits what it must
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            with _stop_on(STOP_SIGNALS, stop):
+                app = await launched(config)
+                await stack.enter_async_context(app)
+        except BaseException:  # the cancellation, or what a start cut short raised instead
+            if not stopped:
+                raise
+            task.uncancel()
+            raise Stopped from None
+        from toolwise.server.build import build_server
+
         yield app, build_server(app)
 
 
@@ -228,6 +252,7 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
+    from toolwise.server.abandoned import Abandoned
     from toolwise.server.auth import DASHBOARD, BearerAuth, http_access, redact_access_log, shown_host
     from toolwise.server.dashboard_http import endpoint
     from toolwise.server.draining import Draining
@@ -238,7 +263,11 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
     redact_access_log()
     async with ready_to_serve(config) as (app, server):
         starlette = server.streamable_http_app(
-            host=host, transport_security=access.security, event_store=MemoryEventStore(), retry_interval=RETRY_MS
+            host=host,
+            transport_security=access.security,
+            event_store=MemoryEventStore(),
+            retry_interval=RETRY_MS,
+            max_request_body_size=MAX_LINE,  # a message as large as stdin takes (the SDK's default: 4 MiB)
         )
 
         async def metrics(request: Request) -> Response:
@@ -251,7 +280,8 @@ async def serve_http(config: AppConfig, host: str, listening: socket.socket) -> 
         healthz = health_route(app.catalogue.health, lambda: app.feedback.stats)
         for path in HEALTH_PATHS:
             starlette.add_route(path, healthz, methods=["GET"])  # no token: health.py
-        draining = Draining(starlette)
+        draining = Draining(Abandoned(starlette))
+        server.middleware.append(draining.cut_on_close)  # innermost: a request cut is still traced
         asgi: ASGIApp = (
             draining if access.token is None else BearerAuth(draining, access.token, open_paths=HEALTH_PATHS)
         )
