@@ -92,6 +92,8 @@ def test_a_file_that_is_no_database_is_one_line_saying_what_to_do(tmp_path: Path
         ("sqlite:///{path}", "give sqlite+aiosqlite:///{path}"),
         ("postgresql://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
         ("postgres://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
+        ("postgresql+psycopg2://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
+        ("sqlite+pysqlite:///{path}", "give sqlite+aiosqlite:///{path}"),
         ("me:pw at db", "is no URL: give sqlite+aiosqlite:///PATH or postgresql+asyncpg://"),
     ],
 )

@@ -45,7 +45,7 @@ def check_database_url(url: str) -> None:
     extension requires an async driver"."""
     parsed = parse_url(url)
     shown = parsed.render_as_string(hide_password=True)
-    wanted = ASYNC_DRIVERS.get(parsed.drivername)
+    wanted = ASYNC_DRIVERS.get(parsed.drivername.partition("+")[0])  # `postgresql+psycopg2`: its async one
     try:
         dialect = parsed.get_dialect()
     except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError):
