@@ -15,7 +15,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.server import toy_server
 from tests.server.surface import execution_of, ok, rows, running, serving, text, time_server
-from toolwise.learning.sessions import Session
+from toolwise.learning.sessions import Session, session_meta
 from toolwise.server.own import Input, Output
 from toolwise.server.services import Services
 
@@ -147,6 +147,40 @@ async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path
     assert stranger.is_error and text(stranger) == "recommend_tool: unknown tool(s): toy__nope"
     assert unended.is_error and text(unended) == (
         "end_session: session 'never-used' has no calls to end (a client ends only its own sessions)"
+    )
+
+
+async def test_a_session_ended_twice_is_told_it_ended_not_that_it_is_anothers(tmp_path: Path) -> None:
+    """A second end_session of a session said "has no calls to end (a client ends only its own sessions)":
+    as if the session were another client's, where the client had ended it itself."""
+    async with serving(tmp_path) as client:
+        ok(await client.call_tool("toy__echo", {"text": "x"}, meta=session_meta("conv-A")))
+        ok(await client.call_tool("end_session", {"session_id": "conv-A", "outcome": "partial"}))
+        again = await client.call_tool("end_session", {"session_id": "conv-A", "outcome": "success"})
+        ok(await client.call_tool("toy__echo", {"text": "y"}, meta=session_meta("conv-A")))
+        anew = await client.call_tool("end_session", {"session_id": "conv-A", "outcome": "success"})
+    assert again.is_error and text(again).startswith("end_session: session 'conv-A' already ended (partial at ")
+    assert text(again).endswith(" UTC); a call in it after that starts it anew"), text(again)
+    assert not anew.is_error and anew.structured_content["tools"] == ["toy__echo"]  # the call after the end
+
+
+async def test_a_request_on_no_connection_is_told_to_name_its_session(tmp_path: Path) -> None:
+    """Over 2026-07-28 (HTTP) a request comes on no connection: each is a session of its own. end_session
+    and a rating with neither execution_id nor tool said "session 'request-…' has no calls to end (a client
+    ends only its own sessions)" / "… or the tool of a call made in this session": a session the client
+    never named, and advice that cannot work there."""
+    async with serving(tmp_path, mode="auto") as client:
+        ok(await client.call_tool("toy__echo", {"text": "x"}))
+        ended = await client.call_tool("end_session", {"outcome": "success"})
+        rated = await client.call_tool("submit_feedback", {"rating": 4})
+    alone = "this request is a session of its own (it came on no connection, as an HTTP request of 2026-07-28 does)"
+    assert ended.is_error and text(ended) == (
+        f"end_session: {alone}, with no calls to end: pass the session_id your calls named "
+        "(session_id, or _meta['toolwise/session_id'] on a call)"
+    )
+    assert rated.is_error and text(rated) == (
+        f"submit_feedback: {alone}, with no call to rate: pass execution_id (from the call's "
+        "_meta['toolwise/execution_id']), the tool called, or the session_id your calls named"
     )
 
 
