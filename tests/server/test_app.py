@@ -94,7 +94,13 @@ async def test_a_misspelt_tool_name_is_answered_with_the_near_miss_and_where_the
             await client.call_tool("toy__ecoh", {})
         with pytest.raises(MCPError) as bare:  # the downstream's own name of a tool toolwise lists
             await client.call_tool("echo", {})
+        with pytest.raises(MCPError) as shouted:  # a name in another case (a model's, a person's)
+            await client.call_tool("TOY__ECHO", {})
+        with pytest.raises(MCPError) as bare_shouted:
+            await client.call_tool("Echo", {})
     assert str(bare.value).startswith("Unknown tool: 'echo' (did you mean 'toy__echo'? toolwise serves ")
+    assert str(shouted.value).startswith("Unknown tool: 'TOY__ECHO' (did you mean 'toy__echo'? toolwise serves ")
+    assert str(bare_shouted.value).startswith("Unknown tool: 'Echo' (did you mean 'toy__echo'? toolwise serves ")
     assert refused.value.code == INVALID_PARAMS
     assert str(refused.value).startswith("Unknown tool: 'toy__ecoh' (did you mean 'toy__echo'? toolwise serves ")
     assert str(refused.value).endswith(f" tools, {where})")
