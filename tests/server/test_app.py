@@ -177,6 +177,21 @@ async def test_a_session_ended_twice_is_told_it_ended_not_that_it_is_anothers(tm
     assert not anew.is_error and anew.structured_content["tools"] == ["toy__echo"]  # the call after the end
 
 
+@pytest.mark.parametrize("name", ["request-42", "team/request-2026-11-28"])
+async def test_a_session_the_client_names_request_something_keeps_its_calls(tmp_path: Path, name: str) -> None:
+    """A session named `request-42` was taken for toolwise's own id of a request on no connection (its
+    `request-` prefix): each of its calls stood alone, recommend_next_tools saw none of them, and its end
+    said it had no calls."""
+    async with serving(tmp_path) as client:
+        ok(await client.call_tool("recommend_tool", {"query": "echo this", "session_id": name}))
+        for word in ("a", "b"):
+            ok(await client.call_tool("toy__echo", {"text": word}, meta=session_meta(name)))
+        following = ok(await client.call_tool("recommend_next_tools", {"session_id": name}))
+        ended = ok(await client.call_tool("end_session", {"session_id": name, "outcome": "success"}))
+    assert following["recent_tools"] == ["toy__echo", "toy__echo"]
+    assert ended["session_id"] == name and ended["tools"] == ["toy__echo", "toy__echo"]
+
+
 async def test_a_request_on_no_connection_is_told_to_name_its_session(tmp_path: Path) -> None:
     """Over 2026-07-28 (HTTP) a request comes on no connection: each is a session of its own. end_session
     and a rating with neither execution_id nor tool said "session 'request-…' has no calls to end (a client
