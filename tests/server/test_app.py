@@ -7,6 +7,7 @@ import logging
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -111,7 +112,41 @@ async def test_bad_arguments_to_our_own_tools_are_an_is_error_result_naming_the_
         empty = await client.call_tool("recommend_tool", {"query": ""})
         extra = await client.call_tool("recommend_tool", {"query": "echo", "colour": "red"})
     assert empty.is_error and text(empty).startswith("invalid arguments for recommend_tool") and "query" in text(empty)
-    assert extra.is_error and "colour" in text(extra)
+    assert extra.is_error and text(extra) == (
+        "invalid arguments for recommend_tool: colour: Extra inputs are not permitted; "
+        "it takes query, top_k, candidates, session_id"
+    )
+
+
+async def test_a_misspelt_argument_of_our_own_tools_is_answered_with_the_one_meant(tmp_path: Path) -> None:
+    """The hint came from the config file's keys: `policy` on recommend_tool was answered "did you mean
+    'policy'?" (a setting), and `topk` no hint at all (tools/list leaves `additionalProperties` out)."""
+    async with serving(tmp_path, exposure="search") as client:
+        asked: dict[str, dict[str, Any]] = {
+            "recommend_tool": {"query": "echo", "topk": 3},
+            "submit_feedback": {"rating": 4, "execution": "e-1"},
+            "end_session": {"outcome": "success", "session": "s"},
+            "call_tool": {"nme": "toy__echo", "arguments": {"text": "x"}},
+        }
+        said = {tool: text(await client.call_tool(tool, args)) for tool, args in asked.items()}
+        setting = text(await client.call_tool("recommend_tool", {"query": "echo", "policy": "ucb"}))
+        inner = text(await client.call_tool("call_tool", {"name": "recommend_tool", "arguments": {"qeury": "x"}}))
+    assert said == {
+        "recommend_tool": "invalid arguments for recommend_tool: topk: Extra inputs are not permitted; "
+        "did you mean 'top_k'?",
+        "submit_feedback": "invalid arguments for submit_feedback: execution: Extra inputs are not permitted; "
+        "did you mean 'execution_id'?",
+        "end_session": "invalid arguments for end_session: session: Extra inputs are not permitted; "
+        "did you mean 'session_id'?",
+        "call_tool": "invalid arguments for call_tool: name: Field required; nme: Extra inputs are not permitted; "
+        "did you mean 'name'?",
+    }
+    assert setting == (
+        "invalid arguments for recommend_tool: policy: Extra inputs are not permitted; "
+        "it takes query, top_k, candidates, session_id"
+    )
+    assert inner.startswith("invalid arguments for recommend_tool: query: Field required; qeury: Extra inputs")
+    assert inner.endswith("; did you mean 'query'?")
 
 
 async def test_an_execution_id_cut_mid_character_is_an_unknown_id_not_a_bug(tmp_path: Path) -> None:
