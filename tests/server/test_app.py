@@ -168,12 +168,18 @@ async def test_bad_arguments_through_call_tool_name_the_tool_called(tmp_path: Pa
             "call_tool", {"name": "recommend_tool", "arguments": {"query": "x", "candidates": ["toy__nope"]}}
         )
         unnamed = await client.call_tool("call_tool", {"arguments": {}})
+        stats = await client.call_tool("call_tool", {"name": "get_learning_stats", "arguments": None})
+        echo = await client.call_tool("call_tool", {"name": "toy__echo", "arguments": None})
         nested = await client.call_tool(  # a model that wraps its call once too often
             "call_tool", {"name": "call_tool", "arguments": {"name": "toy__echo", "arguments": {"text": "x"}}}
         )
     assert missing.is_error and text(missing) == "invalid arguments for recommend_tool: query: Field required"
     assert unknown.is_error and text(unknown) == "recommend_tool: unknown tool(s): toy__nope"
     assert unnamed.is_error and text(unnamed) == "invalid arguments for call_tool: name: Field required"
+    # `"arguments": null` (a model's way to say "none") was "arguments: Input should be a valid dictionary"
+    assert not stats.is_error and text(echo) == (
+        "invalid arguments for toy__echo: 'text' is a required property (not forwarded to 'toy')"
+    )
     # was the protocol error "Unknown tool: 'call_tool' (… toolwise serves 16 tools …)", of a tool tools/list holds
     assert nested.is_error and text(nested) == (
         "call_tool: name the tool to call, not call_tool: call_tool(name='toy__echo', arguments={…})"
