@@ -10,7 +10,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -467,16 +467,21 @@ def _tag(loc: tuple[int | str, ...], i: int) -> bool:
     return kind or part.startswith(("function-", "union["))
 
 
-def describe(exc: ValidationError, environ: Mapping[str, str] | None = None) -> str:
+def describe(exc: ValidationError, environ: Mapping[str, str] | None = None, known: Sequence[str] | None = None) -> str:
     """Pydantic errors as `field.path: message; …` (what a person fixing the file needs); an unknown key
-    that is a near miss of a known one says which. With `environ` (the errors are Settings'), a value a
-    `TOOLWISE_*` variable gave is named as that variable's: it is not in the file."""
+    that is a near miss of a known one says which: of the config's keys, or of `known` (a tool's arguments:
+    with no near miss, they are listed). With `environ` (the errors are Settings'), a value a `TOOLWISE_*`
+    variable gave is named as that variable's: it is not in the file."""
     parts = []
     variables = {name.upper() for name in environ or ()}
     for error in exc.errors():
         loc = error["loc"]
         location = ".".join(str(p) for i, p in enumerate(loc) if not _tag(loc, i))
-        hint = did_you_mean(str(loc[-1]), _field_names()) if error["type"] == "extra_forbidden" else ""
+        hint = ""
+        if error["type"] == "extra_forbidden":
+            hint = did_you_mean(str(loc[-1]), _field_names() if known is None else known)
+            if not hint and known:
+                hint = f"; it takes {', '.join(known)}"
         variable = "TOOLWISE_" + "__".join(str(p) for p in loc).upper()
         while variable not in variables and "__" in variable:  # TOOLWISE_REWARD gave all of reward
             variable = variable.rsplit("__", 1)[0]

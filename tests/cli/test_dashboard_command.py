@@ -17,7 +17,10 @@ from toolwise.cli.main import app as cli
 def test_a_public_bind_without_a_token_is_refused(tmp_path: Path) -> None:
     _, config = cli_config(tmp_path)
     result = CliRunner().invoke(cli, ["dashboard", *config, "--host", "0.0.0.0"], env={"TOOLWISE_HTTP_TOKEN": None})
-    assert result.exit_code == 2 and "refusing to serve HTTP on '0.0.0.0' without a token" in result.output
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "refusing to serve HTTP on '0.0.0.0' without a token" in said
+    # the dashboard runs no tool (it said "could run every tool", as serve --http does): it shows what was recorded
+    assert "anyone who can reach it could read what toolwise recorded (tools, calls, sessions)" in said, said
 
 
 def test_a_busy_port_is_named(tmp_path: Path) -> None:

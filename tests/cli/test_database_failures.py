@@ -92,6 +92,8 @@ def test_a_file_that_is_no_database_is_one_line_saying_what_to_do(tmp_path: Path
         ("sqlite:///{path}", "give sqlite+aiosqlite:///{path}"),
         ("postgresql://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
         ("postgres://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
+        ("postgresql+psycopg2://me:pw@db/tw", "give postgresql+asyncpg://me:***@db/tw"),
+        ("sqlite+pysqlite:///{path}", "give sqlite+aiosqlite:///{path}"),
         ("me:pw at db", "is no URL: give sqlite+aiosqlite:///PATH or postgresql+asyncpg://"),
     ],
 )
@@ -110,6 +112,26 @@ def test_a_url_that_is_none_or_has_no_async_driver_says_which_url_to_give(
     doctor = CliRunner().invoke(cli, ["doctor", "-c", str(config), "--database-url", given.format(path=path)])
     assert doctor.exit_code == 1 and "FAIL database: " in doctor.output, doctor.output
     assert wanted.format(path=path) in " ".join(doctor.output.split())
+
+
+@pytest.mark.parametrize(
+    ("given", "wanted"),
+    [
+        ("foo://me:pw@db/tw", "foo://me:***@db/tw: SQLAlchemy knows no database 'foo': give sqlite+aiosqlite:///PATH"),
+        (
+            "mysql+aiomysql://me:pw@db/tw",
+            "mysql+aiomysql://me:***@db/tw: its driver is not installed (No module named 'aiomysql'): install it"
+            " into toolwise's environment, or give sqlite+aiosqlite:///PATH",
+        ),
+    ],
+)
+def test_a_url_of_an_unknown_database_or_a_missing_driver_is_one_line(given: str, wanted: str) -> None:
+    """`--database-url foo://…` (a typo) printed SQLAlchemy's `NoSuchModuleError` traceback, and a URL
+    whose async driver is not installed `ModuleNotFoundError`'s, where a start-up problem is one line."""
+    for command in (["inspect", "status"], ["snapshot", "list"]):
+        code, said = invoke([*command, "--database-url", given])
+        assert code == 2 and said.startswith(f"toolwise: unusable database: {wanted}"), said
+        assert "pw@" not in said
 
 
 def test_a_database_of_a_newer_toolwise_says_to_upgrade(tmp_path: Path) -> None:

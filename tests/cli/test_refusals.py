@@ -111,3 +111,12 @@ def test_an_export_whose_since_is_not_before_its_until_is_refused_not_written_em
     args = ["inspect", "export", "-o", str(out), "--database-url", database(tmp_path)]
     refused([*args, "--since", "2026-11-28", "--until", "2026-11-01"], "--since 2026-11-28 00:00 is not before")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["inspect", "top-actions"], ["inspect", "qvalues"]])
+@pytest.mark.parametrize("limit", ["0", "-2"])
+def test_a_row_limit_below_one_is_a_usage_error(tmp_path: Path, command: list[str], limit: str) -> None:
+    """`--limit 0` printed an empty table and `--limit -2` every row (SQL's LIMIT -2 is none)."""
+    result = CliRunner().invoke(cli, [*command, "--limit", limit, "--database-url", database(tmp_path)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Invalid value for '--limit': Input should be greater than or equal to 1" in said

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolwise.feedback.records import CallColumns
+from toolwise.feedback.records import CallColumns, new_id
 from toolwise.learning.sessions import REQUEST_PREFIX, step_columns
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
 
@@ -15,7 +15,8 @@ TOOLS = [ToolDoc("git__git_status", "Shows the working tree status"), ToolDoc("g
 
 
 def test_a_replayed_failure_of_a_one_request_session_waits_for_no_next_call() -> None:
-    sessions = [f"client/{REQUEST_PREFIX}{i}" for i in range(3)] + ["client/conversation"]
+    # as `Sessions.resolve` names them; `client/request-7` is a conversation the client named so
+    sessions = [f"client/{REQUEST_PREFIX}{new_id()}" for _ in range(3)] + ["client/request-7"]
     batch = CallColumns(
         seq=[1, 2, 3, 4],
         session_id=sessions,
@@ -31,4 +32,4 @@ def test_a_replayed_failure_of_a_one_request_session_waits_for_no_next_call() ->
     steps = step_columns(batch, rows, [()] * 4, batch.query, 3)
     learner = Learner(LearnerConfig(), TOOLS)
     learner.learn_many(steps, np.random.default_rng(0))
-    assert list(learner.waiting) == ["client/conversation"]  # only the conversation has a next call to come
+    assert list(learner.waiting) == ["client/request-7"]  # only the conversation has a next call to come

@@ -228,3 +228,22 @@ async def test_a_snapshot_restored_into_another_namespace_is_stored_in_the_names
     assert [r.source for r in await feedback.snapshots.list("default")] == []  # the file's namespace: untouched
     await team_feedback.aclose()
     await feedback.aclose()
+
+
+async def test_a_snapshot_toolwise_takes_of_an_unchanged_state_is_not_stored_again(url: str) -> None:
+    """Each restart (a client's every launch) and each idle `snapshot_interval_s` stored the same state
+    again: five idle ticks left `snapshot_keep` copies of it and no earlier snapshot to roll back to."""
+    feedback, services = await service(url)
+    await teach(services, rounds=2)
+    first = await services.snapshots.save("periodic")
+    again = await services.snapshots.save("periodic")  # nothing learned since
+    for _ in range(3):
+        await services.snapshots.save("shutdown")
+    manual = [await services.snapshots.save("manual") for _ in range(2)]  # asked for: stored each time
+    await teach(services, rounds=1, prefix="later-")
+    changed = await services.snapshots.save("periodic")
+    listed = await feedback.snapshots.list()
+    assert [r.source for r in listed] == ["periodic", "manual", "manual", "shutdown", "periodic"]
+    assert again.id == first.id and services.snapshots.snapshot_id == changed.id != first.id
+    assert len({m.id for m in manual}) == 2
+    await feedback.aclose()

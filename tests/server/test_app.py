@@ -7,6 +7,7 @@ import logging
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -15,7 +16,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tests.server import toy_server
 from tests.server.surface import execution_of, ok, rows, running, serving, text, time_server
-from toolwise.learning.sessions import Session
+from toolwise.learning.sessions import Session, session_meta
 from toolwise.server.own import Input, Output
 from toolwise.server.services import Services
 
@@ -94,7 +95,13 @@ async def test_a_misspelt_tool_name_is_answered_with_the_near_miss_and_where_the
             await client.call_tool("toy__ecoh", {})
         with pytest.raises(MCPError) as bare:  # the downstream's own name of a tool toolwise lists
             await client.call_tool("echo", {})
+        with pytest.raises(MCPError) as shouted:  # a name in another case (a model's, a person's)
+            await client.call_tool("TOY__ECHO", {})
+        with pytest.raises(MCPError) as bare_shouted:
+            await client.call_tool("Echo", {})
     assert str(bare.value).startswith("Unknown tool: 'echo' (did you mean 'toy__echo'? toolwise serves ")
+    assert str(shouted.value).startswith("Unknown tool: 'TOY__ECHO' (did you mean 'toy__echo'? toolwise serves ")
+    assert str(bare_shouted.value).startswith("Unknown tool: 'Echo' (did you mean 'toy__echo'? toolwise serves ")
     assert refused.value.code == INVALID_PARAMS
     assert str(refused.value).startswith("Unknown tool: 'toy__ecoh' (did you mean 'toy__echo'? toolwise serves ")
     assert str(refused.value).endswith(f" tools, {where})")
@@ -105,7 +112,41 @@ async def test_bad_arguments_to_our_own_tools_are_an_is_error_result_naming_the_
         empty = await client.call_tool("recommend_tool", {"query": ""})
         extra = await client.call_tool("recommend_tool", {"query": "echo", "colour": "red"})
     assert empty.is_error and text(empty).startswith("invalid arguments for recommend_tool") and "query" in text(empty)
-    assert extra.is_error and "colour" in text(extra)
+    assert extra.is_error and text(extra) == (
+        "invalid arguments for recommend_tool: colour: Extra inputs are not permitted; "
+        "it takes query, top_k, candidates, session_id"
+    )
+
+
+async def test_a_misspelt_argument_of_our_own_tools_is_answered_with_the_one_meant(tmp_path: Path) -> None:
+    """The hint came from the config file's keys: `policy` on recommend_tool was answered "did you mean
+    'policy'?" (a setting), and `topk` no hint at all (tools/list leaves `additionalProperties` out)."""
+    async with serving(tmp_path, exposure="search") as client:
+        asked: dict[str, dict[str, Any]] = {
+            "recommend_tool": {"query": "echo", "topk": 3},
+            "submit_feedback": {"rating": 4, "execution": "e-1"},
+            "end_session": {"outcome": "success", "session": "s"},
+            "call_tool": {"nme": "toy__echo", "arguments": {"text": "x"}},
+        }
+        said = {tool: text(await client.call_tool(tool, args)) for tool, args in asked.items()}
+        setting = text(await client.call_tool("recommend_tool", {"query": "echo", "policy": "ucb"}))
+        inner = text(await client.call_tool("call_tool", {"name": "recommend_tool", "arguments": {"qeury": "x"}}))
+    assert said == {
+        "recommend_tool": "invalid arguments for recommend_tool: topk: Extra inputs are not permitted; "
+        "did you mean 'top_k'?",
+        "submit_feedback": "invalid arguments for submit_feedback: execution: Extra inputs are not permitted; "
+        "did you mean 'execution_id'?",
+        "end_session": "invalid arguments for end_session: session: Extra inputs are not permitted; "
+        "did you mean 'session_id'?",
+        "call_tool": "invalid arguments for call_tool: name: Field required; nme: Extra inputs are not permitted; "
+        "did you mean 'name'?",
+    }
+    assert setting == (
+        "invalid arguments for recommend_tool: policy: Extra inputs are not permitted; "
+        "it takes query, top_k, candidates, session_id"
+    )
+    assert inner.startswith("invalid arguments for recommend_tool: query: Field required; qeury: Extra inputs")
+    assert inner.endswith("; did you mean 'query'?")
 
 
 async def test_an_execution_id_cut_mid_character_is_an_unknown_id_not_a_bug(tmp_path: Path) -> None:
@@ -127,9 +168,22 @@ async def test_bad_arguments_through_call_tool_name_the_tool_called(tmp_path: Pa
             "call_tool", {"name": "recommend_tool", "arguments": {"query": "x", "candidates": ["toy__nope"]}}
         )
         unnamed = await client.call_tool("call_tool", {"arguments": {}})
+        stats = await client.call_tool("call_tool", {"name": "get_learning_stats", "arguments": None})
+        echo = await client.call_tool("call_tool", {"name": "toy__echo", "arguments": None})
+        nested = await client.call_tool(  # a model that wraps its call once too often
+            "call_tool", {"name": "call_tool", "arguments": {"name": "toy__echo", "arguments": {"text": "x"}}}
+        )
     assert missing.is_error and text(missing) == "invalid arguments for recommend_tool: query: Field required"
     assert unknown.is_error and text(unknown) == "recommend_tool: unknown tool(s): toy__nope"
     assert unnamed.is_error and text(unnamed) == "invalid arguments for call_tool: name: Field required"
+    # `"arguments": null` (a model's way to say "none") was "arguments: Input should be a valid dictionary"
+    assert not stats.is_error and text(echo) == (
+        "invalid arguments for toy__echo: 'text' is a required property (not forwarded to 'toy')"
+    )
+    # was the protocol error "Unknown tool: 'call_tool' (… toolwise serves 16 tools …)", of a tool tools/list holds
+    assert nested.is_error and text(nested) == (
+        "call_tool: name the tool to call, not call_tool: call_tool(name='toy__echo', arguments={…})"
+    )
 
 
 async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path: Path) -> None:
@@ -147,6 +201,55 @@ async def test_what_the_caller_got_wrong_is_named_in_an_is_error_result(tmp_path
     assert stranger.is_error and text(stranger) == "recommend_tool: unknown tool(s): toy__nope"
     assert unended.is_error and text(unended) == (
         "end_session: session 'never-used' has no calls to end (a client ends only its own sessions)"
+    )
+
+
+async def test_a_session_ended_twice_is_told_it_ended_not_that_it_is_anothers(tmp_path: Path) -> None:
+    """A second end_session of a session said "has no calls to end (a client ends only its own sessions)":
+    as if the session were another client's, where the client had ended it itself."""
+    async with serving(tmp_path) as client:
+        ok(await client.call_tool("toy__echo", {"text": "x"}, meta=session_meta("conv-A")))
+        ok(await client.call_tool("end_session", {"session_id": "conv-A", "outcome": "partial"}))
+        again = await client.call_tool("end_session", {"session_id": "conv-A", "outcome": "success"})
+        ok(await client.call_tool("toy__echo", {"text": "y"}, meta=session_meta("conv-A")))
+        anew = await client.call_tool("end_session", {"session_id": "conv-A", "outcome": "success"})
+    assert again.is_error and text(again).startswith("end_session: session 'conv-A' already ended (partial at ")
+    assert text(again).endswith(" UTC); a call in it after that starts it anew"), text(again)
+    assert not anew.is_error and anew.structured_content["tools"] == ["toy__echo"]  # the call after the end
+
+
+@pytest.mark.parametrize("name", ["request-42", "team/request-2026-11-28"])
+async def test_a_session_the_client_names_request_something_keeps_its_calls(tmp_path: Path, name: str) -> None:
+    """A session named `request-42` was taken for toolwise's own id of a request on no connection (its
+    `request-` prefix): each of its calls stood alone, recommend_next_tools saw none of them, and its end
+    said it had no calls."""
+    async with serving(tmp_path) as client:
+        ok(await client.call_tool("recommend_tool", {"query": "echo this", "session_id": name}))
+        for word in ("a", "b"):
+            ok(await client.call_tool("toy__echo", {"text": word}, meta=session_meta(name)))
+        following = ok(await client.call_tool("recommend_next_tools", {"session_id": name}))
+        ended = ok(await client.call_tool("end_session", {"session_id": name, "outcome": "success"}))
+    assert following["recent_tools"] == ["toy__echo", "toy__echo"]
+    assert ended["session_id"] == name and ended["tools"] == ["toy__echo", "toy__echo"]
+
+
+async def test_a_request_on_no_connection_is_told_to_name_its_session(tmp_path: Path) -> None:
+    """Over 2026-07-28 (HTTP) a request comes on no connection: each is a session of its own. end_session
+    and a rating with neither execution_id nor tool said "session 'request-…' has no calls to end (a client
+    ends only its own sessions)" / "… or the tool of a call made in this session": a session the client
+    never named, and advice that cannot work there."""
+    async with serving(tmp_path, mode="auto") as client:
+        ok(await client.call_tool("toy__echo", {"text": "x"}))
+        ended = await client.call_tool("end_session", {"outcome": "success"})
+        rated = await client.call_tool("submit_feedback", {"rating": 4})
+    alone = "this request is a session of its own (it came on no connection, as an HTTP request of 2026-07-28 does)"
+    assert ended.is_error and text(ended) == (
+        f"end_session: {alone}, with no calls to end: pass the session_id your calls named "
+        "(session_id, or _meta['toolwise/session_id'] on a call)"
+    )
+    assert rated.is_error and text(rated) == (
+        f"submit_feedback: {alone}, with no call to rate: pass execution_id (from the call's "
+        "_meta['toolwise/execution_id']), the tool called, or the session_id your calls named"
     )
 
 

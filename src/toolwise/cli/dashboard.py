@@ -42,7 +42,7 @@ def dashboard(
     setup_logging(log_level.value)
     settings = settings_or_exit(config, database_url)
     try:
-        access = http_access(host, settings)
+        access = http_access(host, settings, "read what toolwise recorded (tools, calls, sessions)")
         listening = listening_socket(host, port)
     except (ConfigError, BindError) as exc:
         fail(str(exc), exc)

@@ -29,7 +29,7 @@ def inspect_qvalues(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
     tool: Annotated[str | None, typer.Option(help="Only this tool.")] = None,
-    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="Rows to show.")] = 20,
     wide: WideOption = False,
 ) -> None:
     """Learned values per context seen in the log, best first.

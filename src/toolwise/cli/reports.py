@@ -68,7 +68,7 @@ def _slice_label(start: datetime, end: datetime, width: timedelta) -> str:
 def inspect_top_actions(
     config: ConfigOption = None,
     database_url: DatabaseUrlOption = None,
-    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="Rows to show.")] = 20,
     wide: WideOption = False,
 ) -> None:
     """Tools by use, with mean reward, success rate and how often they were tried by exploration."""

@@ -40,11 +40,16 @@ def meant(tool: str, names: Iterable[str]) -> str:
 
 
 def meant_name(tool: str, names: Iterable[str]) -> str | None:
-    """The listed name an unknown `tool` stands for: `time__convert_time` for a downstream's own name
-    `convert_time` (agents and people ask for that), else the closest near miss, else None."""
-    known = set(names)
-    prefixed = sorted(name for name in known if name.endswith(SEPARATOR + tool))
-    return prefixed[0] if prefixed else closest(tool, known)
+    """The listed name an unknown `tool` stands for, its case aside (`TIME__CONVERT_TIME`): the same
+    name, else `time__convert_time` for a downstream's own name `convert_time` (agents and people ask
+    for that), else the closest near miss, else None."""
+    known: dict[str, str] = {}  # case-folded → listed (of names equal but for case, the first sorted)
+    for name in sorted(set(names)):
+        known.setdefault(name.casefold(), name)
+    asked = tool.casefold()
+    prefixed = sorted(folded for folded in known if folded == asked or folded.endswith(SEPARATOR + asked))
+    near = min(prefixed, key=lambda folded: folded != asked) if prefixed else closest(asked, known)
+    return None if near is None else known[near]
 
 
 def assign(

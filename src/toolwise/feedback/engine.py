@@ -39,23 +39,33 @@ URL_SHAPES = "sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOS
 
 def check_database_url(url: str) -> None:
     """Raises DatabaseUnusableError saying what to give for a URL SQLAlchemy cannot read (it raised a
-    traceback) or one with a synchronous driver (SQLAlchemy's usual `sqlite:///…`, `postgresql://…`),
-    which would fail deep in the engine saying only that "the asyncio extension requires an async driver"."""
+    traceback), one of a database it does not know or whose driver is not installed (the engine raised
+    `NoSuchModuleError` / `ModuleNotFoundError`), or one with a synchronous driver (SQLAlchemy's usual
+    `sqlite:///…`, `postgresql://…`), which would fail deep in the engine saying only that "the asyncio
+    extension requires an async driver"."""
     parsed = parse_url(url)
-    wanted = ASYNC_DRIVERS.get(parsed.drivername)
+    shown = parsed.render_as_string(hide_password=True)
+    wanted = ASYNC_DRIVERS.get(parsed.drivername.partition("+")[0])  # `postgresql+psycopg2`: its async one
     try:
         dialect = parsed.get_dialect()
     except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError):
         if wanted is None:
-            return  # the engine names what is missing
+            raise DatabaseUnusableError(
+                f"{shown}: SQLAlchemy knows no database {parsed.drivername!r}: give {URL_SHAPES}"
+            ) from None
     else:  # a driver named that has an async variant is one (`postgresql+psycopg`: create_async_engine takes it)
         named = "+" in parsed.drivername and dialect.get_async_dialect_cls(parsed).is_async
         if getattr(dialect, "is_async", False) or named:
+            try:
+                dialect.get_async_dialect_cls(parsed).import_dbapi()
+            except ImportError as exc:
+                raise DatabaseUnusableError(
+                    f"{shown}: its driver is not installed ({exc}): install it into toolwise's environment, "
+                    f"or give {URL_SHAPES}"
+                ) from None
             return
     give = parsed.set(drivername=wanted).render_as_string(hide_password=True) if wanted else URL_SHAPES
-    raise DatabaseUnusableError(
-        f"{parsed.render_as_string(hide_password=True)}: toolwise needs an async driver in the URL: give {give}"
-    )
+    raise DatabaseUnusableError(f"{shown}: toolwise needs an async driver in the URL: give {give}")
 
 
 def parse_url(url: str) -> sqlalchemy.URL:

@@ -16,12 +16,15 @@ from typing import Any
 from toolwise.errors import UserError
 from toolwise.feedback import OUTCOMES, Episode, Execution, FeedbackError, InvalidOutcomeError, Outcome, utcnow
 from toolwise.learning.service import LearningService, with_session_query
-from toolwise.learning.sessions import Session, owns, step_of
+from toolwise.learning.sessions import Session, one_request, owns, step_of
 from toolwise.rl import Decision, Learner
 from toolwise.rl.arguments import Suggestion
 from toolwise.rl.memo import Memo
 
 log = logging.getLogger(__name__)
+
+# What a request whose session is its own is told: there is no earlier call in it to rate or end.
+ALONE = "this request is a session of its own (it came on no connection, as an HTTP request of 2026-07-28 does)"
 
 
 class NothingToRateError(FeedbackError, UserError):
@@ -46,6 +49,8 @@ class Agent:
         self._unrated: Memo[tuple[str, int, str | None], datetime] = Memo(learning.sessions.limit)
         # execution → the latest of its ratings whose reward its session's record holds (`_rate`)
         self._rated: Memo[str, int] = Memo(learning.sessions.limit)
+        # session → (outcome, end) of its recorded episode: a second end is told it ended, not that it has no calls
+        self._episodes: Memo[str, tuple[str, datetime]] = Memo(learning.sessions.limit)
 
     async def recommend(
         self, session: Session, query: str, top_k: int, candidates: list[str] | None, *, named_first: bool = False
@@ -136,6 +141,11 @@ class Agent:
             await self._own_call(session.owner, execution_id, tool)
         if execution_id is None:
             call = session.latest(tool)
+            if call is None and one_request(session.id):
+                raise NothingToRateError(
+                    f"{ALONE}, with no call to rate: pass execution_id (from the call's "
+                    "_meta['toolwise/execution_id']), the tool called, or the session_id your calls named"
+                )
             if call is None:
                 what = f"no call of {tool!r}" if tool else "no call"
                 raise NothingToRateError(
@@ -239,8 +249,7 @@ class Agent:
             session = learning.sessions.find(session_id)
             if session is None or not session.length:
                 self._close(session_id)
-                name = shown if shown is not None else session_id
-                raise UserError(f"session {name!r} has no calls to end (a client ends only its own sessions)")
+                raise UserError(self._nothing_to_end(session_id, shown if shown is not None else session_id))
             ending = self._ending[session_id] = asyncio.ensure_future(self._end(session, outcome))
             learning.finish_before_close(ending, f"the end of session {session_id!r}")
             ending.add_done_callback(lambda done: self._ended(session_id, done))
@@ -249,6 +258,22 @@ class Agent:
         except asyncio.CancelledError:
             ending.add_done_callback(_log_failure)
             raise
+
+    def _nothing_to_end(self, session_id: str, name: str) -> str:
+        """Why the session `name` has no calls to end: it ended (and none came since), it is this request's
+        own, or it is unknown to this client (another's sessions are not told apart from unknown ones)."""
+        if (ended := self._episodes.get(session_id)) is not None:
+            outcome, at = ended
+            return (
+                f"session {name!r} already ended ({outcome} at {at:%H:%M:%S} UTC); "
+                "a call in it after that starts it anew"
+            )
+        if one_request(session_id):
+            return (
+                f"{ALONE}, with no calls to end: pass the session_id your calls named "
+                "(session_id, or _meta['toolwise/session_id'] on a call)"
+            )
+        return f"session {name!r} has no calls to end (a client ends only its own sessions)"
 
     def _ended(self, session_id: str, ending: asyncio.Future[Episode]) -> None:
         if self._ending.get(session_id) is ending:
@@ -287,6 +312,7 @@ class Agent:
         await self._end_episode(session, last, episode.id)
         recorded = await learning.feedback.log.record_episode(episode)
         self._unrecorded.pop(session.id)
+        self._episodes.put(session.id, (recorded.outcome, recorded.ended_at))
         self._close(session.id)
         return recorded
 

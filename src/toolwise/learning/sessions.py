@@ -25,6 +25,7 @@ connections: the call's path reads no database.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
 
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
-REQUEST_PREFIX = "request-"  # the session of a request that came on no connection
+REQUEST_PREFIX = "request-"  # the session of a request that came on no connection (with a `new_id`)
+_ONE_REQUEST = re.compile(REQUEST_PREFIX + r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 DECISION_META_KEY = "toolwise/decision_id"
 OPEN_SESSIONS = 10_000  # sessions kept in memory (least recently used forgotten: their calls are in the log)
@@ -306,8 +308,10 @@ def folded(text: str) -> str:
 
 
 def one_request(session_id: str) -> bool:
-    """Whether the session is one request's own (it came on no connection): no call comes after it."""
-    return session_id.rpartition("/")[2].startswith(REQUEST_PREFIX)
+    """Whether the session is one request's own (it came on no connection): no call comes after it. Its
+    id is the one `resolve` makes, `request-` and a random UUID, whole: a session a client names
+    `request-42` is the client's conversation like any other."""
+    return _ONE_REQUEST.fullmatch(session_id.rpartition("/")[2]) is not None
 
 
 def fault_of(error_type: str | None) -> str | None:

@@ -30,6 +30,11 @@ from toolwise.rl.state import pack, unpack
 
 log = logging.getLogger(__name__)
 
+# The snapshots toolwise takes on its own (a start-up's replay checkpoints too): one identical to the newest
+# stored (an idle interval, a restart without a call) is not stored again, so that idle restarts and ticks do
+# not push the `snapshot_keep` snapshots a rollback goes back to out of the store. One asked for is stored.
+UNCHANGED_NOT_STORED = frozenset(["periodic", "shutdown"])
+
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
@@ -124,6 +129,12 @@ class Snapshotting:
             learned = self.learning.state.unsnapshotted  # before the capture: a call completed meanwhile is not in it
             captured = await self.learning.thread.read(lambda: self._captured(source), beside=True)
             record = await asyncio.to_thread(self._record, captured)
+            newest = await self.feedback.snapshots.list(self.namespace) if source in UNCHANGED_NOT_STORED else []
+            if newest and _same(newest[0], record):
+                self.snapshot_id = newest[0].id
+                self.learning.state.snapshotted(learned)
+                log.info("snapshot %d still holds the learned state (%s): not stored again", self.snapshot_id, source)
+                return replace(newest[0], payload=record.payload)
             self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
             self.learning.state.snapshotted(learned)  # what was learned since it was taken is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
@@ -312,3 +323,15 @@ def _unheard(restoring: asyncio.Future[SnapshotRecord]) -> None:
     """A restore whose caller went away ended: its failure is logged, as nobody else hears of it."""
     if not restoring.cancelled() and (failure := restoring.exception()) is not None:
         log.error("a restore whose caller went away failed", exc_info=failure)
+
+
+def _same(stored: SnapshotRecord, record: SnapshotRecord) -> bool:
+    """Whether `stored` holds what `record` would: the same payload (its checksum: learner and RNG, packed
+    alike), what of the log it covers, its policy, version and signature."""
+    return (stored.sha256, stored.covered, stored.policy, stored.version, stored.signature) == (
+        record.sha256,
+        record.covered,
+        record.policy,
+        record.version,
+        record.signature,
+    )

@@ -24,6 +24,7 @@ from toolwise.downstream.forwarding import InputRound
 from toolwise.downstream.passthrough import Passthrough
 from toolwise.downstream.routes import Route
 from toolwise.downstream.tracing import Tracing
+from toolwise.errors import UserError
 from toolwise.feedback import FeedbackService
 from toolwise.feedback.errors import describe_database_error
 from toolwise.feedback.failures import DATABASE_FAILURES
@@ -250,6 +251,10 @@ class Toolwise:
         if name != CALL_TOOL or self.exposure.mode == "all":
             return name, arguments
         wanted = CallToolInput.model_validate(arguments or {})
+        if wanted.name == CALL_TOOL:  # wrapped once too often: named, as an unknown tool it is listed
+            inner = (wanted.arguments or {}).get("name")
+            example = inner if isinstance(inner, str) else "<the tool>"
+            raise UserError(f"name the tool to call, not {CALL_TOOL}: {CALL_TOOL}(name={example!r}, arguments={{…}})")
         return wanted.name, wanted.arguments
 
     def _forget(self, key: str) -> None:

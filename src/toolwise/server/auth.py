@@ -113,14 +113,15 @@ class HttpAccess:
         return await TransportSecurityMiddleware(self.security).validate_request(request)
 
 
-def http_access(host: str, settings: Settings) -> HttpAccess:
+def http_access(host: str, settings: Settings, exposed: str = "run every tool") -> HttpAccess:
     """What guards an HTTP server bound to `host`; refuses (ConfigError) a non-loopback bind without a
-    token, where anyone who can reach the port could run every tool."""
+    token, where anyone who can reach the port could do what `exposed` says (`toolwise dashboard` runs
+    no tool: it shows what was recorded)."""
     token = load_tokens(settings)
     if token is None and not is_loopback(host):
         raise ConfigError(
-            f"refusing to serve HTTP on {host!r} without a token: anyone who can reach it could run every "
-            "tool. Set TOOLWISE_HTTP_TOKEN or http_token_file, or bind 127.0.0.1"
+            f"refusing to serve HTTP on {host!r} without a token: anyone who can reach it could {exposed}. "
+            "Set TOOLWISE_HTTP_TOKEN or http_token_file, or bind 127.0.0.1"
         )
     return HttpAccess(token, security_settings(host, settings))
 

@@ -126,7 +126,7 @@ def first_sentence(text: Any) -> str:
 
 class CallToolInput(Input):
     name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] | None = None  # null, as a model may write "none", is none (tools/call's own)
 
 
 def call_tool_definition() -> types.Tool:

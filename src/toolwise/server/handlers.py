@@ -28,7 +28,7 @@ from toolwise.feedback import FeedbackError, StoreUnavailableError, utcnow
 from toolwise.feedback.errors import describe_database_error
 from toolwise.learning.sessions import EXECUTION_META_KEY, Session
 from toolwise.server.app import Toolwise
-from toolwise.server.discovery import SEARCH_TOOLS
+from toolwise.server.discovery import CALL_TOOL, SEARCH_TOOLS, CallToolInput
 from toolwise.server.own import OwnTool
 from toolwise.server.tracing import noted, recommended
 
@@ -83,7 +83,7 @@ async def on_call_tool(
         rounds = InputRound(params.input_responses, params.request_state) if modern(ctx) else None
         return await forward(app, name, arguments, meta, ctx, rounds, client)
     except ValidationError as exc:
-        return error_result(f"invalid arguments for {name}: {describe(exc)}")
+        return error_result(f"invalid arguments for {name}: {describe(exc, known=argument_names(app, name))}")
     except UserError as exc:  # what the caller got wrong, named
         return error_result(f"{name}: {exc}")
     except FeedbackError as exc:  # the store refused in time (unavailable, unusable): said as it is
@@ -144,6 +144,15 @@ async def call_own(
         if app.tracing is not None:
             recommended(session.decision.decision_id)
     return types.CallToolResult(content=[types.TextContent(text=output.text())], structured_content=output.structured())
+
+
+def argument_names(app: Toolwise, name: str) -> list[str]:
+    """The arguments toolwise's own tool `name` (or call_tool) takes, for the hint of an unknown one: not
+    the config file's keys, which `describe` looks among otherwise."""
+    if name == CALL_TOOL:
+        return list(CallToolInput.model_fields)
+    own = app.own.get(name)
+    return [] if own is None else list(own.input.model_fields)
 
 
 def unknown_tool(app: Toolwise, name: str) -> MCPError:
