@@ -103,6 +103,19 @@ def test_a_wrong_pick_the_agent_corrected_is_no_successful_sequence() -> None:
     assert sequences == {("diff", "log"): (1, 1.0), ("start", "diff"): (1, 1.0), ("start", "diff", "log"): (1, 1.0)}
 
 
+def test_a_sequence_whose_last_step_never_worked_is_no_successful_sequence() -> None:
+    """status worked and the status after it failed each time: "status → status (2×, 0% success)" was listed by
+    get_successful_sequences. One whose last step worked at least once stays, with its rate."""
+    model = SequenceModel(min_count=1)
+    for _ in range(2):
+        session(model, [("status", True), ("status", False)])
+    assert model.top_sequences() == []
+    session(model, [("status", True), ("status", True)])
+    [listed] = model.top_sequences()
+    assert ((*listed.prefix, listed.tool), listed.count) == (("status", "status"), 3)
+    assert listed.success_rate == pytest.approx(1 / 3)
+
+
 def test_the_failed_contexts_survive_a_state_round_trip() -> None:
     model = booking_sessions()
     clone = SequenceModel()

@@ -219,7 +219,8 @@ class NgramCounts:
 
     def top_sequences(self, tool: str | None = None, limit: int = 10) -> list[NextTool]:
         """The most frequent successful n-grams (optionally those containing `tool`): counted where the
-        prefix's last call worked, so a wrong pick the agent corrected (A failed, then B) is no sequence."""
+        prefix's last call worked, so a wrong pick the agent corrected (A failed, then B) is no sequence, and
+        listed where their own last step worked at least once."""
         rows = [
             NextTool(
                 nxt,
@@ -233,7 +234,7 @@ class NgramCounts:
             for prefix in list(self.table)
             if not prefix[-1].endswith(FAILED)  # the steps after a failed call: taken off below
             for nxt, s in self._after_worked(prefix).items()
-            if s.count >= self.min_count and (tool is None or tool == nxt or tool in prefix)
+            if s.count >= self.min_count and s.success_rate > 0 and (tool is None or tool == nxt or tool in prefix)
         ]
         rows.sort(key=lambda r: (r.prefix, r.tool))  # ties in one order, whatever order the n-grams are stored in
         rows.sort(key=lambda r: (r.count * r.success_rate, r.mean_reward), reverse=True)  # stable
