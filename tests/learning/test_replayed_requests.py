@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolwise.feedback.records import CallColumns, new_id
-from toolwise.learning.sessions import REQUEST_PREFIX, step_columns
+from toolwise.feedback.records import REQUEST_PREFIX, CallColumns, new_id
+from toolwise.learning.sessions import step_columns
 from toolwise.rl import Learner, LearnerConfig, ToolDoc
 
 TOOLS = [ToolDoc("git__git_status", "Shows the working tree status"), ToolDoc("git__git_log", "Shows the commits")]

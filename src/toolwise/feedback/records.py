@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import operator
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -15,6 +16,17 @@ Outcome = Literal["success", "partial", "failure"]
 OUTCOMES: frozenset[str] = frozenset({"success", "partial", "failure"})
 # The log's server column (schema.py): the longest mcpServers key a config may have (config.py).
 MAX_SERVER_NAME = 128
+
+
+REQUEST_PREFIX = "request-"  # the session of a request that came on no connection (with a `new_id`)
+_ONE_REQUEST = re.compile(REQUEST_PREFIX + r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def one_request(session_id: str) -> bool:
+    """Whether the session is one request's own (it came on no connection): no call comes after it. Its
+    id is the one learning's `Sessions.resolve` makes, `request-` and a random UUID, whole: a session a client
+    names `request-42` is the client's conversation like any other."""
+    return _ONE_REQUEST.fullmatch(session_id.rpartition("/")[2]) is not None
 
 
 class _Ids:

@@ -15,8 +15,9 @@ from typing import Any
 
 from toolwise.errors import UserError
 from toolwise.feedback import OUTCOMES, Episode, Execution, FeedbackError, InvalidOutcomeError, Outcome, utcnow
+from toolwise.feedback.records import one_request
 from toolwise.learning.service import LearningService, with_session_query
-from toolwise.learning.sessions import Session, one_request, owns, step_of
+from toolwise.learning.sessions import Session, owns, step_of
 from toolwise.rl import Decision, Learner
 from toolwise.rl.arguments import Suggestion
 from toolwise.rl.memo import Memo

@@ -25,7 +25,6 @@ connections: the call's path reads no database.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from mcp_types import RequestParamsMeta
 from toolwise.downstream.errors import CircuitOpenError, DownstreamError, InvalidArgumentsError, RefusedCallerError
 from toolwise.feedback import Execution, utcnow
 from toolwise.feedback.arguments import storable
-from toolwise.feedback.records import CallColumns, new_id
+from toolwise.feedback.records import REQUEST_PREFIX, CallColumns, new_id, one_request
 from toolwise.feedback.schema import MAX_SESSION_ID
 from toolwise.learning.open_decisions import OpenDecision, OpenDecisions
 from toolwise.rl import Decision, Step, StepColumns
@@ -45,8 +44,6 @@ from toolwise.rl.steps import ARGUMENTS, FIT, HEALTH
 
 SESSION_META_KEY = "toolwise/session_id"
 EXECUTION_META_KEY = "toolwise/execution_id"
-REQUEST_PREFIX = "request-"  # the session of a request that came on no connection (with a `new_id`)
-_ONE_REQUEST = re.compile(REQUEST_PREFIX + r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 NAMED_CONNECTIONS = 10_000  # connections whose last-named conversation is remembered (least recent forgotten)
 DECISION_META_KEY = "toolwise/decision_id"
 OPEN_SESSIONS = 10_000  # sessions kept in memory (least recently used forgotten: their calls are in the log)
@@ -305,13 +302,6 @@ FAULTS = {
 def folded(text: str) -> str:
     """`text` as `Session.tried_for` compares requests: lower case, runs of white space as one space."""
     return " ".join(text.lower().split())
-
-
-def one_request(session_id: str) -> bool:
-    """Whether the session is one request's own (it came on no connection): no call comes after it. Its
-    id is the one `resolve` makes, `request-` and a random UUID, whole: a session a client names
-    `request-42` is the client's conversation like any other."""
-    return _ONE_REQUEST.fullmatch(session_id.rpartition("/")[2]) is not None
 
 
 def fault_of(error_type: str | None) -> str | None:
