@@ -17,9 +17,11 @@ from sqlalchemy import event
 from tests.feedback.conftest import make_execution
 from tests.server.dashboard_log import DRIFT, TOOLS, fill
 from toolwise.config import Settings
-from toolwise.feedback import FeedbackService
+from toolwise.feedback import FeedbackService, utcnow
+from toolwise.feedback.records import REQUEST_PREFIX, new_id
 from toolwise.server import dashboard, dashboard_page
 from toolwise.server.auth import DASHBOARD_COOKIE, http_access
+from toolwise.server.dashboard import Chain, Step
 from toolwise.server.dashboard_http import dashboard_app
 
 TOKEN = "dashboard-token-for-tests-0123"
@@ -86,6 +88,16 @@ async def test_the_page_names_every_tool_called_with_charts_health_and_sessions(
     assert "session-0" in page and "success, reward 40.0" in page  # an ended session with its outcome
     chain = re.search(r"session-4.*?</div>", page, re.S)
     assert chain is not None and chain.group().index("search__web_search") < chain.group().index("alpha__zeta_tool")
+
+
+def test_a_request_on_no_connection_is_shown_as_one_request_not_as_an_open_session() -> None:
+    """Over 2026-07-28 HTTP a call that names no session is a session of its own, over with its answer: the
+    dashboard listed each such call as an "open" session that would never end."""
+    now = utcnow()
+    alone = Chain(f"client/{REQUEST_PREFIX}{new_id()}", [Step("time__get_current_time", True, 10.0)], now, None, None)
+    named = Chain("client/request-42", [Step("time__get_current_time", True, 10.0)], now, None, None)
+    shown = [re.search(r'class="muted">(one request|open)<', dashboard_page._sessions([c])) for c in (alone, named)]
+    assert [m.group(1) if m else None for m in shown] == ["one request", "open"]
 
 
 async def test_a_column_header_sorts_the_tools(client: httpx.AsyncClient) -> None:

@@ -8,6 +8,7 @@ import math
 from html import escape
 
 from toolwise.feedback.instances import liveness
+from toolwise.feedback.records import one_request
 from toolwise.server.charts import Point, bar_chart, line_chart
 from toolwise.server.dashboard import REFRESH_S, TREND_ROWS, WINDOWS, Chain, Query, Step, ToolRow, View
 
@@ -233,7 +234,7 @@ def _sessions(chains: list[Chain]) -> str:
             f' <span class="chip {"ok" if c.outcome == "success" else "warn"}">{escape(c.outcome)}'
             f"{'' if c.total_reward is None else f', reward {c.total_reward:.1f}'}</span>"
             if c.outcome
-            else ' <span class="muted">open</span>'
+            else f' <span class="muted">{"one request" if one_request(c.session_id) else "open"}</span>'
         )
         out.append(
             f'<div class="session"><span class="muted" title="{escape(c.session_id)}">{escape(_short(c.session_id))}'
