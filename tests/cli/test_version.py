@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -78,3 +79,27 @@ def test_ctrl_c_while_the_command_still_imports_ends_it_quietly_with_130() -> No
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (130, "")
+
+
+def test_the_command_ends_with_its_status_and_everything_it_printed() -> None:
+    """The entry point ends the process without the interpreter's teardown (cli/entry.py): what a command
+    printed to a pipe still arrives whole, and its exit status is the command's (0, a usage error's 2, a
+    message's 1)."""
+    entry = "import sys\nfrom toolwise.cli.entry import main\nsys.argv[0] = 'toolwise'\nmain()\n"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", entry, *args], capture_output=True, text=True, timeout=120)
+
+    version = run("--version")
+    assert (version.returncode, version.stdout.splitlines()[0].split()[0]) == (0, "toolwise"), version.stderr
+    usage = run("inspect", "top-actions", "--limit", "0")
+    assert usage.returncode == 2 and "--limit" in usage.stderr, usage.stderr
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a shell runs it
+    for exits, status, said in (("sys.exit(3)", 3, ""), ("sys.exit('gave up')", 1, "gave up")):
+        # a command that prints without flushing (a pipe's buffer), then exits with a status or a message
+        app = f"lambda: (print('half an answer', end=''), {exits})"
+        patched = f"import sys\nimport toolwise.cli.main as m\nm.app = {app}\n" + entry
+        done = subprocess.run(
+            [sys.executable, "-c", patched], capture_output=True, text=True, timeout=120, env=buffered
+        )
+        assert (done.returncode, done.stdout, done.stderr.strip()) == (status, "half an answer", said), done.stderr
