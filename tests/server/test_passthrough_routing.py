@@ -231,3 +231,38 @@ async def test_a_resource_of_a_downstream_back_is_read_while_another_stays_down(
             read = await client.read_resource("notes://b/today")
         assert c.coming_back  # still down
     assert [part.text for part in read.contents] == ["from b"]  # type: ignore[union-attr]
+
+
+def shelf(name: str, uri: str) -> Server[Any]:
+    """A downstream with resources and no tools (a documents server): it lists none."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(uri=uri, name=name)])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=params.uri, text=f"from {name}")])
+
+    return Server(name, on_list_tools=list_tools, on_list_resources=list_resources, on_read_resource=read_resource)
+
+
+async def test_a_resource_of_a_restarting_downstream_with_no_tools_is_read_from_it(tmp_path: Path) -> None:
+    """A downstream that offers resources and no tools, read while it restarts: waited for as one with tools is,
+    not taken for failed and its URI sent to the other downstream with resources."""
+    downstreams = {
+        "a": InProcessServer(notes("a", "notes://a/today")),
+        "b": InProcessServer(shelf("b", "notes://b/today")),
+    }
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=0.5) as (app, client):
+        b = app.catalogue.downstreams["b"]
+        assert b.client is not None
+        b.broke(b.client)
+        while b.state == "ready":
+            await asyncio.sleep(0.01)
+        with anyio.fail_after(WAIT_S):
+            read = await client.read_resource("notes://b/today")
+    assert [part.text for part in read.contents] == ["from b"]  # type: ignore[union-attr]
