@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import threading
 import time
 from pathlib import Path
@@ -387,3 +388,28 @@ async def test_a_2026_era_downstream_s_prompt_change_is_told_to_a_handshake_era_
                 await anyio.sleep(0.05)
         await anyio.sleep(1.0)  # a second copy would have come by now
     assert len(heard) == 1
+
+
+async def test_a_start_cancelled_while_it_waits_for_a_downstream_leaves_nothing_running(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A start given up (a stop signal: `transports.ready_to_serve` cancels it) while it waits `start_wait_s` for a
+    downstream that never answers: the downstream's process is killed and the database closed before the
+    cancellation comes out, as for a start whose database fails. Before, the start's cleanup covered only the
+    database's opening: toolwise's own exit (asyncio.run cancelling what was left) stopped the downstream through
+    the SDK's stdin-close wait, 2 s after the signal, when a stdio client's SIGKILL comes."""
+    hung = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    before = asyncio.all_tasks()
+    start = asyncio.ensure_future(serving(tmp_path, {"hung": hung}, start_wait_s=60, start_timeout_s=60).__aenter__())
+    caplog.set_level(logging.INFO, "toolwise.feedback")
+    with anyio.fail_after(10):
+        while "feedback store ready" not in caplog.text:  # the database open: the start waits for the downstream
+            await anyio.sleep(0.05)
+    await anyio.sleep(0.2)
+    start.cancel()
+    with anyio.fail_after(1), pytest.raises(asyncio.CancelledError):
+        await start
+    for _ in range(10):  # the tasks cancelled end within a few turns of the loop
+        await asyncio.sleep(0)
+    left = [task.get_name() for task in asyncio.all_tasks() - before if not task.done()]
+    assert left == []

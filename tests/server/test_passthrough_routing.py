@@ -20,10 +20,13 @@ from toolwise.config import InProcessServer
 WAIT_S = 10.0
 
 
-def notes(name: str, uri: str) -> Server[Any]:
-    """A downstream with one resource, `uri`, whose text names the server."""
+def notes(name: str, uri: str, hung: asyncio.Event | None = None) -> Server[Any]:
+    """A downstream with one resource, `uri`, whose text names the server; once `hung` is set, its tools/list
+    never answers (a restart then never ends)."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        if hung is not None and hung.is_set():
+            await anyio.sleep_forever()
         return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
 
     async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
@@ -202,3 +205,64 @@ async def test_a_resource_of_a_downstream_that_stays_down_names_it(tmp_path: Pat
             with anyio.fail_after(WAIT_S):  # a's own are read at once meanwhile
                 read = await client.read_resource("notes://a/today")
             assert [c.text for c in read.contents] == ["from a"]  # type: ignore[union-attr]
+
+
+async def test_a_resource_of_a_downstream_back_is_read_while_another_stays_down(tmp_path: Path) -> None:
+    """A never-listed URI waited for while two downstreams that offered resources restart: the one holding it is
+    read as soon as it is back, whichever other stays down. Before, the read waited for both to be back and, one
+    hung in its restart, was refused after call_timeout_s naming the one down, though the one back held it."""
+    hung = asyncio.Event()
+    downstreams = {
+        "a": InProcessServer(notes("a", "notes://a/today")),
+        "b": InProcessServer(notes("b", "notes://b/today")),
+        "c": InProcessServer(notes("c", "notes://c/today", hung)),
+    }
+    async with running(
+        tmp_path, {}, in_process=downstreams, restart_backoff_s=0.2, call_timeout_s=3.0, start_timeout_s=30.0
+    ) as (app, client):
+        b, c = app.catalogue.downstreams["b"], app.catalogue.downstreams["c"]
+        assert b.client is not None and c.client is not None
+        hung.set()
+        c.broke(c.client)
+        b.broke(b.client)
+        while b.state == "ready" or c.state == "ready":
+            await asyncio.sleep(0.01)
+        with anyio.fail_after(WAIT_S):
+            read = await client.read_resource("notes://b/today")
+        assert c.coming_back  # still down
+    assert [part.text for part in read.contents] == ["from b"]  # type: ignore[union-attr]
+
+
+def shelf(name: str, uri: str) -> Server[Any]:
+    """A downstream with resources and no tools (a documents server): it lists none."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(uri=uri, name=name)])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=params.uri, text=f"from {name}")])
+
+    return Server(name, on_list_tools=list_tools, on_list_resources=list_resources, on_read_resource=read_resource)
+
+
+async def test_a_resource_of_a_restarting_downstream_with_no_tools_is_read_from_it(tmp_path: Path) -> None:
+    """A downstream that offers resources and no tools, read while it restarts: waited for as one with tools is,
+    not taken for failed and its URI sent to the other downstream with resources."""
+    downstreams = {
+        "a": InProcessServer(notes("a", "notes://a/today")),
+        "b": InProcessServer(shelf("b", "notes://b/today")),
+    }
+    async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=0.5) as (app, client):
+        b = app.catalogue.downstreams["b"]
+        assert b.client is not None
+        b.broke(b.client)
+        while b.state == "ready":
+            await asyncio.sleep(0.01)
+        with anyio.fail_after(WAIT_S):
+            read = await client.read_resource("notes://b/today")
+    assert [part.text for part in read.contents] == ["from b"]  # type: ignore[union-attr]

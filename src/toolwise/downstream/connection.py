@@ -188,7 +188,9 @@ class Downstream:
             # cut at once, its session refused) is retried ever more slowly, as one that will not start.
             if self.state == "ready" and time.monotonic() - self._up_since >= self.settings.restart_backoff_max_s:
                 backoff = self.settings.restart_backoff_s
-            self.state = "restarting" if self.tools else "failed"
+            # Up once (its tools listed, maybe none: a server of resources or prompts alone): coming back, and what
+            # it offered is waited for meanwhile (`may_offer`); never up: failed, retried all the same.
+            self.state = "restarting" if self.offered is not None else "failed"
             self.restarts += 1
             log.info("restarting downstream %s in %.1fs", self.name, backoff)
             await asyncio.sleep(backoff)

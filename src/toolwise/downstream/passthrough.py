@@ -36,6 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolwise.downstream.callers import Callers, forwarded_meta, modern, wire_meta
 from toolwise.downstream.catalogue import Catalogue
+from toolwise.downstream.connection import Downstream
 from toolwise.downstream.forwarding import is_connection_loss
 from toolwise.downstream.listing import all_prompts, all_resources, all_templates
 from toolwise.downstream.naming import assign, carries_prefix
@@ -146,11 +147,8 @@ class Passthrough:
             return found
         if awaited:
             deadline = self._deadline() if deadline is None else deadline
-            with contextlib.suppress(TimeoutError):  # those not back by then are named below
-                async with asyncio.timeout_at(deadline):
-                    await asyncio.gather(*(d.wait_up() for d in awaited))
-                    if (found := await self._look_up(uri)) is not None:
-                        return found
+            if (found := await self._look_up_as_up(uri, awaited, deadline)) is not None:
+                return found
             offering = self.catalogue.offering("resources")
             if down := [d.name for d in awaited if d.client is None]:
                 raise MCPError(
@@ -168,6 +166,22 @@ class Passthrough:
             f"{len(offering)} downstream servers with resources",
             {"uri": uri},
         )
+
+    async def _look_up_as_up(self, uri: str, awaited: list[Downstream], deadline: float) -> tuple[str, str] | None:
+        """`_look_up` again as each of the `awaited` downstreams comes back, by `deadline`: the one holding `uri`
+        is read as soon as it is up, whichever other stays down; None: none back by then holds it."""
+        waits = {asyncio.ensure_future(d.wait_up()) for d in awaited}
+        try:
+            with contextlib.suppress(TimeoutError):  # those not back by then are named by the caller
+                async with asyncio.timeout_at(deadline):
+                    while waits:
+                        _, waits = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                        if (found := await self._look_up(uri)) is not None:
+                            return found
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return None
 
     async def _look_up(self, uri: str) -> tuple[str, str] | None:
         """The route of `uri` from the ready downstreams' templates, else from their listing made anew (nothing

@@ -26,7 +26,7 @@ from toolwise.learning.service import LearningService
 from toolwise.learning.sharing import Sharing
 from toolwise.learning.watermark import Covered
 from toolwise.rl import Learner, ToolDoc
-from toolwise.rl.state import pack, unpack
+from toolwise.rl.state import contents, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class Snapshotting:
             snapshots.load_public_key(settings.snapshot_verify_key) if settings.snapshot_verify_key else None
         )
         self.snapshot_id: int | None = None  # the snapshot the state was loaded from or last saved as
+        self._contents: tuple[tuple[str, int, int], ...] = ()  # what that snapshot's payload holds (`_holds`)
         self._restores_seen = 0  # newest restore/rollback snapshot id already followed
         self._saving = asyncio.Lock()  # a save or restore from capture to stored, one at a time
         self._restoring: set[asyncio.Future[SnapshotRecord]] = set()  # restores under way, held to their end
@@ -129,16 +130,28 @@ class Snapshotting:
             learned = self.learning.state.unsnapshotted  # before the capture: a call completed meanwhile is not in it
             captured = await self.learning.thread.read(lambda: self._captured(source), beside=True)
             record = await asyncio.to_thread(self._record, captured)
+            held = contents(record.payload)
             newest = await self.feedback.snapshots.list(self.namespace) if source in UNCHANGED_NOT_STORED else []
-            if newest and _same(newest[0], record):
-                self.snapshot_id = newest[0].id
+            if newest and self._holds(newest[0], record, held):
                 self.learning.state.snapshotted(learned)
                 log.info("snapshot %d still holds the learned state (%s): not stored again", self.snapshot_id, source)
-                return replace(newest[0], payload=record.payload)
+                return newest[0]
             self.snapshot_id = await self.feedback.snapshots.save(record, keep=self.settings.snapshot_keep)
+            self._contents = held
             self.learning.state.snapshotted(learned)  # what was learned since it was taken is not in it
         log.info("snapshot %d saved (%s, %d samples)", self.snapshot_id, source, record.sample_count)
         return replace(record, id=self.snapshot_id)
+
+    def _holds(self, stored: SnapshotRecord, record: SnapshotRecord, held: tuple[tuple[str, int, int], ...]) -> bool:
+        """Whether `stored`, the newest, holds what `record` would: it is the snapshot this state was loaded
+        from or last saved as, with the same contents (`held`: a shutdown's is packed undeflated, a periodic
+        one's deflated), log covered, policy and version, and signed by our key when we sign (a signature
+        covers a snapshot's own time and source: never equal to another's)."""
+        if stored.id is None or stored.id != self.snapshot_id or held != self._contents:
+            return False
+        if (stored.covered, stored.policy, stored.version) != (record.covered, record.policy, record.version):
+            return False
+        return self.sign_key is None or snapshots.signed_by(stored, self.sign_key.public_key())
 
     async def load(self, record: SnapshotRecord, *, covered: dict[str, Any] | None = None) -> None:
         """Adopt a snapshot's state, all or nothing: verified and loaded into a fresh learner first, in a
@@ -177,7 +190,7 @@ class Snapshotting:
         """Make a prepared state the current one, whole (`LearningCore.adopt`: on the learning thread)."""
         learning = self.learning
         await learning.adopt(partial(self._installed, prepared, record, covered))
-        self.snapshot_id = record.id
+        self.snapshot_id, self._contents = record.id, contents(record.payload)
 
     def _installed(self, prepared: _Prepared, record: SnapshotRecord, covered: dict[str, Any] | None) -> LearnedState:
         """The learned state of a prepared snapshot, holding the lock: the catalogue the running learner knows."""
@@ -323,15 +336,3 @@ def _unheard(restoring: asyncio.Future[SnapshotRecord]) -> None:
     """A restore whose caller went away ended: its failure is logged, as nobody else hears of it."""
     if not restoring.cancelled() and (failure := restoring.exception()) is not None:
         log.error("a restore whose caller went away failed", exc_info=failure)
-
-
-def _same(stored: SnapshotRecord, record: SnapshotRecord) -> bool:
-    """Whether `stored` holds what `record` would: the same payload (its checksum: learner and RNG, packed
-    alike), what of the log it covers, its policy, version and signature."""
-    return (stored.sha256, stored.covered, stored.policy, stored.version, stored.signature) == (
-        record.sha256,
-        record.covered,
-        record.policy,
-        record.version,
-        record.signature,
-    )

@@ -54,6 +54,13 @@ def pack(state: Any, *, deflate: bool = True) -> bytes:
     return buffer.getvalue()
 
 
+def contents(data: bytes) -> tuple[tuple[str, int, int], ...]:
+    """What a packed state holds, whichever of its arrays were deflated: each member's name, CRC-32 and size
+    uncompressed, read from the archive's directory (nothing inflated). Two packings of one state are equal here."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return tuple((info.filename, info.CRC, info.file_size) for info in archive.infolist())
+
+
 def unpack(data: bytes) -> Any:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:

@@ -112,31 +112,36 @@ class Toolwise:
         # answers need not wait for): meanwhile recommendations come from the prior and calls
         # wait to be learned into it.
         self.learning.begin_loading()
-        await self.catalogue.launch()
-        embedder = self.learning.embedder  # loaded in a thread of its own while they boot and the database opens
         warming = None
-        if embedder is not None:
-            warming = asyncio.ensure_future(abandonable(lambda _: embedder.load(), name=MODEL_LOAD_THREAD))
+        opened = False
         try:
+            await self.catalogue.launch()
+            embedder = self.learning.embedder  # loaded in a thread of its own while they boot and the database opens
+            if embedder is not None:
+                warming = asyncio.ensure_future(abandonable(lambda _: embedder.load(), name=MODEL_LOAD_THREAD))
             await self.feedback.start()
+            opened = True
             if warming is not None:
                 await warming
+            await self.catalogue.start()
+            self._listed = self.exposure.tools(self._own_definitions, None)
+            # Listed and embedded while it serves (own tools wait for the listing); with a seed before, so that
+            # decisions replay exactly.
+            await self.learning.set_tools(self.catalogue.tools(), first=self.config.toolwise.seed is None)
+            await self.upkeep.heartbeat()
         except BaseException:
-            # Its start given up: the downstreams, maybe still booting, killed at once; the model's load and
-            # the embedding of the tools they listed meanwhile abandoned, so that the error ends the process
-            # at once rather than once the model has loaded for nobody.
+            # Its start given up (its database failed, a stop signal cancelled it while it waited for a
+            # downstream): the downstreams, maybe still booting, killed at once; the model's load and the
+            # embedding of the tools they listed meanwhile abandoned, so that the error ends the process at once
+            # rather than once the model has loaded for nobody; the database closed if it was open.
             # The downstreams go first: one that lists its tools meanwhile would start a teaching after it stopped.
             if warming is not None:
                 warming.cancel()
             await self.catalogue.aclose(abandoned=True)
             await self.learning.stop_teaching()
+            if opened:
+                await self.feedback.aclose()
             raise
-        await self.catalogue.start()
-        self._listed = self.exposure.tools(self._own_definitions, None)
-        # Listed and embedded while it serves (own tools wait for the listing); with a seed before, so that
-        # decisions replay exactly.
-        await self.learning.set_tools(self.catalogue.tools(), first=self.config.toolwise.seed is None)
-        await self.upkeep.heartbeat()
         heap.hold()  # what start-up built, out of the collections' walks: the upkeep settles the loaded state
         self._holds_heap = True
         self._upkeep = asyncio.create_task(self.upkeep.run(), name="toolwise-upkeep")
