@@ -387,3 +387,27 @@ async def test_a_2026_era_downstream_s_prompt_change_is_told_to_a_handshake_era_
                 await anyio.sleep(0.05)
         await anyio.sleep(1.0)  # a second copy would have come by now
     assert len(heard) == 1
+
+
+async def test_a_tool_its_server_removed_is_said_to_be_removed_when_called_or_recommended(tmp_path: Path) -> None:
+    """A downstream drops a tool while a client is connected: a call of it, or a recommendation among it, names
+    the server that no longer lists it (it had been recommended, 'the agent picks it' 1.00, and a call of it
+    was a bare "Unknown tool")."""
+    server, bus, tools = unsteady([False])
+    tools.append(types.Tool(name="second", description="Count the words of a text", input_schema={"type": "object"}))
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        ok(await client.call_tool("recommend_tool", {"query": "first", "candidates": ["u__first"]}))
+        del tools[0]
+        await bus.publish(ToolsListChanged())
+        with anyio.fail_after(10):
+            while "u__first" in {t.name for t in (await client.list_tools()).tools}:
+                await anyio.sleep(0.05)
+        with pytest.raises(MCPError) as called:
+            await client.call_tool("u__first", {})
+        recommended = await client.call_tool("recommend_tool", {"query": "first", "candidates": ["u__first"]})
+        still = ok(await client.call_tool("recommend_tool", {"query": "count words", "candidates": ["u__second"]}))
+    assert "'u__first' (its server 'u' no longer lists it;" in str(called.value), called.value
+    assert recommended.is_error and "u__first (its server 'u' no longer lists it)" in text(recommended), text(
+        recommended
+    )
+    assert [r["tool"] for r in still["recommendations"]] == ["u__second"]

@@ -156,15 +156,17 @@ def argument_names(app: Toolwise, name: str) -> list[str]:
 
 
 def unknown_tool(app: Toolwise, name: str) -> MCPError:
-    """A tool toolwise does not serve: the name it stands for (`time__convert_time` for a downstream's
-    own `convert_time`) or the near miss of a misspelt name, and where the others are (with
-    `exposure` other than `all`, tools/list holds a few of them: search_tools finds the rest)."""
+    """A tool toolwise does not serve: the server that listed it and no longer does, the name it stands for
+    (`time__convert_time` for a downstream's own `convert_time`) or the near miss of a misspelt name, and where
+    the others are (with `exposure` other than `all`, tools/list holds a few of them: search_tools finds the rest)."""
     served = [*app.catalogue.routes, *app.own]
     near = meant_name(name, served)
     where = "see tools/list" if app.exposure.mode == "all" else "search_tools finds them"
+    server = app.catalogue.gone.get(name)
+    removed = "" if server is None else f"its server {server!r} no longer lists it; "
     return MCPError(
         INVALID_PARAMS,
-        f"Unknown tool: {name!r} ({f'did you mean {near!r}? ' if near else ''}toolwise serves "
+        f"Unknown tool: {name!r} ({removed}{f'did you mean {near!r}? ' if near else ''}toolwise serves "
         f"{len(served)} tools, {where})",
     )
 

@@ -169,12 +169,14 @@ class RecommendNextOutput(Output):
 
 
 def known(services: Services, names: list[str]) -> None:
-    index = services.learning.learner.index
-    unknown = [n for n in names if n not in index.tools]
+    """UnknownToolError unless every name is a tool served now: one its server stopped listing is named as
+    such (the learner still knows it, and would rank it)."""
+    index, gone = services.learning.learner.index, services.catalogue.gone
+    unknown = [n for n in names if n not in index.tools or n in gone]
     if unknown:
         listed = index.active_names
-        meant = {n: name for n in unknown if (name := meant_name(n, listed)) is not None}
-        raise UnknownToolError(unknown, meant)
+        meant = {n: name for n in unknown if (name := meant_name(n, listed)) is not None and name != n}
+        raise UnknownToolError(unknown, meant, {n: gone[n] for n in unknown if n in gone})
 
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
