@@ -406,8 +406,10 @@ async def test_a_tool_its_server_removed_is_said_to_be_removed_when_called_or_re
             await client.call_tool("u__first", {})
         recommended = await client.call_tool("recommend_tool", {"query": "first", "candidates": ["u__first"]})
         still = ok(await client.call_tool("recommend_tool", {"query": "count words", "candidates": ["u__second"]}))
+        after = ok(await client.call_tool("recommend_next_tools", {"recent_tools": ["u__first"]}))  # history
     assert "'u__first' (its server 'u' no longer lists it;" in str(called.value), called.value
     assert recommended.is_error and "u__first (its server 'u' no longer lists it)" in text(recommended), text(
         recommended
     )
     assert [r["tool"] for r in still["recommendations"]] == ["u__second"]
+    assert after["recent_tools"] == ["u__first"]
