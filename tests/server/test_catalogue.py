@@ -413,3 +413,19 @@ async def test_a_tool_its_server_removed_is_said_to_be_removed_when_called_or_re
     )
     assert [r["tool"] for r in still["recommendations"]] == ["u__second"]
     assert after["recent_tools"] == ["u__first"]
+
+
+async def test_a_call_of_a_tool_of_a_downstream_that_is_not_up_names_it_and_why(tmp_path: Path) -> None:
+    """A downstream whose tools/list fails at start is restarted, its tools unlisted meanwhile: a call of one of
+    them names that server and why it is down (it was "Unknown tool: 'u__first' (toolwise serves 9 tools, see
+    tools/list)", as if the name were misspelt)."""
+    server, _, _ = unsteady([True])
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        with pytest.raises(MCPError) as called:
+            await client.call_tool("u__first", {})
+        with pytest.raises(MCPError) as stranger:
+            await client.call_tool("v__first", {})
+    said = str(called.value)
+    assert said.startswith("Unknown tool: 'u__first' (its server 'u' is not up: "), said
+    assert "reloading its plugins" in said and "try again shortly" in said, said
+    assert "is not up" not in str(stranger.value)

@@ -23,7 +23,7 @@ from toolwise.background import Background
 from toolwise.config import ServerSpec, Settings, prefix_of
 from toolwise.downstream.connection import Downstream, Health
 from toolwise.downstream.forwarding import InputRound, forward
-from toolwise.downstream.naming import assign
+from toolwise.downstream.naming import assign, carries_prefix
 from toolwise.downstream.relaying import Relay
 from toolwise.downstream.routes import Route, SchemaCheck
 from toolwise.downstream.tracing import Tracing
@@ -139,6 +139,12 @@ class Catalogue:
 
     def resolve(self, public_name: str) -> Route | None:
         return self.routes.get(public_name)
+
+    def carrier(self, public_name: str) -> Downstream | None:
+        """The downstream whose prefix `public_name` carries (the longest such prefix; None: none does): whose
+        tool it would be, listed or not."""
+        carrying = [(len(p), s) for s, p in self.prefixes.items() if carries_prefix(public_name, p)]
+        return self.downstreams[max(carrying)[1]] if carrying else None
 
     async def call(
         self,
