@@ -429,3 +429,25 @@ async def test_a_call_of_a_tool_of_a_downstream_that_is_not_up_names_it_and_why(
     assert said.startswith("Unknown tool: 'u__first' (its server 'u' is not up: "), said
     assert "reloading its plugins" in said and "try again shortly" in said, said
     assert "is not up" not in str(stranger.value)
+
+
+async def test_a_downstream_whose_first_tool_list_fails_once_is_in_the_first_list_a_client_takes(
+    tmp_path: Path,
+) -> None:
+    """A server answering its first tools/list with an error (reloading as it starts) is asked again on the same
+    connection: its process was restarted for it, its tools missing from the first tools/list (which some clients
+    never refresh) and a call of one of them unknown meanwhile."""
+    failures = [1]
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        if failures[0]:
+            failures[0] -= 1
+            raise MCPError(INTERNAL_ERROR, "still loading its plugins")
+        return types.ListToolsResult(tools=[types.Tool(name="first", input_schema={"type": "object"})])
+
+    server = Server("starting", on_list_tools=list_tools)
+    async with running(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as (app, client):
+        names = {t.name for t in (await client.list_tools()).tools}
+        [health] = app.catalogue.health()
+    assert "u__first" in names
+    assert (health.state, health.restarts) == ("ready", 0)
