@@ -451,3 +451,32 @@ async def test_a_downstream_whose_first_tool_list_fails_once_is_in_the_first_lis
         [health] = app.catalogue.health()
     assert "u__first" in names
     assert (health.state, health.restarts) == ("ready", 0)
+
+
+async def test_a_tool_keeps_its_public_name_when_a_tool_it_collided_with_is_removed(tmp_path: Path) -> None:
+    """`files.read` and `files/read` are listed as u__files_read and u__files_read-2; once `files.read` is removed,
+    u__files_read-2 still calls `files/read` and u__files_read is said removed (the names were assigned afresh:
+    u__files_read called `files/read`, silently another tool than the client had been listed)."""
+    bus = InMemorySubscriptionBus()
+    tools = [types.Tool(name=n, input_schema={"type": "object"}) for n in ("files.read", "files/read")]
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(tools))
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=params.name)])
+
+    server = Server("u", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(bus))
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        before = {n: text(await client.call_tool(n, {})) for n in ("u__files_read", "u__files_read-2")}
+        del tools[0]
+        await bus.publish(ToolsListChanged())
+        with anyio.fail_after(10):
+            while "u__files_read" in (listed := {t.name for t in (await client.list_tools()).tools}):
+                await anyio.sleep(0.05)
+        after = text(await client.call_tool("u__files_read-2", {}))
+        with pytest.raises(MCPError) as removed:
+            await client.call_tool("u__files_read", {})
+    assert before == {"u__files_read": "files.read", "u__files_read-2": "files/read"}
+    assert "u__files_read-2" in listed and after == "files/read"
+    assert "its server 'u' no longer lists it" in str(removed.value)

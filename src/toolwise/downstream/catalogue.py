@@ -268,7 +268,8 @@ class Catalogue:
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
         by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
-        names = assign(by_pair, self.prefixes, self.reserved)
+        kept = {(r.server, r.tool): public for public, r in self.routes.items()}
+        names = assign(by_pair, self.prefixes, self.reserved, kept)
         routes = {
             public: self._route(public, server, by_pair[(server, tool)]) for (server, tool), public in names.items()
         }
