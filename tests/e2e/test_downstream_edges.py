@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.conftest import BIN, free_port
-from tests.server.surface import text
+from tests.server.surface import rows, serving, text
 
 ODD = str(Path(__file__).with_name("odd_server.py"))
 
@@ -147,3 +147,25 @@ async def test_a_downstream_that_hangs_at_start_delays_no_connection_and_a_first
                 assert "recommend_tool" in names and "slow__ping" in names
                 await heard.wait()
                 assert text(await client.call_tool("slow__ping", {})) == "pong"
+
+
+async def test_a_result_the_protocol_does_not_allow_is_one_line_naming_what_is_wrong(tmp_path: Path) -> None:
+    """A downstream written without the SDK answers content of a type MCP does not define, a result without
+    content, structured content that breaks its output schema: each call fails naming what is wrong in one line,
+    in the client's result and the log (they were pydantic's 13 validation errors, 40 lines with their URLs,
+    and jsonschema's indented dump)."""
+    raw = {"raw": {"command": sys.executable, "args": [str(Path(__file__).with_name("raw_server.py"))]}}
+    async with serving(tmp_path, raw, in_process={}, start_wait_s=20) as client:
+        answers = {n: await client.call_tool(f"raw__{n}", {}) for n in ("hologram", "nocontent", "bad_structured")}
+        fine = await client.call_tool("raw__ok", {})
+    said = {n: text(a) for n, a in answers.items() if a.is_error}
+    prefix = "'raw' answered the call to '{}' with a result that breaks its schema: "
+    assert said == {
+        "hologram": prefix.format("hologram")
+        + "content[1] has type 'hologram', which MCP does not define (text, image, audio, resource_link, resource)",
+        "nocontent": prefix.format("nocontent") + "content: Field required",
+        "bad_structured": prefix.format("bad_structured") + "structuredContent.n: 'many' is not of type 'integer'",
+    }
+    assert text(fine) == "fine"
+    logged = rows(tmp_path, "SELECT tool, error_type, error_message FROM executions WHERE NOT success ORDER BY seq")
+    assert logged == [(f"raw__{n}", "InvalidResultError", said[n]) for n in said]

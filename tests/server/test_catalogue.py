@@ -413,3 +413,96 @@ async def test_a_start_cancelled_while_it_waits_for_a_downstream_leaves_nothing_
         await asyncio.sleep(0)
     left = [task.get_name() for task in asyncio.all_tasks() - before if not task.done()]
     assert left == []
+
+
+async def test_a_tool_its_server_removed_is_said_to_be_removed_when_called_or_recommended(tmp_path: Path) -> None:
+    """A downstream drops a tool while a client is connected: a call of it, or a recommendation among it, names
+    the server that no longer lists it (it had been recommended, 'the agent picks it' 1.00, and a call of it
+    was a bare "Unknown tool")."""
+    server, bus, tools = unsteady([False])
+    tools.append(types.Tool(name="second", description="Count the words of a text", input_schema={"type": "object"}))
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        ok(await client.call_tool("recommend_tool", {"query": "first", "candidates": ["u__first"]}))
+        del tools[0]
+        await bus.publish(ToolsListChanged())
+        with anyio.fail_after(10):
+            while "u__first" in {t.name for t in (await client.list_tools()).tools}:
+                await anyio.sleep(0.05)
+        with pytest.raises(MCPError) as called:
+            await client.call_tool("u__first", {})
+        recommended = await client.call_tool("recommend_tool", {"query": "first", "candidates": ["u__first"]})
+        still = ok(await client.call_tool("recommend_tool", {"query": "count words", "candidates": ["u__second"]}))
+        after = ok(await client.call_tool("recommend_next_tools", {"recent_tools": ["u__first"]}))  # history
+    assert "'u__first' (its server 'u' no longer lists it;" in str(called.value), called.value
+    assert recommended.is_error and "u__first (its server 'u' no longer lists it)" in text(recommended), text(
+        recommended
+    )
+    assert [r["tool"] for r in still["recommendations"]] == ["u__second"]
+    assert after["recent_tools"] == ["u__first"]
+
+
+async def test_a_call_of_a_tool_of_a_downstream_that_is_not_up_names_it_and_why(tmp_path: Path) -> None:
+    """A downstream whose tools/list fails at start is restarted, its tools unlisted meanwhile: a call of one of
+    them names that server and why it is down (it was "Unknown tool: 'u__first' (toolwise serves 9 tools, see
+    tools/list)", as if the name were misspelt)."""
+    server, _, _ = unsteady([True])
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        with pytest.raises(MCPError) as called:
+            await client.call_tool("u__first", {})
+        with pytest.raises(MCPError) as stranger:
+            await client.call_tool("v__first", {})
+    said = str(called.value)
+    assert said.startswith("Unknown tool: 'u__first' (its server 'u' is not up: "), said
+    assert "reloading its plugins" in said and "try again shortly" in said, said
+    assert "is not up" not in str(stranger.value)
+
+
+async def test_a_downstream_whose_first_tool_list_fails_once_is_in_the_first_list_a_client_takes(
+    tmp_path: Path,
+) -> None:
+    """A server answering its first tools/list with an error (reloading as it starts) is asked again on the same
+    connection: its process was restarted for it, its tools missing from the first tools/list (which some clients
+    never refresh) and a call of one of them unknown meanwhile."""
+    failures = [1]
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        if failures[0]:
+            failures[0] -= 1
+            raise MCPError(INTERNAL_ERROR, "still loading its plugins")
+        return types.ListToolsResult(tools=[types.Tool(name="first", input_schema={"type": "object"})])
+
+    server = Server("starting", on_list_tools=list_tools)
+    async with running(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as (app, client):
+        names = {t.name for t in (await client.list_tools()).tools}
+        [health] = app.catalogue.health()
+    assert "u__first" in names
+    assert (health.state, health.restarts) == ("ready", 0)
+
+
+async def test_a_tool_keeps_its_public_name_when_a_tool_it_collided_with_is_removed(tmp_path: Path) -> None:
+    """`files.read` and `files/read` are listed as u__files_read and u__files_read-2; once `files.read` is removed,
+    u__files_read-2 still calls `files/read` and u__files_read is said removed (the names were assigned afresh:
+    u__files_read called `files/read`, silently another tool than the client had been listed)."""
+    bus = InMemorySubscriptionBus()
+    tools = [types.Tool(name=n, input_schema={"type": "object"}) for n in ("files.read", "files/read")]
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(tools))
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=params.name)])
+
+    server = Server("u", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(bus))
+    async with serving(tmp_path, mode="auto", in_process={"u": InProcessServer(server)}) as client:
+        before = {n: text(await client.call_tool(n, {})) for n in ("u__files_read", "u__files_read-2")}
+        del tools[0]
+        await bus.publish(ToolsListChanged())
+        with anyio.fail_after(10):
+            while "u__files_read" in (listed := {t.name for t in (await client.list_tools()).tools}):
+                await anyio.sleep(0.05)
+        after = text(await client.call_tool("u__files_read-2", {}))
+        with pytest.raises(MCPError) as removed:
+            await client.call_tool("u__files_read", {})
+    assert before == {"u__files_read": "files.read", "u__files_read-2": "files/read"}
+    assert "u__files_read-2" in listed and after == "files/read"
+    assert "its server 'u' no longer lists it" in str(removed.value)

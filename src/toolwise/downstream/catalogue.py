@@ -23,13 +23,16 @@ from toolwise.background import Background
 from toolwise.config import ServerSpec, Settings, prefix_of
 from toolwise.downstream.connection import Downstream, Health
 from toolwise.downstream.forwarding import InputRound, forward
-from toolwise.downstream.naming import assign
+from toolwise.downstream.naming import assign, carries_prefix
 from toolwise.downstream.relaying import Relay
 from toolwise.downstream.routes import Route, SchemaCheck
 from toolwise.downstream.tracing import Tracing
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+GONE_KEPT = (
+    1000  # removed tools remembered (`Catalogue.gone`), the newest: a downstream renaming tools forever stays bounded
+)
 
 
 class Catalogue:
@@ -43,6 +46,9 @@ class Catalogue:
             name: Downstream(name, spec, settings, self._rebuild, tracing=tracing) for name, spec in servers.items()
         }
         self.routes: dict[str, Route] = {}
+        # Public names of tools a downstream stopped listing while served → that server: a call or a
+        # recommendation of one is told it was removed, not that it never existed (dropped once listed again).
+        self.gone: dict[str, str] = {}
         self.prefixes = {name: prefix_of(name, spec) for name, spec in servers.items()}
         self.reserved: frozenset[str] = frozenset()  # toolwise's own tool names: never given to a downstream's
         self.on_change: Callable[[], Coroutine[Any, Any, None]] | None = None  # `serve` sets it
@@ -133,6 +139,12 @@ class Catalogue:
 
     def resolve(self, public_name: str) -> Route | None:
         return self.routes.get(public_name)
+
+    def carrier(self, public_name: str) -> Downstream | None:
+        """The downstream whose prefix `public_name` carries (the longest such prefix; None: none does): whose
+        tool it would be, listed or not."""
+        carrying = [(len(p), s) for s, p in self.prefixes.items() if carries_prefix(public_name, p)]
+        return self.downstreams[max(carrying)[1]] if carrying else None
 
     async def call(
         self,
@@ -241,14 +253,28 @@ class Catalogue:
             check = SchemaCheck(public, tool.input_schema)
         return Route(server, tool.name, tool.model_copy(update={"name": public}), check)
 
+    def _forget(self, routes: Mapping[str, Route]) -> None:
+        """Note the tools `routes` no longer holds in `gone` (at most `GONE_KEPT`, the newest), and drop
+        from it those listed again."""
+        for public, route in self.routes.items():
+            if public not in routes:
+                self.gone.pop(public, None)  # re-inserted: the newest
+                self.gone[public] = route.server
+        for public in routes:
+            self.gone.pop(public, None)
+        while len(self.gone) > GONE_KEPT:
+            del self.gone[next(iter(self.gone))]
+
     def _rebuild(self) -> None:
         """Recompute the public names after any downstream's tool list changed."""
         by_pair = {(d.name, t.name): t for d in self.downstreams.values() for t in d.tools}
-        names = assign(by_pair, self.prefixes, self.reserved)
+        kept = {(r.server, r.tool): public for public, r in self.routes.items()}
+        names = assign(by_pair, self.prefixes, self.reserved, kept)
         routes = {
             public: self._route(public, server, by_pair[(server, tool)]) for (server, tool), public in names.items()
         }
         changed = {n: r.public for n, r in routes.items()} != {n: r.public for n, r in self.routes.items()}
+        self._forget(routes)
         self.routes = routes
         if changed and self.on_change is not None:
             self._announcing.spawn(

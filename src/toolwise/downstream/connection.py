@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -45,6 +46,7 @@ from toolwise.downstream.tracing import Tracing
 from toolwise.downstream.twin import Twin
 
 log = logging.getLogger(__name__)
+LIST_TRIES = 3  # tools/list asked at most this often on a new connection before the start counts as failed
 
 State = Literal["starting", "ready", "restarting", "failed", "stopped"]
 
@@ -220,7 +222,7 @@ class Downstream:
                         sdk.keep_declared_capabilities(client)
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                             sdk.tolerate_untagged_results(client, untagged_reporter(self.name))
-                        await self._refresh(client)
+                        await self._first_listing(client)
                 finally:
                     self._process = spawned[-1] if spawned else None
             self._client, self.state, self.error, self._up_since = client, "ready", None, time.monotonic()
@@ -340,6 +342,23 @@ class Downstream:
     async def _refresh(self, client: Client) -> None:
         self.tools = offered(self.name, self.spec, await all_tools(client))
         self.on_tools()
+
+    async def _first_listing(self, client: Client) -> None:
+        """Its tools, once connected; a tools/list answered with an error (a server loading its plugins as it
+        starts) asked again on this connection, `LIST_TRIES` times in all, `restart_backoff_s` apart (doubling),
+        within the start's `start_timeout_s`: a restart of the process for it left its tools out of the first
+        tools/list a client took, which some clients never refresh."""
+        wait = self.settings.restart_backoff_s
+        for _ in range(LIST_TRIES - 1):
+            try:
+                await self._refresh(client)
+            except MCPError as exc:
+                log.info("downstream %s: its tools/list failed (%s); asking again in %.1fs", self.name, exc, wait)
+            else:
+                return
+            await asyncio.sleep(wait)
+            wait = min(2 * wait, self.settings.restart_backoff_max_s)
+        await self._refresh(client)
 
     async def _tools_changed(self, client: Client) -> None:
         """The downstream said its tools changed: listed anew. A list that fails (it is reloading) keeps the

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
+import jsonschema
 import mcp_types as types
 from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from toolwise import sdk
 from toolwise.config import HttpServer, ServerSpec, StdioServer
@@ -201,9 +203,59 @@ async def _call(
     except Exception as exc:
         if sdk.is_result_validation_error(exc):
             raise InvalidResultError(
-                f"{server!r} answered the call to {tool!r} with a result that breaks its schema: {exc}"
+                f"{server!r} answered the call to {tool!r} with a result that breaks its schema: {what_is_wrong(exc)}"
             ) from exc
         raise _refused(downstream, client, tool, exc) from exc
+
+
+# MCP's content block types, each with the model the SDK parses it into (its union's members in pydantic's errors).
+CONTENT_TYPES = {
+    "text": "TextContent",
+    "image": "ImageContent",
+    "audio": "AudioContent",
+    "resource_link": "ResourceLink",
+    "resource": "EmbeddedResource",
+}
+
+
+def what_is_wrong(refusal: Exception) -> str:
+    """The first thing wrong with a result the SDK refused, in one line a client (and the log) can read:
+    pydantic's errors are one per member of the content union tried (13 lines and URLs for one block of an
+    unknown type), jsonschema's an indented dump of the schema and the instance."""
+    if isinstance(refusal, ValidationError):
+        return _shape_error(refusal)
+    cause = refusal.__cause__
+    if isinstance(cause, jsonschema.ValidationError):
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in cause.absolute_path)
+        return f"structuredContent{where}: {cause.message}"
+    return str(refusal).splitlines()[0]
+
+
+def _shape_error(refusal: ValidationError) -> str:
+    """The result's first error, at the path the wire names (a content block of an unknown type said so);
+    the errors of the content union's members of other types than the block's are not what is wrong."""
+    found = refusal.errors(include_url=False)
+    kinds = {  # content block → the type it says it is (an error whose input is the block tells)
+        e["loc"][1]: e["input"].get("type")
+        for e in found
+        if e["loc"][:1] == ("content",) and len(e["loc"]) > 2 and isinstance(e["input"], dict)
+    }
+    for block, kind in kinds.items():
+        if kind not in CONTENT_TYPES:
+            which = "no type" if kind is None else f"type {kind!r}, which MCP does not define"
+            return f"content[{block}] has {which} ({', '.join(CONTENT_TYPES)})"
+    errors = [
+        e
+        for e in found
+        if not (e["loc"][:1] == ("content",) and len(e["loc"]) > 2 and e["loc"][1] in kinds)
+        or e["loc"][2] == CONTENT_TYPES[str(kinds[e["loc"][1]])]
+    ]
+    if not errors:
+        return str(refusal).splitlines()[0]
+    path = (p for p in errors[0]["loc"] if p not in CONTENT_TYPES.values())
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where or 'the result'}: {errors[0]['msg']}{more}"
 
 
 def _refused(downstream: Connected, client: Client, tool: str, exc: Exception) -> DownstreamError:

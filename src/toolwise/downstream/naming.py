@@ -53,15 +53,25 @@ def meant_name(tool: str, names: Iterable[str]) -> str | None:
 
 
 def assign(
-    pairs: Iterable[tuple[str, str]], prefixes: Mapping[str, str] | None = None, reserved: Iterable[str] = ()
+    pairs: Iterable[tuple[str, str]],
+    prefixes: Mapping[str, str] | None = None,
+    reserved: Iterable[str] = (),
+    kept: Mapping[tuple[str, str], str] | None = None,
 ) -> dict[tuple[str, str], str]:
     """Unique public names for (server, tool) pairs, each under its server's prefix (default: the
-    server's name), none of them `reserved` (toolwise's own tools). Collisions (after cleaning or
-    truncation, or of bare names) are resolved deterministically: pairs are taken in sorted order and
-    later ones get `-2`, `-3`, …"""
+    server's name), none of them `reserved` (toolwise's own tools). `kept`: the names pairs had before a
+    tool list changed, which those still listed keep (a client holds them: `files/read` stays
+    `u__files_read-2` when `files.read` goes, never taking the name a client was listed for another tool).
+    Collisions (after cleaning or truncation, or of bare names) are resolved deterministically: pairs are
+    taken in sorted order and later ones get `-2`, `-3`, …"""
+    listed = set(pairs)
     taken: set[str] = set(reserved)
     names: dict[tuple[str, str], str] = {}
-    for server, tool in sorted(set(pairs)):
+    for pair, name in sorted((kept or {}).items()):
+        if pair in listed and name not in taken:
+            taken.add(name)
+            names[pair] = name
+    for server, tool in sorted(listed - names.keys()):
         prefix = server if prefixes is None else prefixes.get(server, server)
         base = candidate = namespaced(prefix, tool)
         n = 2

@@ -39,7 +39,7 @@ from toolwise.downstream.catalogue import Catalogue
 from toolwise.downstream.connection import Downstream
 from toolwise.downstream.forwarding import is_connection_loss
 from toolwise.downstream.listing import all_prompts, all_resources, all_templates
-from toolwise.downstream.naming import assign, carries_prefix
+from toolwise.downstream.naming import assign
 from toolwise.downstream.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
@@ -259,10 +259,8 @@ class Passthrough:
 
     def _coming_back_as(self, name: str) -> str | None:
         """The downstream, down and coming back, whose prefix `name` carries (None: no such one)."""
-        for server, downstream in self.catalogue.downstreams.items():
-            if downstream.coming_back and carries_prefix(name, self.catalogue.prefixes.get(server, server)):
-                return server
-        return None
+        downstream = self.catalogue.carrier(name)
+        return downstream.name if downstream is not None and downstream.coming_back else None
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams

@@ -23,11 +23,19 @@ from toolwise.rl.text import action_word, stem, tokenize
 
 
 class UnknownToolError(UserError):
-    def __init__(self, names: Iterable[str], meant: Mapping[str, str] | None = None) -> None:
-        """`meant`: the listed name each unknown one may stand for, said beside it."""
-        hints = meant or {}
-        listed = ", ".join(f"{n} (did you mean {hints[n]!r}?)" if n in hints else n for n in sorted(names))
-        super().__init__(f"unknown tool(s): {listed}")
+    def __init__(
+        self, names: Iterable[str], meant: Mapping[str, str] | None = None, gone: Mapping[str, str] | None = None
+    ) -> None:
+        """`meant`: the listed name each unknown one may stand for, said beside it; `gone`: the server that
+        listed it once and no longer does."""
+        hints, servers = meant or {}, gone or {}
+
+        def why(name: str) -> str:
+            said = [f"its server {servers[name]!r} no longer lists it"] if name in servers else []
+            said += [f"did you mean {hints[name]!r}?"] if name in hints else []
+            return f"{name} ({'; '.join(said)})" if said else name
+
+        super().__init__(f"unknown tool(s): {', '.join(why(n) for n in sorted(names))}")
 
 
 Effect = Literal["reads", "writes", "destroys", "unknown"]  # what a call does, as the server's annotations say

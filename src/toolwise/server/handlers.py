@@ -156,17 +156,29 @@ def argument_names(app: Toolwise, name: str) -> list[str]:
 
 
 def unknown_tool(app: Toolwise, name: str) -> MCPError:
-    """A tool toolwise does not serve: the name it stands for (`time__convert_time` for a downstream's
-    own `convert_time`) or the near miss of a misspelt name, and where the others are (with
-    `exposure` other than `all`, tools/list holds a few of them: search_tools finds the rest)."""
+    """A tool toolwise does not serve: the server that listed it and no longer does or is down, the name it stands for
+    (`time__convert_time` for a downstream's own `convert_time`) or the near miss of a misspelt name, and where
+    the others are (with `exposure` other than `all`, tools/list holds a few of them: search_tools finds the rest)."""
     served = [*app.catalogue.routes, *app.own]
     near = meant_name(name, served)
     where = "see tools/list" if app.exposure.mode == "all" else "search_tools finds them"
     return MCPError(
         INVALID_PARAMS,
-        f"Unknown tool: {name!r} ({f'did you mean {near!r}? ' if near else ''}toolwise serves "
+        f"Unknown tool: {name!r} ({whose(app, name)}{f'did you mean {near!r}? ' if near else ''}toolwise serves "
         f"{len(served)} tools, {where})",
     )
+
+
+def whose(app: Toolwise, name: str) -> str:
+    """What became of the downstream an unlisted `name` would be a tool of: it removed the tool, or it is not
+    up (its tools are unlisted until it is); "" when neither."""
+    server = app.catalogue.gone.get(name)
+    if server is not None:
+        return f"its server {server!r} no longer lists it; "
+    downstream = app.catalogue.carrier(name)
+    if downstream is None or downstream.state == "ready":
+        return ""
+    return f"its server {downstream.name!r} is not up: {downstream.state}, {downstream.error}; try again shortly; "
 
 
 async def forward(

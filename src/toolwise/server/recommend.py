@@ -168,18 +168,21 @@ class RecommendNextOutput(Output):
 # -- the handlers: plain functions of the running services, the validated input and the session ------
 
 
-def known(services: Services, names: list[str]) -> None:
-    index = services.learning.learner.index
-    unknown = [n for n in names if n not in index.tools]
+def known(services: Services, names: list[str], *, served: bool = False) -> None:
+    """UnknownToolError unless every name is a tool the learner knows (a past call's may be one its server no
+    longer lists); `served`: a tool served now, one its server stopped listing named as such (the learner still
+    knows it, and would rank it)."""
+    index, gone = services.learning.learner.index, services.catalogue.gone if served else {}
+    unknown = sorted({n for n in names if n not in index.tools or n in gone})
     if unknown:
         listed = index.active_names
-        meant = {n: name for n in unknown if (name := meant_name(n, listed)) is not None}
-        raise UnknownToolError(unknown, meant)
+        meant = {n: name for n in unknown if (name := meant_name(n, listed)) is not None and name != n}
+        raise UnknownToolError(unknown, meant, {n: gone[n] for n in unknown if n in gone})
 
 
 async def recommend_tool(services: Services, args: RecommendToolInput, session: Session) -> RecommendToolOutput:
     if args.candidates is not None:
-        known(services, args.candidates)  # before the learner's own check: with the name each stands for
+        known(services, args.candidates, served=True)  # before the learner's own check: with the name each stands for
     d, suggested = await services.agent.recommend_with_arguments(
         session, args.query, args.top_k, args.candidates, suggest=SUGGESTED
     )
