@@ -30,9 +30,8 @@ from toolwise.downstream.tracing import Tracing
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-GONE_KEPT = (
-    1000  # removed tools remembered (`Catalogue.gone`), the newest: a downstream renaming tools forever stays bounded
-)
+# Removed tools remembered (`Catalogue.gone`), the newest: a downstream renaming tools forever stays bounded.
+GONE_KEPT = 1000
 
 
 class Catalogue:
