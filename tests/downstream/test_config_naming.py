@@ -246,3 +246,14 @@ def test_a_misspelt_key_of_a_server_is_named_against_that_server_s_shape_alone(t
         f"{path}: mcpServers.time.arg: Extra inputs are not permitted; did you mean 'args'?; "
         "mcpServers.r.header: Extra inputs are not permitted; did you mean 'headers'?"
     )
+
+
+def test_names_kept_across_a_change_leave_the_listing_in_its_one_order() -> None:
+    """A tool list change keeps the names of the tools still listed (`kept`); the listing stays in the one
+    (server, tool) order whichever downstream came up first: clients show tools/list as it comes, and the
+    learner's tool order, hence its ties, follows it. Before, the tools named earlier came first: the order
+    depended on which downstream started sooner."""
+    pairs = [("git", "git_add"), ("git", "git_log"), ("time", "convert_time")]
+    first = assign(pairs[2:])  # time came up first
+    kept = assign(pairs, kept=first)
+    assert list(kept) == sorted(pairs) and kept == assign(pairs)

@@ -63,7 +63,7 @@ def assign(
     tool list changed, which those still listed keep (a client holds them: `files/read` stays
     `u__files_read-2` when `files.read` goes, never taking the name a client was listed for another tool).
     Collisions (after cleaning or truncation, or of bare names) are resolved deterministically: pairs are
-    taken in sorted order and later ones get `-2`, `-3`, …"""
+    taken in sorted order and later ones get `-2`, `-3`, … The names come in (server, tool) order."""
     listed = set(pairs)
     taken: set[str] = set(reserved)
     names: dict[tuple[str, str], str] = {}
@@ -81,4 +81,4 @@ def assign(
             n += 1
         taken.add(candidate)
         names[(server, tool)] = candidate
-    return names
+    return {pair: names[pair] for pair in sorted(names)}  # one order, whichever names were kept
