@@ -20,14 +20,14 @@ from toolwise.config import InProcessServer
 WAIT_S = 10.0
 
 
-def notes(name: str, uri: str, hung: asyncio.Event | None = None) -> Server[Any]:
-    """A downstream with one resource, `uri`, whose text names the server; once `hung` is set, its tools/list
-    never answers (a restart then never ends)."""
+def notes(name: str, uri: str, hung: asyncio.Event | None = None, *, tools: bool = True) -> Server[Any]:
+    """A downstream with one resource, `uri`, whose text names the server, and one tool (none: `tools` False, a
+    documents server); once `hung` is set, its tools/list never answers (a restart then never ends)."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         if hung is not None and hung.is_set():
             await anyio.sleep_forever()
-        return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
+        return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})] if tools else [])
 
     async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[types.Resource(uri=uri, name=name)])
@@ -233,29 +233,12 @@ async def test_a_resource_of_a_downstream_back_is_read_while_another_stays_down(
     assert [part.text for part in read.contents] == ["from b"]  # type: ignore[union-attr]
 
 
-def shelf(name: str, uri: str) -> Server[Any]:
-    """A downstream with resources and no tools (a documents server): it lists none."""
-
-    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[])
-
-    async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(uri=uri, name=name)])
-
-    async def read_resource(
-        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=params.uri, text=f"from {name}")])
-
-    return Server(name, on_list_tools=list_tools, on_list_resources=list_resources, on_read_resource=read_resource)
-
-
 async def test_a_resource_of_a_restarting_downstream_with_no_tools_is_read_from_it(tmp_path: Path) -> None:
     """A downstream that offers resources and no tools, read while it restarts: waited for as one with tools is,
     not taken for failed and its URI sent to the other downstream with resources."""
     downstreams = {
         "a": InProcessServer(notes("a", "notes://a/today")),
-        "b": InProcessServer(shelf("b", "notes://b/today")),
+        "b": InProcessServer(notes("b", "notes://b/today", tools=False)),
     }
     async with running(tmp_path, {}, in_process=downstreams, restart_backoff_s=0.5) as (app, client):
         b = app.catalogue.downstreams["b"]
